@@ -1,0 +1,381 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/migrations"
+)
+
+const (
+	sqlLeaseEpoch    = `SELECT epoch FROM leases WHERE name = ?`
+	sqlRequest       = `SELECT first_position, last_position FROM requests WHERE idempotency_key = ?`
+	sqlHead          = `SELECT COALESCE(max(position), 0) FROM events`
+	sqlStreamVersion = `SELECT COALESCE(max(stream_version), 0) FROM events WHERE stream = ?`
+	sqlInsertEvent   = `INSERT INTO events (position, stream, stream_version, type, schema_version, occurred_at, recorded_at, actor, causation_id, correlation_id, idempotency_key, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertRequest = `INSERT INTO requests (idempotency_key, first_position, last_position) VALUES (?, ?, ?)`
+	sqlColumns       = `position, stream, stream_version, type, schema_version, occurred_at, recorded_at, actor, causation_id, correlation_id, idempotency_key, payload`
+	sqlRead          = `SELECT ` + sqlColumns + ` FROM events WHERE position >= ? ORDER BY position LIMIT ?`
+	sqlReadStream    = `SELECT ` + sqlColumns + ` FROM events WHERE stream = ? ORDER BY stream_version`
+
+	sqlLeaseGet    = `SELECT holder, epoch, expires_at FROM leases WHERE name = ?`
+	sqlLeaseUpsert = `INSERT INTO leases (name, holder, epoch, expires_at) VALUES (?, ?, ?, ?) ` +
+		`ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, epoch = excluded.epoch, expires_at = excluded.expires_at`
+	sqlLeaseRenew = `UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND epoch = ?`
+
+	sqlCheckpointSave = `INSERT INTO checkpoints (name, position, taken_at, state) VALUES (?, ?, ?, ?) ` +
+		`ON CONFLICT (name, position) DO UPDATE SET taken_at = excluded.taken_at, state = excluded.state`
+	sqlCheckpointLoad = `SELECT position, taken_at, state FROM checkpoints WHERE name = ? AND position <= ? ORDER BY position DESC LIMIT 1`
+)
+
+// Options tune a Store. The zero value is usable.
+type Options struct {
+	// Clock stamps recorded_at and judges lease expiry. Default time.Now.
+	Clock func() time.Time
+	// PollInterval is how often subscriptions look for appends made by other
+	// processes sharing the file. Default 100 ms.
+	PollInterval time.Duration
+}
+
+// Store is the event log in one SQLite file.
+type Store struct {
+	db     *sql.DB
+	path   string
+	clock  func() time.Time
+	poll   time.Duration
+	notify *events.Notifier
+	// writeMu serializes this process's writers; other processes wait on
+	// SQLite's lock (busy_timeout).
+	writeMu sync.Mutex
+	closed  atomic.Bool
+}
+
+var _ events.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the log at path and applies its migrations.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%w: sqlite path: must not be empty", events.ErrInvalid)
+	}
+	path = strings.TrimPrefix(path, "sqlite://")
+	q := url.Values{}
+	// WAL lets readers (subscriptions) run beside the writer; FULL makes an
+	// acknowledged append survive a power loss, not only a crash.
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: opening %s: %w", path, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlitestore: opening %s: %w", path, err)
+	}
+	if err := migrations.UpSQLite(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlitestore: %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path, clock: opts.Clock, poll: opts.PollInterval, notify: events.NewNotifier()}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	return s, nil
+}
+
+// Path is the file the log lives in.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database. Subscriptions fail with ErrClosed afterwards.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.notify.Notify()
+	return s.db.Close()
+}
+
+func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	if s.closed.Load() {
+		return events.ErrClosed
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: see _txlock
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Append writes the request's events in one transaction.
+func (s *Store) Append(ctx context.Context, req events.AppendRequest) (events.AppendResult, error) {
+	rows, err := events.ValidateAppend(&req)
+	if err != nil {
+		return events.AppendResult{}, err
+	}
+	var res events.AppendResult
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var epoch int64
+		if err := tx.QueryRowContext(ctx, sqlLeaseEpoch, events.LeaderLease).Scan(&epoch); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if req.IdempotencyKey != "" {
+			var first, last int64
+			err := tx.QueryRowContext(ctx, sqlRequest, req.IdempotencyKey).Scan(&first, &last)
+			if err == nil {
+				res = events.AppendResult{First: first, Last: last, Duplicate: true}
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		var head int64
+		if err := tx.QueryRowContext(ctx, sqlHead).Scan(&head); err != nil {
+			return err
+		}
+		if err := events.CheckAppend(&req, head, epoch); err != nil {
+			return err
+		}
+		streams := events.Streams(rows)
+		versions := make(map[string]int64, len(streams))
+		vstmt, err := tx.PrepareContext(ctx, sqlStreamVersion)
+		if err != nil {
+			return err
+		}
+		defer vstmt.Close()
+		for _, st := range streams {
+			var v int64
+			if err := vstmt.QueryRowContext(ctx, st).Scan(&v); err != nil {
+				return err
+			}
+			versions[st] = v
+		}
+		events.AssignRows(rows, head, versions, s.clock())
+		ins, err := tx.PrepareContext(ctx, sqlInsertEvent)
+		if err != nil {
+			return err
+		}
+		defer ins.Close()
+		for i := range rows {
+			r := &rows[i]
+			if _, err := ins.ExecContext(ctx, r.Position, r.Stream, r.StreamVersion, r.Type, r.SchemaVersion,
+				r.OccurredAt.UnixMicro(), r.RecordedAt.UnixMicro(), r.Actor, r.CausationID, r.CorrelationID,
+				r.IdempotencyKey, r.Payload); err != nil {
+				return err
+			}
+		}
+		res = events.AppendResult{First: rows[0].Position, Last: rows[len(rows)-1].Position}
+		if req.IdempotencyKey != "" {
+			if _, err := tx.ExecContext(ctx, sqlInsertRequest, req.IdempotencyKey, res.First, res.Last); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return events.AppendResult{}, fmt.Errorf("sqlitestore: append: %w", err)
+	}
+	if !res.Duplicate {
+		s.notify.Notify()
+	}
+	return res, nil
+}
+
+// Read returns up to limit events from position `from` on.
+func (s *Store) Read(ctx context.Context, from int64, limit int) ([]events.Event, error) {
+	if s.closed.Load() {
+		return nil, events.ErrClosed
+	}
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: limit: must be positive", events.ErrInvalid)
+	}
+	rows, err := s.db.QueryContext(ctx, sqlRead, from, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: read from %d: %w", from, err)
+	}
+	return scanEvents(rows, limit)
+}
+
+// ReadStream returns every event of one stream.
+func (s *Store) ReadStream(ctx context.Context, stream string) ([]events.Event, error) {
+	if s.closed.Load() {
+		return nil, events.ErrClosed
+	}
+	rows, err := s.db.QueryContext(ctx, sqlReadStream, stream)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: read stream %q: %w", stream, err)
+	}
+	return scanEvents(rows, 16)
+}
+
+func scanEvents(rows *sql.Rows, capHint int) ([]events.Event, error) {
+	defer rows.Close()
+	out := make([]events.Event, 0, capHint)
+	var (
+		raw                []byte
+		occurred, recorded int64
+	)
+	for rows.Next() {
+		var e events.Event
+		if err := rows.Scan(&e.Position, &e.Stream, &e.StreamVersion, &e.Type, &e.SchemaVersion,
+			&occurred, &recorded, &e.Actor, &e.CausationID, &e.CorrelationID, &e.IdempotencyKey, &raw); err != nil {
+			return nil, fmt.Errorf("sqlitestore: scanning event: %w", err)
+		}
+		e.OccurredAt, e.RecordedAt = time.UnixMicro(occurred).UTC(), time.UnixMicro(recorded).UTC()
+		if err := events.DecodeRow(&e, raw); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: reading events: %w", err)
+	}
+	return out, nil
+}
+
+// Head returns the last committed position.
+func (s *Store) Head(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, events.ErrClosed
+	}
+	var head int64
+	if err := s.db.QueryRowContext(ctx, sqlHead).Scan(&head); err != nil {
+		return 0, fmt.Errorf("sqlitestore: head: %w", err)
+	}
+	return head, nil
+}
+
+// Subscribe tails the log after position `after`.
+func (s *Store) Subscribe(after int64) *events.Subscription {
+	return events.NewSubscription(s, s.notify, after, 1000, s.poll)
+}
+
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func getLease(ctx context.Context, q queryRower, name string) (events.Lease, bool, error) {
+	l := events.Lease{Name: name}
+	var exp int64
+	err := q.QueryRowContext(ctx, sqlLeaseGet, name).Scan(&l.Holder, &l.Epoch, &exp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return events.Lease{}, false, nil
+	}
+	if err != nil {
+		return events.Lease{}, false, err
+	}
+	l.ExpiresAt = time.UnixMicro(exp).UTC()
+	return l, true, nil
+}
+
+// AcquireLease takes the named lease for holder.
+func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (events.Lease, error) {
+	var out events.Lease
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		stored, found, err := getLease(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		next, err := events.DecideAcquire(stored, found, name, holder, s.clock(), ttl)
+		out = next
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, sqlLeaseUpsert, name, holder, next.Epoch, next.ExpiresAt.UnixMicro())
+		return err
+	})
+	if err != nil {
+		return out, fmt.Errorf("sqlitestore: acquire lease: %w", err)
+	}
+	return out, nil
+}
+
+// RenewLease extends a lease its holder still has.
+func (s *Store) RenewLease(ctx context.Context, l events.Lease, ttl time.Duration) (events.Lease, error) {
+	l.ExpiresAt = s.clock().Add(ttl).Truncate(time.Microsecond).UTC()
+	return l, s.setExpiry(ctx, l)
+}
+
+// ReleaseLease ends a lease at once.
+func (s *Store) ReleaseLease(ctx context.Context, l events.Lease) error {
+	l.ExpiresAt = time.Unix(0, 0).UTC()
+	return s.setExpiry(ctx, l)
+}
+
+func (s *Store) setExpiry(ctx context.Context, l events.Lease) error {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, sqlLeaseRenew, l.ExpiresAt.UnixMicro(), l.Name, l.Holder, l.Epoch)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: lease %q: %w", l.Name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: %q no longer holds %q at epoch %d", events.ErrLeaseLost, l.Holder, l.Name, l.Epoch)
+	}
+	return nil
+}
+
+// CurrentLease returns the named lease as stored.
+func (s *Store) CurrentLease(ctx context.Context, name string) (events.Lease, bool, error) {
+	if s.closed.Load() {
+		return events.Lease{}, false, events.ErrClosed
+	}
+	l, ok, err := getLease(ctx, s.db, name)
+	if err != nil {
+		return l, ok, fmt.Errorf("sqlitestore: lease %q: %w", name, err)
+	}
+	return l, ok, nil
+}
+
+// SaveCheckpoint stores a projection snapshot.
+func (s *Store) SaveCheckpoint(ctx context.Context, c events.Checkpoint) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, sqlCheckpointSave, c.Name, c.Position, c.TakenAt.UnixMicro(), c.State)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: save checkpoint %q at %d: %w", c.Name, c.Position, err)
+	}
+	return nil
+}
+
+// LoadCheckpoint returns the newest snapshot of name at or before a position.
+func (s *Store) LoadCheckpoint(ctx context.Context, name string, atOrBefore int64) (events.Checkpoint, bool, error) {
+	if s.closed.Load() {
+		return events.Checkpoint{}, false, events.ErrClosed
+	}
+	c := events.Checkpoint{Name: name}
+	var taken int64
+	err := s.db.QueryRowContext(ctx, sqlCheckpointLoad, name, atOrBefore).Scan(&c.Position, &taken, &c.State)
+	if errors.Is(err, sql.ErrNoRows) {
+		return events.Checkpoint{}, false, nil
+	}
+	if err != nil {
+		return events.Checkpoint{}, false, fmt.Errorf("sqlitestore: load checkpoint %q: %w", name, err)
+	}
+	c.TakenAt = time.UnixMicro(taken).UTC()
+	return c, true, nil
+}
