@@ -1,0 +1,349 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// testParent returns a fresh parent path under the corral-test- prefix and
+// removes it from every hierarchy when the test ends.
+func testParent(t *testing.T, roots ...string) string {
+	t.Helper()
+	parent := fmt.Sprintf("corral-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	t.Cleanup(func() {
+		for _, r := range roots {
+			_ = syscall.Rmdir(filepath.Join(r, parent))
+		}
+	})
+	return parent
+}
+
+func v1Roots(t *testing.T) (mem, cpu, cpuacct string) {
+	t.Helper()
+	ms, err := Mounts()
+	if err != nil {
+		t.Skipf("no mountinfo: %v", err)
+	}
+	roots := map[string]string{}
+	for _, m := range ms {
+		for _, c := range m.Controllers {
+			roots[c] = m.Path
+		}
+	}
+	if roots["memory"] == "" || roots["cpu"] == "" || roots["cpuacct"] == "" {
+		t.Skip("cgroup v1 memory, cpu and cpuacct are not all mounted")
+	}
+	return roots["memory"], roots["cpu"], roots["cpuacct"]
+}
+
+// startIn starts argv inside c the way the agent does: a shell writes its
+// own pid into the join files, then execs the command.
+func startIn(t *testing.T, c Container, argv ...string) *exec.Cmd {
+	t.Helper()
+	script := `n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"`
+	args := append([]string{"-c", script, "sh", fmt.Sprint(len(c.JoinFiles()))}, c.JoinFiles()...)
+	cmd := exec.Command("/bin/sh", append(args, argv...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Attach(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+func TestV1MemoryLimitKillsAndCountsOOM(t *testing.T) {
+	mem, cpu, cpuacct := v1Roots(t)
+	parent := testParent(t, mem, cpu, cpuacct)
+	m, err := NewV1(mem, cpu, cpuacct, parent)
+	if err != nil {
+		t.Skipf("cgroup v1 not writable: %v", err)
+	}
+	c, err := m.Create("oom", Limits{MemoryBytes: 32 << 20, CPUShares: 64, CPUQuotaMilli: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destroy() })
+
+	for file, want := range map[string]string{
+		filepath.Join(mem, parent, "oom", "memory.limit_in_bytes"): "33554432",
+		filepath.Join(cpu, parent, "oom", "cpu.shares"):            "64",
+		filepath.Join(cpu, parent, "oom", "cpu.cfs_quota_us"):      "50000",
+	} {
+		if got := readTrim(t, file); got != want {
+			t.Errorf("%s = %q, want %q", file, got, want)
+		}
+	}
+
+	cmd := startIn(t, c, "/bin/sh", "-c", "sleep 0.2; exec tail /dev/zero")
+	time.Sleep(50 * time.Millisecond)
+	pids, err := c.Pids()
+	if err != nil || !slices.Contains(pids, cmd.Process.Pid) {
+		t.Fatalf("Pids() = %v, %v; want it to hold %d", pids, err, cmd.Process.Pid)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("wait: %v, want killed", err)
+	}
+	ws := ee.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("exit %v, want SIGKILL", ws)
+	}
+	st, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.OOMKills < 1 || st.LimitHits < 1 {
+		t.Errorf("Stats = %+v, want an OOM kill and limit hits", st)
+	}
+	if st.MemoryPeakBytes < 30<<20 {
+		t.Errorf("peak %d, want near the 32 MiB limit", st.MemoryPeakBytes)
+	}
+	if st.CPUNanos == 0 {
+		t.Errorf("no CPU time accounted")
+	}
+	names, err := m.List()
+	if err != nil || !slices.Equal(names, []string{"oom"}) {
+		t.Errorf("List() = %v, %v", names, err)
+	}
+	if err := c.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(mem, parent, "oom")); !os.IsNotExist(err) {
+		t.Errorf("container still exists after Destroy: %v", err)
+	}
+}
+
+func TestV1DestroyKillsLeftovers(t *testing.T) {
+	mem, cpu, cpuacct := v1Roots(t)
+	parent := testParent(t, mem, cpu, cpuacct)
+	m, err := NewV1(mem, cpu, cpuacct, parent)
+	if err != nil {
+		t.Skipf("cgroup v1 not writable: %v", err)
+	}
+	c, err := m.Create("left", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A process that left its process group is still in the cgroup.
+	cmd := startIn(t, c, "/bin/sh", "-c", "setsid sleep 30 & wait")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		pids, _ := c.Pids()
+		if len(pids) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child never appeared in the cgroup: %v", pids)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Opening by name (as after an agent restart) finds the same container.
+	again, err := m.Open("left")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if names, _ := m.List(); len(names) != 0 {
+		t.Errorf("List() after Destroy = %v", names)
+	}
+}
+
+// The v2 implementation is exercised against a directory shaped like a
+// cgroup2 mount: the files it writes are checked and the files the kernel
+// would write are faked.
+func TestV2AgainstFakeCgroupfs(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "cgroup.controllers"), "cpuset cpu io memory pids\n")
+	m, err := NewV2(root, "corral/m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"", "corral", "corral/m1"} {
+		if got := readTrim(t, filepath.Join(root, d, "cgroup.subtree_control")); got != "+memory +cpu" {
+			t.Errorf("%s/cgroup.subtree_control = %q", d, got)
+		}
+	}
+	c, err := m.Create("alice.web.3.1", Limits{MemoryBytes: 64 << 20, CPUShares: 1024, CPUQuotaMilli: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "corral/m1/alice.web.3.1")
+	for file, want := range map[string]string{
+		"memory.max": "67108864",
+		"cpu.weight": "39",
+		"cpu.max":    "150000 100000",
+	} {
+		if got := readTrim(t, filepath.Join(dir, file)); got != want {
+			t.Errorf("%s = %q, want %q", file, got, want)
+		}
+	}
+	if got := c.JoinFiles(); !slices.Equal(got, []string{filepath.Join(dir, "cgroup.procs")}) {
+		t.Errorf("JoinFiles() = %v", got)
+	}
+	if err := c.Update(Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTrim(t, filepath.Join(dir, "memory.max")); got != "max" {
+		t.Errorf("memory.max without limit = %q", got)
+	}
+	if got := readTrim(t, filepath.Join(dir, "cpu.max")); got != "max 100000" {
+		t.Errorf("cpu.max without quota = %q", got)
+	}
+
+	write(t, filepath.Join(dir, "cpu.stat"), "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n")
+	write(t, filepath.Join(dir, "memory.current"), "50000000\n")
+	write(t, filepath.Join(dir, "memory.stat"), "anon 40000000\nfile 10000000\ninactive_file 8000000\n")
+	write(t, filepath.Join(dir, "memory.peak"), "60000000\n")
+	write(t, filepath.Join(dir, "memory.events"), "low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\n")
+	write(t, filepath.Join(dir, "cgroup.procs"), "101\n102\n")
+	st, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Stats{CPUNanos: 2500000000, MemoryBytes: 42000000, MemoryPeakBytes: 60000000, OOMKills: 1, LimitHits: 12}
+	if st != want {
+		t.Errorf("Stats() = %+v, want %+v", st, want)
+	}
+	if pids, _ := c.Pids(); !slices.Equal(pids, []int{101, 102}) {
+		t.Errorf("Pids() = %v", pids)
+	}
+	if names, _ := m.List(); !slices.Equal(names, []string{"alice.web.3.1"}) {
+		t.Errorf("List() = %v", names)
+	}
+	if _, err := m.Open("alice.web.3.1"); err != nil {
+		t.Errorf("Open: %v", err)
+	}
+	if _, err := m.Open("nope"); err == nil {
+		t.Errorf("Open of a missing container succeeded")
+	}
+}
+
+func TestV2RefusesMissingControllers(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "cgroup.controllers"), "hugetlb\n")
+	_, err := NewV2(root, "corral")
+	if err == nil || !strings.Contains(err.Error(), `"memory" is not available`) {
+		t.Fatalf("NewV2 = %v, want a missing-controller error", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "corral")); !os.IsNotExist(err) {
+		t.Errorf("NewV2 created the parent despite refusing")
+	}
+}
+
+func TestSamplingFollowsProcessGroup(t *testing.T) {
+	m := NewSampling()
+	c, err := m.Create("s", Limits{MemoryBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A busy child in the same process group is counted with its parent.
+	cmd := exec.Command("/bin/sh", "-c", `python3 -c "b=bytearray(40<<20); b[::4096]=b'x'*len(b[::4096]); import time; time.sleep(30)" & while :; do :; done`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = c.Destroy(); <-done })
+	if err := c.Attach(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	var st Stats
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		time.Sleep(150 * time.Millisecond)
+		st, err = c.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.MemoryBytes > 40<<20 && st.CPUNanos > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Stats() = %+v, want > 40 MiB and some CPU", st)
+		}
+	}
+	if m.KernelEnforced() {
+		t.Error("sampling claims kernel enforcement")
+	}
+	if pids, _ := c.Pids(); len(pids) != 2 {
+		t.Errorf("Pids() = %v, want the shell and python", pids)
+	}
+	if err := c.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("process group survived Destroy")
+	}
+}
+
+func TestParseMountinfo(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want Mount
+		ok   bool
+	}{
+		{"35 25 0:30 / /sys/fs/cgroup/memory rw,relatime shared:13 - cgroup cgroup rw,memory", Mount{Path: "/sys/fs/cgroup/memory", Controllers: []string{"memory"}}, true},
+		{"36 25 0:31 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct", Mount{Path: "/sys/fs/cgroup/cpu,cpuacct", Controllers: []string{"cpu", "cpuacct"}}, true},
+		{"37 25 0:32 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd", Mount{Path: "/sys/fs/cgroup/systemd", Controllers: []string{"xattr"}}, true},
+		{"30 25 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate", Mount{Path: "/sys/fs/cgroup", V2: true}, true},
+		{"22 1 0:21 / /proc rw - proc proc rw", Mount{}, false},
+	} {
+		got, ok := parseMountinfo(tc.line)
+		if ok != tc.ok || got.Path != tc.want.Path || got.V2 != tc.want.V2 || !slices.Equal(got.Controllers, tc.want.Controllers) {
+			t.Errorf("parseMountinfo(%q) = %+v, %v; want %+v, %v", tc.line, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestDetectRefusesUnknownMode(t *testing.T) {
+	if _, _, err := Detect("v3", "corral-test-x"); err == nil || !strings.Contains(err.Error(), "want auto, v1, v2 or sampling") {
+		t.Fatalf("Detect(v3) = %v", err)
+	}
+	m, note, err := Detect("sampling", "corral-test-x")
+	if err != nil || m.Mode() != ModeSampling || note == "" {
+		t.Fatalf("Detect(sampling) = %v, %q, %v", m, note, err)
+	}
+}
+
+func TestSharesToWeight(t *testing.T) {
+	for shares, want := range map[uint64]uint64{0: 100, 2: 1, 1024: 39, 262144: 10000, 1 << 30: 10000} {
+		if got := SharesToWeight(shares); got != want {
+			t.Errorf("SharesToWeight(%d) = %d, want %d", shares, got, want)
+		}
+	}
+}
+
+func readTrim(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
