@@ -107,6 +107,8 @@ func init() {
 		{&JobFinished{}, TraceFinish},
 		{&AllocSetCreated{}, NoTraceCode},
 		{&AllocSetRemoved{}, NoTraceCode},
+		{&AllocScheduled{}, NoTraceCode},
+		{&AllocEvicted{}, NoTraceCode},
 		{&TaskSubmitted{}, TraceSubmit},
 		{&TaskScheduled{}, TraceSchedule},
 		{&TaskStarted{}, NoTraceCode},

@@ -689,6 +689,7 @@ type MachineRegistered struct {
 	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"` // agent's gRPC address
 	Capacity      *Resources             `protobuf:"bytes,3,opt,name=capacity,proto3" json:"capacity,omitempty"`
 	Attributes    map[string]string      `protobuf:"bytes,4,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	PortBase      int32                  `protobuf:"varint,5,opt,name=port_base,json=portBase,proto3" json:"port_base,omitempty"` // first port handed to tasks (capacity.ports from there); 0: 20000
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -751,12 +752,20 @@ func (x *MachineRegistered) GetAttributes() map[string]string {
 	return nil
 }
 
+func (x *MachineRegistered) GetPortBase() int32 {
+	if x != nil {
+		return x.PortBase
+	}
+	return 0
+}
+
 type MachineUpdated struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Machine       string                 `protobuf:"bytes,1,opt,name=machine,proto3" json:"machine,omitempty"`
 	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	Capacity      *Resources             `protobuf:"bytes,3,opt,name=capacity,proto3" json:"capacity,omitempty"`
 	Attributes    map[string]string      `protobuf:"bytes,4,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	PortBase      int32                  `protobuf:"varint,5,opt,name=port_base,json=portBase,proto3" json:"port_base,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -817,6 +826,13 @@ func (x *MachineUpdated) GetAttributes() map[string]string {
 		return x.Attributes
 	}
 	return nil
+}
+
+func (x *MachineUpdated) GetPortBase() int32 {
+	if x != nil {
+		return x.PortBase
+	}
+	return 0
 }
 
 type MachineDrainSet struct {
@@ -1607,6 +1623,170 @@ func (x *AllocSetRemoved) GetName() string {
 	return ""
 }
 
+// AllocScheduled places one alloc of a set on a machine: its resources are
+// reserved there whether tasks use them or not.
+type AllocScheduled struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	User           string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Name           string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Index          int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Machine        string                 `protobuf:"bytes,4,opt,name=machine,proto3" json:"machine,omitempty"`
+	MachineVersion int64                  `protobuf:"varint,5,opt,name=machine_version,json=machineVersion,proto3" json:"machine_version,omitempty"` // the machine state the placement was computed against
+	Score          float64                `protobuf:"fixed64,6,opt,name=score,proto3" json:"score,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AllocScheduled) Reset() {
+	*x = AllocScheduled{}
+	mi := &file_catalogue_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocScheduled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocScheduled) ProtoMessage() {}
+
+func (x *AllocScheduled) ProtoReflect() protoreflect.Message {
+	mi := &file_catalogue_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocScheduled.ProtoReflect.Descriptor instead.
+func (*AllocScheduled) Descriptor() ([]byte, []int) {
+	return file_catalogue_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AllocScheduled) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *AllocScheduled) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AllocScheduled) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *AllocScheduled) GetMachine() string {
+	if x != nil {
+		return x.Machine
+	}
+	return ""
+}
+
+func (x *AllocScheduled) GetMachineVersion() int64 {
+	if x != nil {
+		return x.MachineVersion
+	}
+	return 0
+}
+
+func (x *AllocScheduled) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+// AllocEvicted takes an alloc off its machine (drain, machine down or
+// removed); it is pending again. The tasks inside it end first.
+type AllocEvicted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Index         int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Machine       string                 `protobuf:"bytes,4,opt,name=machine,proto3" json:"machine,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocEvicted) Reset() {
+	*x = AllocEvicted{}
+	mi := &file_catalogue_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocEvicted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocEvicted) ProtoMessage() {}
+
+func (x *AllocEvicted) ProtoReflect() protoreflect.Message {
+	mi := &file_catalogue_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocEvicted.ProtoReflect.Descriptor instead.
+func (*AllocEvicted) Descriptor() ([]byte, []int) {
+	return file_catalogue_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *AllocEvicted) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *AllocEvicted) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AllocEvicted) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *AllocEvicted) GetMachine() string {
+	if x != nil {
+		return x.Machine
+	}
+	return ""
+}
+
+func (x *AllocEvicted) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type TaskSubmitted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
@@ -1620,7 +1800,7 @@ type TaskSubmitted struct {
 
 func (x *TaskSubmitted) Reset() {
 	*x = TaskSubmitted{}
-	mi := &file_catalogue_proto_msgTypes[23]
+	mi := &file_catalogue_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1812,7 @@ func (x *TaskSubmitted) String() string {
 func (*TaskSubmitted) ProtoMessage() {}
 
 func (x *TaskSubmitted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[23]
+	mi := &file_catalogue_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1825,7 @@ func (x *TaskSubmitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskSubmitted.ProtoReflect.Descriptor instead.
 func (*TaskSubmitted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{23}
+	return file_catalogue_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TaskSubmitted) GetUser() string {
@@ -1702,7 +1882,7 @@ type TaskScheduled struct {
 
 func (x *TaskScheduled) Reset() {
 	*x = TaskScheduled{}
-	mi := &file_catalogue_proto_msgTypes[24]
+	mi := &file_catalogue_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1894,7 @@ func (x *TaskScheduled) String() string {
 func (*TaskScheduled) ProtoMessage() {}
 
 func (x *TaskScheduled) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[24]
+	mi := &file_catalogue_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1907,7 @@ func (x *TaskScheduled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskScheduled.ProtoReflect.Descriptor instead.
 func (*TaskScheduled) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{24}
+	return file_catalogue_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TaskScheduled) GetUser() string {
@@ -1821,7 +2001,7 @@ type TaskStarted struct {
 
 func (x *TaskStarted) Reset() {
 	*x = TaskStarted{}
-	mi := &file_catalogue_proto_msgTypes[25]
+	mi := &file_catalogue_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +2013,7 @@ func (x *TaskStarted) String() string {
 func (*TaskStarted) ProtoMessage() {}
 
 func (x *TaskStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[25]
+	mi := &file_catalogue_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +2026,7 @@ func (x *TaskStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStarted.ProtoReflect.Descriptor instead.
 func (*TaskStarted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{25}
+	return file_catalogue_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TaskStarted) GetUser() string {
@@ -1906,7 +2086,7 @@ type TaskEvicted struct {
 
 func (x *TaskEvicted) Reset() {
 	*x = TaskEvicted{}
-	mi := &file_catalogue_proto_msgTypes[26]
+	mi := &file_catalogue_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2098,7 @@ func (x *TaskEvicted) String() string {
 func (*TaskEvicted) ProtoMessage() {}
 
 func (x *TaskEvicted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[26]
+	mi := &file_catalogue_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2111,7 @@ func (x *TaskEvicted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEvicted.ProtoReflect.Descriptor instead.
 func (*TaskEvicted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{26}
+	return file_catalogue_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TaskEvicted) GetUser() string {
@@ -2000,7 +2180,7 @@ type TaskFailed struct {
 
 func (x *TaskFailed) Reset() {
 	*x = TaskFailed{}
-	mi := &file_catalogue_proto_msgTypes[27]
+	mi := &file_catalogue_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2192,7 @@ func (x *TaskFailed) String() string {
 func (*TaskFailed) ProtoMessage() {}
 
 func (x *TaskFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[27]
+	mi := &file_catalogue_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2205,7 @@ func (x *TaskFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFailed.ProtoReflect.Descriptor instead.
 func (*TaskFailed) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{27}
+	return file_catalogue_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TaskFailed) GetUser() string {
@@ -2104,7 +2284,7 @@ type TaskFinished struct {
 
 func (x *TaskFinished) Reset() {
 	*x = TaskFinished{}
-	mi := &file_catalogue_proto_msgTypes[28]
+	mi := &file_catalogue_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2296,7 @@ func (x *TaskFinished) String() string {
 func (*TaskFinished) ProtoMessage() {}
 
 func (x *TaskFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[28]
+	mi := &file_catalogue_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2309,7 @@ func (x *TaskFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFinished.ProtoReflect.Descriptor instead.
 func (*TaskFinished) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{28}
+	return file_catalogue_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TaskFinished) GetUser() string {
@@ -2180,7 +2360,7 @@ type TaskKilled struct {
 
 func (x *TaskKilled) Reset() {
 	*x = TaskKilled{}
-	mi := &file_catalogue_proto_msgTypes[29]
+	mi := &file_catalogue_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2372,7 @@ func (x *TaskKilled) String() string {
 func (*TaskKilled) ProtoMessage() {}
 
 func (x *TaskKilled) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[29]
+	mi := &file_catalogue_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2385,7 @@ func (x *TaskKilled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskKilled.ProtoReflect.Descriptor instead.
 func (*TaskKilled) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{29}
+	return file_catalogue_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TaskKilled) GetUser() string {
@@ -2256,7 +2436,7 @@ type TaskLost struct {
 
 func (x *TaskLost) Reset() {
 	*x = TaskLost{}
-	mi := &file_catalogue_proto_msgTypes[30]
+	mi := &file_catalogue_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2448,7 @@ func (x *TaskLost) String() string {
 func (*TaskLost) ProtoMessage() {}
 
 func (x *TaskLost) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[30]
+	mi := &file_catalogue_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2461,7 @@ func (x *TaskLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLost.ProtoReflect.Descriptor instead.
 func (*TaskLost) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{30}
+	return file_catalogue_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TaskLost) GetUser() string {
@@ -2333,7 +2513,7 @@ type TaskUpdated struct {
 
 func (x *TaskUpdated) Reset() {
 	*x = TaskUpdated{}
-	mi := &file_catalogue_proto_msgTypes[31]
+	mi := &file_catalogue_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2525,7 @@ func (x *TaskUpdated) String() string {
 func (*TaskUpdated) ProtoMessage() {}
 
 func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[31]
+	mi := &file_catalogue_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2538,7 @@ func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUpdated.ProtoReflect.Descriptor instead.
 func (*TaskUpdated) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{31}
+	return file_catalogue_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TaskUpdated) GetUser() string {
@@ -2418,7 +2598,7 @@ type TaskUsage struct {
 
 func (x *TaskUsage) Reset() {
 	*x = TaskUsage{}
-	mi := &file_catalogue_proto_msgTypes[32]
+	mi := &file_catalogue_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2430,7 +2610,7 @@ func (x *TaskUsage) String() string {
 func (*TaskUsage) ProtoMessage() {}
 
 func (x *TaskUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[32]
+	mi := &file_catalogue_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2443,7 +2623,7 @@ func (x *TaskUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUsage.ProtoReflect.Descriptor instead.
 func (*TaskUsage) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{32}
+	return file_catalogue_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TaskUsage) GetUser() string {
@@ -2508,7 +2688,7 @@ type UsageReported struct {
 
 func (x *UsageReported) Reset() {
 	*x = UsageReported{}
-	mi := &file_catalogue_proto_msgTypes[33]
+	mi := &file_catalogue_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2700,7 @@ func (x *UsageReported) String() string {
 func (*UsageReported) ProtoMessage() {}
 
 func (x *UsageReported) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[33]
+	mi := &file_catalogue_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2713,7 @@ func (x *UsageReported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReported.ProtoReflect.Descriptor instead.
 func (*UsageReported) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{33}
+	return file_catalogue_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UsageReported) GetMachine() string {
@@ -2576,7 +2756,7 @@ type TaskReservation struct {
 
 func (x *TaskReservation) Reset() {
 	*x = TaskReservation{}
-	mi := &file_catalogue_proto_msgTypes[34]
+	mi := &file_catalogue_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2588,7 +2768,7 @@ func (x *TaskReservation) String() string {
 func (*TaskReservation) ProtoMessage() {}
 
 func (x *TaskReservation) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[34]
+	mi := &file_catalogue_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2601,7 +2781,7 @@ func (x *TaskReservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReservation.ProtoReflect.Descriptor instead.
 func (*TaskReservation) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{34}
+	return file_catalogue_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TaskReservation) GetUser() string {
@@ -2644,7 +2824,7 @@ type ReservationEstimated struct {
 
 func (x *ReservationEstimated) Reset() {
 	*x = ReservationEstimated{}
-	mi := &file_catalogue_proto_msgTypes[35]
+	mi := &file_catalogue_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2836,7 @@ func (x *ReservationEstimated) String() string {
 func (*ReservationEstimated) ProtoMessage() {}
 
 func (x *ReservationEstimated) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[35]
+	mi := &file_catalogue_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2849,7 @@ func (x *ReservationEstimated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationEstimated.ProtoReflect.Descriptor instead.
 func (*ReservationEstimated) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{35}
+	return file_catalogue_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReservationEstimated) GetMachine() string {
@@ -2697,7 +2877,7 @@ type LeaderElected struct {
 
 func (x *LeaderElected) Reset() {
 	*x = LeaderElected{}
-	mi := &file_catalogue_proto_msgTypes[36]
+	mi := &file_catalogue_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2889,7 @@ func (x *LeaderElected) String() string {
 func (*LeaderElected) ProtoMessage() {}
 
 func (x *LeaderElected) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[36]
+	mi := &file_catalogue_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2902,7 @@ func (x *LeaderElected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderElected.ProtoReflect.Descriptor instead.
 func (*LeaderElected) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{36}
+	return file_catalogue_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *LeaderElected) GetHolder() string {
@@ -2757,7 +2937,7 @@ type CheckpointWritten struct {
 
 func (x *CheckpointWritten) Reset() {
 	*x = CheckpointWritten{}
-	mi := &file_catalogue_proto_msgTypes[37]
+	mi := &file_catalogue_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +2949,7 @@ func (x *CheckpointWritten) String() string {
 func (*CheckpointWritten) ProtoMessage() {}
 
 func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[37]
+	mi := &file_catalogue_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +2962,7 @@ func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointWritten.ProtoReflect.Descriptor instead.
 func (*CheckpointWritten) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{37}
+	return file_catalogue_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CheckpointWritten) GetName() string {
@@ -2820,7 +3000,7 @@ type CommandRefused struct {
 
 func (x *CommandRefused) Reset() {
 	*x = CommandRefused{}
-	mi := &file_catalogue_proto_msgTypes[38]
+	mi := &file_catalogue_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2832,7 +3012,7 @@ func (x *CommandRefused) String() string {
 func (*CommandRefused) ProtoMessage() {}
 
 func (x *CommandRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[38]
+	mi := &file_catalogue_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2845,7 +3025,7 @@ func (x *CommandRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandRefused.ProtoReflect.Descriptor instead.
 func (*CommandRefused) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{38}
+	return file_catalogue_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CommandRefused) GetActor() string {
@@ -2960,24 +3140,26 @@ const file_catalogue_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a\\\n" +
 	"\x0eOverridesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x124\n" +
-	"\x05value\x18\x02 \x01(\v2\x1e.corral.events.v1.TaskOverrideR\x05value:\x028\x01\"\x94\x02\n" +
+	"\x05value\x18\x02 \x01(\v2\x1e.corral.events.v1.TaskOverrideR\x05value:\x028\x01\"\xb1\x02\n" +
 	"\x11MachineRegistered\x12\x18\n" +
 	"\amachine\x18\x01 \x01(\tR\amachine\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x127\n" +
 	"\bcapacity\x18\x03 \x01(\v2\x1b.corral.events.v1.ResourcesR\bcapacity\x12S\n" +
 	"\n" +
 	"attributes\x18\x04 \x03(\v23.corral.events.v1.MachineRegistered.AttributesEntryR\n" +
-	"attributes\x1a=\n" +
+	"attributes\x12\x1b\n" +
+	"\tport_base\x18\x05 \x01(\x05R\bportBase\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xab\x02\n" +
 	"\x0eMachineUpdated\x12\x18\n" +
 	"\amachine\x18\x01 \x01(\tR\amachine\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x127\n" +
 	"\bcapacity\x18\x03 \x01(\v2\x1b.corral.events.v1.ResourcesR\bcapacity\x12P\n" +
 	"\n" +
 	"attributes\x18\x04 \x03(\v20.corral.events.v1.MachineUpdated.AttributesEntryR\n" +
-	"attributes\x1a=\n" +
+	"attributes\x12\x1b\n" +
+	"\tport_base\x18\x05 \x01(\x05R\bportBase\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"_\n" +
@@ -3038,7 +3220,20 @@ const file_catalogue_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"9\n" +
 	"\x0fAllocSetRemoved\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\x86\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xa7\x01\n" +
+	"\x0eAllocScheduled\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x05R\x05index\x12\x18\n" +
+	"\amachine\x18\x04 \x01(\tR\amachine\x12'\n" +
+	"\x0fmachine_version\x18\x05 \x01(\x03R\x0emachineVersion\x12\x14\n" +
+	"\x05score\x18\x06 \x01(\x01R\x05score\"~\n" +
+	"\fAllocEvicted\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x05R\x05index\x12\x18\n" +
+	"\amachine\x18\x04 \x01(\tR\amachine\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x86\x01\n" +
 	"\rTaskSubmitted\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -3161,7 +3356,7 @@ func file_catalogue_proto_rawDescGZIP() []byte {
 	return file_catalogue_proto_rawDescData
 }
 
-var file_catalogue_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_catalogue_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_catalogue_proto_goTypes = []any{
 	(*Resources)(nil),            // 0: corral.events.v1.Resources
 	(*TaskRef)(nil),              // 1: corral.events.v1.TaskRef
@@ -3186,56 +3381,58 @@ var file_catalogue_proto_goTypes = []any{
 	(*JobFinished)(nil),          // 20: corral.events.v1.JobFinished
 	(*AllocSetCreated)(nil),      // 21: corral.events.v1.AllocSetCreated
 	(*AllocSetRemoved)(nil),      // 22: corral.events.v1.AllocSetRemoved
-	(*TaskSubmitted)(nil),        // 23: corral.events.v1.TaskSubmitted
-	(*TaskScheduled)(nil),        // 24: corral.events.v1.TaskScheduled
-	(*TaskStarted)(nil),          // 25: corral.events.v1.TaskStarted
-	(*TaskEvicted)(nil),          // 26: corral.events.v1.TaskEvicted
-	(*TaskFailed)(nil),           // 27: corral.events.v1.TaskFailed
-	(*TaskFinished)(nil),         // 28: corral.events.v1.TaskFinished
-	(*TaskKilled)(nil),           // 29: corral.events.v1.TaskKilled
-	(*TaskLost)(nil),             // 30: corral.events.v1.TaskLost
-	(*TaskUpdated)(nil),          // 31: corral.events.v1.TaskUpdated
-	(*TaskUsage)(nil),            // 32: corral.events.v1.TaskUsage
-	(*UsageReported)(nil),        // 33: corral.events.v1.UsageReported
-	(*TaskReservation)(nil),      // 34: corral.events.v1.TaskReservation
-	(*ReservationEstimated)(nil), // 35: corral.events.v1.ReservationEstimated
-	(*LeaderElected)(nil),        // 36: corral.events.v1.LeaderElected
-	(*CheckpointWritten)(nil),    // 37: corral.events.v1.CheckpointWritten
-	(*CommandRefused)(nil),       // 38: corral.events.v1.CommandRefused
-	nil,                          // 39: corral.events.v1.TaskOverride.EnvEntry
-	nil,                          // 40: corral.events.v1.JobSpec.LabelsEntry
-	nil,                          // 41: corral.events.v1.JobSpec.EnvEntry
-	nil,                          // 42: corral.events.v1.JobSpec.OverridesEntry
-	nil,                          // 43: corral.events.v1.MachineRegistered.AttributesEntry
-	nil,                          // 44: corral.events.v1.MachineUpdated.AttributesEntry
-	nil,                          // 45: corral.events.v1.AllocSetCreated.LabelsEntry
+	(*AllocScheduled)(nil),       // 23: corral.events.v1.AllocScheduled
+	(*AllocEvicted)(nil),         // 24: corral.events.v1.AllocEvicted
+	(*TaskSubmitted)(nil),        // 25: corral.events.v1.TaskSubmitted
+	(*TaskScheduled)(nil),        // 26: corral.events.v1.TaskScheduled
+	(*TaskStarted)(nil),          // 27: corral.events.v1.TaskStarted
+	(*TaskEvicted)(nil),          // 28: corral.events.v1.TaskEvicted
+	(*TaskFailed)(nil),           // 29: corral.events.v1.TaskFailed
+	(*TaskFinished)(nil),         // 30: corral.events.v1.TaskFinished
+	(*TaskKilled)(nil),           // 31: corral.events.v1.TaskKilled
+	(*TaskLost)(nil),             // 32: corral.events.v1.TaskLost
+	(*TaskUpdated)(nil),          // 33: corral.events.v1.TaskUpdated
+	(*TaskUsage)(nil),            // 34: corral.events.v1.TaskUsage
+	(*UsageReported)(nil),        // 35: corral.events.v1.UsageReported
+	(*TaskReservation)(nil),      // 36: corral.events.v1.TaskReservation
+	(*ReservationEstimated)(nil), // 37: corral.events.v1.ReservationEstimated
+	(*LeaderElected)(nil),        // 38: corral.events.v1.LeaderElected
+	(*CheckpointWritten)(nil),    // 39: corral.events.v1.CheckpointWritten
+	(*CommandRefused)(nil),       // 40: corral.events.v1.CommandRefused
+	nil,                          // 41: corral.events.v1.TaskOverride.EnvEntry
+	nil,                          // 42: corral.events.v1.JobSpec.LabelsEntry
+	nil,                          // 43: corral.events.v1.JobSpec.EnvEntry
+	nil,                          // 44: corral.events.v1.JobSpec.OverridesEntry
+	nil,                          // 45: corral.events.v1.MachineRegistered.AttributesEntry
+	nil,                          // 46: corral.events.v1.MachineUpdated.AttributesEntry
+	nil,                          // 47: corral.events.v1.AllocSetCreated.LabelsEntry
 }
 var file_catalogue_proto_depIdxs = []int32{
-	39, // 0: corral.events.v1.TaskOverride.env:type_name -> corral.events.v1.TaskOverride.EnvEntry
+	41, // 0: corral.events.v1.TaskOverride.env:type_name -> corral.events.v1.TaskOverride.EnvEntry
 	0,  // 1: corral.events.v1.TaskOverride.resources:type_name -> corral.events.v1.Resources
-	40, // 2: corral.events.v1.JobSpec.labels:type_name -> corral.events.v1.JobSpec.LabelsEntry
-	41, // 3: corral.events.v1.JobSpec.env:type_name -> corral.events.v1.JobSpec.EnvEntry
+	42, // 2: corral.events.v1.JobSpec.labels:type_name -> corral.events.v1.JobSpec.LabelsEntry
+	43, // 3: corral.events.v1.JobSpec.env:type_name -> corral.events.v1.JobSpec.EnvEntry
 	0,  // 4: corral.events.v1.JobSpec.resources:type_name -> corral.events.v1.Resources
 	2,  // 5: corral.events.v1.JobSpec.constraints:type_name -> corral.events.v1.Constraint
-	42, // 6: corral.events.v1.JobSpec.overrides:type_name -> corral.events.v1.JobSpec.OverridesEntry
+	44, // 6: corral.events.v1.JobSpec.overrides:type_name -> corral.events.v1.JobSpec.OverridesEntry
 	4,  // 7: corral.events.v1.JobSpec.restart:type_name -> corral.events.v1.RestartPolicy
 	5,  // 8: corral.events.v1.JobSpec.health_check:type_name -> corral.events.v1.HealthCheck
 	6,  // 9: corral.events.v1.JobSpec.update:type_name -> corral.events.v1.UpdatePolicy
 	0,  // 10: corral.events.v1.MachineRegistered.capacity:type_name -> corral.events.v1.Resources
-	43, // 11: corral.events.v1.MachineRegistered.attributes:type_name -> corral.events.v1.MachineRegistered.AttributesEntry
+	45, // 11: corral.events.v1.MachineRegistered.attributes:type_name -> corral.events.v1.MachineRegistered.AttributesEntry
 	0,  // 12: corral.events.v1.MachineUpdated.capacity:type_name -> corral.events.v1.Resources
-	44, // 13: corral.events.v1.MachineUpdated.attributes:type_name -> corral.events.v1.MachineUpdated.AttributesEntry
+	46, // 13: corral.events.v1.MachineUpdated.attributes:type_name -> corral.events.v1.MachineUpdated.AttributesEntry
 	0,  // 14: corral.events.v1.QuotaSet.resources:type_name -> corral.events.v1.Resources
 	7,  // 15: corral.events.v1.JobSubmitted.spec:type_name -> corral.events.v1.JobSpec
 	7,  // 16: corral.events.v1.JobUpdated.spec:type_name -> corral.events.v1.JobSpec
 	0,  // 17: corral.events.v1.AllocSetCreated.resources:type_name -> corral.events.v1.Resources
 	2,  // 18: corral.events.v1.AllocSetCreated.constraints:type_name -> corral.events.v1.Constraint
-	45, // 19: corral.events.v1.AllocSetCreated.labels:type_name -> corral.events.v1.AllocSetCreated.LabelsEntry
+	47, // 19: corral.events.v1.AllocSetCreated.labels:type_name -> corral.events.v1.AllocSetCreated.LabelsEntry
 	1,  // 20: corral.events.v1.TaskScheduled.preempted:type_name -> corral.events.v1.TaskRef
 	1,  // 21: corral.events.v1.TaskEvicted.preemptor:type_name -> corral.events.v1.TaskRef
-	32, // 22: corral.events.v1.UsageReported.tasks:type_name -> corral.events.v1.TaskUsage
+	34, // 22: corral.events.v1.UsageReported.tasks:type_name -> corral.events.v1.TaskUsage
 	0,  // 23: corral.events.v1.TaskReservation.reservation:type_name -> corral.events.v1.Resources
-	34, // 24: corral.events.v1.ReservationEstimated.tasks:type_name -> corral.events.v1.TaskReservation
+	36, // 24: corral.events.v1.ReservationEstimated.tasks:type_name -> corral.events.v1.TaskReservation
 	3,  // 25: corral.events.v1.JobSpec.OverridesEntry.value:type_name -> corral.events.v1.TaskOverride
 	26, // [26:26] is the sub-list for method output_type
 	26, // [26:26] is the sub-list for method input_type
@@ -3255,7 +3452,7 @@ func file_catalogue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_catalogue_proto_rawDesc), len(file_catalogue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
