@@ -88,6 +88,9 @@ func register(p Payload, code TraceCode) {
 }
 
 func init() {
+	// Package init runs files in name order: make sure the generated
+	// descriptors exist before reading message names from them.
+	file_catalogue_proto_init()
 	for _, e := range []struct {
 		p    Payload
 		code TraceCode

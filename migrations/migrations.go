@@ -59,7 +59,7 @@ func UpStatements(f Flavor) (map[string]string, []string, error) {
 }
 
 // UpPostgres applies every pending migration to a PostgreSQL or CockroachDB
-// database. CockroachDB has no advisory locks, so golang-migrate's
+// database. It closes db when done. CockroachDB has no advisory locks, so golang-migrate's
 // cockroachdb driver (a lock table) is used there and its pgx driver on
 // PostgreSQL.
 func UpPostgres(db *sql.DB, cockroach bool) error {
@@ -79,6 +79,7 @@ func UpPostgres(db *sql.DB, cockroach bool) error {
 }
 
 // UpSQLite applies every pending migration to the embedded store's database.
+// It closes db when done.
 func UpSQLite(db *sql.DB) error {
 	drv, err := migratesqlite.WithInstance(db, &migratesqlite.Config{})
 	if err != nil {
@@ -100,6 +101,8 @@ func up(drv database.Driver, f Flavor, name string) error {
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
+	// Closing releases the driver's dedicated connection (and its *sql.DB).
+	defer m.Close()
 	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return fmt.Errorf("migrations: applying %s migrations: %w", name, err)
 	}

@@ -75,17 +75,22 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	dsn := "file:" + path + "?" + q.Encode()
+	// Migrations get their own handle: the migrator closes it when done.
+	mdb, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: opening %s: %w", path, err)
 	}
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
+	if err := mdb.PingContext(ctx); err != nil {
+		mdb.Close()
 		return nil, fmt.Errorf("sqlitestore: opening %s: %w", path, err)
 	}
-	if err := migrations.UpSQLite(db); err != nil {
-		db.Close()
+	if err := migrations.UpSQLite(mdb); err != nil {
 		return nil, fmt.Errorf("sqlitestore: %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: opening %s: %w", path, err)
 	}
 	s := &Store{db: db, path: path, clock: opts.Clock, poll: opts.PollInterval, notify: events.NewNotifier()}
 	if s.clock == nil {
@@ -378,4 +383,11 @@ func (s *Store) LoadCheckpoint(ctx context.Context, name string, atOrBefore int6
 	}
 	c.TakenAt = time.UnixMicro(taken).UTC()
 	return c, true, nil
+}
+
+// ExecForTest runs a statement on the file directly, bypassing the log's
+// rules. Tests use it to damage rows on purpose; nothing else may.
+func (s *Store) ExecForTest(query string, args ...any) error {
+	_, err := s.db.Exec(query, args...)
+	return err
 }
