@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/events"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Client is the master's side of one agent: agentpb.AgentClient on a
+// connection of its own.
+type Client struct {
+	agentpb.AgentClient
+	conn *grpc.ClientConn
+}
+
+// Dial connects to the agent at addr. Without options the connection is
+// plaintext, as on a cell's private network; pass credentials otherwise.
+// The connection is made lazily: an unreachable agent fails its polls, not
+// Dial.
+func Dial(addr string, opts ...grpc.DialOption) (*Client, error) {
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	conn, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", addr, err)
+	}
+	return &Client{AgentClient: agentpb.NewAgentClient(conn), conn: conn}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// StartRequest, StopRequest, UpdateRequest and ForgetRequest build the
+// requests a poll carries.
+func StartRequest(id string, task *events.TaskRef, specVersion int64, spec *agentpb.TaskSpec) *agentpb.Request {
+	return &agentpb.Request{Id: id, Kind: &agentpb.Request_Start{Start: &agentpb.StartTask{Task: task, SpecVersion: specVersion, Spec: spec}}}
+}
+
+func StopRequest(id string, task *events.TaskRef, reason string, graceMs int64) *agentpb.Request {
+	return &agentpb.Request{Id: id, Kind: &agentpb.Request_Stop{Stop: &agentpb.StopTask{Task: task, Reason: reason, GracePeriodMs: graceMs}}}
+}
+
+func UpdateRequest(id string, task *events.TaskRef, specVersion int64, spec *agentpb.TaskSpec) *agentpb.Request {
+	return &agentpb.Request{Id: id, Kind: &agentpb.Request_Update{Update: &agentpb.UpdateTask{Task: task, SpecVersion: specVersion, Spec: spec}}}
+}
+
+func ForgetRequest(id string, task *events.TaskRef) *agentpb.Request {
+	return &agentpb.Request{Id: id, Kind: &agentpb.Request_Forget{Forget: &agentpb.ForgetTask{Task: task}}}
+}
+
+// EventPayload turns an agent event into the catalogue event the master
+// appends for it, or nil when the event needs none (an adoption; a clean
+// exit of a task restarted in place).
+func EventPayload(machine string, ev *agentpb.AgentEvent) events.Payload {
+	r := ev.GetTask()
+	switch ev.Kind {
+	case agentpb.EventKind_EVENT_KIND_STARTED:
+		return &events.TaskStarted{User: r.User, Job: r.Job, Index: r.Index, Machine: machine, Restarts: ev.Restarts, Pid: ev.Pid}
+	case agentpb.EventKind_EVENT_KIND_FINISHED:
+		if ev.WillRestart {
+			return nil
+		}
+		return &events.TaskFinished{User: r.User, Job: r.Job, Index: r.Index, Machine: machine, ExitCode: ev.ExitCode}
+	case agentpb.EventKind_EVENT_KIND_FAILED:
+		msg := ev.Message
+		if ev.Reason != "" && ev.Reason != ReasonExited {
+			msg = ev.Reason + ": " + msg
+		}
+		return &events.TaskFailed{User: r.User, Job: r.Job, Index: r.Index, Machine: machine, ExitCode: ev.ExitCode,
+			Signal: ev.Signal, Message: msg, Restarts: ev.Restarts, WillRestart: ev.WillRestart}
+	case agentpb.EventKind_EVENT_KIND_EVICTED:
+		return &events.TaskEvicted{User: r.User, Job: r.Job, Index: r.Index, Machine: machine, Reason: ev.Reason, Message: ev.Message}
+	case agentpb.EventKind_EVENT_KIND_KILLED:
+		return &events.TaskKilled{User: r.User, Job: r.Job, Index: r.Index, Machine: machine, Reason: ev.Reason}
+	}
+	return nil
+}

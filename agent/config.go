@@ -1,0 +1,186 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"regexp"
+	goruntime "runtime"
+	"syscall"
+	"time"
+
+	"github.com/corralhq/corral/agent/internal/procfs"
+	"github.com/corralhq/corral/events"
+	"google.golang.org/protobuf/proto"
+)
+
+// Config is what an agent needs to run. Zero values take the defaults noted.
+type Config struct {
+	Name          string // the machine's name in the cell; required
+	MasterAddr    string // the master's gRPC address; "" runs without registering
+	ListenAddr    string // where the Agent service listens (Run only); default "127.0.0.1:7070"
+	AdvertiseAddr string // the address given to the master; default the listener's
+	DataDir       string // sandboxes, logs and the agent's state; required
+
+	// Capacity is what the machine offers to tasks. Fields left zero are
+	// detected: cores from goruntime.NumCPU, memory from /proc/meminfo, disk
+	// from statfs of DataDir, ports from the port range.
+	Capacity *events.Resources
+	// PortFirst and PortLast bound the ports the master may assign to tasks
+	// on this machine; default 20000-29999.
+	PortFirst, PortLast int32
+	// Attributes describe the machine for constraints (rack, power, ...).
+	// "arch" and "os" are detected and may not be set.
+	Attributes map[string]string
+
+	// Cgroups is "auto" (default: v2, else v1, else sampling), "v1", "v2"
+	// or "sampling" (no cgroups; memory enforced by sampling /proc).
+	Cgroups string
+	// CgroupParent is the cgroup path, relative to each hierarchy's root,
+	// under which task containers are made; default "corral/<Name>".
+	CgroupParent string
+
+	SampleInterval time.Duration // usage sampling, log rotation checks; default 1s
+	DefaultGrace   time.Duration // SIGTERM to SIGKILL when a stop gives none; default 10s
+	LogMaxBytes    int64         // rotate a task's stdout or stderr past this size; default 8 MiB
+	LogKeep        int           // rotated files kept per stream; default 3
+	RetainEnded    time.Duration // an ended task's status, sandbox and logs are kept this long; default 1h
+	// MemoryLowWater: when the machine's available memory falls below it,
+	// non-prod tasks are evicted as under memory pressure. Default: 2% of
+	// the machine's memory, at most 256 MiB; negative disables.
+	MemoryLowWater  int64
+	MaxEvents       int           // unacknowledged events kept; default 10000
+	ReregisterAfter time.Duration // register again when not polled for this long; default 30s
+
+	Clock    Clock        // default RealClock
+	Logger   *slog.Logger // default slog.Default()
+	OnListen func(addr string)
+}
+
+// ProdPriority is the lowest prod priority (the production and monitoring
+// bands). The agent never evicts prod tasks for memory pressure.
+const ProdPriority = 9
+
+var (
+	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	attrRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,63}$`)
+)
+
+// withDefaults validates c and returns a copy with defaults applied and
+// capacity detected.
+func (c Config) withDefaults() (Config, error) {
+	if !nameRE.MatchString(c.Name) {
+		return c, fmt.Errorf("Config.Name %q: want 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", c.Name)
+	}
+	if c.DataDir == "" {
+		return c, fmt.Errorf("Config.DataDir: required")
+	}
+	if c.ListenAddr == "" {
+		c.ListenAddr = "127.0.0.1:7070"
+	}
+	if c.PortFirst == 0 && c.PortLast == 0 {
+		c.PortFirst, c.PortLast = 20000, 29999
+	}
+	if c.PortFirst < 1 || c.PortLast > 65535 || c.PortFirst > c.PortLast {
+		return c, fmt.Errorf("Config.PortFirst-PortLast %d-%d: want 1 <= first <= last <= 65535", c.PortFirst, c.PortLast)
+	}
+	attrs := map[string]string{}
+	for k, v := range c.Attributes {
+		if k == "arch" || k == "os" {
+			return c, fmt.Errorf("Config.Attributes[%s]: detected from the machine; cannot be set", k)
+		}
+		if !attrRE.MatchString(k) {
+			return c, fmt.Errorf("Config.Attributes[%s]: want 1-64 letters, digits, '.', '_', '/' or '-'", k)
+		}
+		attrs[k] = v
+	}
+	attrs["arch"] = goruntime.GOARCH
+	attrs["os"] = goruntime.GOOS
+	c.Attributes = attrs
+	if c.CgroupParent == "" {
+		c.CgroupParent = "corral/" + c.Name
+	}
+	if c.SampleInterval == 0 {
+		c.SampleInterval = time.Second
+	}
+	if c.DefaultGrace == 0 {
+		c.DefaultGrace = 10 * time.Second
+	}
+	if c.LogMaxBytes == 0 {
+		c.LogMaxBytes = 8 << 20
+	}
+	if c.LogKeep == 0 {
+		c.LogKeep = 3
+	}
+	if c.RetainEnded == 0 {
+		c.RetainEnded = time.Hour
+	}
+	if c.MaxEvents == 0 {
+		c.MaxEvents = 10000
+	}
+	if c.ReregisterAfter == 0 {
+		c.ReregisterAfter = 30 * time.Second
+	}
+	for field, v := range map[string]int64{
+		"SampleInterval": int64(c.SampleInterval), "DefaultGrace": int64(c.DefaultGrace),
+		"LogMaxBytes": c.LogMaxBytes, "LogKeep": int64(c.LogKeep), "RetainEnded": int64(c.RetainEnded),
+		"MaxEvents": int64(c.MaxEvents), "ReregisterAfter": int64(c.ReregisterAfter),
+	} {
+		if v < 0 {
+			return c, fmt.Errorf("Config.%s: %d is negative", field, v)
+		}
+	}
+	if c.Clock == nil {
+		c.Clock = RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Logger = c.Logger.With("machine", c.Name)
+
+	capacity := &events.Resources{}
+	if c.Capacity != nil {
+		capacity = proto.Clone(c.Capacity).(*events.Resources)
+	}
+	if capacity.CpuMilli < 0 || capacity.MemoryBytes < 0 || capacity.DiskBytes < 0 || capacity.Ports < 0 || capacity.GpuMilli < 0 {
+		return c, fmt.Errorf("Config.Capacity %v: quantities must not be negative", capacity)
+	}
+	if capacity.CpuMilli == 0 {
+		capacity.CpuMilli = int64(goruntime.NumCPU()) * 1000
+	}
+	mem, memErr := procfs.ReadMeminfo()
+	if capacity.MemoryBytes == 0 {
+		if memErr != nil {
+			return c, fmt.Errorf("Config.Capacity.MemoryBytes: not set and not detected: %w", memErr)
+		}
+		capacity.MemoryBytes = mem.Total
+	}
+	if capacity.DiskBytes == 0 {
+		d, err := diskBytes(c.DataDir)
+		if err != nil {
+			return c, fmt.Errorf("Config.Capacity.DiskBytes: not set and not detected: %w", err)
+		}
+		capacity.DiskBytes = d
+	}
+	if capacity.Ports == 0 {
+		capacity.Ports = c.PortLast - c.PortFirst + 1
+	}
+	c.Capacity = capacity
+	if c.MemoryLowWater == 0 && memErr == nil {
+		c.MemoryLowWater = min(mem.Total/50, 256<<20)
+	}
+	return c, nil
+}
+
+// diskBytes is the space the data dir's filesystem offers, free to
+// unprivileged users.
+func diskBytes(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * st.Bsize, nil
+}
+
+// machineInfo is what the agent registers with the master.
+func cloneAttrs(m map[string]string) map[string]string { return maps.Clone(m) }

@@ -1,0 +1,77 @@
+// Package agent is corral's Borglet: everything that runs on a machine. It
+// starts the tasks the master asks for as real processes, each in its own
+// sandbox and resource container, restarts them by their restart policy,
+// checks their health, samples their usage, and reports its full state
+// whenever the master polls (Borg §3.3, §6).
+//
+// # Owns
+//
+//   - The Agent service (agentpb): Poll carries the master's requests
+//     (start, stop, update, forget) and returns the agent's full state:
+//     every task, the latest usage sample of each, and the events (starts,
+//     exits, OOM kills, evictions) the master has not acknowledged yet.
+//   - Registration: Run registers the machine (capacity detected or
+//     configured, attributes, arch and os) with the master's Register.
+//   - Tasks as processes: a sandbox per task under DataDir/tasks/<user>/
+//     <job>/<index> (work/, tmp/, logs/); an environment of only PATH, HOME,
+//     PWD, TMPDIR, the spec's variables and CORRAL_TASK_INDEX, CORRAL_JOB,
+//     CORRAL_USER, CORRAL_CELL, CORRAL_NAME, CORRAL_SANDBOX, PORT and
+//     PORT_<name> (PORT_<i> for unnamed ports); stdout and stderr appended to
+//     logs/ and rotated by size; each process the leader of its own process
+//     group, so signals reach the whole tree.
+//   - Containers (package cgroup): cgroup v2, else v1, else sampling /proc.
+//     Memory limits are enforced by the kernel, or by the agent killing a
+//     task over its limit when no cgroup can be used (it says so at start).
+//     CPU limits are quotas; shares favour latency-sensitive tasks ten to
+//     one over batch tasks of the same size.
+//   - The clients of the protocol: Dial for the master's link, the request
+//     builders, ResolveSpec (job spec to task spec) and EventPayload (agent
+//     event to catalogue event).
+//
+// # Task lifecycle
+//
+// RUNNING -> exit -> (BACKOFF -> RUNNING)* -> FINISHED | FAILED | KILLED |
+// EVICTED. An exit 0 under "always", or a failure (non-zero exit, signal,
+// failed health check, start failure) under "always" or "on-failure",
+// restarts the task in place after a backoff of initial, 2x, 4x, ... up to
+// the max, until max_restarts. Stop is SIGTERM to the process group and
+// SIGKILL after the grace period (SIGKILL also reaches every process left in
+// the container). A task over its memory limit is EVICTED with reason "oom";
+// one killed to relieve machine memory pressure with reason
+// "overcommitted". Both are ended: the master decides where they run next.
+//
+// # Invariants
+//
+//   - The master sees every event: events carry a sequence number and stay
+//     in every reply until a poll acknowledges them (or MaxEvents overflows,
+//     which the reply counts).
+//   - The state a poll replies with is saved in DataDir before the reply is
+//     sent, so a restarted agent never forgets a task the master was told of.
+//   - A poll with an epoch older than the highest seen is refused: a deposed
+//     master cannot start or stop anything.
+//   - Memory pressure evicts only non-prod tasks (priority < ProdPriority),
+//     lowest priority first, and only until the rest fit.
+//   - Tasks never depend on the agent process: no pipes to it, no parent
+//     death signal. When the master is unreachable nothing changes (the
+//     agent is just not polled); when the agent stops, tasks keep running.
+//   - Time comes from Config.Clock: backoff, grace periods, health periods
+//     and sampling are driven by it.
+//
+// # Agent restart: re-adopt
+//
+// A restarted agent re-adopts its tasks rather than killing them, so an
+// agent upgrade or crash costs no task its work. For every task its state
+// file lists as running, the recorded pid must be alive, not a zombie, and
+// have the recorded start time (field 22 of /proc/<pid>/stat) in the same
+// boot (boot_id): then it is the same process, not a reused pid. It is
+// adopted: reported RUNNING with adopted set, its container reopened, its
+// usage sampled and its health checked again, and an ADOPTED event emitted.
+// Otherwise the process ended unwatched: the task is reported as failed
+// with reason "lost" and its restart policy applies. A task that was being
+// stopped is SIGKILLed at once, its grace period having run. Every other
+// container under the agent's cgroup parent is destroyed with what runs in
+// it: processes the agent cannot account for are killed, never left
+// unlimited. An adopted process is not the agent's child, so its exit is
+// noticed by polling /proc and its exit status is unknown ("exit-unknown",
+// counted as a failure).
+package agent

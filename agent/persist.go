@@ -1,0 +1,237 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/events"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// The agent's state file: what a restarted agent needs to find its tasks
+// again. Written whole to a temporary file and renamed over the old one, so
+// a crash leaves either the old or the new state, never half of one.
+const stateFile = "state.json"
+
+type savedState struct {
+	Version int               `json:"version"`
+	BootID  string            `json:"boot_id"` // pids mean nothing after a reboot
+	Epoch   int64             `json:"epoch"`
+	Cell    string            `json:"cell"`
+	NextSeq uint64            `json:"next_seq"`
+	Dropped uint64            `json:"dropped"`
+	Events  []json.RawMessage `json:"events"`
+	Tasks   []savedTask       `json:"tasks"`
+}
+
+type savedTask struct {
+	Status         json.RawMessage `json:"status"` // agentpb.TaskStatus
+	Spec           json.RawMessage `json:"spec"`   // agentpb.TaskSpec
+	PendingSpec    json.RawMessage `json:"pending_spec,omitempty"`
+	PendingVersion int64           `json:"pending_version,omitempty"`
+	Gen            int64           `json:"gen"`
+	Container      string          `json:"container"`
+	StartTicks     uint64          `json:"start_ticks"`
+	Consecutive    int32           `json:"consecutive"`
+	Killing        killKind        `json:"killing"`
+	StopReason     string          `json:"stop_reason,omitempty"`
+	CPUBase        float64         `json:"cpu_base"` // of ended processes: an adopted one is counted again whole
+	MemInt         float64         `json:"mem_byte_seconds"`
+}
+
+// save writes the state file. a.mu held.
+func (a *Agent) save() error {
+	s := savedState{Version: 1, BootID: a.bootID, Epoch: a.epoch, Cell: a.cell, NextSeq: a.nextSeq, Dropped: a.dropped}
+	for _, ev := range a.events {
+		b, err := protojson.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		s.Events = append(s.Events, b)
+	}
+	for _, t := range a.tasks {
+		st, err := protojson.Marshal(a.status(t))
+		if err != nil {
+			return err
+		}
+		spec, err := protojson.Marshal(t.spec)
+		if err != nil {
+			return err
+		}
+		var pending []byte
+		if t.pendingSpec != nil {
+			if pending, err = protojson.Marshal(t.pendingSpec); err != nil {
+				return err
+			}
+		}
+		s.Tasks = append(s.Tasks, savedTask{
+			Status: st, Spec: spec, PendingSpec: pending, PendingVersion: t.pendingVersion,
+			Gen: t.gen, Container: t.container, StartTicks: t.ticks, Consecutive: t.consecutive,
+			Killing: t.killing, StopReason: t.stopReason, CPUBase: t.u.cpuBase, MemInt: t.u.memInt,
+		})
+	}
+	b, err := json.MarshalIndent(s, "", " ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(a.cfg.DataDir, stateFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	a.dirty = false
+	return nil
+}
+
+// restore loads the state file and takes the tasks back: a process still
+// running with its recorded start time is adopted; one that is gone ended
+// while no agent watched, and its restart policy decides; every container
+// under the agent's parent that no adopted task owns is destroyed, with
+// whatever still runs in it. a.mu held.
+func (a *Agent) restore() error {
+	path := filepath.Join(a.cfg.DataDir, stateFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		a.sweep(nil)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	var s savedState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("%s is corrupt (%v): move it away to start without the tasks it lists", path, err)
+	}
+	a.epoch, a.cell, a.nextSeq, a.dropped = s.Epoch, s.Cell, max(s.NextSeq, 1), s.Dropped
+	for _, raw := range s.Events {
+		ev := &agentpb.AgentEvent{}
+		if err := protojson.Unmarshal(raw, ev); err != nil {
+			return fmt.Errorf("%s: event: %w", path, err)
+		}
+		a.events = append(a.events, ev)
+	}
+	sameBoot := s.BootID != "" && s.BootID == a.bootID
+	now := a.clock.Now()
+	keep := map[string]bool{}
+	for _, st := range s.Tasks {
+		t, err := loadTask(st)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		t.sandbox = a.sandboxOf(t.ref)
+		a.tasks[t.key] = t
+		switch t.state {
+		case agentpb.TaskState_TASK_STATE_STARTING, agentpb.TaskState_TASK_STATE_RUNNING, agentpb.TaskState_TASK_STATE_STOPPING:
+			var p process
+			err := errors.New("the machine rebooted")
+			if sameBoot && t.pid > 0 {
+				p, err = a.rt.adopt(t.container, t.pid, t.ticks)
+			}
+			if err != nil {
+				a.log.Info("task lost while the agent was down", "task", t.key, "pid", t.pid, "err", err)
+				t.message = err.Error()
+				a.exitedUnwatched(t, err)
+				continue
+			}
+			keep[t.container] = true
+			t.proc, t.adopted = p, true
+			t.state = agentpb.TaskState_TASK_STATE_RUNNING
+			t.u.begin(now)
+			a.log.Info("adopted task", "task", t.key, "pid", t.pid)
+			a.emit(agentpb.EventKind_EVENT_KIND_ADOPTED, t, nil)
+			a.watch(t)
+			if t.killing != killNone {
+				// The grace period ran while the agent was away.
+				t.state = agentpb.TaskState_TASK_STATE_STOPPING
+				_ = p.signal(syscall.SIGKILL)
+			} else {
+				a.armHealth(t)
+			}
+		case agentpb.TaskState_TASK_STATE_BACKOFF:
+			a.scheduleRestart(t, max(t.nextStartAt.Sub(now), 0))
+		}
+	}
+	a.sweep(keep)
+	a.dirty = true
+	return nil
+}
+
+// exitedUnwatched ends the record of a process that ended while no agent
+// watched it: its status is unknown.
+func (a *Agent) exitedUnwatched(t *task, cause error) {
+	switch t.killing {
+	case killStop, killUpdate, killPressure, killOOM:
+		a.exited(t, exitStatus{code: -1}, nil, nil)
+	default:
+		t.proc, t.pid = nil, 0
+		t.finishedAt = a.clock.Now()
+		t.exitCode, t.signal = -1, ""
+		a.failed(t, ReasonLost, "the process ended while the agent was down: "+cause.Error(), 0,
+			func(e *agentpb.AgentEvent) { e.ExitCode = -1; e.Reason = ReasonLost; e.Message = t.message })
+	}
+}
+
+func (a *Agent) sweep(keep map[string]bool) {
+	for _, n := range a.rt.sweep(keep) {
+		a.log.Info("destroyed a container no task owns", "container", n)
+	}
+}
+
+func loadTask(st savedTask) (*task, error) {
+	status := &agentpb.TaskStatus{}
+	if err := protojson.Unmarshal(st.Status, status); err != nil {
+		return nil, fmt.Errorf("task status: %w", err)
+	}
+	spec := &agentpb.TaskSpec{}
+	if err := protojson.Unmarshal(st.Spec, spec); err != nil {
+		return nil, fmt.Errorf("task spec: %w", err)
+	}
+	if err := checkRef(status.Task); err != nil {
+		return nil, err
+	}
+	t := &task{
+		ref:            proto.Clone(status.Task).(*events.TaskRef),
+		key:            TaskKey(status.Task),
+		version:        status.SpecVersion,
+		spec:           spec,
+		state:          status.State,
+		gen:            st.Gen,
+		container:      st.Container,
+		pid:            int(status.Pid),
+		ticks:          st.StartTicks,
+		adopted:        status.Adopted,
+		startedAt:      fromUs(status.StartedAtUs),
+		finishedAt:     fromUs(status.FinishedAtUs),
+		nextStartAt:    fromUs(status.NextStartAtUs),
+		exitCode:       status.ExitCode,
+		signal:         status.Signal,
+		restarts:       status.Restarts,
+		failures:       status.Failures,
+		oomKills:       status.OomKills,
+		consecutive:    st.Consecutive,
+		reason:         status.Reason,
+		message:        status.Message,
+		health:         status.Health,
+		healthFailures: status.HealthFailures,
+		killing:        st.Killing,
+		stopReason:     st.StopReason,
+		pendingVersion: st.PendingVersion,
+	}
+	if len(st.PendingSpec) > 0 {
+		t.pendingSpec = &agentpb.TaskSpec{}
+		if err := protojson.Unmarshal(st.PendingSpec, t.pendingSpec); err != nil {
+			return nil, fmt.Errorf("task pending spec: %w", err)
+		}
+	}
+	t.u.cpuBase, t.u.memInt = st.CPUBase, st.MemInt
+	return t, nil
+}

@@ -1,0 +1,284 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/corralhq/corral/agent/cgroup"
+	"github.com/corralhq/corral/agent/internal/procfs"
+)
+
+// runtime runs task processes inside containers. osRuntime is the real one;
+// tests of the supervision logic use a fake.
+type runtime interface {
+	mode() cgroup.Mode
+	// enforced reports whether the kernel enforces memory limits; when it
+	// does not, the agent kills tasks over their limit itself.
+	enforced() bool
+	start(ls launchSpec) (process, error)
+	// adopt finds a process started by a previous agent: the pid must be
+	// alive with the recorded start time, or adopt fails and leaves nothing
+	// of the process alive.
+	adopt(container string, pid int, startTicks uint64) (process, error)
+	// sweep destroys the containers under the agent's parent that are not
+	// in keep, killing what runs in them.
+	sweep(keep map[string]bool) []string
+	close()
+}
+
+type launchSpec struct {
+	container      string
+	path           string // resolved executable
+	args           []string
+	env            []string
+	dir            string
+	stdout, stderr string // log files, opened for appending
+	limits         cgroup.Limits
+}
+
+type process interface {
+	pid() int
+	startTicks() uint64
+	// signal signals the task's process group; SIGKILL also reaches every
+	// process left in its container.
+	signal(sig syscall.Signal) error
+	done() <-chan struct{}
+	// exit is valid once done is closed.
+	exit() exitStatus
+	stats() (cgroup.Stats, error)
+	update(l cgroup.Limits) error
+	// release destroys the container once the process has exited.
+	release() error
+}
+
+type exitStatus struct {
+	known  bool // false when the process was adopted: only its parent learns the status
+	code   int  // -1 when killed by a signal
+	signal syscall.Signal
+}
+
+func (e exitStatus) signalName() string {
+	if e.signal == 0 {
+		return ""
+	}
+	return signalName(e.signal)
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGPIPE:
+		return "SIGPIPE"
+	case syscall.SIGBUS:
+		return "SIGBUS"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	}
+	return "SIG" + strconv.Itoa(int(s))
+}
+
+// joinScript runs as the task's first process: it writes its own pid into
+// the container's files, then execs the task, so the task's code never
+// runs outside its container. Exit 125 means it could not join.
+const joinScript = `n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"`
+
+const exitCannotJoin = 125
+
+type osRuntime struct {
+	mgr  cgroup.Manager
+	stop chan struct{} // closed by close: adopted-process watchers end
+	once sync.Once
+}
+
+func newOSRuntime(mgr cgroup.Manager) *osRuntime {
+	return &osRuntime{mgr: mgr, stop: make(chan struct{})}
+}
+
+func (r *osRuntime) mode() cgroup.Mode { return r.mgr.Mode() }
+func (r *osRuntime) enforced() bool    { return r.mgr.KernelEnforced() }
+func (r *osRuntime) close()            { r.once.Do(func() { close(r.stop) }) }
+
+func openLog(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+}
+
+func (r *osRuntime) start(ls launchSpec) (process, error) {
+	c, err := r.mgr.Create(ls.container, ls.limits)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (process, error) {
+		_ = c.Destroy()
+		return nil, err
+	}
+	// The task writes straight into its log files, not through a pipe to
+	// the agent, so it outlives an agent restart; rotation copies and
+	// truncates (see logs.go).
+	stdout, err := openLog(ls.stdout)
+	if err != nil {
+		return fail(err)
+	}
+	defer stdout.Close()
+	stderr, err := openLog(ls.stderr)
+	if err != nil {
+		return fail(err)
+	}
+	defer stderr.Close()
+
+	argv := append([]string{ls.path}, ls.args...)
+	if files := c.JoinFiles(); len(files) > 0 {
+		pre := append([]string{"/bin/sh", "-c", joinScript, "corral-task", strconv.Itoa(len(files))}, files...)
+		argv = append(pre, argv...)
+	}
+	cmd := &exec.Cmd{
+		Path:        argv[0],
+		Args:        argv,
+		Env:         ls.env,
+		Dir:         ls.dir,
+		Stdout:      stdout,
+		Stderr:      stderr,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		return fail(fmt.Errorf("start %s: %w", ls.path, err))
+	}
+	pid := cmd.Process.Pid
+	if err := c.Attach(pid); err != nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return fail(err)
+	}
+	p := &osProcess{c: c, p: pid, doneCh: make(chan struct{})}
+	// The start time identifies the process across an agent restart; exec
+	// does not change it. A process already gone has none, and is reaped
+	// below like any other.
+	if st, err := procfs.ReadStat(pid); err == nil {
+		p.ticks = st.StartTicks
+	}
+	go func() {
+		err := cmd.Wait()
+		p.status = exitStatus{known: true, code: cmd.ProcessState.ExitCode()}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			p.status.signal = ws.Signal()
+		}
+		_ = err // the status above says everything Wait knows
+		close(p.doneCh)
+	}()
+	return p, nil
+}
+
+func (r *osRuntime) adopt(container string, pid int, startTicks uint64) (process, error) {
+	st, err := procfs.ReadStat(pid)
+	if err != nil || !st.Alive() || st.StartTicks != startTicks {
+		// Not ours any more: never signal a pid the kernel may have reused.
+		if c, err := r.mgr.Open(container); err == nil {
+			_ = c.Destroy()
+		}
+		return nil, fmt.Errorf("process %d started at tick %d is gone", pid, startTicks)
+	}
+	c, err := r.mgr.Open(container)
+	if err != nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		return nil, fmt.Errorf("process %d is alive but its container is gone (%v): killed", pid, err)
+	}
+	if err := c.Attach(pid); err != nil {
+		_ = c.Destroy()
+		return nil, err
+	}
+	p := &osProcess{c: c, p: pid, ticks: startTicks, doneCh: make(chan struct{})}
+	// The process is not our child: its exit can only be seen, not waited
+	// for, and its status is lost.
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.stop:
+				return
+			case <-t.C:
+			}
+			st, err := procfs.ReadStat(pid)
+			if err != nil || !st.Alive() || st.StartTicks != startTicks {
+				p.status = exitStatus{code: -1}
+				close(p.doneCh)
+				return
+			}
+		}
+	}()
+	return p, nil
+}
+
+func (r *osRuntime) sweep(keep map[string]bool) []string {
+	names, _ := r.mgr.List()
+	var swept []string
+	for _, n := range names {
+		if keep[n] {
+			continue
+		}
+		if c, err := r.mgr.Open(n); err == nil && c.Destroy() == nil {
+			swept = append(swept, n)
+		}
+	}
+	return swept
+}
+
+type osProcess struct {
+	c      cgroup.Container
+	p      int
+	ticks  uint64
+	doneCh chan struct{}
+	status exitStatus // written before doneCh is closed
+}
+
+func (p *osProcess) pid() int                     { return p.p }
+func (p *osProcess) startTicks() uint64           { return p.ticks }
+func (p *osProcess) done() <-chan struct{}        { return p.doneCh }
+func (p *osProcess) exit() exitStatus             { <-p.doneCh; return p.status }
+func (p *osProcess) stats() (cgroup.Stats, error) { return p.c.Stats() }
+func (p *osProcess) update(l cgroup.Limits) error { return p.c.Update(l) }
+func (p *osProcess) release() error               { return p.c.Destroy() }
+
+func (p *osProcess) signal(sig syscall.Signal) error {
+	select {
+	case <-p.doneCh:
+		// The pid may already belong to someone else.
+		if sig == syscall.SIGKILL {
+			p.killContainer()
+		}
+		return nil
+	default:
+	}
+	err := syscall.Kill(-p.p, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		err = nil
+	}
+	if sig == syscall.SIGKILL {
+		p.killContainer()
+	}
+	return err
+}
+
+// killContainer reaches the processes that left the task's process group.
+func (p *osProcess) killContainer() {
+	pids, _ := p.c.Pids()
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}

@@ -1,0 +1,578 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/agent/cgroup"
+	"github.com/corralhq/corral/events"
+	"google.golang.org/protobuf/proto"
+)
+
+// killKind is why the agent is ending a task's process; it decides what
+// the exit means.
+type killKind int
+
+const (
+	killNone     killKind = iota
+	killStop              // by request: the task ends KILLED
+	killUpdate            // for a new spec: started again at once
+	killHealth            // failed its health check: a failure, restarted by policy
+	killOOM               // over its memory limit (seen by sampling): EVICTED "oom"
+	killPressure          // machine memory pressure: EVICTED "overcommitted"
+)
+
+// Reasons reported in TaskStatus.reason and AgentEvent.reason.
+const (
+	ReasonExited        = "exited"
+	ReasonSignaled      = "signaled"
+	ReasonStartFailed   = "start-failed"
+	ReasonHealth        = "health"
+	ReasonOOM           = "oom"
+	ReasonOvercommitted = "overcommitted"
+	ReasonLost          = "lost" // the process ended while no agent watched it
+	ReasonUnknownExit   = "exit-unknown"
+)
+
+// task is the agent's record of one task. Every field is guarded by the
+// agent's mu.
+type task struct {
+	ref     *events.TaskRef
+	key     string
+	version int64
+	spec    *agentpb.TaskSpec
+	sandbox string
+	state   agentpb.TaskState
+
+	gen       int64 // incarnation: one per process started; names its container
+	container string
+	proc      process
+	pid       int
+	ticks     uint64 // the process's start time, to know it again after a restart
+	adopted   bool
+
+	startedAt, finishedAt, nextStartAt time.Time
+	exitCode                           int32
+	signal                             string
+	restarts, failures, oomKills       int32
+	consecutive                        int32 // failures in a row, for backoff
+	reason, message                    string
+
+	health         agentpb.Health
+	healthFailures int32
+
+	killing        killKind
+	stopReason     string
+	pendingSpec    *agentpb.TaskSpec // started once the current process is gone
+	pendingVersion int64
+
+	timer       Timer // backoff restart, or SIGKILL at the end of a grace period
+	healthTimer Timer
+	u           usage
+}
+
+func (t *task) stopTimers() {
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	if t.healthTimer != nil {
+		t.healthTimer.Stop()
+		t.healthTimer = nil
+	}
+}
+
+func ended(s agentpb.TaskState) bool {
+	switch s {
+	case agentpb.TaskState_TASK_STATE_FINISHED, agentpb.TaskState_TASK_STATE_FAILED,
+		agentpb.TaskState_TASK_STATE_KILLED, agentpb.TaskState_TASK_STATE_EVICTED:
+		return true
+	}
+	return false
+}
+
+func appclass(s *agentpb.TaskSpec) string {
+	if s.Appclass != "" {
+		return s.Appclass
+	}
+	// Prod work is served to users; everything else can wait for a CPU.
+	if s.Priority >= ProdPriority {
+		return "latency-sensitive"
+	}
+	return "batch"
+}
+
+// limitsFor turns a spec into container settings. The CPU limit is a hard
+// quota for every task; shares decide who runs first when CPUs are
+// contended, and batch tasks get a tenth of what latency-sensitive ones of
+// the same size get (Borg §6.2).
+func limitsFor(s *agentpb.TaskSpec) cgroup.Limits {
+	r := orEmpty(s.Resources)
+	shares := uint64(max(r.CpuMilli, 0)) * 1024 / 1000
+	if appclass(s) == "batch" {
+		shares /= 10
+	}
+	return cgroup.Limits{
+		MemoryBytes:   r.MemoryBytes,
+		CPUShares:     min(max(shares, 2), 262144),
+		CPUQuotaMilli: r.CpuMilli,
+	}
+}
+
+func (a *Agent) sandboxOf(ref *events.TaskRef) string {
+	return filepath.Join(a.cfg.DataDir, "tasks", ref.User, ref.Job, strconv.Itoa(int(ref.Index)))
+}
+
+func containerName(ref *events.TaskRef, gen int64) string {
+	return fmt.Sprintf("%s.%s.%d.%d", ref.User, ref.Job, ref.Index, gen)
+}
+
+// ---- requests (a.mu held) ----------------------------------------------------
+
+func (a *Agent) startTask(r *agentpb.StartTask) error {
+	if err := checkRef(r.GetTask()); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	key := TaskKey(r.Task)
+	if err := checkSpec(r.Spec); err != nil {
+		return fmt.Errorf("start %s: %w", key, err)
+	}
+	if t := a.tasks[key]; t != nil && !ended(t.state) {
+		if t.version == r.SpecVersion && proto.Equal(t.spec, r.Spec) {
+			return nil // a resent start: the task runs already
+		}
+		return a.updateTask(r.Task, r.SpecVersion, r.Spec)
+	} else if t != nil {
+		t.stopTimers()
+	}
+	t := &task{
+		ref:     proto.Clone(r.Task).(*events.TaskRef),
+		key:     key,
+		version: r.SpecVersion,
+		spec:    proto.Clone(r.Spec).(*agentpb.TaskSpec),
+		sandbox: a.sandboxOf(r.Task),
+		health:  agentpb.Health_HEALTH_UNSPECIFIED,
+	}
+	a.tasks[key] = t
+	a.launch(t)
+	return nil
+}
+
+func (a *Agent) stopTask(r *agentpb.StopTask) error {
+	if err := checkRef(r.GetTask()); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	if r.GracePeriodMs < 0 {
+		return fmt.Errorf("stop %s: grace_period_ms %d: must not be negative", TaskKey(r.Task), r.GracePeriodMs)
+	}
+	t := a.tasks[TaskKey(r.Task)]
+	if t == nil || ended(t.state) {
+		return nil // nothing runs: the master's wish holds already
+	}
+	reason := r.Reason
+	if reason == "" {
+		reason = "stopped"
+	}
+	grace := a.cfg.DefaultGrace
+	if r.GracePeriodMs > 0 {
+		grace = time.Duration(r.GracePeriodMs) * time.Millisecond
+	}
+	switch t.state {
+	case agentpb.TaskState_TASK_STATE_BACKOFF:
+		a.end(t, agentpb.TaskState_TASK_STATE_KILLED, reason, "")
+		a.emit(agentpb.EventKind_EVENT_KIND_KILLED, t, func(e *agentpb.AgentEvent) { e.Reason = reason })
+	case agentpb.TaskState_TASK_STATE_STOPPING:
+		// Already going: the stop decides what the exit means.
+		t.killing, t.stopReason, t.pendingSpec = killStop, reason, nil
+		a.markDirty()
+	default:
+		t.stopReason = reason
+		a.terminate(t, killStop, grace, reason)
+	}
+	return nil
+}
+
+// updateTask changes a live task's spec: in place when only limits,
+// priority, restart policy or health check change, by restarting otherwise.
+func (a *Agent) updateTask(ref *events.TaskRef, version int64, spec *agentpb.TaskSpec) error {
+	if err := checkRef(ref); err != nil {
+		return fmt.Errorf("update: %w", err)
+	}
+	key := TaskKey(ref)
+	if err := checkSpec(spec); err != nil {
+		return fmt.Errorf("update %s: %w", key, err)
+	}
+	t := a.tasks[key]
+	if t == nil || ended(t.state) {
+		return fmt.Errorf("update %s: the task does not run here; start it", key)
+	}
+	if t.killing == killStop {
+		return fmt.Errorf("update %s: the task is being stopped", key)
+	}
+	if t.version == version && proto.Equal(t.spec, spec) {
+		return nil
+	}
+	spec = proto.Clone(spec).(*agentpb.TaskSpec)
+	if !needsRestart(t.spec, spec) {
+		t.version, t.spec = version, spec
+		if t.proc != nil {
+			if err := t.proc.update(limitsFor(spec)); err != nil {
+				return fmt.Errorf("update %s: limits: %w", key, err)
+			}
+			if t.healthTimer != nil {
+				t.healthTimer.Stop()
+				t.healthTimer = nil
+			}
+			a.armHealth(t)
+		}
+		a.markDirty()
+		return nil
+	}
+	switch t.state {
+	case agentpb.TaskState_TASK_STATE_BACKOFF:
+		t.stopTimers()
+		t.version, t.spec = version, spec
+		a.launch(t)
+	case agentpb.TaskState_TASK_STATE_STOPPING:
+		t.killing, t.pendingSpec, t.pendingVersion = killUpdate, spec, version
+		a.markDirty()
+	default:
+		t.pendingSpec, t.pendingVersion = spec, version
+		a.terminate(t, killUpdate, a.cfg.DefaultGrace, "update")
+	}
+	return nil
+}
+
+// needsRestart: what the process was started with changed.
+func needsRestart(old, new *agentpb.TaskSpec) bool {
+	strip := func(s *agentpb.TaskSpec) *agentpb.TaskSpec {
+		c := proto.Clone(s).(*agentpb.TaskSpec)
+		c.Resources, c.Restart, c.HealthCheck, c.Priority, c.Appclass = nil, nil, nil, 0, ""
+		return c
+	}
+	return !proto.Equal(strip(old), strip(new))
+}
+
+func (a *Agent) forgetTask(r *agentpb.ForgetTask) error {
+	if err := checkRef(r.GetTask()); err != nil {
+		return fmt.Errorf("forget: %w", err)
+	}
+	key := TaskKey(r.Task)
+	t := a.tasks[key]
+	if t == nil {
+		return nil
+	}
+	if !ended(t.state) {
+		return fmt.Errorf("forget %s: the task is %s; stop it first", key, stateName(t.state))
+	}
+	t.stopTimers()
+	delete(a.tasks, key)
+	a.markDirty()
+	return nil
+}
+
+func stateName(s agentpb.TaskState) string {
+	return map[agentpb.TaskState]string{
+		agentpb.TaskState_TASK_STATE_STARTING: "starting",
+		agentpb.TaskState_TASK_STATE_RUNNING:  "running",
+		agentpb.TaskState_TASK_STATE_BACKOFF:  "waiting to restart",
+		agentpb.TaskState_TASK_STATE_STOPPING: "stopping",
+		agentpb.TaskState_TASK_STATE_FINISHED: "finished",
+		agentpb.TaskState_TASK_STATE_FAILED:   "failed",
+		agentpb.TaskState_TASK_STATE_KILLED:   "killed",
+		agentpb.TaskState_TASK_STATE_EVICTED:  "evicted",
+	}[s]
+}
+
+// ---- the process lifecycle (a.mu held) --------------------------------------
+
+// launch starts a new process for t. A failure to start is handled like a
+// failed run.
+func (a *Agent) launch(t *task) {
+	t.gen++
+	t.container = containerName(t.ref, t.gen)
+	t.state = agentpb.TaskState_TASK_STATE_STARTING
+	t.nextStartAt = time.Time{}
+	t.killing, t.stopReason = killNone, ""
+	t.adopted = false
+	t.startedAt = a.clock.Now()
+	p, err := a.startProcess(t)
+	if err != nil {
+		a.exited(t, exitStatus{known: true, code: -1}, nil, err)
+		return
+	}
+	t.proc, t.pid, t.ticks = p, p.pid(), p.startTicks()
+	t.state = agentpb.TaskState_TASK_STATE_RUNNING
+	t.reason, t.message = "", ""
+	t.healthFailures = 0
+	t.u.begin(t.startedAt)
+	a.emit(agentpb.EventKind_EVENT_KIND_STARTED, t, nil)
+	a.watch(t)
+	a.armHealth(t)
+}
+
+func (a *Agent) startProcess(t *task) (process, error) {
+	work := filepath.Join(t.sandbox, "work")
+	logs := filepath.Join(t.sandbox, "logs")
+	for _, d := range []string{work, logs, filepath.Join(t.sandbox, "tmp")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	env := taskEnv(t.ref, a.cell, t.spec, t.sandbox)
+	path, err := lookPath(t.spec.Command, env, work)
+	if err != nil {
+		return nil, err
+	}
+	return a.rt.start(launchSpec{
+		container: t.container,
+		path:      path,
+		args:      t.spec.Args,
+		env:       env,
+		dir:       work,
+		stdout:    filepath.Join(logs, "stdout"),
+		stderr:    filepath.Join(logs, "stderr"),
+		limits:    limitsFor(t.spec),
+	})
+}
+
+// watch waits for t's process to end, off the lock.
+func (a *Agent) watch(t *task) {
+	p, key, gen := t.proc, t.key, t.gen
+	go func() {
+		<-p.done()
+		st := p.exit()
+		// The container outlives the process: its counters say whether the
+		// kernel killed it for memory.
+		fin, err := p.stats()
+		finp := &fin
+		if err != nil {
+			finp = nil
+		}
+		a.mu.Lock()
+		if t := a.tasks[key]; !a.closed && t != nil && t.gen == gen && t.proc == p {
+			a.exited(t, st, finp, nil)
+		}
+		a.mu.Unlock()
+		if err := p.release(); err != nil {
+			a.log.Warn("removing task container", "task", key, "err", err)
+		}
+	}()
+}
+
+// terminate asks t's process to end: SIGTERM, then SIGKILL after grace.
+func (a *Agent) terminate(t *task, why killKind, grace time.Duration, reason string) {
+	if t.proc == nil {
+		return
+	}
+	t.killing = why
+	t.state = agentpb.TaskState_TASK_STATE_STOPPING
+	t.reason = reason
+	if t.healthTimer != nil {
+		t.healthTimer.Stop()
+		t.healthTimer = nil
+	}
+	if err := t.proc.signal(syscall.SIGTERM); err != nil {
+		a.log.Warn("SIGTERM", "task", t.key, "err", err)
+	}
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	key, gen := t.key, t.gen
+	t.timer = a.clock.AfterFunc(grace, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if t := a.tasks[key]; !a.closed && t != nil && t.gen == gen && t.proc != nil &&
+			t.state == agentpb.TaskState_TASK_STATE_STOPPING {
+			_ = t.proc.signal(syscall.SIGKILL)
+		}
+	})
+	a.markDirty()
+}
+
+// killNow ends t's process with SIGKILL at once: memory cannot wait.
+func (a *Agent) killNow(t *task, why killKind, reason, msg string) {
+	if t.proc == nil {
+		return
+	}
+	t.killing = why
+	t.state = agentpb.TaskState_TASK_STATE_STOPPING
+	t.reason, t.message = reason, msg
+	if t.healthTimer != nil {
+		t.healthTimer.Stop()
+		t.healthTimer = nil
+	}
+	_ = t.proc.signal(syscall.SIGKILL)
+	a.markDirty()
+}
+
+// exited decides what an ended process means for t. fin holds the
+// container's last counters when known; startErr is set when no process
+// could be started.
+func (a *Agent) exited(t *task, st exitStatus, fin *cgroup.Stats, startErr error) {
+	now := a.clock.Now()
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	if t.healthTimer != nil {
+		t.healthTimer.Stop()
+		t.healthTimer = nil
+	}
+	pid := t.pid
+	ranFor := now.Sub(t.startedAt)
+	t.proc, t.pid, t.ticks = nil, 0, 0
+	t.finishedAt = now
+	t.exitCode = int32(st.code)
+	t.signal = st.signalName()
+	t.u.finish(now, fin)
+	why := t.killing
+	t.killing = killNone
+	limit := orEmpty(t.spec.Resources).MemoryBytes
+	oom := why == killOOM || (fin != nil && (fin.OOMKills > 0 ||
+		// The kernel counts OOM kills since 4.13; before, a SIGKILL with the
+		// cgroup at its limit is the sign.
+		(st.signal == syscall.SIGKILL && limit > 0 && fin.LimitHits > 0 && fin.MemoryPeakBytes >= limit-limit/20)))
+	fill := func(e *agentpb.AgentEvent) {
+		e.Pid = int64(pid)
+		e.ExitCode = t.exitCode
+		e.Signal = t.signal
+		e.Reason = t.reason
+		e.Message = t.message
+	}
+	switch {
+	case why == killStop:
+		a.end(t, agentpb.TaskState_TASK_STATE_KILLED, t.stopReason, "")
+		a.emit(agentpb.EventKind_EVENT_KIND_KILLED, t, fill)
+	case why == killUpdate && t.pendingSpec != nil:
+		t.spec, t.version = t.pendingSpec, t.pendingVersion
+		t.pendingSpec = nil
+		a.launch(t)
+	case why == killPressure:
+		a.end(t, agentpb.TaskState_TASK_STATE_EVICTED, ReasonOvercommitted, t.message)
+		a.emit(agentpb.EventKind_EVENT_KIND_EVICTED, t, fill)
+	case oom:
+		t.oomKills++
+		msg := t.message
+		if why != killOOM {
+			msg = fmt.Sprintf("killed by the kernel at its memory limit of %d bytes", limit)
+		}
+		a.end(t, agentpb.TaskState_TASK_STATE_EVICTED, ReasonOOM, msg)
+		a.emit(agentpb.EventKind_EVENT_KIND_EVICTED, t, fill)
+	case startErr != nil:
+		a.failed(t, ReasonStartFailed, startErr.Error(), ranFor, fill)
+	case why == killHealth:
+		a.failed(t, ReasonHealth, t.message, ranFor, fill)
+	case !st.known:
+		a.failed(t, ReasonUnknownExit, "the process was adopted after an agent restart; its exit status is unknown", ranFor, fill)
+	case st.code == 0:
+		if a.restartable(t, false) {
+			t.reason, t.message = ReasonExited, ""
+			a.backoff(t, ranFor)
+			a.emit(agentpb.EventKind_EVENT_KIND_FINISHED, t, func(e *agentpb.AgentEvent) { fill(e); e.WillRestart = true })
+			return
+		}
+		a.end(t, agentpb.TaskState_TASK_STATE_FINISHED, ReasonExited, "")
+		a.emit(agentpb.EventKind_EVENT_KIND_FINISHED, t, fill)
+	case st.signal != 0:
+		a.failed(t, ReasonSignaled, "killed by "+t.signal, ranFor, fill)
+	default:
+		a.failed(t, ReasonExited, fmt.Sprintf("exited with code %d", st.code), ranFor, fill)
+	}
+}
+
+// failed counts a failure and restarts t in place if its policy allows.
+func (a *Agent) failed(t *task, reason, msg string, ranFor time.Duration, fill func(*agentpb.AgentEvent)) {
+	t.failures++
+	t.reason, t.message = reason, msg
+	if a.restartable(t, true) {
+		a.backoff(t, ranFor)
+		a.emit(agentpb.EventKind_EVENT_KIND_FAILED, t, func(e *agentpb.AgentEvent) { fill(e); e.WillRestart = true })
+		return
+	}
+	a.end(t, agentpb.TaskState_TASK_STATE_FAILED, reason, msg)
+	a.emit(agentpb.EventKind_EVENT_KIND_FAILED, t, fill)
+}
+
+// restartable applies the restart policy: "always" restarts any exit,
+// "on-failure" (the default) only failures, "never" nothing; max_restarts
+// caps the restarts in place (0: no cap).
+func (a *Agent) restartable(t *task, failed bool) bool {
+	p := t.spec.Restart
+	switch p.GetMode() {
+	case "always":
+	case "never":
+		return false
+	default:
+		if !failed {
+			return false
+		}
+	}
+	return p.GetMaxRestarts() == 0 || t.restarts < p.GetMaxRestarts()
+}
+
+// Backoff defaults when the restart policy gives none.
+const (
+	DefaultBackoffInitial = time.Second
+	DefaultBackoffMax     = time.Minute
+)
+
+// backoff schedules t's restart: initial, 2x, 4x, ... up to the max. A
+// process that ran for twice the max before exiting was healthy for a
+// while: the sequence starts over.
+func (a *Agent) backoff(t *task, ranFor time.Duration) {
+	initial := time.Duration(t.spec.Restart.GetBackoffInitialMs()) * time.Millisecond
+	if initial == 0 {
+		initial = DefaultBackoffInitial
+	}
+	ceiling := time.Duration(t.spec.Restart.GetBackoffMaxMs()) * time.Millisecond
+	if ceiling == 0 {
+		ceiling = max(DefaultBackoffMax, initial)
+	}
+	if ranFor >= 2*ceiling {
+		t.consecutive = 0
+	}
+	t.consecutive++
+	delay := initial
+	for i := int32(1); i < t.consecutive && delay < ceiling; i++ {
+		delay *= 2
+	}
+	delay = min(delay, ceiling)
+	t.state = agentpb.TaskState_TASK_STATE_BACKOFF
+	t.health = agentpb.Health_HEALTH_UNSPECIFIED
+	a.scheduleRestart(t, delay)
+}
+
+func (a *Agent) scheduleRestart(t *task, delay time.Duration) {
+	t.nextStartAt = a.clock.Now().Add(delay)
+	key, gen := t.key, t.gen
+	t.timer = a.clock.AfterFunc(delay, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if t := a.tasks[key]; !a.closed && t != nil && t.gen == gen && t.state == agentpb.TaskState_TASK_STATE_BACKOFF {
+			t.timer = nil
+			t.restarts++
+			a.launch(t)
+		}
+	})
+	a.markDirty()
+}
+
+// end puts t in an ended state.
+func (a *Agent) end(t *task, state agentpb.TaskState, reason, msg string) {
+	t.stopTimers()
+	t.state = state
+	t.reason, t.message = reason, msg
+	t.nextStartAt = time.Time{}
+	t.health = agentpb.Health_HEALTH_UNSPECIFIED
+	t.pendingSpec = nil
+	if t.finishedAt.IsZero() {
+		t.finishedAt = a.clock.Now()
+	}
+	a.markDirty()
+}

@@ -1,0 +1,260 @@
+package agent
+
+import (
+	"cmp"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/agent/cgroup"
+	"github.com/corralhq/corral/agent/internal/procfs"
+	"github.com/corralhq/corral/events"
+)
+
+// usage accumulates one task's samples over all its processes.
+type usage struct {
+	cpuBase float64 // core-seconds of the task's ended processes
+	cpuCur  float64 // of the current process
+	memInt  float64 // byte-seconds, integrated over samples
+	mem     int64   // latest sample
+	peak    int64   // of the current process
+	disk    int64
+	at      time.Time // latest sample; zero before the first
+
+	// The window since the previous poll.
+	winStart  time.Time
+	winCPU    float64
+	winMemInt float64
+	winMax    int64
+}
+
+// begin starts accounting for a new process.
+func (u *usage) begin(now time.Time) {
+	u.cpuCur, u.peak, u.mem = 0, 0, 0
+	if u.at.IsZero() {
+		u.at, u.winStart = now, now
+	} else {
+		u.integrate(now, 0)
+	}
+}
+
+func (u *usage) integrate(now time.Time, mem int64) {
+	if dt := now.Sub(u.at).Seconds(); dt > 0 {
+		u.memInt += float64(u.mem+mem) / 2 * dt
+	}
+	u.at = now
+	u.mem = mem
+	u.winMax = max(u.winMax, mem)
+}
+
+func (u *usage) sample(now time.Time, st cgroup.Stats) {
+	if u.at.IsZero() {
+		u.at, u.winStart = now, now
+	}
+	u.integrate(now, st.MemoryBytes)
+	u.cpuCur = max(u.cpuCur, float64(st.CPUNanos)/1e9)
+	u.peak = max(u.peak, st.MemoryPeakBytes, st.MemoryBytes)
+}
+
+// finish closes the current process's account with its container's last
+// counters.
+func (u *usage) finish(now time.Time, fin *cgroup.Stats) {
+	if fin != nil {
+		u.cpuCur = max(u.cpuCur, float64(fin.CPUNanos)/1e9)
+		u.peak = max(u.peak, fin.MemoryPeakBytes)
+	}
+	if !u.at.IsZero() {
+		u.integrate(now, 0)
+	}
+	u.cpuBase += u.cpuCur
+	u.cpuCur = 0
+}
+
+// report is the task's latest sample; reset starts a new window.
+func (u *usage) report(ref *events.TaskRef, reset bool) *agentpb.TaskUsageSample {
+	if u.at.IsZero() {
+		return nil
+	}
+	total := u.cpuBase + u.cpuCur
+	mean := u.mem
+	if dt := u.at.Sub(u.winStart).Seconds(); dt > 0 {
+		mean = int64((u.memInt - u.winMemInt) / dt)
+	}
+	s := &agentpb.TaskUsageSample{
+		Task:                   ref,
+		SampledAtUs:            u.at.UnixMicro(),
+		CpuCoreSecondsTotal:    total,
+		MemoryByteSecondsTotal: u.memInt,
+		MemoryBytes:            u.mem,
+		MemoryPeakBytes:        u.peak,
+		DiskBytes:              u.disk,
+		Window: &events.TaskUsage{
+			User:           ref.User,
+			Job:            ref.Job,
+			Index:          ref.Index,
+			CpuCoreSeconds: total - u.winCPU,
+			MemoryBytes:    mean,
+			MemoryMaxBytes: max(u.winMax, u.mem),
+			DiskBytes:      u.disk,
+		},
+		WindowStartUs: u.winStart.UnixMicro(),
+		WindowEndUs:   u.at.UnixMicro(),
+	}
+	if reset {
+		u.winStart, u.winCPU, u.winMemInt, u.winMax = u.at, total, u.memInt, u.mem
+	}
+	return s
+}
+
+// ---- the sampling loop -------------------------------------------------------
+
+func (a *Agent) armSampler() {
+	a.sampler = a.clock.AfterFunc(a.cfg.SampleInterval, a.sampleTick)
+}
+
+type sampleTarget struct {
+	t       *task
+	gen     int64
+	proc    process
+	sandbox string
+	stats   cgroup.Stats
+	err     error
+	disk    int64
+}
+
+// sampleTick reads every running task's usage off the lock, then enforces
+// memory limits (where the kernel does not), relieves machine memory
+// pressure, rotates logs and drops ended tasks past their retention.
+func (a *Agent) sampleTick() {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return
+	}
+	a.ticks++
+	diskTick := a.ticks%10 == 1 // walking sandboxes costs more than reading counters
+	janitorTick := a.ticks%60 == 1
+	var targets []*sampleTarget
+	for _, t := range a.tasks {
+		if t.proc != nil {
+			targets = append(targets, &sampleTarget{t: t, gen: t.gen, proc: t.proc, sandbox: t.sandbox, disk: -1})
+		}
+	}
+	a.mu.Unlock()
+
+	for _, s := range targets {
+		s.stats, s.err = s.proc.stats()
+		if diskTick {
+			s.disk = dirSize(s.sandbox)
+		}
+		rotateLogs(s.sandbox, a.cfg.LogMaxBytes, a.cfg.LogKeep)
+	}
+	mem, memErr := procfs.ReadMeminfo()
+	if janitorTick {
+		a.removeOldSandboxes()
+	}
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return
+	}
+	now := a.clock.Now()
+	if memErr == nil {
+		a.machine = mem
+	}
+	for _, s := range targets {
+		t := s.t
+		if a.tasks[t.key] != t || t.gen != s.gen || t.proc != s.proc || s.err != nil {
+			continue
+		}
+		t.u.sample(now, s.stats)
+		if s.disk >= 0 {
+			t.u.disk = s.disk
+		}
+		limit := orEmpty(t.spec.Resources).MemoryBytes
+		if !a.rt.enforced() && limit > 0 && s.stats.MemoryBytes > limit && t.killing != killOOM {
+			a.killNow(t, killOOM, ReasonOOM, fmt.Sprintf("using %d bytes, over its memory limit of %d", s.stats.MemoryBytes, limit))
+		}
+	}
+	a.relievePressure()
+	for key, t := range a.tasks {
+		if ended(t.state) && now.Sub(t.finishedAt) > a.cfg.RetainEnded {
+			delete(a.tasks, key)
+			a.markDirty()
+		}
+	}
+	a.armSampler()
+}
+
+// relievePressure evicts non-prod tasks, lowest priority first, until the
+// tasks' memory fits the machine's capacity and the machine keeps its low
+// water mark of available memory (Borg §6.2). a.mu held.
+func (a *Agent) relievePressure() {
+	var used int64
+	var cands []pressureCandidate
+	for _, t := range a.tasks {
+		if t.proc == nil || t.killing == killOOM || t.killing == killPressure {
+			continue // dying by SIGKILL: its memory is as good as free
+		}
+		used += t.u.mem
+		if t.spec.Priority < ProdPriority {
+			cands = append(cands, pressureCandidate{key: t.key, priority: t.spec.Priority, memory: t.u.mem})
+		}
+	}
+	need := used - a.cfg.Capacity.MemoryBytes
+	if a.cfg.MemoryLowWater > 0 && a.machine.Available > 0 {
+		need = max(need, a.cfg.MemoryLowWater-a.machine.Available)
+	}
+	if need <= 0 {
+		return
+	}
+	for _, key := range pressureVictims(cands, need) {
+		t := a.tasks[key]
+		msg := fmt.Sprintf("machine memory pressure: tasks use %d of %d bytes, %d available; freeing %d",
+			used, a.cfg.Capacity.MemoryBytes, a.machine.Available, need)
+		a.log.Warn("evicting for memory pressure", "task", key, "priority", t.spec.Priority, "memory", t.u.mem)
+		a.killNow(t, killPressure, ReasonOvercommitted, msg)
+	}
+}
+
+type pressureCandidate struct {
+	key      string
+	priority int32
+	memory   int64
+}
+
+// pressureVictims picks tasks to free need bytes: lowest priority first,
+// and within a priority the largest first, so as few tasks as possible die.
+// Prod tasks must not be among cands.
+func pressureVictims(cands []pressureCandidate, need int64) []string {
+	cands = slices.Clone(cands)
+	slices.SortFunc(cands, func(x, y pressureCandidate) int {
+		return cmp.Or(cmp.Compare(x.priority, y.priority), cmp.Compare(y.memory, x.memory), cmp.Compare(x.key, y.key))
+	})
+	var out []string
+	for _, c := range cands {
+		if need <= 0 {
+			break
+		}
+		out = append(out, c.key)
+		need -= c.memory
+	}
+	return out
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
