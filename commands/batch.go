@@ -1,0 +1,237 @@
+package commands
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// batch accumulates the events of one command. The state does not change
+// until the events are appended and applied, so batch keeps an overlay of
+// what its own events did (a task's new state, a job's new spec version,
+// quota just charged), and later decisions in the same command read
+// through it: the job finishes only if no task is left after this batch.
+type batch struct {
+	s       *projections.State
+	now     time.Time
+	evs     []events.Event
+	status  map[*projections.Task]projections.TaskState
+	replace map[*projections.Task]bool
+	current map[*projections.Job]projections.SpecVersion
+	touched []*projections.Job
+	seen    map[*projections.Job]bool
+	ended   map[*projections.Job]bool
+	charged map[projections.UserBand]projections.Resources
+}
+
+func newBatch(s *projections.State, now time.Time) *batch {
+	return &batch{s: s, now: now,
+		status:  map[*projections.Task]projections.TaskState{},
+		replace: map[*projections.Task]bool{},
+		current: map[*projections.Job]projections.SpecVersion{},
+		seen:    map[*projections.Job]bool{},
+		ended:   map[*projections.Job]bool{},
+		charged: map[projections.UserBand]projections.Resources{},
+	}
+}
+
+func (b *batch) add(stream string, p events.Payload) {
+	b.evs = append(b.evs, events.New(stream, b.now, p))
+}
+
+// state is a task's state after the batch's events so far.
+func (b *batch) state(t *projections.Task) projections.TaskState {
+	if st, ok := b.status[t]; ok {
+		return st
+	}
+	return t.State
+}
+
+func (b *batch) dead(t *projections.Task) bool { return b.state(t) == projections.TaskDead }
+
+func (b *batch) replacing(t *projections.Task) bool {
+	if r, ok := b.replace[t]; ok {
+		return r
+	}
+	return t.Replacing
+}
+
+// currentOf is the job's spec in force after the batch's events so far.
+func (b *batch) currentOf(j *projections.Job) projections.SpecVersion {
+	if v, ok := b.current[j]; ok {
+		return v
+	}
+	return projections.SpecVersion{Version: j.Current, Spec: j.Spec()}
+}
+
+// specOf resolves a version, including one this batch introduces.
+func (b *batch) specOf(j *projections.Job, v int64) *events.JobSpec {
+	if c, ok := b.current[j]; ok && c.Version == v {
+		return c.Spec
+	}
+	return j.SpecOf(v)
+}
+
+func (b *batch) jobEnded(j *projections.Job) bool { return j.Dead() || b.ended[j] }
+
+func (b *batch) touch(j *projections.Job) {
+	if !b.seen[j] {
+		b.seen[j] = true
+		b.touched = append(b.touched, j)
+	}
+}
+
+func taskStream(t *projections.Task) string { return events.TaskStream(t.Job.User, t.Job.Name, t.Index) }
+func jobStream(j *projections.Job) string   { return events.JobStream(j.User, j.Name) }
+
+func ref(t *projections.Task) *events.TaskRef {
+	return &events.TaskRef{User: t.Job.User, Job: t.Job.Name, Index: t.Index}
+}
+
+// submit makes a task pending at a spec version.
+func (b *batch) submit(j *projections.Job, index int32, version int64, reason string) {
+	b.add(events.TaskStream(j.User, j.Name, index), &events.TaskSubmitted{User: j.User, Job: j.Name, Index: index, SpecVersion: version, Reason: reason})
+	if t := j.Task(index); t != nil {
+		b.status[t] = projections.TaskPending
+		b.replace[t] = reason == "updated" || (reason == "rescheduled" && b.replacing(t))
+	}
+	b.touch(j)
+}
+
+func (b *batch) evict(t *projections.Task, reason, message string, preemptor *events.TaskRef) {
+	b.add(taskStream(t), &events.TaskEvicted{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: t.Machine,
+		Reason: reason, Preemptor: preemptor, Message: message})
+	b.status[t] = projections.TaskDead
+	b.afterDeath(t, projections.Evicted)
+}
+
+func (b *batch) lose(t *projections.Task, reason string) {
+	b.add(taskStream(t), &events.TaskLost{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: t.Machine, Reason: reason})
+	b.status[t] = projections.TaskDead
+	b.afterDeath(t, projections.Lost)
+}
+
+func (b *batch) kill(t *projections.Task, reason string) {
+	machine := ""
+	if b.state(t) != projections.TaskPending {
+		machine = t.Machine
+	}
+	b.add(taskStream(t), &events.TaskKilled{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: machine, Reason: reason})
+	b.status[t] = projections.TaskDead
+	b.touch(t.Job)
+}
+
+func (b *batch) finish(t *projections.Task, code int32) {
+	b.add(taskStream(t), &events.TaskFinished{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: t.Machine, ExitCode: code})
+	b.status[t] = projections.TaskDead
+	b.afterDeath(t, projections.Finished)
+}
+
+func (b *batch) fail(t *projections.Task, f *events.TaskFailed) {
+	b.add(taskStream(t), f)
+	if f.WillRestart {
+		b.status[t] = projections.TaskScheduled
+		return
+	}
+	b.status[t] = projections.TaskDead
+	b.afterDeath(t, projections.Failed)
+}
+
+// afterDeath resubmits a task that its job still wants: always after an
+// eviction or loss (not the task's fault), after a failure or a clean exit
+// as the restart policy says. The replacement runs the spec in force.
+func (b *batch) afterDeath(t *projections.Task, how projections.DeathHow) {
+	j := t.Job
+	b.touch(j)
+	if b.jobEnded(j) {
+		return
+	}
+	cur := b.currentOf(j)
+	if t.Index >= cur.Spec.GetTaskCount() {
+		return
+	}
+	policy := cur.Spec.GetRestart()
+	mode := policy.GetMode()
+	want := false
+	switch how {
+	case projections.Evicted, projections.Lost:
+		want = true
+	case projections.Failed:
+		want = mode != "never" && (policy.GetMaxRestarts() == 0 || t.Restarts < policy.GetMaxRestarts())
+	case projections.Finished:
+		want = mode == "always"
+	}
+	if want {
+		b.submit(j, t.Index, cur.Version, "rescheduled")
+	}
+}
+
+// killJob kills a job's remaining tasks, then the job, then the jobs that
+// were waiting for it to finish, which now never will.
+func (b *batch) killJob(j *projections.Job, reason string) {
+	if b.jobEnded(j) {
+		return
+	}
+	for _, t := range j.Tasks {
+		if t != nil && !b.dead(t) {
+			b.kill(t, "job killed")
+		}
+	}
+	b.add(jobStream(j), &events.JobKilled{User: j.User, Job: j.Name, Reason: reason})
+	b.ended[j] = true
+	for _, dep := range b.s.WaitingOn(j.Key()) {
+		b.killJob(dep, fmt.Sprintf("job %s, which it was to start after, was killed", j.Name))
+	}
+}
+
+// finishJobs ends every touched job none of whose tasks is left, and
+// starts the jobs deferred until it finished.
+func (b *batch) finishJobs() {
+	for i := 0; i < len(b.touched); i++ { // killJob and releases may append
+		j := b.touched[i]
+		if b.jobEnded(j) || j.Deferred || len(j.Tasks) == 0 {
+			continue
+		}
+		done := true
+		for _, t := range j.Tasks {
+			if t != nil && !b.dead(t) {
+				done = false
+				break
+			}
+		}
+		if !done {
+			continue
+		}
+		b.add(jobStream(j), &events.JobFinished{User: j.User, Job: j.Name})
+		b.ended[j] = true
+		for _, dep := range b.s.WaitingOn(j.Key()) {
+			if b.jobEnded(dep) {
+				continue
+			}
+			cur := b.currentOf(dep)
+			for i := int32(0); i < cur.Spec.GetTaskCount(); i++ {
+				b.submit(dep, i, cur.Version, "new")
+			}
+		}
+	}
+}
+
+// admit charges asked (giving back release) against user's quota in band,
+// counting what this batch charged already, or refuses with the numbers.
+// Best-effort quota is unlimited (Borg §2.5).
+func (b *batch) admit(user string, band projections.Band, asked, release projections.Resources, field string) error {
+	ub := projections.UserBand{User: user, Band: band}
+	inUse := b.s.Charged[ub].Add(b.charged[ub]).Sub(release)
+	if band != projections.BestEffort {
+		granted := b.s.Quotas[ub]
+		if after := inUse.Add(asked); !after.LessEq(granted) {
+			return refuse(ResourceExhausted, field,
+				"over quota: %s asks for [%s] in band %s; granted [%s]; in use [%s]; short in %v. Ask for less, use a lower band, or ask an admin for more %s quota",
+				user, asked, band, granted, inUse, after.Exceeding(granted), band)
+		}
+	}
+	b.charged[ub] = b.charged[ub].Add(asked).Sub(release)
+	return nil
+}

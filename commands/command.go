@@ -1,0 +1,109 @@
+package commands
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// Actor is the identity a command acts for, from the caller's credentials.
+type Actor struct {
+	User string
+	// Admin is the capability to change any job, machine and quota (Borg
+	// §2.5). The scheduler and the agent link act as admins.
+	Admin bool
+}
+
+// Meta is what every command carries besides its arguments.
+type Meta struct {
+	Actor Actor
+	// RequestID is the client's id for the request. The master uses it as
+	// the append's idempotency key, so a retried request appends nothing;
+	// Decide copies it into the events' causation id.
+	RequestID string
+	// CorrelationID, when set, is copied into every event.
+	CorrelationID string
+}
+
+// Command is one request to change the cell. Each command type lives in its
+// own file with its decide method, the one handler for it.
+type Command interface {
+	// Metadata returns the actor and request id.
+	Metadata() Meta
+	// decide checks the command against s and returns the events that
+	// carry it out, all stamped with now.
+	decide(s *projections.State, now time.Time) ([]events.Event, error)
+}
+
+// Clock is the time source Decide reads once per command.
+type Clock interface{ Now() time.Time }
+
+// ClockFunc adapts a function to Clock.
+type ClockFunc func() time.Time
+
+func (f ClockFunc) Now() time.Time { return f() }
+
+// FixedClock always returns the same time: for tests and replays.
+type FixedClock time.Time
+
+func (c FixedClock) Now() time.Time { return time.Time(c) }
+
+// maxRequestID matches the store's limit on idempotency keys.
+const maxRequestID = 256
+
+// Decide checks cmd against the cell state s and returns the events that
+// carry it out, or an *Error saying why not and changing nothing. It is
+// pure: it reads s (never changes it) and the clock, once. No events and no
+// error means there is nothing to do (an update to the spec in force).
+//
+// The caller appends the events with ExpectedPosition = s.Position and the
+// request id as idempotency key, then applies them to s in order.
+func Decide(s *projections.State, cmd Command, clock Clock) ([]events.Event, error) {
+	m := cmd.Metadata()
+	if m.Actor.User == "" {
+		return nil, refuse(Unauthenticated, "actor", "the command carries no identity")
+	}
+	if len(m.RequestID) > maxRequestID {
+		return nil, invalid("request_id", "longer than %d bytes", maxRequestID)
+	}
+	evs, err := cmd.decide(s, clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	for i := range evs {
+		evs[i].Actor = m.Actor.User
+		evs[i].CausationID = m.RequestID
+		evs[i].CorrelationID = m.CorrelationID
+	}
+	return evs, nil
+}
+
+func (m Meta) Metadata() Meta { return m }
+
+// mayChange refuses a user changing someone else's job (or alloc set).
+func mayChange(a Actor, owner, what string) error {
+	if a.Admin || a.User == owner {
+		return nil
+	}
+	return refuse(PermissionDenied, "", "%s belongs to %s: only its owner or an admin may change it, and %s is neither", what, owner, a.User)
+}
+
+// mustBeAdmin refuses a command that needs the admin capability.
+func mustBeAdmin(a Actor, doing string) error {
+	if a.Admin {
+		return nil
+	}
+	return refuse(PermissionDenied, "", "%s needs the admin capability, which %s does not have", doing, a.User)
+}
+
+// owner is the user whose job a command names: the given one, or the actor.
+func owner(a Actor, user string) string {
+	if user != "" {
+		return user
+	}
+	return a.User
+}
+
+func jobRef(user, name string) string { return fmt.Sprintf("job %s/%s", user, name) }

@@ -1,0 +1,344 @@
+package commands
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// PlaceTasks carries a scheduler pass's proposals. Each placement was
+// computed against a machine version; the handler re-checks every one
+// against the current state and refuses the stale or no longer feasible
+// ones one by one, accepting the rest (Omega's optimistic concurrency,
+// Nomad's plan applier). The refused tasks stay pending for the next pass.
+// A placement may preempt lower-priority tasks on its machine: they are
+// evicted with reason "preempted" and the preemptor, and pending again.
+type PlaceTasks struct {
+	Meta
+	Allocs     []AllocPlacement // placed first, so tasks can go into them
+	Placements []Placement
+}
+
+// Placement puts one pending task on a machine.
+type Placement struct {
+	Task             projections.TaskKey
+	Machine          string
+	MachineVersion   int64 // the machine's Version the scheduler saw
+	AllocIndex       int32 // the alloc instance, for a job inside an alloc set
+	Ports            []int32
+	Preempt          []projections.TaskKey // tasks on Machine to evict first
+	Score            float64
+	MachinesExamined int32
+}
+
+// AllocPlacement puts one pending alloc of a set on a machine.
+type AllocPlacement struct {
+	User, Set      string
+	Index          int32
+	Machine        string
+	MachineVersion int64
+	Score          float64
+}
+
+// Refusal says why one proposal was not accepted.
+type Refusal struct {
+	Alloc  bool // Index is into Allocs, else into Placements
+	Index  int
+	Reason string
+}
+
+func (r Refusal) String() string {
+	kind := "placements"
+	if r.Alloc {
+		kind = "allocs"
+	}
+	return fmt.Sprintf("%s[%d]: %s", kind, r.Index, r.Reason)
+}
+
+// Check returns the proposals Decide would refuse, and why.
+func (c PlaceTasks) Check(s *projections.State) []Refusal {
+	_, refused := c.plan(s, time.Time{})
+	return refused
+}
+
+func (c PlaceTasks) decide(s *projections.State, now time.Time) ([]events.Event, error) {
+	if err := mustBeAdmin(c.Actor, "placing tasks"); err != nil {
+		return nil, err
+	}
+	if len(c.Placements) == 0 && len(c.Allocs) == 0 {
+		return nil, invalid("placements", "no placement proposed")
+	}
+	evs, refused := c.plan(s, now)
+	if len(evs) == 0 {
+		reasons := make([]string, 0, min(len(refused), 5))
+		for i, r := range refused {
+			if i == 5 {
+				reasons = append(reasons, fmt.Sprintf("and %d more", len(refused)-5))
+				break
+			}
+			reasons = append(reasons, r.String())
+		}
+		return nil, refuse(Aborted, "placements", "every proposal was refused: %s", strings.Join(reasons, "; "))
+	}
+	return evs, nil
+}
+
+// machineUse is what the batch's own placements and preemptions changed on
+// one machine.
+type machineUse struct {
+	limits, reserved projections.Resources
+	ports            map[int32]bool // taken (true) or freed (false) in this batch
+}
+
+type planner struct {
+	*batch
+	use       map[*projections.Machine]*machineUse
+	allocAt   map[*projections.Alloc]*projections.Machine // placed in this batch
+	allocUsed map[*projections.Alloc]projections.Resources
+}
+
+func (p *planner) machineUse(m *projections.Machine) *machineUse {
+	u := p.use[m]
+	if u == nil {
+		u = &machineUse{ports: map[int32]bool{}}
+		p.use[m] = u
+	}
+	return u
+}
+
+func (c PlaceTasks) plan(s *projections.State, now time.Time) ([]events.Event, []Refusal) {
+	p := &planner{batch: newBatch(s, now), use: map[*projections.Machine]*machineUse{},
+		allocAt: map[*projections.Alloc]*projections.Machine{}, allocUsed: map[*projections.Alloc]projections.Resources{}}
+	var refused []Refusal
+	for i, a := range c.Allocs {
+		if reason := p.placeAlloc(a); reason != "" {
+			refused = append(refused, Refusal{Alloc: true, Index: i, Reason: reason})
+		}
+	}
+	for i, pl := range c.Placements {
+		if reason := p.placeTask(pl); reason != "" {
+			refused = append(refused, Refusal{Index: i, Reason: reason})
+		}
+	}
+	p.finishJobs()
+	return p.evs, refused
+}
+
+// schedulable returns the machine or why a proposal cannot use it.
+func (p *planner) schedulable(name string, version int64) (*projections.Machine, string) {
+	m := p.s.Machines[name]
+	switch {
+	case m == nil:
+		return nil, fmt.Sprintf("machine %q is not registered", name)
+	case m.State == projections.MachineDown:
+		return nil, fmt.Sprintf("machine %s is down", name)
+	case m.Draining:
+		return nil, fmt.Sprintf("machine %s is draining", name)
+	case m.Version != version:
+		return nil, fmt.Sprintf("stale: computed against version %d of machine %s, which is at version %d", version, name, m.Version)
+	}
+	return m, ""
+}
+
+// free is what a new task or alloc may use on m after the batch so far.
+func (p *planner) free(m *projections.Machine, prod bool) projections.Resources {
+	u := p.machineUse(m)
+	if prod {
+		return m.Capacity.Sub(m.Limits).Sub(u.limits)
+	}
+	return m.Capacity.Sub(m.Reserved).Sub(u.reserved)
+}
+
+func (p *planner) placeAlloc(ap AllocPlacement) string {
+	set := p.s.AllocSets[projections.JobKey{User: ap.User, Name: ap.Set}]
+	if set == nil {
+		return fmt.Sprintf("alloc set %s/%s does not exist", ap.User, ap.Set)
+	}
+	if ap.Index < 0 || int(ap.Index) >= len(set.Allocs) {
+		return fmt.Sprintf("alloc set %s/%s has no alloc %d", ap.User, ap.Set, ap.Index)
+	}
+	a := set.Allocs[ap.Index]
+	if a.Placed() || p.allocAt[a] != nil {
+		return fmt.Sprintf("alloc %s/%s/%d is placed already", ap.User, ap.Set, ap.Index)
+	}
+	m, why := p.schedulable(ap.Machine, ap.MachineVersion)
+	if m == nil {
+		return why
+	}
+	if c, ok := projections.MeetsHardConstraints(m.Attributes, set.Constraints); !ok {
+		return fmt.Sprintf("machine %s does not meet constraint %s", m.Name, describeConstraint(c))
+	}
+	if free := p.free(m, projections.IsProd(set.Priority)); !set.Resources.LessEq(free) {
+		return fmt.Sprintf("does not fit: the alloc holds [%s], machine %s has [%s] free", set.Resources, m.Name, free)
+	}
+	u := p.machineUse(m)
+	u.limits, u.reserved = u.limits.Add(set.Resources), u.reserved.Add(set.Resources)
+	p.allocAt[a] = m
+	p.add(events.AllocSetStream(ap.User, ap.Set), &events.AllocScheduled{User: ap.User, Name: ap.Set, Index: ap.Index,
+		Machine: m.Name, MachineVersion: ap.MachineVersion, Score: ap.Score})
+	return ""
+}
+
+func (p *planner) placeTask(pl Placement) string {
+	t := p.s.Task(pl.Task.User, pl.Task.Job, pl.Task.Index)
+	if t == nil {
+		return fmt.Sprintf("task %s does not exist", pl.Task)
+	}
+	if _, touched := p.status[t]; touched {
+		return fmt.Sprintf("task %s was already changed by this command", pl.Task)
+	}
+	if t.State != projections.TaskPending {
+		return fmt.Sprintf("task %s is %s, not pending", pl.Task, t.State)
+	}
+	m, why := p.schedulable(pl.Machine, pl.MachineVersion)
+	if m == nil {
+		return why
+	}
+	spec := t.Spec()
+	if c, ok := projections.MeetsHardConstraints(m.Attributes, spec.Constraints); !ok {
+		return fmt.Sprintf("machine %s does not meet constraint %s", m.Name, describeConstraint(c))
+	}
+	prio := spec.Priority
+	prod := projections.IsProd(prio)
+
+	// Preemptions: lower-priority tasks placed directly on this machine;
+	// prod tasks never preempt prod tasks (Borg §2.5).
+	var victims []*projections.Task
+	var freed projections.Resources
+	freedPorts := map[int32]bool{}
+	for _, k := range pl.Preempt {
+		v := p.s.Task(k.User, k.Job, k.Index)
+		switch {
+		case v == nil || !v.Live() || p.dead(v) || v.Machine != m.Name:
+			return fmt.Sprintf("victim %s is not placed on machine %s", k, m.Name)
+		case v.Priority() >= prio:
+			return fmt.Sprintf("victim %s has priority %d, not below the task's %d", k, v.Priority(), prio)
+		case prod && projections.IsProd(v.Priority()):
+			return fmt.Sprintf("victim %s is prod, and prod tasks do not preempt each other", k)
+		case v.AllocIndex >= 0:
+			return fmt.Sprintf("victim %s runs inside an alloc; evicting it frees nothing on the machine", k)
+		}
+		for _, x := range victims {
+			if x == v {
+				return fmt.Sprintf("victim %s is named twice", k)
+			}
+		}
+		victims = append(victims, v)
+		if prod {
+			freed = freed.Add(v.Limit)
+		} else {
+			freed = freed.Add(v.Reservation)
+		}
+		for _, port := range v.Ports {
+			freedPorts[port] = true
+		}
+	}
+
+	allocIndex := int32(-1)
+	if spec.AllocSet != "" {
+		set := p.s.AllocSets[projections.JobKey{User: t.Job.User, Name: spec.AllocSet}]
+		if set == nil || pl.AllocIndex < 0 || int(pl.AllocIndex) >= len(set.Allocs) {
+			return fmt.Sprintf("alloc %d of set %s does not exist", pl.AllocIndex, spec.AllocSet)
+		}
+		a := set.Allocs[pl.AllocIndex]
+		if at := p.allocAt[a]; a.Machine != m.Name && at != m {
+			return fmt.Sprintf("alloc %s/%d is not on machine %s", spec.AllocSet, pl.AllocIndex, m.Name)
+		}
+		if len(victims) > 0 {
+			return "a task inside an alloc preempts nothing: the alloc's resources are its own"
+		}
+		free := a.Free().Sub(p.allocUsed[a])
+		if !t.Limit.LessEq(free) {
+			return fmt.Sprintf("does not fit: asks for [%s], alloc %s/%d has [%s] free", t.Limit, spec.AllocSet, pl.AllocIndex, free)
+		}
+		p.allocUsed[a] = p.allocUsed[a].Add(t.Limit)
+		allocIndex = pl.AllocIndex
+	} else if free := p.free(m, prod).Add(freed); !t.Limit.LessEq(free) {
+		kind := "non-prod"
+		if prod {
+			kind = "prod"
+		}
+		return fmt.Sprintf("does not fit: asks for [%s], machine %s has [%s] free for a %s task", t.Limit, m.Name, free, kind)
+	}
+
+	ports, why := p.ports(m, t, pl.Ports, freedPorts)
+	if why != "" {
+		return why
+	}
+
+	u := p.machineUse(m)
+	preempted := make([]*events.TaskRef, 0, len(victims))
+	for _, v := range victims {
+		p.evict(v, "preempted", fmt.Sprintf("preempted by %s at priority %d", t.Key(), prio), ref(t))
+		u.limits, u.reserved = u.limits.Sub(v.Limit), u.reserved.Sub(v.Reservation)
+		for _, port := range v.Ports {
+			u.ports[port] = false
+		}
+		preempted = append(preempted, ref(v))
+	}
+	if allocIndex < 0 {
+		u.limits, u.reserved = u.limits.Add(t.Limit), u.reserved.Add(t.Reservation)
+	}
+	for _, port := range ports {
+		u.ports[port] = true
+	}
+	p.add(taskStream(t), &events.TaskScheduled{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: m.Name,
+		SpecVersion: t.SpecVersion, Score: pl.Score, MachinesExamined: pl.MachinesExamined, Preempted: preempted,
+		Ports: ports, MachineVersion: pl.MachineVersion, AllocIndex: max(allocIndex, 0)})
+	p.status[t] = projections.TaskScheduled
+	p.touch(t.Job)
+	return ""
+}
+
+// ports checks the proposed port numbers, or picks the lowest free ones in
+// the machine's range when none were proposed.
+func (p *planner) ports(m *projections.Machine, t *projections.Task, proposed []int32, freed map[int32]bool) ([]int32, string) {
+	want := int(t.Limit.Ports)
+	if want == 0 {
+		if len(proposed) > 0 {
+			return nil, fmt.Sprintf("task %s asks for no ports, %d proposed", t.Key(), len(proposed))
+		}
+		return nil, ""
+	}
+	taken := m.UsedPorts()
+	for port := range freed {
+		delete(taken, port)
+	}
+	for port, isTaken := range p.machineUse(m).ports {
+		if isTaken {
+			taken[port] = true
+		} else {
+			delete(taken, port)
+		}
+	}
+	lo, hi := m.PortBase, m.PortBase+int32(m.Capacity.Ports)
+	if len(proposed) > 0 {
+		if len(proposed) != want {
+			return nil, fmt.Sprintf("task %s asks for %d ports, %d proposed", t.Key(), want, len(proposed))
+		}
+		seen := map[int32]bool{}
+		for _, port := range proposed {
+			switch {
+			case port < lo || port >= hi:
+				return nil, fmt.Sprintf("port %d is outside machine %s's range %d-%d", port, m.Name, lo, hi-1)
+			case taken[port] || seen[port]:
+				return nil, fmt.Sprintf("port %d on machine %s is taken", port, m.Name)
+			}
+			seen[port] = true
+		}
+		return proposed, ""
+	}
+	out := make([]int32, 0, want)
+	for port := lo; port < hi && len(out) < want; port++ {
+		if !taken[port] {
+			out = append(out, port)
+		}
+	}
+	if len(out) < want {
+		return nil, fmt.Sprintf("machine %s has %d free ports, the task asks for %d", m.Name, len(out), want)
+	}
+	return out, ""
+}

@@ -1,0 +1,230 @@
+package commands
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// ReportAgentState turns one poll of a machine's agent into events: the
+// difference between the agent's full report and the projection (Borg
+// §3.3: full state, not deltas, so a lost reply costs nothing). Tasks that
+// started, restarted in place, finished, failed or were OOM-killed get their
+// events; a task the projection has running but the agent no longer
+// reports is lost. Usage windows become UsageReported, and a reservation
+// that the estimate moves by more than a tenth of the limit becomes
+// ReservationEstimated. A machine the link could not reach for several
+// polls (Unreachable) goes down and its tasks are lost; one that answers
+// again comes back up.
+type ReportAgentState struct {
+	Meta
+	Machine     string
+	Unreachable bool
+	MissedPolls int32
+	Tasks       []AgentTask
+	Usage       []UsageWindow
+}
+
+// AgentTaskState mirrors the agent's task states.
+type AgentTaskState int8
+
+const (
+	AgentStarting AgentTaskState = iota + 1 // being launched
+	AgentRunning
+	AgentBackoff  // exited; the agent restarts it in place
+	AgentStopping // stopping on the master's request
+	AgentFinished // exited 0, not restarted
+	AgentFailed   // failed, not restarted (any more)
+	AgentKilled   // stopped by a request
+	AgentEvicted  // killed by the agent: "oom" or "overcommitted"
+)
+
+// AgentTask is one task as the agent reports it.
+type AgentTask struct {
+	Task        projections.TaskKey
+	SpecVersion int64
+	State       AgentTaskState
+	Pid         int64
+	ExitCode    int32 // of the last exit
+	Signal      string
+	Restarts    int32 // in place, by the restart policy
+	Reason      string
+	Message     string
+}
+
+// UsageWindow is the usage of some tasks over one window.
+type UsageWindow struct {
+	StartUS, EndUS int64
+	Tasks          []*events.TaskUsage
+}
+
+// Reservation estimation (Borg §5.5): the estimate starts at the limit,
+// rises at once to usage plus a margin, and decays toward it by a quarter
+// of the gap per window. Only moves larger than a tenth of the limit are
+// logged, so a cell of 10,000 machines costs tens of events per second.
+const (
+	reservationMarginPercent = 15
+	reservationDecayDivisor  = 4
+	reservationThreshold     = 10 // percent of the limit
+)
+
+func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.Event, error) {
+	if err := mustBeAdmin(c.Actor, "reporting an agent's state"); err != nil {
+		return nil, err
+	}
+	m := s.Machines[c.Machine]
+	if m == nil {
+		return nil, refuse(NotFound, "machine", "machine %q is not registered; the agent must register first", c.Machine)
+	}
+	b := newBatch(s, now)
+	if c.Unreachable {
+		if m.State == projections.MachineDown {
+			return nil, nil
+		}
+		b.add(events.MachineStream(m.Name), &events.MachineDown{Machine: m.Name, MissedPolls: c.MissedPolls,
+			Reason: fmt.Sprintf("no answer to %d polls", c.MissedPolls)})
+		b.clearMachine(m, false, "machine down")
+		b.finishJobs()
+		return b.evs, nil
+	}
+	if m.State == projections.MachineDown {
+		b.add(events.MachineStream(m.Name), &events.MachineUp{Machine: m.Name})
+	}
+
+	reported := make(map[projections.TaskKey]bool, len(c.Tasks))
+	tasks := slices.Clone(c.Tasks)
+	slices.SortStableFunc(tasks, func(a, b AgentTask) int { return compareKeys(a.Task, b.Task) })
+	for _, at := range tasks {
+		reported[at.Task] = true
+		t := s.Task(at.Task.User, at.Task.Job, at.Task.Index)
+		if t == nil || !t.Live() || t.Machine != m.Name || b.dead(t) {
+			continue // not ours to record; Orphans lists what the link should stop
+		}
+		b.reportTask(t, at)
+	}
+	for _, t := range m.Tasks() {
+		if t.State == projections.TaskRunning && !reported[t.Key()] && !b.dead(t) {
+			b.lose(t, "the agent no longer reports it")
+		}
+	}
+
+	latest := map[*projections.Task]*events.TaskUsage{}
+	windows := map[*projections.Task]float64{}
+	for _, w := range c.Usage {
+		if len(w.Tasks) == 0 || w.EndUS <= w.StartUS {
+			continue
+		}
+		b.add(events.MachineStream(m.Name), &events.UsageReported{Machine: m.Name, WindowStartUs: w.StartUS, WindowEndUs: w.EndUS, Tasks: w.Tasks})
+		for _, u := range w.Tasks {
+			if t := s.Task(u.User, u.Job, u.Index); t != nil && t.Live() && t.Machine == m.Name && !b.dead(t) {
+				latest[t] = u
+				windows[t] = float64(w.EndUS-w.StartUS) / 1e6
+			}
+		}
+	}
+	var moved []*events.TaskReservation
+	for _, t := range m.Tasks() {
+		u := latest[t]
+		if u == nil {
+			continue
+		}
+		next := estimate(t.Limit, t.Reservation, u, windows[t])
+		if significant(t.Limit, t.Reservation, next) {
+			moved = append(moved, &events.TaskReservation{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Reservation: next.Proto()})
+		}
+	}
+	if len(moved) > 0 {
+		b.add(events.MachineStream(m.Name), &events.ReservationEstimated{Machine: m.Name, Tasks: moved})
+	}
+	b.finishJobs()
+	return b.evs, nil
+}
+
+func (b *batch) reportTask(t *projections.Task, at AgentTask) {
+	j := t.Job
+	switch at.State {
+	case AgentRunning:
+		switch {
+		case t.State == projections.TaskScheduled:
+			b.add(taskStream(t), &events.TaskStarted{User: j.User, Job: j.Name, Index: t.Index, Machine: t.Machine, Restarts: at.Restarts, Pid: at.Pid})
+			b.status[t] = projections.TaskRunning
+		case t.Pid != 0 && at.Pid != 0 && at.Pid != t.Pid:
+			// It exited and was restarted in place between two polls.
+			b.fail(t, &events.TaskFailed{User: j.User, Job: j.Name, Index: t.Index, Machine: t.Machine, ExitCode: at.ExitCode,
+				Signal: at.Signal, Message: at.Message, Restarts: at.Restarts, WillRestart: true})
+			b.add(taskStream(t), &events.TaskStarted{User: j.User, Job: j.Name, Index: t.Index, Machine: t.Machine, Restarts: at.Restarts, Pid: at.Pid})
+			b.status[t] = projections.TaskRunning
+		}
+	case AgentBackoff:
+		if t.State == projections.TaskRunning {
+			b.fail(t, &events.TaskFailed{User: j.User, Job: j.Name, Index: t.Index, Machine: t.Machine, ExitCode: at.ExitCode,
+				Signal: at.Signal, Message: at.Message, Restarts: at.Restarts, WillRestart: true})
+		}
+	case AgentFinished:
+		b.finish(t, at.ExitCode)
+	case AgentFailed:
+		b.fail(t, &events.TaskFailed{User: j.User, Job: j.Name, Index: t.Index, Machine: t.Machine, ExitCode: at.ExitCode,
+			Signal: at.Signal, Message: at.Message, Restarts: at.Restarts})
+	case AgentEvicted:
+		reason := at.Reason
+		if reason == "" {
+			reason = "oom"
+		}
+		b.evict(t, reason, at.Message, nil)
+	case AgentKilled:
+		// The projection still has it: nothing here asked for that.
+		b.lose(t, "the agent reports it killed: "+at.Message)
+	}
+}
+
+// Orphans lists the tasks the agent runs that the projection does not
+// place on its machine: the link stops them.
+func (c ReportAgentState) Orphans(s *projections.State) []projections.TaskKey {
+	var out []projections.TaskKey
+	for _, at := range c.Tasks {
+		switch at.State {
+		case AgentFinished, AgentFailed, AgentKilled, AgentEvicted, AgentStopping:
+			continue
+		}
+		t := s.Task(at.Task.User, at.Task.Job, at.Task.Index)
+		if t == nil || !t.Live() || t.Machine != c.Machine {
+			out = append(out, at.Task)
+		}
+	}
+	slices.SortFunc(out, compareKeys)
+	return out
+}
+
+func compareKeys(a, b projections.TaskKey) int {
+	return cmp.Or(cmp.Compare(a.User, b.User), cmp.Compare(a.Job, b.Job), cmp.Compare(a.Index, b.Index))
+}
+
+// estimate moves a reservation toward the usage of one window.
+func estimate(limit, cur projections.Resources, u *events.TaskUsage, seconds float64) projections.Resources {
+	next := cur
+	if seconds > 0 {
+		next.CPUMilli = approach(cur.CPUMilli, limit.CPUMilli, int64(u.CpuCoreSeconds/seconds*1000))
+	}
+	next.MemoryBytes = approach(cur.MemoryBytes, limit.MemoryBytes, max(u.MemoryMaxBytes, u.MemoryBytes))
+	next.DiskBytes = approach(cur.DiskBytes, limit.DiskBytes, u.DiskBytes)
+	return next
+}
+
+func approach(cur, limit, use int64) int64 {
+	target := min(limit, use+use/100*reservationMarginPercent)
+	target = max(target, 0)
+	if target >= cur {
+		return target
+	}
+	return cur - (cur-target)/reservationDecayDivisor
+}
+
+func significant(limit, cur, next projections.Resources) bool {
+	moved := func(l, a, b int64) bool { d := a - b; return d*100 > l*reservationThreshold || -d*100 > l*reservationThreshold }
+	return moved(limit.CPUMilli, cur.CPUMilli, next.CPUMilli) || moved(limit.MemoryBytes, cur.MemoryBytes, next.MemoryBytes) ||
+		moved(limit.DiskBytes, cur.DiskBytes, next.DiskBytes)
+}

@@ -1,0 +1,124 @@
+package commands
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+	"google.golang.org/protobuf/proto"
+)
+
+// DefaultMaxDisruptions is how many tasks a rolling update stops at once
+// when the spec's update policy does not say.
+const DefaultMaxDisruptions = 1
+
+// RestartNeeded reports whether task index, running spec old, must restart
+// to run spec new: its command line, environment, resources, constraints,
+// ports, package, alloc set or appclass differ. Priority, labels, count,
+// health check, restart and update policy change in place (Borg §2.3).
+func RestartNeeded(old, new *events.JobSpec, index int32) bool {
+	return !restartFieldsEqual(old, new) || !proto.Equal(old.GetOverrides()[index], new.GetOverrides()[index])
+}
+
+// jobRestartNeeded reports whether any task of new needs a restart.
+func jobRestartNeeded(old, new *events.JobSpec) bool {
+	if !restartFieldsEqual(old, new) {
+		return true
+	}
+	for i := int32(0); i < min(old.TaskCount, new.TaskCount); i++ {
+		if !proto.Equal(old.GetOverrides()[i], new.GetOverrides()[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func restartFieldsEqual(a, b *events.JobSpec) bool {
+	return a.Command == b.Command && slices.Equal(a.Args, b.Args) && maps.Equal(a.Env, b.Env) &&
+		projections.ResourcesOf(a.Resources) == projections.ResourcesOf(b.Resources) &&
+		slices.EqualFunc(a.Constraints, b.Constraints, func(x, y *events.Constraint) bool { return proto.Equal(x, y) }) &&
+		slices.Equal(a.PortNames, b.PortNames) && slices.Equal(a.SecretEnv, b.SecretEnv) &&
+		a.Package == b.Package && a.AllocSet == b.AllocSet && a.Appclass == b.Appclass
+}
+
+// maxDisruptions is the update policy's limit on tasks stopped at once.
+func maxDisruptions(spec *events.JobSpec) int {
+	if n := spec.GetUpdate().GetMaxDisruptions(); n > 0 {
+		return int(n)
+	}
+	return DefaultMaxDisruptions
+}
+
+// Disruptions counts a job's tasks that a rolling update stopped and whose
+// replacements have not started yet.
+func Disruptions(j *projections.Job) int {
+	n := 0
+	for _, t := range j.Tasks {
+		if t != nil && t.State != projections.TaskDead && t.Replacing {
+			n++
+		}
+	}
+	return n
+}
+
+// rollForward moves a job's live tasks toward the spec in force: tasks that
+// need no restart, and pending ones, move at once (TaskUpdated); placed
+// ones that need a restart are stopped and resubmitted, no more than the
+// update policy's max_disruptions stopped and not yet running again.
+func (b *batch) rollForward(j *projections.Job) {
+	if b.jobEnded(j) {
+		return
+	}
+	target := b.currentOf(j)
+	limit := maxDisruptions(target.Spec)
+	inFlight := 0
+	for _, t := range j.Tasks {
+		if t != nil && !b.dead(t) && b.replacing(t) {
+			inFlight++
+		}
+	}
+	for _, t := range j.Tasks {
+		if t == nil || t.SpecVersion == target.Version || t.Index >= target.Spec.TaskCount {
+			continue
+		}
+		if _, touched := b.status[t]; touched || t.State == projections.TaskDead {
+			continue
+		}
+		old := j.SpecOf(t.SpecVersion)
+		restart := old == nil || RestartNeeded(old, target.Spec, t.Index)
+		switch {
+		case !restart:
+			b.add(taskStream(t), &events.TaskUpdated{User: j.User, Job: j.Name, Index: t.Index, SpecVersion: target.Version,
+				Running: t.State == projections.TaskRunning})
+		case t.State == projections.TaskPending:
+			b.add(taskStream(t), &events.TaskUpdated{User: j.User, Job: j.Name, Index: t.Index, SpecVersion: target.Version,
+				RestartNeeded: true})
+		case inFlight < limit:
+			b.evict(t, "update", fmt.Sprintf("rolling update to spec version %d", target.Version), nil)
+			// evict resubmitted it as rescheduled unless the job no longer
+			// wants it; an update's replacement is "updated" instead.
+			if b.evs[len(b.evs)-1].Type == "TaskSubmitted" {
+				b.evs = b.evs[:len(b.evs)-1]
+			}
+			b.submit(j, t.Index, target.Version, "updated")
+			inFlight++
+		}
+	}
+}
+
+// scale kills the tasks beyond a new, smaller count and submits the ones a
+// larger count adds.
+func (b *batch) scale(j *projections.Job, oldCount, newCount int32, version int64) {
+	for _, t := range j.Tasks {
+		if t != nil && t.Index >= newCount && !b.dead(t) {
+			b.kill(t, "scaled-down")
+		}
+	}
+	for i := oldCount; i < newCount; i++ {
+		if t := j.Task(i); t == nil || b.dead(t) {
+			b.submit(j, i, version, "scaled-up")
+		}
+	}
+}

@@ -1,0 +1,51 @@
+package commands
+
+import (
+	"time"
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// RollingUpdateStep advances rolling updates: for one job, or (Job empty,
+// admin only: the master's tick) for every job with tasks behind its spec
+// version. Each step stops as many tasks as the update policy's
+// max_disruptions allows, counting those stopped earlier whose
+// replacements have not started yet; it is harmless to call often.
+type RollingUpdateStep struct {
+	Meta
+	User string // the job's owner; default: the actor
+	Job  string
+}
+
+func (c RollingUpdateStep) decide(s *projections.State, now time.Time) ([]events.Event, error) {
+	b := newBatch(s, now)
+	if c.Job != "" {
+		j, err := liveJob(s, c.Actor, c.User, c.Job)
+		if err != nil {
+			return nil, err
+		}
+		b.rollForward(j)
+	} else {
+		if err := mustBeAdmin(c.Actor, "stepping every job's update"); err != nil {
+			return nil, err
+		}
+		for _, j := range s.SortedJobs() {
+			if !j.Dead() && behind(j) {
+				b.rollForward(j)
+			}
+		}
+	}
+	b.finishJobs()
+	return b.evs, nil
+}
+
+// behind reports whether a live task of j runs an older spec version.
+func behind(j *projections.Job) bool {
+	for _, t := range j.Tasks {
+		if t != nil && t.State != projections.TaskDead && t.SpecVersion != j.Current {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,200 @@
+package commands
+
+import (
+	"maps"
+	"time"
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+	"google.golang.org/protobuf/proto"
+)
+
+// UpdateJob pushes a new spec to one job (Spec), or one change to every
+// live job a label selector matches (Selector and Change). A change that
+// needs a restart (command, args, env, resources, constraints, ...) rolls
+// through the tasks a few at a time, never more than the update policy's
+// max_disruptions stopped at once (RollingUpdateStep continues it); one
+// that does not (priority, labels, policies) moves every task in place.
+// The update can be rolled back until it is committed; a job takes one
+// uncommitted update at a time. Admission control charges the new spec.
+type UpdateJob struct {
+	Meta
+	User     string          // the jobs' owner; default: the actor
+	Spec     *events.JobSpec // the whole new spec of the job named Spec.Name
+	Selector string          // or: the jobs to change ...
+	Change   JobChange       // ... and how
+}
+
+// JobChange is a partial update applied to each job a selector matches.
+type JobChange struct {
+	Priority       *int32
+	TaskCount      *int32
+	SetLabels      map[string]string
+	RemoveLabels   []string
+	MaxDisruptions *int32
+}
+
+func (c JobChange) empty() bool {
+	return c.Priority == nil && c.TaskCount == nil && len(c.SetLabels) == 0 && len(c.RemoveLabels) == 0 && c.MaxDisruptions == nil
+}
+
+func (c JobChange) apply(spec *events.JobSpec) {
+	if c.Priority != nil {
+		spec.Priority = *c.Priority
+	}
+	if c.TaskCount != nil {
+		spec.TaskCount = *c.TaskCount
+	}
+	if len(c.SetLabels) > 0 || len(c.RemoveLabels) > 0 {
+		labels := maps.Clone(spec.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		maps.Copy(labels, c.SetLabels)
+		for _, k := range c.RemoveLabels {
+			delete(labels, k)
+		}
+		spec.Labels = labels
+	}
+	if c.MaxDisruptions != nil {
+		spec.Update = &events.UpdatePolicy{MaxDisruptions: *c.MaxDisruptions}
+	}
+}
+
+func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, error) {
+	b := newBatch(s, now)
+	switch {
+	case c.Spec != nil && c.Selector != "":
+		return nil, invalid("selector", "give a spec or a selector with a change, not both")
+	case c.Spec != nil:
+		user := owner(c.Actor, c.User)
+		j := s.Job(user, c.Spec.Name)
+		if j == nil {
+			if !ValidName(c.Spec.Name) {
+				return nil, ValidateSpec(c.Spec)
+			}
+			return nil, refuse(NotFound, "name", "%s does not exist; submit it first", jobRef(user, c.Spec.Name))
+		}
+		spec := proto.Clone(c.Spec).(*events.JobSpec)
+		if err := b.updateJob(c.Actor, j, spec, ""); err != nil {
+			return nil, err
+		}
+	case c.Selector != "":
+		if c.Change.empty() {
+			return nil, invalid("change", "a selector update needs something to change: priority, count, labels or max_disruptions")
+		}
+		jobs, err := selectJobs(s, c.Actor, c.User, c.Selector)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			spec := proto.Clone(j.Spec()).(*events.JobSpec)
+			c.Change.apply(spec)
+			if err := b.updateJob(c.Actor, j, spec, j.Key().String()+": "); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, invalid("spec", "give the new spec, or a selector and a change")
+	}
+	b.finishJobs()
+	return b.evs, nil
+}
+
+// updateJob adds the events of one job's update to b; an error names the
+// job by prefix when several are updated.
+func (b *batch) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, prefix string) error {
+	wrap := func(err error) error {
+		if e, ok := err.(*Error); ok && prefix != "" {
+			e.Msg = prefix + e.Msg
+			for i := range e.Details {
+				e.Details[i].Field = prefix + e.Details[i].Field
+			}
+		}
+		return err
+	}
+	if err := mayChange(a, j.User, jobRef(j.User, j.Name)); err != nil {
+		return wrap(err)
+	}
+	if j.Dead() {
+		return wrap(refuse(FailedPrecondition, "", "%s is dead (%s); submit it again instead", jobRef(j.User, j.Name), endName(j)))
+	}
+	if j.Update != nil {
+		return wrap(refuse(FailedPrecondition, "", "%s has an uncommitted update to spec version %d: commit it or roll it back first", jobRef(j.User, j.Name), j.Update.To))
+	}
+	spec.User = j.User
+	if err := ValidateSpec(spec); err != nil {
+		return wrap(err)
+	}
+	cur := j.Spec()
+	if spec.StartAfter != cur.StartAfter {
+		return wrap(invalid("start_after", "cannot change once the job is submitted (it is %q)", cur.StartAfter))
+	}
+	if proto.Equal(spec, cur) {
+		return nil // nothing to do
+	}
+	if err := checkAllocSet(b.s, spec); err != nil {
+		return wrap(err)
+	}
+	var demand projections.Resources
+	if spec.AllocSet == "" {
+		demand = projections.Demand(spec)
+	}
+	band := projections.BandOf(spec.Priority)
+	release := projections.Resources{}
+	if j.ChargeBand == band {
+		release = j.Charge
+	} else if !j.Charge.IsZero() {
+		ub := projections.UserBand{User: j.User, Band: j.ChargeBand}
+		b.charged[ub] = b.charged[ub].Sub(j.Charge)
+	}
+	if err := b.admit(j.User, band, demand, release, "resources"); err != nil {
+		return wrap(err)
+	}
+	v := j.LatestVersion() + 1
+	b.add(jobStream(j), &events.JobUpdated{Spec: spec, SpecVersion: v, PreviousVersion: j.Current, RestartNeeded: jobRestartNeeded(cur, spec)})
+	b.current[j] = projections.SpecVersion{Version: v, Spec: spec}
+	b.touch(j)
+	b.scale(j, cur.TaskCount, spec.TaskCount, v)
+	b.rollForward(j)
+	return nil
+}
+
+func endName(j *projections.Job) string {
+	if j.End == projections.JobKilledEnd {
+		return "killed"
+	}
+	return "finished"
+}
+
+// selectJobs returns the live jobs a selector matches among those the actor
+// may see: a user's own, or for an admin every user's (or user's when set).
+func selectJobs(s *projections.State, a Actor, user, selector string) ([]*projections.Job, error) {
+	sel, err := projections.ParseSelector(selector)
+	if err != nil {
+		return nil, invalid("selector", "%v", err)
+	}
+	if !a.Admin && user != "" && user != a.User {
+		return nil, refuse(PermissionDenied, "user", "%s may select only their own jobs, not %s's: that needs the admin capability", a.User, user)
+	}
+	scope := user
+	if scope == "" && !a.Admin {
+		scope = a.User
+	}
+	var out []*projections.Job
+	for _, j := range s.SelectJobs(sel, scope) {
+		if !j.Dead() {
+			out = append(out, j)
+		}
+	}
+	if len(out) == 0 {
+		who := "of yours"
+		if scope == "" {
+			who = "in the cell"
+		} else if scope != a.User {
+			who = "of " + scope
+		}
+		return nil, refuse(NotFound, "selector", "no live job %s matches %q", who, selector)
+	}
+	return out, nil
+}

@@ -1,0 +1,301 @@
+package commands
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// Limits of a spec. MaxTasks bounds one job (Borg's largest jobs have tens
+// of thousands of tasks); the others keep a spec's size in the log sane.
+const (
+	MaxTasks          = 100_000
+	MaxPortsPerTask   = 64
+	maxNameLen        = 63
+	maxArgs           = 1024
+	maxTextLen        = 4096
+	maxLabelsOrEnv    = 256
+	maxConstraints    = 64
+	maxRestartBackoff = 24 * 3600 * 1000
+)
+
+// nameRE: a DNS label, since a task's DNS name is index.job.user.cell.
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+var envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ValidName reports whether s can name a job, user, machine or alloc set.
+func ValidName(s string) bool { return len(s) <= maxNameLen && nameRE.MatchString(s) }
+
+func checkName(v *violations, field, s string) {
+	switch {
+	case s == "":
+		v.add(field, "must be set")
+	case !ValidName(s):
+		v.add(field, "%q must be 1-%d lowercase letters, digits and '-', starting and ending with a letter or digit", s, maxNameLen)
+	}
+}
+
+// ValidateSpec checks a spec as the API receives it (already decoded) and
+// returns every violation at once, fields named as in a spec file.
+func ValidateSpec(spec *events.JobSpec) error {
+	return validateSpec(spec).err()
+}
+
+func validateSpec(spec *events.JobSpec) violations {
+	var v violations
+	if spec == nil {
+		v.add("spec", "must be set")
+		return v
+	}
+	checkName(&v, "name", spec.Name)
+	if spec.User != "" && !ValidName(spec.User) {
+		v.add("user", "%q is not a valid user name", spec.User)
+	}
+	if spec.Priority < 0 || spec.Priority > projections.MaxPriority {
+		v.add("priority", "%d is outside 0-%d (best-effort 0-1, batch 2-8, production 9-10, monitoring 11)", spec.Priority, projections.MaxPriority)
+	}
+	switch {
+	case spec.TaskCount <= 0:
+		v.add("count", "must be > 0")
+	case spec.TaskCount > MaxTasks:
+		v.add("count", "%d is more than the %d tasks a job may have", spec.TaskCount, MaxTasks)
+	}
+	checkLabels(&v, "labels", spec.Labels)
+	if strings.TrimSpace(spec.Command) == "" {
+		v.add("command", "must be set")
+	} else if len(spec.Command) > maxTextLen {
+		v.add("command", "longer than %d bytes", maxTextLen)
+	}
+	checkArgs(&v, "args", spec.Args)
+	checkEnv(&v, "env", spec.Env)
+	checkResources(&v, "resources", spec.Resources, true)
+
+	ports := int(spec.GetResources().GetPorts())
+	if len(spec.PortNames) > ports {
+		v.add("port_names", "names %d ports but resources.ports is %d", len(spec.PortNames), ports)
+	}
+	for i, p := range spec.PortNames {
+		if !ValidName(p) {
+			v.add(index("port_names", i), "%q must be a lowercase name like http", p)
+		} else if slices.Index(spec.PortNames, p) != i {
+			v.add(index("port_names", i), "%q is named twice", p)
+		}
+	}
+
+	if len(spec.Constraints) > maxConstraints {
+		v.add("constraints", "more than %d", maxConstraints)
+	}
+	for i, c := range spec.Constraints {
+		checkConstraint(&v, index("constraints", i), c)
+	}
+
+	for _, i := range sortedIndexes(spec.Overrides) {
+		p := index("tasks", int(i))
+		ov := spec.Overrides[i]
+		if i < 0 || i >= spec.TaskCount {
+			v.add(p, "task %d does not exist: the job has %d tasks (0-%d)", i, spec.TaskCount, max(spec.TaskCount-1, 0))
+			continue
+		}
+		if ov == nil {
+			continue
+		}
+		checkArgs(&v, join(p, "args"), ov.Args)
+		checkEnv(&v, join(p, "env"), ov.Env)
+		if ov.Resources != nil {
+			checkResources(&v, join(p, "resources"), ov.Resources, false)
+		}
+	}
+
+	if r := spec.Restart; r != nil {
+		switch r.Mode {
+		case "", "always", "on-failure", "never":
+		default:
+			v.add("restart.mode", "%q is not always, on-failure or never", r.Mode)
+		}
+		if r.MaxRestarts < 0 {
+			v.add("restart.max_restarts", "must be >= 0 (0: no limit)")
+		}
+		if r.BackoffInitialMs < 0 || r.BackoffInitialMs > maxRestartBackoff {
+			v.add("restart.backoff", "must be between 0 and 24h")
+		}
+		if r.BackoffMaxMs < 0 || r.BackoffMaxMs > maxRestartBackoff {
+			v.add("restart.max_backoff", "must be between 0 and 24h")
+		} else if r.BackoffMaxMs > 0 && r.BackoffMaxMs < r.BackoffInitialMs {
+			v.add("restart.max_backoff", "must be >= restart.backoff")
+		}
+	}
+	if h := spec.HealthCheck; h != nil {
+		if !strings.HasPrefix(h.Path, "/") {
+			v.add("health_check.path", "must start with /")
+		}
+		if h.PortName == "" {
+			v.add("health_check.port", "must name one of port_names")
+		} else if !slices.Contains(spec.PortNames, h.PortName) {
+			v.add("health_check.port", "%q is not one of port_names %v", h.PortName, spec.PortNames)
+		}
+		if h.PeriodMs <= 0 {
+			v.add("health_check.period", "must be > 0")
+		}
+		if h.TimeoutMs < 0 || (h.PeriodMs > 0 && h.TimeoutMs > h.PeriodMs) {
+			v.add("health_check.timeout", "must be between 0 and the period")
+		}
+		if h.FailuresAllowed < 0 {
+			v.add("health_check.failures_allowed", "must be >= 0")
+		}
+	}
+	if u := spec.Update; u != nil && u.MaxDisruptions < 0 {
+		v.add("update.max_disruptions", "must be >= 0 (0: the default, 1)")
+	}
+	if spec.StartAfter != "" {
+		checkName(&v, "start_after", spec.StartAfter)
+		if spec.StartAfter == spec.Name {
+			v.add("start_after", "a job cannot wait for itself")
+		}
+	}
+	if spec.AllocSet != "" {
+		checkName(&v, "alloc_set", spec.AllocSet)
+	}
+	switch spec.Appclass {
+	case "", "latency-sensitive", "batch":
+	default:
+		v.add("appclass", "%q is not latency-sensitive or batch", spec.Appclass)
+	}
+	for i, name := range spec.SecretEnv {
+		p := index("secret_env", i)
+		switch {
+		case !envRE.MatchString(name):
+			v.add(p, "%q is not an environment variable name", name)
+		case slices.Index(spec.SecretEnv, name) != i:
+			v.add(p, "%q is listed twice", name)
+		}
+		if _, ok := spec.Env[name]; ok {
+			v.add(p, "%s also has a value in env; a secret's value must not be in the spec (it would be kept in the log)", name)
+		}
+	}
+	if len(spec.Package) > maxTextLen {
+		v.add("package", "longer than %d bytes", maxTextLen)
+	}
+	return v
+}
+
+func checkLabels(v *violations, field string, labels map[string]string) {
+	if len(labels) > maxLabelsOrEnv {
+		v.add(field, "more than %d labels", maxLabelsOrEnv)
+	}
+	for _, k := range sortedKeys(labels) {
+		if !projections.ValidLabelKey(k) {
+			v.add(join(field, k), "%q is not a label key: 1-63 letters, digits, '-', '_', '.' or '/', starting and ending with a letter or digit", k)
+		} else if !projections.ValidLabelValue(labels[k]) {
+			v.add(join(field, k), "%q is not a label value: up to 63 letters, digits, '-', '_', '.' or '/'", labels[k])
+		}
+	}
+}
+
+func checkArgs(v *violations, field string, args []string) {
+	if len(args) > maxArgs {
+		v.add(field, "more than %d arguments", maxArgs)
+	}
+	for i, a := range args {
+		if len(a) > maxTextLen {
+			v.add(index(field, i), "longer than %d bytes", maxTextLen)
+		}
+	}
+}
+
+func checkEnv(v *violations, field string, env map[string]string) {
+	if len(env) > maxLabelsOrEnv {
+		v.add(field, "more than %d variables", maxLabelsOrEnv)
+	}
+	for _, k := range sortedKeys(env) {
+		if !envRE.MatchString(k) {
+			v.add(join(field, k), "%q is not an environment variable name", k)
+		} else if len(env[k]) > maxTextLen {
+			v.add(join(field, k), "value longer than %d bytes", maxTextLen)
+		}
+	}
+}
+
+func checkResources(v *violations, field string, r *events.Resources, required bool) {
+	if r == nil {
+		if required {
+			v.add(join(field, "cpu"), "must be > 0")
+			v.add(join(field, "memory"), "must be > 0")
+		}
+		return
+	}
+	if r.CpuMilli <= 0 {
+		v.add(join(field, "cpu"), "must be > 0")
+	}
+	if r.MemoryBytes <= 0 {
+		v.add(join(field, "memory"), "must be > 0")
+	}
+	if r.DiskBytes < 0 {
+		v.add(join(field, "disk"), "must be >= 0")
+	}
+	if r.GpuMilli < 0 {
+		v.add(join(field, "gpu"), "must be >= 0")
+	}
+	if r.Ports < 0 || r.Ports > MaxPortsPerTask {
+		v.add(join(field, "ports"), "must be between 0 and %d", MaxPortsPerTask)
+	}
+}
+
+func checkConstraint(v *violations, field string, c *events.Constraint) {
+	if c == nil {
+		v.add(field, "must be set")
+		return
+	}
+	if !projections.ValidLabelKey(c.Attribute) {
+		v.add(join(field, "attribute"), "%q is not an attribute name", c.Attribute)
+	}
+	switch c.Op {
+	case "=", "!=":
+		if len(c.Values) != 1 {
+			v.add(join(field, "value"), "%s needs exactly one value", c.Op)
+		}
+	case "<", ">":
+		if len(c.Values) != 1 {
+			v.add(join(field, "value"), "%s needs exactly one value", c.Op)
+		}
+	case "in":
+		if len(c.Values) == 0 {
+			v.add(join(field, "values"), "in needs one or more values")
+		}
+	case "exists":
+		if len(c.Values) != 0 {
+			v.add(join(field, "values"), "exists takes no value")
+		}
+	case "":
+		v.add(join(field, "op"), "must be set: =, !=, <, >, in or exists")
+	default:
+		v.add(join(field, "op"), "%q is not =, !=, <, >, in or exists", c.Op)
+	}
+	for i, val := range c.Values {
+		if len(val) > maxNameLen*4 {
+			v.add(index(join(field, "values"), i), "longer than %d bytes", maxNameLen*4)
+		}
+	}
+}
+
+// describeConstraint prints a constraint for messages.
+func describeConstraint(c *events.Constraint) string {
+	kind := "hard"
+	if c.Soft {
+		kind = "soft"
+	}
+	return fmt.Sprintf("%s %s %s (%s)", c.Attribute, c.Op, strings.Join(c.Values, ","), kind)
+}
+
+func sortedIndexes[V any](m map[int32]V) []int32 {
+	out := make([]int32, 0, len(m))
+	for i := range m {
+		out = append(out, i)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,474 @@
+package projections
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/corralhq/corral/events"
+	"google.golang.org/protobuf/proto"
+)
+
+// The checkpoint encoding is hand-written: varints in a fixed field order,
+// maps and sets sorted, so equal states encode to equal bytes and a cell of
+// 100,000 tasks encodes in milliseconds. Only primary fields are written;
+// indexes, back pointers, sums, counters, charges and task limits are
+// derived again on decode. Job specs are embedded as deterministic
+// protobuf, which the catalogue already keeps compatible.
+//
+// A change of layout bumps codecVersion; Decode refuses other versions and
+// Load then replays from an older checkpoint or from the start.
+
+var codecMagic = [4]byte{'c', 'r', 's', 't'}
+
+const codecVersion = 1
+
+// ErrCheckpoint: a checkpoint's bytes are not a state this build can read.
+var ErrCheckpoint = errors.New("projections: unreadable checkpoint")
+
+// Encode returns s's checkpoint encoding.
+func Encode(s *State) []byte {
+	e := &encoder{buf: make([]byte, 0, 64+len(s.Machines)*96+len(s.Jobs)*256+len(s.pending)*16)}
+	e.buf = append(e.buf, codecMagic[:]...)
+	e.uint(codecVersion)
+	e.int(s.Position)
+	e.int(s.TimeUS)
+	e.int(s.Skipped)
+	e.str(s.Leader)
+	e.int(s.LeaderEpoch)
+	e.str(s.LeaderAddress)
+
+	e.uint(uint64(len(s.Machines)))
+	for _, m := range s.SortedMachines() {
+		e.str(m.Name)
+		e.str(m.Address)
+		e.res(m.Capacity)
+		e.strMap(m.Attributes)
+		e.int(int64(m.PortBase))
+		e.uint(uint64(m.State))
+		e.bool(m.Draining)
+		e.str(m.Reason)
+		e.int(m.Version)
+	}
+
+	quotas := slices.Collect(func(yield func(UserBand) bool) {
+		for k := range s.Quotas {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	slices.SortFunc(quotas, func(a, b UserBand) int { return cmp.Or(cmp.Compare(a.User, b.User), cmp.Compare(a.Band, b.Band)) })
+	e.uint(uint64(len(quotas)))
+	for _, k := range quotas {
+		e.str(k.User)
+		e.uint(uint64(k.Band))
+		e.res(s.Quotas[k])
+	}
+
+	sets := make([]*AllocSet, 0, len(s.AllocSets))
+	for _, a := range s.AllocSets {
+		sets = append(sets, a)
+	}
+	slices.SortFunc(sets, func(a, b *AllocSet) int { return cmp.Or(cmp.Compare(a.User, b.User), cmp.Compare(a.Name, b.Name)) })
+	e.uint(uint64(len(sets)))
+	for _, set := range sets {
+		e.str(set.User)
+		e.str(set.Name)
+		e.int(int64(set.Priority))
+		e.res(set.Resources)
+		e.uint(uint64(len(set.Constraints)))
+		for _, c := range set.Constraints {
+			e.proto(c)
+		}
+		e.strMap(set.Labels)
+		e.int(set.CreatedUS)
+		e.uint(uint64(len(set.Allocs)))
+		for _, a := range set.Allocs {
+			e.str(a.Machine)
+		}
+	}
+
+	e.uint(uint64(len(s.Jobs)))
+	for _, j := range s.SortedJobs() {
+		e.job(j)
+	}
+	return e.buf
+}
+
+func (e *encoder) job(j *Job) {
+	e.str(j.User)
+	e.str(j.Name)
+	e.uint(uint64(len(j.Versions)))
+	for i, v := range j.Versions {
+		e.int(v.Version)
+		// A rollback puts an earlier spec back under a new version: write
+		// a reference instead of the spec again.
+		ref := -1
+		for k := 0; k < i; k++ {
+			if j.Versions[k].Spec == v.Spec {
+				ref = k
+				break
+			}
+		}
+		e.int(int64(ref))
+		if ref < 0 {
+			e.proto(v.Spec)
+		}
+	}
+	e.int(j.Current)
+	e.bool(j.Update != nil)
+	if j.Update != nil {
+		e.int(j.Update.From)
+		e.int(j.Update.To)
+	}
+	e.uint(uint64(j.End))
+	e.str(j.EndReason)
+	e.bool(j.Deferred)
+	e.int(j.SubmittedUS)
+	e.int(j.EndedUS)
+	e.uint(uint64(len(j.Tasks)))
+	for _, t := range j.Tasks {
+		e.bool(t != nil)
+		if t == nil {
+			continue
+		}
+		e.uint(uint64(t.State))
+		e.uint(uint64(t.How))
+		e.str(t.Reason)
+		e.int(t.SpecVersion)
+		e.str(t.Machine)
+		e.int(int64(t.AllocIndex))
+		e.uint(uint64(len(t.Ports)))
+		for _, p := range t.Ports {
+			e.int(int64(p))
+		}
+		e.int(int64(t.Restarts))
+		e.int(int64(t.ExitCode))
+		e.str(t.Signal)
+		e.int(t.Pid)
+		// The limit is derived from the spec; the reservation equals it
+		// until the estimator moves it.
+		e.bool(t.Reservation != t.Limit)
+		if t.Reservation != t.Limit {
+			e.res(t.Reservation)
+		}
+		e.bool(t.Usage != Usage{})
+		if t.Usage != (Usage{}) {
+			u := t.Usage
+			e.int(u.WindowStartUS)
+			e.int(u.WindowEndUS)
+			e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(u.CPUCoreSeconds))
+			e.int(u.MemoryBytes)
+			e.int(u.MemoryMaxBytes)
+			e.int(u.DiskBytes)
+		}
+		e.bool(t.Replacing)
+		e.int(t.SinceUS)
+		e.int(t.Seq)
+	}
+}
+
+type encoder struct{ buf []byte }
+
+func (e *encoder) uint(v uint64) { e.buf = binary.AppendUvarint(e.buf, v) }
+func (e *encoder) int(v int64)   { e.buf = binary.AppendVarint(e.buf, v) }
+func (e *encoder) str(s string) {
+	e.uint(uint64(len(s)))
+	e.buf = append(e.buf, s...)
+}
+func (e *encoder) bool(b bool) {
+	if b {
+		e.buf = append(e.buf, 1)
+	} else {
+		e.buf = append(e.buf, 0)
+	}
+}
+func (e *encoder) res(r Resources) {
+	e.int(r.CPUMilli)
+	e.int(r.MemoryBytes)
+	e.int(r.DiskBytes)
+	e.int(r.GPUMilli)
+	e.int(r.Ports)
+}
+func (e *encoder) strMap(m map[string]string) {
+	e.uint(uint64(len(m)))
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		e.str(k)
+		e.str(m[k])
+	}
+}
+func (e *encoder) proto(m proto.Message) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		// Messages in the state were decoded from the log or built by
+		// Decide; they always marshal.
+		panic(fmt.Sprintf("projections: marshal %T: %v", m, err))
+	}
+	e.uint(uint64(len(b)))
+	e.buf = append(e.buf, b...)
+}
+
+// Decode reads a checkpoint encoding into a new State with its indexes
+// rebuilt. Bad input returns an error wrapping ErrCheckpoint, never a panic.
+func Decode(b []byte) (*State, error) {
+	d := &decoder{buf: b, intern: map[string]string{}}
+	if len(b) < 4 || [4]byte(b[:4]) != codecMagic {
+		return nil, fmt.Errorf("%w: not a corral state", ErrCheckpoint)
+	}
+	d.off = 4
+	if v := d.uint(); v != codecVersion {
+		return nil, fmt.Errorf("%w: encoding version %d, this build reads %d", ErrCheckpoint, v, codecVersion)
+	}
+	s := New()
+	s.Position = d.int()
+	s.TimeUS = d.int()
+	s.Skipped = d.int()
+	s.Leader = d.str()
+	s.LeaderEpoch = d.int()
+	s.LeaderAddress = d.str()
+
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		m := &Machine{Name: d.istr(), Address: d.str(), Capacity: d.res(), Attributes: d.strMap(), PortBase: int32(d.int()),
+			State: MachineState(d.small(1)), Draining: d.bool(), Reason: d.str(), Version: d.int()}
+		s.Machines[m.Name] = m
+	}
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		ub := UserBand{User: d.istr(), Band: Band(d.small(3))}
+		s.Quotas[ub] = d.res()
+	}
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		set := &AllocSet{User: d.istr(), Name: d.str(), Priority: int32(d.int()), Resources: d.res()}
+		for k := d.count(); k > 0 && d.err == nil; k-- {
+			c := &events.Constraint{}
+			d.proto(c)
+			set.Constraints = append(set.Constraints, c)
+		}
+		set.Labels = d.strMap()
+		set.CreatedUS = d.int()
+		count := d.count()
+		set.Allocs = make([]*Alloc, 0, count)
+		for i := 0; i < count && d.err == nil; i++ {
+			set.Allocs = append(set.Allocs, &Alloc{Set: set, Index: int32(i), Machine: d.istr()})
+		}
+		s.AllocSets[set.Key()] = set
+	}
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		j := d.job()
+		if j != nil {
+			s.Jobs[j.Key()] = j
+		}
+	}
+	if d.err == nil && d.off != len(b) {
+		d.fail("%d bytes after the state", len(b)-d.off)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	s.rebuild()
+	return s, nil
+}
+
+func (d *decoder) job() *Job {
+	j := &Job{User: d.istr(), Name: d.str()}
+	for n, i := d.count(), 0; i < n && d.err == nil; i++ {
+		v := SpecVersion{Version: d.int()}
+		if ref := d.int(); ref >= 0 && ref < int64(i) {
+			v.Spec = j.Versions[ref].Spec
+		} else {
+			v.Spec = &events.JobSpec{}
+			d.proto(v.Spec)
+		}
+		j.Versions = append(j.Versions, v)
+	}
+	j.Current = d.int()
+	if d.bool() {
+		j.Update = &Update{From: d.int(), To: d.int()}
+	}
+	j.End = JobEnd(d.small(2))
+	j.EndReason = d.str()
+	j.Deferred = d.bool()
+	j.SubmittedUS = d.int()
+	j.EndedUS = d.int()
+	n := d.count()
+	if d.err != nil {
+		return nil
+	}
+	j.Tasks = make([]*Task, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		if !d.bool() {
+			continue
+		}
+		t := &Task{Job: j, Index: int32(i)}
+		t.State = TaskState(d.small(3))
+		t.How = DeathHow(d.small(5))
+		t.Reason = d.istr()
+		t.SpecVersion = d.int()
+		t.Machine = d.istr()
+		t.AllocIndex = int32(d.int())
+		if np := d.count(); np > 0 {
+			t.Ports = make([]int32, np)
+			for k := range t.Ports {
+				t.Ports[k] = int32(d.int())
+			}
+		}
+		t.Restarts = int32(d.int())
+		t.ExitCode = int32(d.int())
+		t.Signal = d.istr()
+		t.Pid = d.int()
+		spec := j.SpecOf(t.SpecVersion)
+		if spec == nil {
+			d.fail("job %s task %d: spec version %d missing", j.Key(), i, t.SpecVersion)
+			return nil
+		}
+		t.Limit = TaskLimit(spec, t.Index)
+		t.Reservation = t.Limit
+		if d.bool() {
+			t.Reservation = d.res()
+		}
+		if d.bool() {
+			t.Usage = Usage{WindowStartUS: d.int(), WindowEndUS: d.int(), CPUCoreSeconds: d.float(),
+				MemoryBytes: d.int(), MemoryMaxBytes: d.int(), DiskBytes: d.int()}
+		}
+		t.Replacing = d.bool()
+		t.SinceUS = d.int()
+		t.Seq = d.int()
+		j.Tasks[i] = t
+	}
+	if d.err == nil && j.SpecOf(j.Current) == nil {
+		d.fail("job %s: current spec version %d missing", j.Key(), j.Current)
+	}
+	return j
+}
+
+type decoder struct {
+	buf    []byte
+	off    int
+	err    error
+	intern map[string]string // machine names, users, reasons repeat per task
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: at byte %d: %s", ErrCheckpoint, d.off, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *decoder) uint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf[d.off:])
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *decoder) int() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.buf[d.off:])
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+// count reads a length that cannot exceed the bytes left, so corrupt input
+// cannot make the decoder allocate more than the input's size.
+func (d *decoder) count() int {
+	v := d.uint()
+	if v > uint64(len(d.buf)-d.off) {
+		d.fail("count %d beyond the input", v)
+		return 0
+	}
+	return int(v)
+}
+
+// small reads an enum value no larger than max.
+func (d *decoder) small(max uint64) uint64 {
+	v := d.uint()
+	if v > max {
+		d.fail("value %d out of range", v)
+		return 0
+	}
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.count()
+	if d.err != nil {
+		return nil
+	}
+	b := d.buf[d.off : d.off+n]
+	d.off += n
+	return b
+}
+
+func (d *decoder) str() string { return string(d.bytes()) }
+
+func (d *decoder) istr() string {
+	b := d.bytes()
+	if s, ok := d.intern[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	d.intern[s] = s
+	return s
+}
+
+func (d *decoder) bool() bool { return d.small(1) == 1 }
+
+func (d *decoder) float() float64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.buf)-d.off < 8 {
+		d.fail("short float")
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.buf[d.off:]))
+	d.off += 8
+	return v
+}
+
+func (d *decoder) res() Resources {
+	return Resources{CPUMilli: d.int(), MemoryBytes: d.int(), DiskBytes: d.int(), GPUMilli: d.int(), Ports: d.int()}
+}
+
+func (d *decoder) strMap() map[string]string {
+	n := d.count()
+	if n == 0 || d.err != nil {
+		return nil
+	}
+	m := make(map[string]string, n)
+	for ; n > 0 && d.err == nil; n-- {
+		k := d.istr()
+		m[k] = d.istr()
+	}
+	return m
+}
+
+func (d *decoder) proto(m proto.Message) {
+	b := d.bytes()
+	if d.err != nil {
+		return
+	}
+	if err := proto.Unmarshal(b, m); err != nil {
+		d.fail("%T: %v", m, err)
+	}
+}
