@@ -59,11 +59,6 @@ type Agent struct {
 // package doc) and starts supervising. It does not listen; Run does, or the
 // caller registers the Agent on its own gRPC server.
 func New(cfg Config) (*Agent, error) {
-	if cfg.DataDir != "" {
-		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-			return nil, fmt.Errorf("Config.DataDir: %w", err)
-		}
-	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"regexp"
 	goruntime "runtime"
 	"syscall"
@@ -74,6 +75,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DataDir == "" {
 		return c, fmt.Errorf("Config.DataDir: required")
+	}
+	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
+		return c, fmt.Errorf("Config.DataDir: %w", err)
 	}
 	if c.ListenAddr == "" {
 		c.ListenAddr = "127.0.0.1:7070"

@@ -92,7 +92,9 @@ type fakeRuntime struct {
 	swept    []string
 }
 
-func newFakeRuntime() *fakeRuntime { return &fakeRuntime{enforce: true, nextPid: 1000, alive: map[int]bool{}} }
+func newFakeRuntime() *fakeRuntime {
+	return &fakeRuntime{enforce: true, nextPid: 1000, alive: map[int]bool{}}
+}
 
 func (r *fakeRuntime) mode() cgroup.Mode {
 	if r.enforce {
@@ -161,11 +163,11 @@ type fakeProc struct {
 	limits   cgroup.Limits
 }
 
-func (p *fakeProc) pid() int                { return p.p }
-func (p *fakeProc) startTicks() uint64      { return uint64(p.p) * 10 }
-func (p *fakeProc) done() <-chan struct{}   { return p.doneCh }
-func (p *fakeProc) exit() exitStatus        { <-p.doneCh; return p.status }
-func (p *fakeProc) release() error          { return nil }
+func (p *fakeProc) pid() int              { return p.p }
+func (p *fakeProc) startTicks() uint64    { return uint64(p.p) * 10 }
+func (p *fakeProc) done() <-chan struct{} { return p.doneCh }
+func (p *fakeProc) exit() exitStatus      { <-p.doneCh; return p.status }
+func (p *fakeProc) release() error        { return nil }
 func (p *fakeProc) update(l cgroup.Limits) error {
 	p.mu.Lock()
 	p.limits = l
@@ -302,7 +304,9 @@ func (h *harness) waitState(ref *events.TaskRef, state agentpb.TaskState) *agent
 			return ts
 		}
 		return nil
-	}, func() string { return "task " + TaskKey(ref) + " never reached " + state.String() + "; now " + h.task(ref).String() })
+	}, func() string {
+		return "task " + TaskKey(ref) + " never reached " + state.String() + "; now " + h.task(ref).String()
+	})
 }
 
 func waitFor[T any](t *testing.T, d time.Duration, f func() *T, msg func() string) *T {

@@ -536,8 +536,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{DataDir: "/tmp/x"}, "Config.Name"},
-		{Config{Name: "m/1", DataDir: "/tmp/x"}, "Config.Name"},
+		{Config{DataDir: t.TempDir()}, "Config.Name"},
+		{Config{Name: "m/1", DataDir: t.TempDir()}, "Config.Name"},
 		{Config{Name: "m1"}, "Config.DataDir: required"},
 		{Config{Name: "m1", DataDir: t.TempDir(), PortFirst: 10, PortLast: 5}, "Config.PortFirst-PortLast"},
 		{Config{Name: "m1", DataDir: t.TempDir(), Attributes: map[string]string{"arch": "x"}}, "Config.Attributes[arch]: detected"},
