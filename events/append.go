@@ -2,6 +2,8 @@ package events
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 )
 
@@ -121,4 +123,46 @@ func DecideAcquire(stored Lease, found bool, name, holder string, now time.Time,
 		next.Epoch = stored.Epoch + 1
 	}
 	return next, nil
+}
+
+// DecodeAll fills evs[i].Data from raw[i]. Large pages are decoded on every
+// core, since decoding is most of the cost of reading the log. On failure the
+// error of the lowest position is returned.
+func DecodeAll(evs []Event, raw [][]byte) error {
+	const perWorker = 256
+	workers := runtime.GOMAXPROCS(0)
+	if len(evs) < 2*perWorker || workers == 1 {
+		for i := range evs {
+			if err := DecodeRow(&evs[i], raw[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	chunk := (len(evs) + workers - 1) / workers
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		lo, hi := w*chunk, min((w+1)*chunk, len(evs))
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func(w, lo, hi int) {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				if err := DecodeRow(&evs[i], raw[i]); err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		}(w, lo, hi)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

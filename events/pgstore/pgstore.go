@@ -332,21 +332,23 @@ func (s *Store) ReadStream(ctx context.Context, stream string) ([]events.Event, 
 func scanEvents(rows pgx.Rows, capHint int) ([]events.Event, error) {
 	defer rows.Close()
 	out := make([]events.Event, 0, capHint)
-	var raw []byte
+	raws := make([][]byte, 0, capHint)
 	for rows.Next() {
+		var raw []byte
 		var e events.Event
 		if err := rows.Scan(&e.Position, &e.Stream, &e.StreamVersion, &e.Type, &e.SchemaVersion,
 			&e.OccurredAt, &e.RecordedAt, &e.Actor, &e.CausationID, &e.CorrelationID, &e.IdempotencyKey, &raw); err != nil {
 			return nil, fmt.Errorf("pgstore: scanning event: %w", err)
 		}
 		e.OccurredAt, e.RecordedAt = e.OccurredAt.UTC(), e.RecordedAt.UTC()
-		if err := events.DecodeRow(&e, raw); err != nil {
-			return nil, err
-		}
 		out = append(out, e)
+		raws = append(raws, raw)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: reading events: %w", err)
+	}
+	if err := events.DecodeAll(out, raws); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -233,24 +233,24 @@ func (s *Store) ReadStream(ctx context.Context, stream string) ([]events.Event, 
 func scanEvents(rows *sql.Rows, capHint int) ([]events.Event, error) {
 	defer rows.Close()
 	out := make([]events.Event, 0, capHint)
-	var (
-		raw                []byte
-		occurred, recorded int64
-	)
+	raws := make([][]byte, 0, capHint)
+	var occurred, recorded int64
 	for rows.Next() {
+		var raw []byte
 		var e events.Event
 		if err := rows.Scan(&e.Position, &e.Stream, &e.StreamVersion, &e.Type, &e.SchemaVersion,
 			&occurred, &recorded, &e.Actor, &e.CausationID, &e.CorrelationID, &e.IdempotencyKey, &raw); err != nil {
 			return nil, fmt.Errorf("sqlitestore: scanning event: %w", err)
 		}
 		e.OccurredAt, e.RecordedAt = time.UnixMicro(occurred).UTC(), time.UnixMicro(recorded).UTC()
-		if err := events.DecodeRow(&e, raw); err != nil {
-			return nil, err
-		}
 		out = append(out, e)
+		raws = append(raws, raw)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: reading events: %w", err)
+	}
+	if err := events.DecodeAll(out, raws); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
