@@ -1,0 +1,237 @@
+package scheduler
+
+import (
+	"cmp"
+	"encoding/binary"
+	"slices"
+)
+
+// class is an equivalence class: pending tasks with identical requirements
+// and constraints (usually the tasks of one job). Feasibility and scores are
+// computed once per class and machine, and kept in the pool until the
+// machine changes.
+type class struct {
+	id       int32
+	t        *PendingTask // the first task of the class, standing for all
+	prio     int32
+	prod     bool
+	req      Resources
+	hard     []compiledConstraint
+	soft     []compiledConstraint
+	avoid    []int32 // sorted machine indices where the task crashed
+	inAlloc  bool
+	allocSet AllocSetRef
+	pkg      string
+
+	// Relaxed randomization: the class walks the pass's random machine order
+	// from start; scanned counts the machines examined so far.
+	start     int
+	scanned   int
+	exhausted bool
+	pool      []cand // feasible machines with their cached scores
+
+	unplaced []int32 // pending tasks left without a machine, in queue order
+}
+
+// cand is a feasible machine in a class's pool, with the score computed at
+// the machine's gen.
+type cand struct {
+	m     int32
+	gen   uint32
+	epoch uint32
+	alloc int32 // the alloc instance, for tasks inside an alloc set
+	// victims indexes the pass's victim sets (tasks to preempt), -1: none.
+	// Kept out of line: pools are scanned for every task, preemption is rare.
+	victims int32
+	score   float64
+}
+
+// queueOrder returns the pending tasks' indices in scheduling order: from
+// high to low priority and, within a priority, round-robin between users
+// (taking each user's tasks in submission order) so that a large job cannot
+// block the line. Users take turns in the order of their oldest task.
+func queueOrder(pending []PendingTask) []int32 {
+	idx := make([]int32, len(pending))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		x, y := &pending[a], &pending[b]
+		if c := cmp.Compare(clampPriority(y.Priority), clampPriority(x.Priority)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.Ref.User, y.Ref.User); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.Seq, y.Seq); c != 0 {
+			return c
+		}
+		if x.Ref.less(y.Ref) {
+			return -1
+		}
+		if y.Ref.less(x.Ref) {
+			return 1
+		}
+		return 0
+	})
+	out := make([]int32, 0, len(idx))
+	type run struct{ tasks []int32 }
+	for lo := 0; lo < len(idx); {
+		prio := clampPriority(pending[idx[lo]].Priority)
+		hi := lo
+		var runs []run
+		for hi < len(idx) && clampPriority(pending[idx[hi]].Priority) == prio {
+			u := hi
+			for u < len(idx) && clampPriority(pending[idx[u]].Priority) == prio &&
+				pending[idx[u]].Ref.User == pending[idx[hi]].Ref.User {
+				u++
+			}
+			runs = append(runs, run{idx[hi:u]})
+			hi = u
+		}
+		slices.SortStableFunc(runs, func(a, b run) int {
+			return cmp.Compare(pending[a.tasks[0]].Seq, pending[b.tasks[0]].Seq)
+		})
+		for len(runs) > 0 {
+			live := runs[:0]
+			for _, r := range runs {
+				out = append(out, r.tasks[0])
+				if r.tasks = r.tasks[1:]; len(r.tasks) > 0 {
+					live = append(live, r)
+				}
+			}
+			runs = live
+		}
+		lo = hi
+	}
+	return out
+}
+
+func clampPriority(p int32) int32 { return max(0, min(p, MaxPriority)) }
+
+// buildClasses groups the pending tasks into equivalence classes, numbering
+// classes in queue order so the pass is deterministic.
+func (p *pass) buildClasses(order []int32) {
+	pending := p.cell.Pending
+	p.classOf = make([]int32, len(pending))
+	byKey := map[string]int32{}
+	var key []byte
+	// Tasks of one job are usually adjacent and identical: compare with the
+	// previous task before building a key.
+	for i := range pending {
+		if i > 0 && sameRequirements(&pending[i-1], &pending[i]) {
+			p.classOf[i] = p.classOf[i-1]
+			continue
+		}
+		key = classKey(key[:0], &pending[i])
+		ci, ok := byKey[string(key)]
+		if !ok {
+			ci = int32(len(byKey))
+			byKey[string(key)] = ci
+		}
+		p.classOf[i] = ci
+	}
+	// Renumber by first appearance in queue order.
+	renum := make([]int32, len(byKey))
+	for i := range renum {
+		renum[i] = -1
+	}
+	for _, ti := range order {
+		old := p.classOf[ti]
+		if renum[old] < 0 {
+			renum[old] = int32(len(p.classes))
+			c := p.newClass(&pending[ti])
+			c.id = renum[old]
+			p.classes = append(p.classes, c)
+		}
+	}
+	for i := range p.classOf {
+		p.classOf[i] = renum[p.classOf[i]]
+	}
+}
+
+func (p *pass) newClass(t *PendingTask) *class {
+	c := &class{
+		t:    t,
+		prio: clampPriority(t.Priority),
+		req:  t.Resources,
+		pkg:  t.Package,
+	}
+	c.prod = IsProd(c.prio)
+	for d := range c.req {
+		c.req[d] = max(c.req[d], 0)
+	}
+	for _, k := range t.Constraints {
+		if k.Soft {
+			c.soft = append(c.soft, compileConstraint(k))
+		} else {
+			c.hard = append(c.hard, compileConstraint(k))
+		}
+	}
+	if t.AllocSet != "" {
+		c.inAlloc = true
+		c.allocSet = AllocSetRef{User: t.Ref.User, Name: t.AllocSet}
+	}
+	for _, name := range t.CrashedOn {
+		if mi, ok := p.machineIndex(name); ok {
+			c.avoid = append(c.avoid, mi)
+		}
+	}
+	slices.Sort(c.avoid)
+	if n := len(p.perm); n > 0 {
+		c.start = p.rng.IntN(n)
+	}
+	return c
+}
+
+func sameRequirements(a, b *PendingTask) bool {
+	return a.Priority == b.Priority && a.Resources == b.Resources && a.AllocSet == b.AllocSet &&
+		a.Package == b.Package && a.Ref.User == b.Ref.User &&
+		slices.EqualFunc(a.Constraints, b.Constraints, func(x, y Constraint) bool {
+			return x.Attribute == y.Attribute && x.Op == y.Op && x.Soft == y.Soft && slices.Equal(x.Values, y.Values)
+		}) &&
+		slices.Equal(a.CrashedOn, b.CrashedOn)
+}
+
+// classKey encodes everything that decides feasibility and the cached score.
+// The user is part of it because alloc sets are named per user; it does not
+// split classes otherwise in practice (a user's jobs differ anyway).
+func classKey(b []byte, t *PendingTask) []byte {
+	b = binary.AppendVarint(b, int64(t.Priority))
+	for _, v := range t.Resources {
+		b = binary.AppendVarint(b, v)
+	}
+	b = appendString(b, t.Package)
+	b = appendString(b, t.AllocSet)
+	if t.AllocSet != "" {
+		b = appendString(b, t.Ref.User)
+	}
+	b = binary.AppendUvarint(b, uint64(len(t.Constraints)))
+	for _, k := range t.Constraints {
+		b = appendString(b, k.Attribute)
+		b = appendString(b, string(k.Op))
+		if k.Soft {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+		b = binary.AppendUvarint(b, uint64(len(k.Values)))
+		for _, v := range k.Values {
+			b = appendString(b, v)
+		}
+	}
+	crashed := t.CrashedOn
+	if len(crashed) > 1 && !slices.IsSorted(crashed) {
+		crashed = slices.Sorted(slices.Values(crashed))
+	}
+	b = binary.AppendUvarint(b, uint64(len(crashed)))
+	for _, m := range crashed {
+		b = appendString(b, m)
+	}
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}

@@ -1,0 +1,248 @@
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+)
+
+// CompactionMode says how machines are taken out of the cell.
+type CompactionMode string
+
+const (
+	// CompactRandom removes machines at random, as Borg's §5.1 does, so the
+	// compacted cell keeps the original mix of machine kinds: a bisection
+	// over how many machines of a seeded random order are kept.
+	CompactRandom CompactionMode = "random"
+	// CompactDrain starts from the whole cell and repeatedly removes the
+	// machines the last packing left empty, re-packing from scratch, until
+	// a packing leaves none empty or no longer fits. It measures how few
+	// machines a policy's own packing uses, which is what the lower bound
+	// bounds; random removal cannot approach the bound when the cell holds
+	// machine kinds the workload does not need.
+	CompactDrain CompactionMode = "drain"
+	// CompactLargestFirst removes the machines with the least capacity in
+	// the resources the workload asks most of first (ties in a seeded random
+	// order): the order the lower bound assumes, so the ratio to the bound
+	// measures the packing alone.
+	CompactLargestFirst CompactionMode = "largest-first"
+)
+
+// CompactionConfig tunes a cell-compaction run (Borg §5.1).
+type CompactionConfig struct {
+	Mode      CompactionMode
+	Seeds     int    // experiments, each with its own random order; 11 in the paper
+	FirstSeed uint64 // seeds are FirstSeed, FirstSeed+1, ...
+	Scheduler Config // the policy under test is Scheduler.Policy
+	// MaxPending is the share of tasks that may stay pending for the
+	// workload to count as fitting (the paper let up to 0.2% of very picky
+	// tasks go pending).
+	MaxPending float64
+	// MaxClones bounds the cloning of the cell when the workload does not
+	// fit on all its machines (as the paper did: it cloned the cell a few
+	// times before compaction). 1: never clone.
+	MaxClones int
+	// Workers run seeds in parallel; results do not depend on it.
+	Workers int
+}
+
+// DefaultCompaction is the paper's setting: random removal, 11 seeds, 0.2%
+// of tasks may stay pending, cloning up to four times.
+func DefaultCompaction(policy Policy) CompactionConfig {
+	cfg := DefaultConfig()
+	cfg.Policy = policy
+	return CompactionConfig{
+		Mode: CompactRandom, Seeds: 11, FirstSeed: 1, Scheduler: cfg,
+		MaxPending: 0.002, MaxClones: 4, Workers: 1,
+	}
+}
+
+// CompactionResult is the outcome for one policy.
+type CompactionResult struct {
+	Policy     Policy
+	Mode       CompactionMode
+	Machines   []int // machines needed, per seed
+	P90        int   // the 90th percentile of Machines: the result the paper reports
+	Min, Max   int
+	LowerBound int     // of the original cell
+	Binding    Dim     // the resource that sets the lower bound
+	Ratio      float64 // P90 / LowerBound
+	Clones     int     // the largest clone factor a seed needed (1: none)
+	Packs      int     // from-scratch packings run
+}
+
+// Compact finds how few machines the workload fits on under cfg's policy,
+// once per seed, re-packing the whole workload from scratch for every probe
+// (see CompactionMode). It is pure: no clock, no I/O.
+func Compact(w *Workload, cfg CompactionConfig) (CompactionResult, error) {
+	res := CompactionResult{Policy: cfg.Scheduler.Policy, Mode: cfg.Mode}
+	if res.Mode == "" {
+		res.Mode = CompactRandom
+	}
+	lb, binding, err := LowerBound(w.Machines, w.Tasks)
+	if err != nil {
+		return res, err
+	}
+	res.LowerBound, res.Binding = lb, binding
+	seeds := max(cfg.Seeds, 1)
+	runs := make([]compactRun, seeds)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range max(cfg.Workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				runs[i] = compactOnce(w, cfg, res.Mode, cfg.FirstSeed+uint64(i), lb)
+			}
+		}()
+	}
+	for i := range seeds {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	for _, r := range runs {
+		if r.err != nil {
+			return res, r.err
+		}
+		res.Machines = append(res.Machines, r.machines)
+		res.Packs += r.packs
+		res.Clones = max(res.Clones, r.clones)
+	}
+	sorted := slices.Sorted(slices.Values(res.Machines))
+	res.Min, res.Max = sorted[0], sorted[len(sorted)-1]
+	res.P90 = percentile(sorted, 0.9)
+	res.Ratio = float64(res.P90) / float64(lb)
+	return res, nil
+}
+
+// percentile is the nearest-rank percentile of sorted values.
+func percentile(sorted []int, q float64) int {
+	rank := int(float64(len(sorted))*q + 0.999999)
+	return sorted[max(rank, 1)-1]
+}
+
+type compactRun struct {
+	machines, packs, clones int
+	err                     error
+}
+
+// compactOnce runs one seed.
+func compactOnce(w *Workload, cfg CompactionConfig, mode CompactionMode, seed uint64, lb int) compactRun {
+	var run compactRun
+	allowed := int(cfg.MaxPending * float64(len(w.Tasks)))
+	pack := func(machines []*Machine) *Plan {
+		run.packs++
+		return Schedule(&Cell{Machines: machines, Pending: w.Tasks}, cfg.Scheduler, seed)
+	}
+	fits := func(plan *Plan) bool { return plan.Stats.Pending-plan.Stats.Placed <= allowed }
+
+	// The cell, cloned as often as needed for the workload to fit.
+	cell := w.Machines
+	full := pack(cell)
+	for run.clones = 1; !fits(full); {
+		if run.clones >= max(cfg.MaxClones, 1) {
+			run.err = fmt.Errorf("scheduler: compaction: workload %s does not fit on %d times its %d machines under %s (%d tasks pending)",
+				w.Name, run.clones, len(w.Machines), cfg.Scheduler.Policy, full.Stats.Pending-full.Stats.Placed)
+			return run
+		}
+		run.clones++
+		cell = cloneMachines(w.Machines, run.clones)
+		full = pack(cell)
+	}
+
+	rng := rand.New(rand.NewPCG(seed, 0xc0a1))
+	if mode == CompactDrain {
+		kept, plan := cell, full
+		for {
+			used := map[string]bool{}
+			for i := range plan.Placements {
+				used[plan.Placements[i].Machine] = true
+			}
+			if len(used) == len(kept) {
+				break
+			}
+			busy := make([]*Machine, 0, len(used))
+			for _, m := range kept {
+				if used[m.Name] {
+					busy = append(busy, m)
+				}
+			}
+			next := pack(busy)
+			if !fits(next) {
+				break
+			}
+			kept, plan = busy, next
+		}
+		run.machines = len(kept)
+		return run
+	}
+
+	if run.clones > 1 {
+		if lb, _, run.err = LowerBound(cell, w.Tasks); run.err != nil {
+			return run
+		}
+	}
+	order := slices.Clone(cell)
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	if mode == CompactLargestFirst {
+		value := capacityValue(order, w.Tasks)
+		slices.SortStableFunc(order, func(a, b *Machine) int { return cmp.Compare(value(b), value(a)) })
+	}
+	// Invariant: order[:hi] fits; order[:lo] does not (fewer machines than
+	// the lower bound never fit).
+	lo, hi := max(lb-1, 0), len(order)
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if fits(pack(order[:mid])) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	run.machines = hi
+	return run
+}
+
+// capacityValue weighs a machine's capacity by how much of each resource
+// the tasks ask for, relative to the cell's total.
+func capacityValue(machines []*Machine, tasks []PendingTask) func(*Machine) float64 {
+	var capacity, request Resources
+	for _, m := range machines {
+		capacity = capacity.Add(m.Capacity)
+	}
+	for i := range tasks {
+		request = request.Add(tasks[i].Resources)
+	}
+	var weight [scoredDims]float64
+	for d := Dim(0); d < scoredDims; d++ {
+		if capacity[d] > 0 {
+			share := float64(request[d]) / float64(capacity[d])
+			weight[d] = share * share / float64(capacity[d])
+		}
+	}
+	return func(m *Machine) float64 {
+		var v float64
+		for d := Dim(0); d < scoredDims; d++ {
+			v += weight[d] * float64(m.Capacity[d])
+		}
+		return v
+	}
+}
+
+// cloneMachines returns n copies of the machines; copies after the first
+// are renamed name#2, name#3, ...
+func cloneMachines(machines []*Machine, n int) []*Machine {
+	out := slices.Clone(machines)
+	for k := 2; k <= n; k++ {
+		for _, m := range machines {
+			c := *m
+			c.Name = fmt.Sprintf("%s#%d", m.Name, k)
+			out = append(out, &c)
+		}
+	}
+	return out
+}

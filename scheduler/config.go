@@ -1,0 +1,75 @@
+package scheduler
+
+import "fmt"
+
+// Policy selects how the fit of a task on a machine is scored.
+type Policy string
+
+const (
+	// PolicyWorstFit spreads load the way E-PVM does: it minimises the rise
+	// of an exponential cost of utilisation, so emptier machines win.
+	// Headroom for spikes, at the price of fragmentation.
+	PolicyWorstFit Policy = "worst-fit"
+	// PolicyBestFit fills machines as tightly as possible.
+	PolicyBestFit Policy = "best-fit"
+	// PolicyHybrid packs tightly while avoiding stranded resources: free
+	// capacity in one dimension that cannot be used because another
+	// dimension of the same machine is full.
+	PolicyHybrid Policy = "hybrid"
+)
+
+// Policies lists the policies in the order reports print them.
+var Policies = []Policy{PolicyWorstFit, PolicyBestFit, PolicyHybrid}
+
+// ParsePolicy accepts a policy name.
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case PolicyWorstFit, PolicyBestFit, PolicyHybrid:
+		return p, nil
+	}
+	return "", fmt.Errorf("scheduler: policy %q: want worst-fit, best-fit or hybrid", s)
+}
+
+// Config tunes a pass. The zero value is not useful; start from
+// DefaultConfig.
+type Config struct {
+	Policy Policy
+	// FeasibleK is the relaxed-randomization budget: a class examines
+	// machines in a seeded random order until it has K feasible ones and
+	// scores only those. Zero or negative examines every machine.
+	FeasibleK int
+	Weights   Weights
+	// SpreadDomains are the machine attributes that name failure domains,
+	// widest last; a job's tasks are spread across machines and across the
+	// values of these attributes.
+	SpreadDomains [2]string
+}
+
+// Weights scale the preferences added to the policy's fit, which lies in
+// [0, 1]. Preemption outweighs everything so that a machine needing no
+// eviction always wins over one that does.
+type Weights struct {
+	Soft          float64 // share of soft constraints satisfied
+	SpreadMachine float64 // share of the job's tasks already on the machine
+	SpreadDomain  [2]float64
+	Preemption    float64 // per evicted task, plus its priority / 12
+	Package       float64 // the machine already holds the task's package
+	Mix           float64 // share of the machine's CPU held by the other band
+}
+
+// DefaultConfig is the configuration a cell runs with.
+func DefaultConfig() Config {
+	return Config{
+		Policy:    PolicyHybrid,
+		FeasibleK: 64,
+		Weights: Weights{
+			Soft:          0.5,
+			SpreadMachine: 0.5,
+			SpreadDomain:  [2]float64{0.2, 0.1},
+			Preemption:    2,
+			Package:       0.1,
+			Mix:           0.05,
+		},
+		SpreadDomains: [2]string{"rack", "power"},
+	}
+}

@@ -1,0 +1,75 @@
+package scheduler
+
+import "strconv"
+
+// compiledConstraint is a Constraint with its numeric operand parsed once per
+// class rather than once per machine.
+type compiledConstraint struct {
+	Constraint
+	num    float64
+	numOK  bool
+	values map[string]struct{} // for "in" with many values
+}
+
+func compileConstraint(c Constraint) compiledConstraint {
+	cc := compiledConstraint{Constraint: c}
+	if (c.Op == OpLt || c.Op == OpGt) && len(c.Values) == 1 {
+		cc.num, cc.numOK = parseNum(c.Values[0])
+	}
+	if c.Op == OpIn && len(c.Values) > 4 {
+		cc.values = make(map[string]struct{}, len(c.Values))
+		for _, v := range c.Values {
+			cc.values[v] = struct{}{}
+		}
+	}
+	return cc
+}
+
+func parseNum(s string) (float64, bool) {
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil
+}
+
+// matches reports whether the machine's attributes satisfy the constraint.
+// A missing attribute satisfies only "!=".
+func (c *compiledConstraint) matches(attrs map[string]string) bool {
+	v, ok := attrs[c.Attribute]
+	switch c.Op {
+	case OpExists:
+		return ok
+	case OpNe:
+		return !ok || v != c.Values[0]
+	}
+	if !ok {
+		return false
+	}
+	switch c.Op {
+	case OpEq:
+		return v == c.Values[0]
+	case OpIn:
+		if c.values != nil {
+			_, in := c.values[v]
+			return in
+		}
+		for _, w := range c.Values {
+			if v == w {
+				return true
+			}
+		}
+		return false
+	case OpLt, OpGt:
+		if c.numOK {
+			if f, fok := parseNum(v); fok {
+				if c.Op == OpLt {
+					return f < c.num
+				}
+				return f > c.num
+			}
+		}
+		if c.Op == OpLt {
+			return v < c.Values[0]
+		}
+		return v > c.Values[0]
+	}
+	return false
+}

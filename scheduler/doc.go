@@ -1,0 +1,82 @@
+// Package scheduler is corral's scheduler: Borg's scheduling pass (§3.2,
+// §3.4 of the paper) over a read-only view of the cell, plus the helpers
+// around it (reservation estimates, overcommit relief, a rate limit for
+// rescheduling from lost machines) and the tools that measure it (a
+// workload reader, a synthetic cell generator, cell compaction).
+//
+// # What it owns
+//
+//   - The input types (Cell, Machine, PlacedTask, PlacedAlloc, PendingTask,
+//     Constraint, Resources): an adapter builds them from the projection.
+//     A Machine's Version must change whenever anything on it changes.
+//   - The pass: Schedule(cell, config, seed) -> *Plan.
+//   - The output: Plan (Placements, each convertible to TaskScheduled and
+//     TaskEvicted events) and one Explanation per class left pending, the
+//     data behind "why pending?".
+//
+// # The pass, step by step
+//
+//  1. Queue: pending tasks from high to low priority; within a priority,
+//     round-robin between users (each user's tasks in submission order),
+//     users taking turns in the order of their oldest task.
+//  2. Equivalence classes: tasks with identical priority, resources,
+//     constraints, alloc set, package and crash history form a class (the
+//     job does not matter). Feasibility and scores are computed per class
+//     and machine, never per task.
+//  3. Relaxed randomization: machines are examined in a random order seeded
+//     by the caller; each class starts at its own offset and keeps a pool of
+//     the first K feasible machines it finds, topping it up as machines fill.
+//  4. Feasibility, cheapest check first: machine up and not draining; the
+//     task did not crash there recently; hard constraints (=, !=, <, >, in,
+//     exists); room inside the alloc for tasks of an alloc set; otherwise
+//     room on the machine, where a prod task (priority >= 9) counts the
+//     limits of the tasks already there and a non-prod task their
+//     reservations, and where room held by tasks the task may preempt counts
+//     as free; ports. The first failing check is the machine's rejection
+//     reason.
+//  5. Scoring: the policy's fit (worst-fit, best-fit or hybrid) plus soft
+//     constraints, the package already on the machine, a mix of prod and
+//     non-prod, minus the cost of preemption (one unit per victim plus its
+//     priority share) and minus a share for the job's tasks already on the
+//     machine, its rack and its power domain.
+//  6. Score caching: a pool entry keeps its score until the machine changes
+//     in this pass (each machine carries a change counter) or the hybrid
+//     policy's picture of pending demand changes; only stale entries are
+//     re-evaluated.
+//  7. Placement: the best pool entry wins (ties: earliest in the random
+//     order). If the machine lacks room, the lowest-priority preemptible
+//     tasks are evicted, larger first within a priority, and victims the
+//     others make unnecessary are spared. Prod never preempts prod.
+//     Evicted tasks are reported in the placement; they go back to pending
+//     through their TaskEvicted event, not within this pass.
+//  8. Explanations: every class left with pending tasks is checked against
+//     every machine once more; rejections are counted per reason and hints
+//     say what would make it fit.
+//
+// # Invariants
+//
+//   - The pass is pure: no I/O, no clock, no global random source, no
+//     goroutines. The same Cell, Config and seed give the same Plan.
+//   - The pass never writes to its input; a Cell may be shared by passes.
+//   - Within one pass a machine only loses room for every class (evictions
+//     free room only for tasks of higher priority than the victims, which
+//     counted that room already), so a class that has examined every
+//     machine and holds no feasible one stays unplaceable for the rest of
+//     the pass.
+//   - Placements are proposals: several on one machine share its
+//     MachineVersion, and the command handler re-checks them against the
+//     current state and refuses stale ones, which the next pass reconsiders.
+//   - Priorities outside 0-11 are clamped by the pass and refused by
+//     Cell.Validate.
+//
+// Scores are cached within a pass only. Across passes the hybrid policy's
+// demand picture (the shapes of the pending queue, the cell's scarcity)
+// changes with the queue, so a score from an earlier pass would be stale;
+// and a feasibility check costs about as much as a cache lookup would.
+//
+// # Files
+//
+// LoadWorkload is the only function that touches the file system; the
+// compaction harness (Compact), the generator (Synthetic), the reservation
+// estimate, overcommit relief and the rate limiter are pure like the pass.
+package scheduler

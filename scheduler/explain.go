@@ -1,0 +1,264 @@
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// explain builds the why-pending explanation of a class that kept tasks
+// pending. It re-examines every machine against the state at the end of the
+// pass, so counts and hints describe what the next pass will see unless the
+// cell changes.
+func (p *pass) explain(c *class) Explanation {
+	e := Explanation{
+		Priority:    c.prio,
+		Resources:   c.req,
+		Constraints: c.t.Constraints,
+		Machines:    len(p.machines),
+	}
+	if c.inAlloc {
+		e.AllocSet = c.allocSet.Name
+	}
+	for _, ti := range c.unplaced {
+		e.Tasks = append(e.Tasks, p.cell.Pending[ti].Ref)
+	}
+
+	var byReason [numReasons]int
+	byConstraint := make([]int, len(c.hard))
+	matchAll := 0        // machines satisfying every hard constraint, any state
+	matchUsable := 0     // ... and up, not draining, no crash there
+	var eligible []int32 // machines failing only on room (resources or alloc)
+	var maxAvail []Resources
+	for mi := range p.machines {
+		m := &p.machines[mi]
+		r := p.check(c, m, int32(mi), false)
+		if r.ok {
+			continue // only when the pass stopped short; nothing to explain
+		}
+		byReason[r.reason]++
+		if r.reason == ReasonConstraint {
+			byConstraint[r.constraint]++
+		}
+		if r.reason <= ReasonCrashedHere && p.matchesHard(c, m) {
+			matchAll++
+		}
+		if r.reason > ReasonConstraint {
+			matchAll++
+			matchUsable++
+			if r.reason != ReasonNoAlloc {
+				eligible = append(eligible, int32(mi))
+				maxAvail = append(maxAvail, p.maxAvail(c, m))
+			}
+		}
+	}
+	for r := Reason(0); r < numReasons; r++ {
+		if r == ReasonConstraint {
+			for i, n := range byConstraint {
+				if n > 0 {
+					e.Rejections = append(e.Rejections, Rejection{Reason: r, Constraint: c.hard[i].String(), Machines: n})
+				}
+			}
+			continue
+		}
+		if byReason[r] > 0 {
+			e.Rejections = append(e.Rejections, Rejection{Reason: r, Machines: byReason[r]})
+		}
+	}
+	slices.SortStableFunc(e.Rejections, func(a, b Rejection) int { return cmp.Compare(b.Machines, a.Machines) })
+
+	e.Hints = p.constraintHints(c, matchAll, matchUsable, byReason)
+	e.Hints = append(e.Hints, p.roomHints(c, len(c.unplaced), eligible, maxAvail)...)
+	if c.inAlloc && byReason[ReasonNoAlloc] == len(p.machines) {
+		e.Hints = append(e.Hints, fmt.Sprintf("alloc set %s has no instance on any machine", c.allocSet.Name))
+	}
+	return e
+}
+
+func (p *pass) matchesHard(c *class, m *machine) bool {
+	for i := range c.hard {
+		if !c.hard[i].matches(m.in.Attributes) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *pass) constraintHints(c *class, matchAll, matchUsable int, byReason [numReasons]int) []string {
+	var hints []string
+	if len(c.hard) > 0 && matchAll == 0 {
+		single := false
+		for i := range c.hard {
+			n := 0
+			for mi := range p.machines {
+				if c.hard[i].matches(p.machines[mi].in.Attributes) {
+					n++
+				}
+			}
+			if n == 0 {
+				single = true
+				hints = append(hints, fmt.Sprintf("the constraint %s matches no machine", c.hard[i].String()))
+			}
+		}
+		if !single {
+			hints = append(hints, "the constraints match no machine together, though each matches some")
+		}
+		return hints
+	}
+	if matchAll > 0 && matchUsable == 0 {
+		what := "machines"
+		if len(c.hard) > 0 {
+			what = "machines that satisfy its constraints"
+		}
+		hints = append(hints, fmt.Sprintf("all %d %s are down, draining, or where it crashed recently", matchAll, what))
+	}
+	return hints
+}
+
+// maxAvail is the most a machine could offer the class: free room plus
+// everything the class may preempt (or, inside an alloc, the roomiest
+// instance of its set).
+func (p *pass) maxAvail(c *class, m *machine) Resources {
+	if c.inAlloc {
+		var best Resources
+		bestShare := -1.0
+		for i := range m.allocs {
+			a := &m.allocs[i]
+			if a.set != c.allocSet {
+				continue
+			}
+			free := a.cap.Sub(a.used)
+			if s := dominantShare(free, &a.cap); s > bestShare {
+				best, bestShare = free, s
+			}
+		}
+		return best
+	}
+	if c.prod {
+		return m.in.Capacity.Sub(m.usedLim).Add(m.npLim)
+	}
+	avail := m.in.Capacity.Sub(m.usedRes)
+	for i := range m.in.Tasks {
+		t := &m.in.Tasks[i]
+		if t.AllocSet != "" || (m.evicted != nil && m.evicted[i]) || !CanPreempt(c.prio, t.Priority) {
+			continue
+		}
+		avail = avail.Add(taskReservation(t))
+	}
+	return avail
+}
+
+// roomHints says, for each resource that is short, how much the class could
+// ask for to fit on as many machines as it has pending tasks (or on all
+// machines it could fit on at all); and, for prod, where only evicting other
+// prod tasks would make room.
+func (p *pass) roomHints(c *class, pendingTasks int, eligible []int32, maxAvail []Resources) []string {
+	if len(eligible) == 0 {
+		return nil
+	}
+	var hints []string
+	oneDimHint := false
+	for d := Dim(0); d < NumDims; d++ {
+		if c.req[d] <= 0 {
+			continue
+		}
+		var values []int64
+		for i := range maxAvail {
+			a := maxAvail[i]
+			if a[d] >= c.req[d] || a[d] <= 0 {
+				continue
+			}
+			a[d] = c.req[d]
+			if c.req.Fits(a) {
+				values = append(values, maxAvail[i][d])
+			}
+		}
+		if len(values) == 0 {
+			continue
+		}
+		slices.SortFunc(values, func(a, b int64) int { return cmp.Compare(b, a) })
+		x := values[min(pendingTasks, len(values))-1]
+		n := 0
+		for _, v := range values {
+			if v >= x {
+				n++
+			}
+		}
+		oneDimHint = true
+		hints = append(hints, fmt.Sprintf("with %s <= %s it would fit on %d machine%s",
+			d, formatFloor(d, x), n, plural(n)))
+	}
+	if !oneDimHint {
+		var most Resources
+		for _, a := range maxAvail {
+			for d := range most {
+				most[d] = max(most[d], a[d])
+			}
+		}
+		var parts []string
+		for d := Dim(0); d < NumDims; d++ {
+			if c.req[d] > most[d] {
+				parts = append(parts, fmt.Sprintf("%s %s (asks %s)", d, formatFloor(d, max(most[d], 0)), FormatQuantity(d, c.req[d])))
+			}
+		}
+		if len(parts) > 0 {
+			hints = append(hints, "no machine has room even in one short resource alone; the most free anywhere: "+strings.Join(parts, ", "))
+		}
+	}
+	if c.prod && !c.inAlloc {
+		n := 0
+		for _, mi := range eligible {
+			m := &p.machines[mi]
+			avail := m.in.Capacity.Sub(m.usedLim)
+			for i := range m.in.Tasks {
+				t := &m.in.Tasks[i]
+				if t.AllocSet == "" && t.Priority < c.prio && (m.evicted == nil || !m.evicted[i]) {
+					avail = avail.Add(t.Limit)
+				}
+			}
+			if c.req.Fits(avail) {
+				n++
+			}
+		}
+		if n > 0 {
+			hints = append(hints, fmt.Sprintf("%d machine%s would have room only by preempting lower-priority production tasks, which production never does", n, plural(n)))
+		}
+	}
+	return hints
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// formatFloor prints a quantity rounded down, so that "<= x" stays true.
+func formatFloor(d Dim, v int64) string {
+	switch d {
+	case CPU, GPU:
+		return trimFloat(floorDigits(float64(v) / 1000))
+	case Memory, Disk:
+		for _, u := range []struct {
+			size int64
+			name string
+		}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+			if v >= u.size {
+				return trimFloat(floorDigits(float64(v)/float64(u.size))) + u.name
+			}
+		}
+		return fmt.Sprintf("%dB", v)
+	}
+	return fmt.Sprint(v)
+}
+
+// floorDigits rounds down to the digits trimFloat prints.
+func floorDigits(f float64) float64 {
+	if f >= 10 {
+		return math.Floor(f*10) / 10
+	}
+	return math.Floor(f*100) / 100
+}

@@ -1,0 +1,284 @@
+package scheduler
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/corralhq/corral/events"
+)
+
+// The scheduler's input: a read-only view of the cell that an adapter builds
+// from the projection. Nothing in a pass writes to it. It is shaped so that
+// the adapter can keep one Cell and update it per event: a machine is one
+// pointer whose Version moves whenever anything on it changes, and the
+// scheduler caches what it derives from a machine under that version.
+
+// TaskRef names one task of one job. Unlike events.TaskRef it is comparable,
+// so it can key maps.
+type TaskRef struct {
+	User  string
+	Job   string
+	Index int32
+}
+
+// TaskRefFromEvents converts the catalogue's message.
+func TaskRefFromEvents(r *events.TaskRef) TaskRef {
+	return TaskRef{User: r.GetUser(), Job: r.GetJob(), Index: r.GetIndex()}
+}
+
+// Events converts to the catalogue's message.
+func (r TaskRef) Events() *events.TaskRef {
+	return &events.TaskRef{User: r.User, Job: r.Job, Index: r.Index}
+}
+
+// String prints the task as Borg's name service does: index.job.user.
+func (r TaskRef) String() string {
+	return strconv.Itoa(int(r.Index)) + "." + r.Job + "." + r.User
+}
+
+func (r TaskRef) less(o TaskRef) bool {
+	if r.User != o.User {
+		return r.User < o.User
+	}
+	if r.Job != o.Job {
+		return r.Job < o.Job
+	}
+	return r.Index < o.Index
+}
+
+// MachineState is whether a machine takes new tasks.
+type MachineState uint8
+
+const (
+	MachineUp       MachineState = iota // takes new tasks
+	MachineDraining                     // up, keeps its tasks, takes no new ones
+	MachineDown                         // missed its polls or was taken out
+)
+
+func (s MachineState) String() string {
+	switch s {
+	case MachineDraining:
+		return "draining"
+	case MachineDown:
+		return "down"
+	}
+	return "up"
+}
+
+// Machine is one machine of the cell as the scheduler sees it.
+type Machine struct {
+	Name string
+	// Version changes whenever anything below changes (the log position of
+	// the last event that touched the machine is a good choice). Placements
+	// carry it so the command handler can refuse ones computed against a
+	// stale machine; the scheduler caches derived state under it.
+	Version    int64
+	State      MachineState
+	Capacity   Resources
+	Attributes map[string]string // e.g. arch, rack, power, kernel
+	// PortBase is the first port handed to tasks; the machine offers
+	// Capacity[Ports] ports from there on.
+	PortBase int32
+	Packages []string // packages already installed, for the locality preference
+	Tasks    []PlacedTask
+	Allocs   []PlacedAlloc
+}
+
+// PlacedTask is a task already assigned to a machine (running or starting).
+type PlacedTask struct {
+	Ref      TaskRef
+	Priority int32
+	// Limit is what the task asked for; Reservation is the master's estimate
+	// of what it needs (equal to the limit until estimation moves it).
+	Limit       Resources
+	Reservation Resources
+	Ports       []int32 // port numbers it holds
+	// AllocSet is the name of the alloc set (of the same user) the task runs
+	// inside, empty when it runs on the machine directly. A task inside an
+	// alloc consumes the alloc's capacity, not the machine's.
+	AllocSet   string
+	AllocIndex int32
+	Package    string
+}
+
+// AllocSetRef names an alloc set.
+type AllocSetRef struct {
+	User string
+	Name string
+}
+
+// PlacedAlloc is one alloc instance on a machine: capacity reserved whether
+// used or not. The scheduler never preempts allocs.
+type PlacedAlloc struct {
+	Set      AllocSetRef
+	Index    int32
+	Priority int32
+	Capacity Resources
+}
+
+// Op is a constraint operator.
+type Op string
+
+const (
+	OpEq     Op = "="
+	OpNe     Op = "!="
+	OpLt     Op = "<"
+	OpGt     Op = ">"
+	OpIn     Op = "in"
+	OpExists Op = "exists"
+)
+
+// Constraint restricts (hard) or prefers (soft) machines by an attribute.
+// "<" and ">" compare as numbers when both sides parse as numbers, else as
+// strings. "!=" holds on machines without the attribute.
+type Constraint struct {
+	Attribute string
+	Op        Op
+	Values    []string
+	Soft      bool
+}
+
+// ConstraintFromEvents converts the catalogue's message.
+func ConstraintFromEvents(c *events.Constraint) Constraint {
+	return Constraint{Attribute: c.GetAttribute(), Op: Op(c.GetOp()), Values: c.GetValues(), Soft: c.GetSoft()}
+}
+
+// String prints the constraint as a user wrote it: "arch=arm64",
+// "zone in (a,b)", "ssd exists".
+func (c Constraint) String() string {
+	s := c.Attribute
+	switch c.Op {
+	case OpExists:
+		s += " exists"
+	case OpIn:
+		s += " in ("
+		for i, v := range c.Values {
+			if i > 0 {
+				s += ","
+			}
+			s += v
+		}
+		s += ")"
+	default:
+		v := ""
+		if len(c.Values) > 0 {
+			v = c.Values[0]
+		}
+		s += string(c.Op) + v
+	}
+	if c.Soft {
+		s += " (soft)"
+	}
+	return s
+}
+
+// PendingTask is a task waiting for a machine.
+type PendingTask struct {
+	Ref      TaskRef
+	Priority int32
+	// Seq is the submission order (the log position of its TaskSubmitted):
+	// smaller goes first within a user and priority.
+	Seq         int64
+	SpecVersion int64
+	Resources   Resources // the limit
+	Constraints []Constraint
+	AllocSet    string // run inside this alloc set of the same user; empty: none
+	Package     string
+	// CrashedOn lists machines where this task (or its job) crashed or
+	// crashed the machine recently; the adapter decides what "recently" is.
+	CrashedOn []string
+}
+
+// Cell is the whole input of a pass.
+type Cell struct {
+	Machines []*Machine
+	Pending  []PendingTask
+}
+
+// Validate checks the input for what a pass cannot make sense of. A pass does
+// not call it (it clamps priorities and ignores negative quantities); adapters
+// and loaders do, so bad input is refused with a reason.
+func (c *Cell) Validate() error {
+	names := make(map[string]bool, len(c.Machines))
+	for i, m := range c.Machines {
+		if m == nil {
+			return fmt.Errorf("machines[%d]: nil", i)
+		}
+		if m.Name == "" {
+			return fmt.Errorf("machines[%d].name: empty", i)
+		}
+		if names[m.Name] {
+			return fmt.Errorf("machines[%d].name: %q appears twice", i, m.Name)
+		}
+		names[m.Name] = true
+		if err := checkResources(m.Capacity); err != nil {
+			return fmt.Errorf("machine %s: capacity: %w", m.Name, err)
+		}
+		for j, t := range m.Tasks {
+			if err := checkPriority(t.Priority); err != nil {
+				return fmt.Errorf("machine %s: tasks[%d] (%s): %w", m.Name, j, t.Ref, err)
+			}
+		}
+	}
+	seen := make(map[TaskRef]bool, len(c.Pending))
+	for i, t := range c.Pending {
+		if t.Ref.Job == "" {
+			return fmt.Errorf("pending[%d].ref.job: empty", i)
+		}
+		if seen[t.Ref] {
+			return fmt.Errorf("pending[%d]: task %s appears twice", i, t.Ref)
+		}
+		seen[t.Ref] = true
+		if err := checkPriority(t.Priority); err != nil {
+			return fmt.Errorf("pending task %s: %w", t.Ref, err)
+		}
+		if err := checkResources(t.Resources); err != nil {
+			return fmt.Errorf("pending task %s: resources: %w", t.Ref, err)
+		}
+		for j, k := range t.Constraints {
+			if err := k.validate(); err != nil {
+				return fmt.Errorf("pending task %s: constraints[%d]: %w", t.Ref, j, err)
+			}
+		}
+	}
+	return nil
+}
+
+func checkPriority(p int32) error {
+	if p < 0 || p > MaxPriority {
+		return fmt.Errorf("priority %d outside 0-%d", p, MaxPriority)
+	}
+	return nil
+}
+
+func checkResources(r Resources) error {
+	for d := Dim(0); d < NumDims; d++ {
+		if r[d] < 0 {
+			return fmt.Errorf("%s is negative (%d)", d, r[d])
+		}
+	}
+	return nil
+}
+
+func (c Constraint) validate() error {
+	if c.Attribute == "" {
+		return fmt.Errorf("attribute: empty")
+	}
+	switch c.Op {
+	case OpEq, OpNe, OpLt, OpGt:
+		if len(c.Values) != 1 {
+			return fmt.Errorf("op %q takes one value, got %d", c.Op, len(c.Values))
+		}
+	case OpIn:
+		if len(c.Values) == 0 {
+			return fmt.Errorf("op \"in\" takes one or more values")
+		}
+	case OpExists:
+		if len(c.Values) != 0 {
+			return fmt.Errorf("op \"exists\" takes no value")
+		}
+	default:
+		return fmt.Errorf("op %q: want one of =, !=, <, >, in, exists", c.Op)
+	}
+	return nil
+}

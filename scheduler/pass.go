@@ -1,0 +1,470 @@
+package scheduler
+
+import (
+	"math/rand/v2"
+	"slices"
+)
+
+// Schedule runs one pass over cell with cfg, seeding its random machine
+// order with seed. It reads cell and never writes to it.
+func Schedule(cell *Cell, cfg Config, seed uint64) *Plan {
+	return New(cfg).Schedule(cell, seed)
+}
+
+// Scheduler runs passes with one configuration. It keeps nothing between
+// passes that could change a result: the same cell and seed give the same
+// plan. It is not safe for concurrent use.
+type Scheduler struct {
+	cfg Config
+}
+
+// New returns a scheduler running with cfg.
+func New(cfg Config) *Scheduler {
+	if cfg.Policy == "" {
+		cfg.Policy = PolicyHybrid
+	}
+	return &Scheduler{cfg: cfg}
+}
+
+// Schedule runs one pass; see the package documentation for its steps.
+func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
+	p := newPass(s.cfg, cell, seed)
+	p.run()
+	return &p.plan
+}
+
+// pass is the working state of one scheduling pass.
+type pass struct {
+	cfg      Config
+	cell     *Cell
+	machines []machine
+	perm     []int32 // the seeded random order machines are examined in
+	// gens counts this pass's changes to each machine; a class's cached
+	// score for a machine is valid only at the gen it was computed at. Kept
+	// apart from machine so that checking a pool for staleness stays in cache.
+	gens []uint32
+	// epoch moves when the scores of all machines change at once (the
+	// hybrid policy's set of tight shapes changed); pool entries of another
+	// epoch are stale.
+	epoch uint32
+	rng   *rand.Rand
+	k     int
+
+	classes []*class
+	classOf []int32 // per pending task
+	jobs    map[jobKey]*jobSpread
+	byName  map[string]int32 // built on demand
+	demand  demand
+
+	victimSets [][]int32 // preemption plans of pool entries
+
+	plan Plan
+}
+
+// machine is a machine's state during a pass: the input plus what this pass
+// has placed on it and evicted from it.
+type machine struct {
+	in     *Machine
+	usable bool
+	// Sums over the tasks that run on the machine directly, plus allocs.
+	// Ports always count at the limit: a port is never reclaimed.
+	usedLim Resources
+	usedRes Resources
+	// npLim and npRes are the part of the sums held by non-prod tasks: the
+	// most that a prod task could preempt.
+	npLim   Resources
+	npRes   Resources
+	domains [2]int32 // interned failure-domain values, -1 when absent
+	// stranded caches the hybrid policy's stranded room of the machine as
+	// it stands, per accounting (0: reservations, 1: limits), at strandedGen.
+	stranded    [2]float64
+	strandedGen [2]uint32 // gen+1, so that zero means not computed
+
+	evicted []bool       // per in.Tasks, allocated on the first eviction
+	allocs  []allocState // nil when the machine holds no alloc
+	ports   []int32      // sorted ports in use, materialised on first need
+	pkgs    []string     // packages this pass brought to the machine
+}
+
+type allocState struct {
+	set   AllocSetRef
+	index int32
+	cap   Resources
+	used  Resources
+}
+
+type jobKey struct{ user, job string }
+
+// jobSpread counts where a job's tasks are, to spread them across machines
+// and failure domains.
+type jobSpread struct {
+	placed   int32
+	machines map[int32]int32
+	domains  [2]map[int32]int32
+}
+
+func newPass(cfg Config, cell *Cell, seed uint64) *pass {
+	p := &pass{
+		cfg:  cfg,
+		cell: cell,
+		rng:  rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		k:    cfg.FeasibleK,
+	}
+	n := len(cell.Machines)
+	if p.k <= 0 || p.k > n {
+		p.k = n
+	}
+	p.buildMachines()
+	p.perm = make([]int32, n)
+	for i := range p.perm {
+		p.perm[i] = int32(i)
+	}
+	p.rng.Shuffle(n, func(i, j int) { p.perm[i], p.perm[j] = p.perm[j], p.perm[i] })
+	return p
+}
+
+func (p *pass) buildMachines() {
+	p.machines = make([]machine, len(p.cell.Machines))
+	p.gens = make([]uint32, len(p.cell.Machines))
+	var intern [2]map[string]int32
+	for k := range intern {
+		intern[k] = map[string]int32{}
+	}
+	for i, in := range p.cell.Machines {
+		m := &p.machines[i]
+		m.in = in
+		m.usable = in.State == MachineUp
+		for k, attr := range p.cfg.SpreadDomains {
+			m.domains[k] = -1
+			if attr == "" {
+				continue
+			}
+			if v, ok := in.Attributes[attr]; ok {
+				id, seen := intern[k][v]
+				if !seen {
+					id = int32(len(intern[k]))
+					intern[k][v] = id
+				}
+				m.domains[k] = id
+			}
+		}
+		for _, a := range in.Allocs {
+			m.usedLim = m.usedLim.Add(a.Capacity)
+			m.usedRes = m.usedRes.Add(a.Capacity)
+			m.allocs = append(m.allocs, allocState{set: a.Set, index: a.Index, cap: a.Capacity})
+		}
+		for j := range in.Tasks {
+			t := &in.Tasks[j]
+			if t.AllocSet != "" {
+				if a := m.alloc(AllocSetRef{User: t.Ref.User, Name: t.AllocSet}, t.AllocIndex); a != nil {
+					a.used = a.used.Add(t.Limit)
+					continue
+				}
+				// An alloc the machine does not list: count the task on the
+				// machine so that it is not forgotten.
+			}
+			lim, res := t.Limit, taskReservation(t)
+			m.usedLim = m.usedLim.Add(lim)
+			m.usedRes = m.usedRes.Add(res)
+			if !IsProd(t.Priority) {
+				m.npLim = m.npLim.Add(lim)
+				m.npRes = m.npRes.Add(res)
+			}
+		}
+	}
+}
+
+// taskReservation is the reservation counted for a task: ports are never
+// reclaimed, so they count at the limit.
+func taskReservation(t *PlacedTask) Resources {
+	r := t.Reservation
+	r[Ports] = t.Limit[Ports]
+	return r
+}
+
+func (m *machine) alloc(set AllocSetRef, index int32) *allocState {
+	for i := range m.allocs {
+		if m.allocs[i].set == set && m.allocs[i].index == index {
+			return &m.allocs[i]
+		}
+	}
+	return nil
+}
+
+func (m *machine) hasPackage(pkg string) bool {
+	return slices.Contains(m.in.Packages, pkg) || slices.Contains(m.pkgs, pkg)
+}
+
+func (p *pass) machineIndex(name string) (int32, bool) {
+	if p.byName == nil {
+		p.byName = make(map[string]int32, len(p.machines))
+		for i, m := range p.cell.Machines {
+			p.byName[m.Name] = int32(i)
+		}
+	}
+	i, ok := p.byName[name]
+	return i, ok
+}
+
+// run is the pass: order the queue, group it into classes, then place tasks
+// one by one, and finally explain the classes that kept tasks pending.
+func (p *pass) run() {
+	pending := p.cell.Pending
+	p.plan.Stats.Pending = len(pending)
+	order := queueOrder(pending)
+	p.buildClasses(order)
+	p.buildJobs()
+	if p.cfg.Policy == PolicyHybrid {
+		p.buildDemand()
+	}
+	p.plan.Stats.Classes = len(p.classes)
+	for _, ti := range order {
+		t := &pending[ti]
+		c := p.classes[p.classOf[ti]]
+		if c.exhausted && len(c.pool) == 0 {
+			c.unplaced = append(c.unplaced, ti)
+			continue
+		}
+		j := p.jobs[jobKey{t.Ref.User, t.Ref.Job}]
+		best, score, examined := p.pick(c, j)
+		if best < 0 {
+			c.unplaced = append(c.unplaced, ti)
+			continue
+		}
+		p.place(c, t, j, best, score, examined)
+	}
+	p.plan.Stats.Placed = len(p.plan.Placements)
+	for _, c := range p.classes {
+		if len(c.unplaced) > 0 {
+			p.plan.Pending = append(p.plan.Pending, p.explain(c))
+		}
+	}
+}
+
+// buildJobs counts where the jobs with pending tasks already have tasks.
+func (p *pass) buildJobs() {
+	p.jobs = map[jobKey]*jobSpread{}
+	for i := range p.cell.Pending {
+		r := p.cell.Pending[i].Ref
+		k := jobKey{r.User, r.Job}
+		if p.jobs[k] == nil {
+			p.jobs[k] = &jobSpread{}
+		}
+	}
+	for mi := range p.machines {
+		for j := range p.machines[mi].in.Tasks {
+			r := &p.machines[mi].in.Tasks[j].Ref
+			if js := p.jobs[jobKey{r.User, r.Job}]; js != nil {
+				p.addToJob(js, int32(mi))
+			}
+		}
+	}
+}
+
+func (p *pass) addToJob(js *jobSpread, mi int32) {
+	if js.machines == nil {
+		js.machines = map[int32]int32{}
+		js.domains = [2]map[int32]int32{{}, {}}
+	}
+	js.placed++
+	js.machines[mi]++
+	for k, d := range p.machines[mi].domains {
+		if d >= 0 {
+			js.domains[k][d]++
+		}
+	}
+}
+
+// spread is the failure-domain preference: minus the share of the job's
+// placed tasks that already sit on the machine and in its domains.
+func (p *pass) spread(js *jobSpread, mi int32) float64 {
+	if js == nil || js.placed == 0 {
+		return 0
+	}
+	w := &p.cfg.Weights
+	n := float64(js.placed)
+	s := w.SpreadMachine * float64(js.machines[mi])
+	for k, d := range p.machines[mi].domains {
+		if d >= 0 && w.SpreadDomain[k] != 0 {
+			s += w.SpreadDomain[k] * float64(js.domains[k][d])
+		}
+	}
+	return -s / n
+}
+
+// pick chooses the best machine for the next task of class c: it revalidates
+// the pool's stale entries, tops the pool up to K feasible machines from the
+// class's place in the random order, and takes the highest score. It returns
+// -1 when no machine is feasible.
+func (p *pass) pick(c *class, js *jobSpread) (best int, score float64, examined int32) {
+	kept := c.pool[:0]
+	hits := 0
+	for _, e := range c.pool {
+		if gen := p.gens[e.m]; e.gen == gen && e.epoch == p.epoch {
+			hits++
+		} else {
+			examined++
+			p.plan.Stats.FeasibilityChecks++
+			r := p.check(c, &p.machines[e.m], e.m, true)
+			if !r.ok {
+				continue
+			}
+			e = p.cand(e.m, gen, &r)
+		}
+		kept = append(kept, e)
+	}
+	p.plan.Stats.ScoreCacheHits += hits
+	c.pool = kept
+	examined += p.fill(c)
+	best = -1
+	if js == nil || js.placed == 0 {
+		for i := range c.pool {
+			if s := c.pool[i].score; best < 0 || s > score {
+				best, score = i, s
+			}
+		}
+	} else {
+		for i := range c.pool {
+			e := &c.pool[i]
+			if s := e.score + p.spread(js, e.m); best < 0 || s > score {
+				best, score = i, s
+			}
+		}
+	}
+	return best, score, examined + int32(len(c.pool))
+}
+
+func (p *pass) cand(mi int32, gen uint32, r *checkResult) cand {
+	e := cand{m: mi, gen: gen, epoch: p.epoch, alloc: r.alloc, score: r.score, victims: -1}
+	if r.victims != nil {
+		e.victims = int32(len(p.victimSets))
+		p.victimSets = append(p.victimSets, r.victims)
+	}
+	return e
+}
+
+// fill scans the class's random order for feasible machines until the pool
+// holds K or every machine has been examined once.
+func (p *pass) fill(c *class) (examined int32) {
+	n := len(p.perm)
+	for len(c.pool) < p.k && c.scanned < n {
+		mi := p.perm[(c.start+c.scanned)%n]
+		c.scanned++
+		examined++
+		p.plan.Stats.FeasibilityChecks++
+		m := &p.machines[mi]
+		r := p.check(c, m, mi, true)
+		if r.ok {
+			c.pool = append(c.pool, p.cand(mi, p.gens[mi], &r))
+		}
+	}
+	if c.scanned >= n {
+		c.exhausted = true
+	}
+	return examined
+}
+
+// place commits the pool entry at index best of class c to task t.
+func (p *pass) place(c *class, t *PendingTask, js *jobSpread, best int, score float64, examined int32) {
+	e := c.pool[best]
+	m := &p.machines[e.m]
+	beforeLim, beforeRes := m.in.Capacity.Sub(m.usedLim), m.in.Capacity.Sub(m.usedRes)
+	pl := Placement{
+		Task:             t.Ref,
+		SpecVersion:      t.SpecVersion,
+		Machine:          m.in.Name,
+		MachineVersion:   m.in.Version,
+		Score:            score,
+		MachinesExamined: examined,
+	}
+	if e.victims >= 0 {
+		for _, vi := range p.victimSets[e.victims] {
+			p.evict(m, vi)
+			pl.Preempted = append(pl.Preempted, m.in.Tasks[vi].Ref)
+		}
+		p.plan.Stats.Preemptions += len(pl.Preempted)
+	}
+	req := c.req
+	if c.inAlloc {
+		a := &m.allocs[e.alloc]
+		a.used = a.used.Add(req)
+		pl.AllocSet = c.allocSet.Name
+		pl.AllocIndex = a.index
+	} else {
+		m.usedLim = m.usedLim.Add(req)
+		m.usedRes = m.usedRes.Add(req)
+		if !c.prod {
+			m.npLim = m.npLim.Add(req)
+			m.npRes = m.npRes.Add(req)
+		}
+	}
+	if n := req[Ports]; n > 0 {
+		pl.Ports = m.takePorts(int(n))
+	}
+	if c.pkg != "" && !m.hasPackage(c.pkg) {
+		m.pkgs = append(m.pkgs, c.pkg)
+	}
+	p.gens[e.m]++
+	if p.cfg.Policy == PolicyHybrid {
+		if p.demand.placed(c.id) {
+			p.epoch++
+		}
+		afterLim, afterRes := m.in.Capacity.Sub(m.usedLim), m.in.Capacity.Sub(m.usedRes)
+		if m.usable && p.demand.machineChanged(&beforeLim, &beforeRes, &afterLim, &afterRes) {
+			p.epoch++
+		}
+	}
+	if js != nil {
+		p.addToJob(js, e.m)
+	}
+	p.plan.Placements = append(p.plan.Placements, pl)
+}
+
+// evict removes task vi of the input from the machine's sums.
+func (p *pass) evict(m *machine, vi int32) {
+	if m.evicted == nil {
+		m.evicted = make([]bool, len(m.in.Tasks))
+	}
+	m.evicted[vi] = true
+	t := &m.in.Tasks[vi]
+	lim, res := t.Limit, taskReservation(t)
+	m.usedLim = m.usedLim.Sub(lim)
+	m.usedRes = m.usedRes.Sub(res)
+	if !IsProd(t.Priority) {
+		m.npLim = m.npLim.Sub(lim)
+		m.npRes = m.npRes.Sub(res)
+	}
+	if m.ports != nil {
+		for _, port := range t.Ports {
+			if i, ok := slices.BinarySearch(m.ports, port); ok {
+				m.ports = slices.Delete(m.ports, i, i+1)
+			}
+		}
+	}
+}
+
+// takePorts hands out the n lowest free ports of the machine's range.
+func (m *machine) takePorts(n int) []int32 {
+	if m.ports == nil {
+		m.ports = []int32{}
+		for i := range m.in.Tasks {
+			if m.evicted == nil || !m.evicted[i] {
+				m.ports = append(m.ports, m.in.Tasks[i].Ports...)
+			}
+		}
+		slices.Sort(m.ports)
+	}
+	out := make([]int32, 0, n)
+	port := m.in.PortBase
+	for len(out) < n {
+		if _, used := slices.BinarySearch(m.ports, port); !used {
+			out = append(out, port)
+		}
+		port++
+	}
+	for _, port := range out {
+		i, _ := slices.BinarySearch(m.ports, port)
+		m.ports = slices.Insert(m.ports, i, port)
+	}
+	return out
+}

@@ -1,0 +1,165 @@
+package scheduler
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/corralhq/corral/events"
+)
+
+// Plan is the output of a pass: placements to propose as one PlaceTasks
+// command, and an explanation for every class that kept tasks pending.
+type Plan struct {
+	Placements []Placement
+	Pending    []Explanation
+	Stats      Stats
+}
+
+// Placement assigns one pending task to a machine.
+type Placement struct {
+	Task        TaskRef
+	SpecVersion int64
+	Machine     string
+	// MachineVersion is the version of the machine the placement was
+	// computed against. Several placements of one plan may share a machine
+	// and version: the handler checks the plan's placements on a machine
+	// together, against that version.
+	MachineVersion   int64
+	Score            float64
+	MachinesExamined int32
+	// Preempted lists the tasks evicted to make room, lowest priority first.
+	// They return to pending; their TaskEvicted names this task.
+	Preempted  []TaskRef
+	Ports      []int32
+	AllocSet   string // empty when the task runs on the machine directly
+	AllocIndex int32
+}
+
+// Event returns the TaskScheduled event recording the placement.
+func (p *Placement) Event() *events.TaskScheduled {
+	ev := &events.TaskScheduled{
+		User:             p.Task.User,
+		Job:              p.Task.Job,
+		Index:            p.Task.Index,
+		Machine:          p.Machine,
+		SpecVersion:      p.SpecVersion,
+		Score:            p.Score,
+		MachinesExamined: p.MachinesExamined,
+		Ports:            p.Ports,
+		MachineVersion:   p.MachineVersion,
+		AllocIndex:       p.AllocIndex,
+	}
+	for _, r := range p.Preempted {
+		ev.Preempted = append(ev.Preempted, r.Events())
+	}
+	return ev
+}
+
+// EvictionEvents returns one TaskEvicted per preempted task, naming the
+// preemptor.
+func (p *Placement) EvictionEvents() []*events.TaskEvicted {
+	out := make([]*events.TaskEvicted, 0, len(p.Preempted))
+	for _, r := range p.Preempted {
+		out = append(out, &events.TaskEvicted{
+			User:      r.User,
+			Job:       r.Job,
+			Index:     r.Index,
+			Machine:   p.Machine,
+			Reason:    "preempted",
+			Preemptor: p.Task.Events(),
+			Message:   "preempted by " + p.Task.String(),
+		})
+	}
+	return out
+}
+
+// Stats counts the work of a pass.
+type Stats struct {
+	Pending           int // tasks in the queue
+	Placed            int
+	Classes           int
+	Preemptions       int // tasks evicted
+	FeasibilityChecks int // machine evaluations, cached ones excluded
+	ScoreCacheHits    int // pool entries reused because the machine had not changed
+}
+
+// Reason is why a machine was rejected for a class. A machine counts under
+// the first check it fails; checks run cheapest first, in this order.
+type Reason uint8
+
+const (
+	ReasonDown        Reason = iota // machine down
+	ReasonDraining                  // machine draining
+	ReasonCrashedHere               // the task crashed there recently
+	ReasonConstraint                // a hard constraint does not hold
+	ReasonNoAlloc                   // no instance of the task's alloc set there
+	ReasonAllocFull                 // the alloc instance lacks room
+	ReasonCPU                       // not enough CPU, even after preemption
+	ReasonMemory
+	ReasonDisk
+	ReasonGPU
+	ReasonPorts
+	numReasons
+)
+
+var reasonText = [numReasons]string{
+	"machine down", "machine draining", "crashed here recently", "constraint",
+	"alloc set not on machine", "alloc full",
+	"not enough cpu", "not enough memory", "not enough disk", "not enough gpu", "not enough ports",
+}
+
+func (r Reason) String() string {
+	if r < numReasons {
+		return reasonText[r]
+	}
+	return fmt.Sprintf("reason(%d)", int(r))
+}
+
+func reasonForDim(d Dim) Reason { return ReasonCPU + Reason(d) }
+
+// Rejection counts the machines rejected for one reason.
+type Rejection struct {
+	Reason     Reason
+	Constraint string // the constraint, for ReasonConstraint
+	Machines   int
+}
+
+func (r Rejection) String() string {
+	if r.Reason == ReasonConstraint {
+		return fmt.Sprintf("%d: constraint %s", r.Machines, r.Constraint)
+	}
+	return fmt.Sprintf("%d: %s", r.Machines, r.Reason)
+}
+
+// Explanation says why a class of tasks stays pending: what the tasks need,
+// how many machines each check rejected, and hints at what would help.
+type Explanation struct {
+	Tasks       []TaskRef // the class's tasks left pending, in queue order
+	Priority    int32
+	Resources   Resources
+	Constraints []Constraint
+	AllocSet    string
+	Machines    int         // machines in the cell
+	Rejections  []Rejection // most machines first
+	Hints       []string
+}
+
+// String prints the explanation on a few lines, as "corral why" shows it.
+func (e *Explanation) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d task(s) like %s, priority %d, %s", len(e.Tasks), e.Tasks[0], e.Priority, e.Resources)
+	for _, c := range e.Constraints {
+		fmt.Fprintf(&b, ", %s", c)
+	}
+	if e.AllocSet != "" {
+		fmt.Fprintf(&b, ", in alloc set %s", e.AllocSet)
+	}
+	fmt.Fprintf(&b, "\n  %d machines rejected", e.Machines)
+	for _, r := range e.Rejections {
+		fmt.Fprintf(&b, "\n    %s", r)
+	}
+	for _, h := range e.Hints {
+		fmt.Fprintf(&b, "\n  hint: %s", h)
+	}
+	return b.String()
+}

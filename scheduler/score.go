@@ -1,0 +1,329 @@
+package scheduler
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// epvmSteepness is k in the E-PVM-like cost exp(k*u) of a utilisation u in
+// [0, 1]: steep enough that filling an emptier machine costs clearly less.
+const epvmSteepness = 3
+
+// maxDemandShapes bounds the shapes the hybrid policy's stranding measure
+// tests a machine's free room against: the most common pending classes.
+const maxDemandShapes = 32
+
+// strandedWeight scales the hybrid policy's stranding penalty against its
+// best-fit part (which lies in [0, 1]).
+const strandedWeight = 32
+
+// demand is the pass's picture of what is waiting to be placed, which the
+// hybrid policy uses to tell usable free room from stranded room.
+type demand struct {
+	shapes []demandShape
+	// scarcity weighs each dimension by how much of the cell's capacity the
+	// whole workload (placed and pending) asks for: stranding a scarce
+	// resource costs more than stranding a plentiful one. Each weight also
+	// divides by the mean machine capacity, so room is measured in
+	// machines.
+	scarcity [scoredDims]float64
+	large    []largeShape
+	largeOf  []int32 // per class, its large shape or -1
+	anyTight bool
+}
+
+type demandShape struct {
+	req    Resources
+	weight float64 // share of the pending tasks
+}
+
+// largeShape is a class that needs a large part of a machine.
+type largeShape struct {
+	req  Resources
+	prod bool // counts limits (true) or reservations of placed tasks
+	// slots counts the usable machines the shape fits on as they stand;
+	// remaining counts its tasks not placed yet. A shape is tight when its
+	// slots barely cover its remaining tasks: then taking one of its slots
+	// away costs a whole pending task, typically a large one that needs most
+	// of a machine and would otherwise find every machine nibbled at.
+	slots     int
+	remaining int
+	tight     bool
+}
+
+// buildDemand gathers the most common pending classes and the scarcity of
+// each resource.
+func (p *pass) buildDemand() {
+	var capacity, request Resources
+	for i := range p.machines {
+		m := &p.machines[i]
+		if !m.usable {
+			continue
+		}
+		capacity = capacity.Add(m.in.Capacity)
+		request = request.Add(m.usedLim)
+	}
+	for i := range p.cell.Pending {
+		request = request.Add(p.cell.Pending[i].Resources)
+	}
+	n := float64(len(p.machines))
+	for d := Dim(0); d < scoredDims; d++ {
+		if capacity[d] > 0 {
+			share := math.Min(float64(request[d])/float64(capacity[d]), 1)
+			p.demand.scarcity[d] = share * n / float64(capacity[d])
+		}
+	}
+
+	counts := make([]int, len(p.classes))
+	for _, ci := range p.classOf {
+		counts[ci]++
+	}
+	p.buildStrandingShapes(counts)
+	p.buildLargeShapes(counts, capacity, n)
+}
+
+// buildStrandingShapes keeps the most common pending classes, weighted by
+// their share of the pending tasks, as the shapes free room is tested
+// against.
+func (p *pass) buildStrandingShapes(counts []int) {
+	idx := make([]int, 0, len(p.classes))
+	for ci, c := range p.classes {
+		if !c.inAlloc { // allocs hold their own room
+			idx = append(idx, ci)
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(counts[b], counts[a]) })
+	idx = idx[:min(len(idx), maxDemandShapes)]
+	var total float64
+	for _, ci := range idx {
+		total += float64(counts[ci])
+	}
+	for _, ci := range idx {
+		p.demand.shapes = append(p.demand.shapes, demandShape{
+			req: p.classes[ci].req, weight: float64(counts[ci]) / total,
+		})
+	}
+}
+
+// buildLargeShapes picks the classes that ask for a large part of a typical
+// machine, counts the machines each fits on, and marks the tight ones.
+func (p *pass) buildLargeShapes(counts []int, capacity Resources, machines float64) {
+	p.demand.largeOf = make([]int32, len(p.classes))
+	var idx []int
+	for ci, c := range p.classes {
+		p.demand.largeOf[ci] = -1
+		if c.inAlloc {
+			continue
+		}
+		share := 0.0
+		for d := Dim(0); d < scoredDims; d++ {
+			if capacity[d] > 0 {
+				share = max(share, float64(c.req[d])*machines/float64(capacity[d]))
+			}
+		}
+		if share >= largeShare {
+			idx = append(idx, ci)
+		}
+	}
+	if len(idx) > maxLargeShapes {
+		slices.SortStableFunc(idx, func(a, b int) int {
+			return cmp.Compare(p.demand.volume(&p.classes[b].req), p.demand.volume(&p.classes[a].req))
+		})
+		idx = idx[:maxLargeShapes]
+	}
+	for _, ci := range idx {
+		c := p.classes[ci]
+		p.demand.largeOf[ci] = int32(len(p.demand.large))
+		p.demand.large = append(p.demand.large, largeShape{req: c.req, prod: c.prod, remaining: counts[ci]})
+	}
+	if len(p.demand.large) == 0 {
+		return
+	}
+	for i := range p.machines {
+		m := &p.machines[i]
+		if !m.usable {
+			continue
+		}
+		lim, res := m.in.Capacity.Sub(m.usedLim), m.in.Capacity.Sub(m.usedRes)
+		for t := range p.demand.large {
+			sh := &p.demand.large[t]
+			if (sh.prod && sh.req.Fits(lim)) || (!sh.prod && sh.req.Fits(res)) {
+				sh.slots++
+			}
+		}
+	}
+	for t := range p.demand.large {
+		p.demand.updateTight(t)
+	}
+}
+
+// A class is large when it asks for at least largeShare of the mean
+// machine's capacity in some resource; at most maxLargeShapes are tracked.
+const (
+	largeShare     = 0.5
+	maxLargeShapes = 32
+)
+
+// tightMargin: a large shape is tight when its slots are fewer than its
+// remaining tasks times this.
+const tightMargin = 1
+
+// tightPenalty is what taking a slot of a tight shape away costs: more than
+// any difference of fit, less than a preemption.
+const tightPenalty = 1
+
+// updateTight recomputes whether large shape t is tight and reports a
+// change.
+func (d *demand) updateTight(t int) bool {
+	sh := &d.large[t]
+	tight := sh.remaining > 0 && float64(sh.slots) <= tightMargin*float64(sh.remaining)
+	changed := tight != sh.tight
+	sh.tight = tight
+	if tight {
+		d.anyTight = true
+	}
+	return changed
+}
+
+// machineChanged updates the slots of the large shapes after a machine's
+// free room went from before to after (per accounting: limits,
+// reservations), and reports whether a shape became tight or stopped being
+// tight.
+func (d *demand) machineChanged(beforeLim, beforeRes, afterLim, afterRes *Resources) bool {
+	changed := false
+	for t := range d.large {
+		sh := &d.large[t]
+		b, a := beforeRes, afterRes
+		if sh.prod {
+			b, a = beforeLim, afterLim
+		}
+		was, is := sh.req.Fits(*b), sh.req.Fits(*a)
+		if was == is {
+			continue
+		}
+		if is {
+			sh.slots++
+		} else {
+			sh.slots--
+		}
+		if d.updateTight(t) {
+			changed = true
+		}
+	}
+	return changed
+}
+
+// placed records that a task of class ci was placed, and reports whether a
+// shape's tightness changed.
+func (d *demand) placed(ci int32) bool {
+	if t := d.largeOf[ci]; t >= 0 {
+		d.large[t].remaining--
+		return d.updateTight(int(t))
+	}
+	return false
+}
+
+// tightCost is the penalty for turning free room `before` into `after` for
+// a task of class ci: one tightPenalty per tight large shape, other than
+// the task's own, that fitted before and no longer does. The room is
+// measured on the placing task's accounting.
+func (d *demand) tightCost(ci int32, before, after *Resources) float64 {
+	if !d.anyTight {
+		return 0
+	}
+	own := d.largeOf[ci]
+	var cost float64
+	for t := range d.large {
+		sh := &d.large[t]
+		if !sh.tight || int32(t) == own {
+			continue
+		}
+		if sh.req.Fits(*before) && !sh.req.Fits(*after) {
+			cost += tightPenalty
+		}
+	}
+	return cost
+}
+
+// volume is the scarce room a request takes, in machines.
+func (d *demand) volume(r *Resources) float64 {
+	var v float64
+	for k := Dim(0); k < scoredDims; k++ {
+		v += d.scarcity[k] * float64(r[k])
+	}
+	return v
+}
+
+// stranded measures the free room that pending work could not use: for
+// each demand shape that does not fit in free, all of free is stranded for
+// it, weighted by the shape's share. A machine whose room fits every common
+// shape strands nothing; an idle GPU machine without the CPU left for any
+// GPU task strands its GPUs.
+func (d *demand) stranded(free *Resources) float64 {
+	var room float64
+	for r := Dim(0); r < scoredDims; r++ {
+		if free[r] > 0 {
+			room += d.scarcity[r] * float64(free[r])
+		}
+	}
+	if room == 0 {
+		return 0
+	}
+	var misfit float64
+	for i := range d.shapes {
+		if !d.shapes[i].req.Fits(*free) {
+			misfit += d.shapes[i].weight
+		}
+	}
+	return misfit * room
+}
+
+// fit scores leaving `after` free out of `capacity` on a machine (or alloc)
+// that had `before` free (and strandedBefore stranded, for hybrid), under
+// the pass's policy. Larger is better. Every
+// policy's fit lies in [0, 1] except hybrid's, whose stranding term may move
+// it by a few units. Dimensions the machine does not have are ignored;
+// dimensions the task does not ask for still count, so that a CPU-only task
+// on a GPU machine with idle GPUs looks loose to best-fit.
+func (p *pass) fit(policy Policy, before, after, capacity *Resources, strandedBefore float64) float64 {
+	var n, sumFree, cost float64
+	for d := Dim(0); d < scoredDims; d++ {
+		c := capacity[d]
+		if c <= 0 {
+			continue
+		}
+		free := clamp01(float64(after[d]) / float64(c))
+		n++
+		sumFree += free
+		if policy == PolicyWorstFit {
+			u0 := 1 - clamp01(float64(before[d])/float64(c))
+			cost += math.Exp(epvmSteepness*(1-free)) - math.Exp(epvmSteepness*u0)
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	switch policy {
+	case PolicyWorstFit:
+		// The cost rise is at most e^k - 1 per dimension.
+		return 1 - cost/(n*(math.Exp(epvmSteepness)-1))
+	case PolicyBestFit:
+		return 1 - sumFree/n
+	}
+	// Hybrid: best fit, minus the rise in stranded room the placement
+	// causes (a fall, which is a gain, when the task uses room that was
+	// stranded for everything else).
+	rise := p.demand.stranded(after) - strandedBefore
+	return 1 - sumFree/n - strandedWeight*rise
+}
+
+func clamp01(f float64) float64 {
+	if f < 0 {
+		return 0
+	}
+	if f > 1 {
+		return 1
+	}
+	return f
+}
