@@ -1,0 +1,221 @@
+package infrastore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/events/pgstore"
+	"github.com/corralhq/corral/internal/pgtest"
+)
+
+// expected holds the figures a correct ingestion of evs must produce.
+type expected struct {
+	events     int64
+	taskEvents int64
+	jobEvents  int64
+	machineEvs int64
+	usageRows  int64
+	decisions  int64
+	jobSpecs   int64
+	codes      map[int64]int32 // position -> trace code of task events
+}
+
+func expect(evs []events.Event) expected {
+	x := expected{events: int64(len(evs)), codes: map[int64]int32{}}
+	for i, e := range evs {
+		pos := int64(i + 1)
+		switch p := e.Data.(type) {
+		case *events.TaskSubmitted, *events.TaskScheduled, *events.TaskEvicted, *events.TaskFailed,
+			*events.TaskFinished, *events.TaskKilled, *events.TaskLost, *events.TaskUpdated:
+			x.taskEvents++
+			x.codes[pos] = int32(events.TraceCodeOf(p))
+			if _, ok := p.(*events.TaskScheduled); ok {
+				x.decisions++
+			}
+		case *events.JobSubmitted, *events.JobUpdated, *events.JobKilled, *events.JobFinished:
+			x.jobEvents++
+			if _, ok := p.(*events.JobKilled); !ok {
+				if _, ok := p.(*events.JobFinished); !ok {
+					x.jobSpecs++
+				}
+			}
+		case *events.JobUpdateRolledBack:
+			x.jobSpecs++
+		case *events.MachineRegistered, *events.MachineUpdated, *events.MachineDrainSet, *events.MachineDown,
+			*events.MachineUp, *events.MachineRemoved:
+			x.machineEvs++
+		case *events.UsageReported:
+			x.usageRows += int64(len(p.Tasks))
+		}
+	}
+	return x
+}
+
+// checkIngested verifies that every event is present exactly once and every
+// derived table has the rows the events call for.
+func checkIngested(t *testing.T, s *Infrastore, evs []events.Event) {
+	t.Helper()
+	x := expect(evs)
+	n := int64(len(evs))
+	if got := queryInt(t, s, `SELECT count(*) FROM events`); got != n {
+		t.Errorf("events: %d rows, want %d", got, n)
+	}
+	if got := queryInt(t, s, `SELECT count(DISTINCT position) FROM events WHERE position BETWEEN 1 AND ?`, n); got != n {
+		t.Errorf("events: %d distinct positions in 1..%d, want %d", got, n, n)
+	}
+	for _, c := range []struct {
+		table string
+		want  int64
+	}{
+		{"task_events", x.taskEvents}, {"job_events", x.jobEvents}, {"machine_events", x.machineEvs},
+		{"task_usage", x.usageRows}, {"scheduling_decisions", x.decisions}, {"job_specs", x.jobSpecs},
+	} {
+		if got := queryInt(t, s, `SELECT count(*) FROM `+c.table+` WHERE position IS NOT NULL AND (`+sourceFilter(c.table)+`)`); got != c.want {
+			t.Errorf("%s: %d rows, want %d", c.table, got, c.want)
+		}
+	}
+	if got := queryInt(t, s, `SELECT position FROM ingest_state`); got != n {
+		t.Errorf("ingest_state.position = %d, want %d", got, n)
+	}
+	// Every task event row carries the code events.TraceCodeOf gives.
+	rows, err := s.db.Query(`SELECT position, event_type FROM task_events WHERE source = 'log'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pos int64
+		var code int32
+		if err := rows.Scan(&pos, &code); err != nil {
+			t.Fatal(err)
+		}
+		if want, ok := x.codes[pos]; !ok || want != code {
+			t.Errorf("task_events position %d: event_type %d, want %d (present %v)", pos, code, want, ok)
+		}
+	}
+}
+
+func sourceFilter(table string) string {
+	switch table {
+	case "task_events", "job_events", "machine_events", "task_usage":
+		return "source = 'log'"
+	}
+	return "true"
+}
+
+// digest returns an order-independent fingerprint of every derived table, to
+// compare two ingestions of the same log.
+func digest(t *testing.T, s *Infrastore) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, tb := range append([]struct{ name, ddl string }{{"ingest_state", ""}}, tables...) {
+		var n int64
+		var h string
+		q := fmt.Sprintf(`SELECT count(*), coalesce(sum(hash(x))::VARCHAR, '') FROM %s x`, tb.name)
+		if err := s.db.QueryRow(q).Scan(&n, &h); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		out[tb.name] = fmt.Sprintf("%d rows, %s", n, h)
+	}
+	return out
+}
+
+func compareDigests(t *testing.T, got, want map[string]string) {
+	t.Helper()
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("table %s: %s, want %s", k, got[k], w)
+		}
+	}
+}
+
+func TestIngestSQLite(t *testing.T) {
+	ctx := context.Background()
+	evs := simulate(1, 60)
+	store := newSQLiteLog(t, evs)
+	s := openStore(t, Options{BatchSize: 97}) // odd size: batches split streams
+	pos, err := s.CatchUp(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos != int64(len(evs)) {
+		t.Fatalf("CatchUp reached %d, want %d", pos, len(evs))
+	}
+	checkIngested(t, s, evs)
+
+	// Reopening resumes from the stored position: nothing is applied twice.
+	path := s.Path()
+	want := digest(t, s)
+	s.Close()
+	s, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if pos, err := s.CatchUp(ctx, store); err != nil || pos != int64(len(evs)) {
+		t.Fatalf("CatchUp after reopen = %d, %v", pos, err)
+	}
+	compareDigests(t, digest(t, s), want)
+
+	// The payload is JSON with proto field names.
+	var user string
+	if err := s.db.QueryRow(`SELECT payload->>'$.spec.user' FROM events WHERE type = 'JobSubmitted' ORDER BY position LIMIT 1`).Scan(&user); err != nil || user != "alice" {
+		t.Errorf("payload spec.user = %q, %v; want alice", user, err)
+	}
+}
+
+func TestIngestPostgres(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	store, err := pgstore.Open(ctx, url, pgstore.Options{Clock: func() time.Time { return t0 }, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs := simulate(2, 25)
+	appendEvents(t, ctx, store, evs[:len(evs)/2])
+	s := openStore(t, Options{})
+
+	// Run tails the log: events appended while it runs arrive too.
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx, store) }()
+	defer func() { cancel(); <-done }() // before the store closes
+	appendEvents(t, ctx, store, evs[len(evs)/2:])
+	waitCtx, waitCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer waitCancel()
+	if err := s.WaitPosition(waitCtx, int64(len(evs))); err != nil {
+		t.Fatal(err)
+	}
+	checkIngested(t, s, evs)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	done <- nil
+}
+
+func TestRunIsExclusive(t *testing.T) {
+	ctx := context.Background()
+	store := newSQLiteLog(t, simulate(3, 2))
+	s := openStore(t, Options{})
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx, store) }()
+	if err := s.WaitPosition(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CatchUp(ctx, store); !errors.Is(err, ErrBusy) {
+		t.Errorf("second ingester: %v, want ErrBusy", err)
+	}
+	cancel()
+	<-done
+}
