@@ -354,7 +354,7 @@ func (s *Infrastore) replaceCurrent(ctx context.Context, conn *sql.Conn, m *mode
 	}
 	for _, d := range []struct {
 		table, key string
-		n     int
+		n          int
 	}{
 		{"jobs", "o.user = n.user AND o.job = n.job", len(jobs)},
 		{"tasks", "o.user = n.user AND o.job = n.job AND o.task_index = n.task_index", len(tasks)},
