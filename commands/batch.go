@@ -83,8 +83,10 @@ func (b *batch) touch(j *projections.Job) {
 	}
 }
 
-func taskStream(t *projections.Task) string { return events.TaskStream(t.Job.User, t.Job.Name, t.Index) }
-func jobStream(j *projections.Job) string   { return events.JobStream(j.User, j.Name) }
+func taskStream(t *projections.Task) string {
+	return events.TaskStream(t.Job.User, t.Job.Name, t.Index)
+}
+func jobStream(j *projections.Job) string { return events.JobStream(j.User, j.Name) }
 
 func ref(t *projections.Task) *events.TaskRef {
 	return &events.TaskRef{User: t.Job.User, Job: t.Job.Name, Index: t.Index}

@@ -115,7 +115,9 @@ func types(evs []events.Event) []string {
 	return out
 }
 
-func res(cpu int64, mem int64) *events.Resources { return &events.Resources{CpuMilli: cpu, MemoryBytes: mem} }
+func res(cpu int64, mem int64) *events.Resources {
+	return &events.Resources{CpuMilli: cpu, MemoryBytes: mem}
+}
 
 func spec(name string, prio int32, count int32) *events.JobSpec {
 	return &events.JobSpec{Name: name, Priority: prio, TaskCount: count, Command: "/bin/server",
@@ -127,7 +129,7 @@ func (c *cell) machines(n int) {
 	c.t.Helper()
 	for i := range n {
 		c.do(RegisterMachine{Meta: root, Machine: fmt.Sprintf("m%d", i), Address: fmt.Sprintf("10.0.0.%d:7000", i),
-			Capacity: projections.Resources{CPUMilli: 8000, MemoryBytes: 32 * gib, DiskBytes: 100 * gib, Ports: 100},
+			Capacity:   projections.Resources{CPUMilli: 8000, MemoryBytes: 32 * gib, DiskBytes: 100 * gib, Ports: 100},
 			Attributes: map[string]string{"arch": "amd64", "rack": fmt.Sprintf("r%d", i%2)}})
 	}
 }

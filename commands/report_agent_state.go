@@ -224,7 +224,10 @@ func approach(cur, limit, use int64) int64 {
 }
 
 func significant(limit, cur, next projections.Resources) bool {
-	moved := func(l, a, b int64) bool { d := a - b; return d*100 > l*reservationThreshold || -d*100 > l*reservationThreshold }
+	moved := func(l, a, b int64) bool {
+		d := a - b
+		return d*100 > l*reservationThreshold || -d*100 > l*reservationThreshold
+	}
 	return moved(limit.CPUMilli, cur.CPUMilli, next.CPUMilli) || moved(limit.MemoryBytes, cur.MemoryBytes, next.MemoryBytes) ||
 		moved(limit.DiskBytes, cur.DiskBytes, next.DiskBytes)
 }

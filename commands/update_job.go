@@ -2,6 +2,7 @@ package commands
 
 import (
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/corralhq/corral/events"
@@ -76,7 +77,7 @@ func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, 
 			return nil, refuse(NotFound, "name", "%s does not exist; submit it first", jobRef(user, c.Spec.Name))
 		}
 		spec := proto.Clone(c.Spec).(*events.JobSpec)
-		if err := b.updateJob(c.Actor, j, spec, ""); err != nil {
+		if err := b.updateJob(c.Actor, j, spec, false); err != nil {
 			return nil, err
 		}
 	case c.Selector != "":
@@ -90,7 +91,7 @@ func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, 
 		for _, j := range jobs {
 			spec := proto.Clone(j.Spec()).(*events.JobSpec)
 			c.Change.apply(spec)
-			if err := b.updateJob(c.Actor, j, spec, j.Key().String()+": "); err != nil {
+			if err := b.updateJob(c.Actor, j, spec, true); err != nil {
 				return nil, err
 			}
 		}
@@ -101,15 +102,22 @@ func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, 
 	return b.evs, nil
 }
 
-// updateJob adds the events of one job's update to b; an error names the
-// job by prefix when several are updated.
-func (b *batch) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, prefix string) error {
+// updateJob adds the events of one job's update to b.
+func (b *batch) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, several bool) error {
+	// When several jobs are updated, errors say which one: fields become
+	// jobs[user/name].field, messages start with the job.
 	wrap := func(err error) error {
-		if e, ok := err.(*Error); ok && prefix != "" {
-			e.Msg = prefix + e.Msg
+		e, ok := err.(*Error)
+		if !ok || !several {
+			return err
+		}
+		if len(e.Details) > 0 {
 			for i := range e.Details {
-				e.Details[i].Field = prefix + e.Details[i].Field
+				e.Details[i].Field = "jobs[" + j.Key().String() + "]." + e.Details[i].Field
 			}
+			e.Field = e.Details[0].Field
+		} else if ref := jobRef(j.User, j.Name); !strings.Contains(e.Msg, ref) {
+			e.Msg = ref + ": " + e.Msg
 		}
 		return err
 	}

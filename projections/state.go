@@ -156,8 +156,8 @@ type Machine struct {
 	// Capacity.Ports ports from PortBase on.
 	PortBase int32
 	State    MachineState
-	Draining   bool
-	Reason     string // why it is down or draining
+	Draining bool
+	Reason   string // why it is down or draining
 	// Version is the position of the last event that changed the machine
 	// or what is placed on it. A placement computed against another
 	// version is stale. Positions never repeat, so a machine removed and
