@@ -50,6 +50,80 @@ func ValidateAppend(req *AppendRequest) ([]Row, error) {
 	return rows, nil
 }
 
+// Batch is a validated AppendMany: every request's rows, concatenated.
+type Batch struct {
+	Reqs  []AppendRequest
+	Rows  []Row
+	Spans []int // Rows[Spans[i]:Spans[i+1]] belong to Reqs[i]
+}
+
+// ValidateBatch checks the requests of an AppendMany (or, with one request,
+// of an Append) and encodes their payloads.
+func ValidateBatch(reqs []AppendRequest) (*Batch, error) {
+	if len(reqs) == 0 {
+		return nil, ErrEmptyAppend
+	}
+	b := &Batch{Reqs: reqs, Spans: make([]int, 0, len(reqs)+1)}
+	keys := make(map[string]bool, len(reqs))
+	for i := range reqs {
+		r := &reqs[i]
+		rows, err := ValidateAppend(r)
+		if err != nil {
+			if len(reqs) == 1 {
+				return nil, err
+			}
+			return nil, fmt.Errorf("requests[%d]: %w", i, err)
+		}
+		if i > 0 {
+			if r.ExpectedPosition != AnyPosition {
+				return nil, fmt.Errorf("%w: requests[%d].expected_position: only the first request of a batch names one", ErrInvalid, i)
+			}
+			if r.Epoch != reqs[0].Epoch {
+				return nil, fmt.Errorf("%w: requests[%d].epoch: %d differs from the batch's %d", ErrInvalid, i, r.Epoch, reqs[0].Epoch)
+			}
+		}
+		if r.IdempotencyKey != "" {
+			if keys[r.IdempotencyKey] {
+				return nil, fmt.Errorf("%w: requests[%d] repeats idempotency key %q", ErrDuplicateInBatch, i, r.IdempotencyKey)
+			}
+			keys[r.IdempotencyKey] = true
+		}
+		b.Spans = append(b.Spans, len(b.Rows))
+		b.Rows = append(b.Rows, rows...)
+	}
+	b.Spans = append(b.Spans, len(b.Rows))
+	return b, nil
+}
+
+// Keys returns the batch's non-empty idempotency keys.
+func (b *Batch) Keys() []string {
+	var out []string
+	for _, r := range b.Reqs {
+		if r.IdempotencyKey != "" {
+			out = append(out, r.IdempotencyKey)
+		}
+	}
+	return out
+}
+
+// Results returns each request's positions once Rows have been assigned.
+func (b *Batch) Results() []AppendResult {
+	out := make([]AppendResult, len(b.Reqs))
+	for i := range b.Reqs {
+		out[i] = AppendResult{First: b.Rows[b.Spans[i]].Position, Last: b.Rows[b.Spans[i+1]-1].Position}
+	}
+	return out
+}
+
+// Seen decides what to do when stored keys were found: a single request
+// returns its original positions as a duplicate; a batch fails whole.
+func (b *Batch) Seen(first, last int64) ([]AppendResult, error) {
+	if len(b.Reqs) == 1 {
+		return []AppendResult{{First: first, Last: last, Duplicate: true}}, nil
+	}
+	return nil, fmt.Errorf("%w: an idempotency key of the batch is already in the log (positions %d..%d)", ErrDuplicateInBatch, first, last)
+}
+
 // CheckAppend applies the fencing and optimistic-concurrency rules against
 // what the append transaction read: the head of the log and the leader
 // lease's epoch (leaseEpoch 0 when no lease was ever taken).

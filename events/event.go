@@ -69,6 +69,8 @@ var (
 	ErrInvalid = errors.New("events: invalid event")
 	// ErrCorrupt: a stored event cannot be decoded.
 	ErrCorrupt = errors.New("events: stored event cannot be decoded")
+	// ErrDuplicateInBatch: a request of an AppendMany was seen before.
+	ErrDuplicateInBatch = errors.New("events: a request of the batch was appended before")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("events: store closed")
 )

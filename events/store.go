@@ -56,6 +56,13 @@ type Checkpoint struct {
 type Store interface {
 	// Append writes the request's events atomically at head+1 ... head+n.
 	Append(ctx context.Context, req AppendRequest) (AppendResult, error)
+	// AppendMany writes several requests in one transaction (group commit),
+	// their events contiguous and in order. Only reqs[0].ExpectedPosition is
+	// checked (the others must be AnyPosition) and every request carries the
+	// same epoch. If any request's idempotency key was seen before, or
+	// repeats within the batch, nothing is appended and the error is
+	// ErrDuplicateInBatch: the caller retries the requests one by one.
+	AppendMany(ctx context.Context, reqs []AppendRequest) ([]AppendResult, error)
 	// Read returns up to limit events with position >= from, in order.
 	Read(ctx context.Context, from int64, limit int) ([]Event, error)
 	// ReadStream returns every event of one stream, in order.

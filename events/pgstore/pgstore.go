@@ -26,14 +26,14 @@ const (
 	sqlVersion = `SELECT version()`
 
 	sqlLeaseEpoch = `SELECT epoch FROM leases WHERE name = $1`
-	sqlRequest    = `SELECT first_position, last_position FROM requests WHERE idempotency_key = $1`
+	sqlRequest    = `SELECT first_position, last_position FROM requests WHERE idempotency_key = ANY($1::TEXT[]) LIMIT 1`
 	// max() over the primary key reads one index entry on both databases.
 	sqlHead = `SELECT COALESCE(max(position), 0) FROM events`
 	// One index probe per stream: a GROUP BY would scan every version.
 	sqlStreamVersions = `SELECT s.stream, COALESCE((SELECT e.stream_version FROM events AS e WHERE e.stream = s.stream ORDER BY e.stream_version DESC LIMIT 1), 0) FROM unnest($1::TEXT[]) AS s (stream)`
 	sqlInsertEvents   = `INSERT INTO events (position, stream, stream_version, type, schema_version, occurred_at, recorded_at, actor, causation_id, correlation_id, idempotency_key, payload) ` +
 		`SELECT * FROM unnest($1::INT8[], $2::TEXT[], $3::INT8[], $4::TEXT[], $5::INT4[], $6::TIMESTAMPTZ[], $7::TIMESTAMPTZ[], $8::TEXT[], $9::TEXT[], $10::TEXT[], $11::TEXT[], $12::BYTEA[])`
-	sqlInsertRequest = `INSERT INTO requests (idempotency_key, first_position, last_position) VALUES ($1, $2, $3)`
+	sqlInsertRequest = `INSERT INTO requests (idempotency_key, first_position, last_position) SELECT * FROM unnest($1::TEXT[], $2::INT8[], $3::INT8[])`
 
 	sqlColumns    = `position, stream, stream_version, type, schema_version, occurred_at, recorded_at, actor, causation_id, correlation_id, idempotency_key, payload`
 	sqlRead       = `SELECT ` + sqlColumns + ` FROM events WHERE position >= $1 ORDER BY position LIMIT $2`
@@ -199,35 +199,48 @@ func (s *Store) readWrite(ctx context.Context, fn func(pgx.Tx) error) error {
 
 // Append writes the request's events in one transaction.
 func (s *Store) Append(ctx context.Context, req events.AppendRequest) (events.AppendResult, error) {
-	rows, err := events.ValidateAppend(&req)
+	res, err := s.AppendMany(ctx, []events.AppendRequest{req})
 	if err != nil {
 		return events.AppendResult{}, err
 	}
-	streams := events.Streams(rows)
-	var res events.AppendResult
+	return res[0], nil
+}
+
+// AppendMany writes several requests in one transaction.
+func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]events.AppendResult, error) {
+	b, err := events.ValidateBatch(reqs)
+	if err != nil {
+		return nil, err
+	}
+	first := &b.Reqs[0]
+	rows, keys, streams := b.Rows, b.Keys(), events.Streams(b.Rows)
+	var res []events.AppendResult
+	duplicate := false
 	err = s.readWrite(ctx, func(tx pgx.Tx) error {
-		res = events.AppendResult{}
+		res, duplicate = nil, false
 		// One round trip for everything the decision needs.
-		b := &pgx.Batch{}
-		b.Queue(sqlLeaseEpoch, events.LeaderLease)
-		if req.IdempotencyKey != "" {
-			b.Queue(sqlRequest, req.IdempotencyKey)
+		batch := &pgx.Batch{}
+		batch.Queue(sqlLeaseEpoch, events.LeaderLease)
+		if len(keys) > 0 {
+			batch.Queue(sqlRequest, keys)
 		}
-		b.Queue(sqlHead)
-		b.Queue(sqlStreamVersions, streams)
-		br := tx.SendBatch(ctx, b)
+		batch.Queue(sqlHead)
+		batch.Queue(sqlStreamVersions, streams)
+		br := tx.SendBatch(ctx, batch)
 		defer br.Close()
 
 		var epoch int64
 		if err := br.QueryRow().Scan(&epoch); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		if req.IdempotencyKey != "" {
-			var first, last int64
-			err := br.QueryRow().Scan(&first, &last)
+		if len(keys) > 0 {
+			var firstPos, lastPos int64
+			err := br.QueryRow().Scan(&firstPos, &lastPos)
 			if err == nil {
-				res = events.AppendResult{First: first, Last: last, Duplicate: true}
-				return nil
+				var seenErr error
+				res, seenErr = b.Seen(firstPos, lastPos)
+				duplicate = seenErr == nil
+				return seenErr
 			}
 			if !errors.Is(err, pgx.ErrNoRows) {
 				return err
@@ -258,25 +271,33 @@ func (s *Store) Append(ctx context.Context, req events.AppendRequest) (events.Ap
 		if err := br.Close(); err != nil {
 			return err
 		}
-		if err := events.CheckAppend(&req, head, epoch); err != nil {
+		if err := events.CheckAppend(first, head, epoch); err != nil {
 			return err
 		}
 		events.AssignRows(rows, head, versions, s.clock())
 		if err := insertRows(ctx, tx, rows); err != nil {
 			return err
 		}
-		res.First, res.Last = rows[0].Position, rows[len(rows)-1].Position
-		if req.IdempotencyKey != "" {
-			if _, err := tx.Exec(ctx, sqlInsertRequest, req.IdempotencyKey, res.First, res.Last); err != nil {
+		res = b.Results()
+		if len(keys) > 0 {
+			var ks []string
+			var firsts, lasts []int64
+			for i, r := range b.Reqs {
+				if r.IdempotencyKey != "" {
+					ks = append(ks, r.IdempotencyKey)
+					firsts, lasts = append(firsts, res[i].First), append(lasts, res[i].Last)
+				}
+			}
+			if _, err := tx.Exec(ctx, sqlInsertRequest, ks, firsts, lasts); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return events.AppendResult{}, fmt.Errorf("pgstore: append: %w", err)
+		return nil, fmt.Errorf("pgstore: append: %w", err)
 	}
-	if !res.Duplicate {
+	if !duplicate {
 		s.notify.Notify()
 	}
 	return res, nil

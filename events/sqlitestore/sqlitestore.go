@@ -130,22 +130,35 @@ func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // Append writes the request's events in one transaction.
 func (s *Store) Append(ctx context.Context, req events.AppendRequest) (events.AppendResult, error) {
-	rows, err := events.ValidateAppend(&req)
+	res, err := s.AppendMany(ctx, []events.AppendRequest{req})
 	if err != nil {
 		return events.AppendResult{}, err
 	}
-	var res events.AppendResult
+	return res[0], nil
+}
+
+// AppendMany writes several requests in one transaction.
+func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]events.AppendResult, error) {
+	b, err := events.ValidateBatch(reqs)
+	if err != nil {
+		return nil, err
+	}
+	rows := b.Rows
+	var res []events.AppendResult
+	duplicate := false
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var epoch int64
 		if err := tx.QueryRowContext(ctx, sqlLeaseEpoch, events.LeaderLease).Scan(&epoch); err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if req.IdempotencyKey != "" {
+		for _, key := range b.Keys() {
 			var first, last int64
-			err := tx.QueryRowContext(ctx, sqlRequest, req.IdempotencyKey).Scan(&first, &last)
+			err := tx.QueryRowContext(ctx, sqlRequest, key).Scan(&first, &last)
 			if err == nil {
-				res = events.AppendResult{First: first, Last: last, Duplicate: true}
-				return nil
+				var seenErr error
+				res, seenErr = b.Seen(first, last)
+				duplicate = seenErr == nil
+				return seenErr
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
 				return err
@@ -155,7 +168,7 @@ func (s *Store) Append(ctx context.Context, req events.AppendRequest) (events.Ap
 		if err := tx.QueryRowContext(ctx, sqlHead).Scan(&head); err != nil {
 			return err
 		}
-		if err := events.CheckAppend(&req, head, epoch); err != nil {
+		if err := events.CheckAppend(&b.Reqs[0], head, epoch); err != nil {
 			return err
 		}
 		streams := events.Streams(rows)
@@ -186,18 +199,21 @@ func (s *Store) Append(ctx context.Context, req events.AppendRequest) (events.Ap
 				return err
 			}
 		}
-		res = events.AppendResult{First: rows[0].Position, Last: rows[len(rows)-1].Position}
-		if req.IdempotencyKey != "" {
-			if _, err := tx.ExecContext(ctx, sqlInsertRequest, req.IdempotencyKey, res.First, res.Last); err != nil {
+		res = b.Results()
+		for i, r := range b.Reqs {
+			if r.IdempotencyKey == "" {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, sqlInsertRequest, r.IdempotencyKey, res[i].First, res[i].Last); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return events.AppendResult{}, fmt.Errorf("sqlitestore: append: %w", err)
+		return nil, fmt.Errorf("sqlitestore: append: %w", err)
 	}
-	if !res.Duplicate {
+	if !duplicate {
 		s.notify.Notify()
 	}
 	return res, nil

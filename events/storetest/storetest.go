@@ -68,6 +68,7 @@ func Run(t *testing.T, b Backend) {
 		{"ConcurrentAppendersGapFree", testConcurrentGapFree},
 		{"FencingAfterLeaseTakeover", testFencing},
 		{"Idempotency", testIdempotency},
+		{"AppendManyGroupCommit", testAppendMany},
 		{"TailCatchUpThenFollow", testTail},
 		{"ReopenAfterClose", testReopen},
 		{"OneMiBPayload", testLargePayload},
@@ -662,5 +663,66 @@ func testClosed(t *testing.T, b Backend) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
+	}
+}
+
+func testAppendMany(t *testing.T, b Backend) {
+	s, _ := open(t, b)
+	ctx := context.Background()
+	mustAppend(t, s, events.AppendRequest{Events: batch(1, 0)})
+	res, err := s.AppendMany(ctx, []events.AppendRequest{
+		{ExpectedPosition: 1, IdempotencyKey: "k1", Events: batch(2, 10)},
+		{ExpectedPosition: events.AnyPosition, IdempotencyKey: "k2", Events: batch(3, 20)},
+		{ExpectedPosition: events.AnyPosition, Events: batch(1, 30)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []events.AppendResult{{First: 2, Last: 3}, {First: 4, Last: 6}, {First: 7, Last: 7}}
+	if fmt.Sprint(res) != fmt.Sprint(want) {
+		t.Fatalf("results = %v, want %v", res, want)
+	}
+	all := readAll(t, s)
+	checkGapFree(t, all, 7)
+	if all[1].IdempotencyKey != "k1" || all[4].IdempotencyKey != "k2" || all[6].IdempotencyKey != "" {
+		t.Fatalf("keys = %q %q %q", all[1].IdempotencyKey, all[4].IdempotencyKey, all[6].IdempotencyKey)
+	}
+	// A batch holding a request seen before appends nothing at all.
+	_, err = s.AppendMany(ctx, []events.AppendRequest{
+		{ExpectedPosition: 7, IdempotencyKey: "k3", Events: batch(1, 40)},
+		{ExpectedPosition: events.AnyPosition, IdempotencyKey: "k2", Events: batch(1, 50)},
+	})
+	if !errors.Is(err, events.ErrDuplicateInBatch) {
+		t.Fatalf("batch with a seen key: %v, want ErrDuplicateInBatch", err)
+	}
+	if h := head(t, s); h != 7 {
+		t.Fatalf("refused batch changed the head to %d", h)
+	}
+	// ... and did not record its new key: k3 appends afterwards.
+	if r := mustAppend(t, s, events.AppendRequest{ExpectedPosition: 7, IdempotencyKey: "k3", Events: batch(1, 40)}); r.Duplicate || r.First != 8 {
+		t.Fatalf("k3 after the refused batch = %+v", r)
+	}
+	// One request alone keeps Append's duplicate answer.
+	one, err := s.AppendMany(ctx, []events.AppendRequest{{ExpectedPosition: events.AnyPosition, IdempotencyKey: "k2", Events: batch(1, 60)}})
+	if err != nil || len(one) != 1 || !one[0].Duplicate || one[0].First != 4 || one[0].Last != 6 {
+		t.Fatalf("single seen key = %v, %v", one, err)
+	}
+	for _, tc := range []struct {
+		reqs []events.AppendRequest
+		want error
+	}{
+		{[]events.AppendRequest{{ExpectedPosition: 3, Events: batch(1, 0)}, {ExpectedPosition: events.AnyPosition, Events: batch(1, 0)}}, events.ErrConflict},
+		{[]events.AppendRequest{{ExpectedPosition: 8, Events: batch(1, 0)}, {ExpectedPosition: 9, Events: batch(1, 0)}}, events.ErrInvalid},
+		{[]events.AppendRequest{{ExpectedPosition: 8, Events: batch(1, 0)}, {ExpectedPosition: events.AnyPosition, Epoch: 3, Events: batch(1, 0)}}, events.ErrInvalid},
+		{[]events.AppendRequest{{ExpectedPosition: 8, IdempotencyKey: "x", Events: batch(1, 0)}, {ExpectedPosition: events.AnyPosition, IdempotencyKey: "x", Events: batch(1, 0)}}, events.ErrDuplicateInBatch},
+		{[]events.AppendRequest{{ExpectedPosition: 8, Events: batch(1, 0)}, {ExpectedPosition: events.AnyPosition}}, events.ErrEmptyAppend},
+		{nil, events.ErrEmptyAppend},
+	} {
+		if _, err := s.AppendMany(ctx, tc.reqs); !errors.Is(err, tc.want) {
+			t.Fatalf("AppendMany: %v, want %v", err, tc.want)
+		}
+	}
+	if h := head(t, s); h != 8 {
+		t.Fatalf("refused batches changed the head to %d", h)
 	}
 }
