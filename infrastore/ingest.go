@@ -312,25 +312,41 @@ func (s *Infrastore) appendAll(conn *sql.Conn, ts []tableRows) error {
 			if len(t.rows) == 0 {
 				continue
 			}
-			a, err := duckdb.NewAppender(dc.(driver.Conn), "", "", t.table)
-			if err != nil {
-				return fmt.Errorf("appender for %s: %w", t.table, err)
-			}
-			for i, row := range t.rows {
-				if err := a.AppendRow(row...); err != nil {
-					return errors.Join(fmt.Errorf("appending to %s: %w", t.table, err), a.Close())
-				}
-				if i == len(t.rows)/2 {
-					s.hookAt("append:" + t.table)
-				}
-			}
-			if err := a.Close(); err != nil {
-				return fmt.Errorf("appending to %s: %w", t.table, err)
+			if err := s.appendTable(dc.(driver.Conn), t); err != nil {
+				return err
 			}
 			s.hookAt("appended:" + t.table)
 		}
 		return nil
 	})
+}
+
+func (s *Infrastore) appendTable(dc driver.Conn, t tableRows) (err error) {
+	a, err := duckdb.NewAppender(dc, "", "", t.table)
+	if err != nil {
+		return fmt.Errorf("appender for %s: %w", t.table, err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			// Also on a panic: free the appender; the transaction it
+			// wrote into is rolled back by the caller.
+			err = errors.Join(err, a.Close())
+		}
+	}()
+	for i, row := range t.rows {
+		if err := a.AppendRow(row...); err != nil {
+			return fmt.Errorf("appending to %s: %w", t.table, err)
+		}
+		if i == len(t.rows)/2 {
+			s.hookAt("append:" + t.table)
+		}
+	}
+	closed = true
+	if err := a.Close(); err != nil {
+		return fmt.Errorf("appending to %s: %w", t.table, err)
+	}
+	return nil
 }
 
 // replaceCurrent writes the new rows of the jobs, tasks and machines a batch
@@ -397,7 +413,7 @@ func loadModel(ctx context.Context, conn *sql.Conn) (*model, error) {
 
 	// In position order, so that a name submitted again overwrites the
 	// versions of the job that used it before.
-	rows, err = conn.QueryContext(ctx, `SELECT user, job, spec_version, position, spec FROM job_specs ORDER BY position`)
+	rows, err = conn.QueryContext(ctx, `SELECT user, job, spec_version, position, spec::VARCHAR FROM job_specs ORDER BY position`)
 	if err != nil {
 		return nil, err
 	}
