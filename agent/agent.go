@@ -50,7 +50,9 @@ type Agent struct {
 	sampler  Timer
 	ticks    int
 	dirty    bool
+	saveSeq  uint64 // of the last state written; picks the slot file
 	saveCh   chan struct{}
+	closing  chan struct{} // closed by Close: process watchers stop
 	wg       sync.WaitGroup
 }
 
@@ -94,6 +96,7 @@ func newAgent(cfg Config, rt runtime, note string) (*Agent, error) {
 		tasks:       map[string]*task{},
 		nextSeq:     1,
 		saveCh:      make(chan struct{}, 1),
+		closing:     make(chan struct{}),
 	}
 	if m, err := procfs.ReadMeminfo(); err == nil {
 		a.machine = m
@@ -156,6 +159,7 @@ func (a *Agent) Close() error {
 	}
 	err := a.save()
 	a.mu.Unlock()
+	close(a.closing)
 	close(a.saveCh)
 	a.wg.Wait()
 	a.rt.close()
@@ -171,6 +175,9 @@ func (a *Agent) Poll(ctx context.Context, req *agentpb.PollRequest) (*agentpb.Ag
 	defer a.mu.Unlock()
 	if a.closed {
 		return nil, status.Error(codes.Unavailable, "agent is shutting down")
+	}
+	if req.Machine != "" && req.Machine != a.cfg.Name {
+		return nil, status.Errorf(codes.FailedPrecondition, "this agent runs machine %q, not %q", a.cfg.Name, req.Machine)
 	}
 	if req.Epoch < a.epoch {
 		return nil, status.Errorf(codes.FailedPrecondition, "epoch %d is older than epoch %d already seen: the master was deposed", req.Epoch, a.epoch)

@@ -305,3 +305,10 @@ func orEmpty(r *events.Resources) *events.Resources {
 	}
 	return r
 }
+
+// ValidateTaskRef and ValidateTaskSpec check what a start or update request
+// carries exactly as the agent will, so the master (or a simulated agent)
+// can refuse bad input before sending it. Errors name the field.
+func ValidateTaskRef(r *events.TaskRef) error { return checkRef(r) }
+
+func ValidateTaskSpec(s *agentpb.TaskSpec) error { return checkSpec(s) }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -634,5 +636,52 @@ func TestEventPayload(t *testing.T) {
 	}
 	if p := EventPayload("m1", &agentpb.AgentEvent{Kind: agentpb.EventKind_EVENT_KIND_EVICTED, Task: r, Reason: "oom"}).(*events.TaskEvicted); p.Machine != "m1" || p.Reason != "oom" || p.Index != 4 {
 		t.Errorf("evicted payload %v", p)
+	}
+}
+
+// A write torn by a crash spoils only the slot being written: the agent
+// restarts from the other one. With both spoiled it refuses to start rather
+// than forget its tasks.
+func TestStateSurvivesATornWrite(t *testing.T) {
+	h := newHarness(t)
+	r := ref("j", 0)
+	h.poll(StartRequest(h.id(), r, 1, spec()))
+	if err := h.a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	newest := filepath.Join(h.cfg.DataDir, stateFiles[h.a.saveSeq%2])
+	b, err := os.ReadFile(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(newest, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.open()
+	if ts := h.task(r); ts == nil || ts.State != running || !ts.Adopted {
+		t.Fatalf("task after restoring the older slot: %v", ts)
+	}
+	if err := h.a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range stateFiles {
+		if err := os.WriteFile(filepath.Join(h.cfg.DataDir, name), []byte("corral-agent-state 9 0 1\nxx"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, _ := h.cfg.withDefaults()
+	if _, err := newAgent(cfg, h.rt, ""); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("start with both slots damaged: %v", err)
+	}
+}
+
+func TestPollForAnotherMachineIsRefused(t *testing.T) {
+	h := newHarness(t)
+	_, err := h.a.Poll(context.Background(), &agentpb.PollRequest{Machine: "m2", Requests: []*agentpb.Request{StartRequest("x", ref("j", 0), 1, spec())}})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `runs machine "m1", not "m2"`) {
+		t.Fatalf("poll meant for m2: %v", err)
+	}
+	if _, err := h.a.Poll(context.Background(), &agentpb.PollRequest{Machine: "m1"}); err != nil {
+		t.Fatal(err)
 	}
 }

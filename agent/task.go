@@ -143,6 +143,9 @@ func (a *Agent) startTask(r *agentpb.StartTask) error {
 		return fmt.Errorf("start %s: %w", key, err)
 	}
 	if t := a.tasks[key]; t != nil && !ended(t.state) {
+		if t.killing == killStop {
+			return fmt.Errorf("start %s: the task is being stopped; start it again once it has ended", key)
+		}
 		if t.version == r.SpecVersion && proto.Equal(t.spec, r.Spec) {
 			return nil // a resent start: the task runs already
 		}
@@ -345,7 +348,11 @@ func (a *Agent) startProcess(t *task) (process, error) {
 func (a *Agent) watch(t *task) {
 	p, key, gen := t.proc, t.key, t.gen
 	go func() {
-		<-p.done()
+		select {
+		case <-p.done():
+		case <-a.closing:
+			return // a restarted agent will adopt the process
+		}
 		st := p.exit()
 		// The container outlives the process: its counters say whether the
 		// kernel killed it for memory.
@@ -398,6 +405,12 @@ func (a *Agent) terminate(t *task, why killKind, grace time.Duration, reason str
 // killNow ends t's process with SIGKILL at once: memory cannot wait.
 func (a *Agent) killNow(t *task, why killKind, reason, msg string) {
 	if t.proc == nil {
+		return
+	}
+	if t.killing == killStop {
+		// The master asked for the end already: hasten it, and it is still
+		// reported as the stop it asked for.
+		_ = t.proc.signal(syscall.SIGKILL)
 		return
 	}
 	t.killing = why

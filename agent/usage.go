@@ -12,6 +12,7 @@ import (
 	"github.com/corralhq/corral/agent/cgroup"
 	"github.com/corralhq/corral/agent/internal/procfs"
 	"github.com/corralhq/corral/events"
+	"google.golang.org/protobuf/proto"
 )
 
 // usage accumulates one task's samples over all its processes.
@@ -84,7 +85,7 @@ func (u *usage) report(ref *events.TaskRef, reset bool) *agentpb.TaskUsageSample
 		mean = int64((u.memInt - u.winMemInt) / dt)
 	}
 	s := &agentpb.TaskUsageSample{
-		Task:                   ref,
+		Task:                   proto.Clone(ref).(*events.TaskRef),
 		SampledAtUs:            u.at.UnixMicro(),
 		CpuCoreSecondsTotal:    total,
 		MemoryByteSecondsTotal: u.memInt,
@@ -201,7 +202,7 @@ func (a *Agent) relievePressure() {
 			continue // dying by SIGKILL: its memory is as good as free
 		}
 		used += t.u.mem
-		if t.spec.Priority < ProdPriority {
+		if t.spec.Priority < ProdPriority && t.killing != killStop {
 			cands = append(cands, pressureCandidate{key: t.key, priority: t.spec.Priority, memory: t.u.mem})
 		}
 	}

@@ -962,12 +962,16 @@ func (*Request_Update) isRequest_Kind() {}
 func (*Request_Forget) isRequest_Kind() {}
 
 type PollRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MasterId      string                 `protobuf:"bytes,1,opt,name=master_id,json=masterId,proto3" json:"master_id,omitempty"`
-	Epoch         int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"` // the master's leader epoch; older than the agent's highest is refused
-	Cell          string                 `protobuf:"bytes,3,opt,name=cell,proto3" json:"cell,omitempty"`    // given to tasks as CORRAL_CELL
-	Requests      []*Request             `protobuf:"bytes,4,rep,name=requests,proto3" json:"requests,omitempty"`
-	EventsAcked   uint64                 `protobuf:"varint,5,opt,name=events_acked,json=eventsAcked,proto3" json:"events_acked,omitempty"` // every event with seq <= this may be dropped
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	MasterId    string                 `protobuf:"bytes,1,opt,name=master_id,json=masterId,proto3" json:"master_id,omitempty"`
+	Epoch       int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"` // the master's leader epoch; older than the agent's highest is refused
+	Cell        string                 `protobuf:"bytes,3,opt,name=cell,proto3" json:"cell,omitempty"`    // given to tasks as CORRAL_CELL
+	Requests    []*Request             `protobuf:"bytes,4,rep,name=requests,proto3" json:"requests,omitempty"`
+	EventsAcked uint64                 `protobuf:"varint,5,opt,name=events_acked,json=eventsAcked,proto3" json:"events_acked,omitempty"` // every event with seq <= this may be dropped
+	// The machine the master means to poll. When set and not the agent's
+	// name, the poll is refused (FAILED_PRECONDITION): an address now used by
+	// another machine must not receive this one's requests.
+	Machine       string `protobuf:"bytes,6,opt,name=machine,proto3" json:"machine,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1035,6 +1039,13 @@ func (x *PollRequest) GetEventsAcked() uint64 {
 		return x.EventsAcked
 	}
 	return 0
+}
+
+func (x *PollRequest) GetMachine() string {
+	if x != nil {
+		return x.Machine
+	}
+	return ""
 }
 
 type TaskStatus struct {
@@ -1850,13 +1861,14 @@ const file_agent_proto_rawDesc = "" +
 	"\x04stop\x18\x03 \x01(\v2\x19.corral.agent.v1.StopTaskH\x00R\x04stop\x125\n" +
 	"\x06update\x18\x04 \x01(\v2\x1b.corral.agent.v1.UpdateTaskH\x00R\x06update\x125\n" +
 	"\x06forget\x18\x05 \x01(\v2\x1b.corral.agent.v1.ForgetTaskH\x00R\x06forgetB\x06\n" +
-	"\x04kind\"\xad\x01\n" +
+	"\x04kind\"\xc7\x01\n" +
 	"\vPollRequest\x12\x1b\n" +
 	"\tmaster_id\x18\x01 \x01(\tR\bmasterId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x12\n" +
 	"\x04cell\x18\x03 \x01(\tR\x04cell\x124\n" +
 	"\brequests\x18\x04 \x03(\v2\x18.corral.agent.v1.RequestR\brequests\x12!\n" +
-	"\fevents_acked\x18\x05 \x01(\x04R\veventsAcked\"\xff\x05\n" +
+	"\fevents_acked\x18\x05 \x01(\x04R\veventsAcked\x12\x18\n" +
+	"\amachine\x18\x06 \x01(\tR\amachine\"\xff\x05\n" +
 	"\n" +
 	"TaskStatus\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.corral.events.v1.TaskRefR\x04task\x12!\n" +
