@@ -212,7 +212,7 @@ func (p *planner) placeTask(pl Placement) string {
 	for _, k := range pl.Preempt {
 		v := p.s.Task(k.User, k.Job, k.Index)
 		switch {
-		case v == nil || !v.Live() || p.dead(v) || v.Machine != m.Name:
+		case v == nil || !v.Live() || v.Machine != m.Name || (p.state(v) != projections.TaskScheduled && p.state(v) != projections.TaskRunning):
 			return fmt.Sprintf("victim %s is not placed on machine %s", k, m.Name)
 		case v.Priority() >= prio:
 			return fmt.Sprintf("victim %s has priority %d, not below the task's %d", k, v.Priority(), prio)

@@ -39,29 +39,40 @@ func New(now func() time.Time) *Store {
 var _ events.Store = (*Store)(nil)
 
 func (s *Store) Append(ctx context.Context, req events.AppendRequest) (events.AppendResult, error) {
-	var rows []events.Row
+	rs, err := s.AppendMany(ctx, []events.AppendRequest{req})
+	if err != nil {
+		return events.AppendResult{}, err
+	}
+	return rs[0], nil
+}
+
+func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]events.AppendResult, error) {
+	var b *events.Batch
 	if s.SkipValidation {
-		if len(req.Events) == 0 {
-			return events.AppendResult{}, events.ErrEmptyAppend
+		b = &events.Batch{Reqs: reqs}
+		for _, r := range reqs {
+			b.Spans = append(b.Spans, len(b.Rows))
+			for _, e := range r.Events {
+				row := events.Row{Event: e}
+				row.Type, row.IdempotencyKey = events.TypeOf(e.Data), r.IdempotencyKey
+				b.Rows = append(b.Rows, row)
+			}
 		}
-		rows = make([]events.Row, len(req.Events))
-		for i, e := range req.Events {
-			rows[i] = events.Row{Event: e}
-			rows[i].Type = events.TypeOf(e.Data)
-			rows[i].IdempotencyKey = req.IdempotencyKey
+		b.Spans = append(b.Spans, len(b.Rows))
+		if len(b.Rows) == 0 {
+			return nil, events.ErrEmptyAppend
 		}
 	} else {
 		var err error
-		if rows, err = events.ValidateAppend(&req); err != nil {
-			return events.AppendResult{}, err
+		if b, err = events.ValidateBatch(reqs); err != nil {
+			return nil, err
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if req.IdempotencyKey != "" {
-		if r, ok := s.keys[req.IdempotencyKey]; ok {
-			r.Duplicate = true
-			return r, nil
+	for _, k := range b.Keys() {
+		if r, ok := s.keys[k]; ok {
+			return b.Seen(r.First, r.Last)
 		}
 	}
 	head := int64(len(s.log))
@@ -69,21 +80,25 @@ func (s *Store) Append(ctx context.Context, req events.AppendRequest) (events.Ap
 	if l, ok := s.leases[events.LeaderLease]; ok {
 		epoch = l.Epoch
 	}
-	if err := events.CheckAppend(&req, head, epoch); err != nil {
-		return events.AppendResult{}, err
+	if err := events.CheckAppend(&reqs[0], head, epoch); err != nil {
+		return nil, err
 	}
-	events.AssignRows(rows, head, s.versions, s.now())
-	for i := range rows {
-		ev := rows[i].Event
-		ev.Data = req.Events[i].Data
-		s.log = append(s.log, ev)
+	events.AssignRows(b.Rows, head, s.versions, s.now())
+	for i := range reqs {
+		for k, e := range reqs[i].Events {
+			ev := b.Rows[b.Spans[i]+k].Event
+			ev.Data = e.Data // shared, never copied: tests must not change payloads
+			s.log = append(s.log, ev)
+		}
 	}
-	r := events.AppendResult{First: head + 1, Last: head + int64(len(rows))}
-	if req.IdempotencyKey != "" {
-		s.keys[req.IdempotencyKey] = r
+	results := b.Results()
+	for i, r := range reqs {
+		if r.IdempotencyKey != "" {
+			s.keys[r.IdempotencyKey] = results[i]
+		}
 	}
 	s.notify.Notify()
-	return r, nil
+	return results, nil
 }
 
 func (s *Store) Read(ctx context.Context, from int64, limit int) ([]events.Event, error) {
