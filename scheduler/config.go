@@ -45,9 +45,12 @@ type Config struct {
 	SpreadDomains [2]string
 }
 
-// Weights scale the preferences added to the policy's fit, which lies in
-// [0, 1]. Preemption outweighs everything so that a machine needing no
-// eviction always wins over one that does.
+// Weights scale the preferences added to the policy's fit. The fit of
+// worst-fit and best-fit lies in [0, 1]; hybrid's also carries its
+// stranding penalty, which for a placement that strands most of a machine
+// reaches tens of units. Preemption outweighs everything so that a machine
+// needing no eviction wins over one that does; soft constraints outweigh
+// the fit and small stranding.
 type Weights struct {
 	Soft          float64 // share of soft constraints satisfied
 	SpreadMachine float64 // share of the job's tasks already on the machine
@@ -63,11 +66,11 @@ func DefaultConfig() Config {
 		Policy:    PolicyHybrid,
 		FeasibleK: 64,
 		Weights: Weights{
-			Soft:          0.5,
+			Soft:          4,
 			SpreadMachine: 0.5,
 			SpreadDomain:  [2]float64{0.2, 0.1},
-			Preemption:    2,
-			Package:       0.1,
+			Preemption:    1000,
+			Package:       0.25,
 			Mix:           0.05,
 		},
 		SpreadDomains: [2]string{"rack", "power"},

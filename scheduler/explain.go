@@ -179,16 +179,40 @@ func (p *pass) roomHints(c *class, pendingTasks int, eligible []int32, maxAvail 
 			continue
 		}
 		slices.SortFunc(values, func(a, b int64) int { return cmp.Compare(b, a) })
-		x := values[min(pendingTasks, len(values))-1]
-		n := 0
-		for _, v := range values {
-			if v >= x {
-				n++
-			}
-		}
 		oneDimHint = true
-		hints = append(hints, fmt.Sprintf("with %s <= %s it would fit on %d machine%s",
-			d, formatFloor(d, x), n, plural(n)))
+		// The largest request that would fit somewhere, and, when that is
+		// fewer machines than tasks pending, the request that would fit
+		// them all (or on every machine that could take one).
+		count := func(x int64) int {
+			n := 0
+			for _, v := range values {
+				if v >= x {
+					n++
+				}
+			}
+			return n
+		}
+		hint := func(x int64) string {
+			n := count(x)
+			return fmt.Sprintf("with %s <= %s it would fit on %d machine%s", d, formatFloor(d, x), n, plural(n))
+		}
+		top := values[0]
+		hints = append(hints, hint(top))
+		if all := values[min(pendingTasks, len(values))-1]; all < top && count(top) < pendingTasks {
+			hints = append(hints, hint(all))
+		}
+	}
+	if c.inAlloc {
+		if !oneDimHint {
+			var most Resources
+			for _, a := range maxAvail {
+				if dominantShare(a, &c.req) > dominantShare(most, &c.req) {
+					most = a
+				}
+			}
+			hints = append(hints, fmt.Sprintf("every instance of alloc set %s is too full; the roomiest has %s free", c.allocSet.Name, most))
+		}
+		return hints
 	}
 	if !oneDimHint {
 		var most Resources
@@ -207,7 +231,7 @@ func (p *pass) roomHints(c *class, pendingTasks int, eligible []int32, maxAvail 
 			hints = append(hints, "no machine has room even in one short resource alone; the most free anywhere: "+strings.Join(parts, ", "))
 		}
 	}
-	if c.prod && !c.inAlloc {
+	if c.prod {
 		n := 0
 		for _, mi := range eligible {
 			m := &p.machines[mi]
@@ -255,10 +279,12 @@ func formatFloor(d Dim, v int64) string {
 	return fmt.Sprint(v)
 }
 
-// floorDigits rounds down to the digits trimFloat prints.
+// floorDigits rounds down to the digits trimFloat prints. The tolerance (a
+// millionth of the unit) keeps 3.2 GiB less a byte from printing as 3.19.
 func floorDigits(f float64) float64 {
+	const tolerance = 1e-6
 	if f >= 10 {
-		return math.Floor(f*10) / 10
+		return math.Floor(f*10+tolerance) / 10
 	}
-	return math.Floor(f*100) / 100
+	return math.Floor(f*100+tolerance) / 100
 }

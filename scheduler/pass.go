@@ -303,10 +303,10 @@ func (p *pass) pick(c *class, js *jobSpread) (best int, score float64, examined 
 		if gen := p.gens[e.m]; e.gen == gen && e.epoch == p.epoch {
 			hits++
 		} else {
-			examined++
 			p.plan.Stats.FeasibilityChecks++
 			r := p.check(c, &p.machines[e.m], e.m, true)
 			if !r.ok {
+				examined++ // dropped from the pool
 				continue
 			}
 			e = p.cand(e.m, gen, &r)
@@ -344,24 +344,26 @@ func (p *pass) cand(mi int32, gen uint32, r *checkResult) cand {
 }
 
 // fill scans the class's random order for feasible machines until the pool
-// holds K or every machine has been examined once.
-func (p *pass) fill(c *class) (examined int32) {
+// holds K or every machine has been examined once. It returns how many
+// machines it rejected.
+func (p *pass) fill(c *class) (rejected int32) {
 	n := len(p.perm)
 	for len(c.pool) < p.k && c.scanned < n {
 		mi := p.perm[(c.start+c.scanned)%n]
 		c.scanned++
-		examined++
 		p.plan.Stats.FeasibilityChecks++
 		m := &p.machines[mi]
 		r := p.check(c, m, mi, true)
 		if r.ok {
 			c.pool = append(c.pool, p.cand(mi, p.gens[mi], &r))
+		} else {
+			rejected++
 		}
 	}
 	if c.scanned >= n {
 		c.exhausted = true
 	}
-	return examined
+	return rejected
 }
 
 // place commits the pool entry at index best of class c to task t.

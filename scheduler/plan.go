@@ -154,7 +154,7 @@ func (e *Explanation) String() string {
 	if e.AllocSet != "" {
 		fmt.Fprintf(&b, ", in alloc set %s", e.AllocSet)
 	}
-	fmt.Fprintf(&b, "\n  %d machines rejected", e.Machines)
+	fmt.Fprintf(&b, "\n  %d machine%s rejected", e.Machines, plural(e.Machines))
 	for _, r := range e.Rejections {
 		fmt.Fprintf(&b, "\n    %s", r)
 	}

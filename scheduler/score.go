@@ -287,7 +287,7 @@ func (d *demand) stranded(free *Resources) float64 {
 // dimensions the task does not ask for still count, so that a CPU-only task
 // on a GPU machine with idle GPUs looks loose to best-fit.
 func (p *pass) fit(policy Policy, before, after, capacity *Resources, strandedBefore float64) float64 {
-	var n, sumFree, cost float64
+	var n, sumFree, rise, share float64
 	for d := Dim(0); d < scoredDims; d++ {
 		c := capacity[d]
 		if c <= 0 {
@@ -297,8 +297,9 @@ func (p *pass) fit(policy Policy, before, after, capacity *Resources, strandedBe
 		n++
 		sumFree += free
 		if policy == PolicyWorstFit {
-			u0 := 1 - clamp01(float64(before[d])/float64(c))
-			cost += math.Exp(epvmSteepness*(1-free)) - math.Exp(epvmSteepness*u0)
+			free0 := clamp01(float64(before[d]) / float64(c))
+			rise += math.Exp(epvmSteepness*(1-free)) - math.Exp(epvmSteepness*(1-free0))
+			share += free0 - free
 		}
 	}
 	if n == 0 {
@@ -306,15 +307,21 @@ func (p *pass) fit(policy Policy, before, after, capacity *Resources, strandedBe
 	}
 	switch policy {
 	case PolicyWorstFit:
-		// The cost rise is at most e^k - 1 per dimension.
-		return 1 - cost/(n*(math.Exp(epvmSteepness)-1))
+		// E-PVM: the rise of the exponential cost, per unit of the machine
+		// the task takes, against the steepest possible rise (k e^k), so
+		// that small tasks see differences between machines as clearly as
+		// large ones.
+		if share <= 0 {
+			return 1
+		}
+		return 1 - rise/(share*epvmSteepness*math.Exp(epvmSteepness))
 	case PolicyBestFit:
 		return 1 - sumFree/n
 	}
 	// Hybrid: best fit, minus the rise in stranded room the placement
 	// causes (a fall, which is a gain, when the task uses room that was
 	// stranded for everything else).
-	rise := p.demand.stranded(after) - strandedBefore
+	rise = p.demand.stranded(after) - strandedBefore
 	return 1 - sumFree/n - strandedWeight*rise
 }
 
