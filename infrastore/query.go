@@ -1,0 +1,393 @@
+package infrastore
+
+import (
+	"context"
+	"database/sql/driver"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"strings"
+	"time"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+)
+
+// MaxQueryBytes bounds the text of a query.
+const MaxQueryBytes = 1 << 20
+
+// Result is a query's answer: column names, DuckDB type names and rows. The
+// values are Go values: nil (NULL), bool, integers, float64, string, []byte,
+// time.Time, Decimal, *big.Int, json.RawMessage (JSON columns), and []any or
+// map[string]any for lists, structs and maps. WriteTable, WriteCSV and
+// WriteJSON print it.
+type Result struct {
+	Columns   []string
+	Types     []string
+	Rows      [][]any
+	Truncated bool // the query returned more than Options.MaxRows rows; the rest were dropped
+}
+
+// Query runs one read-only statement and returns its result.
+//
+// The statement is accepted only when DuckDB parses it as a single SELECT
+// (which includes WITH ... SELECT, VALUES, FROM-first queries, DESCRIBE, SHOW
+// and SUMMARIZE) or as an EXPLAIN of one; anything else is refused with
+// ErrQueryRefused before it runs. It then runs in a READ ONLY transaction on
+// a database with no file, network or extension access and a locked
+// configuration, so that even a statement the check let through cannot
+// write, read files or change settings. Past timeout (Options.QueryTimeout
+// when 0) it is interrupted and Query returns ErrQueryTimeout.
+func (s *Infrastore) Query(ctx context.Context, query string, timeout time.Duration) (*Result, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	switch {
+	case strings.TrimSpace(query) == "":
+		return nil, fmt.Errorf("%w: query: must not be empty", ErrInvalid)
+	case len(query) > MaxQueryBytes:
+		return nil, fmt.Errorf("%w: query: longer than %d bytes", ErrInvalid, MaxQueryBytes)
+	case timeout < 0:
+		return nil, fmt.Errorf("%w: timeout: must not be negative", ErrInvalid)
+	case timeout == 0:
+		timeout = s.opts.QueryTimeout
+	}
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := s.readOnly(qctx, func(dc driver.Conn) (*Result, error) {
+		stmt, err := prepareReadOnly(dc, query)
+		if err != nil {
+			return nil, err
+		}
+		defer stmt.Close()
+		return fetch(qctx, stmt, s.opts.MaxRows)
+	})
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrQueryRefused), errors.Is(err, ErrInvalid):
+			return nil, err
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(qctx.Err(), context.DeadlineExceeded):
+			return nil, fmt.Errorf("%w: it ran past its time limit of %s", ErrQueryTimeout, timeout)
+		}
+		var de *duckdb.Error
+		if errors.As(err, &de) && de.Type == duckdb.ErrorTypePermission {
+			return nil, fmt.Errorf("%w: %s", ErrQueryRefused, de.Msg)
+		}
+		return nil, fmt.Errorf("infrastore: query failed: %w", err)
+	}
+	return res, nil
+}
+
+// readOnly runs fn on a fresh connection inside a READ ONLY transaction,
+// always rolled back.
+func (s *Infrastore) readOnly(ctx context.Context, fn func(dc driver.Conn) (*Result, error)) (*Result, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION READ ONLY"); err != nil {
+		return nil, err
+	}
+	defer conn.ExecContext(context.Background(), "ROLLBACK") //nolint:errcheck // nothing to keep
+	var res *Result
+	err = conn.Raw(func(dc any) error {
+		var err error
+		res, err = fn(dc.(driver.Conn))
+		return err
+	})
+	return res, err
+}
+
+// statementNames names the statement types a query may not be.
+var statementNames = map[duckdb.StmtType]string{
+	duckdb.STATEMENT_TYPE_INSERT: "INSERT", duckdb.STATEMENT_TYPE_UPDATE: "UPDATE",
+	duckdb.STATEMENT_TYPE_DELETE: "DELETE", duckdb.STATEMENT_TYPE_PREPARE: "PREPARE",
+	duckdb.STATEMENT_TYPE_CREATE: "CREATE", duckdb.STATEMENT_TYPE_EXECUTE: "EXECUTE",
+	duckdb.STATEMENT_TYPE_ALTER: "ALTER", duckdb.STATEMENT_TYPE_TRANSACTION: "a transaction statement",
+	duckdb.STATEMENT_TYPE_COPY: "COPY", duckdb.STATEMENT_TYPE_ANALYZE: "ANALYZE",
+	duckdb.STATEMENT_TYPE_VARIABLE_SET: "SET VARIABLE", duckdb.STATEMENT_TYPE_CREATE_FUNC: "CREATE FUNCTION",
+	duckdb.STATEMENT_TYPE_DROP: "DROP", duckdb.STATEMENT_TYPE_EXPORT: "EXPORT",
+	duckdb.STATEMENT_TYPE_PRAGMA: "PRAGMA", duckdb.STATEMENT_TYPE_VACUUM: "VACUUM",
+	duckdb.STATEMENT_TYPE_CALL: "CALL", duckdb.STATEMENT_TYPE_SET: "SET",
+	duckdb.STATEMENT_TYPE_LOAD: "LOAD or INSTALL", duckdb.STATEMENT_TYPE_RELATION: "a relation",
+	duckdb.STATEMENT_TYPE_EXTENSION: "an extension statement", duckdb.STATEMENT_TYPE_LOGICAL_PLAN: "a logical plan",
+	duckdb.STATEMENT_TYPE_ATTACH: "ATTACH", duckdb.STATEMENT_TYPE_DETACH: "DETACH",
+	duckdb.STATEMENT_TYPE_MULTI: "several statements",
+}
+
+const allowed = "only SELECT, WITH, EXPLAIN, DESCRIBE and SHOW are accepted"
+
+// prepareReadOnly prepares query and returns it only if DuckDB's parse says
+// it is one SELECT, or an EXPLAIN of one.
+func prepareReadOnly(dc driver.Conn, query string) (*duckdb.Stmt, error) {
+	stmt, typ, err := prepare(dc, query)
+	if err != nil {
+		return nil, err
+	}
+	switch typ {
+	case duckdb.STATEMENT_TYPE_SELECT:
+		return stmt, nil
+	case duckdb.STATEMENT_TYPE_EXPLAIN:
+		// EXPLAIN ANALYZE runs what it explains: that must be a SELECT too.
+		inner, ok := explained(query)
+		if !ok {
+			stmt.Close()
+			return nil, fmt.Errorf("%w: cannot tell what the EXPLAIN explains; %s", ErrQueryRefused, allowed)
+		}
+		is, ityp, err := prepare(dc, inner)
+		if err != nil {
+			stmt.Close()
+			return nil, err
+		}
+		is.Close()
+		if ityp != duckdb.STATEMENT_TYPE_SELECT {
+			stmt.Close()
+			return nil, fmt.Errorf("%w: EXPLAIN of %s; %s", ErrQueryRefused, nameOf(ityp), allowed)
+		}
+		return stmt, nil
+	}
+	stmt.Close()
+	return nil, fmt.Errorf("%w: the statement is %s; %s", ErrQueryRefused, nameOf(typ), allowed)
+}
+
+func nameOf(t duckdb.StmtType) string {
+	if n, ok := statementNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("of type %d", t)
+}
+
+// prepare has DuckDB parse and bind query, without running it. The driver's
+// Prepare (unlike PrepareContext) refuses several statements instead of
+// running all but the last.
+func prepare(dc driver.Conn, query string) (*duckdb.Stmt, duckdb.StmtType, error) {
+	st, err := dc.Prepare(query)
+	if err != nil {
+		if strings.Contains(err.Error(), "multi-statement") {
+			return nil, 0, fmt.Errorf("%w: the query holds several statements; send exactly one", ErrQueryRefused)
+		}
+		return nil, 0, err
+	}
+	stmt := st.(*duckdb.Stmt)
+	typ, err := stmt.StatementType()
+	if err != nil {
+		stmt.Close()
+		return nil, 0, err
+	}
+	return stmt, typ, nil
+}
+
+// explained returns the statement an EXPLAIN [ANALYZE] [(options)] applies
+// to. Whatever it returns is parsed again by DuckDB; a wrong cut only makes
+// that parse fail, which refuses the query.
+func explained(q string) (string, bool) {
+	rest := skipSpace(q)
+	word, rest := nextWord(rest)
+	if !strings.EqualFold(word, "EXPLAIN") {
+		return "", false
+	}
+	rest = skipSpace(rest)
+	if w, r := nextWord(rest); strings.EqualFold(w, "ANALYZE") || strings.EqualFold(w, "ANALYSE") {
+		rest = skipSpace(r)
+	}
+	if strings.HasPrefix(rest, "(") {
+		end := strings.IndexByte(rest, ')')
+		if end < 0 {
+			return "", false
+		}
+		rest = rest[end+1:]
+	}
+	if strings.TrimSpace(rest) == "" {
+		return "", false
+	}
+	return rest, true
+}
+
+// skipSpace skips white space and SQL comments.
+func skipSpace(s string) string {
+	for {
+		t := strings.TrimLeft(s, " \t\r\n\f\v")
+		switch {
+		case strings.HasPrefix(t, "--"):
+			if i := strings.IndexByte(t, '\n'); i >= 0 {
+				s = t[i+1:]
+			} else {
+				return ""
+			}
+		case strings.HasPrefix(t, "/*"):
+			if i := strings.Index(t[2:], "*/"); i >= 0 {
+				s = t[i+4:]
+			} else {
+				return ""
+			}
+		default:
+			return t
+		}
+	}
+}
+
+func nextWord(s string) (string, string) {
+	i := 0
+	for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z' || s[i] == '_') {
+		i++
+	}
+	return s[:i], s[i:]
+}
+
+// fetch runs a prepared statement and reads up to max rows.
+func fetch(ctx context.Context, stmt *duckdb.Stmt, max int) (*Result, error) {
+	rows, err := stmt.QueryContext(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	res := &Result{Columns: rows.Columns(), Rows: [][]any{}}
+	typed, _ := rows.(driver.RowsColumnTypeDatabaseTypeName)
+	for i := range res.Columns {
+		t := ""
+		if typed != nil {
+			t = typed.ColumnTypeDatabaseTypeName(i)
+		}
+		res.Types = append(res.Types, t)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		dest := make([]driver.Value, len(res.Columns))
+		if err := rows.Next(dest); err != nil {
+			if errors.Is(err, io.EOF) {
+				return res, nil
+			}
+			return nil, err
+		}
+		if len(res.Rows) == max {
+			res.Truncated = true
+			return res, nil
+		}
+		out := make([]any, len(dest))
+		for i, v := range dest {
+			out[i] = normalize(v, res.Types[i])
+		}
+		res.Rows = append(res.Rows, out)
+	}
+}
+
+// normalize turns the driver's values into the package's: exact decimals,
+// JSON as raw text, maps with string keys.
+func normalize(v any, typ string) any {
+	if typ == "JSON" && v != nil {
+		if raw, err := json.Marshal(v); err == nil {
+			return json.RawMessage(raw)
+		}
+	}
+	switch x := v.(type) {
+	case duckdb.Decimal:
+		return Decimal{Unscaled: x.Value, Scale: int32(x.Scale)}
+	case duckdb.Interval:
+		return fmt.Sprintf("%d months %d days %d microseconds", x.Months, x.Days, x.Micros)
+	case duckdb.UUID:
+		return x.String()
+	case *duckdb.UUID:
+		return x.String()
+	case duckdb.Map:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[fmt.Sprint(normalize(k, ""))] = normalize(e, "")
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = normalize(e, "")
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = normalize(e, "")
+		}
+		return out
+	case *big.Int, time.Time:
+		return x
+	}
+	return v
+}
+
+// formatValue prints a value for a table or a CSV cell.
+func formatValue(v any, typ string) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case []byte:
+		return `\x` + hex.EncodeToString(x)
+	case json.RawMessage:
+		return string(x)
+	case time.Time:
+		switch typ {
+		case "DATE":
+			return x.Format("2006-01-02")
+		case "TIME":
+			return x.Format("15:04:05.999999")
+		}
+		if strings.HasPrefix(typ, "TIMESTAMP WITH TIME ZONE") || typ == "TIMESTAMPTZ" {
+			return x.UTC().Format("2006-01-02 15:04:05.999999Z07:00")
+		}
+		return x.UTC().Format("2006-01-02 15:04:05.999999")
+	case float64:
+		return formatFloat(x, 64)
+	case float32:
+		return formatFloat(float64(x), 32)
+	case []any, map[string]any:
+		b, err := json.Marshal(jsonValue(x))
+		if err != nil {
+			return fmt.Sprint(x)
+		}
+		return string(b)
+	}
+	return fmt.Sprint(v)
+}
+
+// jsonValue turns a value into what encoding/json prints faithfully:
+// decimals and huge integers as exact numbers, times as RFC 3339 strings,
+// non-finite floats as strings.
+func jsonValue(v any) any {
+	switch x := v.(type) {
+	case Decimal:
+		return json.Number(x.String())
+	case *big.Int:
+		return json.Number(x.String())
+	case float64:
+		if isFinite(x) {
+			return x
+		}
+		return formatFloat(x, 64)
+	case float32:
+		if isFinite(float64(x)) {
+			return x
+		}
+		return formatFloat(float64(x), 32)
+	case time.Time:
+		return x.UTC().Format(time.RFC3339Nano)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = jsonValue(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = jsonValue(e)
+		}
+		return out
+	}
+	return v
+}
