@@ -28,7 +28,8 @@ type Config struct {
 	// from statfs of DataDir, ports from the port range.
 	Capacity *events.Resources
 	// PortFirst and PortLast bound the ports the master may assign to tasks
-	// on this machine; default 20000-29999.
+	// on this machine; default 20000-29999, or 20000 and up for
+	// Capacity.Ports ports when only the count is set.
 	PortFirst, PortLast int32
 	// Attributes describe the machine for constraints (rack, power, ...).
 	// "arch" and "os" are detected and may not be set.
@@ -84,6 +85,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PortFirst == 0 && c.PortLast == 0 {
 		c.PortFirst, c.PortLast = 20000, 29999
+		// A port count alone (corral agent --ports N) sizes the range.
+		if n := c.Capacity.GetPorts(); n > 0 && n <= 65535-20000+1 {
+			c.PortLast = c.PortFirst + n - 1
+		}
 	}
 	if c.PortFirst < 1 || c.PortLast > 65535 || c.PortFirst > c.PortLast {
 		return c, fmt.Errorf("Config.PortFirst-PortLast %d-%d: want 1 <= first <= last <= 65535", c.PortFirst, c.PortLast)
@@ -168,6 +173,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if capacity.Ports == 0 {
 		capacity.Ports = c.PortLast - c.PortFirst + 1
+	}
+	if capacity.Ports > c.PortLast-c.PortFirst+1 {
+		return c, fmt.Errorf("Config.Capacity.Ports %d: more than the %d ports of PortFirst-PortLast %d-%d",
+			capacity.Ports, c.PortLast-c.PortFirst+1, c.PortFirst, c.PortLast)
 	}
 	c.Capacity = capacity
 	if c.MemoryLowWater == 0 && memErr == nil {

@@ -47,8 +47,12 @@
 //     which the reply counts).
 //   - The state a poll replies with is saved in DataDir before the reply is
 //     sent, so a restarted agent never forgets a task the master was told of.
+//     It is written alternately into two checksummed slot files (state.0,
+//     state.1), so a crash mid-write leaves the previous state readable.
 //   - A poll with an epoch older than the highest seen is refused: a deposed
-//     master cannot start or stop anything.
+//     master cannot start or stop anything. So is a poll naming another
+//     machine: an address reused by another machine gets no requests meant
+//     for the old one.
 //   - Memory pressure evicts only non-prod tasks (priority < ProdPriority),
 //     lowest priority first, and only until the rest fit.
 //   - Tasks never depend on the agent process: no pipes to it, no parent
@@ -74,4 +78,15 @@
 // unlimited. An adopted process is not the agent's child, so its exit is
 // noticed by polling /proc and its exit status is unknown ("exit-unknown",
 // counted as a failure).
+//
+// # Running
+//
+// The `corral agent` command calls Run with a Config built from its flags:
+// --name (Name), --master (MasterAddr), --listen (ListenAddr), --data
+// (DataDir), --cpu, --memory, --disk and --ports (Capacity; what is not
+// given is detected: cores, MemTotal, free space of DataDir, the port
+// range), --attr k=v (Attributes; arch and os are detected). Several agents
+// may run in one process (corral up) given distinct names, data dirs and
+// listen addresses. Package agentsim provides simulated agents speaking the
+// same protocol, with no processes, for benchmarks of the master's link.
 package agent

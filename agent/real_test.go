@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -767,4 +768,89 @@ func TestRealAgentRestartAdoptsItsTasks(t *testing.T) {
 	if !strings.Contains(readLog(t, keep, "stdout"), "started") {
 		t.Errorf("the adopted task's log is gone")
 	}
+}
+
+// Batch tasks get a tenth of the CPU shares of latency-sensitive ones of
+// the same size; both are capped by a quota at their limit.
+func TestRealCPUSharesAndQuota(t *testing.T) {
+	ra := newRealAgent(t)
+	if ra.rt.mode() != cgroup.ModeV1 {
+		t.Skipf("checks cgroup v1 files; this machine uses %s", ra.rt.mode())
+	}
+	ls, batch := ref("ls", 0), ref("batch", 0)
+	ra.start(ls, sh("exec sleep 30", func(s *agentpb.TaskSpec) { s.Appclass = "latency-sensitive"; s.Resources.CpuMilli = 2000 }))
+	ra.start(batch, sh("exec sleep 30", func(s *agentpb.TaskSpec) { s.Appclass = "batch"; s.Resources.CpuMilli = 2000 }))
+	ms, _ := cgroup.Mounts()
+	var cpuRoot string
+	for _, m := range ms {
+		if slices.Contains(m.Controllers, "cpu") {
+			cpuRoot = m.Path
+		}
+	}
+	read := func(r *events.TaskRef, file string) string {
+		b, err := os.ReadFile(filepath.Join(cpuRoot, ra.cfg.CgroupParent, containerName(r, 1), file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if got := read(ls, "cpu.shares"); got != "2048" {
+		t.Errorf("latency-sensitive shares %s, want 2048", got)
+	}
+	if got := read(batch, "cpu.shares"); got != "204" {
+		t.Errorf("batch shares %s, want 204", got)
+	}
+	if got := read(batch, "cpu.cfs_quota_us"); got != "200000" {
+		t.Errorf("quota %s, want 200000 (2 cores)", got)
+	}
+}
+
+func TestLimitsFor(t *testing.T) {
+	for _, tc := range []struct {
+		appclass string
+		priority int32
+		milli    int64
+		want     cgroup.Limits
+	}{
+		{"latency-sensitive", 0, 1000, cgroup.Limits{CPUShares: 1024, CPUQuotaMilli: 1000, MemoryBytes: 1 << 20}},
+		{"batch", 0, 1000, cgroup.Limits{CPUShares: 102, CPUQuotaMilli: 1000, MemoryBytes: 1 << 20}},
+		{"", 9, 500, cgroup.Limits{CPUShares: 512, CPUQuotaMilli: 500, MemoryBytes: 1 << 20}},
+		{"", 2, 500, cgroup.Limits{CPUShares: 51, CPUQuotaMilli: 500, MemoryBytes: 1 << 20}},
+		{"batch", 0, 0, cgroup.Limits{CPUShares: 2, MemoryBytes: 1 << 20}},
+	} {
+		got := limitsFor(&agentpb.TaskSpec{Appclass: tc.appclass, Priority: tc.priority,
+			Resources: &events.Resources{CpuMilli: tc.milli, MemoryBytes: 1 << 20}})
+		if got != tc.want {
+			t.Errorf("%q priority %d %d milli: %+v, want %+v", tc.appclass, tc.priority, tc.milli, got, tc.want)
+		}
+	}
+}
+
+// Without cgroups the agent says so at start, and in every report.
+func TestSamplingModeIsAnnounced(t *testing.T) {
+	var log strings.Builder
+	a, err := New(Config{Name: "m1", DataDir: t.TempDir(), Cgroups: "sampling", MemoryLowWater: -1,
+		Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), "without cgroups") {
+		t.Errorf("start log %q", log.String())
+	}
+	st := a.State()
+	if st.CgroupMode != agentpb.CgroupMode_CGROUP_MODE_SAMPLING || !strings.Contains(st.CgroupNote, "sampling") {
+		t.Errorf("report: %v %q", st.CgroupMode, st.CgroupNote)
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

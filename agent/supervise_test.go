@@ -685,3 +685,17 @@ func TestPollForAnotherMachineIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestPortCountSizesThePortRange(t *testing.T) {
+	cfg, err := Config{Name: "m1", DataDir: t.TempDir(), Capacity: &events.Resources{Ports: 100}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.PortFirst != 20000 || cfg.PortLast != 20099 || cfg.Capacity.Ports != 100 {
+		t.Errorf("ports %d-%d, capacity %d", cfg.PortFirst, cfg.PortLast, cfg.Capacity.Ports)
+	}
+	_, err = Config{Name: "m1", DataDir: t.TempDir(), PortFirst: 30000, PortLast: 30009, Capacity: &events.Resources{Ports: 11}}.withDefaults()
+	if err == nil || !strings.Contains(err.Error(), "Config.Capacity.Ports 11") {
+		t.Errorf("more ports than the range: %v", err)
+	}
+}

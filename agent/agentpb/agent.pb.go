@@ -1261,8 +1261,10 @@ func (x *TaskStatus) GetAdopted() bool {
 }
 
 // TaskUsageSample is a task's latest usage. Totals are cumulative over every
-// process the task ran on this machine, so a master can difference any two
-// samples; window covers the time since the previous poll.
+// process the task ran on this machine since the StartTask that created it
+// (restarts in place and agent restarts included), so a master can
+// difference any two samples; window covers the time since the previous
+// poll, so tasks sampled together share a window.
 type TaskUsageSample struct {
 	state                  protoimpl.MessageState `protogen:"open.v1"`
 	Task                   *events.TaskRef        `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
