@@ -17,6 +17,7 @@ type prober func(ctx context.Context, url string) error
 var healthClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 // httpProbe is healthy on a 2xx or 3xx answer, as Kubernetes' HTTP probes.
+// Checks go to 127.0.0.1: a task listens on its machine's ports.
 func httpProbe(ctx context.Context, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

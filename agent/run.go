@@ -61,13 +61,6 @@ func Run(ctx context.Context, cfg Config) error {
 // again whenever the master has not polled for ReregisterAfter: a master
 // that lost the machine (a new cell, a wiped store) learns it again.
 func (a *Agent) registerLoop(ctx context.Context, addr string) {
-	conn, err := grpc.NewClient(a.cfg.MasterAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		a.log.Error("Config.MasterAddr: cannot register", "err", err)
-		return
-	}
-	defer conn.Close()
-	master := agentpb.NewMasterClient(conn)
 	backoff := time.Second
 	registered := time.Time{}
 	for {
@@ -78,9 +71,7 @@ func (a *Agent) registerLoop(ctx context.Context, addr string) {
 			(time.Since(registered) > a.cfg.ReregisterAfter && time.Since(lastPoll) > a.cfg.ReregisterAfter)
 		wait := a.cfg.ReregisterAfter / 4
 		if due {
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			reply, err := master.Register(rctx, a.MachineInfo(addr))
-			cancel()
+			reply, err := a.register(ctx, addr)
 			if err != nil {
 				a.log.Warn("registering with the master", "master", a.cfg.MasterAddr, "err", err, "retry_in", backoff)
 				wait = backoff
@@ -102,4 +93,18 @@ func (a *Agent) registerLoop(ctx context.Context, addr string) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// register makes one attempt on a connection of its own: registering is
+// rare, and a fresh connection does not inherit the backoff of one that
+// failed while the master was down.
+func (a *Agent) register(ctx context.Context, addr string) (*agentpb.RegisterReply, error) {
+	conn, err := grpc.NewClient(a.cfg.MasterAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("Config.MasterAddr: %w", err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return agentpb.NewMasterClient(conn).Register(ctx, a.MachineInfo(addr))
 }
