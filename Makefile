@@ -32,3 +32,5 @@ bench-events:
 # Regenerate protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc).
 proto:
 	cd events && protoc --go_out=. --go_opt=paths=source_relative catalogue.proto
+	cd commands/apipb && protoc -I . -I ../../events --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative api.proto
+	cd agent/agentpb && protoc -I . -I ../../events --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative agent.proto

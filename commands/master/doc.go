@@ -1,0 +1,31 @@
+// Package master is one replica of the cell's master: it keeps a projection
+// of the log current, campaigns for the leader lease, and, while it leads,
+// is the only writer of the log. It serves the Cell gRPC API (apipb).
+//
+// The write path, in order:
+//  1. A command (from the API, the scheduler or the agent link) is queued to
+//     the writer, which drains the queue into a group commit.
+//  2. Under the state's write lock each command is decided against the
+//     state including the batch's earlier commands (commands.Decide), and its
+//     events are applied speculatively.
+//  3. The batch is appended in one transaction (Store.AppendMany) with the
+//     position before the batch as its expectation, the lease's epoch, and
+//     each command's request id as its idempotency key.
+//  4. On success every command gets its positions; on any failure the state
+//     is reloaded from the log (so nothing uncommitted survives), and a batch
+//     that held a request seen before is redone one command at a time so the
+//     retried one gets its first result.
+//
+// Invariants:
+//   - Readers never see uncommitted events: the write lock is held from the
+//     first Decide of a batch until it is appended and applied.
+//   - Only the lease holder appends, and every append carries its epoch: a
+//     deposed leader's append fails with ErrFenced and it steps down.
+//   - The state equals a replay of the log up to State.Position; the tail
+//     applies what others appended and skips what this replica applied.
+//   - A retried request id returns the first result and appends nothing
+//     (recent ids are answered from memory, older ones by the store).
+//   - Reads with min_position wait until it is applied: read-your-writes on
+//     any replica. Followers refuse writes with Unavailable, naming the
+//     leader and its address (trailer x-corral-leader).
+package master

@@ -1,0 +1,366 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// Config describes one master replica.
+type Config struct {
+	// Name identifies this replica in the lease (e.g. "master1").
+	Name string
+	// Advertise is the gRPC address clients and followers reach it at.
+	Advertise string
+	// Store is the cell's log; the master does not close it.
+	Store events.Store
+	// Clock is read for command times, leases and checkpoints. Default time.Now.
+	Clock func() time.Time
+	// LeaseTTL is how long leadership lasts without renewal (default 6 s);
+	// the lease is renewed every LeaseTTL/3.
+	LeaseTTL time.Duration
+	// Checkpoints says when the leader writes checkpoints.
+	Checkpoints projections.CheckpointPolicy
+	// Admins have the admin capability (Borg §2.5).
+	Admins []string
+	// MaxBatch bounds how many commands one group commit carries.
+	MaxBatch int
+	// Logger, default slog.Default().
+	Logger *slog.Logger
+	// OnLeading, when set, runs while this replica leads: it is started
+	// with a context that ends when leadership does. The scheduler loop and
+	// the agent link hang here.
+	OnLeading []func(ctx context.Context, m *Master)
+}
+
+// Master is one replica: a projection of the log kept current, the leader's
+// write path when it holds the lease, and the API's reads.
+type Master struct {
+	cfg   Config
+	store events.Store
+	clock func() time.Time
+	log   *slog.Logger
+
+	// mu guards state. The writer holds it from its first Decide until the
+	// batch is appended and applied, so readers never see uncommitted
+	// events; the tail takes it to apply what others appended.
+	mu      sync.RWMutex
+	state   *projections.State
+	applied *events.Notifier // woken after every apply
+
+	leading atomic.Bool
+	lease   atomic.Pointer[events.Lease]
+	writes  chan *writeOp
+	recent  *recentRequests
+
+	checkpointer *projections.Checkpointer
+	started      chan struct{}
+}
+
+// New loads the cell's state (newest checkpoint, then the tail) and returns
+// a master ready to Run.
+func New(ctx context.Context, cfg Config) (*Master, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("master: config.store: must be set")
+	}
+	if cfg.Name == "" {
+		return nil, errors.New("master: config.name: must be set")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 6 * time.Second
+	}
+	if cfg.Checkpoints == (projections.CheckpointPolicy{}) {
+		cfg.Checkpoints = projections.DefaultCheckpointPolicy
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 512
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	st, err := projections.Load(ctx, cfg.Store)
+	if err != nil {
+		return nil, fmt.Errorf("master: loading the cell's state: %w", err)
+	}
+	m := &Master{
+		cfg:     cfg,
+		store:   cfg.Store,
+		clock:   cfg.Clock,
+		log:     cfg.Logger.With("master", cfg.Name),
+		state:   st,
+		applied: events.NewNotifier(),
+		writes:  make(chan *writeOp, 4096),
+		recent:  newRecentRequests(200_000),
+		started: make(chan struct{}),
+	}
+	m.checkpointer = projections.NewCheckpointer(cfg.Store, cfg.Checkpoints, cfg.Clock, st.Position)
+	m.log.Info("state loaded", "position", st.Position, "machines", len(st.Machines), "jobs", len(st.Jobs))
+	return m, nil
+}
+
+// Run keeps the projection current and campaigns for the lease until ctx
+// ends. When it returns, this replica has released its lease.
+func (m *Master) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	wg.Add(2)
+	go func() { defer wg.Done(); errc <- m.tail(ctx) }()
+	go func() { defer wg.Done(); errc <- m.campaign(ctx) }()
+	close(m.started)
+	err := <-errc
+	wg.Wait()
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Name is the replica's name.
+func (m *Master) Name() string { return m.cfg.Name }
+
+// Store is the log the master writes.
+func (m *Master) Store() events.Store { return m.store }
+
+// Leading reports whether this replica holds the lease now.
+func (m *Master) Leading() bool { return m.leading.Load() }
+
+// Epoch is the epoch of the lease this replica holds, 0 if none.
+func (m *Master) Epoch() int64 {
+	if l := m.lease.Load(); l != nil && m.leading.Load() {
+		return l.Epoch
+	}
+	return 0
+}
+
+// View runs fn with the state under the read lock. fn must not keep
+// references into the state after it returns.
+func (m *Master) View(fn func(s *projections.State)) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	fn(m.state)
+}
+
+// Position is the last position this replica applied.
+func (m *Master) Position() int64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.state.Position
+}
+
+// WaitFor blocks until this replica applied position pos (read-your-writes)
+// or ctx ends.
+func (m *Master) WaitFor(ctx context.Context, pos int64) error {
+	for {
+		woken := m.applied.Wait()
+		if m.Position() >= pos {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for position %d (applied %d): %w", pos, m.Position(), ctx.Err())
+		case <-woken:
+		}
+	}
+}
+
+// tail applies the events other writers appended (and skips those this
+// replica applied itself as leader).
+func (m *Master) tail(ctx context.Context) error {
+	sub := m.store.Subscribe(m.Position())
+	for {
+		evs, err := sub.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			m.log.Warn("tailing the log", "err", err)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+			sub = m.store.Subscribe(m.Position())
+			continue
+		}
+		m.mu.Lock()
+		err = projections.ApplyAll(m.state, evs)
+		pos := m.state.Position
+		m.mu.Unlock()
+		m.applied.Notify()
+		if err != nil {
+			// A gap: the subscription started before a reload moved the
+			// state. Start again from where the state is.
+			m.log.Warn("resubscribing", "position", pos, "err", err)
+			sub = m.store.Subscribe(pos)
+		}
+	}
+}
+
+// campaign takes and keeps the leader lease, and runs the leader's loops
+// while it holds it.
+func (m *Master) campaign(ctx context.Context) error {
+	renew := m.cfg.LeaseTTL / 3
+	var (
+		leadCtx    context.Context
+		stopLeader context.CancelFunc
+		leaderDone chan struct{}
+	)
+	stepDown := func(why string) {
+		if stopLeader == nil {
+			return
+		}
+		m.leading.Store(false)
+		stopLeader()
+		<-leaderDone
+		stopLeader = nil
+		m.log.Warn("no longer leading", "why", why)
+	}
+	defer func() {
+		wasLeading := stopLeader != nil
+		stepDown("shutting down")
+		if l := m.lease.Load(); l != nil && wasLeading {
+			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if err := m.store.ReleaseLease(rctx, *l); err != nil {
+				m.log.Warn("releasing the lease", "err", err)
+			}
+			cancel()
+		}
+	}()
+	for {
+		var err error
+		if stopLeader == nil {
+			var l events.Lease
+			l, err = m.store.AcquireLease(ctx, events.LeaderLease, m.cfg.Name, m.cfg.LeaseTTL)
+			if err == nil {
+				m.lease.Store(&l)
+				leadCtx, stopLeader = leadership(ctx)
+				leaderDone = make(chan struct{})
+				if err := m.becomeLeader(leadCtx, l); err != nil {
+					m.log.Error("taking over as leader", "err", err)
+					stopLeader()
+					stopLeader = nil
+				} else {
+					go func() { defer close(leaderDone); m.lead(leadCtx) }()
+				}
+			} else if !errors.Is(err, events.ErrLeaseHeld) && ctx.Err() == nil {
+				m.log.Warn("campaigning", "err", err)
+			}
+		} else {
+			l := *m.lease.Load()
+			var nl events.Lease
+			nl, err = m.store.RenewLease(ctx, l, m.cfg.LeaseTTL)
+			switch {
+			case err == nil:
+				m.lease.Store(&nl)
+			case errors.Is(err, events.ErrLeaseLost):
+				stepDown(err.Error())
+			default:
+				// The store is unreachable: keep leading until the lease
+				// would have expired, then stop (another replica may take
+				// it then, and our appends would be fenced anyway).
+				if m.clock().After(l.ExpiresAt) {
+					stepDown("lease expired while the store was unreachable: " + err.Error())
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(renew):
+		}
+	}
+}
+
+// becomeLeader catches up with the log and records the election.
+func (m *Master) becomeLeader(ctx context.Context, l events.Lease) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := projections.Replay(ctx, m.store, m.state, 1<<62); err != nil {
+		return err
+	}
+	ev := events.New(events.CellStream, m.clock(), &events.LeaderElected{Holder: m.cfg.Name, Epoch: l.Epoch, Address: m.cfg.Advertise})
+	ev.Actor = m.cfg.Name
+	res, err := m.store.Append(ctx, events.AppendRequest{ExpectedPosition: m.state.Position, Epoch: l.Epoch, Events: []events.Event{ev}})
+	if err != nil {
+		return err
+	}
+	ev.Position = res.First
+	if err := projections.Apply(m.state, ev); err != nil {
+		return err
+	}
+	m.leading.Store(true)
+	m.applied.Notify()
+	m.log.Info("leading", "epoch", l.Epoch, "position", res.First)
+	return nil
+}
+
+// lead runs the writer and the leader's loops until ctx ends.
+func (m *Master) lead(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); m.writer(ctx) }()
+	for _, f := range m.cfg.OnLeading {
+		wg.Add(1)
+		go func(f func(context.Context, *Master)) { defer wg.Done(); f(ctx, m) }(f)
+	}
+	wg.Wait()
+}
+
+// Do submits a command through the leader's write path and waits for its
+// result. It fails with ErrNotLeader on a follower.
+func (m *Master) Do(ctx context.Context, cmd commands.Command) (Result, error) {
+	if !m.leading.Load() {
+		return Result{}, m.notLeader()
+	}
+	op := &writeOp{cmd: cmd, done: make(chan writeResult, 1)}
+	select {
+	case m.writes <- op:
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	select {
+	case r := <-op.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		// The command may still be appended: the client retries with the
+		// same request id and gets the first result.
+		return Result{}, ctx.Err()
+	}
+}
+
+// ErrNotLeader is returned for writes sent to a follower.
+type ErrNotLeader struct {
+	Master, Leader, Address string
+}
+
+func (e *ErrNotLeader) Error() string {
+	if e.Leader == "" {
+		return fmt.Sprintf("master %s does not lead and no leader is known yet; retry shortly", e.Master)
+	}
+	return fmt.Sprintf("master %s does not lead: send writes to the leader %s at %s", e.Master, e.Leader, e.Address)
+}
+
+func (m *Master) notLeader() error {
+	e := &ErrNotLeader{Master: m.cfg.Name}
+	m.View(func(s *projections.State) { e.Leader, e.Address = s.Leader, s.LeaderAddress })
+	if e.Leader == m.cfg.Name {
+		e.Leader, e.Address = "", "" // our own old election; no one leads now
+	}
+	return e
+}
+
+// leadership returns the context of one term as leader.
+func leadership(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithCancel(ctx)
+}

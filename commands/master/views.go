@@ -1,0 +1,194 @@
+package master
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// TaskView renders a task for the API.
+func TaskView(s *projections.State, t *projections.Task) *apipb.TaskView {
+	v := &apipb.TaskView{
+		User: t.Job.User, Job: t.Job.Name, Index: t.Index,
+		State: t.State.String(), Reason: t.Reason, Machine: t.Machine,
+		Ports: t.Ports, Restarts: t.Restarts, ExitCode: t.ExitCode,
+		SpecVersion: t.SpecVersion, SinceUs: t.SinceUS,
+		Limit: t.Limit.Proto(), Reservation: t.Reservation.Proto(),
+		MemoryBytesUsed: t.Usage.MemoryBytes,
+		Priority:        t.Priority(),
+	}
+	if t.State == projections.TaskDead {
+		v.How = t.How.String()
+	}
+	if w := t.Usage.WindowEndUS - t.Usage.WindowStartUS; w > 0 {
+		v.CpuCoresUsed = t.Usage.CPUCoreSeconds / (float64(w) / 1e6)
+	}
+	if t.Live() && len(t.Ports) > 0 {
+		if m := s.Machines[t.Machine]; m != nil {
+			host := m.Address
+			if h, _, err := net.SplitHostPort(m.Address); err == nil {
+				host = h
+			}
+			v.Address = net.JoinHostPort(host, strconv.Itoa(int(t.Ports[0])))
+		}
+	}
+	return v
+}
+
+// JobView renders a job, with tasks[offset:offset+limit] when limit > 0.
+func JobView(s *projections.State, j *projections.Job, offset, limit int) *apipb.JobView {
+	v := &apipb.JobView{
+		Spec: j.Spec(), SpecVersion: j.Current, State: j.State().String(),
+		SubmittedUs: j.SubmittedUS, EndedUs: j.EndedUS, EndReason: j.EndReason,
+		Deferred: j.Deferred, Position: s.Position,
+	}
+	if j.Update != nil {
+		v.UpdateInProgress, v.UpdateFrom = true, j.Update.From
+	}
+	for _, t := range j.Tasks {
+		if t == nil {
+			continue
+		}
+		v.TotalTasks++
+		switch t.State {
+		case projections.TaskPending:
+			v.Pending++
+		case projections.TaskScheduled:
+			v.Scheduled++
+		case projections.TaskRunning:
+			v.Running++
+		case projections.TaskDead:
+			v.Dead++
+		}
+	}
+	if limit > 0 {
+		i := 0
+		for _, t := range j.Tasks {
+			if t == nil {
+				continue
+			}
+			if i >= offset && i < offset+limit {
+				v.Tasks = append(v.Tasks, TaskView(s, t))
+			}
+			i++
+		}
+	}
+	return v
+}
+
+// MachineView renders a machine.
+func MachineView(m *projections.Machine) *apipb.MachineView {
+	v := &apipb.MachineView{
+		Name: m.Name, Address: m.Address, State: m.State.String(), Draining: m.Draining,
+		Reason: m.Reason, Capacity: m.Capacity.Proto(), Limits: m.Limits.Proto(),
+		Reserved: m.Reserved.Proto(), Attributes: m.Attributes, Tasks: int32(m.TaskCount()),
+		Version: m.Version,
+	}
+	m.RangeTasks(func(t *projections.Task) bool {
+		if w := t.Usage.WindowEndUS - t.Usage.WindowStartUS; w > 0 {
+			v.CpuCoresUsed += t.Usage.CPUCoreSeconds / (float64(w) / 1e6)
+		}
+		v.MemoryBytesUsed += t.Usage.MemoryBytes
+		return true
+	})
+	return v
+}
+
+// CellView renders a whole state (for StateAt), jobs limited to user if set.
+func CellView(s *projections.State, user string) *apipb.CellView {
+	v := &apipb.CellView{Position: s.Position, TimeUs: s.TimeUS}
+	for _, m := range s.SortedMachines() {
+		v.Machines = append(v.Machines, MachineView(m))
+	}
+	for _, j := range s.SortedJobs() {
+		if user != "" && j.User != user {
+			continue
+		}
+		jv := JobView(s, j, 0, 0)
+		v.Jobs = append(v.Jobs, jv)
+		v.TasksPending += jv.Pending
+		v.TasksRunning += jv.Running + jv.Scheduled
+		v.TasksDead += jv.Dead
+	}
+	return v
+}
+
+var jsonOpts = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false}
+
+// EventView renders an event, its payload as JSON.
+func EventView(e events.Event) *apipb.EventView {
+	payload, err := jsonOpts.Marshal(e.Data)
+	if err != nil {
+		payload = []byte(fmt.Sprintf("{\"error\": %q}", err.Error()))
+	}
+	return &apipb.EventView{
+		Position: e.Position, Stream: e.Stream, StreamVersion: e.StreamVersion, Type: e.Type,
+		OccurredAtUs: e.OccurredAt.UnixMicro(), RecordedAtUs: e.RecordedAt.UnixMicro(),
+		Actor: e.Actor, CausationId: e.CausationID, CorrelationId: e.CorrelationID,
+		PayloadJson: string(payload), TraceCode: int32(events.TraceCodeOf(e.Data)),
+		Summary: Summary(e),
+	}
+}
+
+// Summary says in one line what an event means.
+func Summary(e events.Event) string {
+	task := func(user, job string, index int32) string { return fmt.Sprintf("%s/%s/%d", user, job, index) }
+	switch p := e.Data.(type) {
+	case *events.JobSubmitted:
+		return fmt.Sprintf("job %s/%s submitted: %d tasks at priority %d", p.Spec.GetUser(), p.Spec.GetName(), p.Spec.GetTaskCount(), p.Spec.GetPriority())
+	case *events.JobUpdated:
+		return fmt.Sprintf("job %s/%s updated to version %d (restart needed: %v)", p.Spec.GetUser(), p.Spec.GetName(), p.SpecVersion, p.RestartNeeded)
+	case *events.JobKilled:
+		return fmt.Sprintf("job %s/%s killed: %s", p.User, p.Job, p.Reason)
+	case *events.JobFinished:
+		return fmt.Sprintf("job %s/%s finished", p.User, p.Job)
+	case *events.TaskSubmitted:
+		return fmt.Sprintf("task %s pending (%s)", task(p.User, p.Job, p.Index), p.Reason)
+	case *events.TaskScheduled:
+		s := fmt.Sprintf("task %s scheduled on %s (score %.3f, %d machines examined)", task(p.User, p.Job, p.Index), p.Machine, p.Score, p.MachinesExamined)
+		if len(p.Preempted) > 0 {
+			var names []string
+			for _, r := range p.Preempted {
+				names = append(names, task(r.User, r.Job, r.Index))
+			}
+			s += ", preempting " + strings.Join(names, " ")
+		}
+		return s
+	case *events.TaskStarted:
+		return fmt.Sprintf("task %s running on %s (pid %d, restarts %d)", task(p.User, p.Job, p.Index), p.Machine, p.Pid, p.Restarts)
+	case *events.TaskEvicted:
+		s := fmt.Sprintf("task %s evicted from %s: %s", task(p.User, p.Job, p.Index), p.Machine, p.Reason)
+		if p.Preemptor != nil {
+			s += " by " + task(p.Preemptor.User, p.Preemptor.Job, p.Preemptor.Index)
+		}
+		return s
+	case *events.TaskFailed:
+		return fmt.Sprintf("task %s failed on %s: exit %d %s %s", task(p.User, p.Job, p.Index), p.Machine, p.ExitCode, p.Signal, p.Message)
+	case *events.TaskFinished:
+		return fmt.Sprintf("task %s finished on %s", task(p.User, p.Job, p.Index), p.Machine)
+	case *events.TaskKilled:
+		return fmt.Sprintf("task %s killed: %s", task(p.User, p.Job, p.Index), p.Reason)
+	case *events.TaskLost:
+		return fmt.Sprintf("task %s lost with %s: %s", task(p.User, p.Job, p.Index), p.Machine, p.Reason)
+	case *events.MachineRegistered:
+		return fmt.Sprintf("machine %s registered at %s", p.Machine, p.Address)
+	case *events.MachineDown:
+		return fmt.Sprintf("machine %s down: %s", p.Machine, p.Reason)
+	case *events.MachineUp:
+		return fmt.Sprintf("machine %s up", p.Machine)
+	case *events.LeaderElected:
+		return fmt.Sprintf("%s leads at epoch %d", p.Holder, p.Epoch)
+	case *events.QuotaSet:
+		return fmt.Sprintf("quota of %s in %s set", p.User, p.Band)
+	case *events.UsageReported:
+		return fmt.Sprintf("usage of %d tasks on %s", len(p.Tasks), p.Machine)
+	}
+	return e.Type
+}

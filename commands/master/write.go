@@ -1,0 +1,263 @@
+package master
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// Result is where a command's events landed.
+type Result struct {
+	First, Last int64 // 0, 0 when the command changed nothing
+	Events      int
+	Duplicate   bool // the request id was seen before: nothing new was appended
+}
+
+type writeResult struct {
+	res Result
+	err error
+}
+
+type writeOp struct {
+	cmd  commands.Command
+	done chan writeResult
+}
+
+func (op *writeOp) reply(res Result, err error) { op.done <- writeResult{res, err} }
+
+// writer is the only appender while this replica leads. It drains the queue
+// into group commits: each command is decided against the state including
+// the previous commands of the batch (applied speculatively under the write
+// lock), then the whole batch is appended in one transaction. If the append
+// fails, the state is reloaded from the log, so nothing uncommitted survives.
+func (m *Master) writer(ctx context.Context) {
+	for {
+		var first *writeOp
+		select {
+		case <-ctx.Done():
+			m.failQueued(m.notLeader())
+			return
+		case first = <-m.writes:
+		}
+		ops := []*writeOp{first}
+	drain:
+		for len(ops) < m.cfg.MaxBatch {
+			select {
+			case op := <-m.writes:
+				ops = append(ops, op)
+			default:
+				break drain
+			}
+		}
+		m.commit(ctx, ops)
+	}
+}
+
+func (m *Master) failQueued(err error) {
+	for {
+		select {
+		case op := <-m.writes:
+			op.reply(Result{}, err)
+		default:
+			return
+		}
+	}
+}
+
+type decided struct {
+	op  *writeOp
+	evs []events.Event
+}
+
+func (m *Master) commit(ctx context.Context, ops []*writeOp) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer m.applied.Notify()
+	epoch := m.Epoch()
+	if epoch == 0 {
+		for _, op := range ops {
+			op.reply(Result{}, m.notLeaderLocked())
+		}
+		return
+	}
+	base := m.state.Position
+	var batch []decided
+	for _, op := range ops {
+		meta := op.cmd.Metadata()
+		if meta.RequestID != "" {
+			if res, ok := m.recent.get(meta.RequestID); ok {
+				res.Duplicate = true
+				op.reply(res, nil)
+				continue
+			}
+		}
+		evs, err := commands.Decide(m.state, op.cmd, commands.ClockFunc(m.clock))
+		if err != nil {
+			op.reply(Result{}, err)
+			continue
+		}
+		if len(evs) == 0 {
+			op.reply(Result{}, nil)
+			continue
+		}
+		for i := range evs {
+			evs[i].Position = m.state.Position + 1
+			if err := projections.Apply(m.state, evs[i]); err != nil {
+				// Cannot happen: positions are contiguous by construction.
+				panic(fmt.Sprintf("master: applying a decided event: %v", err))
+			}
+		}
+		batch = append(batch, decided{op, evs})
+	}
+	if len(batch) == 0 {
+		return
+	}
+	reqs := make([]events.AppendRequest, len(batch))
+	for i, d := range batch {
+		reqs[i] = events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: epoch, IdempotencyKey: d.op.cmd.Metadata().RequestID, Events: d.evs}
+	}
+	reqs[0].ExpectedPosition = base
+	results, err := m.store.AppendMany(ctx, reqs)
+	if err == nil {
+		for i, d := range batch {
+			res := Result{First: results[i].First, Last: results[i].Last, Events: len(d.evs)}
+			if id := d.op.cmd.Metadata().RequestID; id != "" {
+				m.recent.put(id, res)
+			}
+			d.op.reply(res, nil)
+		}
+		m.maybeCheckpoint(ctx)
+		return
+	}
+	// Undo the speculative applies.
+	if rerr := m.reloadLocked(ctx); rerr != nil {
+		m.log.Error("reloading the state after a failed append", "err", rerr)
+	}
+	switch {
+	case errors.Is(err, events.ErrDuplicateInBatch) && len(batch) > 1:
+		// A retried request the recent cache no longer knew: do them one by
+		// one, so the seen one returns its first result.
+		for _, d := range batch {
+			m.commitOneLocked(ctx, d.op)
+		}
+	case errors.Is(err, events.ErrFenced):
+		m.leading.Store(false)
+		for _, d := range batch {
+			d.op.reply(Result{}, fmt.Errorf("this master was deposed while writing: %w", err))
+		}
+	default:
+		for _, d := range batch {
+			d.op.reply(Result{}, fmt.Errorf("appending to the log: %w", err))
+		}
+	}
+}
+
+// commitOneLocked decides and appends a single command with the store's own
+// idempotency answer.
+func (m *Master) commitOneLocked(ctx context.Context, op *writeOp) {
+	evs, err := commands.Decide(m.state, op.cmd, commands.ClockFunc(m.clock))
+	if err != nil || len(evs) == 0 {
+		op.reply(Result{}, err)
+		return
+	}
+	id := op.cmd.Metadata().RequestID
+	res, err := m.store.Append(ctx, events.AppendRequest{ExpectedPosition: m.state.Position, Epoch: m.Epoch(), IdempotencyKey: id, Events: evs})
+	if err != nil {
+		op.reply(Result{}, fmt.Errorf("appending to the log: %w", err))
+		return
+	}
+	out := Result{First: res.First, Last: res.Last, Events: len(evs), Duplicate: res.Duplicate}
+	if !res.Duplicate {
+		for i := range evs {
+			evs[i].Position = res.First + int64(i)
+			if err := projections.Apply(m.state, evs[i]); err != nil {
+				m.log.Error("applying appended events", "err", err)
+			}
+		}
+	} else {
+		// The first result may be beyond what this replica applied.
+		if err := projections.Replay(ctx, m.store, m.state, 1<<62); err != nil {
+			m.log.Error("catching up after a duplicate", "err", err)
+		}
+	}
+	if id != "" {
+		m.recent.put(id, Result{First: res.First, Last: res.Last, Events: len(evs)})
+	}
+	op.reply(out, nil)
+}
+
+func (m *Master) reloadLocked(ctx context.Context) error {
+	st, err := projections.Load(ctx, m.store)
+	if err != nil {
+		return err
+	}
+	m.state = st
+	return nil
+}
+
+func (m *Master) notLeaderLocked() error {
+	e := &ErrNotLeader{Master: m.cfg.Name, Leader: m.state.Leader, Address: m.state.LeaderAddress}
+	if e.Leader == m.cfg.Name {
+		e.Leader, e.Address = "", ""
+	}
+	return e
+}
+
+func (m *Master) maybeCheckpoint(ctx context.Context) {
+	if !m.checkpointer.Due(m.state) {
+		return
+	}
+	cp, err := m.checkpointer.Save(ctx, m.state)
+	if err != nil {
+		m.log.Warn("writing a checkpoint", "err", err)
+		return
+	}
+	m.log.Info("checkpoint written", "position", cp.Position, "bytes", len(cp.State))
+}
+
+// recentRequests remembers the results of recent request ids so a retry is
+// answered without touching the store. It is bounded; older retries are
+// caught by the store's idempotency keys.
+type recentRequests struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List
+	byID  map[string]*list.Element
+}
+
+type recentEntry struct {
+	id  string
+	res Result
+}
+
+func newRecentRequests(max int) *recentRequests {
+	return &recentRequests{max: max, order: list.New(), byID: map[string]*list.Element{}}
+}
+
+func (r *recentRequests) get(id string) (Result, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.byID[id]; ok {
+		return e.Value.(recentEntry).res, true
+	}
+	return Result{}, false
+}
+
+func (r *recentRequests) put(id string, res Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.byID[id]; ok {
+		return
+	}
+	r.byID[id] = r.order.PushBack(recentEntry{id, res})
+	for r.order.Len() > r.max {
+		old := r.order.Remove(r.order.Front()).(recentEntry)
+		delete(r.byID, old.id)
+	}
+}
