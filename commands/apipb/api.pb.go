@@ -2725,6 +2725,314 @@ func (x *EventList) GetHead() int64 {
 	return 0
 }
 
+type QueryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sql           string                 `protobuf:"bytes,1,opt,name=sql,proto3" json:"sql,omitempty"`
+	TimeoutMs     int64                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`       // default and maximum set by the master
+	MinPosition   int64                  `protobuf:"varint,3,opt,name=min_position,json=minPosition,proto3" json:"min_position,omitempty"` // wait until the Infrastore has ingested this position
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryRequest) Reset() {
+	*x = QueryRequest{}
+	mi := &file_api_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryRequest) ProtoMessage() {}
+
+func (x *QueryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
+func (*QueryRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *QueryRequest) GetSql() string {
+	if x != nil {
+		return x.Sql
+	}
+	return ""
+}
+
+func (x *QueryRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetMinPosition() int64 {
+	if x != nil {
+		return x.MinPosition
+	}
+	return 0
+}
+
+type QueryReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Columns       []string               `protobuf:"bytes,1,rep,name=columns,proto3" json:"columns,omitempty"`
+	Rows          []*QueryRow            `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
+	Position      int64                  `protobuf:"varint,3,opt,name=position,proto3" json:"position,omitempty"`   // the Infrastore's ingested position
+	Truncated     bool                   `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"` // more rows than the master returns
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryReply) Reset() {
+	*x = QueryReply{}
+	mi := &file_api_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryReply) ProtoMessage() {}
+
+func (x *QueryReply) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryReply.ProtoReflect.Descriptor instead.
+func (*QueryReply) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *QueryReply) GetColumns() []string {
+	if x != nil {
+		return x.Columns
+	}
+	return nil
+}
+
+func (x *QueryReply) GetRows() []*QueryRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *QueryReply) GetPosition() int64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *QueryReply) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+type QueryRow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Values        []string               `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"` // rendered as text; NULL is "NULL" with null set
+	Null          []bool                 `protobuf:"varint,2,rep,packed,name=null,proto3" json:"null,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryRow) Reset() {
+	*x = QueryRow{}
+	mi := &file_api_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryRow) ProtoMessage() {}
+
+func (x *QueryRow) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryRow.ProtoReflect.Descriptor instead.
+func (*QueryRow) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *QueryRow) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *QueryRow) GetNull() []bool {
+	if x != nil {
+		return x.Null
+	}
+	return nil
+}
+
+type BillRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromUs        int64                  `protobuf:"varint,1,opt,name=from_us,json=fromUs,proto3" json:"from_us,omitempty"`
+	ToUs          int64                  `protobuf:"varint,2,opt,name=to_us,json=toUs,proto3" json:"to_us,omitempty"`
+	GroupBy       string                 `protobuf:"bytes,3,opt,name=group_by,json=groupBy,proto3" json:"group_by,omitempty"`       // user, job or label:KEY
+	Format        string                 `protobuf:"bytes,4,opt,name=format,proto3" json:"format,omitempty"`                        // csv, json or parquet
+	RatesJson     string                 `protobuf:"bytes,5,opt,name=rates_json,json=ratesJson,proto3" json:"rates_json,omitempty"` // optional rate table overriding the master's
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BillRequest) Reset() {
+	*x = BillRequest{}
+	mi := &file_api_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BillRequest) ProtoMessage() {}
+
+func (x *BillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BillRequest.ProtoReflect.Descriptor instead.
+func (*BillRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *BillRequest) GetFromUs() int64 {
+	if x != nil {
+		return x.FromUs
+	}
+	return 0
+}
+
+func (x *BillRequest) GetToUs() int64 {
+	if x != nil {
+		return x.ToUs
+	}
+	return 0
+}
+
+func (x *BillRequest) GetGroupBy() string {
+	if x != nil {
+		return x.GroupBy
+	}
+	return ""
+}
+
+func (x *BillRequest) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *BillRequest) GetRatesJson() string {
+	if x != nil {
+		return x.RatesJson
+	}
+	return ""
+}
+
+type BillReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"` // the bill, in the requested format
+	Format        string                 `protobuf:"bytes,2,opt,name=format,proto3" json:"format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BillReply) Reset() {
+	*x = BillReply{}
+	mi := &file_api_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BillReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BillReply) ProtoMessage() {}
+
+func (x *BillReply) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BillReply.ProtoReflect.Descriptor instead.
+func (*BillReply) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *BillReply) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *BillReply) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
 var File_api_proto protoreflect.FileDescriptor
 
 const file_api_proto_rawDesc = "" +
@@ -2979,7 +3287,31 @@ const file_api_proto_rawDesc = "" +
 	"\tEventList\x120\n" +
 	"\x06events\x18\x01 \x03(\v2\x18.corral.api.v1.EventViewR\x06events\x12#\n" +
 	"\rnext_position\x18\x02 \x01(\x03R\fnextPosition\x12\x12\n" +
-	"\x04head\x18\x03 \x01(\x03R\x04head2\x9e\v\n" +
+	"\x04head\x18\x03 \x01(\x03R\x04head\"b\n" +
+	"\fQueryRequest\x12\x10\n" +
+	"\x03sql\x18\x01 \x01(\tR\x03sql\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12!\n" +
+	"\fmin_position\x18\x03 \x01(\x03R\vminPosition\"\x8d\x01\n" +
+	"\n" +
+	"QueryReply\x12\x18\n" +
+	"\acolumns\x18\x01 \x03(\tR\acolumns\x12+\n" +
+	"\x04rows\x18\x02 \x03(\v2\x17.corral.api.v1.QueryRowR\x04rows\x12\x1a\n" +
+	"\bposition\x18\x03 \x01(\x03R\bposition\x12\x1c\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\"6\n" +
+	"\bQueryRow\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\x12\x12\n" +
+	"\x04null\x18\x02 \x03(\bR\x04null\"\x8d\x01\n" +
+	"\vBillRequest\x12\x17\n" +
+	"\afrom_us\x18\x01 \x01(\x03R\x06fromUs\x12\x13\n" +
+	"\x05to_us\x18\x02 \x01(\x03R\x04toUs\x12\x19\n" +
+	"\bgroup_by\x18\x03 \x01(\tR\agroupBy\x12\x16\n" +
+	"\x06format\x18\x04 \x01(\tR\x06format\x12\x1d\n" +
+	"\n" +
+	"rates_json\x18\x05 \x01(\tR\tratesJson\"7\n" +
+	"\tBillReply\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format2\x9d\f\n" +
 	"\x04Cell\x12D\n" +
 	"\x06Submit\x12\x1c.corral.api.v1.SubmitRequest\x1a\x1c.corral.api.v1.MutationReply\x12D\n" +
 	"\x06Update\x12\x1c.corral.api.v1.UpdateRequest\x1a\x1c.corral.api.v1.MutationReply\x12@\n" +
@@ -3001,7 +3333,9 @@ const file_api_proto_rawDesc = "" +
 	"\aStateAt\x12\x1d.corral.api.v1.StateAtRequest\x1a\x17.corral.api.v1.CellView\x12@\n" +
 	"\x06Events\x12\x1c.corral.api.v1.EventsRequest\x1a\x18.corral.api.v1.EventList\x12A\n" +
 	"\x05Watch\x12\x1c.corral.api.v1.EventsRequest\x1a\x18.corral.api.v1.EventView0\x01\x12B\n" +
-	"\x06Status\x12\x1c.corral.api.v1.StatusRequest\x1a\x1a.corral.api.v1.StatusReplyB1Z/github.com/corralhq/corral/commands/apipb;apipbb\x06proto3"
+	"\x06Status\x12\x1c.corral.api.v1.StatusRequest\x1a\x1a.corral.api.v1.StatusReply\x12?\n" +
+	"\x05Query\x12\x1b.corral.api.v1.QueryRequest\x1a\x19.corral.api.v1.QueryReply\x12<\n" +
+	"\x04Bill\x12\x1a.corral.api.v1.BillRequest\x1a\x18.corral.api.v1.BillReplyB1Z/github.com/corralhq/corral/commands/apipb;apipbb\x06proto3"
 
 var (
 	file_api_proto_rawDescOnce sync.Once
@@ -3015,7 +3349,7 @@ func file_api_proto_rawDescGZIP() []byte {
 	return file_api_proto_rawDescData
 }
 
-var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_api_proto_goTypes = []any{
 	(*ReadOptions)(nil),           // 0: corral.api.v1.ReadOptions
 	(*MutationReply)(nil),         // 1: corral.api.v1.MutationReply
@@ -3051,89 +3385,99 @@ var file_api_proto_goTypes = []any{
 	(*CellView)(nil),              // 31: corral.api.v1.CellView
 	(*EventView)(nil),             // 32: corral.api.v1.EventView
 	(*EventList)(nil),             // 33: corral.api.v1.EventList
-	nil,                           // 34: corral.api.v1.CreateAllocSetRequest.LabelsEntry
-	nil,                           // 35: corral.api.v1.MachineView.AttributesEntry
-	(*events.JobSpec)(nil),        // 36: corral.events.v1.JobSpec
-	(*events.Resources)(nil),      // 37: corral.events.v1.Resources
-	(*events.Constraint)(nil),     // 38: corral.events.v1.Constraint
+	(*QueryRequest)(nil),          // 34: corral.api.v1.QueryRequest
+	(*QueryReply)(nil),            // 35: corral.api.v1.QueryReply
+	(*QueryRow)(nil),              // 36: corral.api.v1.QueryRow
+	(*BillRequest)(nil),           // 37: corral.api.v1.BillRequest
+	(*BillReply)(nil),             // 38: corral.api.v1.BillReply
+	nil,                           // 39: corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	nil,                           // 40: corral.api.v1.MachineView.AttributesEntry
+	(*events.JobSpec)(nil),        // 41: corral.events.v1.JobSpec
+	(*events.Resources)(nil),      // 42: corral.events.v1.Resources
+	(*events.Constraint)(nil),     // 43: corral.events.v1.Constraint
 }
 var file_api_proto_depIdxs = []int32{
-	36, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
-	36, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
-	37, // 2: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
-	37, // 3: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
-	38, // 4: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
-	34, // 5: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	41, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
+	41, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
+	42, // 2: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
+	42, // 3: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
+	43, // 4: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
+	39, // 5: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
 	0,  // 6: corral.api.v1.GetRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 7: corral.api.v1.ListRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 8: corral.api.v1.ListTasksRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 9: corral.api.v1.ListMachinesRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 10: corral.api.v1.GetQuotaRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 11: corral.api.v1.WhyPendingRequest.read:type_name -> corral.api.v1.ReadOptions
-	37, // 12: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
-	37, // 13: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
-	36, // 14: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
+	42, // 12: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
+	42, // 13: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
+	41, // 14: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
 	20, // 15: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
 	21, // 16: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
 	20, // 17: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
-	37, // 18: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
-	37, // 19: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
-	37, // 20: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
-	35, // 21: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
+	42, // 18: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
+	42, // 19: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
+	42, // 20: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
+	40, // 21: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
 	24, // 22: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
-	37, // 23: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
-	37, // 24: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
+	42, // 23: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
+	42, // 24: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
 	26, // 25: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
 	28, // 26: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
 	29, // 27: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
 	24, // 28: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
 	21, // 29: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
 	32, // 30: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
-	2,  // 31: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
-	3,  // 32: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
-	4,  // 33: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
-	5,  // 34: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
-	6,  // 35: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
-	6,  // 36: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
-	7,  // 37: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
-	8,  // 38: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
-	9,  // 39: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
-	6,  // 40: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
-	10, // 41: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
-	11, // 42: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
-	12, // 43: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
-	13, // 44: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
-	14, // 45: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
-	15, // 46: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
-	16, // 47: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
-	17, // 48: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
-	17, // 49: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
-	18, // 50: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
-	1,  // 51: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
-	1,  // 52: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
-	1,  // 53: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
-	1,  // 54: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
-	1,  // 55: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 56: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 57: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
-	1,  // 58: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 59: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
-	1,  // 60: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
-	21, // 61: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
-	22, // 62: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
-	23, // 63: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
-	25, // 64: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
-	27, // 65: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
-	30, // 66: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
-	31, // 67: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
-	33, // 68: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
-	32, // 69: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
-	19, // 70: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
-	51, // [51:71] is the sub-list for method output_type
-	31, // [31:51] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	36, // 31: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
+	2,  // 32: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
+	3,  // 33: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
+	4,  // 34: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
+	5,  // 35: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
+	6,  // 36: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
+	6,  // 37: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
+	7,  // 38: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
+	8,  // 39: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
+	9,  // 40: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
+	6,  // 41: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
+	10, // 42: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
+	11, // 43: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
+	12, // 44: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
+	13, // 45: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
+	14, // 46: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
+	15, // 47: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
+	16, // 48: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
+	17, // 49: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
+	17, // 50: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
+	18, // 51: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
+	34, // 52: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
+	37, // 53: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
+	1,  // 54: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
+	1,  // 55: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
+	1,  // 56: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
+	1,  // 57: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
+	1,  // 58: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 59: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 60: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
+	1,  // 61: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 62: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
+	1,  // 63: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
+	21, // 64: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
+	22, // 65: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
+	23, // 66: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
+	25, // 67: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
+	27, // 68: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
+	30, // 69: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
+	31, // 70: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
+	33, // 71: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
+	32, // 72: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
+	19, // 73: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
+	35, // 74: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
+	38, // 75: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
+	54, // [54:76] is the sub-list for method output_type
+	32, // [32:54] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_init() }
@@ -3147,7 +3491,7 @@ func file_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -49,6 +49,8 @@ const (
 	Cell_Events_FullMethodName         = "/corral.api.v1.Cell/Events"
 	Cell_Watch_FullMethodName          = "/corral.api.v1.Cell/Watch"
 	Cell_Status_FullMethodName         = "/corral.api.v1.Cell/Status"
+	Cell_Query_FullMethodName          = "/corral.api.v1.Cell/Query"
+	Cell_Bill_FullMethodName           = "/corral.api.v1.Cell/Bill"
 )
 
 // CellClient is the client API for Cell service.
@@ -79,6 +81,9 @@ type CellClient interface {
 	// Watch streams events from a position on, following new ones.
 	Watch(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EventView], error)
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusReply, error)
+	// Infrastore: read-only SQL over the cell's whole history, and bills.
+	Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryReply, error)
+	Bill(ctx context.Context, in *BillRequest, opts ...grpc.CallOption) (*BillReply, error)
 }
 
 type cellClient struct {
@@ -298,6 +303,26 @@ func (c *cellClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *cellClient) Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueryReply)
+	err := c.cc.Invoke(ctx, Cell_Query_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cellClient) Bill(ctx context.Context, in *BillRequest, opts ...grpc.CallOption) (*BillReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BillReply)
+	err := c.cc.Invoke(ctx, Cell_Bill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CellServer is the server API for Cell service.
 // All implementations must embed UnimplementedCellServer
 // for forward compatibility.
@@ -326,6 +351,9 @@ type CellServer interface {
 	// Watch streams events from a position on, following new ones.
 	Watch(*EventsRequest, grpc.ServerStreamingServer[EventView]) error
 	Status(context.Context, *StatusRequest) (*StatusReply, error)
+	// Infrastore: read-only SQL over the cell's whole history, and bills.
+	Query(context.Context, *QueryRequest) (*QueryReply, error)
+	Bill(context.Context, *BillRequest) (*BillReply, error)
 	mustEmbedUnimplementedCellServer()
 }
 
@@ -395,6 +423,12 @@ func (UnimplementedCellServer) Watch(*EventsRequest, grpc.ServerStreamingServer[
 }
 func (UnimplementedCellServer) Status(context.Context, *StatusRequest) (*StatusReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedCellServer) Query(context.Context, *QueryRequest) (*QueryReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Query not implemented")
+}
+func (UnimplementedCellServer) Bill(context.Context, *BillRequest) (*BillReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Bill not implemented")
 }
 func (UnimplementedCellServer) mustEmbedUnimplementedCellServer() {}
 func (UnimplementedCellServer) testEmbeddedByValue()              {}
@@ -770,6 +804,42 @@ func _Cell_Status_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cell_Query_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).Query(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_Query_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).Query(ctx, req.(*QueryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cell_Bill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BillRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).Bill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_Bill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).Bill(ctx, req.(*BillRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cell_ServiceDesc is the grpc.ServiceDesc for Cell service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -852,6 +922,14 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _Cell_Status_Handler,
+		},
+		{
+			MethodName: "Query",
+			Handler:    _Cell_Query_Handler,
+		},
+		{
+			MethodName: "Bill",
+			Handler:    _Cell_Bill_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -35,6 +35,37 @@ type Service struct {
 	Explain func(s *projections.State, j *projections.Job) *apipb.WhyPendingReply
 	// ReadWait bounds how long a read waits for its min_position.
 	ReadWait time.Duration
+	// Analytics answers Query and Bill (the Infrastore); nil: Unimplemented.
+	Analytics Analytics
+}
+
+// Analytics is what the API needs of the Infrastore. It is an interface so
+// this package (and its tests) do not link DuckDB.
+type Analytics interface {
+	Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error)
+	Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error)
+}
+
+func (s *Service) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {
+	if _, err := s.actor(ctx); err != nil {
+		return nil, err
+	}
+	if s.Analytics == nil {
+		return nil, status.Error(codes.Unimplemented, "this master runs no Infrastore")
+	}
+	out, err := s.Analytics.Query(ctx, r)
+	return out, Status(ctx, err)
+}
+
+func (s *Service) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {
+	if _, err := s.actor(ctx); err != nil {
+		return nil, err
+	}
+	if s.Analytics == nil {
+		return nil, status.Error(codes.Unimplemented, "this master runs no Infrastore")
+	}
+	out, err := s.Analytics.Bill(ctx, r)
+	return out, Status(ctx, err)
 }
 
 // NewService returns the API of m.
