@@ -14,19 +14,13 @@ type CompactionMode string
 const (
 	// CompactRandom removes machines at random, as Borg's §5.1 does, so the
 	// compacted cell keeps the original mix of machine kinds: a bisection
-	// over how many machines of a seeded random order are kept.
+	// over how many machines of a seeded random order are kept. When the
+	// workload does not fit the whole cell, the cell is cloned first.
 	CompactRandom CompactionMode = "random"
-	// CompactDrain starts from the whole cell and repeatedly removes the
-	// machines the last packing left empty, re-packing from scratch, until
-	// a packing leaves none empty or no longer fits. It measures how few
-	// machines a policy's own packing uses, which is what the lower bound
-	// bounds; random removal cannot approach the bound when the cell holds
-	// machine kinds the workload does not need.
-	CompactDrain CompactionMode = "drain"
 	// CompactLargestFirst removes the machines with the least capacity in
 	// the resources the workload asks most of first (ties in a seeded random
 	// order): the order the lower bound assumes, so the ratio to the bound
-	// measures the packing alone.
+	// measures the packing alone. It never clones.
 	CompactLargestFirst CompactionMode = "largest-first"
 )
 
@@ -40,9 +34,9 @@ type CompactionConfig struct {
 	// workload to count as fitting (the paper let up to 0.2% of very picky
 	// tasks go pending).
 	MaxPending float64
-	// MaxClones bounds the cloning of the cell when the workload does not
-	// fit on all its machines (as the paper did: it cloned the cell a few
-	// times before compaction). 1: never clone.
+	// MaxClones bounds the cloning of the cell, in random mode, when the
+	// workload does not fit on all its machines (as the paper did: it
+	// cloned the cell a few times before compaction). 1: never clone.
 	MaxClones int
 	// Workers run seeds in parallel; results do not depend on it.
 	Workers int
@@ -61,10 +55,14 @@ func DefaultCompaction(policy Policy) CompactionConfig {
 
 // CompactionResult is the outcome for one policy.
 type CompactionResult struct {
-	Policy     Policy
-	Mode       CompactionMode
-	Machines   []int // machines needed, per seed
-	P90        int   // the 90th percentile of Machines: the result the paper reports
+	Policy   Policy
+	Mode     CompactionMode
+	Machines []int // machines needed, per seed; 0 where the workload did not fit
+	// Unfit counts the seeds whose workload did not fit even the whole
+	// (cloned) cell; Pending is the most tasks such a seed left pending.
+	Unfit      int
+	Pending    int
+	P90        int // the 90th percentile of Machines: the result the paper reports; 0 if a seed did not fit
 	Min, Max   int
 	LowerBound int     // of the original cell
 	Binding    Dim     // the resource that sets the lower bound
@@ -111,6 +109,13 @@ func Compact(w *Workload, cfg CompactionConfig) (CompactionResult, error) {
 		res.Machines = append(res.Machines, r.machines)
 		res.Packs += r.packs
 		res.Clones = max(res.Clones, r.clones)
+		if r.machines == 0 {
+			res.Unfit++
+			res.Pending = max(res.Pending, r.pending)
+		}
+	}
+	if res.Unfit > 0 {
+		return res, nil
 	}
 	sorted := slices.Sorted(slices.Values(res.Machines))
 	res.Min, res.Max = sorted[0], sorted[len(sorted)-1]
@@ -126,8 +131,8 @@ func percentile(sorted []int, q float64) int {
 }
 
 type compactRun struct {
-	machines, packs, clones int
-	err                     error
+	machines, packs, clones, pending int
+	err                              error
 }
 
 // compactOnce runs one seed.
@@ -143,49 +148,25 @@ func compactOnce(w *Workload, cfg CompactionConfig, mode CompactionMode, seed ui
 	// The cell, cloned as often as needed for the workload to fit.
 	cell := w.Machines
 	full := pack(cell)
+	maxClones := max(cfg.MaxClones, 1)
+	if mode == CompactLargestFirst {
+		maxClones = 1
+	}
 	for run.clones = 1; !fits(full); {
-		if run.clones >= max(cfg.MaxClones, 1) {
-			run.err = fmt.Errorf("scheduler: compaction: workload %s does not fit on %d times its %d machines under %s (%d tasks pending)",
-				w.Name, run.clones, len(w.Machines), cfg.Scheduler.Policy, full.Stats.Pending-full.Stats.Placed)
+		if run.clones >= maxClones {
+			run.pending = full.Stats.Pending - full.Stats.Placed
 			return run
 		}
 		run.clones++
 		cell = cloneMachines(w.Machines, run.clones)
 		full = pack(cell)
 	}
-
-	rng := rand.New(rand.NewPCG(seed, 0xc0a1))
-	if mode == CompactDrain {
-		kept, plan := cell, full
-		for {
-			used := map[string]bool{}
-			for i := range plan.Placements {
-				used[plan.Placements[i].Machine] = true
-			}
-			if len(used) == len(kept) {
-				break
-			}
-			busy := make([]*Machine, 0, len(used))
-			for _, m := range kept {
-				if used[m.Name] {
-					busy = append(busy, m)
-				}
-			}
-			next := pack(busy)
-			if !fits(next) {
-				break
-			}
-			kept, plan = busy, next
-		}
-		run.machines = len(kept)
-		return run
-	}
-
 	if run.clones > 1 {
 		if lb, _, run.err = LowerBound(cell, w.Tasks); run.err != nil {
 			return run
 		}
 	}
+	rng := rand.New(rand.NewPCG(seed, 0xc0a1))
 	order := slices.Clone(cell)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	if mode == CompactLargestFirst {

@@ -175,22 +175,37 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 		j.cpu = float64(10 + rng.IntN(90))
 		j.mem = float64(int64(32+rng.IntN(480)) << 20)
 	}
-	// Scale CPU and memory to the fill asked for.
-	var cpuSum, memSum, tinyCPU, tinyMem float64
-	for _, j := range jobs {
-		if j.tiny {
-			tinyCPU += j.cpu * float64(j.size)
-			tinyMem += j.mem * float64(j.size)
-			continue
-		}
-		cpuSum += j.cpu * float64(j.size)
-		memSum += j.mem * float64(j.size)
-	}
-	cpuScale := (cfg.CPUFill*float64(capacity[CPU]) - tinyCPU) / cpuSum
-	memScale := (cfg.CPUFill*7/8*float64(capacity[Memory]) - tinyMem) / memSum
-	// No task larger than a quarter of the smallest machine.
+	// Scale CPU and memory to the fill asked for, no task larger than a
+	// quarter of the smallest machine: scale, cap, and scale the uncapped
+	// jobs again until the total is reached.
 	maxCPU := float64(syntheticShapes[0].cores*1000) / 4
 	maxMem := float64(syntheticShapes[0].memGiB<<30) / 4
+	scale := func(get func(j *job) float64, target, most float64) float64 {
+		s := 1.0
+		for range 50 {
+			var sum, free float64 // the total, and the part that still scales
+			for i := range jobs {
+				j := &jobs[i]
+				v, n := get(j), float64(j.size)
+				switch {
+				case j.tiny:
+					sum += v * n
+				case v*s >= most:
+					sum += most * n
+				default:
+					sum += v * s * n
+					free += v * s * n
+				}
+			}
+			if free == 0 || math.Abs(sum-target) < target*1e-4 {
+				break
+			}
+			s *= 1 + (target-sum)/free
+		}
+		return s
+	}
+	cpuScale := scale(func(j *job) float64 { return j.cpu }, cfg.CPUFill*float64(capacity[CPU]), maxCPU)
+	memScale := scale(func(j *job) float64 { return j.mem }, cfg.CPUFill*7/8*float64(capacity[Memory]), maxMem)
 
 	order := rng.Perm(len(jobs)) // submission order
 	seq := int64(0)

@@ -1,0 +1,125 @@
+package scheduler
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+)
+
+// benchWorkload is the 10,000-machine, 100,000-task cell: the shared
+// synthetic-10k folder when present, else the generator's equivalent.
+func benchWorkload(b *testing.B) *Workload {
+	b.Helper()
+	if dir, err := FindWorkloads("."); err == nil || *workloadsFlag != "" {
+		if *workloadsFlag != "" {
+			dir = *workloadsFlag
+		}
+		if w, err := LoadWorkload(filepath.Join(dir, "synthetic-10k")); err == nil {
+			return w
+		}
+	}
+	return Synthetic(DefaultSynthetic(1))
+}
+
+// BenchmarkScheduleFromScratch places a whole cell's workload (10,000
+// machines, 100,000 tasks in about 5,000 jobs) on empty machines in one
+// pass. Target: at least 20,000 tasks/s.
+func BenchmarkScheduleFromScratch(b *testing.B) {
+	w := benchWorkload(b)
+	for _, policy := range Policies {
+		b.Run(string(policy), func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.Policy = policy
+			cell := w.Cell()
+			var plan *Plan
+			b.ReportAllocs()
+			for b.Loop() {
+				plan = Schedule(cell, cfg, 1)
+			}
+			b.ReportMetric(float64(plan.Stats.Placed)*float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+			b.ReportMetric(float64(plan.Stats.Pending-plan.Stats.Placed), "unplaced")
+		})
+	}
+}
+
+// BenchmarkOnlinePass schedules 1,000 new tasks (50 new jobs of 20 tasks,
+// shaped like jobs of the workload) into the 10,000-machine cell once its workload is placed (80% of
+// its CPU requested). Target: at most 100 ms per pass.
+func BenchmarkOnlinePass(b *testing.B) {
+	w := benchWorkload(b)
+	full := Schedule(w.Cell(), DefaultConfig(), 1)
+	cell := occupied(w, full)
+	cell.Pending = newArrivals(w, 50, 20)
+	for _, policy := range Policies {
+		b.Run(string(policy), func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.Policy = policy
+			var plan *Plan
+			b.ReportAllocs()
+			for b.Loop() {
+				plan = Schedule(cell, cfg, 2)
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "ms/pass")
+			b.ReportMetric(float64(plan.Stats.Placed), "placed")
+			b.ReportMetric(float64(plan.Stats.Preemptions), "preempted")
+		})
+	}
+}
+
+// occupied returns the workload's cell with a plan's placements applied, as
+// the projection would hold it.
+func occupied(w *Workload, plan *Plan) *Cell {
+	byName := map[string]*Machine{}
+	cell := &Cell{}
+	for _, m := range w.Machines {
+		c := *m
+		c.Tasks = nil
+		byName[c.Name] = &c
+		cell.Machines = append(cell.Machines, &c)
+	}
+	byRef := map[TaskRef]*PendingTask{}
+	for i := range w.Tasks {
+		byRef[w.Tasks[i].Ref] = &w.Tasks[i]
+	}
+	for _, p := range plan.Placements {
+		t := byRef[p.Task]
+		m := byName[p.Machine]
+		m.Version++
+		m.Tasks = append(m.Tasks, PlacedTask{Ref: t.Ref, Priority: t.Priority, Limit: t.Resources, Reservation: t.Resources,
+			Ports: p.Ports, Package: t.Package})
+	}
+	return cell
+}
+
+// BenchmarkPassSize is a grid of cell sizes (machines x 10 tasks each, from
+// the generator) for the default configuration.
+func BenchmarkPassSize(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		w := Synthetic(SyntheticConfig{Seed: 5, Machines: n, Tasks: 10 * n, Jobs: max(n/2, 1), Users: 50, CPUFill: 0.8,
+			RackSize: 40, RacksPerPower: 5, ConstrainedJobs: 0.1})
+		b.Run(fmt.Sprintf("machines=%d", n), func(b *testing.B) {
+			cell := w.Cell()
+			var plan *Plan
+			for b.Loop() {
+				plan = Schedule(cell, DefaultConfig(), 1)
+			}
+			b.ReportMetric(float64(plan.Stats.Placed)*float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+		})
+	}
+}
+
+// newArrivals makes jobs new jobs of size tasks each, copying the
+// requirements of jobs spread evenly through the workload.
+func newArrivals(w *Workload, jobs, size int) []PendingTask {
+	var out []PendingTask
+	for j := range jobs {
+		like := w.Tasks[j*len(w.Tasks)/jobs]
+		for i := range size {
+			t := like
+			t.Ref = TaskRef{User: "new-" + like.Ref.User, Job: fmt.Sprintf("new-%d-%s", j, like.Ref.Job), Index: int32(i)}
+			t.Seq = int64(1<<32 + j*size + i)
+			out = append(out, t)
+		}
+	}
+	return out
+}

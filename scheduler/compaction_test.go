@@ -1,0 +1,131 @@
+package scheduler
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The full compaction run is not part of the normal test run. Run it with
+//
+//	go test ./scheduler/ -run TestCompactionReport -compaction=openb -timeout 30m -v
+//
+// (a folder name under the shared workloads, or a path; or set
+// CORRAL_COMPACTION).
+var (
+	compactionFlag        = flag.String("compaction", "", "run cell compaction on this workload folder (a name under the shared workloads, or a path)")
+	compactionSeedsFlag   = flag.Int("compaction.seeds", 11, "seeds per policy")
+	compactionKFlag       = flag.Int("compaction.k", 0, "feasible machines scored per class (relaxed randomization); 0: all")
+	compactionModesFlag   = flag.String("compaction.modes", "random,largest-first", "removal orders to run")
+	compactionWorkersFlag = flag.Int("compaction.workers", 1, "seeds run in parallel")
+)
+
+func TestCompactTiny(t *testing.T) {
+	// 12 machines: 4 big (8 cores), 8 small (2 cores); 40 tasks of 0.5 core
+	// = 20 cores: the bound is 3 big machines (24 cores).
+	w := &Workload{Name: "tiny"}
+	for i := range 12 {
+		cores := int64(2)
+		if i%3 == 0 {
+			cores = 8
+		}
+		w.Machines = append(w.Machines, &Machine{Name: fmt.Sprintf("m%02d", i), Version: 1, Capacity: Resources{CPU: cores * 1000, Memory: 64 << 30}})
+	}
+	for i := range 40 {
+		w.Tasks = append(w.Tasks, PendingTask{Ref: TaskRef{User: "u", Job: "j", Index: int32(i)}, Priority: 5, Seq: int64(i), Resources: Resources{CPU: 500, Memory: 1 << 30}})
+	}
+	for _, mode := range []CompactionMode{CompactRandom, CompactLargestFirst} {
+		for _, policy := range Policies {
+			cfg := DefaultCompaction(policy)
+			cfg.Mode = mode
+			cfg.MaxPending = 0
+			cfg.Workers = 2
+			r, err := Compact(w, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.LowerBound != 3 || r.Unfit != 0 || len(r.Machines) != 11 || r.P90 < 3 || r.P90 > 12 || r.Min > r.P90 || r.P90 > r.Max {
+				t.Errorf("%s %s: %+v", mode, policy, r)
+			}
+			if mode == CompactLargestFirst && policy != PolicyWorstFit && r.P90 != 3 {
+				t.Errorf("%s %s: %d machines, want the bound, 3", mode, policy, r.P90)
+			}
+			again, _ := Compact(w, cfg)
+			if fmt.Sprint(again.Machines) != fmt.Sprint(r.Machines) {
+				t.Errorf("%s %s: %v then %v", mode, policy, r.Machines, again.Machines)
+			}
+		}
+	}
+	// A workload that fits no cell: reported, not an error.
+	w.Tasks = append(w.Tasks, PendingTask{Ref: TaskRef{User: "u", Job: "huge", Index: 0}, Resources: Resources{CPU: 9000}})
+	cfg := DefaultCompaction(PolicyHybrid)
+	cfg.MaxPending = 0
+	cfg.Seeds = 2
+	r, err := Compact(w, cfg)
+	if err != nil || r.Unfit != 2 || r.Pending != 1 || r.P90 != 0 {
+		t.Errorf("unfit workload: %+v %v", r, err)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	sorted := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+	if got := percentile(sorted, 0.9); got != 10 {
+		t.Errorf("p90 of 1..11 = %d, want 10 (nearest rank)", got)
+	}
+	if got := percentile([]int{7}, 0.9); got != 7 {
+		t.Errorf("p90 of one value = %d", got)
+	}
+}
+
+// TestCompactionReport runs the whole compaction experiment on a workload
+// and prints the table; see the command above.
+func TestCompactionReport(t *testing.T) {
+	name := *compactionFlag
+	if name == "" {
+		name = os.Getenv("CORRAL_COMPACTION")
+	}
+	if name == "" {
+		t.Skip("set -compaction=<workload folder> to run cell compaction")
+	}
+	dir := name
+	if !strings.ContainsRune(name, os.PathSeparator) {
+		dir = filepath.Join(workloadsDir(t), name)
+	}
+	w, err := LoadWorkload(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	fmt.Fprintf(&table, "workload %s: %d machines, %d tasks; %d seeds, K=%d, up to %.1f%% of tasks may stay pending\n\n",
+		w.Name, len(w.Machines), len(w.Tasks), *compactionSeedsFlag, *compactionKFlag, 100*DefaultCompaction(PolicyHybrid).MaxPending)
+	table.WriteString("| removal | policy | machines (p90) | min-max | lower bound | ratio | clones | runtime | packings |\n")
+	table.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, mode := range strings.Split(*compactionModesFlag, ",") {
+		for _, policy := range Policies {
+			cfg := DefaultCompaction(policy)
+			cfg.Mode = CompactionMode(mode)
+			cfg.Seeds = *compactionSeedsFlag
+			cfg.Scheduler.FeasibleK = *compactionKFlag
+			cfg.Workers = *compactionWorkersFlag
+			start := time.Now()
+			r, err := Compact(w, cfg)
+			elapsed := time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Unfit > 0 {
+				fmt.Fprintf(&table, "| %s | %s | does not fit (%d seeds, up to %d tasks pending on %dx the cell) | | %d (%s) | | %d | %.1fs | %d |\n",
+					mode, policy, r.Unfit, r.Pending, r.Clones, r.LowerBound, r.Binding, r.Clones, elapsed.Seconds(), r.Packs)
+				continue
+			}
+			fmt.Fprintf(&table, "| %s | %s | %d | %d-%d | %d (%s) | %.3f | %d | %.1fs | %d |\n",
+				mode, policy, r.P90, r.Min, r.Max, r.LowerBound, r.Binding, r.Ratio, r.Clones, elapsed.Seconds(), r.Packs)
+			t.Logf("%s %s: %v", mode, policy, r.Machines)
+		}
+	}
+	t.Log("\n" + table.String())
+}
