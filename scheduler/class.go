@@ -19,8 +19,9 @@ type class struct {
 	hard     []compiledConstraint
 	soft     []compiledConstraint
 	avoid    []int32 // sorted machine indices where the task crashed
-	inAlloc  bool
+	inAlloc  bool // a task that runs inside an alloc of allocSet
 	allocSet AllocSetRef
+	isAlloc  bool // a class of pending allocs: placed like tasks, never preempting
 	pkg      string
 
 	// Relaxed randomization: the class walks the pass's random machine order
@@ -46,11 +47,12 @@ type cand struct {
 	score   float64
 }
 
-// queueOrder returns the pending tasks' indices in scheduling order: from
-// high to low priority and, within a priority, round-robin between users
-// (taking each user's tasks in submission order) so that a large job cannot
-// block the line. Users take turns in the order of their oldest task.
-func queueOrder(pending []PendingTask) []int32 {
+// queueOrder returns the pending items' indices in scheduling order: from
+// high to low priority; within a priority allocs (items from nTasks on)
+// before tasks, each round-robin between users (taking each user's items in
+// submission order) so that a large job cannot block the line. Users take
+// turns in the order of their oldest item.
+func queueOrder(pending []PendingTask, nTasks int) []int32 {
 	idx := make([]int32, len(pending))
 	for i := range idx {
 		idx[i] = int32(i)
@@ -59,6 +61,12 @@ func queueOrder(pending []PendingTask) []int32 {
 		x, y := &pending[a], &pending[b]
 		if c := cmp.Compare(clampPriority(y.Priority), clampPriority(x.Priority)); c != 0 {
 			return c
+		}
+		if xa, ya := int(a) >= nTasks, int(b) >= nTasks; xa != ya {
+			if xa {
+				return -1
+			}
+			return 1
 		}
 		if c := cmp.Compare(x.Ref.User, y.Ref.User); c != 0 {
 			return c
@@ -76,19 +84,7 @@ func queueOrder(pending []PendingTask) []int32 {
 	})
 	out := make([]int32, 0, len(idx))
 	type run struct{ tasks []int32 }
-	for lo := 0; lo < len(idx); {
-		prio := clampPriority(pending[idx[lo]].Priority)
-		hi := lo
-		var runs []run
-		for hi < len(idx) && clampPriority(pending[idx[hi]].Priority) == prio {
-			u := hi
-			for u < len(idx) && clampPriority(pending[idx[u]].Priority) == prio &&
-				pending[idx[u]].Ref.User == pending[idx[hi]].Ref.User {
-				u++
-			}
-			runs = append(runs, run{idx[hi:u]})
-			hi = u
-		}
+	roundRobin := func(runs []run) {
 		slices.SortStableFunc(runs, func(a, b run) int {
 			return cmp.Compare(pending[a.tasks[0]].Seq, pending[b.tasks[0]].Seq)
 		})
@@ -102,6 +98,22 @@ func queueOrder(pending []PendingTask) []int32 {
 			}
 			runs = live
 		}
+	}
+	// Split the sorted indices into runs of one priority, kind and user.
+	for lo := 0; lo < len(idx); {
+		prio, alloc := clampPriority(pending[idx[lo]].Priority), int(idx[lo]) >= nTasks
+		hi := lo
+		var runs []run
+		for hi < len(idx) && clampPriority(pending[idx[hi]].Priority) == prio && (int(idx[hi]) >= nTasks) == alloc {
+			u := hi
+			for u < len(idx) && clampPriority(pending[idx[u]].Priority) == prio && (int(idx[u]) >= nTasks) == alloc &&
+				pending[idx[u]].Ref.User == pending[idx[hi]].Ref.User {
+				u++
+			}
+			runs = append(runs, run{idx[hi:u]})
+			hi = u
+		}
+		roundRobin(runs)
 		lo = hi
 	}
 	return out
@@ -112,18 +124,22 @@ func clampPriority(p int32) int32 { return max(0, min(p, MaxPriority)) }
 // buildClasses groups the pending tasks into equivalence classes, numbering
 // classes in queue order so the pass is deterministic.
 func (p *pass) buildClasses(order []int32) {
-	pending := p.cell.Pending
+	pending := p.items
 	p.classOf = make([]int32, len(pending))
 	byKey := map[string]int32{}
 	var key []byte
 	// Tasks of one job are usually adjacent and identical: compare with the
 	// previous task before building a key.
 	for i := range pending {
-		if i > 0 && sameRequirements(&pending[i-1], &pending[i]) {
+		if i > 0 && i != p.nTasks && sameRequirements(&pending[i-1], &pending[i]) {
 			p.classOf[i] = p.classOf[i-1]
 			continue
 		}
-		key = classKey(key[:0], &pending[i])
+		key = key[:0]
+		if i >= p.nTasks {
+			key = append(key, 'A') // allocs never share a class with tasks
+		}
+		key = classKey(key, &pending[i])
 		ci, ok := byKey[string(key)]
 		if !ok {
 			ci = int32(len(byKey))
@@ -142,6 +158,7 @@ func (p *pass) buildClasses(order []int32) {
 			renum[old] = int32(len(p.classes))
 			c := p.newClass(&pending[ti])
 			c.id = renum[old]
+			c.isAlloc = int(ti) >= p.nTasks
 			p.classes = append(p.classes, c)
 		}
 	}

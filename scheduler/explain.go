@@ -23,7 +23,12 @@ func (p *pass) explain(c *class) Explanation {
 		e.AllocSet = c.allocSet.Name
 	}
 	for _, ti := range c.unplaced {
-		e.Tasks = append(e.Tasks, p.cell.Pending[ti].Ref)
+		r := p.items[ti].Ref
+		if c.isAlloc {
+			e.Allocs = append(e.Allocs, AllocRef{Set: AllocSetRef{User: r.User, Name: r.Job[len(allocJobPrefix):]}, Index: r.Index})
+		} else {
+			e.Tasks = append(e.Tasks, r)
+		}
 	}
 
 	var byReason [numReasons]int
@@ -136,6 +141,12 @@ func (p *pass) maxAvail(c *class, m *machine) Resources {
 		}
 		return best
 	}
+	if c.isAlloc {
+		if c.prod {
+			return m.in.Capacity.Sub(m.usedLim)
+		}
+		return m.in.Capacity.Sub(m.usedRes)
+	}
 	if c.prod {
 		return m.in.Capacity.Sub(m.usedLim).Add(m.npLim)
 	}
@@ -231,7 +242,7 @@ func (p *pass) roomHints(c *class, pendingTasks int, eligible []int32, maxAvail 
 			hints = append(hints, "no machine has room even in one short resource alone; the most free anywhere: "+strings.Join(parts, ", "))
 		}
 	}
-	if c.prod {
+	if c.prod && !c.isAlloc {
 		n := 0
 		for _, mi := range eligible {
 			m := &p.machines[mi]

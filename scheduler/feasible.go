@@ -48,6 +48,9 @@ func (p *pass) check(c *class, m *machine, mi int32, score bool) checkResult {
 	}
 	avail := m.in.Capacity.Sub(*used)
 	var victims []int32
+	if !c.req.Fits(avail) && c.isAlloc {
+		return checkResult{reason: reasonForDim(c.req.shortDim(avail))} // allocs never preempt
+	}
 	if !c.req.Fits(avail) {
 		// The most preemption could free: every non-prod task for a prod
 		// task, and for a non-prod task a bound refined below.

@@ -189,10 +189,24 @@ type PendingTask struct {
 	CrashedOn []string
 }
 
+// PendingAlloc is an alloc instance waiting for a machine. Allocs are
+// placed ahead of tasks of the same priority, so that tasks of their set
+// can go into them in the same pass; they never preempt and are never
+// preempted.
+type PendingAlloc struct {
+	Set         AllocSetRef
+	Index       int32
+	Priority    int32
+	Seq         int64 // submission order, as for tasks
+	Resources   Resources
+	Constraints []Constraint
+}
+
 // Cell is the whole input of a pass.
 type Cell struct {
-	Machines []*Machine
-	Pending  []PendingTask
+	Machines      []*Machine
+	Pending       []PendingTask
+	PendingAllocs []PendingAlloc
 }
 
 // Validate checks the input for what a pass cannot make sense of. A pass does
@@ -238,6 +252,32 @@ func (c *Cell) Validate() error {
 		for j, k := range t.Constraints {
 			if err := k.validate(); err != nil {
 				return fmt.Errorf("pending task %s: constraints[%d]: %w", t.Ref, j, err)
+			}
+		}
+	}
+	type allocKey struct {
+		set   AllocSetRef
+		index int32
+	}
+	seenAlloc := map[allocKey]bool{}
+	for i, a := range c.PendingAllocs {
+		if a.Set.Name == "" {
+			return fmt.Errorf("pendingAllocs[%d].set.name: empty", i)
+		}
+		if k := (allocKey{a.Set, a.Index}); seenAlloc[k] {
+			return fmt.Errorf("pendingAllocs[%d]: alloc %s/%s/%d appears twice", i, a.Set.User, a.Set.Name, a.Index)
+		} else {
+			seenAlloc[k] = true
+		}
+		if err := checkPriority(a.Priority); err != nil {
+			return fmt.Errorf("pending alloc %s/%s/%d: %w", a.Set.User, a.Set.Name, a.Index, err)
+		}
+		if err := checkResources(a.Resources); err != nil {
+			return fmt.Errorf("pending alloc %s/%s/%d: resources: %w", a.Set.User, a.Set.Name, a.Index, err)
+		}
+		for j, k := range a.Constraints {
+			if err := k.validate(); err != nil {
+				return fmt.Errorf("pending alloc %s/%s/%d: constraints[%d]: %w", a.Set.User, a.Set.Name, a.Index, j, err)
 			}
 		}
 	}

@@ -35,8 +35,13 @@ func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
 
 // pass is the working state of one scheduling pass.
 type pass struct {
-	cfg      Config
-	cell     *Cell
+	cfg  Config
+	cell *Cell
+	// items is the queue's contents: the pending tasks, then the pending
+	// allocs as tasks of a job named after their set (prefixed by a NUL so
+	// that no job name collides), with the same priority and resources.
+	items    []PendingTask
+	nTasks   int
 	machines []machine
 	perm     []int32 // the seeded random order machines are examined in
 	// gens counts this pass's changes to each machine; a class's cached
@@ -60,6 +65,9 @@ type pass struct {
 
 	plan Plan
 }
+
+// allocJobPrefix marks the job of an alloc's queue item.
+const allocJobPrefix = "\x00"
 
 // machine is a machine's state during a pass: the input plus what this pass
 // has placed on it and evicted from it.
@@ -115,6 +123,19 @@ func newPass(cfg Config, cell *Cell, seed uint64) *pass {
 		p.k = n
 	}
 	p.buildMachines()
+	p.items = cell.Pending
+	if len(cell.PendingAllocs) > 0 {
+		p.items = slices.Clone(cell.Pending)
+		for _, a := range cell.PendingAllocs {
+			p.items = append(p.items, PendingTask{
+				Ref:       TaskRef{User: a.Set.User, Job: allocJobPrefix + a.Set.Name, Index: a.Index},
+				Priority:  a.Priority,
+				Seq:       a.Seq,
+				Resources: a.Resources, Constraints: a.Constraints,
+			})
+		}
+	}
+	p.nTasks = len(cell.Pending)
 	p.perm = make([]int32, n)
 	for i := range p.perm {
 		p.perm[i] = int32(i)
@@ -209,9 +230,9 @@ func (p *pass) machineIndex(name string) (int32, bool) {
 // run is the pass: order the queue, group it into classes, then place tasks
 // one by one, and finally explain the classes that kept tasks pending.
 func (p *pass) run() {
-	pending := p.cell.Pending
+	pending := p.items
 	p.plan.Stats.Pending = len(pending)
-	order := queueOrder(pending)
+	order := queueOrder(pending, p.nTasks)
 	p.buildClasses(order)
 	p.buildJobs()
 	if p.cfg.Policy == PolicyHybrid {
@@ -233,7 +254,7 @@ func (p *pass) run() {
 		}
 		p.place(c, t, j, best, score, examined)
 	}
-	p.plan.Stats.Placed = len(p.plan.Placements)
+	p.plan.Stats.Placed = len(p.plan.Placements) + len(p.plan.AllocPlacements)
 	for _, c := range p.classes {
 		if len(c.unplaced) > 0 {
 			p.plan.Pending = append(p.plan.Pending, p.explain(c))
@@ -244,17 +265,24 @@ func (p *pass) run() {
 // buildJobs counts where the jobs with pending tasks already have tasks.
 func (p *pass) buildJobs() {
 	p.jobs = map[jobKey]*jobSpread{}
-	for i := range p.cell.Pending {
-		r := p.cell.Pending[i].Ref
+	for i := range p.items {
+		r := p.items[i].Ref
 		k := jobKey{r.User, r.Job}
 		if p.jobs[k] == nil {
 			p.jobs[k] = &jobSpread{}
 		}
 	}
 	for mi := range p.machines {
-		for j := range p.machines[mi].in.Tasks {
-			r := &p.machines[mi].in.Tasks[j].Ref
+		in := p.machines[mi].in
+		for j := range in.Tasks {
+			r := &in.Tasks[j].Ref
 			if js := p.jobs[jobKey{r.User, r.Job}]; js != nil {
+				p.addToJob(js, int32(mi))
+			}
+		}
+		for j := range in.Allocs {
+			s := &in.Allocs[j].Set
+			if js := p.jobs[jobKey{s.User, allocJobPrefix + s.Name}]; js != nil {
 				p.addToJob(js, int32(mi))
 			}
 		}
@@ -371,6 +399,18 @@ func (p *pass) place(c *class, t *PendingTask, js *jobSpread, best int, score fl
 	e := c.pool[best]
 	m := &p.machines[e.m]
 	beforeLim, beforeRes := m.in.Capacity.Sub(m.usedLim), m.in.Capacity.Sub(m.usedRes)
+	if c.isAlloc {
+		set := AllocSetRef{User: t.Ref.User, Name: t.Ref.Job[len(allocJobPrefix):]}
+		m.allocs = append(m.allocs, allocState{set: set, index: t.Ref.Index, cap: c.req})
+		m.usedLim = m.usedLim.Add(c.req)
+		m.usedRes = m.usedRes.Add(c.req)
+		p.plan.AllocPlacements = append(p.plan.AllocPlacements, AllocPlacement{
+			Alloc: AllocRef{Set: set, Index: t.Ref.Index}, Machine: m.in.Name, MachineVersion: m.in.Version,
+			Score: score, MachinesExamined: examined,
+		})
+		p.changed(c, m, e.m, js, &beforeLim, &beforeRes)
+		return
+	}
 	pl := Placement{
 		Task:             t.Ref,
 		SpecVersion:      t.SpecVersion,
@@ -406,20 +446,28 @@ func (p *pass) place(c *class, t *PendingTask, js *jobSpread, best int, score fl
 	if c.pkg != "" && !m.hasPackage(c.pkg) {
 		m.pkgs = append(m.pkgs, c.pkg)
 	}
-	p.gens[e.m]++
-	if p.cfg.Policy == PolicyHybrid {
-		if p.demand.placed(c.id) {
-			p.epoch++
-		}
-		afterLim, afterRes := m.in.Capacity.Sub(m.usedLim), m.in.Capacity.Sub(m.usedRes)
-		if m.usable && p.demand.machineChanged(&beforeLim, &beforeRes, &afterLim, &afterRes) {
-			p.epoch++
-		}
-	}
-	if js != nil {
-		p.addToJob(js, e.m)
-	}
 	p.plan.Placements = append(p.plan.Placements, pl)
+	p.changed(c, m, e.m, js, &beforeLim, &beforeRes)
+}
+
+// changed records that a task or alloc of class c was placed on machine mi:
+// the machine's cached scores go stale, the job's spread and the hybrid
+// policy's demand picture move.
+func (p *pass) changed(c *class, m *machine, mi int32, js *jobSpread, beforeLim, beforeRes *Resources) {
+	p.gens[mi]++
+	if js != nil {
+		p.addToJob(js, mi)
+	}
+	if p.cfg.Policy != PolicyHybrid {
+		return
+	}
+	if p.demand.placed(c.id) {
+		p.epoch++
+	}
+	afterLim, afterRes := m.in.Capacity.Sub(m.usedLim), m.in.Capacity.Sub(m.usedRes)
+	if m.usable && p.demand.machineChanged(beforeLim, beforeRes, &afterLim, &afterRes) {
+		p.epoch++
+	}
 }
 
 // evict removes task vi of the input from the machine's sums.

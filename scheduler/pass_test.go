@@ -139,7 +139,7 @@ func TestQueueOrderRoundRobin(t *testing.T) {
 	pending = append(pending, pendingOf("dave", "late", 1, 0, res(100, 1))...)
 	numberSeq(pending)
 	var got []string
-	for _, i := range queueOrder(pending) {
+	for _, i := range queueOrder(pending, len(pending)) {
 		r := pending[i].Ref
 		got = append(got, fmt.Sprintf("%s/%s/%d", r.User, r.Job, r.Index))
 	}

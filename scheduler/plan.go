@@ -8,11 +8,38 @@ import (
 )
 
 // Plan is the output of a pass: placements to propose as one PlaceTasks
-// command, and an explanation for every class that kept tasks pending.
+// command (allocs first), and an explanation for every class that kept
+// tasks or allocs pending.
 type Plan struct {
-	Placements []Placement
-	Pending    []Explanation
-	Stats      Stats
+	AllocPlacements []AllocPlacement
+	Placements      []Placement
+	Pending         []Explanation
+	Stats           Stats
+}
+
+// AllocPlacement assigns one pending alloc instance to a machine.
+type AllocPlacement struct {
+	Alloc            AllocRef
+	Machine          string
+	MachineVersion   int64
+	Score            float64
+	MachinesExamined int32
+}
+
+// AllocRef names one alloc instance.
+type AllocRef struct {
+	Set   AllocSetRef
+	Index int32
+}
+
+func (r AllocRef) String() string {
+	return fmt.Sprintf("%s/%s/%d", r.Set.User, r.Set.Name, r.Index)
+}
+
+// Event returns the AllocScheduled event recording the placement.
+func (p *AllocPlacement) Event() *events.AllocScheduled {
+	return &events.AllocScheduled{User: p.Alloc.Set.User, Name: p.Alloc.Set.Name, Index: p.Alloc.Index,
+		Machine: p.Machine, MachineVersion: p.MachineVersion, Score: p.Score}
 }
 
 // Placement assigns one pending task to a machine.
@@ -75,8 +102,8 @@ func (p *Placement) EvictionEvents() []*events.TaskEvicted {
 
 // Stats counts the work of a pass.
 type Stats struct {
-	Pending           int // tasks in the queue
-	Placed            int
+	Pending           int // tasks and allocs in the queue
+	Placed            int // tasks and allocs placed
 	Classes           int
 	Preemptions       int // tasks evicted
 	FeasibilityChecks int // machine evaluations, cached ones excluded
@@ -134,7 +161,8 @@ func (r Rejection) String() string {
 // Explanation says why a class of tasks stays pending: what the tasks need,
 // how many machines each check rejected, and hints at what would help.
 type Explanation struct {
-	Tasks       []TaskRef // the class's tasks left pending, in queue order
+	Tasks       []TaskRef  // the class's tasks left pending, in queue order
+	Allocs      []AllocRef // or its allocs, for a class of pending allocs
 	Priority    int32
 	Resources   Resources
 	Constraints []Constraint
@@ -147,7 +175,11 @@ type Explanation struct {
 // String prints the explanation on a few lines, as "corral why" shows it.
 func (e *Explanation) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d task(s) like %s, priority %d, %s", len(e.Tasks), e.Tasks[0], e.Priority, e.Resources)
+	if len(e.Allocs) > 0 {
+		fmt.Fprintf(&b, "%d alloc(s) like %s, priority %d, %s", len(e.Allocs), e.Allocs[0], e.Priority, e.Resources)
+	} else {
+		fmt.Fprintf(&b, "%d task(s) like %s, priority %d, %s", len(e.Tasks), e.Tasks[0], e.Priority, e.Resources)
+	}
 	for _, c := range e.Constraints {
 		fmt.Fprintf(&b, ", %s", c)
 	}

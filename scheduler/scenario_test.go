@@ -23,6 +23,7 @@ import (
 //	placed MACHINE USER/JOB/INDEX prio=P cpu= mem= [res.cpu= res.mem=] [portlist=31000,31001] [alloc=SET/INDEX] [pkg=]
 //	alloc MACHINE USER/SET/INDEX prio=P cpu= mem=
 //	pending USER/JOB/INDEX prio=P cpu= mem= [gpu= disk= ports=] [seq=N] [hard=C] [soft=C] [alloc=SET] [pkg=] [crashed=m1,m2]
+//	pending-alloc USER/SET/INDEX prio=P cpu= mem= [hard=C]
 //	schedule [seed=N] [policy=P] [k=K]
 //	apply    (the last plan: placements join their machines, victims go back to pending)
 //
@@ -205,6 +206,21 @@ func (sc *scenario) do(line string) (string, error) {
 			pt.Constraints = append(pt.Constraints, parseConstraint(c, true))
 		}
 		sc.cell.Pending = append(sc.cell.Pending, pt)
+	case "pending-alloc":
+		if len(pos) != 1 {
+			return "", fmt.Errorf("pending-alloc: want an alloc")
+		}
+		r, err := parseRef(pos[0])
+		if err != nil {
+			return "", err
+		}
+		prio, _ := strconv.Atoi(args["prio"])
+		sc.seq++
+		a := PendingAlloc{Set: AllocSetRef{User: r.User, Name: r.Job}, Index: r.Index, Priority: int32(prio), Seq: sc.seq, Resources: res}
+		for _, c := range hard {
+			a.Constraints = append(a.Constraints, parseConstraint(c, false))
+		}
+		sc.cell.PendingAllocs = append(sc.cell.PendingAllocs, a)
 	case "schedule":
 		if err := sc.cell.Validate(); err != nil {
 			return "", err
@@ -262,10 +278,29 @@ func (sc *scenario) apply() {
 		}
 	}
 	sc.cell.Pending = still
+	placedAllocs := map[AllocRef]AllocPlacement{}
+	for _, p := range sc.last.AllocPlacements {
+		placedAllocs[p.Alloc] = p
+	}
+	var allocs []PendingAlloc
+	for _, a := range sc.cell.PendingAllocs {
+		p, ok := placedAllocs[AllocRef{Set: a.Set, Index: a.Index}]
+		if !ok {
+			allocs = append(allocs, a)
+			continue
+		}
+		m := sc.byName[p.Machine]
+		m.Version++
+		m.Allocs = append(m.Allocs, PlacedAlloc{Set: a.Set, Index: a.Index, Priority: a.Priority, Capacity: a.Resources})
+	}
+	sc.cell.PendingAllocs = allocs
 }
 
 func formatPlan(p *Plan) string {
 	var b strings.Builder
+	for _, pl := range p.AllocPlacements {
+		fmt.Fprintf(&b, "alloc %s -> %s\n", pl.Alloc, pl.Machine)
+	}
 	for _, pl := range p.Placements {
 		fmt.Fprintf(&b, "%s/%s/%d -> %s", pl.Task.User, pl.Task.Job, pl.Task.Index, pl.Machine)
 		if pl.AllocSet != "" {

@@ -64,8 +64,8 @@ func (p *pass) buildDemand() {
 		capacity = capacity.Add(m.in.Capacity)
 		request = request.Add(m.usedLim)
 	}
-	for i := range p.cell.Pending {
-		request = request.Add(p.cell.Pending[i].Resources)
+	for i := range p.items {
+		request = request.Add(p.items[i].Resources)
 	}
 	n := float64(len(p.machines))
 	for d := Dim(0); d < scoredDims; d++ {
