@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -283,7 +284,7 @@ func (h *harness) poll(reqs ...*agentpb.Request) *agentpb.AgentState {
 
 func (h *harness) id() string {
 	h.seq++
-	return "r" + string(rune('0'+h.seq%10)) + time.Duration(h.seq).String()
+	return "r" + strconv.Itoa(h.seq)
 }
 
 func (h *harness) task(ref *events.TaskRef) *agentpb.TaskStatus {
