@@ -1,0 +1,206 @@
+package master_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/corralhq/corral/agent"
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/events"
+)
+
+// cell is a whole cell in one process: a master with its scheduler loop and
+// link, serving the API and agent registration, and real agents running real
+// processes.
+type cell struct {
+	t      *testing.T
+	m      *master.Master
+	addr   string
+	client apipb.CellClient
+	agents map[string]context.CancelFunc
+	dirs   map[string]string
+	done   map[string]chan struct{}
+}
+
+func startCell(t *testing.T, store events.Store, machines int) *cell {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expl := master.NewExplanations()
+	m, err := master.New(ctx, master.Config{Name: "master1", Advertise: lis.Addr().String(), Store: store, Admins: []string{"root"},
+		OnLeading: []func(context.Context, *master.Master){
+			master.SchedulerLoop(master.SchedulerConfig{Interval: 50 * time.Millisecond, Explanations: expl}),
+			master.Link(master.LinkConfig{Cell: "test", Interval: 300 * time.Millisecond, MissedPolls: 3, UsageWindow: time.Second, StopGrace: 2 * time.Second}),
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	svc := master.NewService(m)
+	svc.Explain = expl.Explain
+	svc.Register(g)
+	master.NewAgentRegistry(m, "test", 300*time.Millisecond).Attach(g)
+	go g.Serve(lis)
+	mdone := make(chan struct{})
+	go func() { defer close(mdone); m.Run(ctx) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cell{t: t, m: m, addr: lis.Addr().String(), client: apipb.NewCellClient(conn),
+		agents: map[string]context.CancelFunc{}, dirs: map[string]string{}, done: map[string]chan struct{}{}}
+	t.Cleanup(func() {
+		for name := range c.agents {
+			c.stopAgent(name)
+		}
+		conn.Close()
+		g.Stop()
+		cancel()
+		<-mdone
+	})
+	for i := 0; i < machines; i++ {
+		c.startAgent(fmt.Sprintf("m%d", i))
+	}
+	return c
+}
+
+func (c *cell) startAgent(name string) {
+	c.t.Helper()
+	dir, ok := c.dirs[name]
+	if !ok {
+		dir = filepath.Join(c.t.TempDir(), name)
+		c.dirs[name] = dir
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	n := len(c.dirs)
+	go func() {
+		defer close(done)
+		err := agent.Run(ctx, agent.Config{Name: name, MasterAddr: c.addr, ListenAddr: "127.0.0.1:0", DataDir: dir,
+			Capacity:  &events.Resources{CpuMilli: 2000, MemoryBytes: 2 << 30, DiskBytes: 10 << 30, Ports: 100},
+			PortFirst: int32(31000 + 200*n), PortLast: int32(31000 + 200*n + 99), Cgroups: "sampling",
+			Attributes: map[string]string{"rack": "r" + strconv.Itoa(n%2)}, SampleInterval: 200 * time.Millisecond, ReregisterAfter: 2 * time.Second})
+		if err != nil && ctx.Err() == nil {
+			c.t.Errorf("agent %s: %v", name, err)
+		}
+	}()
+	c.agents[name], c.done[name] = cancel, done
+}
+
+func (c *cell) stopAgent(name string) {
+	if cancel := c.agents[name]; cancel != nil {
+		cancel()
+		<-c.done[name]
+		delete(c.agents, name)
+	}
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
+}
+
+func pidAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestWholeCellRunsKillsAndExplains(t *testing.T) {
+	c := startCell(t, backends[1].open(t), 2)
+	eventually(t, 15*time.Second, "two machines registered", func() (bool, string) {
+		ms, err := c.client.ListMachines(as("alice"), &apipb.ListMachinesRequest{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(ms.Machines) == 2, fmt.Sprint(len(ms.Machines))
+	})
+	spec := &events.JobSpec{Name: "sleeper", Priority: 0, TaskCount: 3, Command: "/bin/sh", Args: []string{"-c", "echo started $CORRAL_TASK_INDEX; exec sleep 300"},
+		Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 64 << 20}}
+	if _, err := c.client.Submit(as("alice"), &apipb.SubmitRequest{RequestId: "s1", Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	eventually(t, 20*time.Second, "three tasks running", func() (bool, string) {
+		job, err := c.client.Get(as("alice"), &apipb.GetRequest{Job: "sleeper"})
+		if err != nil {
+			return false, err.Error()
+		}
+		pids = pids[:0]
+		return job.Running == 3, fmt.Sprintf("pending %d scheduled %d running %d dead %d", job.Pending, job.Scheduled, job.Running, job.Dead)
+	})
+	// The processes are real: find them through the log's TaskStarted events.
+	evs, err := c.client.Events(as("alice"), &apipb.EventsRequest{Job: "sleeper", Type: "TaskStarted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Events {
+		var pid int
+		if i := strings.Index(e.PayloadJson, `"pid":`); i >= 0 {
+			fmt.Sscanf(strings.Trim(e.PayloadJson[i+6:], `" `), "%d", &pid)
+		}
+		if pid <= 0 || !pidAlive(pid) {
+			t.Fatalf("TaskStarted %s names pid %d, which does not run", e.PayloadJson, pid)
+		}
+		pids = append(pids, pid)
+	}
+	if len(pids) != 3 {
+		t.Fatalf("%d TaskStarted events, want 3", len(pids))
+	}
+
+	// A job no machine can hold stays pending and says why.
+	big := &events.JobSpec{Name: "huge", Priority: 0, TaskCount: 1, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 64 << 30}}
+	if _, err := c.client.Submit(as("alice"), &apipb.SubmitRequest{RequestId: "s2", Spec: big}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "why pending explains the memory", func() (bool, string) {
+		why, err := c.client.WhyPending(as("alice"), &apipb.WhyPendingRequest{Job: "huge"})
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(why.Classes) == 0 {
+			return false, why.Summary
+		}
+		text := why.Summary
+		for _, r := range why.Classes[0].Rejections {
+			text += fmt.Sprintf(" | %d %s", r.Machines, r.Reason)
+		}
+		return strings.Contains(text, "memory") && why.Classes[0].Rejections[0].Machines == 2, text
+	})
+
+	// Killing the job stops its processes.
+	if _, err := c.client.Kill(as("alice"), &apipb.KillRequest{RequestId: "k1", Job: "sleeper"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "processes stopped", func() (bool, string) {
+		for _, p := range pids {
+			if pidAlive(p) {
+				return false, fmt.Sprintf("pid %d alive", p)
+			}
+		}
+		return true, ""
+	})
+	_ = os.Getpid
+}

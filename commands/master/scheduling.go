@@ -1,0 +1,291 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/projections"
+	"github.com/corralhq/corral/scheduler"
+)
+
+// SchedulerConfig tunes the leader's scheduling loop.
+type SchedulerConfig struct {
+	Pass scheduler.Config
+	// Interval between passes while tasks are pending (default 200 ms); a
+	// pass also starts as soon as new events arrive.
+	Interval time.Duration
+	// CrashMemory is how long a machine where a task crashed is avoided for
+	// that task (default 5 minutes).
+	CrashMemory time.Duration
+	// RescheduleRate bounds how many tasks lost with unreachable machines
+	// return to the queue per second (a partition looks like a mass
+	// failure); RescheduleBurst is the bucket size.
+	RescheduleRate  float64
+	RescheduleBurst int
+	// Explanations receives the why-pending explanations of each pass.
+	Explanations *Explanations
+}
+
+// Explanations keeps the latest pass's why-pending answers.
+type Explanations struct {
+	mu       sync.RWMutex
+	position int64
+	byJob    map[projections.JobKey][]scheduler.Explanation
+}
+
+// NewExplanations returns an empty store of explanations.
+func NewExplanations() *Explanations {
+	return &Explanations{byJob: map[projections.JobKey][]scheduler.Explanation{}}
+}
+
+func (e *Explanations) set(position int64, plan *scheduler.Plan) {
+	by := map[projections.JobKey][]scheduler.Explanation{}
+	for _, ex := range plan.Pending {
+		seen := map[projections.JobKey]bool{}
+		for _, t := range ex.Tasks {
+			k := projections.JobKey{User: t.User, Name: t.Job}
+			if !seen[k] {
+				seen[k] = true
+				by[k] = append(by[k], ex)
+			}
+		}
+	}
+	e.mu.Lock()
+	e.position, e.byJob = position, by
+	e.mu.Unlock()
+}
+
+// Explain renders the latest explanation of a job's pending tasks; it is
+// Service.Explain.
+func (e *Explanations) Explain(s *projections.State, j *projections.Job) *apipb.WhyPendingReply {
+	out := &apipb.WhyPendingReply{User: j.User, Job: j.Name, Pending: int32(j.PendingTasks())}
+	if j.PendingTasks() == 0 {
+		out.Summary = fmt.Sprintf("job %s/%s has no pending task (%s)", j.User, j.Name, j.State())
+		return out
+	}
+	if j.Deferred {
+		out.Summary = fmt.Sprintf("job %s/%s waits for job %s to finish before it starts", j.User, j.Name, j.Spec().GetStartAfter())
+		return out
+	}
+	e.mu.RLock()
+	exs := e.byJob[j.Key()]
+	e.mu.RUnlock()
+	if len(exs) == 0 {
+		out.Summary = fmt.Sprintf("%d task(s) of %s/%s wait for the next scheduling pass", j.PendingTasks(), j.User, j.Name)
+		return out
+	}
+	var parts []string
+	for _, ex := range exs {
+		pc := &apipb.PendingClass{MachinesConsidered: int32(ex.Machines), Hints: ex.Hints, Summary: ex.String()}
+		for _, t := range ex.Tasks {
+			if t.User == j.User && t.Job == j.Name {
+				pc.TaskIndexes = append(pc.TaskIndexes, t.Index)
+			}
+		}
+		for _, r := range ex.Rejections {
+			reason := r.Reason.String()
+			if r.Reason == scheduler.ReasonConstraint {
+				reason = "constraint " + r.Constraint
+			}
+			pc.Rejections = append(pc.Rejections, &apipb.RejectionCount{Reason: reason, Machines: int32(r.Machines)})
+		}
+		out.Classes = append(out.Classes, pc)
+		if len(ex.Hints) > 0 {
+			parts = append(parts, ex.Hints[0])
+		}
+	}
+	out.Summary = fmt.Sprintf("%d task(s) of %s/%s fit on none of %d machines", j.PendingTasks(), j.User, j.Name, exs[0].Machines)
+	if len(parts) > 0 {
+		out.Summary += ": " + strings.Join(parts, "; ")
+	}
+	return out
+}
+
+// SchedulerLoop returns the leader's scheduling loop, for Config.OnLeading.
+// Each pass reads a consistent view of the projection, runs the pure pass
+// (scheduler.Schedule, seeded by the log position so a pass replays), and
+// proposes the plan as one PlaceTasks command; the handler refuses stale
+// placements one by one and the next pass reconsiders them.
+func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
+	if cfg.Pass.Policy == "" {
+		cfg.Pass = scheduler.DefaultConfig()
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 200 * time.Millisecond
+	}
+	if cfg.CrashMemory <= 0 {
+		cfg.CrashMemory = 5 * time.Minute
+	}
+	if cfg.RescheduleRate <= 0 {
+		cfg.RescheduleRate = 50
+	}
+	if cfg.RescheduleBurst <= 0 {
+		cfg.RescheduleBurst = 500
+	}
+	return func(ctx context.Context, m *Master) {
+		limiter := scheduler.NewRescheduleLimiter(cfg.RescheduleRate, cfg.RescheduleBurst, 0.5)
+		sched := scheduler.New(cfg.Pass)
+		admin := commands.Meta{Actor: commands.Actor{User: "scheduler", Admin: true}}
+		lastPlanned := int64(-1)
+		for {
+			woken := m.applied.Wait()
+			var (
+				cell     *scheduler.Cell
+				position int64
+				updating bool
+			)
+			m.View(func(s *projections.State) {
+				position = s.Position
+				for _, j := range s.Jobs {
+					if j.Update != nil && !j.Dead() {
+						updating = true
+						break
+					}
+				}
+				if position == lastPlanned || (s.PendingCount() == 0 && len(s.PendingAllocs()) == 0) {
+					return
+				}
+				cell = BuildCell(s, m.clock(), cfg.CrashMemory, limiter)
+			})
+			if cell != nil && len(cell.Pending) > 0 {
+				lastPlanned = position
+				plan := sched.Schedule(cell, uint64(position))
+				if cfg.Explanations != nil {
+					cfg.Explanations.set(position, plan)
+				}
+				if cmd := placeCommand(admin, plan); cmd != nil {
+					if _, err := m.Do(ctx, *cmd); err != nil && ctx.Err() == nil && commands.CodeOf(err) != commands.Aborted {
+						m.log.Warn("placing tasks", "err", err, "placements", len(cmd.Placements)+len(cmd.Allocs))
+					}
+				}
+			}
+			if updating {
+				if _, err := m.Do(ctx, commands.RollingUpdateStep{Meta: admin}); err != nil && ctx.Err() == nil {
+					m.log.Warn("stepping rolling updates", "err", err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-woken:
+			case <-time.After(cfg.Interval):
+				lastPlanned = -1 // retry pending work even without news
+			}
+		}
+	}
+}
+
+// allocJob marks a pending alloc in the scheduler's input: an alloc is placed
+// like a task (Borg: "task" covers allocs), under a job name no real job can
+// have.
+const allocJob = "\x00alloc/"
+
+// BuildCell is the adapter from the projection to the scheduler's input.
+func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, limiter *scheduler.RescheduleLimiter) *scheduler.Cell {
+	cell := &scheduler.Cell{Machines: make([]*scheduler.Machine, 0, len(s.Machines))}
+	down := 0
+	for _, m := range s.SortedMachines() {
+		sm := &scheduler.Machine{Name: m.Name, Version: m.Version, Capacity: toSched(m.Capacity), Attributes: m.Attributes, PortBase: m.PortBase}
+		switch {
+		case m.State == projections.MachineDown:
+			sm.State = scheduler.MachineDown
+			down++
+		case m.Draining:
+			sm.State = scheduler.MachineDraining
+		}
+		pkgs := map[string]bool{}
+		m.RangeTasks(func(t *projections.Task) bool {
+			pt := scheduler.PlacedTask{Ref: scheduler.TaskRef{User: t.Job.User, Job: t.Job.Name, Index: t.Index}, Priority: t.Priority(),
+				Limit: toSched(t.Limit), Reservation: toSched(t.Reservation), Ports: t.Ports, AllocIndex: t.AllocIndex}
+			if sp := t.Spec(); sp != nil {
+				pt.AllocSet, pt.Package = sp.AllocSet, sp.Package
+				if sp.Package != "" {
+					pkgs[sp.Package] = true
+				}
+			}
+			sm.Tasks = append(sm.Tasks, pt)
+			return true
+		})
+		for p := range pkgs {
+			sm.Packages = append(sm.Packages, p)
+		}
+		sort.Strings(sm.Packages)
+		for _, a := range m.Allocs() {
+			sm.Allocs = append(sm.Allocs, scheduler.PlacedAlloc{Set: scheduler.AllocSetRef{User: a.Set.User, Name: a.Set.Name}, Index: a.Index, Priority: a.Set.Priority, Capacity: toSched(a.Set.Resources)})
+		}
+		cell.Machines = append(cell.Machines, sm)
+	}
+	for _, a := range s.PendingAllocs() {
+		pt := scheduler.PendingTask{Ref: scheduler.TaskRef{User: a.Set.User, Job: allocJob + a.Set.Name, Index: a.Index}, Priority: a.Set.Priority, Resources: toSched(a.Set.Resources)}
+		for _, c := range a.Set.Constraints {
+			pt.Constraints = append(pt.Constraints, scheduler.ConstraintFromEvents(c))
+		}
+		cell.Pending = append(cell.Pending, pt)
+	}
+	downShare := 0.0
+	if len(s.Machines) > 0 {
+		downShare = float64(down) / float64(len(s.Machines))
+	}
+	// Tasks lost with their machine return at a bounded rate.
+	var lost []*projections.Task
+	for _, t := range s.PendingTasks() {
+		if t.How == projections.Lost || strings.HasPrefix(t.Reason, "lost") {
+			lost = append(lost, t)
+			continue
+		}
+		cell.Pending = append(cell.Pending, pendingOf(t, now, crashMemory))
+	}
+	if n := limiter.Allow(now, len(lost), downShare); n > 0 {
+		for _, t := range lost[:n] {
+			cell.Pending = append(cell.Pending, pendingOf(t, now, crashMemory))
+		}
+	}
+	return cell
+}
+
+func pendingOf(t *projections.Task, now time.Time, crashMemory time.Duration) scheduler.PendingTask {
+	sp := t.Spec()
+	pt := scheduler.PendingTask{Ref: scheduler.TaskRef{User: t.Job.User, Job: t.Job.Name, Index: t.Index}, Priority: t.Priority(),
+		Seq: t.Seq, SpecVersion: t.SpecVersion, Resources: toSched(t.Limit), AllocSet: sp.GetAllocSet(), Package: sp.GetPackage()}
+	for _, c := range sp.GetConstraints() {
+		pt.Constraints = append(pt.Constraints, scheduler.ConstraintFromEvents(c))
+	}
+	// The machine it last failed on is avoided for a while.
+	if t.How == projections.Failed && t.Machine != "" && now.UnixMicro()-t.SinceUS < crashMemory.Microseconds() {
+		pt.CrashedOn = []string{t.Machine}
+	}
+	return pt
+}
+
+func toSched(r projections.Resources) scheduler.Resources {
+	return scheduler.ResourcesFromEvents(r.Proto())
+}
+
+func placeCommand(meta commands.Meta, plan *scheduler.Plan) *commands.PlaceTasks {
+	if len(plan.Placements) == 0 {
+		return nil
+	}
+	cmd := &commands.PlaceTasks{Meta: meta}
+	for _, p := range plan.Placements {
+		if name, ok := strings.CutPrefix(p.Task.Job, allocJob); ok {
+			cmd.Allocs = append(cmd.Allocs, commands.AllocPlacement{User: p.Task.User, Set: name, Index: p.Task.Index, Machine: p.Machine, MachineVersion: p.MachineVersion, Score: p.Score})
+			continue
+		}
+		pl := commands.Placement{Task: projections.TaskKey{User: p.Task.User, Job: p.Task.Job, Index: p.Task.Index}, Machine: p.Machine,
+			MachineVersion: p.MachineVersion, AllocIndex: p.AllocIndex, Ports: p.Ports, Score: p.Score, MachinesExamined: p.MachinesExamined}
+		if p.AllocSet == "" {
+			pl.AllocIndex = -1
+		}
+		for _, v := range p.Preempted {
+			pl.Preempt = append(pl.Preempt, projections.TaskKey{User: v.User, Job: v.Job, Index: v.Index})
+		}
+		cmd.Placements = append(cmd.Placements, pl)
+	}
+	return cmd
+}
