@@ -391,7 +391,7 @@ func (s *Infrastore) replaceCurrent(ctx context.Context, conn *sql.Conn, m *mode
 // loadModel reads the ingester's state back from the current-state tables.
 func loadModel(ctx context.Context, conn *sql.Conn) (*model, error) {
 	m := newModel()
-	rows, err := conn.QueryContext(ctx, `SELECT user, job, spec_version, status, submit_time, coalesce(end_time, 0), time, position FROM jobs`)
+	rows, err := conn.QueryContext(ctx, `SELECT user, job, spec_version, status, submit_time, coalesce(end_time, 0), submit_position, time, position FROM jobs`)
 	if err != nil {
 		return nil, err
 	}
@@ -400,7 +400,7 @@ func loadModel(ctx context.Context, conn *sql.Conn) (*model, error) {
 		var k jobKey
 		var version sql.NullInt64
 		var status sql.NullString
-		if err := rows.Scan(&k.user, &k.job, &version, &status, &js.submitTime, &js.endTime, &js.time, &js.position); err != nil {
+		if err := rows.Scan(&k.user, &k.job, &version, &status, &js.submitTime, &js.endTime, &js.since, &js.time, &js.position); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -411,9 +411,11 @@ func loadModel(ctx context.Context, conn *sql.Conn) (*model, error) {
 		return nil, err
 	}
 
-	// In position order, so that a name submitted again overwrites the
-	// versions of the job that used it before.
-	rows, err = conn.QueryContext(ctx, `SELECT user, job, spec_version, position, spec::VARCHAR FROM job_specs ORDER BY position`)
+	// The versions of each job since its submission: not those of an
+	// earlier job of the same name.
+	rows, err = conn.QueryContext(ctx, `SELECT s.user, s.job, s.spec_version, s.position, s.spec::VARCHAR
+		FROM job_specs s JOIN jobs j ON j.user = s.user AND j.job = s.job AND s.position >= j.submit_position
+		ORDER BY s.position`)
 	if err != nil {
 		return nil, err
 	}
@@ -432,12 +434,7 @@ func loadModel(ctx context.Context, conn *sql.Conn) (*model, error) {
 				return nil, fmt.Errorf("job_specs position %d: %w", pos, err)
 			}
 		}
-		js, ok := m.jobs[k]
-		if !ok {
-			js = &jobState{versions: map[int64]jobSpec{}, status: "running"}
-			m.jobs[k] = js
-		}
-		js.versions[version] = jobSpec{spec: spec, position: pos}
+		m.jobs[k].versions[version] = jobSpec{spec: spec, position: pos}
 	}
 	if err := closeRows(rows); err != nil {
 		return nil, err

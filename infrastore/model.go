@@ -34,6 +34,9 @@ type jobSpec struct {
 }
 
 type jobState struct {
+	// since is the position of the JobSubmitted that started this job: a
+	// name may be used again once its job has ended.
+	since      int64
 	versions   map[int64]jobSpec
 	version    int64
 	status     string // running, killed, finished
@@ -245,7 +248,7 @@ func (m *model) apply(b *batch, e *events.Event, payload json.RawMessage) {
 	case *events.JobSubmitted:
 		k := jobKey{p.GetSpec().GetUser(), p.GetSpec().GetName()}
 		// A name used again after its job ended starts a new job.
-		js := &jobState{versions: map[int64]jobSpec{}, status: "running", submitTime: us}
+		js := &jobState{since: pos, versions: map[int64]jobSpec{}, status: "running", submitTime: us}
 		m.jobs[k] = js
 		m.newSpec(b, k, js, p.SpecVersion, p.Spec, us, pos)
 		m.jobEvent(b, k, js, 0, typ, "", us, pos)
@@ -495,7 +498,12 @@ const (
 
 func (m *model) usage(b *batch, p *events.UsageReported, u *events.TaskUsage, pos int64) {
 	k := taskKey{u.User, u.Job, u.Index}
-	ts := m.task(k)
+	// Look up without creating: usage changes no state, and a task created
+	// here would not be stored with the batch.
+	ts, ok := m.tasks[k]
+	if !ok {
+		ts = &taskState{}
+	}
 	dur := max(p.WindowEndUs-p.WindowStartUs, 0)
 	var limit *events.Resources
 	var priority, band, specPos any
@@ -548,7 +556,7 @@ func (m *model) jobRow(k jobKey) row {
 	}
 	return row{
 		k.user, k.job, js.version, priority, band, class, count, cpu, mem, disk, labels,
-		js.status, js.submitTime, end, js.time, js.position,
+		js.status, js.submitTime, end, js.since, js.time, js.position,
 	}
 }
 

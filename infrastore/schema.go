@@ -82,6 +82,7 @@ const ddlJobs = `CREATE TABLE IF NOT EXISTS jobs (
 	status           VARCHAR, -- running, killed, finished
 	submit_time      BIGINT,
 	end_time         BIGINT,
+	submit_position  BIGINT, -- the JobSubmitted of this job (a name can be used again)
 	time             BIGINT,
 	position         BIGINT NOT NULL
 )`
