@@ -105,7 +105,7 @@ func TestPropertyCheckpointsAndStateAt(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 1))
 			first, last := evs[0].RecordedAt, evs[len(evs)-1].RecordedAt
 			for range 40 {
-				at := first.Add(time.Duration(rng.Int64N(int64(last.Sub(first)) + int64(2*time.Second))) - time.Second)
+				at := first.Add(time.Duration(rng.Int64N(int64(last.Sub(first))+int64(2*time.Second))) - time.Second)
 				want := int64(0)
 				for _, e := range evs {
 					if !e.RecordedAt.After(at) {

@@ -215,3 +215,11 @@ func (s *Store) Checkpoints(name string) int {
 }
 
 func (s *Store) Close() error { return nil }
+
+// Log returns the stored events, in position order. The slice is the
+// store's own: read it, never change it.
+func (s *Store) Log() []events.Event {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log
+}

@@ -46,6 +46,19 @@ type Sim struct {
 	rng     *rand.Rand
 	epoch   int64
 	pid     int64
+
+	machines []*projections.Machine // sorted by name; rebuilt when the set changes
+	dirty    bool                   // a machine was removed or registered
+}
+
+// machineList returns the machines by name, sorting only after the set of
+// machines may have changed.
+func (s *Sim) machineList() []*projections.Machine {
+	if s.dirty || len(s.machines) != len(s.S.Machines) {
+		s.machines = s.S.SortedMachines()
+		s.dirty = false
+	}
+	return s.machines
 }
 
 var (
@@ -149,6 +162,7 @@ func (s *Sim) registerMachine() {
 		{CPUMilli: 32000, MemoryBytes: 128 << 30, DiskBytes: 2 << 40, Ports: 200},
 		{CPUMilli: 48000, MemoryBytes: 192 << 30, DiskBytes: 2 << 40, Ports: 200, GPUMilli: 4000},
 	}
+	s.dirty = true
 	s.do(commands.RegisterMachine{Meta: admin, Machine: name, Address: fmt.Sprintf("10.1.%d.%d:7000", n/250, n%250),
 		Capacity:   shapes[s.rng.IntN(len(shapes))],
 		Attributes: map[string]string{"rack": fmt.Sprintf("r%02d", s.rng.IntN(20)), "arch": []string{"amd64", "arm64"}[s.rng.IntN(2)], "cores": fmt.Sprint(16 * (1 + s.rng.IntN(3)))}})
@@ -207,7 +221,7 @@ func (s *Sim) submit() {
 func (s *Sim) schedule() {
 	var cmd commands.PlaceTasks
 	cmd.Meta = admin
-	machines := s.S.SortedMachines()
+	machines := s.machineList()
 	if len(machines) == 0 {
 		return
 	}
@@ -218,7 +232,18 @@ func (s *Sim) schedule() {
 		m := machines[s.rng.IntN(len(machines))]
 		cmd.Allocs = append(cmd.Allocs, commands.AllocPlacement{User: a.Set.User, Set: a.Set.Name, Index: a.Index, Machine: m.Name, MachineVersion: m.Version})
 	}
-	pending := s.S.PendingTasks()
+	// Few pending tasks: all of them, in a deterministic order. Many (the
+	// benchmark cells): a sample in map order, which is cheap but makes
+	// the history depend on more than the seed.
+	var pending []*projections.Task
+	if s.S.PendingCount() <= 256 {
+		pending = s.S.PendingTasks()
+	} else {
+		s.S.RangePending(func(t *projections.Task) bool {
+			pending = append(pending, t)
+			return len(pending) < 64
+		})
+	}
 	taken := map[*projections.Machine]projections.Resources{}
 	for _, t := range pending {
 		if len(cmd.Placements) == 64 {
@@ -285,7 +310,7 @@ func (s *Sim) schedule() {
 
 // report is one poll of a random machine's agent.
 func (s *Sim) report() {
-	machines := s.S.SortedMachines()
+	machines := s.machineList()
 	if len(machines) == 0 {
 		return
 	}
@@ -408,7 +433,7 @@ func (s *Sim) kill() {
 }
 
 func (s *Sim) machineTrouble() {
-	machines := s.S.SortedMachines()
+	machines := s.machineList()
 	if len(machines) == 0 {
 		return
 	}
@@ -420,7 +445,7 @@ func (s *Sim) machineTrouble() {
 		s.do(commands.ReportAgentState{Meta: admin, Machine: m.Name, Unreachable: true, MissedPolls: 3})
 	case 2:
 		if len(machines) > s.cfg.Machines/2 {
-			s.do(commands.RemoveMachine{Meta: admin, Machine: m.Name, Reason: "retired"})
+			s.dirty = s.do(commands.RemoveMachine{Meta: admin, Machine: m.Name, Reason: "retired"})
 		}
 	default:
 		capacity := m.Capacity

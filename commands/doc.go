@@ -1,0 +1,65 @@
+/*
+Package commands is the only way into a corral cell's log: each command is
+checked against the projection of the log and, when accepted, becomes the
+events that carry it out. It owns the command types (one per file, each
+with its handler), Decide, admission control (quota per user and band),
+capabilities, job spec decoding and validation, and the typed refusals the
+API maps to gRPC status codes.
+
+Decide(state, command, clock) is pure: it reads the state, never changes
+it, reads the clock once and does no I/O. Its events are all stamped with
+that time, the actor and the request id (as causation id).
+
+# Usage
+
+The master, for every command:
+
+ 1. Authenticates the caller and builds the command with Meta{Actor,
+    RequestID}. The actor is the caller's identity, never taken from the
+    request body: a spec's user is replaced by it. The scheduler and the
+    agent link act as an admin.
+ 2. Calls Decide(s, cmd, clock) on its current projection s. A refusal is
+    an *Error with a Code, the field at fault and a message a person can
+    act on; invalid specs list every violation in Details. Nothing is
+    emitted with a refusal. No events and no error means nothing to do.
+ 3. Appends the events with ExpectedPosition = s.Position and
+    IdempotencyKey = RequestID, so a retried request appends nothing and
+    gets the first result.
+ 4. Applies the appended events to s (projections.Apply), then replies
+    with their positions.
+ 5. On its tick, sends RollingUpdateStep (advances rolling updates), the
+    agent link's ReportAgentState for each poll, and the scheduler's
+    PlaceTasks for each pass. PlaceTasks.Check and
+    ReportAgentState.Orphans tell the scheduler and the link what was
+    refused and what to stop.
+
+Spec files are decoded by DecodeSpec (YAML or JSON) and DecodeSpecJSON;
+specs that arrive as protobuf are checked by ValidateSpec.
+
+# Invariants
+
+  - Every accepted command's events, applied in order to the state Decide
+    read, fit it: projections.Apply skips none of them.
+  - Admission happens at submission (and update), never in the scheduler:
+    a job is refused at once when its demand plus what the user's live
+    jobs in its band are charged exceeds the user's quota in that band.
+    Best-effort quota is unlimited. Production and monitoring quota in
+    total never exceeds the cell's capacity (SetQuota refuses it).
+  - An admin may change any job; a user only their own. Machine commands,
+    quota, placements and agent reports need the admin capability.
+  - A rolling update never has more tasks stopped and not yet running
+    again than the update policy's max_disruptions (default 1); changes
+    that need no restart (priority, labels, count, policies) move tasks in
+    place. One uncommitted update per job; it can be rolled back until
+    CommitUpdate.
+  - A placement is accepted only against the machine version it was
+    computed from, on an up machine that is not draining, meeting the hard
+    constraints, fitting (prod by limits, others by reservations) after
+    its preemptions, with free ports. Prod tasks never preempt prod tasks.
+    Stale or infeasible placements are refused one by one.
+  - A task the job still wants is resubmitted in the same command that
+    ends it: always after an eviction or loss, as the restart policy says
+    after a failure or a clean exit. A job none of whose tasks is left
+    finishes, and the jobs deferred until it finished start.
+*/
+package commands
