@@ -1,0 +1,360 @@
+package jobfile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	jsonnet "github.com/google/go-jsonnet"
+	"sigs.k8s.io/yaml"
+
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/events"
+)
+
+// Options control how a file is read.
+type Options struct {
+	// User is the caller: every job runs as them.
+	User string
+	// Timeout bounds the evaluation of a Jsonnet file (default 5 s).
+	Timeout time.Duration
+	// MaxStack bounds Jsonnet's call depth (default 500).
+	MaxStack int
+	// ExtVars are given to Jsonnet as std.extVar(name). "user" is always
+	// set to User.
+	ExtVars map[string]string
+}
+
+func (o *Options) defaults() {
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.MaxStack <= 0 {
+		o.MaxStack = 500
+	}
+}
+
+// AllocSet is an alloc set declared by a bundle.
+type AllocSet struct {
+	Name        string
+	Count       int32
+	Priority    int32
+	Resources   *events.Resources
+	Constraints []*events.Constraint
+	Labels      map[string]string
+}
+
+// File is a job file, read and checked.
+type File struct {
+	Path      string
+	Format    string // jsonnet, yaml or json
+	Bundle    bool   // written as {alloc_sets, jobs} rather than one job
+	AllocSets []AllocSet
+	Jobs      []*events.JobSpec
+}
+
+// Problem is one thing wrong with a file.
+type Problem struct {
+	Line   int    // 1-based; 0 when no line can be named
+	Field  string // as written in the file, e.g. jobs[1].resources.memory
+	Reason string
+}
+
+// Error lists every problem of one file.
+type Error struct {
+	Path     string
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Path)
+		if p.Line > 0 {
+			fmt.Fprintf(&b, ":%d", p.Line)
+		}
+		b.WriteString(": ")
+		if p.Field != "" {
+			b.WriteString(p.Field + ": ")
+		}
+		b.WriteString(p.Reason)
+	}
+	return b.String()
+}
+
+// FormatOf returns the format of a file from its extension.
+func FormatOf(path string) (string, error) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".jsonnet", ".libsonnet":
+		return "jsonnet", nil
+	case ".yaml", ".yml":
+		return "yaml", nil
+	case ".json":
+		return "json", nil
+	}
+	return "", fmt.Errorf("%s: unknown extension %q: name the file .jsonnet, .yaml, .yml or .json", path, filepath.Ext(path))
+}
+
+// Load reads and checks the job file at path.
+func Load(path string, opts Options) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the job file: %w", err)
+	}
+	return Decode(path, data, opts)
+}
+
+// Decode checks a job file's contents; path names it (and, for Jsonnet,
+// is where relative imports are found).
+func Decode(path string, data []byte, opts Options) (*File, error) {
+	opts.defaults()
+	format, err := FormatOf(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > commands.MaxSpecBytes {
+		return nil, &Error{Path: path, Problems: []Problem{{Reason: fmt.Sprintf("the file is %d bytes, more than the %d allowed", len(data), commands.MaxSpecBytes)}}}
+	}
+	var js []byte
+	switch format {
+	case "jsonnet":
+		out, err := Evaluate(path, data, opts)
+		if err != nil {
+			return nil, err
+		}
+		js = out
+	default:
+		out, err := yaml.YAMLToJSON(data)
+		if err != nil {
+			return nil, &Error{Path: path, Problems: []Problem{{Line: yamlErrorLine(err), Reason: "not valid " + strings.ToUpper(format) + ": " + err.Error()}}}
+		}
+		js = out
+	}
+	f := &File{Path: path, Format: format}
+	loc := newLocator(format, data)
+	if probs := f.decode(js, opts.User); len(probs) > 0 {
+		for i := range probs {
+			probs[i].Line = loc.line(probs[i].Field)
+		}
+		return nil, &Error{Path: path, Problems: probs}
+	}
+	return f, nil
+}
+
+// Evaluate runs a Jsonnet program and returns its JSON output. It stops the
+// program past opts.Timeout.
+func Evaluate(path string, data []byte, opts Options) ([]byte, error) {
+	opts.defaults()
+	vm := jsonnet.MakeVM()
+	vm.MaxStack = opts.MaxStack
+	vm.Importer(&jsonnet.FileImporter{JPaths: []string{filepath.Dir(path)}})
+	vm.ExtVar("user", opts.User)
+	for k, v := range opts.ExtVars {
+		if k != "user" {
+			vm.ExtVar(k, v)
+		}
+	}
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := vm.EvaluateAnonymousSnippet(path, string(data))
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, &Error{Path: path, Problems: []Problem{{Line: jsonnetErrorLine(r.err.Error(), path), Reason: "Jsonnet: " + strings.TrimSpace(r.err.Error())}}}
+		}
+		if len(r.out) > commands.MaxSpecBytes {
+			return nil, &Error{Path: path, Problems: []Problem{{Reason: fmt.Sprintf("evaluates to %d bytes, more than the %d allowed", len(r.out), commands.MaxSpecBytes)}}}
+		}
+		return []byte(r.out), nil
+	case <-time.After(opts.Timeout):
+		// The evaluation cannot be interrupted; it is abandoned and the
+		// command exits soon after.
+		return nil, &Error{Path: path, Problems: []Problem{{Reason: fmt.Sprintf("Jsonnet evaluation took longer than %s: look for unbounded recursion", opts.Timeout)}}}
+	}
+}
+
+var (
+	bundleKeys   = []string{"alloc_sets", "jobs"}
+	allocSetKeys = []string{"name", "count", "priority", "resources", "constraints", "labels"}
+)
+
+// decode fills f from the evaluated JSON and returns every problem.
+func (f *File) decode(js []byte, user string) []Problem {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var root any
+	if err := dec.Decode(&root); err != nil {
+		return []Problem{{Reason: "not JSON: " + err.Error()}}
+	}
+	obj, ok := root.(map[string]any)
+	if !ok {
+		return []Problem{{Reason: "the file must be one job (an object with name, command, ...) or a bundle {alloc_sets: [...], jobs: [...]}"}}
+	}
+	if _, isBundle := obj["jobs"]; !isBundle {
+		spec, probs := decodeJob("", root, user)
+		if spec != nil {
+			f.Jobs = []*events.JobSpec{spec}
+		}
+		return probs
+	}
+	f.Bundle = true
+	var probs []Problem
+	for _, k := range sortedKeys(obj) {
+		if !slices.Contains(bundleKeys, k) {
+			probs = append(probs, Problem{Field: k, Reason: "unknown field of a bundle; a bundle has only alloc_sets and jobs (put job fields inside jobs[...])"})
+		}
+	}
+	jobs, ok := obj["jobs"].([]any)
+	if !ok || len(jobs) == 0 {
+		probs = append(probs, Problem{Field: "jobs", Reason: "must be a non-empty list of jobs"})
+	}
+	names := map[string]int{}
+	for i, j := range jobs {
+		p := fmt.Sprintf("jobs[%d]", i)
+		spec, ps := decodeJob(p, j, user)
+		probs = append(probs, ps...)
+		if spec == nil {
+			continue
+		}
+		if prev, dup := names[spec.Name]; dup {
+			probs = append(probs, Problem{Field: p + ".name", Reason: fmt.Sprintf("%q is also the name of jobs[%d]", spec.Name, prev)})
+		}
+		names[spec.Name] = i
+		f.Jobs = append(f.Jobs, spec)
+	}
+	if v, ok := obj["alloc_sets"]; ok {
+		sets, isList := v.([]any)
+		if !isList {
+			probs = append(probs, Problem{Field: "alloc_sets", Reason: "must be a list of alloc sets"})
+		}
+		seen := map[string]int{}
+		for i, s := range sets {
+			p := fmt.Sprintf("alloc_sets[%d]", i)
+			a, ps := decodeAllocSet(p, s, user)
+			probs = append(probs, ps...)
+			if a == nil {
+				continue
+			}
+			if prev, dup := seen[a.Name]; dup {
+				probs = append(probs, Problem{Field: p + ".name", Reason: fmt.Sprintf("%q is also the name of alloc_sets[%d]", a.Name, prev)})
+			}
+			seen[a.Name] = i
+			f.AllocSets = append(f.AllocSets, *a)
+		}
+	}
+	// A job naming an alloc set the bundle does not declare is most likely
+	// a typo when the bundle declares some.
+	declared := declaredNames(obj["alloc_sets"])
+	for i, j := range jobs {
+		m, _ := j.(map[string]any)
+		name, _ := m["alloc_set"].(string)
+		if name != "" && len(declared) > 0 && !slices.Contains(declared, name) {
+			probs = append(probs, Problem{Field: fmt.Sprintf("jobs[%d].alloc_set", i),
+				Reason: fmt.Sprintf("%q is not one of this file's alloc_sets (%s)", name, strings.Join(declared, ", "))})
+		}
+	}
+	return probs
+}
+
+func declaredNames(v any) []string {
+	var out []string
+	l, _ := v.([]any)
+	for _, s := range l {
+		m, _ := s.(map[string]any)
+		if n, ok := m["name"].(string); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// decodeJob decodes one job spec; fields are reported under prefix.
+func decodeJob(prefix string, v any, user string) (*events.JobSpec, []Problem) {
+	js, err := json.Marshal(v)
+	if err != nil {
+		return nil, []Problem{{Field: prefix, Reason: err.Error()}}
+	}
+	spec, err := commands.DecodeSpecJSON(js, user)
+	if err != nil {
+		return nil, problems(prefix, err)
+	}
+	return spec, nil
+}
+
+// decodeAllocSet decodes an alloc set with the job decoder, which reads the
+// same fields the same way (quantities, bands, constraints, labels).
+func decodeAllocSet(prefix string, v any, user string) (*AllocSet, []Problem) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, []Problem{{Field: prefix, Reason: "must be an object with name, count, resources, ..."}}
+	}
+	var probs []Problem
+	fake := map[string]any{"command": "alloc"}
+	for _, k := range sortedKeys(m) {
+		if !slices.Contains(allocSetKeys, k) {
+			probs = append(probs, Problem{Field: join(prefix, k), Reason: "unknown field; known fields here: " + strings.Join(allocSetKeys, ", ")})
+			continue
+		}
+		fake[k] = m[k]
+	}
+	if _, ok := m["count"]; !ok {
+		fake["count"] = json.Number("1")
+	}
+	spec, ps := decodeJob(prefix, fake, user)
+	probs = append(probs, ps...)
+	if spec == nil || len(probs) > 0 {
+		return nil, probs
+	}
+	return &AllocSet{Name: spec.Name, Count: spec.TaskCount, Priority: spec.Priority, Resources: spec.Resources,
+		Constraints: spec.Constraints, Labels: spec.Labels}, nil
+}
+
+// problems turns a decoding error into problems with prefixed fields.
+func problems(prefix string, err error) []Problem {
+	var ce *commands.Error
+	if !errors.As(err, &ce) {
+		return []Problem{{Field: prefix, Reason: err.Error()}}
+	}
+	if len(ce.Details) == 0 {
+		return []Problem{{Field: join(prefix, ce.Field), Reason: ce.Msg}}
+	}
+	out := make([]Problem, len(ce.Details))
+	for i, d := range ce.Details {
+		out[i] = Problem{Field: join(prefix, d.Field), Reason: d.Reason}
+	}
+	return out
+}
+
+func join(prefix, field string) string {
+	switch {
+	case prefix == "":
+		return field
+	case field == "":
+		return prefix
+	}
+	return prefix + "." + field
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,188 @@
+package jobfile_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/corralhq/corral/cmd/corral/internal/jobfile"
+)
+
+const examples = "../../../../examples"
+
+// TestExamplesRender loads every example, renders it in both formats and
+// checks that the rendering reads back to the same specs.
+func TestExamplesRender(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(examples, "*.jsonnet"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples found: %v", err)
+	}
+	want := map[string]int{"hello.jsonnet": 1, "web.jsonnet": 1, "batch.jsonnet": 1, "alloc.jsonnet": 2, "unschedulable.jsonnet": 1}
+	for name := range want {
+		if _, err := os.Stat(filepath.Join(examples, name)); err != nil {
+			t.Errorf("example %s is missing", name)
+		}
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			f, err := jobfile.Load(path, jobfile.Options{User: "alice"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, ok := want[filepath.Base(path)]; ok && len(f.Jobs) != n {
+				t.Fatalf("%d jobs, want %d", len(f.Jobs), n)
+			}
+			for _, j := range f.Jobs {
+				if j.User != "alice" {
+					t.Errorf("job %s runs as %q, want the caller", j.Name, j.User)
+				}
+			}
+			for _, format := range []string{"json", "yaml"} {
+				out, err := f.Render(format)
+				if err != nil {
+					t.Fatal(err)
+				}
+				back, err := jobfile.Decode("rendered."+format, out, jobfile.Options{User: "alice"})
+				if err != nil {
+					t.Fatalf("rendered %s does not read back: %v\n%s", format, err, out)
+				}
+				if len(back.Jobs) != len(f.Jobs) || len(back.AllocSets) != len(f.AllocSets) {
+					t.Fatalf("rendered %s: %d jobs %d alloc sets, want %d and %d", format, len(back.Jobs), len(back.AllocSets), len(f.Jobs), len(f.AllocSets))
+				}
+				for i := range f.Jobs {
+					if !proto.Equal(back.Jobs[i], f.Jobs[i]) {
+						t.Fatalf("rendered %s reads back as\n%v\nwant\n%v", format, back.Jobs[i], f.Jobs[i])
+					}
+				}
+				for i := range f.AllocSets {
+					a, b := f.AllocSets[i], back.AllocSets[i]
+					if a.Name != b.Name || a.Count != b.Count || a.Priority != b.Priority || !proto.Equal(a.Resources, b.Resources) {
+						t.Fatalf("alloc set %d reads back as %+v, want %+v", i, b, a)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestAllocExampleIsABundle(t *testing.T) {
+	f, err := jobfile.Load(filepath.Join(examples, "alloc.jsonnet"), jobfile.Options{User: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Bundle || len(f.AllocSets) != 1 {
+		t.Fatalf("bundle %v with %d alloc sets", f.Bundle, len(f.AllocSets))
+	}
+	set := f.AllocSets[0]
+	for _, j := range f.Jobs {
+		if j.AllocSet != set.Name {
+			t.Fatalf("job %s runs in %q, want %q", j.Name, j.AllocSet, set.Name)
+		}
+	}
+	// Both tasks of one alloc instance fit in it.
+	var cpu, mem int64
+	for _, j := range f.Jobs {
+		cpu += j.Resources.CpuMilli
+		mem += j.Resources.MemoryBytes
+	}
+	if cpu > set.Resources.CpuMilli || mem > set.Resources.MemoryBytes {
+		t.Fatalf("a frontend and a logsaver need %dm and %d bytes; the alloc has %dm and %d", cpu, mem, set.Resources.CpuMilli, set.Resources.MemoryBytes)
+	}
+}
+
+func problems(t *testing.T, err error) []jobfile.Problem {
+	t.Helper()
+	var fe *jobfile.Error
+	if !errors.As(err, &fe) {
+		t.Fatalf("error %v (%T) is not a *jobfile.Error", err, err)
+	}
+	return fe.Problems
+}
+
+func TestErrorsNameFileLineAndField(t *testing.T) {
+	cases := []struct {
+		name, src string
+		want      []string // "line field" of each problem
+	}{
+		{"job.yaml", "name: web\ncount: 2\ncommand: /bin/true\nresources:\n  cpu: 1\n  memory: 0\n", []string{"6 resources.memory"}},
+		{"job.json", "{\n  \"name\": \"web\",\n  \"count\": -1,\n  \"command\": \"x\",\n  \"resources\": {\"cpu\": 1, \"memory\": \"1Gi\"}\n}\n", []string{"3 count"}},
+		{"job.jsonnet", "local m = 0;\n{\n  name: 'web',\n  count: 1,\n  command: 'x',\n  resources: {\n    cpu: 1,\n    memory: m,\n  },\n}\n", []string{"8 resources.memory"}},
+		{"bundle.yaml", "jobs:\n- name: a\n  count: 1\n  command: x\n  resources: {cpu: 1, memory: 1Mi}\n- name: b\n  count: 1\n  command: x\n  resources: {cpu: 1, memory: 1Mi}\n  colour: red\n", []string{"10 jobs[1].colour"}},
+		{"bundle.jsonnet", "{\n  alloc_sets: [{ name: 's', resources: { cpu: 1, memory: '1Mi' }, size: 3 }],\n  jobs: [{ name: 'a', count: 1, command: 'x', alloc_set: 'other', resources: { cpu: 1, memory: '1Mi' } }],\n}\n",
+			[]string{"2 alloc_sets[0].size", "3 jobs[0].alloc_set"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := jobfile.Decode(c.name, []byte(c.src), jobfile.Options{User: "alice"})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			ps := problems(t, err)
+			var got []string
+			for _, p := range ps {
+				got = append(got, strings.TrimSpace(strings.Join([]string{itoa(p.Line), p.Field}, " ")))
+			}
+			if strings.Join(got, "; ") != strings.Join(c.want, "; ") {
+				t.Fatalf("problems %q, want %q (%v)", got, c.want, err)
+			}
+			if !strings.HasPrefix(err.Error(), c.name+":") {
+				t.Fatalf("error %q does not start with the file name", err)
+			}
+		})
+	}
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	s := ""
+	for ; i > 0; i /= 10 {
+		s = string(rune('0'+i%10)) + s
+	}
+	return s
+}
+
+func TestJsonnetIsBounded(t *testing.T) {
+	// Deep recursion hits the stack bound.
+	_, err := jobfile.Decode("deep.jsonnet", []byte("local f(n) = if n == 0 then 0 else 1 + f(n - 1);\n{ name: 'x', count: f(100000) }"), jobfile.Options{User: "alice"})
+	if err == nil || !strings.Contains(err.Error(), "deep.jsonnet") || !strings.Contains(strings.ToLower(err.Error()), "stack") {
+		t.Fatalf("deep recursion: %v", err)
+	}
+	// A long computation hits the time limit.
+	start := time.Now()
+	_, err = jobfile.Decode("slow.jsonnet", []byte("{ name: std.toString(std.foldl(function(a, b) a + b, std.range(1, 100000000), 0)) }"),
+		jobfile.Options{User: "alice", Timeout: 300 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("slow evaluation: %v", err)
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Fatalf("the time limit did not stop the evaluation in time: %s", time.Since(start))
+	}
+	// A syntax error names the file and line.
+	_, err = jobfile.Decode("broken.jsonnet", []byte("{\n  name: 'x',\n  count: ,\n}\n"), jobfile.Options{User: "alice"})
+	if err == nil || !strings.Contains(err.Error(), "broken.jsonnet:3") {
+		t.Fatalf("syntax error: %v", err)
+	}
+}
+
+func TestExtensionChoosesTheFormat(t *testing.T) {
+	if _, err := jobfile.Decode("job.txt", []byte("{}"), jobfile.Options{}); err == nil || !strings.Contains(err.Error(), ".jsonnet, .yaml") {
+		t.Fatalf("unknown extension: %v", err)
+	}
+	// The user comes from the caller, never the file.
+	_, err := jobfile.Decode("job.yaml", []byte("name: a\nuser: mallory\ncount: 1\ncommand: x\nresources: {cpu: 1, memory: 1Mi}\n"), jobfile.Options{User: "alice"})
+	if err == nil || !strings.Contains(err.Error(), "job.yaml:2: user:") {
+		t.Fatalf("user in the file: %v", err)
+	}
+	// std.extVar('user') is the caller.
+	f, err := jobfile.Decode("job.jsonnet", []byte("{ name: std.extVar('user') + '-job', count: 1, command: 'x', resources: { cpu: 1, memory: '1Mi' } }"), jobfile.Options{User: "alice"})
+	if err != nil || f.Jobs[0].Name != "alice-job" {
+		t.Fatalf("extVar user: %v %v", f, err)
+	}
+}
