@@ -120,6 +120,9 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 		}
 		b.add(events.MachineStream(m.Name), &events.UsageReported{Machine: m.Name, WindowStartUs: w.StartUS, WindowEndUs: w.EndUS, Tasks: w.Tasks})
 		for _, u := range w.Tasks {
+			if u == nil {
+				continue
+			}
 			if t := s.Task(u.User, u.Job, u.Index); t != nil && t.Live() && t.Machine == m.Name && !b.dead(t) {
 				latest[t] = u
 				windows[t] = float64(w.EndUS-w.StartUS) / 1e6

@@ -376,6 +376,9 @@ func (s *State) taskUpdated(pos int64, p *events.TaskUpdated) bool {
 		return false
 	}
 	limit := TaskLimit(spec, t.Index)
+	if t.Live() && spec.AllocSet != t.Spec().GetAllocSet() {
+		return false // moving in or out of an alloc set takes a restart
+	}
 	if t.Live() {
 		m := t.machine
 		if limit != t.Limit {
@@ -398,6 +401,9 @@ func (s *State) taskUpdated(pos int64, p *events.TaskUpdated) bool {
 
 func (s *State) usageReported(p *events.UsageReported) bool {
 	for _, u := range p.Tasks {
+		if u == nil {
+			continue
+		}
 		if t := s.liveTask(u.User, u.Job, u.Index, p.Machine); t != nil {
 			t.Usage = Usage{
 				WindowStartUS: p.WindowStartUs, WindowEndUS: p.WindowEndUs,
@@ -415,6 +421,9 @@ func (s *State) reservationEstimated(pos int64, p *events.ReservationEstimated) 
 		return false
 	}
 	for _, r := range p.Tasks {
+		if r == nil {
+			continue
+		}
 		t := s.liveTask(r.User, r.Job, r.Index, p.Machine)
 		if t == nil {
 			continue

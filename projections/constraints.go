@@ -30,7 +30,7 @@ func MatchesConstraint(attrs map[string]string, c *events.Constraint) bool {
 			return false
 		}
 		cmp := compareValues(val, one)
-		if c.Op == "<" {
+		if c.GetOp() == "<" {
 			return cmp < 0
 		}
 		return cmp > 0

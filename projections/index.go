@@ -15,7 +15,7 @@ func (s *State) indexJob(j *Job) {
 	u[j.Name] = j
 	s.indexLabels(j)
 	if j.Deferred {
-		key := JobKey{j.User, j.Spec().GetStartAfter()}
+		key := JobKey{j.User, j.startAfter()}
 		w := s.waiting[key]
 		if w == nil {
 			w = map[*Job]struct{}{}
@@ -36,8 +36,12 @@ func (s *State) forgetJob(j *Job) {
 	delete(s.Jobs, j.Key())
 }
 
+// startAfter is the job the first spec version waits for: start_after
+// cannot change once submitted, and the first version is never dropped.
+func (j *Job) startAfter() string { return j.Versions[0].Spec.GetStartAfter() }
+
 func (s *State) unwait(j *Job) {
-	key := JobKey{j.User, j.Spec().GetStartAfter()}
+	key := JobKey{j.User, j.startAfter()}
 	if w := s.waiting[key]; w != nil {
 		delete(w, j)
 		if len(w) == 0 {
