@@ -60,6 +60,20 @@ type Weights struct {
 	Mix           float64 // share of the machine's CPU held by the other band
 }
 
+// Validate reports a configuration a pass cannot use.
+func (c Config) Validate() error {
+	if _, err := ParsePolicy(string(c.Policy)); err != nil {
+		return err
+	}
+	for _, w := range []float64{c.Weights.Soft, c.Weights.SpreadMachine, c.Weights.SpreadDomain[0],
+		c.Weights.SpreadDomain[1], c.Weights.Preemption, c.Weights.Package, c.Weights.Mix} {
+		if w < 0 {
+			return fmt.Errorf("scheduler: weights must not be negative: %+v", c.Weights)
+		}
+	}
+	return nil
+}
+
 // DefaultConfig is the configuration a cell runs with.
 func DefaultConfig() Config {
 	return Config{

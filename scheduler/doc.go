@@ -7,18 +7,20 @@
 // # What it owns
 //
 //   - The input types (Cell, Machine, PlacedTask, PlacedAlloc, PendingTask,
-//     Constraint, Resources): an adapter builds them from the projection.
-//     A Machine's Version must change whenever anything on it changes.
+//     PendingAlloc, Constraint, Resources): an adapter builds them from the
+//     projection. A Machine's Version must change whenever anything on it
+//     changes.
 //   - The pass: Schedule(cell, config, seed) -> *Plan.
-//   - The output: Plan (Placements, each convertible to TaskScheduled and
-//     TaskEvicted events) and one Explanation per class left pending, the
-//     data behind "why pending?".
+//   - The output: Plan (AllocPlacements and Placements, convertible to
+//     AllocScheduled, TaskScheduled and TaskEvicted events) and one
+//     Explanation per class left pending, the data behind "why pending?".
 //
 // # The pass, step by step
 //
-//  1. Queue: pending tasks from high to low priority; within a priority,
-//     round-robin between users (each user's tasks in submission order),
-//     users taking turns in the order of their oldest task.
+//  1. Queue: pending tasks and allocs from high to low priority; within a
+//     priority allocs first (tasks may go into them), then tasks; each
+//     round-robin between users (each user's items in submission order),
+//     users taking turns in the order of their oldest item.
 //  2. Equivalence classes: tasks with identical priority, resources,
 //     constraints, alloc set, package and crash history form a class (the
 //     job does not matter). Feasibility and scores are computed per class
@@ -46,9 +48,11 @@
 //  7. Placement: the best pool entry wins (ties: earliest in the random
 //     order). If the machine lacks room, the lowest-priority preemptible
 //     tasks are evicted, larger first within a priority, and victims the
-//     others make unnecessary are spared. Prod never preempts prod.
-//     Evicted tasks are reported in the placement; they go back to pending
-//     through their TaskEvicted event, not within this pass.
+//     others make unnecessary are spared. Prod never preempts prod; allocs
+//     neither preempt nor are preempted. Evicted tasks are reported in the
+//     placement; they go back to pending through their TaskEvicted event,
+//     not within this pass. MachinesExamined counts the machines looked at
+//     for the decision: the pool and those rejected while topping it up.
 //  8. Explanations: every class left with pending tasks is checked against
 //     every machine once more; rejections are counted per reason and hints
 //     say what would make it fit.
@@ -62,7 +66,9 @@
 //     free room only for tasks of higher priority than the victims, which
 //     counted that room already), so a class that has examined every
 //     machine and holds no feasible one stays unplaceable for the rest of
-//     the pass.
+//     the pass. (An alloc placed in the pass opens room for its set's
+//     tasks; those come after it in the queue unless their priority is
+//     higher, in which case they wait for the next pass.)
 //   - Placements are proposals: several on one machine share its
 //     MachineVersion, and the command handler re-checks them against the
 //     current state and refuses stale ones, which the next pass reconsiders.

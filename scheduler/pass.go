@@ -18,9 +18,10 @@ type Scheduler struct {
 	cfg Config
 }
 
-// New returns a scheduler running with cfg.
+// New returns a scheduler running with cfg. A policy it does not know
+// (including none) runs as hybrid; use Config.Validate to refuse it.
 func New(cfg Config) *Scheduler {
-	if cfg.Policy == "" {
+	if _, err := ParsePolicy(string(cfg.Policy)); err != nil {
 		cfg.Policy = PolicyHybrid
 	}
 	return &Scheduler{cfg: cfg}

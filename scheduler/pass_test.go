@@ -119,6 +119,14 @@ func TestCellValidate(t *testing.T) {
 		{"bad constraint", func(c *Cell) {
 			c.Pending[0].Constraints = []Constraint{{Attribute: "a", Op: "=="}}
 		}, "constraints[0]: op"},
+		{"alloc without set", func(c *Cell) { c.PendingAllocs = []PendingAlloc{{Index: 0}} }, "set.name: empty"},
+		{"duplicate alloc", func(c *Cell) {
+			a := PendingAlloc{Set: AllocSetRef{User: "u", Name: "s"}}
+			c.PendingAllocs = []PendingAlloc{a, a}
+		}, "alloc u/s/0 appears twice"},
+		{"alloc priority", func(c *Cell) {
+			c.PendingAllocs = []PendingAlloc{{Set: AllocSetRef{User: "u", Name: "s"}, Priority: -1}}
+		}, "priority -1 outside"},
 	}
 	for _, tc := range tests {
 		c := good()
@@ -537,6 +545,16 @@ func TestDeterminism(t *testing.T) {
 		}
 		if p1.Stats.Placed < 4000 {
 			t.Errorf("%s: placed only %d of 5000", policy, p1.Stats.Placed)
+		}
+		// Every machine is counted once in every explanation.
+		for _, e := range p1.Pending {
+			n := 0
+			for _, r := range e.Rejections {
+				n += r.Machines
+			}
+			if n != e.Machines || e.Machines != len(cell.Machines) {
+				t.Errorf("%s: explanation counts %d of %d machines: %s", policy, n, e.Machines, e.String())
+			}
 		}
 	}
 }
