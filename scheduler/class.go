@@ -19,7 +19,7 @@ type class struct {
 	hard     []compiledConstraint
 	soft     []compiledConstraint
 	avoid    []int32 // sorted machine indices where the task crashed
-	inAlloc  bool // a task that runs inside an alloc of allocSet
+	inAlloc  bool    // a task that runs inside an alloc of allocSet
 	allocSet AllocSetRef
 	isAlloc  bool // a class of pending allocs: placed like tasks, never preempting
 	pkg      string

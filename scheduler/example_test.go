@@ -24,7 +24,7 @@ func Example() {
 			{Ref: scheduler.TaskRef{User: "alice", Job: "web", Index: 0}, Priority: 9, Seq: 1,
 				Resources: scheduler.Resources{scheduler.CPU: 4000, scheduler.Memory: 8 * gib}},
 			{Ref: scheduler.TaskRef{User: "carol", Job: "ml", Index: 0}, Priority: 5, Seq: 2,
-				Resources: scheduler.Resources{scheduler.CPU: 1000, scheduler.Memory: gib},
+				Resources:   scheduler.Resources{scheduler.CPU: 1000, scheduler.Memory: gib},
 				Constraints: []scheduler.Constraint{{Attribute: "arch", Op: scheduler.OpEq, Values: []string{"arm64"}}}},
 		},
 	}
