@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -55,7 +56,7 @@ func TestPlaceTasksRefusesStaleOnesOneByOne(t *testing.T) {
 	c.refused(PlaceTasks{Meta: root}, InvalidArgument)
 }
 
-func itoa(v int64) string { return projections.TaskKey{Index: int32(v)}.String()[2:] }
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 func TestPlaceTasksFitConstraintsAndPorts(t *testing.T) {
 	c := newCell(t)

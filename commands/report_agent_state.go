@@ -99,6 +99,9 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 	tasks := slices.Clone(c.Tasks)
 	slices.SortStableFunc(tasks, func(a, b AgentTask) int { return compareKeys(a.Task, b.Task) })
 	for _, at := range tasks {
+		if reported[at.Task] {
+			continue // reported twice: the first entry counts
+		}
 		reported[at.Task] = true
 		t := s.Task(at.Task.User, at.Task.Job, at.Task.Index)
 		if t == nil || !t.Live() || t.Machine != m.Name || b.dead(t) {
