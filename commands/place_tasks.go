@@ -27,6 +27,7 @@ type Placement struct {
 	Task             projections.TaskKey
 	Machine          string
 	MachineVersion   int64 // the machine's Version the scheduler saw
+	SpecVersion      int64 // the task's spec version the scheduler saw; 0: not checked
 	AllocIndex       int32 // the alloc instance, for a job inside an alloc set
 	Ports            []int32
 	Preempt          []projections.TaskKey // tasks on Machine to evict first
@@ -192,6 +193,9 @@ func (p *planner) placeTask(pl Placement) string {
 	}
 	if t.State != projections.TaskPending {
 		return fmt.Sprintf("task %s is %s, not pending", pl.Task, t.State)
+	}
+	if pl.SpecVersion != 0 && pl.SpecVersion != t.SpecVersion {
+		return fmt.Sprintf("stale: computed for spec version %d of task %s, which is at version %d", pl.SpecVersion, pl.Task, t.SpecVersion)
 	}
 	m, why := p.schedulable(pl.Machine, pl.MachineVersion)
 	if m == nil {

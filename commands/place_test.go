@@ -24,12 +24,14 @@ func TestPlaceTasksRefusesStaleOnesOneByOne(t *testing.T) {
 		{Task: key("alice", "web", 3), Machine: "m0", MachineVersion: v0}, // same pass, same machine: fine
 		{Task: key("alice", "web", 0), Machine: "m2", MachineVersion: v2}, // twice in one command
 		{Task: key("alice", "nope", 0), Machine: "m2", MachineVersion: v2},
+		{Task: key("alice", "web", 1), Machine: "m2", MachineVersion: v2, SpecVersion: 7},
 	}}
 	refused := cmd.Check(c.s)
 	want := []string{
 		"placements[1]: stale: computed against version " + itoa(v1) + " of machine m1, which is at version " + itoa(c.s.Machines["m1"].Version),
 		"placements[4]: task alice/web/0 was already changed by this command",
 		"placements[5]: task alice/nope/0 does not exist",
+		"placements[6]: stale: computed for spec version 7 of task alice/web/1, which is at version 1",
 	}
 	if len(refused) != len(want) {
 		t.Fatalf("refused %v", refused)
