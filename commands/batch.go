@@ -102,11 +102,18 @@ func (b *batch) submit(j *projections.Job, index int32, version int64, reason st
 	b.touch(j)
 }
 
+// evict evicts a placed task and resubmits it (its job still wants it).
 func (b *batch) evict(t *projections.Task, reason, message string, preemptor *events.TaskRef) {
+	b.evictOnly(t, reason, message, preemptor)
+	b.afterDeath(t, projections.Evicted)
+}
+
+// evictOnly evicts a placed task; the caller decides what replaces it.
+func (b *batch) evictOnly(t *projections.Task, reason, message string, preemptor *events.TaskRef) {
 	b.add(taskStream(t), &events.TaskEvicted{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: t.Machine,
 		Reason: reason, Preemptor: preemptor, Message: message})
 	b.status[t] = projections.TaskDead
-	b.afterDeath(t, projections.Evicted)
+	b.touch(t.Job)
 }
 
 func (b *batch) lose(t *projections.Task, reason string) {

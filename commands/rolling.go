@@ -79,6 +79,7 @@ func (b *batch) rollForward(j *projections.Job) {
 			inFlight++
 		}
 	}
+	sameFields := map[int64]bool{} // by old version: the job-wide fields that restart tasks are equal
 	for _, t := range j.Tasks {
 		if t == nil || t.SpecVersion == target.Version || t.Index >= target.Spec.TaskCount {
 			continue
@@ -87,7 +88,12 @@ func (b *batch) rollForward(j *projections.Job) {
 			continue
 		}
 		old := j.SpecOf(t.SpecVersion)
-		restart := old == nil || RestartNeeded(old, target.Spec, t.Index)
+		same, ok := sameFields[t.SpecVersion]
+		if !ok && old != nil {
+			same = restartFieldsEqual(old, target.Spec)
+			sameFields[t.SpecVersion] = same
+		}
+		restart := old == nil || !same || !proto.Equal(old.GetOverrides()[t.Index], target.Spec.GetOverrides()[t.Index])
 		switch {
 		case !restart:
 			b.add(taskStream(t), &events.TaskUpdated{User: j.User, Job: j.Name, Index: t.Index, SpecVersion: target.Version,
@@ -96,12 +102,7 @@ func (b *batch) rollForward(j *projections.Job) {
 			b.add(taskStream(t), &events.TaskUpdated{User: j.User, Job: j.Name, Index: t.Index, SpecVersion: target.Version,
 				RestartNeeded: true})
 		case inFlight < limit:
-			b.evict(t, "update", fmt.Sprintf("rolling update to spec version %d", target.Version), nil)
-			// evict resubmitted it as rescheduled unless the job no longer
-			// wants it; an update's replacement is "updated" instead.
-			if b.evs[len(b.evs)-1].Type == "TaskSubmitted" {
-				b.evs = b.evs[:len(b.evs)-1]
-			}
+			b.evictOnly(t, "update", fmt.Sprintf("rolling update to spec version %d", target.Version), nil)
 			b.submit(j, t.Index, target.Version, "updated")
 			inFlight++
 		}
