@@ -88,7 +88,7 @@ func (s *State) fold(pos int64, d events.Payload) bool {
 		s.die(t, Evicted, p.Reason, pos)
 		return true
 	case *events.TaskKilled:
-		t := s.Task(p.User, p.Job, p.Index)
+		t := s.task(p.User, p.Job, p.Index)
 		if t == nil || t.State == TaskDead || (t.Live() && p.Machine != "" && p.Machine != t.Machine) {
 			return false
 		}
@@ -263,9 +263,30 @@ func (s *State) die(t *Task, how DeathHow, reason string, pos int64) {
 	}
 }
 
+// job is Jobs[{user, name}] through Apply's one-entry cache.
+func (s *State) job(user, name string) *Job {
+	j := s.lastJob
+	if j == nil || j.Name != name || j.User != user {
+		if j = s.Jobs[JobKey{user, name}]; j == nil {
+			return nil
+		}
+		s.lastJob = j
+	}
+	return j
+}
+
+// task is Task through Apply's cache.
+func (s *State) task(user, job string, index int32) *Task {
+	j := s.job(user, job)
+	if j == nil {
+		return nil
+	}
+	return j.Task(index)
+}
+
 // liveTask returns the task if it is placed, on machine when one is named.
 func (s *State) liveTask(user, job string, index int32, machine string) *Task {
-	t := s.Task(user, job, index)
+	t := s.task(user, job, index)
 	if t == nil || !t.Live() || (machine != "" && t.Machine != machine) {
 		return nil
 	}
@@ -273,7 +294,7 @@ func (s *State) liveTask(user, job string, index int32, machine string) *Task {
 }
 
 func (s *State) taskSubmitted(pos int64, p *events.TaskSubmitted) bool {
-	j := s.Jobs[JobKey{p.User, p.Job}]
+	j := s.job(p.User, p.Job)
 	if j == nil || j.Dead() || p.Index < 0 || p.Index >= maxTaskIndex {
 		return false
 	}
@@ -316,7 +337,7 @@ func (s *State) taskSubmitted(pos int64, p *events.TaskSubmitted) bool {
 }
 
 func (s *State) taskScheduled(pos int64, p *events.TaskScheduled) bool {
-	t := s.Task(p.User, p.Job, p.Index)
+	t := s.task(p.User, p.Job, p.Index)
 	if t == nil || t.State != TaskPending {
 		return false
 	}
@@ -367,7 +388,7 @@ func (s *State) taskFailed(pos int64, p *events.TaskFailed) bool {
 }
 
 func (s *State) taskUpdated(pos int64, p *events.TaskUpdated) bool {
-	t := s.Task(p.User, p.Job, p.Index)
+	t := s.task(p.User, p.Job, p.Index)
 	if t == nil || t.State == TaskDead {
 		return false
 	}

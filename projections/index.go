@@ -34,6 +34,9 @@ func (s *State) forgetJob(j *Job) {
 	s.unindexLabels(j)
 	s.unwait(j)
 	delete(s.Jobs, j.Key())
+	if s.lastJob == j {
+		s.lastJob = nil
+	}
 }
 
 // startAfter is the job the first spec version waits for: start_after

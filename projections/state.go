@@ -119,6 +119,11 @@ type State struct {
 	byUser        map[string]map[string]*Job
 	labels        map[string]map[string]map[*Job]struct{} // key -> value -> jobs
 	waiting       map[JobKey]map[*Job]struct{}            // prerequisite -> deferred jobs
+
+	// lastJob caches the job Apply found last: consecutive events mostly
+	// name the same job (its tasks' submissions, one pass's placements).
+	// Only Apply reads and writes it, so readers never race on it.
+	lastJob *Job
 }
 
 // New returns the state of an empty log.
