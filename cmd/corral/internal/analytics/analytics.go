@@ -1,0 +1,205 @@
+// Package analytics adapts the Infrastore (DuckDB) to the master's API
+// (master.Analytics: Query and Bill) and to the corral command's direct
+// uses of an Infrastore file (sql --db, infrastore rebuild and
+// import-google-trace).
+//
+// It is the only package of the corral command that imports DuckDB, so
+// the other packages build and test without linking it.
+//
+// Invariants:
+//   - Errors leave as gRPC statuses a person can act on: a refused query is
+//     InvalidArgument, one past its time limit DeadlineExceeded, a store
+//     that needs a rebuild FailedPrecondition naming the command to run.
+//   - Query results travel as text rendered exactly as the Infrastore's own
+//     CSV writer renders them, with NULL flagged apart from the empty string.
+package analytics
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/infrastore"
+)
+
+// Options for Open.
+type Options struct {
+	ReadOnly bool
+	// Rates is a rate table file (JSON or YAML) for bills; "" uses the
+	// Infrastore's defaults.
+	Rates string
+	// MaxRows bounds a query's reply (default 10,000).
+	MaxRows int
+	// QueryTimeout is the default and maximum time of a query (default 30 s).
+	QueryTimeout time.Duration
+}
+
+// Store is an open Infrastore file.
+type Store struct {
+	is      *infrastore.Infrastore
+	rates   *infrastore.Rates
+	timeout time.Duration
+}
+
+// Open opens the Infrastore file at path.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if opts.MaxRows <= 0 {
+		opts.MaxRows = 10_000
+	}
+	if opts.QueryTimeout <= 0 {
+		opts.QueryTimeout = 30 * time.Second
+	}
+	var rates *infrastore.Rates
+	if opts.Rates != "" {
+		r, err := infrastore.LoadRates(opts.Rates)
+		if err != nil {
+			return nil, fmt.Errorf("--rates %s: %w", opts.Rates, err)
+		}
+		rates = r
+	}
+	is, err := infrastore.Open(ctx, path, infrastore.Options{ReadOnly: opts.ReadOnly, MaxRows: opts.MaxRows, QueryTimeout: opts.QueryTimeout})
+	if err != nil {
+		return nil, err
+	}
+	return &Store{is: is, rates: rates, timeout: opts.QueryTimeout}, nil
+}
+
+// Close closes the file.
+func (s *Store) Close() error { return s.is.Close() }
+
+// Position is the last log position the file holds.
+func (s *Store) Position(ctx context.Context) (int64, error) { return s.is.Position(ctx) }
+
+// Run ingests the log until ctx ends. A file written by another schema
+// version is rebuilt from the log first: it is derived data.
+func (s *Store) Run(ctx context.Context, store events.Store) error {
+	for {
+		err := s.is.Run(ctx, store)
+		if errors.Is(err, infrastore.ErrRebuildNeeded) {
+			if _, err := s.is.Rebuild(ctx, store); err != nil {
+				return fmt.Errorf("rebuilding the Infrastore for its new schema: %w", err)
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+}
+
+// Rebuild re-derives every table from the log.
+func (s *Store) Rebuild(ctx context.Context, store events.Reader) (int64, error) {
+	return s.is.Rebuild(ctx, store)
+}
+
+// ImportGoogleTrace loads the public Google trace in dir.
+func (s *Store) ImportGoogleTrace(ctx context.Context, dir string) (string, error) {
+	st, err := s.is.ImportGoogleTrace(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("imported %d task events and %d job events from %d files", st.TaskEvents, st.JobEvents, st.Files), nil
+}
+
+// Query runs a read-only statement (master.Analytics).
+func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {
+	if r.MinPosition > 0 {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := s.is.WaitPosition(wctx, r.MinPosition)
+		cancel()
+		if err != nil {
+			pos, _ := s.is.Position(ctx)
+			return nil, status.Errorf(codes.Unavailable, "the Infrastore has ingested up to position %d, not yet %d; retry in a moment", pos, r.MinPosition)
+		}
+	}
+	timeout := time.Duration(r.TimeoutMs) * time.Millisecond
+	if timeout <= 0 || timeout > s.timeout {
+		timeout = s.timeout
+	}
+	res, err := s.is.Query(ctx, r.Sql, timeout)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	out := &apipb.QueryReply{Columns: res.Columns, Truncated: res.Truncated}
+	if pos, err := s.is.Position(ctx); err == nil {
+		out.Position = pos
+	}
+	// The Infrastore's CSV writer renders every value; reading it back
+	// gives each cell's text.
+	var buf bytes.Buffer
+	if err := res.WriteCSV(&buf); err != nil {
+		return nil, status.Errorf(codes.Internal, "rendering the result: %v", err)
+	}
+	recs, err := csv.NewReader(&buf).ReadAll()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "rendering the result: %v", err)
+	}
+	for i, row := range res.Rows {
+		qr := &apipb.QueryRow{Values: recs[i+1], Null: make([]bool, len(row))}
+		for j, v := range row {
+			if v == nil {
+				qr.Null[j] = true
+				qr.Values[j] = "NULL"
+			}
+		}
+		out.Rows = append(out.Rows, qr)
+	}
+	return out, nil
+}
+
+// Bill computes and exports a bill (master.Analytics).
+func (s *Store) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {
+	req := infrastore.BillRequest{From: time.UnixMicro(r.FromUs), To: time.UnixMicro(r.ToUs), GroupBy: r.GroupBy, Rates: s.rates}
+	if r.FromUs == 0 {
+		req.From = time.Time{}
+	}
+	if r.ToUs == 0 {
+		req.To = time.Time{}
+	}
+	if r.RatesJson != "" {
+		rates, err := infrastore.ParseRates([]byte(r.RatesJson))
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "rates: %v", err)
+		}
+		req.Rates = rates
+	}
+	format := r.Format
+	if format == "" {
+		format = infrastore.FormatCSV
+	}
+	b, err := s.is.Bill(ctx, req)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	var buf bytes.Buffer
+	if err := b.Export(ctx, &buf, format); err != nil {
+		return nil, statusOf(err)
+	}
+	return &apipb.BillReply{Data: buf.Bytes(), Format: format}, nil
+}
+
+// statusOf maps the Infrastore's errors to gRPC statuses.
+func statusOf(err error) error {
+	switch {
+	case errors.Is(err, infrastore.ErrQueryRefused), errors.Is(err, infrastore.ErrInvalid):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, infrastore.ErrQueryTimeout), errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error()+"; narrow the query or raise --timeout")
+	case errors.Is(err, infrastore.ErrRebuildNeeded):
+		return status.Error(codes.FailedPrecondition, err.Error()+": run `corral infrastore rebuild`")
+	case errors.Is(err, infrastore.ErrClosed):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}

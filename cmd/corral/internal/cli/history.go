@@ -1,0 +1,392 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/events/storeopen"
+)
+
+// openInfra opens an Infrastore file, or says why this binary cannot.
+func (a *app) openInfra(ctx context.Context, path string, opts InfraOptions) (Infra, error) {
+	if a.env.OpenInfra == nil {
+		return nil, errors.New("this corral binary was built without the Infrastore")
+	}
+	if !opts.ReadOnly {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+	} else if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("--db %s: %w", path, err)
+	}
+	inf, err := a.env.OpenInfra(ctx, path, opts)
+	if err != nil {
+		if strings.Contains(err.Error(), "lock") {
+			return nil, fmt.Errorf("%w\n(a running master holds %s: query it through the master, without --db, or stop it first)", err, path)
+		}
+		return nil, err
+	}
+	return inf, nil
+}
+
+func (a *app) sqlCommand() *cobra.Command {
+	var file, db string
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   `sql "SELECT ..." | -f FILE`,
+		Short: "query the cell's whole history with SQL (read-only, DuckDB)",
+		Long: `Run one read-only query on the Infrastore: the master's (through its API), or
+a DuckDB file directly with --db. Tables: events, jobs, tasks, machines,
+task_events (the Google trace's columns), job_events, machine_events,
+task_usage, scheduling_decisions; macros tasks_at(ts), machines_at(ts),
+jobs_at(ts).`,
+		Example: `  corral sql "SELECT type, count(*) AS n FROM task_events GROUP BY type ORDER BY n DESC"
+  corral sql -f report.sql -o csv
+  corral sql --db corral-data/infrastore.duckdb "SELECT count(*) FROM events"`,
+		Args: args(0, 1, "one query, or -f FILE"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			var query string
+			switch {
+			case file != "" && len(argv) == 0:
+				b, err := os.ReadFile(file)
+				if err != nil {
+					return err
+				}
+				query = string(b)
+			case file == "" && len(argv) == 1:
+				query = argv[0]
+			default:
+				return usageErr("give the query as one argument or with -f FILE, not both")
+			}
+			ctx := cmd.Context()
+			req := &apipb.QueryRequest{Sql: query, TimeoutMs: timeout.Milliseconds()}
+			var res *apipb.QueryReply
+			if db != "" {
+				inf, err := a.openInfra(ctx, db, InfraOptions{ReadOnly: true})
+				if err != nil {
+					return err
+				}
+				defer inf.Close()
+				if res, err = inf.Query(ctx, req); err != nil {
+					return err
+				}
+			} else {
+				cl, err := a.client()
+				if err != nil {
+					return err
+				}
+				defer cl.Close()
+				if timeout > cl.timeout {
+					cl.timeout = timeout + 5*time.Second
+				}
+				err = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
+					res, err = c.Query(ctx, req)
+					return err
+				})
+				if err != nil {
+					return err
+				}
+			}
+			if res.Truncated {
+				defer a.note("(only the first %d rows are shown: add LIMIT or aggregate)", len(res.Rows))
+			}
+			return a.show(queryTable(res), queryJSON(res))
+		},
+	}
+	c.Flags().StringVarP(&file, "file", "f", "", "read the query from this file")
+	c.Flags().StringVar(&db, "db", "", "query this Infrastore (DuckDB) file directly rather than the master's")
+	c.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "cancel the query after this long")
+	return c
+}
+
+func queryTable(r *apipb.QueryReply) *table {
+	t := &table{cols: r.Columns}
+	for _, row := range r.Rows {
+		t.add(row.Values...)
+	}
+	if len(t.cols) == 0 {
+		t.cols = []string{"(no columns)"}
+	}
+	return t
+}
+
+// queryJSON renders rows as objects; values that read as JSON numbers stay
+// numbers, NULL is null, the rest are strings.
+func queryJSON(r *apipb.QueryReply) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, row := range r.Rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('{')
+		for j, col := range r.Columns {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			k, _ := json.Marshal(col)
+			b.Write(k)
+			b.WriteByte(':')
+			switch v := row.Values[j]; {
+			case j < len(row.Null) && row.Null[j]:
+				b.WriteString("null")
+			case json.Valid([]byte(v)) && isNumber(v):
+				b.WriteString(v)
+			default:
+				s, _ := json.Marshal(v)
+				b.Write(s)
+			}
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+	return b.Bytes()
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil && !strings.ContainsAny(s, "xXnN")
+}
+
+func (a *app) billCommand() *cobra.Command {
+	var from, to, groupBy, format, out, rates, db string
+	c := &cobra.Command{
+		Use:   "bill",
+		Short: "usage-based bill of a period, per user, job or label, and priority band",
+		Long: `Compute the bill of [--from, --to) from the cell's measured usage: per group and
+band, CPU core-hours and memory GiB-hours on limit, reservation and usage,
+disk GiB-hours, and the charge from the rate table. Print it as a table, or
+export it with --format csv, json or parquet (--out FILE). A closed period
+exports the same bytes every time.`,
+		Example: `  corral bill                              # today so far
+  corral bill --from yesterday --to today --group-by job --format csv --out bill.csv`,
+		Args: args(0, 0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			now := time.Now()
+			f, err := parseTime(from, now)
+			if err != nil {
+				return usageErr("--from: %v", err)
+			}
+			t, err := parseTime(to, now)
+			if err != nil {
+				return usageErr("--to: %v", err)
+			}
+			if !f.Before(t) {
+				return usageErr("--to (%s) must be after --from (%s)", t.Format(time.RFC3339), f.Format(time.RFC3339))
+			}
+			switch format {
+			case "", "csv", "json", "parquet":
+			default:
+				return usageErr("--format %q: want csv, json or parquet", format)
+			}
+			if format == "parquet" && out == "" && isTerminal(a.stdout()) {
+				return usageErr("parquet is binary: give --out FILE")
+			}
+			req := &apipb.BillRequest{FromUs: f.UnixMicro(), ToUs: t.UnixMicro(), GroupBy: groupBy, Format: format}
+			if req.Format == "" {
+				req.Format = "csv"
+			}
+			if rates != "" {
+				b, err := os.ReadFile(rates)
+				if err != nil {
+					return err
+				}
+				req.RatesJson = string(b)
+			}
+			ctx := cmd.Context()
+			var rep *apipb.BillReply
+			if db != "" {
+				inf, err := a.openInfra(ctx, db, InfraOptions{ReadOnly: true})
+				if err != nil {
+					return err
+				}
+				defer inf.Close()
+				if rep, err = inf.Bill(ctx, req); err != nil {
+					return err
+				}
+			} else {
+				cl, err := a.client()
+				if err != nil {
+					return err
+				}
+				defer cl.Close()
+				err = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
+					rep, err = c.Bill(ctx, req)
+					return err
+				})
+				if err != nil {
+					return err
+				}
+			}
+			if out != "" {
+				if err := os.WriteFile(out, rep.Data, 0o644); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout(), "bill of %s to %s (%s) written to %s (%d bytes)\n", f.Format(time.RFC3339), t.Format(time.RFC3339), rep.Format, out, len(rep.Data))
+				return nil
+			}
+			if format != "" {
+				_, err := a.stdout().Write(rep.Data)
+				return err
+			}
+			// No --format: the CSV bill as a table (or -o json/yaml/csv).
+			recs, err := csv.NewReader(bytes.NewReader(rep.Data)).ReadAll()
+			if err != nil || len(recs) == 0 {
+				return fmt.Errorf("reading the bill: %v", err)
+			}
+			cols := recs[0]
+			keep := []string{"group", "band", "basis", "tasks", "cpu_core_hours_limit", "cpu_core_hours_usage", "memory_gib_hours_limit", "memory_gib_hours_usage", "charge", "currency"}
+			idx := map[string]int{}
+			for i, c := range cols {
+				idx[c] = i
+			}
+			tab := &table{}
+			for _, k := range keep {
+				if _, ok := idx[k]; ok {
+					tab.cols = append(tab.cols, strings.ToUpper(strings.ReplaceAll(k, "_", " ")))
+				}
+			}
+			var rows []map[string]string
+			for _, r := range recs[1:] {
+				var cells []string
+				m := map[string]string{}
+				for i, c := range cols {
+					if i < len(r) {
+						m[c] = r[i]
+					}
+				}
+				rows = append(rows, m)
+				for _, k := range keep {
+					if i, ok := idx[k]; ok && i < len(r) {
+						cells = append(cells, trimZeros(r[i]))
+					}
+				}
+				tab.add(cells...)
+			}
+			if a.output == "table" {
+				fmt.Fprintf(a.stdout(), "bill of %s to %s, by %s\n", f.Local().Format("2006-01-02 15:04"), t.Local().Format("2006-01-02 15:04"), orDefault(groupBy, "user"))
+				if len(rows) == 0 {
+					fmt.Fprintln(a.stdout(), "no usage recorded in the period")
+					return nil
+				}
+			}
+			if a.output == "csv" {
+				_, err := a.stdout().Write(rep.Data)
+				return err
+			}
+			return a.show(tab, rows)
+		},
+	}
+	c.Flags().StringVar(&from, "from", "today", "start of the period (RFC 3339, a date, today, 1d for a day ago, ...)")
+	c.Flags().StringVar(&to, "to", "now", "end of the period, excluded")
+	c.Flags().StringVar(&groupBy, "group-by", "user", "user, job or label:KEY")
+	c.Flags().StringVar(&format, "format", "", "export as csv, json or parquet instead of a table")
+	c.Flags().StringVar(&out, "out", "", "write the export to this file")
+	c.Flags().StringVar(&rates, "rates", "", "rate table file (JSON or YAML) instead of the master's")
+	c.Flags().StringVar(&db, "db", "", "bill from this Infrastore (DuckDB) file directly rather than the master's")
+	return c
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// trimZeros shortens "1.250000000" to "1.25" for tables.
+func trimZeros(s string) string {
+	if !strings.Contains(s, ".") {
+		return s
+	}
+	if _, err := strconv.ParseFloat(s, 64); err != nil {
+		return s
+	}
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
+
+func (a *app) infrastoreCommand() *cobra.Command {
+	c := &cobra.Command{Use: "infrastore", Short: "rebuild the Infrastore from the log, or load the public Google trace into it"}
+	var db, store, data string
+	paths := func() (string, string) {
+		d := a.dataDir(data)
+		dbp, st := db, store
+		if dbp == "" {
+			dbp = filepath.Join(d, "infrastore.duckdb")
+		}
+		if st == "" {
+			st = a.getenv("CORRAL_STORE")
+		}
+		if st == "" {
+			st = filepath.Join(d, "events.db")
+		}
+		return dbp, st
+	}
+	rebuild := &cobra.Command{
+		Use:   "rebuild",
+		Short: "re-derive every Infrastore table from the log (stop the master holding the file first)",
+		Args:  args(0, 0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			dbp, st := paths()
+			log, err := storeopen.Open(ctx, st, storeopen.Options{NoMigrate: true})
+			if err != nil {
+				return fmt.Errorf("--store %s: %w", st, err)
+			}
+			defer log.Close()
+			inf, err := a.openInfra(ctx, dbp, InfraOptions{})
+			if err != nil {
+				return err
+			}
+			defer inf.Close()
+			start := time.Now()
+			pos, err := inf.Rebuild(ctx, log)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout(), "%s rebuilt from %s up to position %d in %s\n", dbp, st, pos, time.Since(start).Truncate(time.Millisecond))
+			return nil
+		},
+	}
+	imp := &cobra.Command{
+		Use:     "import-google-trace DIR",
+		Short:   "load the public Google cluster trace (clusterdata-2011-2 task_events and job_events) as a cell's history",
+		Example: "  corral infrastore import-google-trace --db trace.duckdb ~/traces/google-clusterdata-2011-2",
+		Args:    args(1, 1, "the trace directory"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			dbp, _ := paths()
+			inf, err := a.openInfra(cmd.Context(), dbp, InfraOptions{})
+			if err != nil {
+				return err
+			}
+			defer inf.Close()
+			msg, err := inf.ImportGoogleTrace(cmd.Context(), argv[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout(), "%s: %s\n", dbp, msg)
+			a.note("next: corral sql --db %s \"SELECT event_type, count(*) FROM task_events GROUP BY ALL ORDER BY 1\"", dbp)
+			return nil
+		},
+	}
+	for _, x := range []*cobra.Command{rebuild, imp} {
+		x.Flags().StringVar(&db, "db", "", "the Infrastore file (default DATA/infrastore.duckdb)")
+		x.Flags().StringVar(&data, "data", "", "the data directory of a `corral up` cell (default $CORRAL_DATA or "+DefaultData+")")
+	}
+	rebuild.Flags().StringVar(&store, "store", "", "the event log: postgres://... or a SQLite file (default $CORRAL_STORE or DATA/events.db)")
+	c.AddCommand(rebuild, imp)
+	return c
+}

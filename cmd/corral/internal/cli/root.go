@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/events"
+)
+
+// Exit codes.
+const (
+	ExitOK     = 0
+	ExitFailed = 1
+	ExitUsage  = 2
+)
+
+// DefaultMaster is where a cell started by `corral up` listens.
+const DefaultMaster = "127.0.0.1:7070"
+
+// Infra is an open Infrastore file, as the corral command uses it.
+type Infra interface {
+	master.Analytics
+	Run(ctx context.Context, store events.Store) error
+	Rebuild(ctx context.Context, store events.Reader) (int64, error)
+	ImportGoogleTrace(ctx context.Context, dir string) (string, error)
+	Position(ctx context.Context) (int64, error)
+	Close() error
+}
+
+// InfraOptions are given to OpenInfra.
+type InfraOptions struct {
+	ReadOnly bool
+	Rates    string // rate table file for bills; "" for the defaults
+}
+
+// OpenInfra opens the Infrastore file at path.
+type OpenInfra func(ctx context.Context, path string, opts InfraOptions) (Infra, error)
+
+// Env is what the command reads from and writes to.
+type Env struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+	// OpenInfra opens Infrastore files; nil makes the verbs that need one
+	// fail with a clear message.
+	OpenInfra OpenInfra
+}
+
+// exitError carries an exit code other than ExitFailed.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr marks a usage mistake: exit code 2.
+func usageErr(format string, args ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// silentErr ends the command with a code, its message already printed.
+type silentErr struct{ code int }
+
+func (e *silentErr) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// app holds the global flags and what every verb shares.
+type app struct {
+	env     Env
+	master  string
+	output  string
+	user    string
+	timeout time.Duration
+	verbose bool
+}
+
+func (a *app) getenv(k string) string {
+	if a.env.Getenv == nil {
+		return os.Getenv(k)
+	}
+	return a.env.Getenv(k)
+}
+
+// caller is the user the command acts as.
+func (a *app) caller() string {
+	if a.user != "" {
+		return a.user
+	}
+	if u := a.getenv("CORRAL_USER"); u != "" {
+		return u
+	}
+	return a.getenv("USER")
+}
+
+func (a *app) stdout() io.Writer { return a.env.Stdout }
+func (a *app) stderr() io.Writer { return a.env.Stderr }
+
+// note prints progress or a hint for people to stderr.
+func (a *app) note(format string, args ...any) {
+	fmt.Fprintf(a.env.Stderr, format+"\n", args...)
+}
+
+// Main runs the corral command with args (without the program name) and
+// returns its exit code.
+func Main(ctx context.Context, args []string, env Env) int {
+	if env.Stdout == nil {
+		env.Stdout = os.Stdout
+	}
+	if env.Stderr == nil {
+		env.Stderr = os.Stderr
+	}
+	a := &app{env: env}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var se *silentErr
+	if errors.As(err, &se) {
+		return se.code
+	}
+	code := ExitFailed
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.code
+	case isCobraUsage(err):
+		code = ExitUsage
+	}
+	fmt.Fprintln(env.Stderr, "corral: "+a.describe(err))
+	if code == ExitUsage {
+		fmt.Fprintln(env.Stderr, "Run `corral help` or add --help to a command for its usage.")
+	}
+	return code
+}
+
+// isCobraUsage recognises the usage errors cobra makes itself.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "required flag", "invalid argument", "flag needs an argument", "accepts ", "requires at least"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// describe renders an error with what to do next.
+func (a *app) describe(err error) string {
+	var se interface {
+		error
+		GRPCStatus() *status.Status
+	}
+	if !errors.As(err, &se) {
+		return err.Error()
+	}
+	st := se.GRPCStatus()
+	msg := st.Message()
+	prefix := strings.TrimSuffix(strings.TrimSuffix(err.Error(), se.Error()), ": ")
+	if prefix != "" {
+		prefix += ": "
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		if strings.Contains(msg, "connection refused") || strings.Contains(msg, "dial") || strings.Contains(msg, "no such host") || strings.Contains(msg, "connection error") {
+			return fmt.Sprintf("%scannot reach the master at %s (%s). Start a cell with `corral up`, or point --master (or CORRAL_MASTER) at a running master.", prefix, a.masterAddr(), msg)
+		}
+		return prefix + msg + " (retry in a moment; `corral status` shows which master leads)"
+	case codes.DeadlineExceeded:
+		return prefix + msg + " (the master did not answer in time: check `corral status`, or raise --rpc-timeout)"
+	case codes.Unauthenticated:
+		return prefix + msg + " (set CORRAL_USER)"
+	case codes.Unimplemented:
+		return prefix + msg
+	}
+	return prefix + msg
+}
+
+func (a *app) masterAddr() string {
+	if a.master != "" {
+		return a.master
+	}
+	if m := a.getenv("CORRAL_MASTER"); m != "" {
+		return m
+	}
+	return DefaultMaster
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "corral",
+		Short: "corral runs jobs on a cell of machines, after Google's Borg",
+		Long: `corral runs jobs on a cell of machines, after Google's Borg.
+
+Start a whole cell on this machine with ` + "`corral up`" + `, then, in another terminal:
+  corral job submit examples/hello.jsonnet --wait
+  corral task list hello
+  corral why unschedulable
+  corral events --job hello
+  corral sql "SELECT type, count(*) FROM task_events GROUP BY type"`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.master, "master", "", "the master's gRPC address, or several separated by commas (default $CORRAL_MASTER or "+DefaultMaster+")")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table, json, yaml or csv")
+	pf.StringVar(&a.user, "user", "", "act as this user (default $CORRAL_USER or $USER)")
+	pf.DurationVar(&a.timeout, "rpc-timeout", 30*time.Second, "time limit of each request to the master")
+	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log more (servers) and say which master answered (clients)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: ExitUsage, err: err} })
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		switch a.output {
+		case "table", "json", "yaml", "csv":
+		default:
+			return usageErr("--output %q: want table, json, yaml or csv", a.output)
+		}
+		return nil
+	}
+	root.AddGroup(&cobra.Group{ID: "jobs", Title: "Jobs and tasks:"}, &cobra.Group{ID: "cell", Title: "The cell:"},
+		&cobra.Group{ID: "history", Title: "History and analytics:"}, &cobra.Group{ID: "run", Title: "Running a cell:"})
+	for _, c := range []*cobra.Command{a.jobCommand(), a.taskCommand(), a.whyCommand()} {
+		c.GroupID = "jobs"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{a.machineCommand(), a.quotaCommand(), a.allocCommand(), a.statusCommand()} {
+		c.GroupID = "cell"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{a.eventsCommand(), a.stateCommand(), a.sqlCommand(), a.billCommand(), a.infrastoreCommand()} {
+		c.GroupID = "history"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{a.upCommand(), a.masterCommand(), a.agentCommand(), a.migrateCommand()} {
+		c.GroupID = "run"
+		root.AddCommand(c)
+	}
+	return root
+}
+
+// args checks the number of positional arguments, naming them on error.
+func args(min, max int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if len(a) < min || (max >= 0 && len(a) > max) {
+			return usageErr("%s takes %s; got %d argument(s)\nusage: %s", cmd.CommandPath(), names, len(a), cmd.UseLine())
+		}
+		return nil
+	}
+}
+
+// newLogger returns the logger of a server verb: text to w at level.
+func newLogger(w io.Writer, verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}

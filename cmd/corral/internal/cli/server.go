@@ -1,0 +1,316 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/commands/nameservice"
+	"github.com/corralhq/corral/events/storeopen"
+)
+
+func splitComma(s string) []string {
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
+}
+
+// masterOptions describe one master replica and what it serves.
+type masterOptions struct {
+	store      string // URL of the log
+	name       string
+	listen     string // gRPC
+	advertise  string
+	http       string // "" serves no HTTP
+	dns        string // "" serves no DNS
+	cell       string
+	admins     []string
+	infrastore string // "" runs no Infrastore
+	rates      string
+	// usageWindow is how often machines' usage becomes an event; 0 is the
+	// link's default (5 minutes).
+	usageWindow time.Duration
+	// pollInterval is how often the link polls each agent; 0: its default.
+	pollInterval time.Duration
+	log          *slog.Logger
+}
+
+// runningMaster is what a started master tells its caller.
+type runningMaster struct {
+	m               *master.Master
+	grpc, http, dns string
+}
+
+// serveMaster runs a master replica with its gRPC API (Cell and agent
+// registration), the leader's scheduler and agent link, and optionally the
+// Infrastore's ingestion, HTTP and DNS, until ctx ends. ready is called once
+// everything listens.
+func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runningMaster)) error {
+	log := o.log
+	if !nameRE(o.cell) {
+		return usageErr("--cell %q: want a DNS label (lowercase letters, digits and '-')", o.cell)
+	}
+	store, err := storeopen.Open(ctx, o.store, storeopen.Options{})
+	if err != nil {
+		return fmt.Errorf("opening the event log %s: %w", o.store, err)
+	}
+	defer store.Close()
+
+	lis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", o.listen, err)
+	}
+	defer lis.Close()
+	advertise := o.advertise
+	if advertise == "" {
+		advertise = advertised(lis.Addr().String())
+	}
+	explanations := master.NewExplanations()
+	m, err := master.New(ctx, master.Config{
+		Name: o.name, Advertise: advertise, Store: store, Admins: o.admins, Logger: log,
+		OnLeading: []func(context.Context, *master.Master){
+			master.SchedulerLoop(master.SchedulerConfig{Explanations: explanations}),
+			master.Link(master.LinkConfig{Cell: o.cell, UsageWindow: o.usageWindow, Interval: o.pollInterval}),
+		},
+	})
+	if err != nil {
+		return err
+	}
+	svc := master.NewService(m)
+	svc.Explain = explanations.Explain
+	var inf Infra
+	if o.infrastore != "" {
+		inf, err = a.openInfra(ctx, o.infrastore, InfraOptions{Rates: o.rates})
+		if err != nil {
+			return fmt.Errorf("--infrastore %s: %w", o.infrastore, err)
+		}
+		defer inf.Close()
+		svc.Analytics = inf
+	}
+	g := grpc.NewServer()
+	svc.Register(g)
+	master.NewAgentRegistry(m, o.cell, o.pollInterval).Attach(g)
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	errc := make(chan error, 5)
+	run := func(name string, fn func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(); err != nil && runCtx.Err() == nil {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	run("gRPC", func() error { return g.Serve(lis) })
+	run("master", func() error { return m.Run(runCtx) })
+	if inf != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The Infrastore is derived data: its failure is logged, and
+			// the cell runs on without SQL.
+			if err := inf.Run(runCtx, store); err != nil && runCtx.Err() == nil {
+				log.Error("Infrastore ingestion stopped; `corral sql` answers from what it holds", "err", err)
+			}
+		}()
+	}
+	rm := &runningMaster{m: m, grpc: lis.Addr().String()}
+	var web *http.Server
+	if o.http != "" {
+		hl, err := net.Listen("tcp", o.http)
+		if err != nil {
+			stop()
+			g.Stop()
+			wg.Wait()
+			return fmt.Errorf("--http %s: %w", o.http, err)
+		}
+		rm.http = hl.Addr().String()
+		web = &http.Server{Handler: webHandler(m, o.cell, rm), ReadHeaderTimeout: 10 * time.Second}
+		run("HTTP", func() error {
+			if err := web.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+	if o.dns != "" {
+		ns, err := nameservice.New(m, nameservice.Config{Cell: o.cell, Logger: log})
+		if err != nil {
+			return err
+		}
+		dnsReady := make(chan string, 1)
+		run("DNS", func() error { return ns.Serve(runCtx, o.dns, func(addr string) { dnsReady <- addr }) })
+		select {
+		case rm.dns = <-dnsReady:
+		case err := <-errc:
+			stop()
+			g.Stop()
+			wg.Wait()
+			return fmt.Errorf("--dns %s: %w", o.dns, err)
+		}
+	}
+	log.Info("master serving", "name", o.name, "grpc", rm.grpc, "advertise", advertise, "http", rm.http, "dns", rm.dns, "store", o.store)
+	if ready != nil {
+		ready(rm)
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	stop()
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(3 * time.Second):
+		g.Stop()
+	}
+	if web != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = web.Shutdown(sctx)
+		cancel()
+	}
+	wg.Wait()
+	return err
+}
+
+// nameRE reports whether s is a lowercase DNS label.
+func nameRE(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "corral"
+	}
+	if i := strings.IndexByte(h, '.'); i > 0 {
+		h = h[:i]
+	}
+	return strings.ToLower(h)
+}
+
+func (a *app) masterCommand() *cobra.Command {
+	o := masterOptions{}
+	var admins string
+	c := &cobra.Command{
+		Use:   "master",
+		Short: "run one master replica of a cell",
+		Long: `Run a master replica: it applies the log's migrations, campaigns for the
+leader lease (one replica leads; the others follow, serve reads and name the
+leader to writers), and serves the Cell API and agent registration over gRPC.
+The leader schedules and polls the agents.`,
+		Example: `  corral master --store postgres://corral@db/corral --name master1 --listen 0.0.0.0:7070 --advertise master1:7070 --http 0.0.0.0:8080
+  corral master --store ./events.db --infrastore ./infrastore.duckdb --dns 127.0.0.1:5353`,
+		Args: args(0, 0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.store == "" {
+				o.store = a.getenv("CORRAL_STORE")
+			}
+			if o.store == "" {
+				return usageErr("--store: give the event log: postgres://..., cockroachdb://... or a SQLite file (or set CORRAL_STORE)")
+			}
+			if o.name == "" {
+				o.name = hostname()
+			}
+			if o.cell == "" {
+				o.cell = a.cellName()
+			}
+			for _, ad := range splitComma(admins) {
+				if ad != "" {
+					o.admins = append(o.admins, ad)
+				}
+			}
+			o.log = newLogger(a.stderr(), a.verbose)
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			return a.serveMaster(ctx, o, nil)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.store, "store", "", "the event log: postgres://..., cockroachdb://... or a SQLite file (default $CORRAL_STORE)")
+	f.StringVar(&o.name, "name", "", "this replica's name (default the host name)")
+	f.StringVar(&o.listen, "listen", DefaultMaster, "gRPC address to listen on")
+	f.StringVar(&o.advertise, "advertise", "", "gRPC address clients and agents reach this replica at (default the listener's)")
+	f.StringVar(&o.http, "http", "", "HTTP address for the status page and /healthz (default none)")
+	f.StringVar(&o.dns, "dns", "", "DNS address for the name service (default none), e.g. 127.0.0.1:5353")
+	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
+	f.StringVar(&admins, "admins", "", "users with the admin capability, comma-separated")
+	f.StringVar(&o.infrastore, "infrastore", "", "Infrastore (DuckDB) file to keep and serve `corral sql` and `corral bill` from (default none)")
+	f.StringVar(&o.rates, "rates", "", "rate table file (JSON or YAML) for bills (default the built-in rates)")
+	f.DurationVar(&o.usageWindow, "usage-window", 0, "how often each machine's usage becomes an event (default 5m)")
+	return c
+}
+
+func (a *app) migrateCommand() *cobra.Command {
+	var store string
+	c := &cobra.Command{Use: "migrate", Short: "apply the event log's schema migrations"}
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "apply every migration not yet applied (masters do this when they start)",
+		Args:  args(0, 0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if store == "" {
+				store = a.getenv("CORRAL_STORE")
+			}
+			if store == "" {
+				return usageErr("--store: give the event log: postgres://..., cockroachdb://... or a SQLite file (or set CORRAL_STORE)")
+			}
+			s, err := storeopen.Open(cmd.Context(), store, storeopen.Options{})
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			head, err := s.Head(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout(), "%s: migrations applied; the log holds %d events\n", redactURL(store), head)
+			return nil
+		},
+	}
+	up.Flags().StringVar(&store, "store", "", "the event log: postgres://..., cockroachdb://... or a SQLite file (default $CORRAL_STORE)")
+	c.AddCommand(up)
+	return c
+}
+
+// redactURL hides a password in a store URL.
+func redactURL(s string) string {
+	i := strings.Index(s, "://")
+	if i < 0 {
+		return s
+	}
+	rest := s[i+3:]
+	at := strings.Index(rest, "@")
+	if at < 0 {
+		return s
+	}
+	if c := strings.Index(rest[:at], ":"); c >= 0 {
+		return s[:i+3] + rest[:c] + ":***" + rest[at:]
+	}
+	return s
+}

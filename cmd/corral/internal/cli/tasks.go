@@ -1,0 +1,405 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/nameservice"
+)
+
+func (a *app) taskCommand() *cobra.Command {
+	c := &cobra.Command{Use: "task", Short: "list and inspect tasks, read their logs"}
+	c.AddCommand(a.taskListCommand(), a.taskGetCommand(), a.taskLogsCommand())
+	return c
+}
+
+func taskDNS(index int32, job, user, cell string) string {
+	return nameservice.TaskName(index, job, user, cell)
+}
+
+func jobDNS(job, user, cell string) string { return nameservice.JobName(job, user, cell) }
+
+func taskState(t *apipb.TaskView) string {
+	if t.How != "" {
+		return t.State + " (" + t.How + ")"
+	}
+	return t.State
+}
+
+func tasksTable(tasks []*apipb.TaskView, now time.Time) *table {
+	t := &table{cols: []string{"TASK", "STATE", "MACHINE", "ADDRESS", "RESTARTS", "CPU", "MEMORY", "SINCE", "REASON"}}
+	for _, x := range tasks {
+		cpu, mem := "-", "-"
+		if x.CpuCoresUsed > 0 || x.MemoryBytesUsed > 0 {
+			cpu = strconv.FormatFloat(x.CpuCoresUsed, 'f', 2, 64)
+			mem = bytesHuman(x.MemoryBytesUsed)
+		}
+		reason := x.Reason
+		if x.State == "running" || x.State == "scheduled" {
+			reason = "" // the reason it last went pending, no longer news
+		}
+		t.add(fmt.Sprintf("%s/%d", x.Job, x.Index), taskState(x), orDash(x.Machine), orDash(x.Address), strconv.Itoa(int(x.Restarts)),
+			cpu, mem, ago(x.SinceUs, now), orDash(reason))
+	}
+	return t
+}
+
+func (a *app) taskListCommand() *cobra.Command {
+	var selector, state, machine, owner string
+	var all bool
+	c := &cobra.Command{
+		Use:     "list [JOB]",
+		Aliases: []string{"ls"},
+		Short:   "list the tasks of a job, of a machine, or of every job of yours",
+		Args:    args(0, 1, "at most one job name"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			req := &apipb.ListTasksRequest{User: cl.user, Selector: selector, State: state, Machine: machine}
+			if owner != "" {
+				req.User = owner
+			}
+			if all {
+				req.User = ""
+			}
+			if len(argv) == 1 {
+				req.Job = argv[0]
+			}
+			var l *apipb.TaskList
+			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
+				l, err = c.ListTasks(ctx, req)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if len(l.Tasks) == 0 && a.output == "table" {
+				a.note("no tasks match")
+			}
+			t := tasksTable(l.Tasks, time.Now())
+			if req.Job == "" {
+				for i, x := range l.Tasks {
+					t.rows[i][0] = fmt.Sprintf("%s/%s/%d", x.User, x.Job, x.Index)
+				}
+			}
+			return a.show(t, protoList(l.Tasks))
+		},
+	}
+	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the jobs, e.g. team=web")
+	c.Flags().StringVar(&state, "state", "", "only tasks in this state: pending, scheduled, running, dead, or how they died (finished, failed, killed, evicted, lost)")
+	c.Flags().StringVar(&machine, "machine", "", "the tasks on this machine")
+	c.Flags().StringVar(&owner, "owner", "", "another user's tasks")
+	c.Flags().BoolVarP(&all, "all", "A", false, "every user's tasks")
+	return c
+}
+
+// taskArg reads "JOB INDEX" or "JOB/INDEX".
+func taskArg(argv []string) (string, int32, error) {
+	job, idx := "", ""
+	switch {
+	case len(argv) == 2:
+		job, idx = argv[0], argv[1]
+	case len(argv) == 1 && strings.Contains(argv[0], "/"):
+		i := strings.LastIndex(argv[0], "/")
+		job, idx = argv[0][:i], argv[0][i+1:]
+	default:
+		return "", 0, usageErr("name the task as JOB INDEX or JOB/INDEX, e.g. hello 0")
+	}
+	n, err := strconv.ParseInt(idx, 10, 32)
+	if err != nil || n < 0 {
+		return "", 0, usageErr("task index %q: want 0, 1, 2, ...", idx)
+	}
+	return job, int32(n), nil
+}
+
+func (a *app) getTask(ctx context.Context, cl *client, owner, job string, index int32) (*apipb.TaskView, error) {
+	var j *apipb.JobView
+	err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
+		j, err = c.Get(ctx, &apipb.GetRequest{User: owner, Job: job, TaskOffset: index, TaskLimit: 1})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range j.Tasks {
+		if t.Index == index {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("job %s has no task %d: its tasks are 0-%d", job, index, j.TotalTasks-1)
+}
+
+func (a *app) taskGetCommand() *cobra.Command {
+	var owner string
+	c := &cobra.Command{
+		Use:   "get JOB INDEX",
+		Short: "show one task: where it runs, its address and DNS names, its usage",
+		Args:  args(1, 2, "JOB INDEX or JOB/INDEX"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			job, index, err := taskArg(argv)
+			if err != nil {
+				return err
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			t, err := a.getTask(cmd.Context(), cl, owner, job, index)
+			if err != nil {
+				return err
+			}
+			cell := a.cellName()
+			names := []string{strings.TrimSuffix(taskDNS(t.Index, t.Job, t.User, cell), "."), strings.TrimSuffix(jobDNS(t.Job, t.User, cell), ".")}
+			if a.output != "table" {
+				js, err := jsonOf(t)
+				if err != nil {
+					return err
+				}
+				var m map[string]any
+				if err := json.Unmarshal(js, &m); err != nil {
+					return err
+				}
+				m["dns_names"] = names
+				return a.show(nil, m)
+			}
+			w := a.stdout()
+			now := time.Now()
+			fmt.Fprintf(w, "task:         %s/%s/%d\n", t.User, t.Job, t.Index)
+			fmt.Fprintf(w, "state:        %s since %s (%s ago)\n", taskState(t), timeText(t.SinceUs), ago(t.SinceUs, now))
+			if t.Reason != "" {
+				fmt.Fprintf(w, "reason:       %s\n", t.Reason)
+			}
+			fmt.Fprintf(w, "machine:      %s\n", orDash(t.Machine))
+			fmt.Fprintf(w, "address:      %s\n", orDash(t.Address))
+			if len(t.Ports) > 0 {
+				ports := make([]string, len(t.Ports))
+				for i, p := range t.Ports {
+					ports[i] = strconv.Itoa(int(p))
+				}
+				fmt.Fprintf(w, "ports:        %s\n", strings.Join(ports, ", "))
+			}
+			fmt.Fprintf(w, "dns:          %s (A, SRV)\n", names[0])
+			fmt.Fprintf(w, "              %s (SRV of every running task)\n", names[1])
+			fmt.Fprintf(w, "priority:     %d\n", t.Priority)
+			fmt.Fprintf(w, "spec version: %d\n", t.SpecVersion)
+			fmt.Fprintf(w, "restarts:     %d (last exit code %d)\n", t.Restarts, t.ExitCode)
+			fmt.Fprintf(w, "limit:        %s\n", resourcesText(t.Limit))
+			fmt.Fprintf(w, "reservation:  %s\n", resourcesText(t.Reservation))
+			fmt.Fprintf(w, "usage:        cpu %.2f cores, memory %s\n", t.CpuCoresUsed, bytesHuman(t.MemoryBytesUsed))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
+	return c
+}
+
+func (a *app) dataDir(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if d := a.getenv("CORRAL_DATA"); d != "" {
+		return d
+	}
+	return DefaultData
+}
+
+// DefaultData is the data directory of `corral up`.
+const DefaultData = "./corral-data"
+
+// sandboxOf is where an agent of `corral up` keeps a task's files.
+func sandboxOf(data, machine, user, job string, index int32) string {
+	return filepath.Join(data, "machines", machine, "tasks", user, job, strconv.Itoa(int(index)))
+}
+
+func (a *app) taskLogsCommand() *cobra.Command {
+	var owner, data string
+	var stderr, follow bool
+	var tail int
+	c := &cobra.Command{
+		Use:   "logs JOB INDEX",
+		Short: "print a task's stdout (or --stderr), from the machines of a `corral up` cell",
+		Long: `Print a task's stdout or stderr. The logs live on the task's machine; this
+reads them from the data directory of a cell started by ` + "`corral up`" + ` on this
+machine (--data, default $CORRAL_DATA or ` + DefaultData + `). On other cells, read
+<agent data dir>/tasks/USER/JOB/INDEX/logs/ on the task's machine.`,
+		Args: args(1, 2, "JOB INDEX or JOB/INDEX"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			job, index, err := taskArg(argv)
+			if err != nil {
+				return err
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			t, err := a.getTask(cmd.Context(), cl, owner, job, index)
+			if err != nil {
+				return err
+			}
+			if t.Machine == "" {
+				return fmt.Errorf("task %s/%d has never run (%s): it has no logs yet; `corral why %s` says why", job, index, t.State, job)
+			}
+			stream := "stdout"
+			if stderr {
+				stream = "stderr"
+			}
+			path := filepath.Join(sandboxOf(a.dataDir(data), t.Machine, t.User, t.Job, t.Index), "logs", stream)
+			f, err := os.Open(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("no log at %s: the task ran on machine %s, whose files are not under %s here. For a `corral up` cell give its --data; otherwise read logs/%s in the task's sandbox on %s",
+					path, t.Machine, a.dataDir(data), stream, t.Machine)
+			}
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if tail > 0 {
+				if err := seekTail(f, tail); err != nil {
+					return err
+				}
+			}
+			if _, err := io.Copy(a.stdout(), f); err != nil {
+				return err
+			}
+			for follow {
+				select {
+				case <-cmd.Context().Done():
+					return nil
+				case <-time.After(500 * time.Millisecond):
+				}
+				if _, err := io.Copy(a.stdout(), f); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
+	c.Flags().StringVar(&data, "data", "", "the data directory of the `corral up` cell (default $CORRAL_DATA or "+DefaultData+")")
+	c.Flags().BoolVar(&stderr, "stderr", false, "print stderr instead of stdout")
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing what the task writes")
+	c.Flags().IntVarP(&tail, "tail", "n", 0, "print only the last N lines")
+	return c
+}
+
+// seekTail positions f before its last n lines.
+func seekTail(f *os.File, n int) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
+	const chunk = 64 << 10
+	var buf []byte
+	off := size
+	for off > 0 {
+		step := int64(chunk)
+		if off < step {
+			step = off
+		}
+		off -= step
+		b := make([]byte, step)
+		if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		buf = append(b, buf...)
+		if strings.Count(strings.TrimSuffix(string(buf), "\n"), "\n") >= n {
+			break
+		}
+	}
+	text := strings.TrimSuffix(string(buf), "\n")
+	cut := 0
+	for i, seen := len(text)-1, 0; i >= 0; i-- {
+		if text[i] == '\n' {
+			if seen++; seen == n {
+				cut = i + 1
+				break
+			}
+		}
+	}
+	_, err = f.Seek(off+int64(cut), io.SeekStart)
+	return err
+}
+
+func (a *app) whyCommand() *cobra.Command {
+	var owner string
+	c := &cobra.Command{
+		Use:   "why JOB",
+		Short: "say why a job's tasks are pending",
+		Args:  args(1, 1, "one job name"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			var why *apipb.WhyPendingReply
+			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
+				why, err = c.WhyPending(ctx, &apipb.WhyPendingRequest{User: owner, Job: argv[0]})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if a.output != "table" {
+				return a.show(nil, why)
+			}
+			writeWhy(a.stdout(), why)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
+	return c
+}
+
+// writeWhy prints a why-pending explanation for people.
+func writeWhy(w io.Writer, why *apipb.WhyPendingReply) {
+	fmt.Fprintf(w, "%s/%s: %s\n", why.User, why.Job, why.Summary)
+	for _, c := range why.Classes {
+		fmt.Fprintf(w, "  tasks %s: %d machines considered\n", indexRanges(c.TaskIndexes), c.MachinesConsidered)
+		for _, r := range c.Rejections {
+			fmt.Fprintf(w, "    %d machine(s): %s\n", r.Machines, r.Reason)
+		}
+		for _, h := range c.Hints {
+			fmt.Fprintf(w, "    hint: %s\n", h)
+		}
+	}
+}
+
+// indexRanges prints 0,1,2,5 as 0-2,5.
+func indexRanges(idx []int32) string {
+	if len(idx) == 0 {
+		return "-"
+	}
+	var parts []string
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", idx[i], idx[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(int(idx[i])))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}

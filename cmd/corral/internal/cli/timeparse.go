@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// parseTime reads a moment as people write it on a command line:
+//
+//	now, today, yesterday                  (today and yesterday: local midnight)
+//	2025-06-01T12:00:00Z, RFC 3339         an exact time
+//	2025-06-01, 2025-06-01 12:00[:05]      local time
+//	5m, -5m, 5m ago, 1h30m, 2d             that long before now
+//	+5m                                    that long after now
+func parseTime(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	low := strings.ToLower(s)
+	midnight := func(t time.Time) time.Time {
+		y, m, d := t.Date()
+		return time.Date(y, m, d, 0, 0, 0, 0, t.Location())
+	}
+	switch low {
+	case "":
+		return time.Time{}, fmt.Errorf("empty; give a time like 5m (ago), today or 2025-06-01T12:00:00Z")
+	case "now":
+		return now, nil
+	case "today":
+		return midnight(now), nil
+	case "yesterday":
+		return midnight(now).AddDate(0, 0, -1), nil
+	case "tomorrow":
+		return midnight(now).AddDate(0, 0, 1), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, time.RFC3339} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	for _, layout := range []string{"2006-01-02", "2006-01-02 15:04", "2006-01-02 15:04:05", "2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if t, err := time.ParseInLocation(layout, s, now.Location()); err == nil {
+			return t, nil
+		}
+	}
+	rel := strings.TrimSpace(strings.TrimSuffix(low, "ago"))
+	after := strings.HasPrefix(rel, "+")
+	rel = strings.TrimLeft(rel, "+-")
+	if d, err := parseDuration(rel); err == nil && rel != "" {
+		if after {
+			return now.Add(d), nil
+		}
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time: give RFC 3339 (2025-06-01T12:00:00Z), a date (2025-06-01), now, today, or a duration ago (5m, -5m, 2h, 1d)", s)
+}
+
+// parseDuration is time.ParseDuration plus days ("2d", "1d12h").
+func parseDuration(s string) (time.Duration, error) {
+	if i := strings.Index(s, "d"); i > 0 {
+		days, err := strconv.Atoi(s[:i])
+		if err != nil {
+			return 0, err
+		}
+		rest := time.Duration(0)
+		if s[i+1:] != "" {
+			if rest, err = time.ParseDuration(s[i+1:]); err != nil {
+				return 0, err
+			}
+		}
+		return time.Duration(days)*24*time.Hour + rest, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, err
+	}
+	if d < 0 {
+		d = -d
+	}
+	return d, nil
+}
+
+// parsePoint reads a point of the log: a position (a whole number) or a
+// time (see parseTime).
+func parsePoint(s string, now time.Time) (position int64, t time.Time, err error) {
+	if p, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64); err == nil {
+		if p <= 0 {
+			return 0, time.Time{}, fmt.Errorf("position %d: positions start at 1", p)
+		}
+		return p, time.Time{}, nil
+	}
+	t, err = parseTime(s, now)
+	return 0, t, err
+}

@@ -1,0 +1,384 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/corralhq/corral/agent"
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+func (a *app) agentCommand() *cobra.Command {
+	var cfg agent.Config
+	var rf resourceFlags
+	var ports, portFirst int32
+	var attrs []string
+	var stopTasks bool
+	c := &cobra.Command{
+		Use:   "agent",
+		Short: "run the agent of one machine: it runs the tasks the master places here",
+		Long: `Run a machine's agent (the Borglet): it registers the machine with the
+cell's master (--master, several separated by commas: it finds the leader),
+runs the tasks placed on it as processes in resource containers, restarts
+them, checks their health and reports their usage when polled. What the
+machine offers is detected unless given. Tasks keep running when the agent
+stops; the next agent on the same --data adopts them.`,
+		Example: "  corral agent --master master1:7070,master2:7070 --name m1 --listen 0.0.0.0:7071 --advertise m1:7071 --attr rack=r1",
+		Args:    args(0, 0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Name == "" {
+				cfg.Name = hostname()
+			}
+			res, err := rf.resources(ports)
+			if err != nil {
+				return err
+			}
+			cfg.Capacity = res
+			if portFirst > 0 {
+				n := ports
+				if n == 0 {
+					n = 10000
+				}
+				cfg.PortFirst, cfg.PortLast = portFirst, min(portFirst+n-1, 65535)
+			}
+			cfg.Attributes = map[string]string{}
+			for _, kv := range attrs {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return usageErr("--attr %q: want key=value", kv)
+				}
+				cfg.Attributes[k] = v
+			}
+			masters := splitList(a.masterAddr())
+			log := newLogger(a.stderr(), a.verbose)
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			r := &agentRun{cfg: cfg, masters: masters, stopTasks: stopTasks, log: log}
+			return r.run(ctx)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&cfg.Name, "name", "", "the machine's name in the cell (default the host name)")
+	f.StringVar(&cfg.ListenAddr, "listen", "0.0.0.0:7071", "address the Agent service listens on")
+	f.StringVar(&cfg.AdvertiseAddr, "advertise", "", "address the master polls (default the listener's)")
+	f.StringVar(&cfg.DataDir, "data", "corral-agent", "directory for sandboxes, logs and the agent's state")
+	rf.add(c, "offered")
+	f.Int32Var(&ports, "ports", 0, "how many ports tasks may be given (default: the whole range)")
+	f.Int32Var(&portFirst, "port-first", 0, "first port given to tasks (default 20000)")
+	f.StringArrayVar(&attrs, "attr", nil, "machine attribute key=value for constraints (repeat the flag); arch and os are detected")
+	f.StringVar(&cfg.Cgroups, "cgroups", "auto", "containers: auto, v2, v1 or sampling (no cgroups)")
+	f.BoolVar(&stopTasks, "stop-tasks-on-exit", false, "stop every task when the agent stops, rather than leave them for the next agent to adopt")
+	return c
+}
+
+// upOptions are the flags of `corral up`.
+type upOptions struct {
+	data, store, listen, http, dns, cell, admin string
+	agents                                      int
+	portBase                                    int
+}
+
+func (a *app) upCommand() *cobra.Command {
+	o := upOptions{}
+	c := &cobra.Command{
+		Use:   "up",
+		Short: "run a whole cell on this machine: master, scheduler, agents, Infrastore, DNS",
+		Long: `Run a whole cell on this machine in one process: an embedded SQLite log and a
+DuckDB Infrastore under --data, a master with its scheduler and agent link, N
+agents each offering its share of this machine, the gRPC API, an HTTP status
+page and the DNS name service. Ctrl-C stops everything, tasks too; running it
+again resumes from the log with every job back. The local user is the cell's
+admin and gets quota to run examples in every band.`,
+		Args: args(0, 0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.up(cmd.Context(), o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.data, "data", "", "directory for the log, the Infrastore and the machines (default $CORRAL_DATA or "+DefaultData+")")
+	f.StringVar(&o.store, "store", "", "use this event log instead of DATA/events.db: postgres://... or cockroachdb://...")
+	f.IntVar(&o.agents, "agents", 3, "how many machines (agents) to run")
+	f.StringVar(&o.listen, "listen", DefaultMaster, "gRPC address of the master")
+	f.StringVar(&o.http, "http", "127.0.0.1:8080", "HTTP address of the status page and /healthz")
+	f.StringVar(&o.dns, "dns", "127.0.0.1:5353", "DNS address of the name service")
+	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
+	f.StringVar(&o.admin, "admin", "", "the cell's admin (default you: $CORRAL_USER or $USER)")
+	f.IntVar(&o.portBase, "port-base", 20000, "first port given to tasks; each machine gets 1000 ports from here on")
+	return c
+}
+
+func (a *app) up(parent context.Context, o upOptions) error {
+	if o.agents < 1 || o.agents > 64 {
+		return usageErr("--agents %d: want 1 to 64", o.agents)
+	}
+	if o.portBase < 1024 || o.portBase+o.agents*1000 > 65535 {
+		return usageErr("--port-base %d: want 1024 or more, with room for %d ports below 65536", o.portBase, o.agents*1000)
+	}
+	data := a.dataDir(o.data)
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return fmt.Errorf("--data %s: %w", data, err)
+	}
+	abs, _ := filepath.Abs(data)
+	if o.cell == "" {
+		o.cell = a.cellName()
+	}
+	admin := o.admin
+	if admin == "" {
+		admin = a.caller()
+	}
+	if !commands.ValidName(admin) {
+		return fmt.Errorf("the local user %q is not a corral user name (lowercase letters, digits and '-'): set CORRAL_USER, or give --admin", admin)
+	}
+	logFile, err := os.OpenFile(filepath.Join(data, "corral.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	level := slog.LevelInfo
+	if a.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewMultiHandler(
+		slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level}),
+		slog.NewTextHandler(a.stderr(), &slog.HandlerOptions{Level: slog.LevelWarn}),
+	))
+	store := o.store
+	if store == "" {
+		store = filepath.Join(data, "events.db")
+	}
+
+	ctx, stopSignals := signalContext(parent)
+	defer stopSignals()
+	// The master and the agents stop in an order of their own: the master
+	// first, so it records nothing of the agents stopping their tasks.
+	masterCtx, stopMaster := context.WithCancel(context.Background())
+	defer stopMaster()
+	masterDone := make(chan error, 1)
+	readyc := make(chan *runningMaster, 1)
+	go func() {
+		masterDone <- a.serveMaster(masterCtx, masterOptions{
+			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, cell: o.cell,
+			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"),
+			usageWindow: 5 * time.Second, pollInterval: time.Second, log: log,
+		}, func(rm *runningMaster) { readyc <- rm })
+	}()
+	var rm *runningMaster
+	select {
+	case rm = <-readyc:
+	case err := <-masterDone:
+		return err
+	case <-ctx.Done():
+		stopMaster()
+		return <-masterDone
+	}
+
+	// Agents register with the leader: wait for the master to lead.
+	for deadline := time.Now().Add(15 * time.Second); !rm.m.Leading() && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(50 * time.Millisecond)
+	}
+	agentsCtx, stopAgents := context.WithCancel(context.Background())
+	defer stopAgents()
+	var agents sync.WaitGroup
+	share := machineShare(data, o.agents)
+	for i := 1; i <= o.agents; i++ {
+		name := "m" + strconv.Itoa(i)
+		first := int32(o.portBase + (i-1)*1000)
+		offer := proto.Clone(share).(*events.Resources)
+		offer.Ports = 1000
+		r := &agentRun{
+			cfg: agent.Config{Name: name, ListenAddr: agentAddr(rm.grpc, i), DataDir: filepath.Join(data, "machines", name),
+				Capacity: offer, PortFirst: first, PortLast: first + 999, Attributes: map[string]string{"rack": "r" + strconv.Itoa((i-1)%2+1)},
+				ReregisterAfter: 10 * time.Second},
+			masters: []string{rm.grpc}, stopTasks: true, log: log,
+		}
+		agents.Add(1)
+		go func() {
+			defer agents.Done()
+			if err := r.run(agentsCtx); err != nil {
+				log.Error("agent stopped", "machine", name, "err", err)
+			}
+		}()
+	}
+	machines := waitMachines(ctx, rm.m, o.agents, 15*time.Second)
+	grantQuota(ctx, rm.m, admin, log)
+
+	w := a.stdout()
+	fmt.Fprintf(w, "corral cell %q is up: %d of %d machines registered\n\n", o.cell, machines, o.agents)
+	fmt.Fprintf(w, "  gRPC API    %s\n", rm.grpc)
+	if rm.http != "" {
+		fmt.Fprintf(w, "  web         http://%s/\n", rm.http)
+	}
+	if rm.dns != "" {
+		fmt.Fprintf(w, "  DNS         %s   (names like 0.hello.%s.%s.corral)\n", rm.dns, admin, o.cell)
+	}
+	fmt.Fprintf(w, "  event log   %s\n", redactURL(store))
+	fmt.Fprintf(w, "  Infrastore  %s\n", filepath.Join(abs, "infrastore.duckdb"))
+	fmt.Fprintf(w, "  logs        %s\n", filepath.Join(abs, "corral.log"))
+	fmt.Fprintf(w, "  admin       %s\n\n", admin)
+	env := ""
+	if rm.grpc != DefaultMaster {
+		env = "export CORRAL_MASTER=" + rm.grpc + "\n  "
+	}
+	dnsPort := "5353"
+	if _, p, ok := strings.Cut(rm.dns, ":"); ok {
+		dnsPort = p
+	}
+	fmt.Fprintf(w, `Next, in another terminal:
+  %scorral job submit examples/hello.jsonnet --wait
+  corral task list hello
+  corral job submit examples/unschedulable.jsonnet && corral why unschedulable
+  corral events --job hello
+  corral sql "SELECT type, count(*) AS n FROM task_events GROUP BY type ORDER BY n DESC"
+  corral bill
+  corral state --at 5m
+  dig @127.0.0.1 -p %s 0.hello.%s.%s.corral SRV
+
+Ctrl-C stops the cell and its tasks; `+"`corral up`"+` again resumes it.
+`, env, dnsPort, admin, o.cell)
+
+	var err2 error
+	select {
+	case <-ctx.Done():
+	case err2 = <-masterDone:
+		masterDone <- err2
+	}
+	fmt.Fprintln(a.stderr(), "\nstopping the cell: master first, then the agents and their tasks...")
+	stopMaster()
+	if err := <-masterDone; err != nil && err2 == nil {
+		err2 = err
+	}
+	stopAgents()
+	agents.Wait()
+	fmt.Fprintln(a.stderr(), "stopped. `corral up` with the same --data resumes the cell.")
+	return err2
+}
+
+// waitMachines waits until n machines are up in the master's state.
+func waitMachines(ctx context.Context, m *master.Master, n int, limit time.Duration) int {
+	deadline := time.Now().Add(limit)
+	for {
+		up := 0
+		m.View(func(s *projections.State) {
+			for _, mach := range s.Machines {
+				if mach.State == projections.MachineUp {
+					up++
+				}
+			}
+		})
+		if up >= n || time.Now().After(deadline) || ctx.Err() != nil {
+			return up
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// grantQuota gives the admin quota in the production and batch bands, the
+// first time a cell comes up: production up to the cell's capacity (the
+// most the cell admits), batch twice that.
+func grantQuota(ctx context.Context, m *master.Master, user string, log *slog.Logger) {
+	var capacity projections.Resources
+	has := false
+	m.View(func(s *projections.State) {
+		capacity = s.CellCapacity()
+		for k := range s.Quotas {
+			if k.User == user {
+				has = true
+			}
+		}
+	})
+	if has || capacity.CPUMilli == 0 {
+		return
+	}
+	for _, g := range []struct {
+		band  string
+		scale int64
+	}{{"production", 1}, {"batch", 2}} {
+		cmd := commands.SetQuota{Meta: commands.Meta{Actor: commands.Actor{User: user, Admin: true}, RequestID: "corral-up-quota-" + g.band + "-" + user},
+			User: user, Band: g.band, Resources: capacity.Scale(g.scale)}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := m.Do(cctx, cmd)
+		cancel()
+		if err != nil {
+			log.Warn("granting quota", "user", user, "band", g.band, "err", err)
+		} else {
+			log.Info("quota granted", "user", user, "band", g.band, "resources", capacity.Scale(g.scale).String())
+		}
+	}
+}
+
+// machineShare is what each of n machines offers: its share of this
+// machine's cores, memory and the data directory's free disk.
+func machineShare(dir string, n int) *events.Resources {
+	r := &events.Resources{CpuMilli: int64(runtime.NumCPU()) * 1000 / int64(n)}
+	if mem := memTotal(); mem > 0 {
+		r.MemoryBytes = mem / int64(n)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err == nil {
+		r.DiskBytes = int64(st.Bavail) * st.Bsize / int64(n)
+	}
+	return r
+}
+
+// memTotal reads MemTotal from /proc/meminfo, 0 when it cannot.
+func memTotal() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	return parseMemTotal(f)
+}
+
+func parseMemTotal(r io.Reader) int64 {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err == nil {
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+// agentAddr is where the i-th agent of `corral up` listens: the ports after
+// the master's, so that a cell started again finds its machines where the
+// log says they are; any free port when that one is taken.
+func agentAddr(masterAddr string, i int) string {
+	host, port, err := net.SplitHostPort(masterAddr)
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p == 0 || p+i > 65535 {
+		return net.JoinHostPort(host, "0")
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(p+i))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return net.JoinHostPort(host, "0")
+	}
+	l.Close()
+	return addr
+}

@@ -1,0 +1,19 @@
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/corralhq/corral/cmd/corral/internal/analytics"
+	"github.com/corralhq/corral/cmd/corral/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(context.Background(), os.Args[1:], cli.Env{
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		OpenInfra: func(ctx context.Context, path string, o cli.InfraOptions) (cli.Infra, error) {
+			return analytics.Open(ctx, path, analytics.Options{ReadOnly: o.ReadOnly, Rates: o.Rates})
+		},
+	}))
+}
