@@ -29,11 +29,11 @@ const gib = int64(1) << 30
 
 type backend struct {
 	name string
-	open func(t *testing.T) events.Store
+	open func(t testing.TB) events.Store
 }
 
 var backends = []backend{
-	{"postgres", func(t *testing.T) events.Store {
+	{"postgres", func(t testing.TB) events.Store {
 		ctx := context.Background()
 		s, err := pgstore.Open(ctx, pgtest.NewDatabase(t), pgstore.Options{PollInterval: 20 * time.Millisecond})
 		if err != nil {
@@ -45,7 +45,7 @@ var backends = []backend{
 		t.Cleanup(func() { s.Close() })
 		return s
 	}},
-	{"sqlite", func(t *testing.T) events.Store {
+	{"sqlite", func(t testing.TB) events.Store {
 		s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "events.db"), sqlitestore.Options{PollInterval: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -63,7 +63,7 @@ type replica struct {
 	stop func()
 }
 
-func startReplica(t *testing.T, name string, store events.Store) *replica {
+func startReplica(t testing.TB, name string, store events.Store) *replica {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -105,7 +105,7 @@ func as(user string) context.Context {
 	return metadata.AppendToOutgoingContext(context.Background(), master.UserHeader, user)
 }
 
-func waitLeading(t *testing.T, r *replica) {
+func waitLeading(t testing.TB, r *replica) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !r.m.Leading() {

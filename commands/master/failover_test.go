@@ -1,0 +1,366 @@
+package master_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/client"
+	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/events/pgstore"
+	"github.com/corralhq/corral/internal/pgtest"
+)
+
+// TestHelperMasterProcess is not a test: the failover tests run it as a
+// separate master process (re-executing the test binary), so that it can be
+// killed with SIGKILL or paused with SIGSTOP.
+func TestHelperMasterProcess(t *testing.T) {
+	name := os.Getenv("CORRAL_HELPER_MASTER")
+	if name == "" {
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	store, err := pgstore.Open(ctx, os.Getenv("CORRAL_HELPER_STORE"), pgstore.Options{PollInterval: 50 * time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	addr := os.Getenv("CORRAL_HELPER_LISTEN")
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	m, err := master.New(ctx, master.Config{Name: name, Advertise: addr, Store: store, Admins: []string{"root"}, LeaseTTL: 3 * time.Second,
+		OnLeading: []func(context.Context, *master.Master){master.SchedulerLoop(master.SchedulerConfig{Interval: 100 * time.Millisecond})}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	g := grpc.NewServer()
+	master.NewService(m).Register(g)
+	master.NewAgentRegistry(m, "test", time.Second).Attach(g)
+	go g.Serve(lis)
+	m.Run(ctx)
+	g.Stop()
+	os.Exit(0)
+}
+
+type masterProc struct {
+	name, addr string
+	cmd        *exec.Cmd
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func startMasterProc(t *testing.T, name, url string) *masterProc {
+	t.Helper()
+	p := &masterProc{name: name, addr: freeAddr(t)}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperMasterProcess$", "-test.count=1")
+	p.cmd.Env = append(os.Environ(), "CORRAL_HELPER_MASTER="+name, "CORRAL_HELPER_STORE="+url, "CORRAL_HELPER_LISTEN="+p.addr)
+	p.cmd.Stderr = &prefixWriter{t: t, prefix: name}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGCONT)
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+	})
+	return p
+}
+
+type prefixWriter struct {
+	t      *testing.T
+	prefix string
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (w *prefixWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	for {
+		i := strings.IndexByte(string(w.buf), '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		if strings.Contains(line, "fenced") || strings.Contains(line, "leading") || strings.Contains(line, "no longer") {
+			w.t.Logf("%s: %s", w.prefix, line)
+		}
+	}
+}
+
+func statusOf(addr string) (*apipb.StatusReply, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(as("root"), 500*time.Millisecond)
+	defer cancel()
+	return apipb.NewCellClient(cc).Status(ctx, &apipb.StatusRequest{})
+}
+
+func leaderOf(t *testing.T, procs []*masterProc, timeout time.Duration, except string) *masterProc {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, p := range procs {
+			if p.name == except {
+				continue
+			}
+			if st, err := statusOf(p.addr); err == nil && st.Leader {
+				return p
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no leader among the masters within %s", timeout)
+	return nil
+}
+
+// submitter submits jobs continuously through a leader-following client
+// and records every acknowledged submission.
+type submitter struct {
+	mu    sync.Mutex
+	acked map[string]int64 // request id -> last position
+	lastOK time.Time
+}
+
+func (s *submitter) run(ctx context.Context, t *testing.T, c *client.Client, prefix string) {
+	for i := 0; ctx.Err() == nil; i++ {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		spec := &events.JobSpec{Name: id, Priority: 0, TaskCount: 2, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 32 << 20}}
+		callCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		var rep *apipb.MutationReply
+		err := c.Do(callCtx, func(ctx context.Context, api apipb.CellClient, opts ...grpc.CallOption) error {
+			var err error
+			rep, err = api.Submit(ctx, &apipb.SubmitRequest{RequestId: id, Spec: spec}, opts...)
+			return err
+		})
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Errorf("submission %s never acknowledged: %v", id, err)
+			}
+			return
+		}
+		s.mu.Lock()
+		s.acked[id] = rep.LastPosition
+		s.lastOK = time.Now()
+		s.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (s *submitter) okSince(t0 time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastOK.After(t0)
+}
+
+// checkLog verifies the invariants of a log written across failovers.
+func checkLog(t *testing.T, url string, acked map[string]int64) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	store, err := pgstore.Open(ctx, url, pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	submitted := map[string]int{}
+	scheduled := map[string]int{}
+	var epochs []int64
+	var pos int64
+	for {
+		evs, err := store.Read(ctx, pos+1, 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			if e.Position != pos+1 {
+				t.Fatalf("gap: position %d after %d", e.Position, pos)
+			}
+			pos = e.Position
+			switch p := e.Data.(type) {
+			case *events.JobSubmitted:
+				submitted[e.CausationID]++
+			case *events.TaskScheduled:
+				scheduled[fmt.Sprintf("%s/%s/%d", p.User, p.Job, p.Index)]++
+			case *events.LeaderElected:
+				epochs = append(epochs, p.Epoch)
+			}
+		}
+	}
+	for id := range acked {
+		if submitted[id] != 1 {
+			t.Errorf("acknowledged submission %s is in the log %d times, want exactly once", id, submitted[id])
+		}
+	}
+	for id, n := range submitted {
+		if n != 1 {
+			t.Errorf("submission %s appended %d times", id, n)
+		}
+	}
+	for task, n := range scheduled {
+		if n != 1 {
+			t.Errorf("task %s placed %d times", task, n)
+		}
+	}
+	for i := 1; i < len(epochs); i++ {
+		if epochs[i] <= epochs[i-1] {
+			t.Errorf("leader epochs go %v: not increasing", epochs)
+		}
+	}
+	t.Logf("log: %d events, %d submissions, %d placements, leaders at epochs %v", pos, len(submitted), len(scheduled), epochs)
+	return submitted
+}
+
+func registerMachines(t *testing.T, addr string, n int) {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	for i := 0; i < n; i++ {
+		_, err := agentpb.NewMasterClient(cc).Register(context.Background(), &agentpb.MachineInfo{
+			Name: fmt.Sprintf("m%d", i), Address: fmt.Sprintf("127.0.0.1:%d", 1+i),
+			Capacity:  &events.Resources{CpuMilli: 64000, MemoryBytes: 256 << 30, DiskBytes: 1 << 40, Ports: 1000},
+			PortFirst: 20000, PortLast: 20999})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestFailoverUnderLoad(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	// The schema first, so the three masters do not race to create it.
+	s, err := pgstore.Open(context.Background(), url, pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	var procs []*masterProc
+	var addrs []string
+	for _, n := range []string{"master1", "master2", "master3"} {
+		p := startMasterProc(t, n, url)
+		procs = append(procs, p)
+		addrs = append(addrs, p.addr)
+	}
+	leader := leaderOf(t, procs, 20*time.Second, "")
+	registerMachines(t, leader.addr, 3)
+	c, err := client.New(addrs, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sub := &submitter{acked: map[string]int64{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); sub.run(ctx, t, c, "job") }()
+	time.Sleep(1500 * time.Millisecond)
+
+	// kill -9 the leader in the middle of the stream.
+	killed := time.Now()
+	if err := leader.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	next := leaderOf(t, procs, 15*time.Second, leader.name)
+	for !sub.okSince(killed) {
+		if time.Since(killed) > 15*time.Second {
+			t.Fatal("no write acknowledged within 15 s of the leader's death")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	failover := time.Since(killed)
+	t.Logf("kill -9 of %s: %s leads and serves writes after %s", leader.name, next.name, failover.Round(time.Millisecond))
+	if failover > 10*time.Second {
+		t.Errorf("failover took %s, want under 10 s", failover)
+	}
+	time.Sleep(time.Second)
+
+	// Pause the new leader instead: a request it received while paused is
+	// fenced when it resumes, never appended.
+	if err := next.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	late := make(chan error, 1)
+	go func() {
+		cc, err := grpc.NewClient(next.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			late <- err
+			return
+		}
+		defer cc.Close()
+		lctx, lcancel := context.WithTimeout(as("alice"), 30*time.Second)
+		defer lcancel()
+		_, err = apipb.NewCellClient(cc).Submit(lctx, &apipb.SubmitRequest{RequestId: "late-write",
+			Spec: &events.JobSpec{Name: "late", Priority: 0, TaskCount: 1, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 32 << 20}}})
+		late <- err
+	}()
+	third := leaderOf(t, procs, 15*time.Second, next.name)
+	for !sub.okSince(paused.Add(time.Second)) {
+		if time.Since(paused) > 20*time.Second {
+			t.Fatal("no write acknowledged within 20 s of pausing the leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("SIGSTOP of %s: %s leads after %s", next.name, third.name, time.Since(paused).Round(time.Millisecond))
+	if err := next.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-late; err == nil {
+		t.Error("the paused leader acknowledged a write after it was deposed")
+	}
+	time.Sleep(500 * time.Millisecond)
+	if st, err := statusOf(next.addr); err != nil || st.Leader {
+		t.Errorf("the resumed old leader: %+v %v, want a follower", st, err)
+	}
+	cancel()
+	<-done
+	sub.mu.Lock()
+	acked := sub.acked
+	sub.mu.Unlock()
+	if len(acked) < 20 {
+		t.Fatalf("only %d submissions acknowledged", len(acked))
+	}
+	if n := checkLog(t, url, acked)["late-write"]; n != 0 {
+		t.Errorf("the deposed leader's late write is in the log %d times", n)
+	}
+}
