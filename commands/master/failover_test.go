@@ -149,8 +149,8 @@ func leaderOf(t *testing.T, procs []*masterProc, timeout time.Duration, except s
 // submitter submits jobs continuously through a leader-following client
 // and records every acknowledged submission.
 type submitter struct {
-	mu    sync.Mutex
-	acked map[string]int64 // request id -> last position
+	mu     sync.Mutex
+	acked  map[string]int64 // request id -> last position
 	lastOK time.Time
 }
 
