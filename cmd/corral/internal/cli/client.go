@@ -191,6 +191,8 @@ func (c *client) mutate(ctx context.Context, fn func(ctx context.Context, cl api
 		if leaders := trailer.Get(master.LeaderHeader); len(leaders) > 0 && leaders[0] != "" && leaders[0] != addr && hops < 3 {
 			c.note("master %s does not lead; following the leader at %s (request %s)", addr, leaders[0], id)
 			addr = leaders[0]
+			order = append([]string{addr}, slices.DeleteFunc(order, func(a string) bool { return a == addr })...)
+			next = len(order) // the leader is known: retry it after a pause, not the others
 			hops++
 			continue
 		}

@@ -232,6 +232,7 @@ Start a whole cell on this machine with ` + "`corral up`" + `, then, in another 
 	}
 	root.AddGroup(&cobra.Group{ID: "jobs", Title: "Jobs and tasks:"}, &cobra.Group{ID: "cell", Title: "The cell:"},
 		&cobra.Group{ID: "history", Title: "History and analytics:"}, &cobra.Group{ID: "run", Title: "Running a cell:"})
+	defer groupsNeedAVerb(root)
 	for _, c := range []*cobra.Command{a.jobCommand(), a.taskCommand(), a.whyCommand()} {
 		c.GroupID = "jobs"
 		root.AddCommand(c)
@@ -268,4 +269,24 @@ func newLogger(w io.Writer, verbose bool) *slog.Logger {
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// groupsNeedAVerb makes every command that only groups others (corral job,
+// corral task, ...) a usage error without a known verb, rather than a
+// silent success.
+func groupsNeedAVerb(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		groupsNeedAVerb(sub)
+	}
+	if c.HasParent() && c.HasSubCommands() && c.RunE == nil && c.Run == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, argv []string) error {
+			if len(argv) > 0 {
+				return usageErr("unknown command %q for %q; its commands are listed by `%s --help`", argv[0], cmd.CommandPath(), cmd.CommandPath())
+			}
+			cmd.SetOut(cmd.ErrOrStderr())
+			_ = cmd.Help()
+			return &silentErr{code: ExitUsage}
+		}
+	}
 }
