@@ -42,7 +42,8 @@ type Options struct {
 	// `corral sql --db PATH` on a file no master holds.
 	ReadOnly bool
 	// BatchSize is the most events applied in one transaction while
-	// catching up. Default 10,000.
+	// catching up. Default 50,000: big batches let DuckDB write whole row
+	// groups and pay for fewer commits.
 	BatchSize int
 	// QueryTimeout is the time limit of a query given none. Default 30 s.
 	QueryTimeout time.Duration
@@ -58,7 +59,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.BatchSize <= 0 {
-		o.BatchSize = 10_000
+		o.BatchSize = 50_000
 	}
 	if o.QueryTimeout <= 0 {
 		o.QueryTimeout = 30 * time.Second
@@ -117,6 +118,9 @@ func Open(ctx context.Context, path string, opts Options) (*Infrastore, error) {
 	cfg.Set("autoload_known_extensions", "false")
 	cfg.Set("allow_community_extensions", "false")
 	cfg.Set("allow_unsigned_extensions", "false")
+	// Checkpoints compress and rewrite what the WAL holds; at DuckDB's
+	// default (16 MB) a busy ingester would checkpoint every few batches.
+	cfg.Set("checkpoint_threshold", "256MB")
 	cfg.Set("lock_configuration", "true")
 	if opts.ReadOnly {
 		cfg.Set("access_mode", "READ_ONLY")

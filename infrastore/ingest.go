@@ -1,12 +1,14 @@
 package infrastore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -44,7 +46,7 @@ func (s *Infrastore) Run(ctx context.Context, store events.Store) error {
 		if err != nil {
 			return err
 		}
-		if err := s.applyEvents(ctx, conn, evs, nil); err != nil {
+		if err := s.applyEvents(ctx, conn, evs); err != nil {
 			return err
 		}
 	}
@@ -144,27 +146,43 @@ func (s *Infrastore) reset(ctx context.Context, conn *sql.Conn) error {
 	return nil
 }
 
-// fetched is one batch read ahead of the writer, payloads already encoded.
+// fetched is one batch read ahead of the builder, payloads encoded.
 type fetched struct {
 	evs      []events.Event
-	payloads []json.RawMessage
+	payloads []string
 	err      error
 }
 
-// catchUp applies batches until a read returns nothing. Reading and JSON
-// encoding run one batch ahead of the DuckDB writer, on another goroutine:
-// the two halves take about the same time.
+// built is one batch ready for the writer.
+type built struct {
+	b    *batch
+	last int64
+	err  error
+}
+
+// catchUp applies batches until a read returns nothing. Three goroutines
+// work on consecutive batches: one reads and encodes payloads, one folds
+// them into the model and builds the rows, and this one writes them to
+// DuckDB. The builder runs ahead of the commits, so the model it leaves is
+// kept only once every batch it built is committed.
 func (s *Infrastore) catchUp(ctx context.Context, conn *sql.Conn, r events.Reader) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	m, err := s.takeModel(ctx, conn)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	ch := make(chan fetched, 1)
+	var wg sync.WaitGroup
 	defer func() {
 		cancel()
-		for range ch { // let the reader finish before returning
-		}
+		wg.Wait()
 	}()
+	read := make(chan fetched, 1)
+	ready := make(chan built, 1)
 	from := s.position() + 1
-	go func() {
-		defer close(ch)
+	wg.Go(func() {
+		defer close(read)
 		for {
 			evs, err := r.Read(ctx, from, s.opts.BatchSize)
 			var f fetched
@@ -174,14 +192,12 @@ func (s *Infrastore) catchUp(ctx context.Context, conn *sql.Conn, r events.Reade
 			case len(evs) == 0:
 				return
 			default:
-				f.evs, f.payloads, f.err = evs, make([]json.RawMessage, len(evs)), nil
-				for i := range evs {
-					f.payloads[i] = payloadJSON(evs[i].Data)
-				}
+				f.err = contiguous(from, evs)
+				f.evs, f.payloads = evs, encodePayloads(evs)
 				from = evs[len(evs)-1].Position + 1
 			}
 			select {
-			case ch <- f:
+			case read <- f:
 			case <-ctx.Done():
 				return
 			}
@@ -189,33 +205,123 @@ func (s *Infrastore) catchUp(ctx context.Context, conn *sql.Conn, r events.Reade
 				return
 			}
 		}
-	}()
-	for f := range ch {
-		if f.err != nil {
-			return f.err
+	})
+	wg.Go(func() {
+		defer close(ready)
+		for f := range read {
+			var out built
+			if out.err = f.err; out.err == nil {
+				out.b, out.last = m.build(f.evs, f.payloads), f.evs[len(f.evs)-1].Position
+			}
+			select {
+			case ready <- out:
+			case <-ctx.Done():
+				return
+			}
+			if out.err != nil {
+				return
+			}
 		}
-		if err := s.applyEvents(ctx, conn, f.evs, f.payloads); err != nil {
+	})
+	for p := range ready {
+		if p.err != nil {
+			return p.err
+		}
+		if err := s.writeBatch(ctx, conn, p.b, s.position(), p.last); err != nil {
 			return err
 		}
+		s.setPosition(p.last)
+		s.hookAt("committed")
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.m = m
+	return nil
 }
 
-// payloadJSON renders a payload with proto field names. protojson varies its
-// whitespace on purpose; the appender compacts a json.RawMessage, which makes
-// the stored text stable.
-func payloadJSON(p events.Payload) json.RawMessage {
+// contiguous checks that evs continue the log at position from.
+func contiguous(from int64, evs []events.Event) error {
+	for i := range evs {
+		if want := from + int64(i); evs[i].Position != want {
+			return fmt.Errorf("%w: expected position %d, read %d", ErrLogGap, want, evs[i].Position)
+		}
+	}
+	return nil
+}
+
+func encodePayloads(evs []events.Event) []string {
+	out := make([]string, len(evs))
+	for i := range evs {
+		out[i] = payloadJSON(evs[i].Data)
+	}
+	return out
+}
+
+// takeModel hands the model to an ingester, loading it when needed. Until
+// the ingester gives it back, s.m is nil: a batch that does not commit
+// leaves the model ahead of the file, and the next one must reload it.
+func (s *Infrastore) takeModel(ctx context.Context, conn *sql.Conn) (*model, error) {
+	m := s.m
+	s.m = nil
+	if m != nil {
+		return m, nil
+	}
+	m, err := loadModel(ctx, conn)
+	if err != nil {
+		return nil, fmt.Errorf("infrastore: loading the ingester's state: %w", err)
+	}
+	return m, nil
+}
+
+// protojsonSpaces reports whether this binary's protojson puts a space after
+// the commas of single-line output: it decides so once per binary, to keep
+// clients from depending on the exact bytes.
+var protojsonSpaces = func() bool {
+	raw, _ := protojson.Marshal(&events.TaskRef{User: "a", Job: "b"})
+	return bytes.Contains(raw, []byte(", "))
+}()
+
+// payloadJSON renders a payload with proto field names and without the
+// space protojson may add after commas, so that the stored text depends on
+// the payload alone, not on the binary that wrote it.
+func payloadJSON(p events.Payload) string {
 	if p == nil {
-		return json.RawMessage("null")
+		return "null"
 	}
 	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(p)
 	if err != nil {
-		return json.RawMessage("null")
+		return "null"
 	}
-	return raw
+	if protojsonSpaces {
+		raw = dropCommaSpaces(raw)
+	}
+	return string(raw)
 }
 
-func specJSON(s *events.JobSpec) json.RawMessage { return payloadJSON(s) }
+// dropCommaSpaces removes the space after each comma outside strings.
+func dropCommaSpaces(b []byte) []byte {
+	out := b[:0]
+	inString, escaped := false, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		out = append(out, c)
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && c == ',' && i+1 < len(b) && b[i+1] == ' ':
+			i++
+		}
+	}
+	return out
+}
+
+// specJSON is a spec's JSON for the appender of a JSON column.
+func specJSON(s *events.JobSpec) json.RawMessage { return json.RawMessage(payloadJSON(s)) }
 
 func nullTime(t time.Time) any {
 	if t.IsZero() {
@@ -233,40 +339,35 @@ func (s *Infrastore) hookAt(point string) {
 	}
 }
 
-// applyEvents applies one batch and its last position in one transaction:
-// either all of the batch's rows and the new position are stored, or none.
-func (s *Infrastore) applyEvents(ctx context.Context, conn *sql.Conn, evs []events.Event, payloads []json.RawMessage) error {
+// applyEvents applies one batch, as Run does for each batch it is woken
+// with.
+func (s *Infrastore) applyEvents(ctx context.Context, conn *sql.Conn, evs []events.Event) error {
 	if len(evs) == 0 {
 		return nil
-	}
-	if payloads == nil {
-		payloads = make([]json.RawMessage, len(evs))
-		for i := range evs {
-			payloads[i] = payloadJSON(evs[i].Data)
-		}
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	prev := s.position()
-	for i := range evs {
-		if want := prev + int64(i) + 1; evs[i].Position != want {
-			return fmt.Errorf("%w: expected position %d, read %d", ErrLogGap, want, evs[i].Position)
-		}
+	if err := contiguous(prev+1, evs); err != nil {
+		return err
+	}
+	m, err := s.takeModel(ctx, conn)
+	if err != nil {
+		return err
 	}
 	last := evs[len(evs)-1].Position
-	m := s.m
-	if m == nil {
-		var err error
-		if m, err = loadModel(ctx, conn); err != nil {
-			return fmt.Errorf("infrastore: loading the ingester's state: %w", err)
-		}
+	if err := s.writeBatch(ctx, conn, m.build(evs, encodePayloads(evs)), prev, last); err != nil {
+		return err
 	}
-	// Until the commit, the model holds changes the file may never get.
-	s.m = nil
-	b := newBatch()
-	for i := range evs {
-		m.apply(b, &evs[i], payloads[i])
-	}
+	s.m = m
+	s.setPosition(last)
+	s.hookAt("committed")
+	return nil
+}
+
+// writeBatch stores a batch's rows and its last position in one
+// transaction: either all of them are stored, or none.
+func (s *Infrastore) writeBatch(ctx context.Context, conn *sql.Conn, b *batch, prev, last int64) error {
 	s.hookAt("begin")
 	err := inTx(ctx, conn, func() error {
 		if err := s.appendAll(conn, []tableRows{
@@ -276,7 +377,7 @@ func (s *Infrastore) applyEvents(ctx context.Context, conn *sql.Conn, evs []even
 		}); err != nil {
 			return err
 		}
-		if err := s.replaceCurrent(ctx, conn, m, b, prev); err != nil {
+		if err := s.replaceCurrent(ctx, conn, b, prev); err != nil {
 			return err
 		}
 		s.hookAt("position")
@@ -294,9 +395,6 @@ func (s *Infrastore) applyEvents(ctx context.Context, conn *sql.Conn, evs []even
 	if err != nil {
 		return fmt.Errorf("infrastore: applying positions %d-%d: %w", prev+1, last, err)
 	}
-	s.m = m
-	s.setPosition(last)
-	s.hookAt("committed")
 	return nil
 }
 
@@ -321,8 +419,34 @@ func (s *Infrastore) appendAll(conn *sql.Conn, ts []tableRows) error {
 	})
 }
 
+// eventsInsert appends to events through a query: the payload arrives as
+// VARCHAR and DuckDB casts it to JSON, which costs far less than the
+// driver's JSON path (it re-encodes every value with encoding/json).
+const eventsInsert = `INSERT INTO events SELECT c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12::JSON FROM appended_data`
+
+var eventsAppendTypes = []duckdb.Type{
+	duckdb.TYPE_BIGINT, duckdb.TYPE_TIMESTAMP, duckdb.TYPE_TIMESTAMP, duckdb.TYPE_VARCHAR, duckdb.TYPE_INTEGER, duckdb.TYPE_VARCHAR,
+	duckdb.TYPE_BIGINT, duckdb.TYPE_VARCHAR, duckdb.TYPE_VARCHAR, duckdb.TYPE_VARCHAR, duckdb.TYPE_VARCHAR, duckdb.TYPE_VARCHAR,
+}
+
+func newAppender(dc driver.Conn, table string) (*duckdb.Appender, error) {
+	if table != "events" {
+		return duckdb.NewAppender(dc, "", "", table)
+	}
+	types := make([]duckdb.TypeInfo, len(eventsAppendTypes))
+	names := make([]string, len(eventsAppendTypes))
+	for i, t := range eventsAppendTypes {
+		ti, err := duckdb.NewTypeInfo(t)
+		if err != nil {
+			return nil, err
+		}
+		types[i], names[i] = ti, fmt.Sprintf("c%d", i+1)
+	}
+	return duckdb.NewQueryAppender(dc, eventsInsert, "", types, names)
+}
+
 func (s *Infrastore) appendTable(dc driver.Conn, t tableRows) (err error) {
-	a, err := duckdb.NewAppender(dc, "", "", t.table)
+	a, err := newAppender(dc, t.table)
 	if err != nil {
 		return fmt.Errorf("appender for %s: %w", t.table, err)
 	}
@@ -352,19 +476,8 @@ func (s *Infrastore) appendTable(dc driver.Conn, t tableRows) (err error) {
 // replaceCurrent writes the new rows of the jobs, tasks and machines a batch
 // touched, then deletes their older rows: the new rows have positions after
 // prev, the old ones at or before it.
-func (s *Infrastore) replaceCurrent(ctx context.Context, conn *sql.Conn, m *model, b *batch, prev int64) error {
-	jobs := make([]row, 0, len(b.dirtyJobs))
-	for k := range b.dirtyJobs {
-		jobs = append(jobs, m.jobRow(k))
-	}
-	tasks := make([]row, 0, len(b.dirtyTasks))
-	for k := range b.dirtyTasks {
-		tasks = append(tasks, m.taskRow(k))
-	}
-	machines := make([]row, 0, len(b.dirtyMachines))
-	for k := range b.dirtyMachines {
-		machines = append(machines, m.machineRow(k))
-	}
+func (s *Infrastore) replaceCurrent(ctx context.Context, conn *sql.Conn, b *batch, prev int64) error {
+	jobs, tasks, machines := b.jobs, b.tasks, b.machines
 	if err := s.appendAll(conn, []tableRows{{"jobs", jobs}, {"tasks", tasks}, {"machines", machines}}); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package infrastore
 
 import (
 	"database/sql/driver"
-	"encoding/json"
 	"strconv"
 
 	"github.com/corralhq/corral/events"
@@ -176,6 +175,28 @@ type batch struct {
 	dirtyJobs     map[jobKey]bool
 	dirtyTasks    map[taskKey]bool
 	dirtyMachines map[string]bool
+
+	// The current-state rows of the entities touched, as they stand at
+	// the end of the batch.
+	jobs, tasks, machines []row
+}
+
+// build folds a batch of events into the model and returns their rows.
+func (m *model) build(evs []events.Event, payloads []string) *batch {
+	b := newBatch()
+	for i := range evs {
+		m.apply(b, &evs[i], payloads[i])
+	}
+	for k := range b.dirtyJobs {
+		b.jobs = append(b.jobs, m.jobRow(k))
+	}
+	for k := range b.dirtyTasks {
+		b.tasks = append(b.tasks, m.taskRow(k))
+	}
+	for k := range b.dirtyMachines {
+		b.machines = append(b.machines, m.machineRow(k))
+	}
+	return b
 }
 
 func newBatch() *batch {
@@ -210,7 +231,7 @@ func labelsValue(m map[string]string) any {
 // the event's JSON. It never fails: the log is the truth, so an event that
 // names an unknown job or task still gets its rows, with NULLs where the
 // model knows nothing.
-func (m *model) apply(b *batch, e *events.Event, payload json.RawMessage) {
+func (m *model) apply(b *batch, e *events.Event, payload string) {
 	us := e.OccurredAt.UnixMicro()
 	pos := e.Position
 	b.events = append(b.events, row{
