@@ -53,6 +53,10 @@ type Config struct {
 	MemoryLowWater  int64
 	MaxEvents       int           // unacknowledged events kept; default 10000
 	ReregisterAfter time.Duration // register again when not polled for this long; default 30s
+	// StopTasksOnExit makes Run stop every task (StopAll with DefaultGrace)
+	// before it returns, as `corral up` does on Ctrl-C. Otherwise tasks keep
+	// running and the next agent on the data dir adopts them.
+	StopTasksOnExit bool
 
 	Clock    Clock        // default RealClock
 	Logger   *slog.Logger // default slog.Default()

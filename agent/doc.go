@@ -87,6 +87,10 @@
 // given is detected: cores, MemTotal, free space of DataDir, the port
 // range), --attr k=v (Attributes; arch and os are detected). Several agents
 // may run in one process (corral up) given distinct names, data dirs and
-// listen addresses. Package agentsim provides simulated agents speaking the
-// same protocol, with no processes, for benchmarks of the master's link.
+// listen addresses. With Config.StopTasksOnExit (what `corral up` wants on
+// Ctrl-C) Run stops every task before it returns (StopAll: SIGTERM, SIGKILL
+// after DefaultGrace; tasks end KILLED with reason "agent stopping");
+// otherwise tasks run on and the next agent adopts them. Package agentsim
+// provides simulated agents speaking the same protocol, with no processes,
+// for benchmarks of the master's link.
 package agent

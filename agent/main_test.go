@@ -20,6 +20,8 @@ const agentProcessEnv = "CORRAL_AGENT_TEST_PROCESS"
 type agentProcessConfig struct {
 	Name, DataDir, CgroupParent, Cgroups string
 	SampleMs                             int
+	StopTasksOnExit                      bool
+	GraceMs                              int
 }
 
 func TestMain(m *testing.M) {
@@ -38,15 +40,17 @@ func runAgentProcess(raw string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	err := Run(ctx, Config{
-		Name:           pc.Name,
-		DataDir:        pc.DataDir,
-		ListenAddr:     "127.0.0.1:0",
-		Cgroups:        pc.Cgroups,
-		CgroupParent:   pc.CgroupParent,
-		SampleInterval: msDuration(pc.SampleMs),
-		MemoryLowWater: -1,
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OnListen:       func(addr string) { fmt.Println("LISTEN", addr) },
+		Name:            pc.Name,
+		DataDir:         pc.DataDir,
+		ListenAddr:      "127.0.0.1:0",
+		Cgroups:         pc.Cgroups,
+		CgroupParent:    pc.CgroupParent,
+		SampleInterval:  msDuration(pc.SampleMs),
+		MemoryLowWater:  -1,
+		StopTasksOnExit: pc.StopTasksOnExit,
+		DefaultGrace:    msDuration(pc.GraceMs),
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnListen:        func(addr string) { fmt.Println("LISTEN", addr) },
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

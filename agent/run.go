@@ -15,8 +15,9 @@ import (
 // an Agent on cfg, serves the Agent service on cfg.ListenAddr, registers the
 // machine with the master at cfg.MasterAddr (retrying while the master is
 // unreachable, and again whenever no poll came for cfg.ReregisterAfter),
-// and returns when ctx is done. Tasks keep running after Run returns; the
-// next agent on the same data dir adopts them.
+// and returns when ctx is done. Tasks keep running after Run returns (the
+// next agent on the same data dir adopts them) unless cfg.StopTasksOnExit
+// is set: then every task is stopped first.
 func Run(ctx context.Context, cfg Config) error {
 	a, err := New(cfg)
 	if err != nil {
@@ -53,6 +54,15 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
 		srv.Stop()
+	}
+	if a.cfg.StopTasksOnExit {
+		// No poll is served any more: the state saved by Close says KILLED,
+		// and the next agent on the data dir reports it to the master.
+		sctx, cancel := context.WithTimeout(context.Background(), a.cfg.DefaultGrace+10*time.Second)
+		defer cancel()
+		if err := a.StopAll(sctx, a.cfg.DefaultGrace); err != nil {
+			return fmt.Errorf("stopping tasks on exit: %w", err)
+		}
 	}
 	return nil
 }
