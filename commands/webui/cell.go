@@ -1,0 +1,147 @@
+package webui
+
+import (
+	"html/template"
+	"net/http"
+
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/projections"
+)
+
+// rateWindow is how many of the latest events the cell page's event rate
+// is measured over.
+const rateWindow = 2000
+
+type cellData struct {
+	Position, TimeUS              int64
+	Leader                        string
+	Up, Down, Draining, Machines  int
+	Jobs, Pending, Live           int
+	Capacity                      projections.Resources // of the machines that are up
+	CPUChart, MemoryChart         template.HTML
+	Rate                          template.HTML
+	RatePerSecond                 string
+	RateErr                       string
+	MachineRows                   []*apipb.MachineView
+	Pager                         pager
+	BandRows                      []bandRow
+	CapacityCores, CapacityMemory string
+}
+
+// bandRow is what the live work of one priority band holds and uses.
+type bandRow struct {
+	Band             string
+	Tasks            int
+	Limit, Reserved  projections.Resources
+	CPUUsed          float64
+	MemoryUsed       int64
+	LimitCPU, ResCPU float64
+}
+
+func (h *Handler) cell(w http.ResponseWriter, r *http.Request) {
+	offset, err := intParam(r, "offset", 0)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	d := cellData{}
+	var sums [len(projectionsBands)]bandRow
+	h.cfg.Cell.View(func(st *projections.State) {
+		d.Position, d.TimeUS, d.Leader = st.Position, st.TimeUS, st.Leader
+		ms := st.SortedMachines()
+		d.Machines = len(ms)
+		for _, m := range ms {
+			switch {
+			case m.State == projections.MachineDown:
+				d.Down++
+			case m.Draining:
+				d.Draining++
+				d.Capacity = d.Capacity.Add(m.Capacity)
+			default:
+				d.Up++
+				d.Capacity = d.Capacity.Add(m.Capacity)
+			}
+		}
+		for i := offset; i < len(ms) && i < offset+h.cfg.PageSize; i++ {
+			d.MachineRows = append(d.MachineRows, master.MachineView(ms[i]))
+		}
+		d.Pager = newPager(r, "offset", offset, h.cfg.PageSize, len(ms))
+		d.Jobs, d.Pending = len(st.Jobs), st.PendingCount()
+		for _, j := range st.Jobs {
+			d.Live += j.LiveTasks()
+			if j.LiveTasks() == 0 {
+				continue
+			}
+			for _, t := range j.Tasks {
+				if t == nil || !t.Live() {
+					continue
+				}
+				s := &sums[projections.BandOf(t.Priority())]
+				s.Tasks++
+				if t.AllocIndex < 0 {
+					// Tasks inside an alloc are counted through it.
+					s.Limit = s.Limit.Add(t.Limit)
+					s.Reserved = s.Reserved.Add(t.Reservation)
+				}
+				s.CPUUsed += coresUsed(t.Usage)
+				s.MemoryUsed += t.Usage.MemoryBytes
+			}
+		}
+		for _, as := range st.AllocSets {
+			s := &sums[projections.BandOf(as.Priority)]
+			for _, a := range as.Allocs {
+				if a != nil && a.Placed() {
+					s.Limit = s.Limit.Add(as.Resources)
+					s.Reserved = s.Reserved.Add(as.Resources)
+				}
+			}
+		}
+	})
+	// Highest band first, as people read priority.
+	var cpuGroups, memGroups []barGroup
+	for i := len(projectionsBands) - 1; i >= 0; i-- {
+		s := sums[i]
+		s.Band = projectionsBands[i].String()
+		d.BandRows = append(d.BandRows, s)
+		cpuGroups = append(cpuGroups, barGroup{Label: s.Band, Bars: []bar{
+			{"limit", "limit", float64(s.Limit.CPUMilli) / 1000},
+			{"reservation", "reservation", float64(s.Reserved.CPUMilli) / 1000},
+			{"usage", "usage", s.CPUUsed},
+		}})
+		memGroups = append(memGroups, barGroup{Label: s.Band, Bars: []bar{
+			{"limit", "limit", float64(s.Limit.MemoryBytes)},
+			{"reservation", "reservation", float64(s.Reserved.MemoryBytes)},
+			{"usage", "usage", float64(s.MemoryUsed)},
+		}})
+	}
+	d.CPUChart = barChart{ID: "cpu", Title: "CPU by priority band (cores): limit, reservation and usage of live work", Unit: cores,
+		Capacity: float64(d.Capacity.CPUMilli) / 1000, Groups: cpuGroups}.HTML()
+	d.MemoryChart = barChart{ID: "memory", Title: "Memory by priority band: limit, reservation and usage of live work",
+		Unit: func(v float64) string { return humanBytes(int64(v)) }, Capacity: float64(d.Capacity.MemoryBytes), Groups: memGroups}.HTML()
+
+	// The event rate over the latest events of the log.
+	if d.Position > 0 {
+		evs, err := h.cfg.API.Events(h.ctx(r), &apipb.EventsRequest{FromPosition: max(1, d.Position-rateWindow+1), Limit: rateWindow})
+		if err != nil {
+			d.RateErr = "The event rate is unavailable: " + err.Error()
+		} else if n := len(evs.Events); n > 0 {
+			from, to := evs.Events[0].OccurredAtUs, evs.Events[n-1].OccurredAtUs
+			if to <= from {
+				to = from + 1
+			}
+			const buckets = 30
+			counts := make([]int, buckets)
+			for _, e := range evs.Events {
+				i := int(float64(e.OccurredAtUs-from) / float64(to-from) * buckets)
+				counts[min(max(i, 0), buckets-1)]++
+			}
+			secs := float64(to-from) / 1e6
+			d.RatePerSecond = cores(float64(n) / max(secs, 1e-6))
+			d.Rate = columnChart{ID: "rate", Title: "Events of the log over time (the latest " + num(n) + ")", From: from, To: to, Counts: counts}.HTML()
+		}
+	}
+	h.render(w, r, "cell", page{Title: "Cell", Nav: "cell", Data: d})
+}
+
+var projectionsBands = [4]projections.Band{projections.BestEffort, projections.Batch, projections.Production, projections.Monitoring}

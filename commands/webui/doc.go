@@ -1,0 +1,67 @@
+// Package webui is the cell's web UI, after Borg's Sigma: a page for the
+// cell, every job, task and machine, the live event log and a SQL console
+// on the Infrastore. The master serves it at "/" of its HTTP port:
+//
+//	ui, err := webui.New(webui.Config{API: service, Cell: replica, Streams: store})
+//	mux.Handle("/", ui)
+//
+// where service is the master's *master.Service (with Explain and
+// Analytics set), replica its *master.Master and store its events.Store.
+//
+// # Pages
+//
+//   - / (cell): machines up, draining and down; limit, reservation and
+//     usage of live work per priority band for CPU and memory; pending
+//     tasks; the event rate over the latest events; the machines, paged.
+//   - /jobs: jobs filtered by user, label selector and state, with their
+//     pending, running and dead task counts.
+//   - /jobs/{user}/{job}: the resolved spec, the tasks (state, machine,
+//     restarts, last exit, health), the why-pending explanation of each
+//     pending class with its hints, rolling update progress and the job's
+//     timeline.
+//   - /jobs/{user}/{job}/tasks/{index}: the task's whole history (where and
+//     why it was scheduled, evictions with reason and preemptor, exits),
+//     CPU and memory per usage window against limit and reservation, and
+//     the tail of its logs when Config.Logs is set.
+//   - /machines/{name}: attributes, allocs, tasks, and capacity against
+//     limits, reservations and usage.
+//   - /events: the log filtered by user, job, type and stream prefix, newest
+//     first and paged back; new events arrive live as server-sent events
+//     (/events/stream, through the API's Watch).
+//   - /sql: a console on the Infrastore through the API's Query (the
+//     Infrastore's read-only guards apply), results as a table, and a CSV
+//     download.
+//
+// # Choices
+//
+// Pages are rendered on the server with html/template; templates, the
+// stylesheet and the one script are embedded in the binary. The UI works
+// without JavaScript; the script (static/events.js, about 100 lines) only
+// adds live rows to the events page.
+//
+// Charts are inline SVG drawn on the server (charts.go), not a vendored
+// charting library: the charts needed (lines over time, bars against a
+// capacity) are a few hundred lines of Go, need no script, no build step
+// and no third-party licence, arrive with the page in one response, print,
+// and can carry their numbers as an HTML table for screen readers.
+//
+// Reads go through the Cell API in-process (List, Get, ListTasks,
+// WhyPending, Events, Watch, Query), so the pages show what `corral`
+// shows. Cell.View is used only for what the API does not serve: sums per
+// band, one task or machine, a rolling update's progress.
+//
+// # Invariants
+//
+//   - The UI only reads: it appends nothing to the log. Every user sees
+//     every job, as in Borg, where debugging information is shown to all.
+//   - Nothing is fetched from elsewhere at run time (a Content-Security-
+//     Policy of 'self' says so to the browser).
+//   - Every table is a <table> with <th scope>, every form control has a
+//     <label>, every page works with the keyboard (a skip link, visible
+//     focus), and tables of unbounded size are paged.
+//   - Bad input is answered with 400 and an error naming the parameter and
+//     the reason; the API's errors keep their message and map to the HTTP
+//     status of their gRPC code.
+//   - A page is rendered into a buffer before it is sent, so a failure
+//     shows an error page, never half a page.
+package webui

@@ -1,0 +1,316 @@
+package webui
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// API is the part of the Cell API the pages read. *master.Service
+// implements it; the UI calls it in-process, so every page shows what
+// `corral` shows.
+type API interface {
+	List(context.Context, *apipb.ListRequest) (*apipb.JobList, error)
+	Get(context.Context, *apipb.GetRequest) (*apipb.JobView, error)
+	ListTasks(context.Context, *apipb.ListTasksRequest) (*apipb.TaskList, error)
+	WhyPending(context.Context, *apipb.WhyPendingRequest) (*apipb.WhyPendingReply, error)
+	Events(context.Context, *apipb.EventsRequest) (*apipb.EventList, error)
+	Watch(*apipb.EventsRequest, apipb.Cell_WatchServer) error
+	Query(context.Context, *apipb.QueryRequest) (*apipb.QueryReply, error)
+}
+
+// Cell gives a consistent read of the cell's state, for what the API does
+// not serve (sums per band, one machine, one task). *master.Master
+// implements it. fn runs under the state's read lock and must not keep
+// references into the state.
+type Cell interface {
+	View(fn func(s *projections.State))
+}
+
+// Streams reads one stream of the log through the store's stream index.
+// events.Store implements it. Optional: without it a task's history is
+// found by scanning the log from its job's submission (API.Events).
+type Streams interface {
+	ReadStream(ctx context.Context, stream string) ([]events.Event, error)
+}
+
+// Logs reads the tail of a task's stdout or stderr from the agent of the
+// machine it runs (or last ran) on. Optional: the agent has no log RPC
+// yet, and without one the task page says so.
+type Logs interface {
+	Tail(ctx context.Context, machine string, task projections.TaskKey, stream string, maxBytes int) ([]byte, error)
+}
+
+// Config says where the UI reads from.
+type Config struct {
+	API  API  // required
+	Cell Cell // required
+	// Streams, when set, reads task histories by stream (pass the master's
+	// events.Store).
+	Streams Streams
+	// Logs, when set, serves the tail of task logs.
+	Logs Logs
+	// User is the identity the UI's API calls carry (the API requires
+	// one); default "webui". The UI is read-only: every user sees every
+	// job, as Borg's Sigma shows debugging information to everyone.
+	User string
+	// Clock is read for ages and chart ranges; default time.Now.
+	Clock func() time.Time
+	// PageSize is the rows of a paginated table; default 100.
+	PageSize int
+	// Logger, default slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler serves the web UI. It is safe for concurrent use.
+type Handler struct {
+	cfg   Config
+	mux   *http.ServeMux
+	pages map[string]*template.Template
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// New returns the UI's handler, to mount at "/" of the master's HTTP port.
+func New(cfg Config) (*Handler, error) {
+	if cfg.API == nil {
+		return nil, errors.New("webui: config.api: must be set (the master's Cell service)")
+	}
+	if cfg.Cell == nil {
+		return nil, errors.New("webui: config.cell: must be set (the master replica, for View)")
+	}
+	if cfg.User == "" {
+		cfg.User = "webui"
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 100
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}}
+	if err := h.parse(); err != nil {
+		return nil, err
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	fileServer := http.StripPrefix("/static/", http.FileServerFS(static))
+	h.mux.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		fileServer.ServeHTTP(w, r)
+	}))
+	h.mux.HandleFunc("GET /{$}", h.cell)
+	h.mux.HandleFunc("GET /jobs", h.jobs)
+	h.mux.HandleFunc("GET /jobs/{user}/{job}", h.job)
+	h.mux.HandleFunc("GET /jobs/{user}/{job}/tasks/{index}", h.task)
+	h.mux.HandleFunc("GET /machines/{name}", h.machine)
+	h.mux.HandleFunc("GET /events", h.events)
+	h.mux.HandleFunc("GET /events/stream", h.eventStream)
+	h.mux.HandleFunc("GET /sql", h.sql)
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no page at %s", r.URL.Path))
+	})
+	return h, nil
+}
+
+// ServeHTTP serves the UI's pages under "/".
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	// Nothing is fetched from elsewhere: scripts, styles and images come
+	// from this handler (charts are inline SVG).
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *Handler) parse() error {
+	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+	if err != nil {
+		return fmt.Errorf("webui: templates/layout.html: %w", err)
+	}
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if base == "layout" {
+			continue
+		}
+		t, err := template.Must(layout.Clone()).ParseFS(templateFS, n)
+		if err != nil {
+			return fmt.Errorf("webui: %s: %w", n, err)
+		}
+		h.pages[base] = t
+	}
+	return nil
+}
+
+// page is what every template gets: the layout's fields and the page's.
+type page struct {
+	Title  string
+	Nav    string // the navigation entry to mark current
+	Script string // a script under /static to load, "" for none
+	Data   any
+}
+
+// render executes a page into a buffer first, so that a template error
+// becomes an error page instead of half a page.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, p page) {
+	t := h.pages[name]
+	var buf bytes.Buffer
+	if t == nil {
+		h.fail(w, r, http.StatusInternalServerError, fmt.Errorf("template %q is missing", name))
+		return
+	}
+	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		h.cfg.Logger.Error("webui: rendering", "page", name, "err", err)
+		h.fail(w, r, http.StatusInternalServerError, fmt.Errorf("rendering %s: %w", name, err))
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(buf.Bytes())
+}
+
+type errorData struct {
+	Code    int
+	Status  string
+	Message string
+}
+
+// fail renders an error page. The message is the API's, which names the
+// field and the reason.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, code int, err error) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	d := errorData{Code: code, Status: http.StatusText(code), Message: err.Error()}
+	if t := h.pages["error"]; t != nil {
+		if e := t.ExecuteTemplate(w, "layout.html", page{Title: d.Status, Data: d}); e == nil {
+			return
+		}
+	}
+	fmt.Fprintf(w, "<!doctype html><title>%d</title><p>%s</p>", code, template.HTMLEscapeString(err.Error()))
+}
+
+// failAPI renders an error of the API with the HTTP status matching its
+// gRPC code.
+func (h *Handler) failAPI(w http.ResponseWriter, r *http.Request, err error) {
+	h.fail(w, r, httpStatus(err), errors.New(status.Convert(err).Message()))
+}
+
+func httpStatus(err error) int {
+	switch status.Code(err) {
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.InvalidArgument, codes.OutOfRange:
+		return http.StatusBadRequest
+	case codes.FailedPrecondition:
+		return http.StatusConflict
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.Canceled:
+		return 499
+	}
+	return http.StatusInternalServerError
+}
+
+// ctx returns the request's context carrying the UI's identity, as the
+// API expects it from a trusted link.
+func (h *Handler) ctx(r *http.Request) context.Context {
+	return metadata.NewIncomingContext(r.Context(), metadata.Pairs(master.UserHeader, h.cfg.User))
+}
+
+// badParam is the error for a query parameter that does not parse.
+type badParam struct{ name, reason string }
+
+func (e *badParam) Error() string { return e.name + ": " + e.reason }
+
+// intParam reads a non-negative integer query parameter; missing is def.
+func intParam(r *http.Request, name string, def int) (int, error) {
+	v := strings.TrimSpace(r.URL.Query().Get(name))
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, &badParam{name, fmt.Sprintf("%q is not a non-negative integer", v)}
+	}
+	return n, nil
+}
+
+// pager is a table's place in its rows.
+type pager struct {
+	Offset, Limit, Total int
+	Prev, Next           string // links, "" when there is none
+}
+
+// First and Last number the rows shown, from 1.
+func (p pager) First() int {
+	if p.Total == 0 {
+		return 0
+	}
+	return p.Offset + 1
+}
+
+func (p pager) Last() int { return min(p.Offset+p.Limit, p.Total) }
+
+// newPager builds the links of a table at offset, keeping the request's
+// other parameters.
+func newPager(r *http.Request, param string, offset, limit, total int) pager {
+	p := pager{Offset: offset, Limit: limit, Total: total}
+	link := func(o int) string {
+		q := r.URL.Query()
+		if o == 0 {
+			q.Del(param)
+		} else {
+			q.Set(param, strconv.Itoa(o))
+		}
+		if len(q) == 0 {
+			return r.URL.Path
+		}
+		return r.URL.Path + "?" + q.Encode()
+	}
+	if offset > 0 {
+		p.Prev = link(max(0, offset-limit))
+	}
+	if offset+limit < total {
+		p.Next = link(offset + limit)
+	}
+	return p
+}

@@ -1,0 +1,225 @@
+package webui_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"github.com/corralhq/corral/commands/webui"
+	"github.com/corralhq/corral/events"
+)
+
+func TestPages(t *testing.T) {
+	c := openCell(t, smallCell())
+	cases := []struct {
+		path  string
+		wants []string
+	}{
+		{"/", []string{"Machines up", `href="/machines/m0"`, "draining", "monitoring", "CPU by priority band", "<svg", "Events of the log over time"}},
+		{"/jobs", []string{`href="/jobs/alice/web"`, `href="/jobs/bob/huge"`, "team=web"}},
+		{"/jobs?user=bob", []string{`href="/jobs/bob/huge"`}},
+		{"/jobs?selector=team%3Dweb", []string{`href="/jobs/alice/web"`}},
+		{"/jobs?state=pending", []string{`href="/jobs/bob/huge"`}},
+		{"/jobs/alice/web", []string{"Why pending?", "insufficient memory", "ask for at most 8GiB", `href="/jobs/alice/web/tasks/0"`,
+			`href="/machines/m0"`, "exit 3: exited", "while true; do sleep 1; done", "Timeline", "TaskEvicted"}},
+		{"/jobs/alice/web?state=running", []string{`href="/jobs/alice/web/tasks/0"`}},
+		{"/jobs/alice/web/tasks/1", []string{"TaskEvicted", `preempted by <a href="/jobs/carol/hog/tasks/0">carol/hog/0</a>`,
+			"a monitoring task needed the room", "rescheduled", "no log RPC yet"}},
+		{"/jobs/alice/web/tasks/0?range=24h", []string{"<polyline", "CPU (cores)", "usage: last 0.5", "reservation: last 0.3", "limit: last 0.5"}},
+		{"/machines/m0", []string{"rack", "amd64", `href="/jobs/alice/web/tasks/0"`, "Share of capacity"}},
+		{"/events", []string{"MachineDown", `href="/machines/m2"`, "data-stream=\"/events/stream?from="}},
+		{"/events?job=alice/web&type=TaskEvicted", []string{"TaskEvicted", `href="/jobs/alice/web/tasks/1"`}},
+		{"/sql", []string{`<label for="q">Query</label>`, "SELECT count(*) FROM task_events"}},
+	}
+	for _, tc := range cases {
+		code, body := c.get(t, tc.path)
+		if code != http.StatusOK {
+			t.Errorf("GET %s: %d\n%s", tc.path, code, body)
+			continue
+		}
+		mustContain(t, tc.path, body, tc.wants...)
+		checkAccessible(t, tc.path, body)
+	}
+	// Filters leave the others out.
+	_, body := c.get(t, "/jobs?user=bob")
+	if strings.Contains(body, "/jobs/alice/web") {
+		t.Error("/jobs?user=bob lists alice's job")
+	}
+	_, body = c.get(t, "/jobs/alice/web?state=running")
+	if strings.Contains(body, "/jobs/alice/web/tasks/1\"") {
+		t.Error("the running filter lists pending task 1")
+	}
+}
+
+func TestBadInputNamesTheField(t *testing.T) {
+	c := openCell(t, smallCell())
+	cases := []struct {
+		path string
+		code int
+		want string
+	}{
+		{"/jobs?offset=-1", 400, "offset: &#34;-1&#34; is not a non-negative integer"},
+		{"/jobs?state=sleeping", 400, "state: &#34;sleeping&#34; is not one of pending, running, dead"},
+		{"/jobs?selector=team%3D%3D%3D", 400, "selector"},
+		{"/jobs/alice/nope", 404, "alice/nope does not exist"},
+		{"/jobs/alice/web/tasks/x", 400, "index: &#34;x&#34; is not a task index"},
+		{"/jobs/alice/web/tasks/7", 404, "task alice/web/7 does not exist"},
+		{"/jobs/alice/web/tasks/0?range=2y", 400, "range: &#34;2y&#34;"},
+		{"/jobs/alice/web?state=odd", 400, "state: &#34;odd&#34; is not a task state"},
+		{"/machines/m9", 404, "machine &#34;m9&#34; is not registered"},
+		{"/events?job=web", 400, "job: name its user too"},
+		{"/sql?q=SELECT+1&format=xml", 400, "format: only csv"},
+		{"/nowhere", 404, "no page at /nowhere"},
+	}
+	for _, tc := range cases {
+		code, body := c.get(t, tc.path)
+		if code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("GET %s: %d, want %d with %q\n%s", tc.path, code, tc.code, tc.want, body)
+		}
+	}
+}
+
+func TestSQLWithoutInfrastoreSaysSo(t *testing.T) {
+	c := openCell(t, smallCell())
+	code, body := c.get(t, "/sql?q=SELECT+count(*)+FROM+task_events")
+	if code != http.StatusNotImplemented {
+		t.Fatalf("status %d, want 501", code)
+	}
+	mustContain(t, "sql", body, "this master runs no Infrastore", "start it with one")
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	if _, err := webui.New(webui.Config{}); err == nil || !strings.Contains(err.Error(), "config.api") {
+		t.Errorf("New without an API: %v", err)
+	}
+	c := openCell(t, smallCell())
+	if _, err := webui.New(webui.Config{API: c.svc}); err == nil || !strings.Contains(err.Error(), "config.cell") {
+		t.Errorf("New without a cell: %v", err)
+	}
+}
+
+// TestEventStream reads the live log as server-sent events: the events
+// after the position asked for, then one appended while it watches.
+func TestEventStream(t *testing.T) {
+	c := openCell(t, smallCell())
+	srv := httptest.NewServer(c.ui)
+	defer srv.Close()
+	head, err := c.store.Head(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events/stream?type=MachineDown", nil)
+	req.Header.Set("Last-Event-ID", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	lines := bufio.NewScanner(resp.Body)
+	next := func() string {
+		for lines.Scan() {
+			if l := lines.Text(); strings.HasPrefix(l, "data: ") {
+				return l
+			}
+		}
+		t.Fatalf("stream ended: %v", lines.Err())
+		return ""
+	}
+	if l := next(); !strings.Contains(l, `"type":"MachineDown"`) || !strings.Contains(l, `"href":"/machines/m2"`) {
+		t.Errorf("first event %s, want m2's MachineDown", l)
+	}
+	_, err = c.store.Append(context.Background(), events.AppendRequest{ExpectedPosition: head, Events: []events.Event{
+		events.New(events.MachineStream("m1"), t0.Add(time.Hour), &events.MachineDown{Machine: "m1", Reason: "unplugged"}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := next(); !strings.Contains(l, fmt.Sprintf(`"position":%d`, head+1)) || !strings.Contains(l, "unplugged") {
+		t.Errorf("live event %s, want the one appended at %d", l, head+1)
+	}
+}
+
+// checkAccessible checks what every page promises: labelled form controls,
+// scoped header cells, one h1, and no duplicate ids.
+func checkAccessible(t *testing.T, what, body string) {
+	t.Helper()
+	doc, err := html.Parse(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	attr := func(n *html.Node, k string) (string, bool) {
+		for _, a := range n.Attr {
+			if a.Key == k {
+				return a.Val, true
+			}
+		}
+		return "", false
+	}
+	labels, ids := map[string]bool{}, map[string]int{}
+	var controls []string
+	h1 := 0
+	var walk func(n *html.Node, inThead bool)
+	walk = func(n *html.Node, inThead bool) {
+		if n.Type == html.ElementNode {
+			if id, ok := attr(n, "id"); ok {
+				ids[id]++
+			}
+			switch n.Data {
+			case "label":
+				if f, ok := attr(n, "for"); ok {
+					labels[f] = true
+				}
+			case "input", "select", "textarea":
+				if typ, _ := attr(n, "type"); typ != "hidden" && typ != "submit" {
+					id, _ := attr(n, "id")
+					controls = append(controls, id)
+				}
+			case "th":
+				if _, ok := attr(n, "scope"); !ok {
+					t.Errorf("%s: a <th> without scope", what)
+				}
+			case "h1":
+				h1++
+			case "thead":
+				inThead = true
+			case "td":
+				if inThead {
+					t.Errorf("%s: a <td> in a <thead>", what)
+				}
+			case "img":
+				if _, ok := attr(n, "alt"); !ok {
+					t.Errorf("%s: an <img> without alt", what)
+				}
+			}
+		}
+		for ch := n.FirstChild; ch != nil; ch = ch.NextSibling {
+			walk(ch, inThead)
+		}
+	}
+	walk(doc, false)
+	for _, id := range controls {
+		if id == "" || !labels[id] {
+			t.Errorf("%s: a form control %q has no <label for>", what, id)
+		}
+	}
+	for id, n := range ids {
+		if n > 1 {
+			t.Errorf("%s: id %q is used %d times", what, id, n)
+		}
+	}
+	if h1 != 1 {
+		t.Errorf("%s: %d <h1>, want 1", what, h1)
+	}
+}
