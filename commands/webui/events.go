@@ -254,4 +254,3 @@ func (s *sseStream) SendMsg(m any) error {
 }
 
 var _ apipb.Cell_WatchServer = (*sseStream)(nil)
-
