@@ -100,7 +100,7 @@ FROM (
 	SELECT i, i // 10 AS task, i % 10 AS k,
 		CASE i % 10 WHEN 0 THEN 0 WHEN 1 THEN 1 WHEN 2 THEN 2 WHEN 3 THEN 0 WHEN 4 THEN 1 WHEN 5 THEN 8
 			WHEN 6 THEN 3 WHEN 7 THEN 0 WHEN 8 THEN 1 ELSE (CASE WHEN hash(i // 10) % 4 = 0 THEN 5 ELSE 4 END) END AS code,
-		[0, 1, 3, 4, 6, 9, 10, 11][1 + hash(i // 1000, 5) % 8]::INTEGER AS prio
+		[0, 1, 3, 4, 6, 9, 10, 11][(1 + hash(i // 1000, 5) % 8)::BIGINT]::INTEGER AS prio
 	FROM range(` + "10000000" + `) t(i)
 )`
 
@@ -124,7 +124,7 @@ SELECT
 FROM (
 	SELECT i, i // ` + "720" + ` AS task, i % ` + "720" + ` AS w,
 		(250 * (1 + hash(i // 72000, 3) % 8))::BIGINT AS cpu_milli, 0.25 * (1 + hash(i // 72000, 3) % 8) AS cpu,
-		[0, 1, 3, 4, 6, 9, 10, 11][1 + hash(i // 72000, 5) % 8]::INTEGER AS prio
+		[0, 1, 3, 4, 6, 9, 10, 11][(1 + hash(i // 72000, 5) % 8)::BIGINT]::INTEGER AS prio
 	FROM range(` + "7200000" + `) t(i)
 )`
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,4 +219,89 @@ func TestRunIsExclusive(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+func TestReadOnlyOpen(t *testing.T) {
+	ctx := context.Background()
+	evs := simulate(10, 5)
+	store := newSQLiteLog(t, evs)
+	s := openStore(t, Options{})
+	if _, err := s.CatchUp(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	path := s.Path()
+	s.Close()
+
+	ro, err := Open(ctx, path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if p, err := ro.Position(ctx); err != nil || p != int64(len(evs)) {
+		t.Errorf("Position = %d, %v; want %d", p, err, len(evs))
+	}
+	res, err := ro.Query(ctx, `SELECT count(*) FROM events`, 0)
+	if err != nil || fmt.Sprint(res.Rows[0][0]) != fmt.Sprint(len(evs)) {
+		t.Errorf("query on a read-only file: %v, %v", res, err)
+	}
+	if _, err := ro.Bill(ctx, BillRequest{From: t0, To: t0.Add(time.Hour)}); err != nil {
+		t.Errorf("bill on a read-only file: %v", err)
+	}
+	if _, err := ro.CatchUp(ctx, store); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("CatchUp: %v, want ErrReadOnly", err)
+	}
+	if _, err := ro.ImportGoogleTrace(ctx, t.TempDir()); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("ImportGoogleTrace: %v, want ErrReadOnly", err)
+	}
+}
+
+func TestOpenInvalid(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		path string
+		opts Options
+		want string
+	}{
+		{"", Options{}, "path: must not be empty"},
+		{":memory:", Options{}, "path: \":memory:\" must name a file"},
+		{"x.duckdb?access_mode=READ_WRITE", Options{}, "must name a file"},
+		{"x.duckdb", Options{Threads: -1}, "threads: must not be negative"},
+	} {
+		if _, err := Open(ctx, c.path, c.opts); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%q) = %v, want ErrInvalid with %q", c.path, err, c.want)
+		}
+	}
+}
+
+// TestSchemaChangeNeedsRebuild stores an older schema version: the ingester
+// refuses to run until Rebuild re-derives the file.
+func TestSchemaChangeNeedsRebuild(t *testing.T) {
+	ctx := context.Background()
+	evs := simulate(11, 5)
+	store := newSQLiteLog(t, evs)
+	s := openStore(t, Options{})
+	if _, err := s.CatchUp(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	want := digest(t, s)
+	if _, err := s.db.ExecContext(ctx, `UPDATE ingest_state SET schema_version = 0`); err != nil {
+		t.Fatal(err)
+	}
+	path := s.Path()
+	s.Close()
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.CatchUp(ctx, store); !errors.Is(err, ErrRebuildNeeded) {
+		t.Fatalf("CatchUp on an old schema: %v, want ErrRebuildNeeded", err)
+	}
+	if _, err := s.Rebuild(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	compareDigests(t, digest(t, s), want)
+	if _, err := s.CatchUp(ctx, store); err != nil {
+		t.Errorf("CatchUp after rebuild: %v", err)
+	}
 }

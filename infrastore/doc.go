@@ -1,0 +1,139 @@
+// Package infrastore is a cell's analytical store: every event of the log,
+// and tables derived from them, in one DuckDB file, for SQL debugging,
+// capacity planning, state at any time T and usage-based bills. It also
+// loads the public Google cluster trace as a cell's history.
+//
+// It owns the DuckDB file and everything in it. It is derived data: the log
+// is the truth, and Rebuild recreates the file from it at any time (a schema
+// change is always met by a rebuild). Only this package (and cmd/) imports
+// DuckDB.
+//
+// # Using it
+//
+//  1. Open(ctx, path, Options{}) opens or creates the file.
+//  2. Run(ctx, store) tails the cell's events.Store from the stored position
+//     until ctx ends; CatchUp applies up to the head and returns. Only one
+//     ingester runs at a time (ErrBusy).
+//  3. Query(ctx, sql, timeout) answers read-only SQL; Result.WriteTable,
+//     WriteCSV and WriteJSON print the answer.
+//  4. Bill(ctx, BillRequest{From, To, GroupBy, Rates}) prices a period;
+//     Bill.Export writes it as csv, json or parquet.
+//  5. ImportGoogleTrace(ctx, dir) loads clusterdata-2011-2 task_events and
+//     job_events; Rebuild(ctx, store) re-derives everything from the log.
+//  6. WaitPosition(ctx, p) waits until position p is applied, so a client
+//     can read its own writes.
+//
+// # Invariants
+//
+//   - Exactly once: each batch of events is applied, with the last position
+//     applied (ingest_state.position), in one DuckDB transaction. After any
+//     crash, the file holds positions 1..p exactly once, and ingestion
+//     resumes at p+1. Batches are checked to continue the log with no gap.
+//   - Rows are appended with DuckDB's appender, never inserted one by one.
+//   - Within a source, position orders rows as they happened (the log's
+//     order, or the trace files' order); the state at a time is the last
+//     row at or before it by position, so equal times are never ambiguous.
+//   - Billing quantities are exact decimals computed once per usage window
+//     at ingestion; a bill is a plain sum of them, so it reconciles exactly
+//     with task_usage and a closed period always exports the same bytes.
+//   - Queries cannot write, read files, load extensions or change settings:
+//     see Query.
+//   - The ingester never stops on an odd event: an event that names an
+//     unknown job or task still gets its rows, with NULLs where nothing is
+//     known. Only a log gap or a DuckDB failure stops it.
+//
+// # Tables
+//
+// Times: events.time and events.recorded_at are TIMESTAMPs (UTC); every
+// other time column is BIGINT microseconds since the Unix epoch, as in the
+// Google trace (make_timestamp(time) converts). Rows from the log have
+// source = 'log'; rows of an imported trace have source =
+// 'google-clusterdata-2011-2', the trace's units (normalised resources,
+// hashed names) and its relative times.
+//
+// events: one row per log position: position, time, recorded_at, type,
+// schema_version, stream, stream_version, actor, causation_id,
+// correlation_id, idempotency_key, payload (JSON from protojson with proto
+// field names; 64-bit integers are JSON strings, so cast them:
+// (payload->>'$.spec.resources.cpu_milli')::BIGINT).
+//
+// task_events: the thirteen columns of the trace's task_events, in its
+// order: time, missing_info, job, task_index, machine, event_type (0 SUBMIT,
+// 1 SCHEDULE, 2 EVICT, 3 FAIL, 4 FINISH, 5 KILL, 6 LOST, 7 UPDATE_PENDING,
+// 8 UPDATE_RUNNING, from events.TraceCodeOf), user, scheduling_class (0-3),
+// priority, cpu_request (cores), memory_request (bytes), disk_request
+// (bytes), different_machines_restriction; then source, position, type (the
+// corral event type), state after the event (pending, running, evicted,
+// failed, finished, killed, lost), spec_version, reason, exit_code, message.
+// A job is (user, job). The requests are the limits of the spec version the
+// task runs, with its index's override. A FAIL the agent restarts in place
+// leaves the task running.
+//
+// job_events: the trace's time, missing_info, job, event_type (SUBMIT,
+// UPDATE_PENDING, KILL, FINISH), user, scheduling_class, job_name,
+// logical_job_name; then source, position, type, spec_version, priority,
+// task_count, reason.
+//
+// machine_events: the trace's time, machine, event_type (0 ADD for
+// MachineRegistered and MachineUp, 1 REMOVE for MachineDown and
+// MachineRemoved, 2 UPDATE for MachineUpdated and MachineDrainSet),
+// platform_id, cpus (cores), memory (bytes); then source, position, type,
+// address, cpu_milli, memory_bytes, disk_bytes, ports, gpu_milli,
+// attributes, state (up, down, removed), draining, reason: the machine's
+// whole state after the event.
+//
+// task_usage: one row per task per usage window (start_time, end_time):
+// job, task_index, machine, user, source, position, spec_version,
+// spec_position (the job_specs row in force), priority, band; what the
+// agent measured: cpu_core_seconds, memory_mean_bytes, memory_max_bytes,
+// disk_bytes, memory_byte_seconds (exact); the limit in force
+// (cpu_limit_milli, memory_limit_bytes, disk_limit_bytes: the spec version
+// the task runs, with its index's override) and the reservation in force
+// (cpu_/memory_/disk_reservation_*: the master's last ReservationEstimated
+// for the task since it was placed or its spec changed, else the limit);
+// and the billing quantities of the window as DECIMAL(18,9), rounded half
+// up once: cpu_limit_core_hours, cpu_reservation_core_hours,
+// cpu_usage_core_hours, memory_limit_gib_hours,
+// memory_reservation_gib_hours, memory_usage_gib_hours,
+// disk_usage_gib_hours.
+//
+// scheduling_decisions: one row per TaskScheduled: time, position, user,
+// job, task_index, machine, spec_version, score, machines_examined,
+// preemptions, preempted (user/job/index of each), alloc_index,
+// machine_version.
+//
+// job_specs: every spec version of every job: position, time, user, job,
+// spec_version, priority, band, scheduling_class, task_count, cpu_milli,
+// memory_bytes, disk_bytes, ports, gpu_milli, labels, appclass, command,
+// spec (JSON).
+//
+// jobs, tasks, machines: the current state, one row per entity, with the
+// position of the last event that changed it. jobs: spec in force, status
+// (running, killed, finished), submit_time, end_time. tasks: state, machine,
+// spec_version, band, limits, reservation (reservation_estimated false: the
+// reservation is the limit), restarts, pid, last event_type. machines:
+// capacity, attributes, state, draining.
+//
+// ingest_state: schema_version and the last position applied.
+//
+// # State at a time
+//
+// The table macros tasks_at(ts), machines_at(ts) and jobs_at(ts) take a
+// TIMESTAMP, or a string DuckDB casts to one, and return what was in force
+// then: tasks pending or running with their machine and requests, machines
+// not removed (up or down), and jobs submitted and not ended with the spec
+// version in force. For a trace, pass its microseconds:
+// tasks_at(make_timestamp(3600000000)) is an hour in.
+//
+//	SELECT state, count(*) FROM tasks_at('2026-03-16 12:00:00') GROUP BY ALL;
+//	SELECT machine, state FROM machines_at(now()::TIMESTAMP - INTERVAL 1 DAY);
+//
+// # Bills
+//
+// Bill groups task_usage by user, job (user/job) or label:KEY (the label of
+// the spec version the task ran) and by priority band (monitoring,
+// production, batch, best-effort; "unknown" for usage of jobs never seen).
+// A window belongs to the period it starts in. The rate table (DefaultRates,
+// or ParseRates/LoadRates from JSON or YAML) prices each band on its basis:
+// limit, reservation or usage.
+package infrastore
