@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,8 +47,10 @@ type LinkConfig struct {
 type LinkStats struct {
 	mu        sync.Mutex
 	Intervals []time.Duration // between consecutive successful polls of a machine
-	Polls     atomic.Int64
-	Failures  atomic.Int64
+	Polls     atomic.Int64    // answered
+	Failures  atomic.Int64    // not answered
+	Reports   atomic.Int64    // reports sent through the write path
+	Unchanged atomic.Int64    // reports not sent: they would have changed nothing
 }
 
 func (s *LinkStats) interval(d time.Duration) {
@@ -66,22 +70,34 @@ func (s *LinkStats) Snapshot() []time.Duration {
 // its connection, its last report, missed polls, acknowledged events and the
 // usage accumulated toward the next window.
 type link struct {
-	cfg LinkConfig
-	m   *Master
-	mu  sync.Mutex
-	by  map[string]*machineLink
+	cfg   LinkConfig
+	m     *Master
+	mu    sync.Mutex // guards by and gen
+	by    map[string]*machineLink
+	gen   uint64        // of the last refresh, to find machines removed from the cell
+	freed chan struct{} // a poll ended: the loop may start another
 }
 
 type machineLink struct {
-	mu          sync.Mutex // one poll at a time
-	name        string
-	address     string
-	client      *agent.Client
-	version     int64 // the machine version last acted on
-	last        *agentpb.AgentState
+	name string
+	// Read by the loop without taking mu.
+	busy      atomic.Bool                 // a poll is in flight
+	next      atomic.Int64                // when the next poll is due, Unix nanoseconds
+	polledVer atomic.Int64                // the machine version the last requests were computed against
+	info      atomic.Pointer[machineInfo] // as the projection has it
+	seen      uint64                      // the refresh that last found it; under link.mu
+
+	mu      sync.Mutex // held by the poll in flight
+	address string     // the client's
+	client  *agent.Client
+	last    *agentpb.AgentState
+	// synced: last's events and ended tasks are in the log, so an ended
+	// task placed here again is a new placement and is started.
+	synced      bool
 	lastOK      time.Time
 	misses      int
-	acked       uint64
+	acked       uint64 // the agent's events up to here are in the log
+	dropped     uint64 // the agent's count of dropped events, as last seen
 	reqSeq      int64
 	usage       map[projections.TaskKey]*usageAcc
 	windowStart time.Time
@@ -115,7 +131,7 @@ func Link(cfg LinkConfig) func(ctx context.Context, m *Master) {
 		cfg.Dial = func(addr string) (*agent.Client, error) { return agent.Dial(addr) }
 	}
 	return func(ctx context.Context, m *Master) {
-		l := &link{cfg: cfg, m: m, by: map[string]*machineLink{}}
+		l := &link{cfg: cfg, m: m, by: map[string]*machineLink{}, freed: make(chan struct{}, 1)}
 		defer l.close()
 		l.run(ctx)
 	}
@@ -137,40 +153,66 @@ type machineInfo struct {
 	down          bool
 }
 
+// run starts each machine's poll when it is due: an interval after the
+// previous one started, whether it was answered or not (so K misses take K
+// intervals), or at once when the machine's placements changed. At most
+// Concurrency polls are in flight; a machine whose poll is still in flight
+// is not polled again.
 func (l *link) run(ctx context.Context) {
 	sem := make(chan struct{}, l.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	tick := time.NewTicker(l.cfg.Interval / 4)
-	defer tick.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var (
+		mls      []*machineLink
+		position = int64(-1)
+		first    int // where a round starts: a full semaphore must not always leave out the same machines
+	)
 	for {
 		woken := l.m.applied.Wait()
-		var machines []machineInfo
-		l.m.View(func(s *projections.State) {
-			for _, m := range s.Machines {
-				machines = append(machines, machineInfo{m.Name, m.Address, m.Version, m.State == projections.MachineDown})
+		mls, position = l.refresh(mls, position)
+		now := time.Now().UnixNano()
+		wake := now + int64(l.cfg.Interval)
+		full := false
+		for i := range mls {
+			ml := mls[(first+i)%len(mls)]
+			due := ml.next.Load()
+			if ml.busy.Load() {
+				wake = min(wake, due)
+				continue
 			}
-		})
-		now := time.Now()
-		for _, mi := range machines {
-			ml := l.machine(mi)
-			ml.mu.Lock()
-			due := now.Sub(ml.lastOK) >= l.cfg.Interval || (ml.version != mi.version && !mi.down)
-			ml.mu.Unlock()
-			if !due {
+			mi := ml.info.Load()
+			if now < due && (mi.down || mi.version == ml.polledVer.Load()) {
+				wake = min(wake, due)
 				continue
 			}
 			select {
 			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
+			default:
+				full = true
+				first = (first + i) % len(mls)
 			}
+			if full {
+				break
+			}
+			ml.busy.Store(true)
 			wg.Add(1)
-			go func(ml *machineLink, mi machineInfo) {
+			go func() {
 				defer wg.Done()
-				defer func() { <-sem }()
-				l.poll(ctx, ml, mi)
-			}(ml, mi)
+				l.poll(ctx, ml)
+				ml.busy.Store(false)
+				<-sem
+				select {
+				case l.freed <- struct{}{}:
+				default:
+				}
+			}()
+		}
+		timer.Reset(time.Duration(max(wake-now, int64(time.Millisecond))))
+		var freed <-chan struct{}
+		if full {
+			freed = l.freed
 		}
 		select {
 		case <-ctx.Done():
@@ -183,76 +225,98 @@ func (l *link) run(ctx context.Context) {
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-		case <-tick.C:
+		case <-timer.C:
+		case <-freed:
 		}
 	}
 }
 
-func (l *link) machine(mi machineInfo) *machineLink {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ml := l.by[mi.name]
-	if ml == nil {
-		ml = &machineLink{name: mi.name, usage: map[projections.TaskKey]*usageAcc{}, windowStart: time.Now()}
-		l.by[mi.name] = ml
-	}
-	if ml.address != mi.address && ml.mu.TryLock() {
-		if ml.client != nil {
-			ml.client.Close()
-			ml.client = nil
+// refresh brings the link's machines up to the projection when the log
+// moved since position. It allocates nothing for machines that did not
+// change, so a large cell costs one pass over its machines per refresh.
+func (l *link) refresh(mls []*machineLink, position int64) ([]*machineLink, int64) {
+	l.m.View(func(s *projections.State) {
+		if s.Position == position {
+			return
 		}
-		ml.address = mi.address
-		ml.mu.Unlock()
-	}
-	return ml
+		position = s.Position
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.gen++
+		added := false
+		for _, m := range s.Machines {
+			ml := l.by[m.Name]
+			if ml == nil {
+				ml = &machineLink{name: m.Name, usage: map[projections.TaskKey]*usageAcc{}, windowStart: time.Now()}
+				l.by[m.Name] = ml
+				added = true
+			}
+			ml.seen = l.gen
+			down := m.State == projections.MachineDown
+			if cur := ml.info.Load(); cur == nil || cur.address != m.Address || cur.version != m.Version || cur.down != down {
+				ml.info.Store(&machineInfo{name: m.Name, address: m.Address, version: m.Version, down: down})
+			}
+		}
+		removed := false
+		if len(l.by) != len(s.Machines) {
+			for name, ml := range l.by {
+				if ml.seen != l.gen && ml.mu.TryLock() {
+					if ml.client != nil {
+						ml.client.Close()
+						ml.client = nil
+					}
+					ml.mu.Unlock()
+					delete(l.by, name)
+					removed = true
+				}
+			}
+		}
+		if added || removed || len(mls) != len(l.by) {
+			mls = mls[:0]
+			for _, ml := range l.by {
+				mls = append(mls, ml)
+			}
+			slices.SortFunc(mls, func(a, b *machineLink) int { return strings.Compare(a.name, b.name) })
+		}
+	})
+	return mls, position
 }
 
 // poll sends a machine its outstanding requests and records its report.
-func (l *link) poll(ctx context.Context, ml *machineLink, mi machineInfo) {
-	if !ml.mu.TryLock() {
-		return // a poll of this machine is in flight
-	}
+func (l *link) poll(ctx context.Context, ml *machineLink) {
+	ml.mu.Lock()
 	defer ml.mu.Unlock()
+	mi := *ml.info.Load()
+	started := time.Now()
+	ml.next.Store(started.Add(l.cfg.Interval).UnixNano())
+	if ml.client != nil && ml.address != mi.address {
+		ml.client.Close()
+		ml.client = nil
+	}
 	if ml.client == nil {
-		c, err := l.cfg.Dial(ml.address)
+		c, err := l.cfg.Dial(mi.address)
 		if err != nil {
-			l.m.log.Warn("dialing agent", "machine", ml.name, "err", err)
+			l.missed(ctx, ml, mi, fmt.Errorf("dialing %s: %w", mi.address, err))
 			return
 		}
-		ml.client = c
+		ml.client, ml.address = c, mi.address
 	}
 	var reqs []*agentpb.Request
-	if ml.last != nil {
-		reqs = l.requests(ml, mi.name)
+	first := ml.last == nil
+	if !first {
+		reqs = l.requests(ml)
 	}
 	st, err := l.send(ctx, ml, reqs)
-	if err == nil && ml.last == nil {
+	if err == nil && first {
 		// First contact: now that the agent's state is known, send what it
 		// lacks right away.
-		ml.last = st
-		if reqs = l.requests(ml, mi.name); len(reqs) > 0 {
+		ml.last, ml.synced = st, false
+		if reqs = l.requests(ml); len(reqs) > 0 {
 			st, err = l.send(ctx, ml, reqs)
 		}
 	}
-	admin := commands.Meta{Actor: commands.Actor{User: "link", Admin: true}}
 	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		if l.cfg.Stats != nil {
-			l.cfg.Stats.Failures.Add(1)
-		}
-		ml.misses++
-		if ml.misses == l.cfg.MissedPolls && !mi.down {
-			l.m.log.Warn("machine missed its polls", "machine", ml.name, "missed", ml.misses, "err", err)
-			if _, derr := l.m.Do(ctx, commands.ReportAgentState{Meta: admin, Machine: ml.name, Unreachable: true, MissedPolls: int32(ml.misses)}); derr != nil && ctx.Err() == nil {
-				l.m.log.Warn("marking machine down", "machine", ml.name, "err", derr)
-			}
-			ml.last = nil
-		}
-		if ml.misses >= l.cfg.MissedPolls {
-			ml.lastOK = time.Now() // keep trying at the normal interval
-		}
+		l.missed(ctx, ml, mi, err)
 		return
 	}
 	now := time.Now()
@@ -262,29 +326,55 @@ func (l *link) poll(ctx context.Context, ml *machineLink, mi machineInfo) {
 			l.cfg.Stats.interval(now.Sub(ml.lastOK))
 		}
 	}
-	ml.misses, ml.lastOK, ml.last, ml.version = 0, now, st, mi.version
-	report := commands.ReportAgentState{Meta: admin, Machine: ml.name}
-	for _, t := range st.Tasks {
-		report.Tasks = append(report.Tasks, commands.AgentTask{
-			Task:        projections.TaskKey{User: t.Task.GetUser(), Job: t.Task.GetJob(), Index: t.Task.GetIndex()},
-			SpecVersion: t.SpecVersion, State: commands.AgentTaskState(t.State), Pid: t.Pid, ExitCode: t.ExitCode,
-			Signal: t.Signal, Restarts: t.Restarts, Reason: t.Reason, Message: t.Message,
-		})
-	}
+	ml.misses, ml.lastOK, ml.last, ml.synced = 0, now, st, false
 	l.accumulate(ml, st)
-	if now.Sub(ml.windowStart) >= l.cfg.UsageWindow {
+	var usage []commands.UsageWindow
+	windowDue := now.Sub(ml.windowStart) >= l.cfg.UsageWindow
+	if windowDue {
 		if w := l.window(ml); len(w.Tasks) > 0 {
-			report.Usage = append(report.Usage, w)
+			usage = append(usage, w)
 		}
-		ml.windowStart = now
 	}
-	if _, err := l.m.Do(ctx, report); err != nil {
+	if err := l.record(ctx, ml, st, reqs, usage); err != nil {
 		if ctx.Err() == nil {
 			l.m.log.Warn("recording an agent's report", "machine", ml.name, "err", err)
 		}
+		return // the events stay unacknowledged: the next poll brings them again
+	}
+	if windowDue {
+		ml.usage, ml.windowStart = map[projections.TaskKey]*usageAcc{}, now
+	}
+	ml.synced, ml.acked, ml.dropped = true, st.LastEventSeq, st.EventsDropped
+}
+
+// missed counts a poll that got no answer. K in a row mark the machine
+// down and its tasks lost; the link keeps polling it at the normal interval.
+func (l *link) missed(ctx context.Context, ml *machineLink, mi machineInfo, err error) {
+	if ctx.Err() != nil {
 		return
 	}
-	ml.acked = st.LastEventSeq
+	if l.cfg.Stats != nil {
+		l.cfg.Stats.Failures.Add(1)
+	}
+	ml.misses++
+	// The next poll gets a fresh connection: a failed one reconnects with a
+	// growing backoff, which would hide an agent that is back.
+	if ml.client != nil {
+		ml.client.Close()
+		ml.client = nil
+	}
+	if ml.misses < l.cfg.MissedPolls {
+		return
+	}
+	if !mi.down {
+		l.m.log.Warn("machine missed its polls", "machine", ml.name, "missed", ml.misses, "err", err)
+		admin := commands.Meta{Actor: commands.Actor{User: "link", Admin: true}}
+		if _, derr := l.m.Do(ctx, commands.ReportAgentState{Meta: admin, Machine: ml.name, Unreachable: true, MissedPolls: int32(ml.misses)}); derr != nil && ctx.Err() == nil {
+			l.m.log.Warn("marking machine down", "machine", ml.name, "err", derr)
+		}
+	}
+	// When it answers again, it is a first contact.
+	ml.last, ml.synced = nil, false
 }
 
 func (l *link) send(ctx context.Context, ml *machineLink, reqs []*agentpb.Request) (*agentpb.AgentState, error) {
@@ -298,46 +388,236 @@ func (l *link) send(ctx context.Context, ml *machineLink, reqs []*agentpb.Reques
 	return st, err
 }
 
+// record turns one reply into ReportAgentState commands, in this order:
+//
+//  1. Starts the agent refused (a spec it cannot run): each a failure of the
+//     task, so the restart policy decides, rather than a task left
+//     scheduled for ever.
+//  2. Each event the agent reports, alone, as the task's state at that
+//     moment: a task that failed and restarted three times between two
+//     polls has three failures in the log, not one, and its restarts count
+//     against max_restarts. Each carries the idempotency key
+//     link/<machine>/<seq>/<time>: a new leader does not know what the
+//     last one recorded but did not acknowledge. Events up to a start the
+//     projection has are skipped (recordedStarts); the store drops the
+//     rest of what would be recorded twice.
+//  3. The full state (Borg §3.3: full state, so a lost reply costs
+//     nothing), with the usage window when one closed. Ended tasks are in
+//     it only when the agent dropped events: otherwise their events said it
+//     all, and the status of a task that ended before being placed here
+//     again would end the new placement.
+//
+// A command the projection says changes nothing is not sent: a steady
+// machine costs no write.
+func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentState, reqs []*agentpb.Request, usage []commands.UsageWindow) error {
+	admin := commands.Meta{Actor: commands.Actor{User: "link", Admin: true}}
+	// Every task the agent has, as news of nothing (a task in a report is
+	// not lost, and "starting" records nothing); each event overrides one.
+	neutral := make([]commands.AgentTask, len(st.Tasks))
+	index := make(map[projections.TaskKey]int, len(st.Tasks))
+	for i, ts := range st.Tasks {
+		k := keyOf(ts.Task)
+		neutral[i] = commands.AgentTask{Task: k, SpecVersion: ts.SpecVersion, State: commands.AgentStarting}
+		index[k] = i
+	}
+	one := func(at commands.AgentTask) []commands.AgentTask {
+		tasks := slices.Clone(neutral)
+		if i, ok := index[at.Task]; ok {
+			tasks[i] = at
+		} else {
+			tasks = append(tasks, at)
+		}
+		return tasks
+	}
+
+	starts := map[string]*agentpb.StartTask{}
+	for _, r := range reqs {
+		if s := r.GetStart(); s != nil {
+			starts[r.Id] = s
+		}
+	}
+	for _, res := range st.Results {
+		s := starts[res.Id]
+		if res.Error == "" || s == nil {
+			continue
+		}
+		l.m.log.Warn("the agent refused a start", "machine", ml.name, "task", agent.TaskKey(s.Task), "err", res.Error)
+		at := commands.AgentTask{Task: keyOf(s.Task), SpecVersion: s.SpecVersion, State: commands.AgentFailed, ExitCode: -1,
+			Reason: agent.ReasonStartFailed, Message: "the agent refused to start it: " + res.Error}
+		if err := l.do(ctx, commands.ReportAgentState{Meta: admin, Machine: ml.name, Tasks: one(at)}); err != nil {
+			return err
+		}
+	}
+
+	recorded := l.recordedStarts(ml.name, st.Events)
+	for _, ev := range st.Events {
+		if ev.Seq <= ml.acked || ev.Seq <= recorded[keyOf(ev.Task)] {
+			continue
+		}
+		at, ok := eventTask(ev)
+		if !ok {
+			continue
+		}
+		meta := admin
+		meta.RequestID = fmt.Sprintf("link/%s/%d/%d", ml.name, ev.Seq, ev.TimeUs)
+		if err := l.do(ctx, commands.ReportAgentState{Meta: meta, Machine: ml.name, Tasks: one(at)}); err != nil {
+			return err
+		}
+	}
+
+	fallback := st.EventsDropped > ml.dropped
+	if fallback {
+		l.m.log.Warn("the agent dropped events; recording from its full state", "machine", ml.name, "dropped", st.EventsDropped-ml.dropped)
+	}
+	full := commands.ReportAgentState{Meta: admin, Machine: ml.name, Tasks: make([]commands.AgentTask, 0, len(st.Tasks)), Usage: usage}
+	for _, ts := range st.Tasks {
+		if ended(ts.State) && !fallback {
+			full.Tasks = append(full.Tasks, neutral[index[keyOf(ts.Task)]])
+			continue
+		}
+		full.Tasks = append(full.Tasks, commands.AgentTask{Task: keyOf(ts.Task), SpecVersion: ts.SpecVersion,
+			State: commands.AgentTaskState(ts.State), Pid: ts.Pid, ExitCode: ts.ExitCode, Signal: ts.Signal,
+			Restarts: ts.Restarts, Reason: ts.Reason, Message: ts.Message})
+	}
+	return l.do(ctx, full)
+}
+
+// recordedStarts finds, for each task with events, the start the
+// projection already has (the task runs here with that pid): that event and
+// every earlier one of the task are in the log, whatever was acknowledged.
+// A new leader's first poll gets back what the last leader recorded but did
+// not acknowledge; this spares the store most of those duplicates.
+func (l *link) recordedStarts(machine string, evs []*agentpb.AgentEvent) map[projections.TaskKey]uint64 {
+	if len(evs) == 0 {
+		return nil
+	}
+	out := map[projections.TaskKey]uint64{}
+	l.m.View(func(s *projections.State) {
+		for _, ev := range evs {
+			if ev.Kind != agentpb.EventKind_EVENT_KIND_STARTED {
+				continue
+			}
+			k := keyOf(ev.Task)
+			if t := s.Task(k.User, k.Job, k.Index); t != nil && t.State == projections.TaskRunning && t.Machine == machine && t.Pid == ev.Pid {
+				out[k] = ev.Seq
+			}
+		}
+	})
+	return out
+}
+
+// do sends a report through the write path unless, decided against the
+// projection now, it would append nothing.
+func (l *link) do(ctx context.Context, cmd commands.ReportAgentState) error {
+	news := true
+	l.m.View(func(s *projections.State) {
+		evs, err := commands.Decide(s, cmd, commands.ClockFunc(time.Now))
+		news = err != nil || len(evs) > 0
+	})
+	if l.cfg.Stats != nil {
+		if news {
+			l.cfg.Stats.Reports.Add(1)
+		} else {
+			l.cfg.Stats.Unchanged.Add(1)
+		}
+	}
+	if !news {
+		return nil
+	}
+	_, err := l.m.Do(ctx, cmd)
+	return err
+}
+
+// eventTask is an agent event as the task's state at that moment; false
+// for events that need no record (an adoption; a clean exit restarted in
+// place, whose restart the next STARTED shows).
+func eventTask(ev *agentpb.AgentEvent) (commands.AgentTask, bool) {
+	at := commands.AgentTask{Task: keyOf(ev.Task), SpecVersion: ev.SpecVersion, Pid: ev.Pid, ExitCode: ev.ExitCode,
+		Signal: ev.Signal, Restarts: ev.Restarts, Reason: ev.Reason, Message: ev.Message}
+	switch ev.Kind {
+	case agentpb.EventKind_EVENT_KIND_STARTED:
+		at.State = commands.AgentRunning
+	case agentpb.EventKind_EVENT_KIND_FAILED:
+		at.State = commands.AgentFailed
+		if ev.WillRestart {
+			at.State = commands.AgentBackoff
+		}
+		// As agent.EventPayload words it.
+		if ev.Reason != "" && ev.Reason != agent.ReasonExited {
+			at.Message = ev.Reason + ": " + ev.Message
+		}
+	case agentpb.EventKind_EVENT_KIND_FINISHED:
+		if ev.WillRestart {
+			return at, false
+		}
+		at.State = commands.AgentFinished
+	case agentpb.EventKind_EVENT_KIND_EVICTED:
+		at.State = commands.AgentEvicted
+	case agentpb.EventKind_EVENT_KIND_KILLED:
+		at.State = commands.AgentKilled
+	default:
+		return at, false
+	}
+	return at, true
+}
+
+func keyOf(r *events.TaskRef) projections.TaskKey {
+	return projections.TaskKey{User: r.GetUser(), Job: r.GetJob(), Index: r.GetIndex()}
+}
+
+func ended(s agentpb.TaskState) bool {
+	switch s {
+	case agentpb.TaskState_TASK_STATE_FINISHED, agentpb.TaskState_TASK_STATE_FAILED,
+		agentpb.TaskState_TASK_STATE_KILLED, agentpb.TaskState_TASK_STATE_EVICTED:
+		return true
+	}
+	return false
+}
+
 // requests compares what the projection places on the machine with what the
 // agent last reported, and returns the starts, updates and stops that make
 // the agent match. A task placed elsewhere meanwhile (the machine was down)
-// is stopped, so a task never runs twice.
-func (l *link) requests(ml *machineLink, machine string) []*agentpb.Request {
-	reported := map[projections.TaskKey]*agentpb.TaskStatus{}
+// is stopped, so a task never runs twice. A task placed here again after it
+// ended here is started again once its end is in the log.
+func (l *link) requests(ml *machineLink) []*agentpb.Request {
+	reported := make(map[projections.TaskKey]*agentpb.TaskStatus, len(ml.last.GetTasks()))
 	for _, t := range ml.last.GetTasks() {
-		reported[projections.TaskKey{User: t.Task.GetUser(), Job: t.Task.GetJob(), Index: t.Task.GetIndex()}] = t
+		reported[keyOf(t.Task)] = t
 	}
 	id := func() string { ml.reqSeq++; return ml.name + "-" + strconv.FormatInt(ml.reqSeq, 10) }
 	var reqs []*agentpb.Request
 	grace := l.cfg.StopGrace.Milliseconds()
 	l.m.View(func(s *projections.State) {
-		m := s.Machines[machine]
+		m := s.Machines[ml.name]
 		if m == nil {
 			return
 		}
-		wanted := map[projections.TaskKey]bool{}
-		for _, t := range m.Tasks() {
+		ml.polledVer.Store(m.Version)
+		wanted := make(map[projections.TaskKey]bool, m.TaskCount())
+		m.RangeTasks(func(t *projections.Task) bool {
 			k := t.Key()
 			wanted[k] = true
 			ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
 			rep := reported[k]
 			switch {
-			case rep == nil:
+			case rep == nil || (ended(rep.State) && ml.synced):
 				if t.State == projections.TaskScheduled {
 					reqs = append(reqs, agent.StartRequest(id(), ref, t.SpecVersion, TaskSpec(t)))
 				}
 			case rep.SpecVersion < t.SpecVersion && isLive(rep.State):
 				reqs = append(reqs, agent.UpdateRequest(id(), ref, t.SpecVersion, TaskSpec(t)))
 			}
-		}
+			return true
+		})
 		for k, rep := range reported {
 			if wanted[k] {
 				continue
 			}
 			ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
 			if isLive(rep.State) {
-				reqs = append(reqs, agent.StopRequest(id(), ref, "not placed on "+machine+" by the master", grace))
-			} else if rep.State != agentpb.TaskState_TASK_STATE_STOPPING {
+				reqs = append(reqs, agent.StopRequest(id(), ref, "not placed on "+ml.name+" by the master", grace))
+			} else if rep.State != agentpb.TaskState_TASK_STATE_STOPPING && ml.synced {
+				// Its end is in the log: the agent may drop it.
 				reqs = append(reqs, agent.ForgetRequest(id(), ref))
 			}
 		}
@@ -408,7 +688,8 @@ func (l *link) accumulate(ml *machineLink, st *agentpb.AgentState) {
 	}
 }
 
-// window closes the machine's usage window into one UsageWindow.
+// window sums the machine's open usage window into one UsageWindow; the
+// caller starts the next window once this one is recorded.
 func (l *link) window(ml *machineLink) commands.UsageWindow {
 	var w commands.UsageWindow
 	for ref, acc := range ml.usage {
@@ -422,7 +703,6 @@ func (l *link) window(ml *machineLink) commands.UsageWindow {
 		w.Tasks = append(w.Tasks, &events.TaskUsage{User: ref.User, Job: ref.Job, Index: ref.Index,
 			CpuCoreSeconds: acc.cpu, MemoryBytes: int64(acc.memByteSecs / acc.seconds), MemoryMaxBytes: acc.memMax, DiskBytes: acc.disk})
 	}
-	ml.usage = map[projections.TaskKey]*usageAcc{}
 	return w
 }
 

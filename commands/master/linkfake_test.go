@@ -1,0 +1,187 @@
+package master_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/corralhq/corral/agent"
+	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// scriptedAgent is an agent whose tasks the test changes by hand: it starts
+// what it is asked to (validating like the real agent), and otherwise
+// reports what the test set. It can ignore acknowledgements, as if the
+// master that recorded its events died before it could acknowledge them.
+type scriptedAgent struct {
+	agentpb.UnimplementedAgentServer
+	mu         sync.Mutex
+	tasks      map[string]*agentpb.TaskStatus
+	events     []*agentpb.AgentEvent
+	seq        uint64
+	pid        int64
+	ignoreAcks bool
+}
+
+func (c *linkCell) scriptedAgent(name string) *scriptedAgent {
+	c.t.Helper()
+	a := &scriptedAgent{tasks: map[string]*agentpb.TaskStatus{}, pid: 100}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	agentpb.RegisterAgentServer(g, a)
+	go g.Serve(lis)
+	c.t.Cleanup(g.Stop)
+	if _, err := c.m().Do(context.Background(), commands.RegisterMachine{Meta: root, Machine: name, Address: lis.Addr().String(),
+		Capacity: projections.Resources{CPUMilli: 4000, MemoryBytes: 4 * gib, DiskBytes: 10 * gib, Ports: 100}}); err != nil {
+		c.t.Fatal(err)
+	}
+	return a
+}
+
+func (a *scriptedAgent) Poll(ctx context.Context, req *agentpb.PollRequest) (*agentpb.AgentState, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := &agentpb.AgentState{Machine: req.Machine, Epoch: req.Epoch}
+	for _, r := range req.Requests {
+		res := &agentpb.RequestResult{Id: r.Id}
+		switch k := r.Kind.(type) {
+		case *agentpb.Request_Start:
+			res.Task = k.Start.Task
+			if err := agent.ValidateTaskSpec(k.Start.Spec); err != nil {
+				res.Error = fmt.Sprintf("start %s: %v", agent.TaskKey(k.Start.Task), err)
+				break
+			}
+			a.pid++
+			a.tasks[agent.TaskKey(k.Start.Task)] = &agentpb.TaskStatus{Task: k.Start.Task, SpecVersion: k.Start.SpecVersion,
+				State: agentpb.TaskState_TASK_STATE_RUNNING, Pid: a.pid}
+			a.emit(agentpb.EventKind_EVENT_KIND_STARTED, k.Start.Task, a.pid, false)
+		case *agentpb.Request_Stop:
+			if t := a.tasks[agent.TaskKey(k.Stop.Task)]; t != nil {
+				t.State, t.Pid = agentpb.TaskState_TASK_STATE_KILLED, 0
+				a.emit(agentpb.EventKind_EVENT_KIND_KILLED, k.Stop.Task, 0, false)
+			}
+		case *agentpb.Request_Forget:
+			delete(a.tasks, agent.TaskKey(k.Forget.Task))
+		}
+		st.Results = append(st.Results, res)
+	}
+	if !a.ignoreAcks {
+		a.events = slices.DeleteFunc(a.events, func(e *agentpb.AgentEvent) bool { return e.Seq <= req.EventsAcked })
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.tasks)) {
+		st.Tasks = append(st.Tasks, proto.Clone(a.tasks[k]).(*agentpb.TaskStatus))
+	}
+	for _, e := range a.events {
+		st.Events = append(st.Events, proto.Clone(e).(*agentpb.AgentEvent))
+	}
+	st.LastEventSeq = a.seq
+	return st, nil
+}
+
+func (a *scriptedAgent) emit(kind agentpb.EventKind, ref *events.TaskRef, pid int64, willRestart bool) {
+	a.seq++
+	a.events = append(a.events, &agentpb.AgentEvent{Seq: a.seq, TimeUs: time.Now().UnixMicro(), Kind: kind, Task: ref, Pid: pid,
+		ExitCode: map[bool]int32{true: 1}[kind == agentpb.EventKind_EVENT_KIND_FAILED], WillRestart: willRestart})
+}
+
+// fail makes a running task exit 1 and wait to be restarted in place.
+func (a *scriptedAgent) fail(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.tasks[key]
+	a.emit(agentpb.EventKind_EVENT_KIND_FAILED, t.Task, t.Pid, true)
+	t.State, t.Pid, t.ExitCode = agentpb.TaskState_TASK_STATE_BACKOFF, 0, 1
+}
+
+// restart starts a task waiting in backoff again, with a new pid.
+func (a *scriptedAgent) restart(key string) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.tasks[key]
+	a.pid++
+	t.State, t.Pid, t.Restarts = agentpb.TaskState_TASK_STATE_RUNNING, a.pid, t.Restarts+1
+	a.emit(agentpb.EventKind_EVENT_KIND_STARTED, t.Task, t.Pid, false)
+	return t.Pid
+}
+
+func (a *scriptedAgent) setIgnoreAcks(on bool) {
+	a.mu.Lock()
+	a.ignoreAcks = on
+	a.mu.Unlock()
+}
+
+// A new leader gets back, in its first poll, the events the last leader
+// recorded but did not acknowledge. Here the agent never acknowledged a
+// start and a failure; the task waits in backoff, so the projection (task
+// scheduled, no pid) cannot tell whether they were recorded. Each carries
+// its idempotency key: the old leader's replays are answered from its
+// memory, the new leader's by the store, and its projection stays the log's.
+func TestLinkNewLeaderRecordsUnacknowledgedEventsOnce(t *testing.T) {
+	c := newLinkCell(t, testLinkConfig())
+	a := c.scriptedAgent("f0")
+	a.setIgnoreAcks(true)
+	c.submit(c.spec("once", 1, "exec sleep 600"))
+	key := "alice/once/0"
+	count := func(typ string) int { return len(c.events("once", typ)) }
+	eventually(t, 10*time.Second, "started", func() (bool, string) { return count("TaskStarted") == 1, fmt.Sprint(c.tasks("once")) })
+	a.fail(key)
+	eventually(t, 10*time.Second, "failure recorded", func() (bool, string) { return count("TaskFailed") == 1, fmt.Sprint(c.tasks("once")) })
+	time.Sleep(3 * testPoll) // polls replaying both events to the same leader
+	c.stopMaster()
+
+	a.setIgnoreAcks(false)
+	lm := c.startMaster("master2")
+	eventually(t, 10*time.Second, "polled by the new leader", func() (bool, string) {
+		return lm.stats.Polls.Load() >= 3, fmt.Sprint(lm.stats.Polls.Load())
+	})
+	if s, f := count("TaskStarted"), count("TaskFailed"); s != 1 || f != 1 {
+		t.Fatalf("%d TaskStarted, %d TaskFailed after the new leader's polls: want 1 and 1", s, f)
+	}
+	if tv := c.tasks("once")[0]; tv.State != projections.TaskScheduled || tv.Pid != 0 || tv.Restarts != 1 {
+		t.Fatalf("new leader's projection has the task %+v: want scheduled, no pid, 1 restart, as in the log", tv)
+	}
+	// And it goes on: the restart in place is recorded.
+	pid := a.restart(key)
+	eventually(t, 10*time.Second, "restart recorded", func() (bool, string) {
+		tv := c.tasks("once")[0]
+		return tv.State == projections.TaskRunning && tv.Pid == pid, fmt.Sprint(tv)
+	})
+	if s := count("TaskStarted"); s != 2 {
+		t.Errorf("%d TaskStarted, want 2", s)
+	}
+}
+
+// A start the agent refuses (a spec it cannot run) is a failure of the
+// task, with the agent's reason: not a task left scheduled for ever.
+func TestLinkRecordsRefusedStart(t *testing.T) {
+	c := newLinkCell(t, testLinkConfig())
+	c.scriptedAgent("f0")
+	spec := c.spec("refused", 1, "exit 0")
+	spec.Env["CORRAL_JOB"] = "mine" // the agent's own variable
+	spec.Restart = &events.RestartPolicy{Mode: "never"}
+	c.submit(spec)
+	eventually(t, 10*time.Second, "the task failed", func() (bool, string) {
+		tv := c.tasks("refused")[0]
+		return tv.State == projections.TaskDead, fmt.Sprint(tv)
+	})
+	tv := c.tasks("refused")[0]
+	if tv.How != projections.Failed || !strings.Contains(tv.Reason, "refused to start") || !strings.Contains(tv.Reason, "CORRAL_JOB") {
+		t.Fatalf("task %+v: want failed, saying the agent refused CORRAL_JOB", tv)
+	}
+	t.Logf("recorded: %s", tv.Reason)
+}
