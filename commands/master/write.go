@@ -124,6 +124,21 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) {
 	}
 	reqs[0].ExpectedPosition = base
 	results, err := m.store.AppendMany(ctx, reqs)
+	if err == nil && len(results) == 1 && results[0].Duplicate {
+		// A retry the recent cache no longer knew (a new leader's): the
+		// store appended nothing and answered with the first result, so
+		// the speculative applies are undone.
+		if rerr := m.reloadLocked(ctx); rerr != nil {
+			m.log.Error("reloading the state after a duplicate", "err", rerr)
+		}
+		res := Result{First: results[0].First, Last: results[0].Last, Events: int(results[0].Last - results[0].First + 1)}
+		if id := batch[0].op.cmd.Metadata().RequestID; id != "" {
+			m.recent.put(id, res)
+		}
+		res.Duplicate = true
+		batch[0].op.reply(res, nil)
+		return
+	}
 	if err == nil {
 		for i, d := range batch {
 			res := Result{First: results[i].First, Last: results[i].Last, Events: len(d.evs)}
