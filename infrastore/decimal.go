@@ -183,6 +183,7 @@ const maxDecimal18 = 999_999_999_999_999_999
 // scaledRatio returns round(a × b × 10^9 / d), rounded half up, for a, b >= 0
 // (negatives count as 0) and d > 0, clamped to what a DECIMAL(18,9) holds. It
 // works in 128 bits so that a TiB held for a month does not overflow.
+// The hours of task_usage are computed with it.
 func scaledRatio(a, b int64, d uint64) int64 {
 	if a <= 0 || b <= 0 {
 		return 0
@@ -207,17 +208,4 @@ func scaledRatio(a, b int64, d uint64) int64 {
 		return maxDecimal18
 	}
 	return int64(q)
-}
-
-// product128 returns a × b for a, b >= 0 (negatives count as 0) as an int64
-// when it fits, else as a *big.Int: the appender takes either for a HUGEINT.
-func product128(a, b int64) any {
-	if a <= 0 || b <= 0 {
-		return int64(0)
-	}
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi == 0 && lo <= 1<<63-1 {
-		return int64(lo)
-	}
-	return new(big.Int).Mul(big.NewInt(a), big.NewInt(b))
 }

@@ -419,30 +419,81 @@ func (s *Infrastore) appendAll(conn *sql.Conn, ts []tableRows) error {
 	})
 }
 
-// eventsInsert appends to events through a query: the payload arrives as
-// VARCHAR and DuckDB casts it to JSON, which costs far less than the
-// driver's JSON path (it re-encodes every value with encoding/json).
-const eventsInsert = `INSERT INTO events SELECT c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12::JSON FROM appended_data`
+// queryAppend appends to a table through DuckDB's query appender: rows
+// arrive in a temporary table of the given types, and an INSERT ... SELECT
+// fills the table. It is used where that is cheaper than appending every
+// column from Go: constant and derived columns are computed in DuckDB, and a
+// payload that arrives as VARCHAR is cast to JSON there (the driver's JSON
+// path re-encodes every value with encoding/json).
+type queryAppend struct {
+	insert string
+	types  []duckdb.Type
+}
 
-var eventsAppendTypes = []duckdb.Type{
-	duckdb.TYPE_BIGINT, duckdb.TYPE_TIMESTAMP, duckdb.TYPE_TIMESTAMP, duckdb.TYPE_VARCHAR, duckdb.TYPE_INTEGER, duckdb.TYPE_VARCHAR,
-	duckdb.TYPE_BIGINT, duckdb.TYPE_VARCHAR, duckdb.TYPE_VARCHAR, duckdb.TYPE_VARCHAR, duckdb.TYPE_VARCHAR, duckdb.TYPE_VARCHAR,
+const (
+	tBigint  = duckdb.TYPE_BIGINT
+	tInt     = duckdb.TYPE_INTEGER
+	tVarchar = duckdb.TYPE_VARCHAR
+	tDouble  = duckdb.TYPE_DOUBLE
+	tTS      = duckdb.TYPE_TIMESTAMP
+)
+
+// bandSQL is bandOf in SQL.
+func bandSQL(priority string) string {
+	return fmt.Sprintf(`CASE WHEN %[1]s IS NULL THEN NULL WHEN %[1]s >= 11 THEN 'monitoring' WHEN %[1]s >= 9 THEN 'production' `+
+		`WHEN %[1]s >= 2 THEN 'batch' ELSE 'best-effort' END`, priority)
+}
+
+// tHours marks a DECIMAL(18,9) column: Go computes the unscaled value.
+const tHours = duckdb.TYPE_DECIMAL
+
+var queryAppends = map[string]queryAppend{
+	"events": {
+		insert: `INSERT INTO events SELECT c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12::JSON FROM appended_data`,
+		types:  []duckdb.Type{tBigint, tTS, tTS, tVarchar, tInt, tVarchar, tBigint, tVarchar, tVarchar, tVarchar, tVarchar, tVarchar},
+	},
+	// Rows of the log never miss information, never restrict machines.
+	"task_events": {
+		insert: `INSERT INTO task_events SELECT c1, NULL, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, false, '` + SourceLog + `',
+			c12, c13, c14, c15, c16, c17, c18 FROM appended_data`,
+		types: []duckdb.Type{tBigint, tVarchar, tInt, tVarchar, tInt, tVarchar, tInt, tInt, tDouble, tDouble, tDouble,
+			tBigint, tVarchar, tVarchar, tBigint, tVarchar, tInt, tVarchar},
+	},
+	// The band and the byte-seconds of a window are derived here; the
+	// hours come from Go (scaledRatio), which divides faster than DuckDB's
+	// 128-bit integers.
+	"task_usage": {
+		insert: `INSERT INTO task_usage SELECT c1, c2, c3, c4, c5, c6, '` + SourceLog + `', c7, c8, c9, c10, ` + bandSQL("c10") + `,
+			c11, c12, c13, c14, ((greatest(c12, 0)::HUGEINT * greatest(c2 - c1, 0))::DECIMAL(38,0) * 0.000001::DECIMAL(7,6))::DECIMAL(38,6),
+			c15, c16, c17, c18, c19, c20, c21, c22, c23, c24, c25, c26, c27
+		FROM appended_data`,
+		types: []duckdb.Type{tBigint, tBigint, tVarchar, tInt, tVarchar, tVarchar, tBigint, tBigint, tBigint, tInt,
+			tDouble, tBigint, tBigint, tBigint, tBigint, tBigint, tBigint, tBigint, tBigint, tBigint,
+			tHours, tHours, tHours, tHours, tHours, tHours, tHours},
+	},
 }
 
 func newAppender(dc driver.Conn, table string) (*duckdb.Appender, error) {
-	if table != "events" {
+	qa, ok := queryAppends[table]
+	if !ok {
 		return duckdb.NewAppender(dc, "", "", table)
 	}
-	types := make([]duckdb.TypeInfo, len(eventsAppendTypes))
-	names := make([]string, len(eventsAppendTypes))
-	for i, t := range eventsAppendTypes {
-		ti, err := duckdb.NewTypeInfo(t)
+	types := make([]duckdb.TypeInfo, len(qa.types))
+	names := make([]string, len(qa.types))
+	for i, t := range qa.types {
+		var ti duckdb.TypeInfo
+		var err error
+		if t == tHours {
+			ti, err = duckdb.NewDecimalInfo(18, QuantityScale)
+		} else {
+			ti, err = duckdb.NewTypeInfo(t)
+		}
 		if err != nil {
 			return nil, err
 		}
 		types[i], names[i] = ti, fmt.Sprintf("c%d", i+1)
 	}
-	return duckdb.NewQueryAppender(dc, eventsInsert, "", types, names)
+	return duckdb.NewQueryAppender(dc, qa.insert, "", types, names)
 }
 
 func (s *Infrastore) appendTable(dc driver.Conn, t tableRows) (err error) {

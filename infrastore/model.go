@@ -504,9 +504,10 @@ func (m *model) taskEvent(b *batch, k taskKey, ts *taskState, code events.TraceC
 		class, priority = schedulingClass(s.spec), s.spec.GetPriority()
 		cpu, mem, disk = float64(l.GetCpuMilli())/1000, float64(l.GetMemoryBytes()), float64(l.GetDiskBytes())
 	}
+	// In the order of queryAppends["task_events"].
 	b.taskEvents = append(b.taskEvents, row{
-		us, nil, k.job, k.index, nz(machine), int32(code), k.user, class, priority, cpu, mem, disk, false,
-		SourceLog, pos, typ, ts.state, ts.specVersion, nz(reason), exitCode, nz(message),
+		us, k.job, k.index, nz(machine), int32(code), k.user, class, priority, cpu, mem, disk,
+		pos, typ, ts.state, ts.specVersion, nz(reason), exitCode, nz(message),
 	})
 }
 
@@ -525,12 +526,11 @@ func (m *model) usage(b *batch, p *events.UsageReported, u *events.TaskUsage, po
 	if !ok {
 		ts = &taskState{}
 	}
-	dur := max(p.WindowEndUs-p.WindowStartUs, 0)
 	var limit *events.Resources
-	var priority, band, specPos any
+	var priority, specPos any
 	if s, ok := m.specOf(k, ts); ok {
 		limit = limitOf(s.spec, k.index)
-		priority, band, specPos = s.spec.GetPriority(), bandOf(s.spec.GetPriority()), s.position
+		priority, specPos = s.spec.GetPriority(), s.position
 	}
 	res := limit
 	if ts.reservation != nil {
@@ -544,10 +544,12 @@ func (m *model) usage(b *batch, p *events.UsageReported, u *events.TaskUsage, po
 	} else if f >= 1 {
 		cpuUsage = int64(f)
 	}
+	// In the order of queryAppends["task_usage"], which derives the band
+	// and the byte-seconds.
+	dur := max(p.WindowEndUs-p.WindowStartUs, 0)
 	b.taskUsage = append(b.taskUsage, row{
-		p.WindowStartUs, p.WindowEndUs, u.Job, u.Index, nz(p.Machine), u.User, SourceLog, pos,
-		ts.specVersion, specPos, priority, band,
-		u.CpuCoreSeconds, u.MemoryBytes, u.MemoryMaxBytes, u.DiskBytes, product128(u.MemoryBytes, dur),
+		p.WindowStartUs, p.WindowEndUs, u.Job, u.Index, nz(p.Machine), u.User, pos, ts.specVersion, specPos, priority,
+		u.CpuCoreSeconds, u.MemoryBytes, u.MemoryMaxBytes, u.DiskBytes,
 		limit.GetCpuMilli(), limit.GetMemoryBytes(), limit.GetDiskBytes(),
 		res.GetCpuMilli(), res.GetMemoryBytes(), res.GetDiskBytes(),
 		scaledRatio(limit.GetCpuMilli(), dur, milliCoreMicrosPerCoreHour),
