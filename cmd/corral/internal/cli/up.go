@@ -132,6 +132,10 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	if o.portBase < 1024 || o.portBase+o.agents*1000 > 65535 {
 		return usageErr("--port-base %d: want 1024 or more, with room for %d ports below 65536", o.portBase, o.agents*1000)
 	}
+	if lo, hi, ok := ephemeralPorts(); ok && o.portBase <= hi && o.portBase+o.agents*1000-1 >= lo {
+		a.note("warning: task ports %d-%d overlap the kernel's ephemeral ports %d-%d: a task may find its port taken by an outgoing connection. Pick --port-base below %d.",
+			o.portBase, o.portBase+o.agents*1000-1, lo, hi, lo-o.agents*1000)
+	}
 	data := a.dataDir(o.data)
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return fmt.Errorf("--data %s: %w", data, err)
@@ -381,4 +385,19 @@ func agentAddr(masterAddr string, i int) string {
 	}
 	l.Close()
 	return addr
+}
+
+// ephemeralPorts is the kernel's range of ports for outgoing connections.
+func ephemeralPorts() (lo, hi int, ok bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0, false
+	}
+	lo, err1 := strconv.Atoi(f[0])
+	hi, err2 := strconv.Atoi(f[1])
+	return lo, hi, err1 == nil && err2 == nil
 }

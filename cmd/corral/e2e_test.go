@@ -1,0 +1,378 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// TestNewcomerPath walks docs/using.md's path against a real `corral up`:
+// the binary built once, a temporary data dir, free ports. Each step checks
+// what a person would look for in the output.
+func TestNewcomerPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the corral binary and runs a whole cell")
+	}
+	bin := buildCorral(t)
+	data := t.TempDir()
+	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
+	portBase := 20000 + 1000*rand.IntN(10) // below the kernel's ephemeral ports
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev")
+	upArgs := []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", strconv.Itoa(portBase)}
+
+	up := startUp(t, bin, root, env, upArgs)
+	for _, want := range []string{`corral cell "dev" is up: 3 of 3 machines registered`, grpcAddr, "http://" + httpAddr, dnsAddr, "corral job submit examples/hello.jsonnet --wait"} {
+		if !strings.Contains(up.out.String(), want) {
+			t.Fatalf("corral up printed no %q:\n%s", want, up.out.String())
+		}
+	}
+
+	corral := func(args ...string) (string, int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Dir, cmd.Env = root, env
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("corral %s: %v", strings.Join(args, " "), err)
+		}
+		t.Logf("$ corral %s  (exit %d)\n%s", strings.Join(args, " "), code, out)
+		return string(out), code
+	}
+	// eventually retries a step whose answer depends on a background
+	// process (the Infrastore's ingestion, the usage window).
+	eventually := func(what string, limit time.Duration, check func() (string, bool)) string {
+		t.Helper()
+		deadline := time.Now().Add(limit)
+		for {
+			out, ok := check()
+			if ok {
+				return out
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s: not so after %s; last output:\n%s", what, limit, out)
+				return out
+			}
+			time.Sleep(time.Second)
+		}
+	}
+
+	// 1. Submit hello and wait for its five tasks.
+	out, code := corral("job", "submit", "examples/hello.jsonnet", "--wait")
+	if code != 0 || !strings.Contains(out, "job alice/hello submitted: 5 task(s)") || !strings.Contains(out, "alice/hello: all 5 tasks running") {
+		t.Errorf("submit --wait: exit %d", code)
+	}
+
+	// 2. Its tasks, each running on a machine.
+	out, code = corral("task", "list", "hello")
+	running := regexp.MustCompile(`(?m)^hello/[0-4]\s+running\s+m[1-3]\s`).FindAllString(out, -1)
+	if code != 0 || len(running) != 5 {
+		t.Errorf("task list: exit %d, %d tasks running, want 5", code, len(running))
+	}
+
+	// 3. The unschedulable example waits, and why says it.
+	out, code = corral("job", "submit", "examples/unschedulable.jsonnet")
+	if code != 0 || !strings.Contains(out, "job alice/unschedulable submitted") {
+		t.Errorf("submit unschedulable: exit %d", code)
+	}
+	eventually("why unschedulable explains the memory", 20*time.Second, func() (string, bool) {
+		out, code := corral("why", "unschedulable")
+		return out, code == 0 && strings.Contains(out, "fit on none of 3 machines") && strings.Contains(out, "3 machine(s): not enough memory")
+	})
+	out, code = corral("job", "submit", "examples/unschedulable.jsonnet", "--wait")
+	if code != 1 || !strings.Contains(out, "exists") {
+		t.Errorf("submitting it again: exit %d, want 1 and the name taken", code)
+	}
+
+	// 4. The history of hello.
+	out, code = corral("events", "--job", "hello")
+	for _, want := range []string{"JobSubmitted", "job alice/hello submitted: 5 tasks", "TaskScheduled", "TaskStarted"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("events --job hello: no %q", want)
+		}
+	}
+	if code != 0 || strings.Contains(out, "MachineRegistered") || strings.Contains(out, "unschedulable") {
+		t.Errorf("events --job hello: exit %d, or events of other streams", code)
+	}
+
+	// 5. SQL over task events: five hello tasks and one unschedulable submitted, five scheduled.
+	eventually("sql counts task events by type", 30*time.Second, func() (string, bool) {
+		out, code := corral("sql", "SELECT type, count(*) AS n FROM task_events GROUP BY type ORDER BY type")
+		return out, code == 0 && regexp.MustCompile(`(?m)^TaskSubmitted\s+6\s*$`).MatchString(out) &&
+			regexp.MustCompile(`(?m)^TaskScheduled\s+5\s*$`).MatchString(out)
+	})
+
+	// 6. Today's bill: alice's batch tasks, once a usage window is in.
+	eventually("bill shows alice's batch usage", 45*time.Second, func() (string, bool) {
+		out, code := corral("bill")
+		return out, code == 0 && strings.Contains(out, "bill of ") && regexp.MustCompile(`(?m)^alice\s+batch\s+reservation\s+5\s`).MatchString(out)
+	})
+
+	// 7. The cell five minutes ago: this one did not exist yet. At the
+	// position of hello's submission, hello is there with its tasks pending.
+	out, code = corral("state", "--at", "5m")
+	if code != 0 || !strings.Contains(out, "before its first event") {
+		t.Errorf("state --at 5m: exit %d", code)
+	}
+	out, _ = corral("events", "--job", "hello", "--type", "TaskSubmitted", "-o", "csv")
+	positions := regexp.MustCompile(`(?m)^(\d+),`).FindAllStringSubmatch(out, -1)
+	if len(positions) != 5 {
+		t.Fatalf("%d TaskSubmitted events of hello, want 5", len(positions))
+	}
+	submitted := positions[4][1]
+	out, code = corral("state", "--at", submitted)
+	if code != 0 || !regexp.MustCompile(`alice/hello\s+pending\s+4\s+0\s+5\s+0\s+5`).MatchString(out) {
+		t.Errorf("state --at %s: exit %d, want hello with 5 pending tasks", submitted, code)
+	}
+
+	// A web server: its tasks get ports, serve HTTP there, and the name
+	// service gives the same host and port as task get.
+	out, code = corral("job", "submit", "examples/web.jsonnet", "--wait")
+	if code != 0 || !strings.Contains(out, "alice/web: all 2 tasks running") {
+		t.Errorf("submit web --wait: exit %d", code)
+	}
+	out, code = corral("task", "get", "web", "0")
+	if code != 0 || !strings.Contains(out, "0.web.alice.dev.corral (A, SRV)") {
+		t.Errorf("task get: exit %d, no DNS name", code)
+	}
+	m := regexp.MustCompile(`(?m)^address:\s+(127\.0\.0\.1:(\d+))$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("task get web 0 shows no address")
+	}
+	eventually("web task 0 serves HTTP at its address", 20*time.Second, func() (string, bool) {
+		resp, err := http.Get("http://" + m[1] + "/")
+		if err != nil {
+			return err.Error(), false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body), resp.StatusCode == 200 && strings.Contains(string(body), "web task 0 of alice/web")
+	})
+	checkDNS(t, dnsAddr, m[2])
+
+	// Ctrl-C stops the cell and its tasks; up again brings every job back.
+	pids := taskPids(t, corral)
+	up.stop(t)
+	if !strings.Contains(up.err.String(), "stopped.") {
+		t.Errorf("corral up said no goodbye:\n%s", up.err.String())
+	}
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("task process %d still runs after Ctrl-C", pid)
+		}
+	}
+	up = startUp(t, bin, root, env, upArgs)
+	eventually("hello runs again after a restart", 30*time.Second, func() (string, bool) {
+		out, code := corral("job", "list")
+		return out, code == 0 && regexp.MustCompile(`alice/hello\s+running\s+4 \(batch\)\s+5\s+0\s+0`).MatchString(out) &&
+			regexp.MustCompile(`alice/unschedulable\s+pending`).MatchString(out)
+	})
+	up.stop(t)
+
+	// With the cell stopped, its files answer directly.
+	db := filepath.Join(data, "infrastore.duckdb")
+	out, code = corral("infrastore", "rebuild", "--data", data)
+	if code != 0 || !strings.Contains(out, "rebuilt from") {
+		t.Errorf("infrastore rebuild: exit %d", code)
+	}
+	out, code = corral("sql", "--db", db, "-o", "csv", "SELECT count(DISTINCT task_index) AS n FROM task_events WHERE job = 'hello' AND type = 'TaskSubmitted'")
+	if code != 0 || strings.TrimSpace(out) != "n\n5" {
+		t.Errorf("sql --db: exit %d, want n=5", code)
+	}
+	out, code = corral("sql", "--db", db, "DROP TABLE events")
+	if code != 1 || !strings.Contains(out, "refused") {
+		t.Errorf("a write through sql --db: exit %d, want refused", code)
+	}
+	out, code = corral("bill", "--db", db, "--from", "1d", "--to", "+1h", "--group-by", "job", "--format", "json")
+	if code != 0 || !strings.Contains(out, `"group_by": "job"`) || !strings.Contains(out, `"group": "alice/hello"`) {
+		t.Errorf("bill --db --format json: exit %d", code)
+	}
+}
+
+// buildCorral builds the binary once for the test.
+func buildCorral(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "corral")
+	start := time.Now()
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Logf("built %s in %s", bin, time.Since(start).Truncate(time.Millisecond))
+	return bin
+}
+
+// syncBuffer is a bytes.Buffer safe for a process writing while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type upProcess struct {
+	cmd      *exec.Cmd
+	out, err *syncBuffer
+	done     chan error
+	stopped  bool
+}
+
+// startUp runs `corral up` and waits until it says the cell is up.
+func startUp(t *testing.T, bin, dir string, env, args []string) *upProcess {
+	t.Helper()
+	p := &upProcess{cmd: exec.Command(bin, args...), out: &syncBuffer{}, err: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Dir, p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = dir, env, p.out, p.err
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() { p.stop(t) })
+	deadline := time.After(60 * time.Second)
+	for !strings.Contains(p.out.String(), "Ctrl-C stops the cell") {
+		select {
+		case err := <-p.done:
+			p.stopped = true
+			t.Fatalf("corral up exited: %v\nstdout:\n%s\nstderr:\n%s", err, p.out.String(), p.err.String())
+		case <-deadline:
+			t.Fatalf("corral up did not come up in 60s\nstdout:\n%s\nstderr:\n%s", p.out.String(), p.err.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.Logf("$ corral %s\n%s", strings.Join(args, " "), p.out.String())
+	return p
+}
+
+// stop sends Ctrl-C and waits for a clean exit.
+func (p *upProcess) stop(t *testing.T) {
+	t.Helper()
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("corral up exited with %v after Ctrl-C\nstderr:\n%s", err, p.err.String())
+		}
+	case <-time.After(45 * time.Second):
+		_ = p.cmd.Process.Kill()
+		t.Errorf("corral up did not stop within 45s of Ctrl-C\nstderr:\n%s", p.err.String())
+	}
+	if s := p.err.String(); strings.Contains(s, "level=ERROR") {
+		t.Errorf("corral up logged errors:\n%s", s)
+	}
+}
+
+// taskPids reads the pids of hello's processes from its TaskStarted events.
+func taskPids(t *testing.T, corral func(...string) (string, int)) []int {
+	t.Helper()
+	out, _ := corral("events", "--job", "hello", "--type", "TaskStarted")
+	var pids []int
+	for _, m := range regexp.MustCompile(`pid (\d+)`).FindAllStringSubmatch(out, -1) {
+		pid, _ := strconv.Atoi(m[1])
+		pids = append(pids, pid)
+	}
+	if len(pids) < 5 {
+		t.Errorf("found %d pids of hello's tasks, want 5", len(pids))
+	}
+	return pids
+}
+
+// checkDNS asks the name service for hello's task 0 (no port: an A
+// record), web's task 0 (A and SRV with its port) and the web job (SRV of
+// both tasks) over UDP.
+func checkDNS(t *testing.T, addr, webPort string) {
+	t.Helper()
+	cl := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+	ask := func(name string, qtype uint16) *dns.Msg {
+		q := new(dns.Msg)
+		q.SetQuestion(name, qtype)
+		r, _, err := cl.Exchange(q, addr)
+		if err != nil {
+			t.Errorf("DNS %s: %v", name, err)
+			return new(dns.Msg)
+		}
+		return r
+	}
+	if r := ask("0.hello.alice.dev.corral.", dns.TypeA); len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "127.0.0.1" {
+		t.Errorf("A of 0.hello.alice.dev.corral: %v", r)
+	}
+	r := ask("0.web.alice.dev.corral.", dns.TypeSRV)
+	if len(r.Answer) != 1 || len(r.Extra) != 1 {
+		t.Errorf("SRV of 0.web.alice.dev.corral: %v", r)
+	} else if srv := r.Answer[0].(*dns.SRV); strconv.Itoa(int(srv.Port)) != webPort || srv.Target != "0.web.alice.dev.corral." {
+		t.Errorf("SRV of web task 0: %v, want port %s", srv, webPort)
+	}
+	if r := ask("web.alice.dev.corral.", dns.TypeSRV); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 2 {
+		t.Errorf("SRV of the web job: %v", r)
+	}
+	if r := ask("nosuch.alice.dev.corral.", dns.TypeSRV); r.Rcode != dns.RcodeNameError {
+		t.Errorf("unknown job: %v", r)
+	}
+}
+
+func freeTCP(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// freeUDPAndTCP is a port free for both, as the name service needs.
+func freeUDPAndTCP(t *testing.T) string {
+	t.Helper()
+	for i := 0; i < 20; i++ {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := pc.LocalAddr().String()
+		l, err := net.Listen("tcp", addr)
+		pc.Close()
+		if err == nil {
+			l.Close()
+			return addr
+		}
+	}
+	t.Fatal("no port free for both UDP and TCP")
+	return ""
+}
