@@ -453,7 +453,7 @@ func (a *app) stateCommand() *cobra.Command {
 				return nil
 			}
 			fmt.Fprintf(w, "the cell at %s: log position %d (last event at %s)\n", asked, v.Position, timeText(v.TimeUs))
-			fmt.Fprintf(w, "%d machines, %d jobs; tasks: %d pending, %d running, %d dead\n\n", len(v.Machines), len(v.Jobs), v.TasksPending, v.TasksRunning, v.TasksDead)
+			fmt.Fprintf(w, "%s, %s; tasks: %d pending, %d running, %d dead\n\n", plural(len(v.Machines), "machine"), plural(len(v.Jobs), "job"), v.TasksPending, v.TasksRunning, v.TasksDead)
 			if len(v.Machines) > 0 {
 				if err := writeTable(w, machinesTable(v.Machines), "table"); err != nil {
 					return err
@@ -475,4 +475,11 @@ func (a *app) stateCommand() *cobra.Command {
 	c.Flags().StringVar(&at, "at", "", "a time (RFC 3339; 5m or -5m for five minutes ago; today) or a log position")
 	c.Flags().StringVar(&owner, "owner", "", "show only this user's jobs")
 	return c
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
 }

@@ -248,9 +248,10 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	fmt.Fprintf(w, `Next, in another terminal:
   %scorral job submit examples/hello.jsonnet --wait
   corral task list hello
-  corral job submit examples/unschedulable.jsonnet && corral why unschedulable
+  corral job submit examples/unschedulable.jsonnet
+  corral why unschedulable
   corral events --job hello
-  corral sql "SELECT type, count(*) AS n FROM task_events GROUP BY type ORDER BY n DESC"
+  corral sql "SELECT type, count(*) AS n FROM task_events GROUP BY type ORDER BY type"
   corral bill
   corral state --at 5m
   dig @127.0.0.1 -p %s 0.hello.%s.%s.corral SRV
