@@ -3,6 +3,7 @@ package webui
 import (
 	"html/template"
 	"net/http"
+	"strconv"
 
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
@@ -14,29 +15,27 @@ import (
 const rateWindow = 2000
 
 type cellData struct {
-	Position, TimeUS              int64
-	Leader                        string
-	Up, Down, Draining, Machines  int
-	Jobs, Pending, Live           int
-	Capacity                      projections.Resources // of the machines that are up
-	CPUChart, MemoryChart         template.HTML
-	Rate                          template.HTML
-	RatePerSecond                 string
-	RateErr                       string
-	MachineRows                   []*apipb.MachineView
-	Pager                         pager
-	BandRows                      []bandRow
-	CapacityCores, CapacityMemory string
+	Position, TimeUS             int64
+	Leader                       string
+	Up, Down, Draining, Machines int
+	Jobs, Pending, Live          int
+	Capacity                     projections.Resources // of the machines that are up
+	CPUChart, MemoryChart        template.HTML
+	Rate                         template.HTML
+	RatePerSecond                string
+	RateErr                      string
+	MachineRows                  []*apipb.MachineView
+	Pager                        pager
+	BandRows                     []bandRow
 }
 
 // bandRow is what the live work of one priority band holds and uses.
 type bandRow struct {
-	Band             string
-	Tasks            int
-	Limit, Reserved  projections.Resources
-	CPUUsed          float64
-	MemoryUsed       int64
-	LimitCPU, ResCPU float64
+	Band            string
+	Tasks           int
+	Limit, Reserved projections.Resources
+	CPUUsed         float64
+	MemoryUsed      int64
 }
 
 func (h *Handler) cell(w http.ResponseWriter, r *http.Request) {
@@ -115,9 +114,9 @@ func (h *Handler) cell(w http.ResponseWriter, r *http.Request) {
 			{"usage", "usage", float64(s.MemoryUsed)},
 		}})
 	}
-	d.CPUChart = barChart{ID: "cpu", Title: "CPU by priority band (cores): limit, reservation and usage of live work", Unit: cores,
+	d.CPUChart = barChart{ID: "cpu", RowName: "band", Title: "CPU by priority band (cores): limit, reservation and usage of live work", Unit: cores,
 		Capacity: float64(d.Capacity.CPUMilli) / 1000, Groups: cpuGroups}.HTML()
-	d.MemoryChart = barChart{ID: "memory", Title: "Memory by priority band: limit, reservation and usage of live work",
+	d.MemoryChart = barChart{ID: "memory", RowName: "band", Title: "Memory by priority band: limit, reservation and usage of live work",
 		Unit: func(v float64) string { return humanBytes(int64(v)) }, Capacity: float64(d.Capacity.MemoryBytes), Groups: memGroups}.HTML()
 
 	// The event rate over the latest events of the log.
@@ -137,7 +136,7 @@ func (h *Handler) cell(w http.ResponseWriter, r *http.Request) {
 				counts[min(max(i, 0), buckets-1)]++
 			}
 			secs := float64(to-from) / 1e6
-			d.RatePerSecond = cores(float64(n) / max(secs, 1e-6))
+			d.RatePerSecond = strconv.FormatFloat(float64(n)/max(secs, 1e-6), 'f', 1, 64)
 			d.Rate = columnChart{ID: "rate", Title: "Events of the log over time (the latest " + num(n) + ")", From: from, To: to, Counts: counts}.HTML()
 		}
 	}

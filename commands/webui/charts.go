@@ -1,9 +1,11 @@
 package webui
 
 import (
+	"cmp"
 	"fmt"
 	"html/template"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,7 +99,10 @@ func (c lineChart) HTML() template.HTML {
 	// X axis: five times.
 	span := time.Duration(c.To-c.From) * time.Microsecond
 	layout := "15:04:05"
-	if span > 48*time.Hour {
+	switch {
+	case span < 20*time.Second:
+		layout = "15:04:05.0"
+	case span > 48*time.Hour:
 		layout = "01-02 15:04"
 	}
 	for i := 0; i <= 4; i++ {
@@ -171,7 +176,7 @@ func (c lineChart) table(b *strings.Builder) {
 	for t := range times {
 		ts = append(ts, t)
 	}
-	sortDesc(ts)
+	slices.SortFunc(ts, func(a, b int64) int { return cmp.Compare(b, a) })
 	if len(ts) > maxTableRows {
 		ts = ts[:maxTableRows]
 	}
@@ -208,14 +213,6 @@ func valueAt(s series, t int64) (float64, bool) {
 		}
 	}
 	return v, ok
-}
-
-func sortDesc(ts []int64) {
-	for i := 1; i < len(ts); i++ {
-		for j := i; j > 0 && ts[j] > ts[j-1]; j-- {
-			ts[j], ts[j-1] = ts[j-1], ts[j]
-		}
-	}
 }
 
 // downsample keeps at most n points: the highest of each run, so peaks
@@ -255,6 +252,7 @@ type barGroup struct {
 // barChart draws horizontal bars against a capacity.
 type barChart struct {
 	ID       string
+	RowName  string // what a group is, heading the data table's first column
 	Title    string
 	Unit     func(float64) string
 	Capacity float64 // drawn as a line; the scale reaches it or the largest bar
@@ -308,8 +306,8 @@ func (c barChart) HTML() template.HTML {
 		}
 	}
 	b.WriteString(`</ul>`)
-	fmt.Fprintf(&b, `<details><summary>Data</summary><table id="%s-tab"><caption>%s (capacity %s)</caption><thead><tr><th scope="col">band</th>`,
-		esc(c.ID), esc(c.Title), esc(c.Unit(c.Capacity)))
+	fmt.Fprintf(&b, `<details><summary>Data</summary><table id="%s-tab"><caption>%s (capacity %s)</caption><thead><tr><th scope="col">%s</th>`,
+		esc(c.ID), esc(c.Title), esc(c.Unit(c.Capacity)), esc(c.RowName))
 	if len(c.Groups) > 0 {
 		for _, br := range c.Groups[0].Bars {
 			fmt.Fprintf(&b, `<th scope="col">%s</th>`, esc(br.Name))

@@ -86,7 +86,7 @@ func (h *Handler) machine(w http.ResponseWriter, r *http.Request) {
 			{"limits", "limit", share(l, c)}, {"reservations", "reservation", share(res, c)}, {"usage", "usage", share(used, c)},
 		}}
 	}
-	d.Chart = barChart{ID: "alloc", Title: "Share of capacity held by limits and reservations, and used",
+	d.Chart = barChart{ID: "alloc", RowName: "resource", Title: "Share of capacity held by limits and reservations, and used",
 		Unit: func(v float64) string { return fmt.Sprintf("%.0f%%", v) }, Capacity: 100,
 		Groups: []barGroup{
 			group("CPU", float64(limits.CPUMilli), float64(reserved.CPUMilli), d.M.CpuCoresUsed*1000, float64(capacity.CPUMilli)),

@@ -1,10 +1,12 @@
 package webui
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -207,7 +209,10 @@ func detailOf(row *historyRow, e *apipb.EventView) {
 	switch p := msg.(type) {
 	case *events.TaskScheduled:
 		row.Machine = p.Machine
-		row.Detail = fmt.Sprintf("spec version %d, ports %v", p.SpecVersion, p.Ports)
+		row.Detail = fmt.Sprintf("spec version %d", p.SpecVersion)
+		if len(p.Ports) > 0 {
+			row.Detail += fmt.Sprintf(", ports %v", p.Ports)
+		}
 	case *events.TaskStarted:
 		row.Machine = p.Machine
 	case *events.TaskEvicted:
@@ -304,10 +309,6 @@ func (h *Handler) usageCharts(ctx context.Context, key projections.TaskKey, t *a
 
 func sortPoints(lists ...[]point) {
 	for _, l := range lists {
-		for i := 1; i < len(l); i++ {
-			for j := i; j > 0 && l[j].T < l[j-1].T; j-- {
-				l[j], l[j-1] = l[j-1], l[j]
-			}
-		}
+		slices.SortStableFunc(l, func(a, b point) int { return cmp.Compare(a.T, b.T) })
 	}
 }

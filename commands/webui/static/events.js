@@ -28,7 +28,7 @@
     const tr = document.createElement("tr");
     tr.className = "fresh";
     cell(tr, String(ev.position), "num");
-    cell(tr, ev.time);
+    cell(tr, ev.time, "t");
     cell(tr, ev.type);
     const td = cell(tr, "");
     if (ev.href) {
@@ -59,7 +59,7 @@
       stop();
     });
     source.onopen = function () {
-      if (received === 0) status.textContent = "Live: waiting for new events.";
+      if (received === 0) status.textContent = "Live: connected, waiting for the next event.";
     };
     source.onerror = function () {
       status.textContent = "Live updates interrupted; reconnecting…";
