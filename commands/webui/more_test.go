@@ -1,0 +1,140 @@
+package webui_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/webui"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// fakeAnalytics answers queries from a fixed result and records them.
+type fakeAnalytics struct{ queries []string }
+
+func (f *fakeAnalytics) Query(_ context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {
+	f.queries = append(f.queries, r.Sql)
+	if strings.HasPrefix(r.Sql, "DELETE") {
+		return nil, status.Error(codes.InvalidArgument, "infrastore: query refused: DELETE is not a read-only query")
+	}
+	return &apipb.QueryReply{Columns: []string{"job", "n", "note"}, Position: 29, Rows: []*apipb.QueryRow{
+		{Values: []string{"web", "3", "a, \"quoted\" note"}, Null: []bool{false, false, false}},
+		{Values: []string{"huge", "2", "NULL"}, Null: []bool{false, false, true}},
+	}}, nil
+}
+
+func (f *fakeAnalytics) Bill(context.Context, *apipb.BillRequest) (*apipb.BillReply, error) {
+	return nil, errors.New("no bills here")
+}
+
+func TestSQLConsoleTableAndCSV(t *testing.T) {
+	c := openCell(t, smallCell())
+	fa := &fakeAnalytics{}
+	c.svc.Analytics = fa
+	code, body := c.get(t, "/sql?q=SELECT+job%2C+count%28*%29+FROM+task_events+GROUP+BY+job")
+	if code != http.StatusOK {
+		t.Fatalf("status %d\n%s", code, body)
+	}
+	mustContain(t, "sql", body, `<th scope="col">job</th>`, "<td>web</td>", `<td class="null">NULL</td>`, "a, &#34;quoted&#34; note",
+		`href="/sql?format=csv&amp;q=SELECT&#43;job%2C&#43;count%28%2A%29&#43;FROM&#43;task_events&#43;GROUP&#43;BY&#43;job"`, "Infrastore position 29")
+	checkAccessible(t, "sql", body)
+	if len(fa.queries) != 1 || fa.queries[0] != "SELECT job, count(*) FROM task_events GROUP BY job" {
+		t.Errorf("queries %q", fa.queries)
+	}
+	code, body = c.get(t, "/sql?format=csv&q=SELECT+1")
+	want := "job,n,note\nweb,3,\"a, \"\"quoted\"\" note\"\nhuge,2,\n"
+	if code != http.StatusOK || body != want {
+		t.Errorf("csv: %d %q, want %q", code, body, want)
+	}
+	code, body = c.get(t, "/sql?q=DELETE+FROM+events")
+	if code != http.StatusBadRequest || !strings.Contains(body, "DELETE is not a read-only query") || !strings.Contains(body, `aria-invalid="true"`) {
+		t.Errorf("refused query: %d\n%s", code, body)
+	}
+}
+
+// fakeLogs serves a fixed tail.
+type fakeLogs struct{ asked []string }
+
+func (f *fakeLogs) Tail(_ context.Context, machine string, task projections.TaskKey, stream string, maxBytes int) ([]byte, error) {
+	f.asked = append(f.asked, fmt.Sprintf("%s %s %s %d", machine, task, stream, maxBytes))
+	if stream == "stderr" {
+		return nil, errors.New("agent m0 unreachable")
+	}
+	return []byte("hello <world>\n"), nil
+}
+
+func TestTaskLogsFromTheAgent(t *testing.T) {
+	c := openCell(t, smallCell())
+	logs := &fakeLogs{}
+	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, Logs: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ui = ui
+	code, body := c.get(t, "/jobs/alice/web/tasks/0")
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	mustContain(t, "task", body, "hello &lt;world&gt;", "(stderr is unavailable: agent m0 unreachable)")
+	if strings.Contains(body, "no log RPC") {
+		t.Error("the page says there is no log RPC while one is configured")
+	}
+	if len(logs.asked) != 2 || logs.asked[0] != "m0 alice/web/0 stdout 16384" {
+		t.Errorf("asked %q", logs.asked)
+	}
+	// A task never placed has no logs to ask for.
+	_, body = c.get(t, "/jobs/bob/huge/tasks/0")
+	mustContain(t, "pending task", body, "never been placed")
+}
+
+// Without the store's stream index the history comes from a scan of the
+// log, filtered to the task's own stream (task 1's prefix matches 10-19).
+func TestTaskHistoryWithoutStreams(t *testing.T) {
+	h := &history{}
+	h.machine("m0")
+	h.job("alice", "many", 4, 12, res(10, 1<<20), nil)
+	for i := int32(0); i < 12; i++ {
+		h.run("alice", "many", i, "m0")
+	}
+	c := openCell(t, h.evs)
+	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ui = ui
+	code, body := c.get(t, "/jobs/alice/many/tasks/1")
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	mustContain(t, "task 1", body, "task alice/many/1 pending", "task alice/many/1 scheduled on m0", "task alice/many/1 running on m0")
+	if strings.Contains(body, "alice/many/10") || strings.Contains(body, "alice/many/11") {
+		t.Error("task 1's history shows events of tasks 10 and 11")
+	}
+}
+
+func TestRollingUpdateProgress(t *testing.T) {
+	evs := smallCell()
+	h := &history{now: evs[len(evs)-1].OccurredAt, evs: evs}
+	spec := &events.JobSpec{User: "alice", Name: "web", Priority: 9, TaskCount: 3, Command: "/bin/sh", Args: []string{"-c", "exec sleep 600"},
+		Resources: res(500, 256<<20), Labels: map[string]string{"team": "web"}, Update: &events.UpdatePolicy{MaxDisruptions: 1}}
+	h.add(events.JobStream("alice", "web"), &events.JobUpdated{Spec: spec, SpecVersion: 2, PreviousVersion: 1, RestartNeeded: true})
+	h.add(events.TaskStream("alice", "web", 0), &events.TaskUpdated{User: "alice", Job: "web", Index: 0, SpecVersion: 2, Running: true, RestartNeeded: true})
+	c := openCell(t, h.evs)
+	code, body := c.get(t, "/jobs/alice/web")
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	mustContain(t, "job", body, "Rolling update", `<progress id="update-progress" max="3" value="1">`, "1 of 3 tasks at version 2",
+		"at most 1 at once", "exec sleep 600")
+	checkAccessible(t, "job in update", body)
+	_, body = c.get(t, "/jobs")
+	mustContain(t, "jobs", body, "updating")
+}
