@@ -4,6 +4,7 @@
 //
 //	ui, err := webui.New(webui.Config{API: service, Cell: replica, Streams: store})
 //	mux.Handle("/", ui)
+//	server.RegisterOnShutdown(ui.Close) // ends the live event streams
 //
 // where service is the master's *master.Service (with Explain and
 // Analytics set), replica its *master.Master and store its events.Store.

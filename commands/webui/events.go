@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -186,12 +187,13 @@ func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &sseStream{ctx: h.ctx(r), w: w, rc: rc}
+	// The stream ends when the browser leaves or the handler is closed.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	s := &sseStream{ctx: metadata.NewIncomingContext(ctx, metadata.Pairs(master.UserHeader, h.cfg.User)), w: w, rc: rc}
 	if err := s.write("retry: 2000\n\n"); err != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
 	go func() {
 		// Comments keep proxies from closing an idle stream.
 		tick := time.NewTicker(15 * time.Second)
@@ -200,6 +202,9 @@ func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-ctx.Done():
 				return
+			case <-h.closed:
+				cancel()
+				return
 			case <-tick.C:
 				if s.write(": ping\n\n") != nil {
 					return
@@ -207,7 +212,7 @@ func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	if err := h.cfg.API.Watch(req, s); err != nil && r.Context().Err() == nil {
+	if err := h.cfg.API.Watch(req, s); err != nil && ctx.Err() == nil {
 		msg, _ := json.Marshal(status.Convert(err).Message())
 		_ = s.write("event: failure\ndata: " + string(msg) + "\n\n")
 	}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -85,6 +86,9 @@ type Handler struct {
 	cfg   Config
 	mux   *http.ServeMux
 	pages map[string]*template.Template
+
+	closeOnce sync.Once
+	closed    chan struct{} // closed by Close: live streams end
 }
 
 //go:embed templates/*.html
@@ -113,7 +117,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}, closed: make(chan struct{})}
 	if err := h.parse(); err != nil {
 		return nil, err
 	}
@@ -138,6 +142,13 @@ func New(cfg Config) (*Handler, error) {
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no page at %s", r.URL.Path))
 	})
 	return h, nil
+}
+
+// Close ends the live event streams, which otherwise last as long as their
+// browsers stay: http.Server.Shutdown waits for them. Register it with
+// server.RegisterOnShutdown(ui.Close). Pages are still served after Close.
+func (h *Handler) Close() {
+	h.closeOnce.Do(func() { close(h.closed) })
 }
 
 // ServeHTTP serves the UI's pages under "/".

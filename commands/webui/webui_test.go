@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -221,5 +222,31 @@ func checkAccessible(t *testing.T, what, body string) {
 	}
 	if h1 != 1 {
 		t.Errorf("%s: %d <h1>, want 1", what, h1)
+	}
+}
+
+// Close ends live streams, so that a server can shut down.
+func TestCloseEndsStreams(t *testing.T) {
+	c := openCell(t, smallCell())
+	srv := httptest.NewServer(c.ui)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/events/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		done <- err
+	}()
+	c.ui.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("stream ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream outlived Close")
 	}
 }
