@@ -463,7 +463,7 @@ func (a *app) jobGetCommand() *cobra.Command {
 			fmt.Fprintf(w, "job:        %s/%s (version %d)\n", s.GetUser(), s.GetName(), j.SpecVersion)
 			fmt.Fprintf(w, "state:      %s: %d running, %d scheduled, %d pending, %d dead of %d tasks\n", j.State, j.Running, j.Scheduled, j.Pending, j.Dead, j.TotalTasks)
 			fmt.Fprintf(w, "priority:   %d (%s)\n", s.GetPriority(), projections.BandOf(s.GetPriority()))
-			fmt.Fprintf(w, "command:    %s\n", strings.Join(append([]string{s.GetCommand()}, s.GetArgs()...), " "))
+			fmt.Fprintf(w, "command:    %s\n", commandLine(s.GetCommand(), s.GetArgs()))
 			fmt.Fprintf(w, "resources:  %s per task\n", resourcesText(s.GetResources()))
 			fmt.Fprintf(w, "labels:     %s\n", labelsText(s.GetLabels()))
 			fmt.Fprintf(w, "submitted:  %s (%s ago)\n", timeText(j.SubmittedUs), ago(j.SubmittedUs, now))
@@ -550,4 +550,17 @@ func (a *app) jobRequestCommand(use, short string, call func(context.Context, ap
 	}
 	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
 	return c
+}
+
+// commandLine prints a command and its arguments on one line, quoting the
+// arguments a shell would need quoted.
+func commandLine(cmd string, argv []string) string {
+	parts := []string{cmd}
+	for _, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>()*?[]#~") {
+			a = strconv.Quote(a)
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
 }

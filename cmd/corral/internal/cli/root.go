@@ -185,6 +185,9 @@ func (a *app) describe(err error) string {
 	case codes.Unauthenticated:
 		return prefix + msg + " (set CORRAL_USER)"
 	case codes.Unimplemented:
+		if strings.Contains(msg, "Infrastore") {
+			return prefix + msg + " (start the master with --infrastore PATH, or read a file with --db PATH)"
+		}
 		return prefix + msg
 	}
 	return prefix + msg

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -141,6 +142,14 @@ func (a *app) up(parent context.Context, o upOptions) error {
 		return fmt.Errorf("--data %s: %w", data, err)
 	}
 	abs, _ := filepath.Abs(data)
+	lock, err := os.OpenFile(filepath.Join(data, "up.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("--data %s: %w", data, err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("another `corral up` runs on %s: stop it (Ctrl-C in its terminal), or give this one another --data", abs)
+	}
 	if o.cell == "" {
 		o.cell = a.cellName()
 	}
@@ -188,6 +197,9 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	select {
 	case rm = <-readyc:
 	case err := <-masterDone:
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%w\n(another cell or program uses that address: stop it, or give `corral up` other --listen, --http and --dns addresses)", err)
+		}
 		return err
 	case <-ctx.Done():
 		stopMaster()
