@@ -252,8 +252,10 @@ func contiguous(from int64, evs []events.Event) error {
 
 func encodePayloads(evs []events.Event) []string {
 	out := make([]string, len(evs))
+	var buf []byte
 	for i := range evs {
-		out[i] = payloadJSON(evs[i].Data)
+		buf = appendPayloadJSON(buf[:0], evs[i].Data)
+		out[i] = string(buf)
 	}
 	return out
 }
@@ -285,18 +287,23 @@ var protojsonSpaces = func() bool {
 // payloadJSON renders a payload with proto field names and without the
 // space protojson may add after commas, so that the stored text depends on
 // the payload alone, not on the binary that wrote it.
-func payloadJSON(p events.Payload) string {
+func payloadJSON(p events.Payload) string { return string(appendPayloadJSON(nil, p)) }
+
+// appendPayloadJSON is payloadJSON appending to buf, so that one buffer
+// serves a whole batch.
+func appendPayloadJSON(buf []byte, p events.Payload) []byte {
 	if p == nil {
-		return "null"
+		return append(buf, "null"...)
 	}
-	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(p)
+	start := len(buf)
+	out, err := protojson.MarshalOptions{UseProtoNames: true}.MarshalAppend(buf, p)
 	if err != nil {
-		return "null"
+		return append(buf[:start], "null"...)
 	}
 	if protojsonSpaces {
-		raw = dropCommaSpaces(raw)
+		out = out[:start+len(dropCommaSpaces(out[start:]))]
 	}
-	return string(raw)
+	return out
 }
 
 // dropCommaSpaces removes the space after each comma outside strings.
