@@ -44,15 +44,13 @@ type eventRow struct {
 }
 
 // eventTypes lists the catalogue's types for the filter.
-var eventTypes = func() []string {
-	return []string{
-		"JobSubmitted", "JobUpdated", "JobUpdateCommitted", "JobUpdateRolledBack", "JobKilled", "JobFinished",
-		"TaskSubmitted", "TaskScheduled", "TaskStarted", "TaskEvicted", "TaskFailed", "TaskFinished", "TaskKilled", "TaskLost", "TaskUpdated",
-		"MachineRegistered", "MachineUpdated", "MachineDrainSet", "MachineDown", "MachineUp", "MachineRemoved",
-		"AllocSetCreated", "AllocSetRemoved", "AllocScheduled", "AllocEvicted",
-		"UsageReported", "ReservationEstimated", "QuotaSet", "LeaderElected", "CheckpointWritten", "CommandRefused",
-	}
-}()
+var eventTypes = []string{
+	"JobSubmitted", "JobUpdated", "JobUpdateCommitted", "JobUpdateRolledBack", "JobKilled", "JobFinished",
+	"TaskSubmitted", "TaskScheduled", "TaskStarted", "TaskEvicted", "TaskFailed", "TaskFinished", "TaskKilled", "TaskLost", "TaskUpdated",
+	"MachineRegistered", "MachineUpdated", "MachineDrainSet", "MachineDown", "MachineUp", "MachineRemoved",
+	"AllocSetCreated", "AllocSetRemoved", "AllocScheduled", "AllocEvicted",
+	"UsageReported", "ReservationEstimated", "QuotaSet", "LeaderElected", "CheckpointWritten", "CommandRefused",
+}
 
 // eventsFilter reads the page's filters; the error names the field.
 func eventsFilter(r *http.Request) (*apipb.EventsRequest, error) {

@@ -113,26 +113,6 @@ func formatUS(us int64) string {
 	return time.UnixMicro(us).UTC().Format("2006-01-02 15:04:05Z")
 }
 
-// ago prints how long before now a time was: "3m12s".
-func ago(now time.Time, us int64) string {
-	if us == 0 {
-		return ""
-	}
-	d := now.Sub(time.UnixMicro(us))
-	if d < 0 {
-		d = 0
-	}
-	switch {
-	case d < time.Minute:
-		return d.Truncate(time.Second).String()
-	case d < time.Hour:
-		return d.Truncate(time.Second).String()
-	case d < 48*time.Hour:
-		return d.Truncate(time.Minute).String()
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
-}
-
 func jobURL(user, job string) string {
 	return "/jobs/" + url.PathEscape(user) + "/" + url.PathEscape(job)
 }

@@ -73,7 +73,7 @@ type Config struct {
 	// one); default "webui". The UI is read-only: every user sees every
 	// job, as Borg's Sigma shows debugging information to everyone.
 	User string
-	// Clock is read for ages and chart ranges; default time.Now.
+	// Clock is read for the range of usage charts; default time.Now.
 	Clock func() time.Time
 	// PageSize is the rows of a paginated table; default 100.
 	PageSize int
