@@ -82,6 +82,7 @@ type machineLink struct {
 	name string
 	// Read by the loop without taking mu.
 	busy      atomic.Bool                 // a poll is in flight
+	failing   atomic.Bool                 // its last poll got no answer
 	next      atomic.Int64                // when the next poll is due, Unix nanoseconds
 	polledVer atomic.Int64                // the machine version the last requests were computed against
 	info      atomic.Pointer[machineInfo] // as the projection has it
@@ -156,10 +157,13 @@ type machineInfo struct {
 // run starts each machine's poll when it is due: an interval after the
 // previous one started, whether it was answered or not (so K misses take K
 // intervals), or at once when the machine's placements changed. At most
-// Concurrency polls are in flight; a machine whose poll is still in flight
-// is not polled again.
+// Concurrency polls are in flight, and as many again to machines whose last
+// poll got no answer: those may hang until the timeout, and must not hold
+// up the machines that answer. A machine whose poll is still in flight is
+// not polled again.
 func (l *link) run(ctx context.Context) {
 	sem := make(chan struct{}, l.cfg.Concurrency)
+	suspect := make(chan struct{}, l.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	timer := time.NewTimer(time.Hour)
@@ -187,9 +191,17 @@ func (l *link) run(ctx context.Context) {
 				wake = min(wake, due)
 				continue
 			}
+			slots := sem
+			if ml.failing.Load() {
+				slots = suspect
+			}
 			select {
-			case sem <- struct{}{}:
+			case slots <- struct{}{}:
 			default:
+				if slots == suspect {
+					wake = min(wake, now+int64(l.cfg.Interval/200))
+					continue // the machines that answer go on
+				}
 				full = true
 				first = (first + i) % len(mls)
 			}
@@ -202,14 +214,17 @@ func (l *link) run(ctx context.Context) {
 				defer wg.Done()
 				l.poll(ctx, ml)
 				ml.busy.Store(false)
-				<-sem
+				<-slots
 				select {
 				case l.freed <- struct{}{}:
 				default:
 				}
 			}()
 		}
-		timer.Reset(time.Duration(max(wake-now, int64(time.Millisecond))))
+		// Not sooner than a 200th of the interval: with thousands of
+		// machines due at scattered times, every millisecond would be a pass
+		// over all of them, for polls a few milliseconds earlier.
+		timer.Reset(time.Duration(max(wake-now, int64(l.cfg.Interval/200))))
 		var freed <-chan struct{}
 		if full {
 			freed = l.freed
@@ -319,6 +334,7 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 		l.missed(ctx, ml, mi, err)
 		return
 	}
+	ml.failing.Store(false)
 	now := time.Now()
 	if l.cfg.Stats != nil {
 		l.cfg.Stats.Polls.Add(1)
@@ -357,6 +373,7 @@ func (l *link) missed(ctx context.Context, ml *machineLink, mi machineInfo, err 
 		l.cfg.Stats.Failures.Add(1)
 	}
 	ml.misses++
+	ml.failing.Store(true)
 	// The next poll gets a fresh connection: a failed one reconnects with a
 	// growing backoff, which would hide an agent that is back.
 	if ml.client != nil {

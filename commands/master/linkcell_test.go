@@ -310,7 +310,7 @@ func (c *linkCell) cleanup() {
 
 // removeCgroups removes the cgroups under top in every hierarchy, killing
 // what still runs in them, deepest first.
-func removeCgroups(t *testing.T, top string) {
+func removeCgroups(t testing.TB, top string) {
 	ms, err := cgroup.Mounts()
 	if err != nil {
 		return

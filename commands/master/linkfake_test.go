@@ -185,3 +185,54 @@ func TestLinkRecordsRefusedStart(t *testing.T) {
 	}
 	t.Logf("recorded: %s", tv.Reason)
 }
+
+// Machines that do not answer (their polls hang until the timeout) must not
+// take every poll slot: the machines that answer are polled on time anyway.
+func TestLinkHungMachinesDoNotStarveTheOthers(t *testing.T) {
+	cfg := testLinkConfig()
+	cfg.Concurrency = 2
+	c := newLinkCell(t, cfg)
+	hung, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			conn, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, conn)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		hung.Close()
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	for i := 0; i < 6; i++ {
+		if _, err := c.m().Do(context.Background(), commands.RegisterMachine{Meta: root, Machine: fmt.Sprintf("hung%d", i), Address: hung.Addr().String(),
+			Capacity: projections.Resources{CPUMilli: 1000, MemoryBytes: gib}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.scriptedAgent("ok0")
+	c.scriptedAgent("ok1")
+	time.Sleep(2 * testPoll)
+	stats := c.master.stats
+	from := len(stats.Snapshot())
+	time.Sleep(10 * testPoll)
+	ivs := stats.Snapshot()[from:] // only answered polls have intervals: ok0's and ok1's
+	p95 := percentile(ivs, 0.95)
+	t.Logf("answering machines: %d polls in %s, p95 interval %s (poll interval %s); %d unanswered polls", len(ivs), 10*testPoll, p95, testPoll, stats.Failures.Load())
+	if len(ivs) < 2*8 || p95 > 2*testPoll {
+		t.Errorf("the answering machines were polled %d times in 10 intervals, p95 interval %s: starved by the hung ones", len(ivs), p95)
+	}
+}
