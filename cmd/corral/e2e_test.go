@@ -88,6 +88,19 @@ func TestNewcomerPath(t *testing.T) {
 		t.Errorf("submit --wait: exit %d", code)
 	}
 
+	// The web UI lists it; /healthz says the master leads.
+	for path, want := range map[string]string{"/healthz": `"leader":true`, "/jobs": "hello", "/jobs/alice/hello/tasks/0": "hello from task 0"} {
+		eventually("GET "+path, 15*time.Second, func() (string, bool) {
+			resp, err := http.Get("http://" + httpAddr + path)
+			if err != nil {
+				return err.Error(), false
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return string(body), resp.StatusCode == 200 && strings.Contains(string(body), want)
+		})
+	}
+
 	// 2. Its tasks, each running on a machine.
 	out, code = corral("task", "list", "hello")
 	running := regexp.MustCompile(`(?m)^hello/[0-4]\s+running\s+m[1-3]\s`).FindAllString(out, -1)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/nameservice"
+	"github.com/corralhq/corral/commands/webui"
 	"github.com/corralhq/corral/events/storeopen"
 )
 
@@ -45,7 +46,9 @@ type masterOptions struct {
 	usageWindow time.Duration
 	// pollInterval is how often the link polls each agent; 0: its default.
 	pollInterval time.Duration
-	log          *slog.Logger
+	// logs, when set, gives the web UI the tails of task logs.
+	logs webui.Logs
+	log  *slog.Logger
 }
 
 // runningMaster is what a started master tells its caller.
@@ -141,7 +144,9 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 			return fmt.Errorf("--http %s: %w", o.http, err)
 		}
 		rm.http = hl.Addr().String()
-		web = &http.Server{Handler: webHandler(m, o.cell, rm), ReadHeaderTimeout: 10 * time.Second}
+		handler, closeUI := webHandler(svc, m, store, o.logs, o.cell, rm, log)
+		web = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+		web.RegisterOnShutdown(closeUI)
 		run("HTTP", func() error {
 			if err := web.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -256,7 +261,7 @@ The leader schedules and polls the agents.`,
 	f.StringVar(&o.name, "name", "", "this replica's name (default the host name)")
 	f.StringVar(&o.listen, "listen", DefaultMaster, "gRPC address to listen on")
 	f.StringVar(&o.advertise, "advertise", "", "gRPC address clients and agents reach this replica at (default the listener's)")
-	f.StringVar(&o.http, "http", "", "HTTP address for the status page and /healthz (default none)")
+	f.StringVar(&o.http, "http", "", "HTTP address for the web UI and /healthz (default none)")
 	f.StringVar(&o.dns, "dns", "", "DNS address for the name service (default none), e.g. 127.0.0.1:5353")
 	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
 	f.StringVar(&admins, "admins", "", "users with the admin capability, comma-separated")

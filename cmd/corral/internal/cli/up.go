@@ -101,11 +101,11 @@ func (a *app) upCommand() *cobra.Command {
 	o := upOptions{}
 	c := &cobra.Command{
 		Use:   "up",
-		Short: "run a whole cell on this machine: master, scheduler, agents, Infrastore, DNS",
+		Short: "run a whole cell on this machine: master, scheduler, agents, Infrastore, web UI, DNS",
 		Long: `Run a whole cell on this machine in one process: an embedded SQLite log and a
 DuckDB Infrastore under --data, a master with its scheduler and agent link, N
-agents each offering its share of this machine, the gRPC API, an HTTP status
-page and the DNS name service. Ctrl-C stops everything, tasks too; running it
+agents each offering its share of this machine, the gRPC API, the web UI and
+the DNS name service. Ctrl-C stops everything, tasks too; running it
 again resumes from the log with every job back. The local user is the cell's
 admin and gets quota to run examples in every band.`,
 		Args: args(0, 0, "no arguments"),
@@ -118,7 +118,7 @@ admin and gets quota to run examples in every band.`,
 	f.StringVar(&o.store, "store", "", "use this event log instead of DATA/events.db: postgres://... or cockroachdb://...")
 	f.IntVar(&o.agents, "agents", 3, "how many machines (agents) to run")
 	f.StringVar(&o.listen, "listen", DefaultMaster, "gRPC address of the master")
-	f.StringVar(&o.http, "http", "127.0.0.1:8080", "HTTP address of the status page and /healthz")
+	f.StringVar(&o.http, "http", "127.0.0.1:8080", "HTTP address of the web UI and /healthz")
 	f.StringVar(&o.dns, "dns", "127.0.0.1:5353", "DNS address of the name service")
 	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
 	f.StringVar(&o.admin, "admin", "", "the cell's admin (default you: $CORRAL_USER or $USER)")
@@ -190,7 +190,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 		masterDone <- a.serveMaster(masterCtx, masterOptions{
 			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, cell: o.cell,
 			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"),
-			usageWindow: 5 * time.Second, pollInterval: time.Second, log: log,
+			usageWindow: 5 * time.Second, pollInterval: time.Second, logs: localLogs{data: data}, log: log,
 		}, func(rm *runningMaster) { readyc <- rm })
 	}()
 	var rm *runningMaster

@@ -5,12 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/commands/webui"
+	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -31,9 +37,14 @@ type health struct {
 	Pending  int    `json:"tasks_pending"`
 }
 
-// webHandler serves a status page (the web UI comes later) and /healthz.
-func webHandler(m *master.Master, cell string, rm *runningMaster) http.Handler {
+// webHandler serves the web UI (or, when it cannot start, a status page)
+// and /healthz. The returned close ends the UI's live streams.
+func webHandler(svc *master.Service, m *master.Master, store events.Store, logs webui.Logs, cell string, rm *runningMaster, log *slog.Logger) (http.Handler, func()) {
 	mux := http.NewServeMux()
+	ui, err := webui.New(webui.Config{API: svc, Cell: m, Streams: store, Logs: logs, Logger: log})
+	if err != nil {
+		log.Error("the web UI cannot start; serving a status page", "err", err)
+	}
 	snapshot := func() health {
 		h := health{OK: true, Master: m.Name(), Leader: m.Leading()}
 		m.View(func(s *projections.State) {
@@ -45,6 +56,10 @@ func webHandler(m *master.Master, cell string, rm *runningMaster) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(snapshot())
 	})
+	if ui != nil {
+		mux.Handle("/", ui)
+		return mux, ui.Close
+	}
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		h := snapshot()
 		role := "follower"
@@ -70,5 +85,37 @@ corral events --follow
 </body></html>
 `, html.EscapeString(cell), html.EscapeString(h.Master), role, h.Position, h.Machines, h.Jobs, h.Pending, html.EscapeString(rm.grpc))
 	})
-	return mux
+	return mux, func() {}
+}
+
+// localLogs reads task logs from the machines' data dirs of a `corral up`
+// cell, all on this machine (the agent has no log RPC yet).
+type localLogs struct{ data string }
+
+func (l localLogs) Tail(_ context.Context, machine string, t projections.TaskKey, stream string, maxBytes int) ([]byte, error) {
+	if stream != "stdout" && stream != "stderr" {
+		return nil, fmt.Errorf("stream %q: want stdout or stderr", stream)
+	}
+	for _, part := range []string{machine, t.User, t.Job} {
+		if part == "" || part == "." || part == ".." || strings.ContainsAny(part, "/\\") {
+			return nil, fmt.Errorf("no logs for %q", part)
+		}
+	}
+	f, err := os.Open(filepath.Join(sandboxOf(l.data, machine, t.User, t.Job, t.Index), "logs", stream))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := int64(0)
+	if maxBytes > 0 && fi.Size() > int64(maxBytes) {
+		off = fi.Size() - int64(maxBytes)
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(io.LimitReader(f, fi.Size()-off))
 }
