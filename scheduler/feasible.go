@@ -48,10 +48,10 @@ func (p *pass) check(c *class, m *machine, mi int32, score bool) checkResult {
 	}
 	avail := m.in.Capacity.Sub(*used)
 	var victims []int32
-	if !c.req.Fits(avail) && c.isAlloc {
-		return checkResult{reason: reasonForDim(c.req.shortDim(avail))} // allocs never preempt
-	}
 	if !c.req.Fits(avail) {
+		if c.isAlloc {
+			return checkResult{reason: reasonForDim(c.req.shortDim(avail))} // allocs never preempt
+		}
 		// The most preemption could free: every non-prod task for a prod
 		// task, and for a non-prod task a bound refined below.
 		upper := avail.Add(m.npRes)
