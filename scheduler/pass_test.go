@@ -499,10 +499,9 @@ func TestScoreCacheInvalidation(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("placements %v, want %v", got, want)
 	}
-	// Checks: alice scans a, b (2); bob scans a, b (2); alice re-checks a
-	// (her pool entry for a is stale) and b (stale after bob): 2. Total 6,
-	// with bob's entry for b a hit... no: bob's pool is built after alice
-	// placed, so both of bob's entries are fresh.
+	// Checks: alice's class scans a and b (2); bob's class, built after
+	// alice placed, scans a and b (2); alice's second pick finds both her
+	// entries stale (a changed by her, b by bob) and re-checks them (2).
 	if plan.Stats.FeasibilityChecks != 6 {
 		t.Errorf("%d feasibility checks, want 6", plan.Stats.FeasibilityChecks)
 	}
