@@ -33,7 +33,12 @@ func writeTable(w io.Writer, t *table, format string) error {
 		cw := csv.NewWriter(w)
 		cols := make([]string, len(t.cols))
 		for i, c := range t.cols {
-			cols[i] = strings.ToLower(strings.ReplaceAll(c, " ", "_"))
+			// Headers written for people (JOB, CPU USED) become
+			// csv-friendly names; others (SQL columns) stay as they are.
+			if c == strings.ToUpper(c) {
+				c = strings.ToLower(strings.ReplaceAll(c, " ", "_"))
+			}
+			cols[i] = c
 		}
 		if err := cw.Write(cols); err != nil {
 			return err

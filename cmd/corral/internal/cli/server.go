@@ -31,16 +31,18 @@ func splitComma(s string) []string {
 
 // masterOptions describe one master replica and what it serves.
 type masterOptions struct {
-	store      string // URL of the log
-	name       string
-	listen     string // gRPC
-	advertise  string
-	http       string // "" serves no HTTP
-	dns        string // "" serves no DNS
-	cell       string
-	admins     []string
-	infrastore string // "" runs no Infrastore
-	rates      string
+	store     string // URL of the log
+	name      string
+	listen    string // gRPC
+	advertise string
+	http      string // "" serves no HTTP
+	dns       string // "" serves no DNS
+	// dnsOptional runs on without DNS when its address is taken.
+	dnsOptional bool
+	cell        string
+	admins      []string
+	infrastore  string // "" runs no Infrastore
+	rates       string
 	// usageWindow is how often machines' usage becomes an event; 0 is the
 	// link's default (5 minutes).
 	usageWindow time.Duration
@@ -164,10 +166,13 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 		select {
 		case rm.dns = <-dnsReady:
 		case err := <-errc:
-			stop()
-			g.Stop()
-			wg.Wait()
-			return fmt.Errorf("--dns %s: %w", o.dns, err)
+			if !o.dnsOptional {
+				stop()
+				g.Stop()
+				wg.Wait()
+				return fmt.Errorf("--dns %s: %w", o.dns, err)
+			}
+			log.Warn("no name service: its address is taken; give --dns another address", "dns", o.dns, "err", err)
 		}
 	}
 	log.Info("master serving", "name", o.name, "grpc", rm.grpc, "advertise", advertise, "http", rm.http, "dns", rm.dns, "store", o.store)

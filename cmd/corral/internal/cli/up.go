@@ -95,6 +95,7 @@ type upOptions struct {
 	data, store, listen, http, dns, cell, admin string
 	agents                                      int
 	portBase                                    int
+	dnsOptional                                 bool
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -110,6 +111,9 @@ again resumes from the log with every job back. The local user is the cell's
 admin and gets quota to run examples in every band.`,
 		Args: args(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The default DNS port is mDNS's too: when it is taken, the
+			// cell runs without DNS rather than not at all.
+			o.dnsOptional = !cmd.Flags().Changed("dns")
 			return a.up(cmd.Context(), o)
 		},
 	}
@@ -188,7 +192,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	readyc := make(chan *runningMaster, 1)
 	go func() {
 		masterDone <- a.serveMaster(masterCtx, masterOptions{
-			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, cell: o.cell,
+			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell,
 			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"),
 			usageWindow: 5 * time.Second, pollInterval: time.Second, logs: localLogs{data: data}, log: log,
 		}, func(rm *runningMaster) { readyc <- rm })
@@ -244,6 +248,8 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	}
 	if rm.dns != "" {
 		fmt.Fprintf(w, "  DNS         %s   (names like 0.hello.%s.%s.corral)\n", rm.dns, admin, o.cell)
+	} else {
+		fmt.Fprintf(w, "  DNS         off: %s is taken (give --dns ADDR)\n", o.dns)
 	}
 	fmt.Fprintf(w, "  event log   %s\n", redactURL(store))
 	fmt.Fprintf(w, "  Infrastore  %s\n", filepath.Join(abs, "infrastore.duckdb"))
@@ -253,9 +259,9 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	if rm.grpc != DefaultMaster {
 		env = "export CORRAL_MASTER=" + rm.grpc + "\n  "
 	}
-	dnsPort := "5353"
-	if _, p, ok := strings.Cut(rm.dns, ":"); ok {
-		dnsPort = p
+	digLine := ""
+	if host, port, err := net.SplitHostPort(rm.dns); err == nil {
+		digLine = fmt.Sprintf("  dig @%s -p %s 0.hello.%s.%s.corral\n", host, port, admin, o.cell)
 	}
 	fmt.Fprintf(w, `Next, in another terminal:
   %scorral job submit examples/hello.jsonnet --wait
@@ -266,10 +272,9 @@ func (a *app) up(parent context.Context, o upOptions) error {
   corral sql "SELECT type, count(*) AS n FROM task_events GROUP BY type ORDER BY type"
   corral bill
   corral state --at 5m
-  dig @127.0.0.1 -p %s 0.hello.%s.%s.corral SRV
-
+%s
 Ctrl-C stops the cell and its tasks; `+"`corral up`"+` again resumes it.
-`, env, dnsPort, admin, o.cell)
+`, env, digLine)
 
 	var err2 error
 	select {
