@@ -258,6 +258,7 @@ func (s *State) die(t *Task, how DeathHow, reason string, pos int64) {
 	s.detach(t, pos)
 	s.setState(t, TaskDead)
 	t.How, t.Pid = how, 0
+	t.LastHow, t.LastMachine = how, t.Machine
 	if reason != "" {
 		t.Reason = reason
 	}

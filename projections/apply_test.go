@@ -171,3 +171,42 @@ func TestJobEndCleansUp(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// How and where a task's last run ended survive its resubmission: the
+// scheduler paces lost tasks and avoids the machine a task failed on.
+func TestLastEndSurvivesResubmission(t *testing.T) {
+	s := New()
+	fold(t, s,
+		&events.MachineRegistered{Machine: "m1", Capacity: &events.Resources{CpuMilli: 4000, MemoryBytes: 8 << 30, Ports: 10}},
+		&events.JobSubmitted{Spec: job("web", "alice", 0, 1, nil), SpecVersion: 1},
+		&events.TaskSubmitted{User: "alice", Job: "web", Index: 0, SpecVersion: 1, Reason: "new"},
+	)
+	tk := s.Job("alice", "web").Task(0)
+	if tk.LastHow != NotDead || tk.LastMachine != "" {
+		t.Fatalf("a new task has a last end: %+v", tk)
+	}
+	for _, c := range []struct {
+		end  events.Payload
+		want DeathHow
+	}{
+		{&events.TaskLost{User: "alice", Job: "web", Index: 0, Machine: "m1", Reason: "machine down"}, Lost},
+		{&events.TaskFailed{User: "alice", Job: "web", Index: 0, Machine: "m1", ExitCode: 1}, Failed},
+		{&events.TaskEvicted{User: "alice", Job: "web", Index: 0, Machine: "m1", Reason: "oom"}, Evicted},
+	} {
+		fold(t, s,
+			&events.TaskScheduled{User: "alice", Job: "web", Index: 0, Machine: "m1", Ports: []int32{20000}},
+			c.end,
+			&events.TaskSubmitted{User: "alice", Job: "web", Index: 0, SpecVersion: 1, Reason: "rescheduled"},
+		)
+		if tk.State != TaskPending || tk.How != NotDead || tk.Machine != "" || tk.LastHow != c.want || tk.LastMachine != "m1" {
+			t.Fatalf("after %T and resubmission: %+v", c.end, tk)
+		}
+		d, err := Decode(Encode(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dt := d.Job("alice", "web").Task(0); dt.LastHow != c.want || dt.LastMachine != "m1" {
+			t.Fatalf("checkpoint lost the last end: %+v", dt)
+		}
+	}
+}

@@ -24,7 +24,7 @@ import (
 
 var codecMagic = [4]byte{'c', 'r', 's', 't'}
 
-const codecVersion = 1
+const codecVersion = 2
 
 // ErrCheckpoint: a checkpoint's bytes are not a state this build can read.
 var ErrCheckpoint = errors.New("projections: unreadable checkpoint")
@@ -169,6 +169,8 @@ func (e *encoder) job(j *Job) {
 		e.bool(t.Replacing)
 		e.int(t.SinceUS)
 		e.int(t.Seq)
+		e.uint(uint64(t.LastHow))
+		e.str(t.LastMachine)
 	}
 }
 
@@ -341,6 +343,8 @@ func (d *decoder) job() *Job {
 		t.Replacing = d.bool()
 		t.SinceUS = d.int()
 		t.Seq = d.int()
+		t.LastHow = DeathHow(d.small(5))
+		t.LastMachine = d.istr()
 		j.Tasks[i] = t
 	}
 	if d.err == nil && j.SpecOf(j.Current) == nil {

@@ -371,6 +371,12 @@ type Task struct {
 	// Seq is the position of the TaskSubmitted that made it pending last:
 	// the submission order, which the scheduler keeps within a priority.
 	Seq int64
+	// LastHow and LastMachine say how and where its last run ended; unlike
+	// How and Machine they survive its resubmission, so the scheduler can
+	// pace tasks lost with their machine and avoid the machine a task
+	// failed on.
+	LastHow     DeathHow
+	LastMachine string
 
 	machine *Machine
 	alloc   *Alloc
