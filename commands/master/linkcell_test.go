@@ -85,7 +85,8 @@ func TestHelperAgent(t *testing.T) {
 type linkCell struct {
 	t       *testing.T
 	store   events.Store
-	linkCfg master.LinkConfig
+	linkCfg  master.LinkConfig
+	schedCfg master.SchedulerConfig
 	addr    string // the master's, the same across restarts
 	run     string // in every task's environment: finds this test's processes
 	dir     string
@@ -114,10 +115,14 @@ type agentProc struct {
 
 var runs atomic.Int64
 
-func newLinkCell(t *testing.T, cfg master.LinkConfig) *linkCell {
+func newLinkCell(t *testing.T, cfg master.LinkConfig, sched ...func(*master.SchedulerConfig)) *linkCell {
 	t.Helper()
 	cfg.Cell = "test"
-	c := &linkCell{t: t, store: backends[1].open(t), linkCfg: cfg, dir: t.TempDir(),
+	sc := master.SchedulerConfig{Interval: 50 * time.Millisecond}
+	for _, f := range sched {
+		f(&sc)
+	}
+	c := &linkCell{t: t, store: backends[1].open(t), linkCfg: cfg, schedCfg: sc, dir: t.TempDir(),
 		run:    fmt.Sprintf("%d-%d", os.Getpid(), runs.Add(1)),
 		agents: map[string]*agentProc{}, proxies: map[string]*proxy{}}
 	c.cgroups = "corral-linktest-" + c.run
@@ -152,7 +157,7 @@ func (c *linkCell) startMaster(name string) *liveMaster {
 	m, err := master.New(ctx, master.Config{Name: name, Advertise: c.addr, Store: c.store, Admins: []string{"root"},
 		Logger: slog.New(slog.NewTextHandler(&testLog{t: c.t, prefix: name}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		OnLeading: []func(context.Context, *master.Master){
-			master.SchedulerLoop(master.SchedulerConfig{Interval: 50 * time.Millisecond}),
+			master.SchedulerLoop(c.schedCfg),
 			master.Link(lc),
 		}})
 	if err != nil {

@@ -12,11 +12,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
@@ -33,6 +36,7 @@ type scriptedAgent struct {
 	seq        uint64
 	pid        int64
 	ignoreAcks bool
+	down       bool
 }
 
 func (c *linkCell) scriptedAgent(name string) *scriptedAgent {
@@ -56,6 +60,9 @@ func (c *linkCell) scriptedAgent(name string) *scriptedAgent {
 func (a *scriptedAgent) Poll(ctx context.Context, req *agentpb.PollRequest) (*agentpb.AgentState, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.down {
+		return nil, status.Error(codes.Unavailable, "scripted: down")
+	}
 	st := &agentpb.AgentState{Machine: req.Machine, Epoch: req.Epoch}
 	for _, r := range req.Requests {
 		res := &agentpb.RequestResult{Id: r.Id}
@@ -108,6 +115,15 @@ func (a *scriptedAgent) fail(key string) {
 	t.State, t.Pid, t.ExitCode = agentpb.TaskState_TASK_STATE_BACKOFF, 0, 1
 }
 
+// failForGood makes a running task exit 1, its restarts in place spent.
+func (a *scriptedAgent) failForGood(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.tasks[key]
+	a.emit(agentpb.EventKind_EVENT_KIND_FAILED, t.Task, t.Pid, false)
+	t.State, t.Pid, t.ExitCode = agentpb.TaskState_TASK_STATE_FAILED, 0, 1
+}
+
 // restart starts a task waiting in backoff again, with a new pid.
 func (a *scriptedAgent) restart(key string) int64 {
 	a.mu.Lock()
@@ -117,6 +133,12 @@ func (a *scriptedAgent) restart(key string) int64 {
 	t.State, t.Pid, t.Restarts = agentpb.TaskState_TASK_STATE_RUNNING, a.pid, t.Restarts+1
 	a.emit(agentpb.EventKind_EVENT_KIND_STARTED, t.Task, t.Pid, false)
 	return t.Pid
+}
+
+func (a *scriptedAgent) setDown(on bool) {
+	a.mu.Lock()
+	a.down = on
+	a.mu.Unlock()
 }
 
 func (a *scriptedAgent) setIgnoreAcks(on bool) {
@@ -235,4 +257,76 @@ func TestLinkHungMachinesDoNotStarveTheOthers(t *testing.T) {
 	if len(ivs) < 2*8 || p95 > 2*testPoll {
 		t.Errorf("the answering machines were polled %d times in 10 intervals, p95 interval %s: starved by the hung ones", len(ivs), p95)
 	}
+}
+
+// Tasks lost with their machine come back at the scheduler's reschedule
+// rate, not all at once: a machine that stops answering looks the same as
+// a partition (Borg §4).
+func TestLinkLostTasksAreRescheduledAtABoundedRate(t *testing.T) {
+	c := newLinkCell(t, testLinkConfig(), func(sc *master.SchedulerConfig) { sc.RescheduleRate, sc.RescheduleBurst = 2, 2 })
+	a := c.scriptedAgent("f0")
+	c.submit(c.spec("many", 8, "exec sleep 600"))
+	eventually(t, 10*time.Second, "8 tasks running on f0", func() (bool, string) {
+		n := 0
+		for _, tv := range c.tasks("many") {
+			if tv.State == projections.TaskRunning {
+				n++
+			}
+		}
+		return n == 8, fmt.Sprint(c.tasks("many"))
+	})
+	c.scriptedAgent("f1")
+	a.setDown(true)
+	eventually(t, 10*time.Second, "8 tasks running on f1", func() (bool, string) {
+		n := 0
+		for _, tv := range c.tasks("many") {
+			if tv.State == projections.TaskRunning && tv.Machine == "f1" {
+				n++
+			}
+		}
+		return n == 8, fmt.Sprint(c.tasks("many"))
+	})
+	var down time.Time
+	for _, e := range c.events("", "MachineDown") {
+		down = e.OccurredAt
+	}
+	var after []time.Duration
+	for _, e := range c.events("many", "TaskScheduled") {
+		if e.Data.(*events.TaskScheduled).Machine == "f1" {
+			after = append(after, e.OccurredAt.Sub(down).Round(time.Millisecond))
+		}
+	}
+	t.Logf("placed again on f1 after the machine went down: %v", after)
+	// A burst of 2, then 2 a second: the last of 8 no sooner than 3 s on.
+	if len(after) != 8 || after[7] < 2500*time.Millisecond {
+		t.Errorf("lost tasks placed again at %v: want a burst of 2, then 2 a second", after)
+	}
+}
+
+// A task that failed on a machine is placed elsewhere for a while (Borg §4:
+// no repeating task::machine pairings that crash): with only that machine,
+// it waits; with another, it goes there.
+func TestLinkFailedTaskAvoidsItsMachine(t *testing.T) {
+	c := newLinkCell(t, testLinkConfig())
+	a := c.scriptedAgent("f0")
+	spec := c.spec("crashy", 1, "exec sleep 600")
+	spec.Restart = &events.RestartPolicy{Mode: "on-failure"}
+	c.submit(spec)
+	eventually(t, 10*time.Second, "running on f0", func() (bool, string) {
+		tv := c.tasks("crashy")[0]
+		return tv.State == projections.TaskRunning && tv.Machine == "f0", fmt.Sprint(tv)
+	})
+	a.failForGood("alice/crashy/0")
+	eventually(t, 10*time.Second, "failure recorded", func() (bool, string) {
+		return len(c.events("crashy", "TaskFailed")) == 1, fmt.Sprint(c.tasks("crashy"))
+	})
+	time.Sleep(4 * testPoll)
+	if tv := c.tasks("crashy")[0]; tv.State != projections.TaskPending {
+		t.Fatalf("with only the machine it failed on, the task is %+v: want pending", tv)
+	}
+	c.scriptedAgent("f1")
+	eventually(t, 10*time.Second, "running on f1", func() (bool, string) {
+		tv := c.tasks("crashy")[0]
+		return tv.State == projections.TaskRunning && tv.Machine == "f1", fmt.Sprint(tv)
+	})
 }

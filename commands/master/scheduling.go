@@ -235,7 +235,7 @@ func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, l
 	// Tasks lost with their machine return at a bounded rate.
 	var lost []*projections.Task
 	for _, t := range s.PendingTasks() {
-		if t.How == projections.Lost || strings.HasPrefix(t.Reason, "lost") {
+		if t.LastHow == projections.Lost || strings.HasPrefix(t.Reason, "lost") {
 			lost = append(lost, t)
 			continue
 		}
@@ -257,8 +257,8 @@ func pendingOf(t *projections.Task, now time.Time, crashMemory time.Duration) sc
 		pt.Constraints = append(pt.Constraints, scheduler.ConstraintFromEvents(c))
 	}
 	// The machine it last failed on is avoided for a while.
-	if t.How == projections.Failed && t.Machine != "" && now.UnixMicro()-t.SinceUS < crashMemory.Microseconds() {
-		pt.CrashedOn = []string{t.Machine}
+	if t.LastHow == projections.Failed && t.LastMachine != "" && now.UnixMicro()-t.SinceUS < crashMemory.Microseconds() {
+		pt.CrashedOn = []string{t.LastMachine}
 	}
 	return pt
 }
