@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
 	"strings"
 	"time"
 
@@ -100,7 +101,15 @@ func (a *app) caller() string {
 	if u := a.getenv("CORRAL_USER"); u != "" {
 		return u
 	}
-	return a.getenv("USER")
+	if u := a.getenv("USER"); u != "" {
+		return u
+	}
+	// Shells started without a login (containers, CI) may not set $USER:
+	// the account the process runs as is the caller then.
+	if u, err := user.Current(); err == nil && a.env.Getenv == nil {
+		return u.Username
+	}
+	return ""
 }
 
 func (a *app) stdout() io.Writer { return a.env.Stdout }
