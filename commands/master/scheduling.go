@@ -37,6 +37,7 @@ type Explanations struct {
 	mu       sync.RWMutex
 	position int64
 	byJob    map[projections.JobKey][]scheduler.Explanation
+	bySet    map[projections.JobKey][]scheduler.Explanation // pending allocs, by alloc set
 }
 
 // NewExplanations returns an empty store of explanations.
@@ -46,7 +47,12 @@ func NewExplanations() *Explanations {
 
 func (e *Explanations) set(position int64, plan *scheduler.Plan) {
 	by := map[projections.JobKey][]scheduler.Explanation{}
+	sets := map[projections.JobKey][]scheduler.Explanation{}
 	for _, ex := range plan.Pending {
+		if len(ex.Allocs) > 0 {
+			k := projections.JobKey{User: ex.Allocs[0].Set.User, Name: ex.Allocs[0].Set.Name}
+			sets[k] = append(sets[k], ex)
+		}
 		seen := map[projections.JobKey]bool{}
 		for _, t := range ex.Tasks {
 			k := projections.JobKey{User: t.User, Name: t.Job}
@@ -57,7 +63,7 @@ func (e *Explanations) set(position int64, plan *scheduler.Plan) {
 		}
 	}
 	e.mu.Lock()
-	e.position, e.byJob = position, by
+	e.position, e.byJob, e.bySet = position, by, sets
 	e.mu.Unlock()
 }
 
@@ -75,6 +81,11 @@ func (e *Explanations) Explain(s *projections.State, j *projections.Job) *apipb.
 	}
 	e.mu.RLock()
 	exs := e.byJob[j.Key()]
+	// A job inside an alloc set also waits for the set's allocs: say why
+	// those are not placed.
+	if set := j.Spec().GetAllocSet(); set != "" {
+		exs = append(exs, e.bySet[projections.JobKey{User: j.User, Name: set}]...)
+	}
 	e.mu.RUnlock()
 	if len(exs) == 0 {
 		out.Summary = fmt.Sprintf("%d task(s) of %s/%s wait for the next scheduling pass", j.PendingTasks(), j.User, j.Name)
@@ -87,6 +98,9 @@ func (e *Explanations) Explain(s *projections.State, j *projections.Job) *apipb.
 			if t.User == j.User && t.Job == j.Name {
 				pc.TaskIndexes = append(pc.TaskIndexes, t.Index)
 			}
+		}
+		if len(ex.Allocs) > 0 {
+			pc.Summary = fmt.Sprintf("the alloc set %s has %d alloc(s) no machine can hold:\n%s", ex.Allocs[0].Set.Name, len(ex.Allocs), pc.Summary)
 		}
 		for _, r := range ex.Rejections {
 			reason := r.Reason.String()
@@ -153,7 +167,7 @@ func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
 				}
 				cell = BuildCell(s, m.clock(), cfg.CrashMemory, limiter)
 			})
-			if cell != nil && len(cell.Pending) > 0 {
+			if cell != nil && len(cell.Pending)+len(cell.PendingAllocs) > 0 {
 				lastPlanned = position
 				plan := sched.Schedule(cell, uint64(position))
 				if cfg.Explanations != nil {
@@ -180,11 +194,6 @@ func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
 		}
 	}
 }
-
-// allocJob marks a pending alloc in the scheduler's input: an alloc is placed
-// like a task (Borg: "task" covers allocs), under a job name no real job can
-// have.
-const allocJob = "\x00alloc/"
 
 // BuildCell is the adapter from the projection to the scheduler's input.
 func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, limiter *scheduler.RescheduleLimiter) *scheduler.Cell {
@@ -222,11 +231,12 @@ func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, l
 		cell.Machines = append(cell.Machines, sm)
 	}
 	for _, a := range s.PendingAllocs() {
-		pt := scheduler.PendingTask{Ref: scheduler.TaskRef{User: a.Set.User, Job: allocJob + a.Set.Name, Index: a.Index}, Priority: a.Set.Priority, Resources: toSched(a.Set.Resources)}
+		pa := scheduler.PendingAlloc{Set: scheduler.AllocSetRef{User: a.Set.User, Name: a.Set.Name}, Index: a.Index,
+			Priority: a.Set.Priority, Resources: toSched(a.Set.Resources)}
 		for _, c := range a.Set.Constraints {
-			pt.Constraints = append(pt.Constraints, scheduler.ConstraintFromEvents(c))
+			pa.Constraints = append(pa.Constraints, scheduler.ConstraintFromEvents(c))
 		}
-		cell.Pending = append(cell.Pending, pt)
+		cell.PendingAllocs = append(cell.PendingAllocs, pa)
 	}
 	downShare := 0.0
 	if len(s.Machines) > 0 {
@@ -268,15 +278,15 @@ func toSched(r projections.Resources) scheduler.Resources {
 }
 
 func placeCommand(meta commands.Meta, plan *scheduler.Plan) *commands.PlaceTasks {
-	if len(plan.Placements) == 0 {
+	if len(plan.Placements) == 0 && len(plan.AllocPlacements) == 0 {
 		return nil
 	}
 	cmd := &commands.PlaceTasks{Meta: meta}
+	for _, p := range plan.AllocPlacements {
+		cmd.Allocs = append(cmd.Allocs, commands.AllocPlacement{User: p.Alloc.Set.User, Set: p.Alloc.Set.Name, Index: p.Alloc.Index,
+			Machine: p.Machine, MachineVersion: p.MachineVersion, Score: p.Score})
+	}
 	for _, p := range plan.Placements {
-		if name, ok := strings.CutPrefix(p.Task.Job, allocJob); ok {
-			cmd.Allocs = append(cmd.Allocs, commands.AllocPlacement{User: p.Task.User, Set: name, Index: p.Task.Index, Machine: p.Machine, MachineVersion: p.MachineVersion, Score: p.Score})
-			continue
-		}
 		pl := commands.Placement{Task: projections.TaskKey{User: p.Task.User, Job: p.Task.Job, Index: p.Task.Index}, Machine: p.Machine,
 			MachineVersion: p.MachineVersion, AllocIndex: p.AllocIndex, Ports: p.Ports, Score: p.Score, MachinesExamined: p.MachinesExamined}
 		if p.AllocSet == "" {
