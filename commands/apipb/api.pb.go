@@ -1333,6 +1333,8 @@ type StatusReply struct {
 	Jobs          int64                  `protobuf:"varint,10,opt,name=jobs,proto3" json:"jobs,omitempty"`
 	TasksPending  int64                  `protobuf:"varint,11,opt,name=tasks_pending,json=tasksPending,proto3" json:"tasks_pending,omitempty"`
 	TasksRunning  int64                  `protobuf:"varint,12,opt,name=tasks_running,json=tasksRunning,proto3" json:"tasks_running,omitempty"`
+	StoreError    string                 `protobuf:"bytes,13,opt,name=store_error,json=storeError,proto3" json:"store_error,omitempty"`             // why the log's head could not be read; "" when it was
+	LeaderSinceUs int64                  `protobuf:"varint,14,opt,name=leader_since_us,json=leaderSinceUs,proto3" json:"leader_since_us,omitempty"` // when the current leader was elected (its LeaderElected)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1447,6 +1449,20 @@ func (x *StatusReply) GetTasksPending() int64 {
 func (x *StatusReply) GetTasksRunning() int64 {
 	if x != nil {
 		return x.TasksRunning
+	}
+	return 0
+}
+
+func (x *StatusReply) GetStoreError() string {
+	if x != nil {
+		return x.StoreError
+	}
+	return ""
+}
+
+func (x *StatusReply) GetLeaderSinceUs() int64 {
+	if x != nil {
+		return x.LeaderSinceUs
 	}
 	return 0
 }
@@ -1930,8 +1946,15 @@ type MachineView struct {
 	Version         int64                  `protobuf:"varint,11,opt,name=version,proto3" json:"version,omitempty"`
 	CpuCoresUsed    float64                `protobuf:"fixed64,12,opt,name=cpu_cores_used,json=cpuCoresUsed,proto3" json:"cpu_cores_used,omitempty"`
 	MemoryBytesUsed int64                  `protobuf:"varint,13,opt,name=memory_bytes_used,json=memoryBytesUsed,proto3" json:"memory_bytes_used,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What the leader's agent link last saw of the machine's agent; unset on
+	// a follower and before the leader's first poll of the machine.
+	LastPollUs    int64  `protobuf:"varint,14,opt,name=last_poll_us,json=lastPollUs,proto3" json:"last_poll_us,omitempty"`    // when the agent last answered a poll
+	MissedPolls   int32  `protobuf:"varint,15,opt,name=missed_polls,json=missedPolls,proto3" json:"missed_polls,omitempty"`   // polls unanswered in a row since
+	ClockSkewUs   int64  `protobuf:"varint,16,opt,name=clock_skew_us,json=clockSkewUs,proto3" json:"clock_skew_us,omitempty"` // the agent's clock minus the master's at that poll
+	CgroupMode    string `protobuf:"bytes,17,opt,name=cgroup_mode,json=cgroupMode,proto3" json:"cgroup_mode,omitempty"`       // v1, v2 or sampling (no kernel limits)
+	CgroupNote    string `protobuf:"bytes,18,opt,name=cgroup_note,json=cgroupNote,proto3" json:"cgroup_note,omitempty"`       // why cgroups are not used, when they are not
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MachineView) Reset() {
@@ -2053,6 +2076,41 @@ func (x *MachineView) GetMemoryBytesUsed() int64 {
 		return x.MemoryBytesUsed
 	}
 	return 0
+}
+
+func (x *MachineView) GetLastPollUs() int64 {
+	if x != nil {
+		return x.LastPollUs
+	}
+	return 0
+}
+
+func (x *MachineView) GetMissedPolls() int32 {
+	if x != nil {
+		return x.MissedPolls
+	}
+	return 0
+}
+
+func (x *MachineView) GetClockSkewUs() int64 {
+	if x != nil {
+		return x.ClockSkewUs
+	}
+	return 0
+}
+
+func (x *MachineView) GetCgroupMode() string {
+	if x != nil {
+		return x.CgroupMode
+	}
+	return ""
+}
+
+func (x *MachineView) GetCgroupNote() string {
+	if x != nil {
+		return x.CgroupNote
+	}
+	return ""
 }
 
 type MachineList struct {
@@ -3146,7 +3204,7 @@ const file_api_proto_rawDesc = "" +
 	"\x04type\x18\x05 \x01(\tR\x04type\x12#\n" +
 	"\rstream_prefix\x18\x06 \x01(\tR\fstreamPrefix\x12\x14\n" +
 	"\x05limit\x18\a \x01(\x05R\x05limit\"\x0f\n" +
-	"\rStatusRequest\"\xdb\x02\n" +
+	"\rStatusRequest\"\xa4\x03\n" +
 	"\vStatusReply\x12\x16\n" +
 	"\x06master\x18\x01 \x01(\tR\x06master\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x1f\n" +
@@ -3161,7 +3219,10 @@ const file_api_proto_rawDesc = "" +
 	"\x04jobs\x18\n" +
 	" \x01(\x03R\x04jobs\x12#\n" +
 	"\rtasks_pending\x18\v \x01(\x03R\ftasksPending\x12#\n" +
-	"\rtasks_running\x18\f \x01(\x03R\ftasksRunning\"\xa7\x04\n" +
+	"\rtasks_running\x18\f \x01(\x03R\ftasksRunning\x12\x1f\n" +
+	"\vstore_error\x18\r \x01(\tR\n" +
+	"storeError\x12&\n" +
+	"\x0fleader_since_us\x18\x0e \x01(\x03R\rleaderSinceUs\"\xa7\x04\n" +
 	"\bTaskView\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -3210,7 +3271,7 @@ const file_api_proto_rawDesc = "" +
 	"\bTaskList\x12-\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x17.corral.api.v1.TaskViewR\x05tasks\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\x12\x1a\n" +
-	"\bposition\x18\x03 \x01(\x03R\bposition\"\xb9\x04\n" +
+	"\bposition\x18\x03 \x01(\x03R\bposition\"\xe4\x05\n" +
 	"\vMachineView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
@@ -3227,7 +3288,15 @@ const file_api_proto_rawDesc = "" +
 	" \x01(\x05R\x05tasks\x12\x18\n" +
 	"\aversion\x18\v \x01(\x03R\aversion\x12$\n" +
 	"\x0ecpu_cores_used\x18\f \x01(\x01R\fcpuCoresUsed\x12*\n" +
-	"\x11memory_bytes_used\x18\r \x01(\x03R\x0fmemoryBytesUsed\x1a=\n" +
+	"\x11memory_bytes_used\x18\r \x01(\x03R\x0fmemoryBytesUsed\x12 \n" +
+	"\flast_poll_us\x18\x0e \x01(\x03R\n" +
+	"lastPollUs\x12!\n" +
+	"\fmissed_polls\x18\x0f \x01(\x05R\vmissedPolls\x12\"\n" +
+	"\rclock_skew_us\x18\x10 \x01(\x03R\vclockSkewUs\x12\x1f\n" +
+	"\vcgroup_mode\x18\x11 \x01(\tR\n" +
+	"cgroupMode\x12\x1f\n" +
+	"\vcgroup_note\x18\x12 \x01(\tR\n" +
+	"cgroupNote\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +

@@ -352,7 +352,7 @@ func (s *Service) ListMachines(ctx context.Context, r *apipb.ListMachinesRequest
 	out := &apipb.MachineList{}
 	err := s.read(ctx, r.Read, func(st *projections.State) error {
 		for _, m := range st.SortedMachines() {
-			out.Machines = append(out.Machines, MachineView(m))
+			out.Machines = append(out.Machines, s.m.withAgent(MachineView(m)))
 		}
 		out.Position = st.Position
 		return nil
@@ -545,17 +545,15 @@ func (s *Service) Watch(r *apipb.EventsRequest, stream apipb.Cell_WatchServer) e
 
 func (s *Service) Status(ctx context.Context, _ *apipb.StatusRequest) (*apipb.StatusReply, error) {
 	out := &apipb.StatusReply{Master: s.m.cfg.Name, Leader: s.m.Leading(), Epoch: s.m.Epoch()}
+	var leaderEpoch int64
 	s.m.View(func(st *projections.State) {
-		out.LeaderName, out.LeaderAddress, out.Position = st.Leader, st.LeaderAddress, st.Position
+		out.LeaderName, out.LeaderAddress, out.Position, leaderEpoch = st.Leader, st.LeaderAddress, st.Position, st.LeaderEpoch
 		out.Machines, out.Jobs = int64(len(st.Machines)), int64(len(st.Jobs))
 		out.TasksPending = int64(st.PendingCount())
 		for _, j := range st.Jobs {
 			out.TasksRunning += int64(j.LiveTasks())
 		}
 	})
-	if h, err := s.m.store.Head(ctx); err == nil {
-		out.Head = h
-	}
-	out.Store = fmt.Sprintf("%T", s.m.store)
+	s.storeStatus(ctx, out, leaderEpoch)
 	return out, nil
 }

@@ -41,6 +41,8 @@ type LinkConfig struct {
 	Dial func(addr string) (*agent.Client, error)
 	// Stats, when set, receives poll timings (benchmarks, metrics).
 	Stats *LinkStats
+	// Metrics, when set, is told of every poll (see LinkMetrics).
+	Metrics LinkMetrics
 }
 
 // LinkStats records what the link did.
@@ -342,6 +344,7 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 			l.cfg.Stats.interval(now.Sub(ml.lastOK))
 		}
 	}
+	l.polled(ml, started, now, st)
 	ml.misses, ml.lastOK, ml.last, ml.synced = 0, now, st, false
 	l.accumulate(ml, st)
 	var usage []commands.UsageWindow
@@ -374,6 +377,7 @@ func (l *link) missed(ctx context.Context, ml *machineLink, mi machineInfo, err 
 	}
 	ml.misses++
 	ml.failing.Store(true)
+	l.unanswered(ml, err)
 	// The next poll gets a fresh connection: a failed one reconnects with a
 	// growing backoff, which would hide an agent that is back.
 	if ml.client != nil {

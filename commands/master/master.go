@@ -58,6 +58,7 @@ type Master struct {
 
 	leading atomic.Bool
 	lease   atomic.Pointer[events.Lease]
+	agents  agentTable // what the link saw of each agent (hooks.go)
 	writes  chan *writeOp
 	recent  *recentRequests
 

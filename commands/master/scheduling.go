@@ -30,6 +30,8 @@ type SchedulerConfig struct {
 	RescheduleBurst int
 	// Explanations receives the why-pending explanations of each pass.
 	Explanations *Explanations
+	// Metrics, when set, is told what each pass did.
+	Metrics SchedulerMetrics
 }
 
 // Explanations keeps the latest pass's why-pending answers.
@@ -169,7 +171,11 @@ func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
 			})
 			if cell != nil && len(cell.Pending)+len(cell.PendingAllocs) > 0 {
 				lastPlanned = position
+				passStart := time.Now()
 				plan := sched.Schedule(cell, uint64(position))
+				if cfg.Metrics != nil {
+					cfg.Metrics.PassDone(time.Since(passStart), plan)
+				}
 				if cfg.Explanations != nil {
 					cfg.Explanations.set(position, plan)
 				}
