@@ -417,7 +417,9 @@ func (l *link) send(ctx context.Context, ml *machineLink, reqs []*agentpb.Reques
 //  2. Each event the agent reports, alone, as the task's state at that
 //     moment: a task that failed and restarted three times between two
 //     polls has three failures in the log, not one, and its restarts count
-//     against max_restarts. Each carries the idempotency key
+//     against max_restarts. (A task's last event when it is a start or a
+//     failure restarting in place is left to the full state, which says the
+//     same.) Each carries the idempotency key
 //     link/<machine>/<seq>/<time>: a new leader does not know what the
 //     last one recorded but did not acknowledge. Events up to a start the
 //     projection has are skipped (recordedStarts); the store drops the
@@ -471,12 +473,22 @@ func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentSta
 	}
 
 	recorded := l.recordedStarts(ml.name, st.Events)
+	lastOf := make(map[projections.TaskKey]uint64, len(st.Events))
+	for _, ev := range st.Events {
+		lastOf[keyOf(ev.Task)] = ev.Seq
+	}
 	for _, ev := range st.Events {
 		if ev.Seq <= ml.acked || ev.Seq <= recorded[keyOf(ev.Task)] {
 			continue
 		}
 		at, ok := eventTask(ev)
 		if !ok {
+			continue
+		}
+		if ev.Seq == lastOf[at.Task] && (at.State == commands.AgentRunning || at.State == commands.AgentBackoff) {
+			// The task's state now says the same, and the full state below
+			// records it as well, idempotently: a burst of starts costs one
+			// write, not one each.
 			continue
 		}
 		meta := admin

@@ -110,6 +110,10 @@ func (a *scriptedAgent) emit(kind agentpb.EventKind, ref *events.TaskRef, pid in
 func (a *scriptedAgent) fail(key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.failLocked(key)
+}
+
+func (a *scriptedAgent) failLocked(key string) {
 	t := a.tasks[key]
 	a.emit(agentpb.EventKind_EVENT_KIND_FAILED, t.Task, t.Pid, true)
 	t.State, t.Pid, t.ExitCode = agentpb.TaskState_TASK_STATE_BACKOFF, 0, 1
@@ -124,10 +128,24 @@ func (a *scriptedAgent) failForGood(key string) {
 	t.State, t.Pid, t.ExitCode = agentpb.TaskState_TASK_STATE_FAILED, 0, 1
 }
 
+// flap makes a running task fail, restart in place and fail again, all
+// between two polls.
+func (a *scriptedAgent) flap(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.failLocked(key)
+	a.restartLocked(key)
+	a.failLocked(key)
+}
+
 // restart starts a task waiting in backoff again, with a new pid.
 func (a *scriptedAgent) restart(key string) int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.restartLocked(key)
+}
+
+func (a *scriptedAgent) restartLocked(key string) int64 {
 	t := a.tasks[key]
 	a.pid++
 	t.State, t.Pid, t.Restarts = agentpb.TaskState_TASK_STATE_RUNNING, a.pid, t.Restarts+1
@@ -148,22 +166,28 @@ func (a *scriptedAgent) setIgnoreAcks(on bool) {
 }
 
 // A new leader gets back, in its first poll, the events the last leader
-// recorded but did not acknowledge. Here the agent never acknowledged a
-// start and a failure; the task waits in backoff, so the projection (task
-// scheduled, no pid) cannot tell whether they were recorded. Each carries
-// its idempotency key: the old leader's replays are answered from its
-// memory, the new leader's by the store, and its projection stays the log's.
+// recorded but did not acknowledge. Here the agent stops taking
+// acknowledgements just before its task fails, restarts in place and fails
+// again between two polls; the task waits in backoff, so the projection
+// (scheduled, no pid) cannot tell whether the restart was recorded. Each
+// event carries its idempotency key: the old leader's replays are answered
+// from its memory, the new leader's by the store, and the new leader's
+// projection stays the log's.
 func TestLinkNewLeaderRecordsUnacknowledgedEventsOnce(t *testing.T) {
 	c := newLinkCell(t, testLinkConfig())
 	a := c.scriptedAgent("f0")
-	a.setIgnoreAcks(true)
 	c.submit(c.spec("once", 1, "exec sleep 600"))
 	key := "alice/once/0"
 	count := func(typ string) int { return len(c.events("once", typ)) }
 	eventually(t, 10*time.Second, "started", func() (bool, string) { return count("TaskStarted") == 1, fmt.Sprint(c.tasks("once")) })
-	a.fail(key)
-	eventually(t, 10*time.Second, "failure recorded", func() (bool, string) { return count("TaskFailed") == 1, fmt.Sprint(c.tasks("once")) })
-	time.Sleep(3 * testPoll) // polls replaying both events to the same leader
+	time.Sleep(2 * testPoll) // the start acknowledged
+	a.setIgnoreAcks(true)
+	a.flap(key)
+	eventually(t, 10*time.Second, "failures recorded", func() (bool, string) { return count("TaskFailed") == 2, fmt.Sprint(c.tasks("once")) })
+	time.Sleep(3 * testPoll) // polls replaying the events to the same leader
+	if s, f := count("TaskStarted"), count("TaskFailed"); s != 2 || f != 2 {
+		t.Fatalf("%d TaskStarted, %d TaskFailed recorded by the first leader: want 2 and 2", s, f)
+	}
 	c.stopMaster()
 
 	a.setIgnoreAcks(false)
@@ -171,20 +195,20 @@ func TestLinkNewLeaderRecordsUnacknowledgedEventsOnce(t *testing.T) {
 	eventually(t, 10*time.Second, "polled by the new leader", func() (bool, string) {
 		return lm.stats.Polls.Load() >= 3, fmt.Sprint(lm.stats.Polls.Load())
 	})
-	if s, f := count("TaskStarted"), count("TaskFailed"); s != 1 || f != 1 {
-		t.Fatalf("%d TaskStarted, %d TaskFailed after the new leader's polls: want 1 and 1", s, f)
+	if s, f := count("TaskStarted"), count("TaskFailed"); s != 2 || f != 2 {
+		t.Fatalf("%d TaskStarted, %d TaskFailed after the new leader's polls: want 2 and 2", s, f)
 	}
-	if tv := c.tasks("once")[0]; tv.State != projections.TaskScheduled || tv.Pid != 0 || tv.Restarts != 1 {
-		t.Fatalf("new leader's projection has the task %+v: want scheduled, no pid, 1 restart, as in the log", tv)
+	if tv := c.tasks("once")[0]; tv.State != projections.TaskScheduled || tv.Pid != 0 || tv.Restarts != 2 {
+		t.Fatalf("new leader's projection has the task %+v: want scheduled, no pid, 2 restarts, as in the log", tv)
 	}
-	// And it goes on: the restart in place is recorded.
+	// And it goes on: the next restart in place is recorded.
 	pid := a.restart(key)
 	eventually(t, 10*time.Second, "restart recorded", func() (bool, string) {
 		tv := c.tasks("once")[0]
 		return tv.State == projections.TaskRunning && tv.Pid == pid, fmt.Sprint(tv)
 	})
-	if s := count("TaskStarted"); s != 2 {
-		t.Errorf("%d TaskStarted, want 2", s)
+	if s := count("TaskStarted"); s != 3 {
+		t.Errorf("%d TaskStarted, want 3", s)
 	}
 }
 
