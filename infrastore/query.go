@@ -93,7 +93,10 @@ func (s *Infrastore) readOnly(ctx context.Context, fn func(dc driver.Conn) (*Res
 	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION READ ONLY"); err != nil {
 		return nil, err
 	}
-	defer conn.ExecContext(context.Background(), "ROLLBACK") //nolint:errcheck // nothing to keep
+	defer func() {
+		// Nothing to keep, and the connection goes back to the pool clean.
+		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+	}()
 	var res *Result
 	err = conn.Raw(func(dc any) error {
 		var err error
