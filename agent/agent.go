@@ -36,6 +36,7 @@ type Agent struct {
 	bootID      string
 	cgroupNote  string
 	lockFile    *os.File // flock on the data dir: one agent per data dir
+	metrics     *metrics // for Prometheus (metrics.go)
 
 	mu       sync.Mutex
 	closed   bool
@@ -93,6 +94,7 @@ func newAgent(cfg Config, rt runtime, note string) (*Agent, error) {
 		bootID:      procfs.BootID(),
 		cgroupNote:  note,
 		lockFile:    lock,
+		metrics:     newMetrics(),
 		tasks:       map[string]*task{},
 		nextSeq:     1,
 		saveCh:      make(chan struct{}, 1),
@@ -171,6 +173,7 @@ func (a *Agent) Close() error {
 
 // Poll applies the master's requests and returns the agent's full state.
 func (a *Agent) Poll(ctx context.Context, req *agentpb.PollRequest) (*agentpb.AgentState, error) {
+	defer a.metrics.timePoll(time.Now())
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -198,6 +201,7 @@ func (a *Agent) Poll(ctx context.Context, req *agentpb.PollRequest) (*agentpb.Ag
 		results = append(results, res)
 	}
 	a.ack(req.EventsAcked)
+	a.metrics.polled(a.clock.Now(), a.lastPoll)
 	a.lastPoll = a.clock.Now()
 	st := a.snapshot(true)
 	st.Results = results
@@ -289,6 +293,8 @@ func (a *Agent) emit(kind agentpb.EventKind, t *task, fill func(*agentpb.AgentEv
 	if fill != nil {
 		fill(ev)
 	}
+	a.metrics.event(ev, t.spec.GetPriority())
+	a.logEvent(t, ev)
 	a.nextSeq++
 	a.events = append(a.events, ev)
 	if over := len(a.events) - a.cfg.MaxEvents; over > 0 {

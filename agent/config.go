@@ -21,6 +21,7 @@ type Config struct {
 	MasterAddr    string // the master's gRPC address; "" runs without registering
 	ListenAddr    string // where the Agent service listens (Run only); default "127.0.0.1:7070"
 	AdvertiseAddr string // the address given to the master; default the listener's
+	HTTPAddr      string // where /metrics, /healthz and /readyz are served (Run only); "" serves none
 	DataDir       string // sandboxes, logs and the agent's state; required
 
 	// Capacity is what the machine offers to tasks. Fields left zero are
@@ -61,6 +62,8 @@ type Config struct {
 	Clock    Clock        // default RealClock
 	Logger   *slog.Logger // default slog.Default()
 	OnListen func(addr string)
+	// OnHTTPListen is called with the address HTTPAddr listens on.
+	OnHTTPListen func(addr string)
 }
 
 // ProdPriority is the lowest prod priority (the production and monitoring

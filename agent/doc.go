@@ -24,6 +24,12 @@
 //     task over its limit when no cgroup can be used (it says so at start).
 //     CPU limits are quotas; shares favour latency-sensitive tasks ten to
 //     one over batch tasks of the same size.
+//   - Operations: Collector (Prometheus: task events, restarts, OOM kills,
+//     health-check failures, polls as the agent sees them; tasks by state,
+//     CPU and memory per job and band read from the state when scraped),
+//     Ready (polled by a master within ReregisterAfter) and HTTPHandler
+//     (/metrics, /healthz, /readyz), served by Run on Config.HTTPAddr.
+//     Records about a task carry user, job and task (its index).
 //   - The clients of the protocol: Dial for the master's link, the request
 //     builders, ResolveSpec (job spec to task spec) and EventPayload (agent
 //     event to catalogue event).

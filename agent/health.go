@@ -100,6 +100,7 @@ func (a *Agent) checkHealth(key string, gen int64) {
 	}
 	t.health = agentpb.Health_HEALTH_UNHEALTHY
 	t.healthFailures++
+	a.metrics.healthFailures.WithLabelValues(bandOf(t.spec.GetPriority())).Inc()
 	a.markDirty()
 	if t.healthFailures > h.FailuresAllowed {
 		t.message = fmt.Sprintf("health check failed %d times in a row: %v", t.healthFailures, err)

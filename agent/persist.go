@@ -214,7 +214,7 @@ func (a *Agent) restore() error {
 				p, err = a.rt.adopt(t.container, t.pid, t.ticks)
 			}
 			if err != nil {
-				a.log.Info("task lost while the agent was down", "task", t.key, "pid", t.pid, "err", err)
+				a.taskLog(t.key).Info("task lost while the agent was down", "pid", t.pid, "err", err)
 				t.message = err.Error()
 				a.exitedUnwatched(t, err)
 				continue
@@ -223,7 +223,7 @@ func (a *Agent) restore() error {
 			t.proc, t.adopted = p, true
 			t.state = agentpb.TaskState_TASK_STATE_RUNNING
 			t.u.begin(now)
-			a.log.Info("adopted task", "task", t.key, "pid", t.pid)
+			a.taskLog(t.key).Info("adopted task", "pid", t.pid)
 			a.emit(agentpb.EventKind_EVENT_KIND_ADOPTED, t, nil)
 			a.watch(t)
 			if t.killing != killNone {

@@ -32,6 +32,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if addr == "" {
 		addr = lis.Addr().String()
 	}
+	if a.cfg.HTTPAddr != "" {
+		stopHTTP, err := a.serveHTTP(a.cfg.HTTPAddr)
+		if err != nil {
+			lis.Close()
+			return err
+		}
+		defer stopHTTP()
+	}
 	srv := grpc.NewServer()
 	agentpb.RegisterAgentServer(srv, a)
 	served := make(chan error, 1)

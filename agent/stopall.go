@@ -35,7 +35,7 @@ func (a *Agent) StopAll(ctx context.Context, grace time.Duration) error {
 			continue
 		}
 		if err := a.stopTask(&agentpb.StopTask{Task: t.ref, Reason: ReasonAgentStopping, GracePeriodMs: grace.Milliseconds()}); err != nil {
-			a.log.Warn("stopping a task", "task", t.key, "err", err)
+			a.taskLog(t.key).Warn("stopping a task", "err", err)
 		}
 	}
 	a.mu.Unlock()

@@ -367,7 +367,7 @@ func (a *Agent) watch(t *task) {
 		}
 		a.mu.Unlock()
 		if err := p.release(); err != nil {
-			a.log.Warn("removing task container", "task", key, "err", err)
+			a.taskLog(key).Warn("removing task container", "err", err)
 		}
 	}()
 }
@@ -385,7 +385,7 @@ func (a *Agent) terminate(t *task, why killKind, grace time.Duration, reason str
 		t.healthTimer = nil
 	}
 	if err := t.proc.signal(syscall.SIGTERM); err != nil {
-		a.log.Warn("SIGTERM", "task", t.key, "err", err)
+		a.taskLog(t.key).Warn("SIGTERM", "err", err)
 	}
 	if t.timer != nil {
 		t.timer.Stop()
@@ -570,6 +570,7 @@ func (a *Agent) scheduleRestart(t *task, delay time.Duration) {
 		if t := a.tasks[key]; !a.closed && t != nil && t.gen == gen && t.state == agentpb.TaskState_TASK_STATE_BACKOFF {
 			t.timer = nil
 			t.restarts++
+			a.metrics.restarts.WithLabelValues(bandOf(t.spec.GetPriority())).Inc()
 			a.launch(t)
 		}
 	})

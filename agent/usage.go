@@ -217,7 +217,7 @@ func (a *Agent) relievePressure() {
 		t := a.tasks[key]
 		msg := fmt.Sprintf("machine memory pressure: tasks use %d of %d bytes, %d available; freeing %d",
 			used, a.cfg.Capacity.MemoryBytes, a.machine.Available, need)
-		a.log.Warn("evicting for memory pressure", "task", key, "priority", t.spec.Priority, "memory", t.u.mem)
+		a.taskLog(key).Warn("evicting for memory pressure", "priority", t.spec.Priority, "memory", t.u.mem)
 		a.killNow(t, killPressure, ReasonOvercommitted, msg)
 	}
 }
