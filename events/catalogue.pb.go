@@ -488,27 +488,31 @@ func (x *UpdatePolicy) GetMaxDisruptions() int32 {
 // JobSpec is the whole, validated description of a job. The user is the
 // caller's identity, never taken from a file.
 type JobSpec struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
-	Name          string                  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	User          string                  `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
-	Priority      int32                   `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"` // 0-11: see events.Band
-	TaskCount     int32                   `protobuf:"varint,4,opt,name=task_count,json=taskCount,proto3" json:"task_count,omitempty"`
-	Labels        map[string]string       `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Command       string                  `protobuf:"bytes,6,opt,name=command,proto3" json:"command,omitempty"`
-	Args          []string                `protobuf:"bytes,7,rep,name=args,proto3" json:"args,omitempty"`
-	Env           map[string]string       `protobuf:"bytes,8,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Resources     *Resources              `protobuf:"bytes,9,opt,name=resources,proto3" json:"resources,omitempty"` // per task
-	Constraints   []*Constraint           `protobuf:"bytes,10,rep,name=constraints,proto3" json:"constraints,omitempty"`
-	Overrides     map[int32]*TaskOverride `protobuf:"bytes,11,rep,name=overrides,proto3" json:"overrides,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // by task index
-	Restart       *RestartPolicy          `protobuf:"bytes,12,opt,name=restart,proto3" json:"restart,omitempty"`
-	HealthCheck   *HealthCheck            `protobuf:"bytes,13,opt,name=health_check,json=healthCheck,proto3" json:"health_check,omitempty"`
-	Update        *UpdatePolicy           `protobuf:"bytes,14,opt,name=update,proto3" json:"update,omitempty"`
-	StartAfter    string                  `protobuf:"bytes,15,opt,name=start_after,json=startAfter,proto3" json:"start_after,omitempty"` // name of a job of the same user that must finish first
-	AllocSet      string                  `protobuf:"bytes,16,opt,name=alloc_set,json=allocSet,proto3" json:"alloc_set,omitempty"`       // run inside this alloc set of the same user
-	Appclass      string                  `protobuf:"bytes,17,opt,name=appclass,proto3" json:"appclass,omitempty"`                       // "latency-sensitive" or "batch"
-	PortNames     []string                `protobuf:"bytes,18,rep,name=port_names,json=portNames,proto3" json:"port_names,omitempty"`    // names for the requested ports, in order
-	SecretEnv     []string                `protobuf:"bytes,19,rep,name=secret_env,json=secretEnv,proto3" json:"secret_env,omitempty"`    // env names whose values are secret (kept out of the log)
-	Package       string                  `protobuf:"bytes,20,opt,name=package,proto3" json:"package,omitempty"`                         // package identity, for the scheduler's locality preference
+	state       protoimpl.MessageState  `protogen:"open.v1"`
+	Name        string                  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	User        string                  `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	Priority    int32                   `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"` // 0-11: see events.Band
+	TaskCount   int32                   `protobuf:"varint,4,opt,name=task_count,json=taskCount,proto3" json:"task_count,omitempty"`
+	Labels      map[string]string       `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Command     string                  `protobuf:"bytes,6,opt,name=command,proto3" json:"command,omitempty"`
+	Args        []string                `protobuf:"bytes,7,rep,name=args,proto3" json:"args,omitempty"`
+	Env         map[string]string       `protobuf:"bytes,8,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Resources   *Resources              `protobuf:"bytes,9,opt,name=resources,proto3" json:"resources,omitempty"` // per task
+	Constraints []*Constraint           `protobuf:"bytes,10,rep,name=constraints,proto3" json:"constraints,omitempty"`
+	Overrides   map[int32]*TaskOverride `protobuf:"bytes,11,rep,name=overrides,proto3" json:"overrides,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // by task index
+	Restart     *RestartPolicy          `protobuf:"bytes,12,opt,name=restart,proto3" json:"restart,omitempty"`
+	HealthCheck *HealthCheck            `protobuf:"bytes,13,opt,name=health_check,json=healthCheck,proto3" json:"health_check,omitempty"`
+	Update      *UpdatePolicy           `protobuf:"bytes,14,opt,name=update,proto3" json:"update,omitempty"`
+	StartAfter  string                  `protobuf:"bytes,15,opt,name=start_after,json=startAfter,proto3" json:"start_after,omitempty"` // name of a job of the same user that must finish first
+	AllocSet    string                  `protobuf:"bytes,16,opt,name=alloc_set,json=allocSet,proto3" json:"alloc_set,omitempty"`       // run inside this alloc set of the same user
+	Appclass    string                  `protobuf:"bytes,17,opt,name=appclass,proto3" json:"appclass,omitempty"`                       // "latency-sensitive" or "batch"
+	PortNames   []string                `protobuf:"bytes,18,rep,name=port_names,json=portNames,proto3" json:"port_names,omitempty"`    // names for the requested ports, in order
+	SecretEnv   []string                `protobuf:"bytes,19,rep,name=secret_env,json=secretEnv,proto3" json:"secret_env,omitempty"`    // env names whose values are secret (kept out of the log)
+	Package     string                  `protobuf:"bytes,20,opt,name=package,proto3" json:"package,omitempty"`                         // package identity, for the scheduler's locality preference
+	// The values of secret_env, sealed by the master (AES-256-GCM with the
+	// cell's secrets key, bound to user/name): the log never holds them in
+	// the clear. Set only by the master; replies show "<redacted>" instead.
+	SealedEnv     []byte `protobuf:"bytes,21,opt,name=sealed_env,json=sealedEnv,proto3" json:"sealed_env,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -681,6 +685,13 @@ func (x *JobSpec) GetPackage() string {
 		return x.Package
 	}
 	return ""
+}
+
+func (x *JobSpec) GetSealedEnv() []byte {
+	if x != nil {
+		return x.SealedEnv
+	}
+	return nil
 }
 
 type MachineRegistered struct {
@@ -3105,7 +3116,7 @@ const file_catalogue_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\"7\n" +
 	"\fUpdatePolicy\x12'\n" +
-	"\x0fmax_disruptions\x18\x01 \x01(\x05R\x0emaxDisruptions\"\x8a\b\n" +
+	"\x0fmax_disruptions\x18\x01 \x01(\x05R\x0emaxDisruptions\"\xa9\b\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12\x1a\n" +
@@ -3131,7 +3142,9 @@ const file_catalogue_proto_rawDesc = "" +
 	"port_names\x18\x12 \x03(\tR\tportNames\x12\x1d\n" +
 	"\n" +
 	"secret_env\x18\x13 \x03(\tR\tsecretEnv\x12\x18\n" +
-	"\apackage\x18\x14 \x01(\tR\apackage\x1a9\n" +
+	"\apackage\x18\x14 \x01(\tR\apackage\x12\x1d\n" +
+	"\n" +
+	"sealed_env\x18\x15 \x01(\fR\tsealedEnv\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
