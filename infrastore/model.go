@@ -219,11 +219,6 @@ func newBatch() *batch {
 	return &batch{dirtyJobs: map[jobKey]bool{}, dirtyTasks: map[taskKey]bool{}, dirtyMachines: map[string]bool{}}
 }
 
-func (b *batch) size() int {
-	return len(b.events) + len(b.jobSpecs) + len(b.taskEvents) + len(b.jobEvents) +
-		len(b.machineEvents) + len(b.taskUsage) + len(b.decisions)
-}
-
 // nz turns an empty string into NULL.
 func nz(s string) any {
 	if s == "" {
