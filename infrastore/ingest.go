@@ -72,6 +72,26 @@ func (s *Infrastore) CatchUp(ctx context.Context, store events.Reader) (int64, e
 	return s.position(), err
 }
 
+// Apply applies events that follow Position without a gap, storing them and
+// the new position in one transaction: the entry point for a consumer of
+// the event feed (events/feed), which delivers committed batches once.
+func (s *Infrastore) Apply(ctx context.Context, evs []events.Event) error {
+	release, err := s.claim()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if s.stale {
+		return ErrRebuildNeeded
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return s.applyEvents(ctx, conn, evs)
+}
+
 // Rebuild re-derives every table from the log: it drops and recreates the
 // tables with the current schema (rows imported from a trace are kept), then
 // replays the log from position 1. Until it finishes, queries see a partial

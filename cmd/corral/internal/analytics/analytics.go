@@ -27,6 +27,7 @@ import (
 
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/events/feed"
 	"github.com/corralhq/corral/infrastore"
 )
 
@@ -78,11 +79,20 @@ func (s *Store) Close() error { return s.is.Close() }
 // Position is the last log position the file holds.
 func (s *Store) Position(ctx context.Context) (int64, error) { return s.is.Position(ctx) }
 
-// Run ingests the log until ctx ends. A file written by another schema
-// version is rebuilt from the log first: it is derived data.
+// Run ingests the log until ctx ends: it catches up in large batches, then
+// follows new events through the event feed (a watermill router with
+// retries and a poison queue). A file written by another schema version is
+// rebuilt from the log first: it is derived data.
 func (s *Store) Run(ctx context.Context, store events.Store) error {
 	for {
-		err := s.is.Run(ctx, store)
+		_, err := s.is.CatchUp(ctx, store)
+		if err == nil {
+			var f *feed.Feed
+			f, err = feed.New(store, feed.Options{}, feedConsumer{s.is})
+			if err == nil {
+				err = f.Run(ctx)
+			}
+		}
 		if errors.Is(err, infrastore.ErrRebuildNeeded) {
 			if _, err := s.is.Rebuild(ctx, store); err != nil {
 				return fmt.Errorf("rebuilding the Infrastore for its new schema: %w", err)
@@ -202,4 +212,16 @@ func statusOf(err error) error {
 		return status.Error(codes.Canceled, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
+}
+
+// feedConsumer is the Infrastore as a consumer of the event feed: its
+// position is stored in the file with what it applied.
+type feedConsumer struct{ is *infrastore.Infrastore }
+
+func (feedConsumer) Name() string { return "infrastore" }
+
+func (c feedConsumer) Position(ctx context.Context) (int64, error) { return c.is.Position(ctx) }
+
+func (c feedConsumer) Apply(ctx context.Context, evs []events.Event) error {
+	return c.is.Apply(ctx, evs)
 }
