@@ -30,7 +30,8 @@ type LinkConfig struct {
 	Interval time.Duration
 	// MissedPolls in a row mark a machine down and its tasks lost (default 3).
 	MissedPolls int
-	// Concurrency bounds the polls in flight (default 64).
+	// Concurrency bounds the polls in flight (default 64), and as many
+	// again to machines whose last poll went unanswered.
 	Concurrency int
 	// UsageWindow is how often a machine's usage becomes an event
 	// (default 5 minutes, the Google trace's task_usage window).
@@ -113,7 +114,26 @@ type usageAcc struct {
 	startUS, endUS   int64
 }
 
-// Link returns the leader's agent link, for Config.OnLeading.
+// Link returns the leader's agent link, for Config.OnLeading. It polls
+// every machine each Interval (Borg §3.3: the master sets the pace; no
+// agent ever calls in but to register), sends it the starts, updates and
+// stops that make it match the projection, and records what it reports.
+//
+// Invariants:
+//   - Every event an agent reports is recorded once, in order, though a
+//     leader may die between recording and acknowledging: what it cannot
+//     tell from the projection carries an idempotency key (see record).
+//   - An agent's ended task is started again only once its end is in the
+//     log, and forgotten by the agent only then.
+//   - A machine is down after MissedPolls unanswered polls in a row, one per
+//     interval, so at the earliest (MissedPolls-1) intervals after its last
+//     answer; its tasks are then lost and placed elsewhere. When it answers
+//     again it is up, and every task it runs that the projection places
+//     elsewhere is stopped: a task never runs twice for long.
+//   - A poll that changes nothing writes nothing.
+//   - Machines that stop answering are polled from slots of their own and
+//     on fresh connections: hung polls do not delay the others, and a
+//     reconnect backoff does not hide an agent that is back.
 func Link(cfg LinkConfig) func(ctx context.Context, m *Master) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 2 * time.Second

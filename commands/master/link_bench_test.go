@@ -152,7 +152,7 @@ func benchmarkLink(b *testing.B, n int) {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnLeading: []func(context.Context, *master.Master){
 			master.SchedulerLoop(master.SchedulerConfig{}),
-			master.Link(master.LinkConfig{Cell: "bench", Interval: interval, Stats: stats}),
+			master.Link(master.LinkConfig{Cell: "bench", Interval: interval, Stats: stats, Concurrency: benchConcurrency()}),
 		}})
 	if err != nil {
 		b.Fatal(err)
@@ -332,4 +332,9 @@ func BenchmarkTaskStartLatency(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(percentile(lat, 0.5))/1e6, "p50-ms")
 	b.ReportMetric(float64(percentile(lat, 0.95))/1e6, "p95-ms")
+}
+
+func benchConcurrency() int {
+	n, _ := strconv.Atoi(os.Getenv("CORRAL_LINKBENCH_CONCURRENCY"))
+	return n
 }

@@ -83,14 +83,14 @@ func TestHelperAgent(t *testing.T) {
 // agents in processes of their own, which can be killed with SIGKILL and
 // started again on their data dirs, or cut off by a proxy.
 type linkCell struct {
-	t       *testing.T
-	store   events.Store
+	t        *testing.T
+	store    events.Store
 	linkCfg  master.LinkConfig
 	schedCfg master.SchedulerConfig
-	addr    string // the master's, the same across restarts
-	run     string // in every task's environment: finds this test's processes
-	dir     string
-	cgroups string // the cgroup parent of this cell's agents
+	addr     string // the master's, the same across restarts
+	run      string // in every task's environment: finds this test's processes
+	dir      string
+	cgroups  string // the cgroup parent of this cell's agents
 
 	mu      sync.Mutex
 	master  *liveMaster
