@@ -55,6 +55,9 @@ type Agent struct {
 	saveCh   chan struct{}
 	closing  chan struct{} // closed by Close: process watchers stop
 	wg       sync.WaitGroup
+
+	taskUser *credential // Config.TaskUser resolved; nil when unset
+	nextUID  uint32      // where assignUID looks next in Config.TaskUIDs
 }
 
 // New starts an agent on cfg.DataDir: it detects the machine, picks the
@@ -102,6 +105,16 @@ func newAgent(cfg Config, rt runtime, note string) (*Agent, error) {
 	}
 	if m, err := procfs.ReadMeminfo(); err == nil {
 		a.machine = m
+	}
+	if cfg.TaskUIDs.Count == 0 && cfg.TaskUser != "" {
+		if a.taskUser, err = lookupTaskUser(cfg.TaskUser); err != nil {
+			rt.close()
+			_ = lock.Close()
+			return nil, err
+		}
+	}
+	if os.Geteuid() == 0 && !cfg.isolating() {
+		a.log.Warn("tasks run as root, as the agent does: set a task user (Config.TaskUIDs) to keep them from each other and from the machine")
 	}
 	if rt.enforced() {
 		a.log.Info("agent starting", "cgroups", rt.mode(), "note", note, "data_dir", cfg.DataDir)

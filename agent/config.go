@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral/agent/internal/procfs"
 	"github.com/corralhq/corral/events"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -58,6 +59,29 @@ type Config struct {
 	// before it returns, as `corral up` does on Ctrl-C. Otherwise tasks keep
 	// running and the next agent on the data dir adopts them.
 	StopTasksOnExit bool
+
+	// ServerOptions are given to the gRPC server of the Agent service (Run
+	// only): mutual TLS that admits only the cell's masters
+	// (auth.AgentServerOptions). None: plaintext, for a trusted network.
+	ServerOptions []grpc.ServerOption
+	// MasterDialOptions are what Run registers with the master with
+	// (auth.AgentDialOptions). None: plaintext.
+	MasterDialOptions []grpc.DialOption
+
+	// TaskUIDs, when the agent runs as root, runs each task as a user of
+	// its own: a uid from First to First+Count-1, whose group is the same
+	// number and which has no other groups. A task's sandbox is then
+	// reachable only by that uid (and root): tasks cannot read each
+	// other's files, logs or /proc entries, nor signal each other. A uid
+	// stays with its task until the master forgets the task; then its
+	// sandbox is closed to it and any process left running as it killed.
+	// Count 0 (default): off.
+	TaskUIDs UIDRange
+	// TaskUser, when the agent runs as root and TaskUIDs is off, runs
+	// every task as this user (a name or a uid, e.g. "nobody"): the
+	// agent's and root's files are safe from tasks, but tasks share one
+	// uid and so are not safe from each other. Prefer TaskUIDs.
+	TaskUser string
 
 	Clock    Clock        // default RealClock
 	Logger   *slog.Logger // default slog.Default()
@@ -145,6 +169,9 @@ func (c Config) withDefaults() (Config, error) {
 		if v < 0 {
 			return c, fmt.Errorf("Config.%s: %d is negative", field, v)
 		}
+	}
+	if err := c.checkTaskUsers(); err != nil {
+		return c, err
 	}
 	if c.Clock == nil {
 		c.Clock = RealClock{}

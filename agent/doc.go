@@ -19,6 +19,23 @@
 //     PORT_<name> (PORT_<i> for unnamed ports); stdout and stderr appended to
 //     logs/ and rotated by size; each process the leader of its own process
 //     group, so signals reach the whole tree.
+//   - Isolation (Borg §6.1): with Config.TaskUIDs, an agent running as root
+//     runs each task as a uid of its own (its group the same number, no
+//     other groups). The sandbox and logs/ are root's with the task's group
+//     (0750, logs 0640), work/ and tmp/ the task's (0700), the directories
+//     above root's and 0711: a task reads and writes only its own files,
+//     reads its own logs but cannot swap them for links the agent would
+//     follow, and cannot read another task's files, logs or /proc/<pid>/
+//     environ nor signal it. The agent moves the process into its
+//     container before the task's code runs (a gate on fd 3). A forgotten
+//     task's sandbox is closed to its uid and any process left as that uid
+//     killed before the uid is given out again. Without it every sandbox is
+//     0700 and log 0600, as the agent's own user. The state files are 0600:
+//     they hold task specs with their secret values.
+//   - Transport: Run serves with Config.ServerOptions and registers with
+//     Config.MasterDialOptions (mutual TLS from package commands/auth: only
+//     the cell's masters may poll; the master must show a master's
+//     certificate).
 //   - Containers (package cgroup): cgroup v2, else v1, else sampling /proc.
 //     Memory limits are enforced by the kernel, or by the agent killing a
 //     task over its limit when no cgroup can be used (it says so at start).

@@ -54,6 +54,7 @@ type savedTask struct {
 	StopReason     string          `json:"stop_reason,omitempty"`
 	CPUBase        float64         `json:"cpu_base"` // of ended processes: an adopted one is counted again whole
 	MemInt         float64         `json:"mem_byte_seconds"`
+	UID            uint32          `json:"uid,omitempty"` // of Config.TaskUIDs
 }
 
 // save writes the state file. a.mu held.
@@ -88,6 +89,7 @@ func (a *Agent) save() error {
 			Status: st, Spec: spec, PendingSpec: pending, PendingVersion: t.pendingVersion,
 			Gen: t.gen, Container: t.container, StartTicks: t.ticks, Consecutive: t.consecutive,
 			Killing: t.killing, StopReason: t.stopReason, CPUBase: t.u.cpuBase, MemInt: t.u.memInt,
+			UID: t.uid,
 		})
 	}
 	b, err := json.Marshal(s)
@@ -104,7 +106,8 @@ func (a *Agent) save() error {
 
 func writeSlot(path string, seq uint64, body []byte) error {
 	head := fmt.Sprintf("%s %d %08x %d\n", stateMagic, seq, crc32.ChecksumIEEE(body), len(body))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	// 0600: a task's spec holds its secrets in the clear.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
@@ -175,6 +178,12 @@ func parseSlot(b []byte) (uint64, []byte, error) {
 // whatever still runs in it. a.mu held.
 func (a *Agent) restore() error {
 	path := filepath.Join(a.cfg.DataDir, "state.*")
+	for _, name := range stateFiles {
+		// Written 0644 by agents before secrets reached them.
+		if err := os.Chmod(filepath.Join(a.cfg.DataDir, name), 0o600); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	b, seq, err := readState(a.cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("%s is damaged (%v): move it away to start without the tasks it lists", path, err)
@@ -301,6 +310,7 @@ func loadTask(st savedTask) (*task, error) {
 		healthFailures: status.HealthFailures,
 		killing:        st.Killing,
 		stopReason:     st.StopReason,
+		uid:            st.UID,
 		pendingVersion: st.PendingVersion,
 	}
 	if len(st.PendingSpec) > 0 {

@@ -40,7 +40,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer stopHTTP()
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(a.cfg.ServerOptions...)
 	agentpb.RegisterAgentServer(srv, a)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
@@ -117,7 +117,11 @@ func (a *Agent) registerLoop(ctx context.Context, addr string) {
 // rare, and a fresh connection does not inherit the backoff of one that
 // failed while the master was down.
 func (a *Agent) register(ctx context.Context, addr string) (*agentpb.RegisterReply, error) {
-	conn, err := grpc.NewClient(a.cfg.MasterAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts := a.cfg.MasterDialOptions
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	conn, err := grpc.NewClient(a.cfg.MasterAddr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("Config.MasterAddr: %w", err)
 	}

@@ -40,6 +40,7 @@ type launchSpec struct {
 	dir            string
 	stdout, stderr string // log files, opened for appending
 	limits         cgroup.Limits
+	cred           *credential // who the process runs as; nil: the agent's user
 }
 
 type process interface {
@@ -101,6 +102,12 @@ const joinScript = `n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit
 
 const exitCannotJoin = 125
 
+// gateScript runs as the first process of a task that runs as another user,
+// who cannot write the container's files: it waits until the agent has put
+// its pid there and says so on fd 3, then execs the task. If the agent
+// closes fd 3 without a word, the task never runs (exit 125).
+const gateScript = `read -r go <&3 || exit 125; exec 3<&-; exec "$@"`
+
 type osRuntime struct {
 	mgr  cgroup.Manager
 	stop chan struct{} // closed by close: adopted-process watchers end
@@ -116,7 +123,19 @@ func (r *osRuntime) enforced() bool    { return r.mgr.KernelEnforced() }
 func (r *osRuntime) close()            { r.once.Do(func() { close(r.stop) }) }
 
 func openLog(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+}
+
+// shareLog lets a task running as cred read its log: root's, with the
+// task's group, 0640.
+func shareLog(f *os.File, cred *credential) error {
+	if cred == nil {
+		return nil
+	}
+	if err := f.Chown(0, int(cred.gid)); err != nil {
+		return err
+	}
+	return f.Chmod(0o640)
 }
 
 func (r *osRuntime) start(ls launchSpec) (process, error) {
@@ -141,9 +160,26 @@ func (r *osRuntime) start(ls launchSpec) (process, error) {
 		return fail(err)
 	}
 	defer stderr.Close()
+	for _, f := range []*os.File{stdout, stderr} {
+		if err := shareLog(f, ls.cred); err != nil {
+			return fail(fmt.Errorf("log %s: %w", f.Name(), err))
+		}
+	}
 
 	argv := append([]string{ls.path}, ls.args...)
-	if files := c.JoinFiles(); len(files) > 0 {
+	files := c.JoinFiles()
+	var gate *os.File // the agent's end of the gate's pipe
+	var gateRead *os.File
+	switch {
+	case len(files) > 0 && ls.cred != nil:
+		// The task's user cannot join the container itself: the agent
+		// writes its pid, then opens the gate.
+		if gateRead, gate, err = os.Pipe(); err != nil {
+			return fail(err)
+		}
+		defer gate.Close()
+		argv = append([]string{"/bin/sh", "-c", gateScript, "corral-task"}, argv...)
+	case len(files) > 0:
 		pre := append([]string{"/bin/sh", "-c", joinScript, "corral-task", strconv.Itoa(len(files))}, files...)
 		argv = append(pre, argv...)
 	}
@@ -154,12 +190,34 @@ func (r *osRuntime) start(ls launchSpec) (process, error) {
 		Dir:         ls.dir,
 		Stdout:      stdout,
 		Stderr:      stderr,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Credential: ls.cred.sys()},
 	}
-	if err := cmd.Start(); err != nil {
+	if gateRead != nil {
+		cmd.ExtraFiles = []*os.File{gateRead}
+	}
+	err = cmd.Start()
+	if gateRead != nil {
+		gateRead.Close()
+	}
+	if err != nil {
 		return fail(fmt.Errorf("start %s: %w", ls.path, err))
 	}
 	pid := cmd.Process.Pid
+	if gate != nil {
+		for _, f := range files {
+			if err := writePid(f, pid); err != nil {
+				gate.Close() // the gate never opens: the task exits 125
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				_ = cmd.Wait()
+				return fail(fmt.Errorf("moving the task into its container: %w", err))
+			}
+		}
+		if _, err := gate.Write([]byte("go\n")); err != nil {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			return fail(fmt.Errorf("starting the task: %w", err))
+		}
+	}
 	if err := c.Attach(pid); err != nil {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		_ = cmd.Wait()
@@ -182,6 +240,19 @@ func (r *osRuntime) start(ls launchSpec) (process, error) {
 		close(p.doneCh)
 	}()
 	return p, nil
+}
+
+// writePid moves pid into the container whose cgroup.procs is path.
+func writePid(path string, pid int) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(strconv.Itoa(pid)); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func (r *osRuntime) adopt(container string, pid int, startTicks uint64) (process, error) {

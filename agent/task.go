@@ -2,7 +2,6 @@ package agent
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -47,6 +46,7 @@ type task struct {
 	version int64
 	spec    *agentpb.TaskSpec
 	sandbox string
+	uid     uint32 // of Config.TaskUIDs; 0 when tasks run as the agent's user or TaskUser
 	state   agentpb.TaskState
 
 	gen       int64 // incarnation: one per process started; names its container
@@ -153,6 +153,7 @@ func (a *Agent) startTask(r *agentpb.StartTask) error {
 	} else if t != nil {
 		t.stopTimers()
 	}
+	prev := a.tasks[key]
 	t := &task{
 		ref:     proto.Clone(r.Task).(*events.TaskRef),
 		key:     key,
@@ -160,6 +161,9 @@ func (a *Agent) startTask(r *agentpb.StartTask) error {
 		spec:    proto.Clone(r.Spec).(*agentpb.TaskSpec),
 		sandbox: a.sandboxOf(r.Task),
 		health:  agentpb.Health_HEALTH_UNSPECIFIED,
+	}
+	if err := a.assignUID(t, prev); err != nil {
+		return fmt.Errorf("start %s: %w", key, err)
 	}
 	a.tasks[key] = t
 	a.launch(t)
@@ -275,6 +279,7 @@ func (a *Agent) forgetTask(r *agentpb.ForgetTask) error {
 	}
 	t.stopTimers()
 	delete(a.tasks, key)
+	a.retire(t)
 	a.markDirty()
 	return nil
 }
@@ -322,10 +327,8 @@ func (a *Agent) launch(t *task) {
 func (a *Agent) startProcess(t *task) (process, error) {
 	work := filepath.Join(t.sandbox, "work")
 	logs := filepath.Join(t.sandbox, "logs")
-	for _, d := range []string{work, logs, filepath.Join(t.sandbox, "tmp")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
+	if err := a.prepareSandbox(t); err != nil {
+		return nil, err
 	}
 	env := taskEnv(t.ref, a.cell, t.spec, t.sandbox)
 	path, err := lookPath(t.spec.Command, env, work)
@@ -341,6 +344,7 @@ func (a *Agent) startProcess(t *task) (process, error) {
 		stdout:    filepath.Join(logs, "stdout"),
 		stderr:    filepath.Join(logs, "stderr"),
 		limits:    limitsFor(t.spec),
+		cred:      a.credOf(t),
 	})
 }
 
