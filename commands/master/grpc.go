@@ -14,13 +14,16 @@ import (
 
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
 
-// UserHeader is the gRPC metadata key that names the caller on a trusted
-// link (until certificates or tokens identify callers).
-const UserHeader = "x-corral-user"
+// UserHeader is the gRPC metadata key that names the caller in insecure
+// mode only (no auth.Authenticator: development on a trusted machine). With
+// one, callers are known by certificate or token and the header is removed
+// before the service sees it.
+const UserHeader = auth.UserHeader
 
 // LeaderHeader is set on a follower's refusal of a write: the leader's
 // address, so a client can follow it.
@@ -75,6 +78,15 @@ func NewService(m *Master) *Service { return &Service{m: m, ReadWait: 10 * time.
 func (s *Service) Register(g *grpc.Server) { apipb.RegisterCellServer(g, s) }
 
 func (s *Service) actor(ctx context.Context) (commands.Actor, error) {
+	if id, ok := auth.FromContext(ctx); ok {
+		// Authenticated: the admin capability is the certificate's or
+		// token's role, or the master's Admins list.
+		admin := id.Role == auth.RoleAdmin
+		for _, a := range s.m.cfg.Admins {
+			admin = admin || a == id.Name || a == "*"
+		}
+		return commands.Actor{User: id.Name, Admin: admin}, nil
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	users := md.Get(UserHeader)
 	if len(users) == 0 || users[0] == "" {
@@ -246,6 +258,9 @@ func (s *Service) read(ctx context.Context, ro *apipb.ReadOptions, fn func(st *p
 func userOr(ctx context.Context, user string) string {
 	if user != "" {
 		return user
+	}
+	if id, ok := auth.FromContext(ctx); ok {
+		return id.Name
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	if u := md.Get(UserHeader); len(u) > 0 {

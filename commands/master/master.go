@@ -327,8 +327,11 @@ func (m *Master) Do(ctx context.Context, cmd commands.Command) (Result, error) {
 	op := &writeOp{cmd: cmd, done: make(chan writeResult, 1)}
 	select {
 	case m.writes <- op:
-	case <-ctx.Done():
-		return Result{}, ctx.Err()
+	default:
+		// Full: the writer is far behind. Say so at once rather than make
+		// every caller wait in a queue that only grows.
+		return Result{}, &commands.Error{Code: commands.ResourceExhausted,
+			Msg: fmt.Sprintf("the master's write queue is full (%d commands waiting); retry after a short backoff", cap(m.writes))}
 	}
 	select {
 	case r := <-op.done:

@@ -79,6 +79,10 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	defer m.applied.Notify()
+	// Commands refused for want of a capability are recorded once the
+	// batch is in the log (deferred calls run in reverse: before Notify).
+	var refused []events.Event
+	defer func() { m.recordRefusalsLocked(ctx, refused) }()
 	epoch := m.Epoch()
 	if epoch == 0 {
 		for _, op := range ops {
@@ -100,6 +104,9 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) {
 		evs, err := commands.Decide(m.state, op.cmd, commands.ClockFunc(m.clock))
 		if err != nil {
 			op.reply(Result{}, err)
+			if ev, ok := refusal(op.cmd, err, m.clock()); ok {
+				refused = append(refused, ev)
+			}
 			continue
 		}
 		if len(evs) == 0 {
