@@ -1,0 +1,202 @@
+package ops_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/commands/ops"
+	"github.com/corralhq/corral/events/pgstore"
+	"github.com/corralhq/corral/internal/pgtest"
+)
+
+func TestDoctorHealthyCell(t *testing.T) {
+	store, path := openSQLite(t)
+	c := startCell(t, store, 2)
+	c.waitMachines(2)
+	rep := ops.Doctor(context.Background(), ops.DoctorConfig{Masters: []string{c.addr}, User: "root", Store: path,
+		DataDir: t.TempDir(), MinFreeBytes: 1 << 20, MinFreeRatio: 0.001})
+	var out strings.Builder
+	rep.Write(&out)
+	t.Logf("corral doctor:\n%s", out.String())
+	if !rep.OK() {
+		t.Fatalf("a healthy cell fails the doctor")
+	}
+	for check, want := range map[string]string{
+		"masters":    "1 master(s) answer",
+		"store":      "the event log answers",
+		"migrations": "the schema is at migration 1, the latest",
+		"leader":     "master1 leads (epoch 1) at " + c.addr + ", since ",
+		"agents":     "2 of 2 machines up",
+		"clocks":     "the clocks of 2 agent(s) are within 1s",
+		"infrastore": "the Infrastore has ingested position",
+		"disk":       "free of",
+	} {
+		f, ok := rep.Find(check)
+		if !ok {
+			t.Errorf("no %s check", check)
+			continue
+		}
+		if f.Severity != ops.OK || !strings.Contains(f.Summary, want) {
+			t.Errorf("%s: %s %q, want ok and %q", check, f.Severity, f.Summary, want)
+		}
+	}
+	// The test agents run without cgroups: said, with the fix, but not a
+	// failure.
+	if f, _ := rep.Find("cgroups"); f.Severity != ops.Warn || !strings.Contains(f.Summary, "2 of 2 agents run without cgroups") || f.Fix == "" {
+		t.Errorf("cgroups: %+v", f)
+	}
+	if f, _ := rep.Find("agents"); len(f.Details) != 2 || !strings.Contains(f.Details[0], "last poll") {
+		t.Errorf("agents details: %q", f.Details)
+	}
+	if !strings.Contains(out.String(), "Nothing is wrong") {
+		t.Errorf("the report's last line:\n%s", out.String())
+	}
+}
+
+// A cell on PostgreSQL whose server stops: the doctor says the event log
+// is unreachable, from the masters and from here, and how to fix it; the
+// master's /readyz and corral_store_up say so too. The server "stops" as
+// a TCP proxy in front of it closing: connections drop and the address
+// refuses new ones, as a stopped server's would.
+func TestDoctorStoreStopped(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	px := newTCPProxy(t, dbURL)
+	ctx := context.Background()
+	store, err := pgstore.Open(ctx, px.url, pgstore.Options{PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	c := startCell(t, store, 1)
+	c.waitMachines(1)
+	cfg := ops.DoctorConfig{Masters: []string{c.addr}, User: "root", Store: px.url, Timeout: 3 * time.Second}
+	if rep := ops.Doctor(ctx, cfg); !rep.OK() {
+		var out strings.Builder
+		rep.Write(&out)
+		t.Fatalf("before the stop, the doctor finds:\n%s", out.String())
+	}
+
+	px.stop()
+	rep := ops.Doctor(ctx, cfg)
+	var out strings.Builder
+	rep.Write(&out)
+	t.Logf("corral doctor:\n%s", out.String())
+	if rep.OK() {
+		t.Fatal("the doctor finds nothing wrong with the store stopped")
+	}
+	f, _ := rep.Find("store")
+	if f.Severity != ops.Fail || !strings.Contains(f.Summary, "the event log is unreachable from master(s) master1") ||
+		!strings.Contains(f.Fix, "start the database") {
+		t.Errorf("store: %+v", f)
+	}
+	if !strings.Contains(strings.Join(f.Details, "\n"), "the doctor cannot read "+px.url) {
+		t.Errorf("store details: %q", f.Details)
+	}
+	if f, _ := rep.Find("migrations"); f.Severity != ops.Fail || !strings.Contains(f.Summary, "unreachable") {
+		t.Errorf("migrations: %+v", f)
+	}
+	if f, _ := rep.Find("masters"); f.Severity != ops.OK {
+		t.Errorf("masters (the master process still answers): %+v", f)
+	}
+	if !strings.Contains(out.String(), "checks failed") || !strings.Contains(out.String(), "fix: start the database") {
+		t.Errorf("the report:\n%s", out.String())
+	}
+
+	code, body := get(t, c.web, "/readyz")
+	if code != 503 || !strings.Contains(body, "[-]store: the event store does not answer") {
+		t.Errorf("/readyz with the store stopped: %d %s", code, body)
+	}
+	if up := scrape(t, c.web).sum("corral_store_up"); up != 0 {
+		t.Errorf("corral_store_up = %v with the store stopped", up)
+	}
+}
+
+// tcpProxy forwards a PostgreSQL URL's connections; stop closes them all
+// and stops listening.
+type tcpProxy struct {
+	url    string
+	lis    net.Listener
+	target string
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	closed bool
+}
+
+func newTCPProxy(t *testing.T, dbURL string) *tcpProxy {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{lis: lis, target: u.Host, conns: map[net.Conn]bool{}}
+	u.Host = lis.Addr().String()
+	p.url = u.String()
+	go p.serve()
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *tcpProxy) serve() {
+	for {
+		c, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		go p.handle(c)
+	}
+}
+
+func (p *tcpProxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		for _, c := range cs {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range cs {
+		p.conns[c] = true
+	}
+	return true
+}
+
+func (p *tcpProxy) handle(c net.Conn) {
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	if !p.track(c, up) {
+		return
+	}
+	go func() { io.Copy(up, c); up.Close() }()
+	io.Copy(c, up)
+	c.Close()
+}
+
+func (p *tcpProxy) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.closed = true
+	p.lis.Close()
+	for c := range p.conns {
+		c.Close()
+	}
+}
