@@ -88,7 +88,10 @@ func TestAPIAuthenticatesEveryCaller(t *testing.T) {
 		t.Fatalf("revoke: %d %v", n, err)
 	}
 	revoked := c.client(auth.ClientOptions{CAFile: c.local.CA, Token: tok})
-	waitFor(t, func() bool { _, err := revoked.List(bg, &apipb.ListRequest{}); return code(err) == codes.Unauthenticated }, "the revoked token is refused")
+	waitFor(t, func() bool {
+		_, err := revoked.List(bg, &apipb.ListRequest{})
+		return code(err) == codes.Unauthenticated
+	}, "the revoked token is refused")
 }
 
 func errString(err error) string {
