@@ -204,3 +204,70 @@ func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 	})
 	_ = os.Getpid
 }
+
+func TestPreemptionThroughTheAPI(t *testing.T) {
+	c := startCell(t, backends[1].open(t), 1)
+	eventually(t, 15*time.Second, "machine registered", func() (bool, string) {
+		ms, err := c.client.ListMachines(as("alice"), &apipb.ListMachinesRequest{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(ms.Machines) == 1, fmt.Sprint(len(ms.Machines))
+	})
+	if _, err := c.client.SetQuota(as("root"), &apipb.SetQuotaRequest{RequestId: "q", User: "alice", Band: "production", Resources: &events.Resources{CpuMilli: 2000, MemoryBytes: 1 << 30}}); err != nil {
+		t.Fatal(err)
+	}
+	// Batch work fills the machine's CPU ...
+	batch := &events.JobSpec{Name: "filler", Priority: 2, TaskCount: 4, Command: "/bin/sh", Args: []string{"-c", "exec sleep 300"},
+		Resources: &events.Resources{CpuMilli: 500, MemoryBytes: 32 << 20}}
+	if _, err := c.client.SetQuota(as("root"), &apipb.SetQuotaRequest{RequestId: "qb", User: "bob", Band: "batch", Resources: &events.Resources{CpuMilli: 2000, MemoryBytes: 1 << 30}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.Submit(as("bob"), &apipb.SubmitRequest{RequestId: "b1", Spec: batch}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "filler running", func() (bool, string) {
+		job, err := c.client.Get(as("bob"), &apipb.GetRequest{Job: "filler"})
+		if err != nil {
+			return false, err.Error()
+		}
+		return job.Running == 4, fmt.Sprintf("running %d", job.Running)
+	})
+	// ... so a production task preempts the lowest-priority ones.
+	prod := &events.JobSpec{Name: "frontend", Priority: 9, TaskCount: 1, Command: "/bin/sh", Args: []string{"-c", "exec sleep 300"},
+		Resources: &events.Resources{CpuMilli: 1000, MemoryBytes: 32 << 20}}
+	if _, err := c.client.Submit(as("alice"), &apipb.SubmitRequest{RequestId: "p1", Spec: prod}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "frontend running", func() (bool, string) {
+		job, err := c.client.Get(as("alice"), &apipb.GetRequest{Job: "frontend"})
+		if err != nil {
+			return false, err.Error()
+		}
+		return job.Running == 1, fmt.Sprintf("running %d pending %d", job.Running, job.Pending)
+	})
+	evs, err := c.client.Events(as("bob"), &apipb.EventsRequest{User: "bob", Job: "filler", Type: "TaskEvicted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Events) != 2 {
+		t.Fatalf("%d filler tasks evicted, want the 2 that free 1000 millicores", len(evs.Events))
+	}
+	for _, e := range evs.Events {
+		if !strings.Contains(e.PayloadJson, `"preempted"`) || !strings.Contains(e.PayloadJson, `"frontend"`) {
+			t.Fatalf("eviction %s does not name its reason and preemptor", e.PayloadJson)
+		}
+	}
+	sched, err := c.client.Events(as("alice"), &apipb.EventsRequest{Job: "frontend", Type: "TaskScheduled"})
+	if err != nil || len(sched.Events) != 1 || !strings.Contains(sched.Events[0].Summary, "preempting") {
+		t.Fatalf("the frontend's placement does not record what it preempted: %v %v", sched, err)
+	}
+	// The evicted tasks wait again, and say why.
+	why, err := c.client.WhyPending(as("bob"), &apipb.WhyPendingRequest{Job: "filler"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why.Pending != 2 {
+		t.Fatalf("filler has %d pending tasks after the eviction, want 2", why.Pending)
+	}
+}
