@@ -77,18 +77,23 @@ func (s Severity) String() string {
 	return [...]string{"ok", "skip", "warn", "FAIL"}[s]
 }
 
+// MarshalText names the severity in JSON and YAML reports.
+func (s Severity) MarshalText() ([]byte, error) {
+	return []byte([...]string{"ok", "skip", "warn", "fail"}[s]), nil
+}
+
 // Finding is the outcome of one check, in plain words.
 type Finding struct {
-	Check    string
-	Severity Severity
-	Summary  string   // what the doctor found
-	Details  []string // one line each: per machine, per master
-	Fix      string   // what to do, for Warn and Fail
+	Check    string   `json:"check"`
+	Severity Severity `json:"severity"`
+	Summary  string   `json:"summary"`           // what the doctor found
+	Details  []string `json:"details,omitempty"` // one line each: per machine, per master
+	Fix      string   `json:"fix,omitempty"`     // what to do, for Warn and Fail
 }
 
 // Report is every finding of a doctor run, in the order checked.
 type Report struct {
-	Findings []Finding
+	Findings []Finding `json:"findings"`
 }
 
 // OK reports whether no check failed.
@@ -388,11 +393,14 @@ func (d *doctor) checkLeader() {
 		}
 	}
 	if p := d.store; p != nil && p.err == nil && p.leaseOK {
-		state := "held until"
-		if d.now.After(p.lease.ExpiresAt) {
-			state = "expired at"
+		state := "held until " + p.lease.ExpiresAt.Local().Format(time.RFC3339)
+		switch {
+		case p.lease.ExpiresAt.Unix() <= 0:
+			state = "released"
+		case d.now.After(p.lease.ExpiresAt):
+			state = "expired at " + p.lease.ExpiresAt.Local().Format(time.RFC3339)
 		}
-		f.Details = append(f.Details, fmt.Sprintf("the lease in the store: %s, epoch %d, %s %s", p.lease.Holder, p.lease.Epoch, state, p.lease.ExpiresAt.Local().Format(time.RFC3339)))
+		f.Details = append(f.Details, fmt.Sprintf("the lease in the store: %s, epoch %d, %s", p.lease.Holder, p.lease.Epoch, state))
 	}
 	switch {
 	case d.lReply != nil:
@@ -582,31 +590,50 @@ func (d *doctor) checkCgroups(ms []*apipb.MachineView) {
 	d.add(f)
 }
 
-// localCgroups describes this machine's cgroup filesystems, read-only.
+// localCgroups describes this machine's cgroup filesystems, read-only:
+// what an agent started here would find (cgroup.Detect's order: v2 with
+// the memory and cpu controllers, else v1 with memory, cpu and cpuacct).
 func localCgroups() string {
 	mounts, err := cgroup.Mounts()
 	if err != nil {
 		return "cannot read /proc/self/mountinfo: " + err.Error()
 	}
+	var parts []string
+	var v1 []string
 	for _, m := range mounts {
 		if m.V2 {
 			ctrl, _ := os.ReadFile(filepath.Join(m.Path, "cgroup.controllers"))
+			have := strings.Fields(string(ctrl))
+			usable := slices.Contains(have, "memory") && slices.Contains(have, "cpu")
 			w := "writable"
 			if syscall.Access(m.Path, 2) != nil {
 				w = "not writable by this user"
+				usable = false
 			}
-			return fmt.Sprintf("cgroup v2 at %s (controllers: %s), %s", m.Path, strings.TrimSpace(string(ctrl)), w)
+			verdict := "usable"
+			if !usable {
+				verdict = "not usable"
+			}
+			parts = append(parts, fmt.Sprintf("cgroup v2 at %s (controllers: %s; %s): %s", m.Path, strings.Join(have, " "), w, verdict))
 		}
-	}
-	var v1 []string
-	for _, m := range mounts {
 		v1 = append(v1, m.Controllers...)
 	}
 	if len(v1) > 0 {
 		slices.Sort(v1)
-		return "cgroup v1 controllers " + strings.Join(slices.Compact(v1), ",")
+		v1 = slices.Compact(v1)
+		verdict := "usable"
+		for _, c := range []string{"memory", "cpu", "cpuacct"} {
+			if !slices.Contains(v1, c) {
+				verdict = "not usable (no " + c + ")"
+				break
+			}
+		}
+		parts = append(parts, fmt.Sprintf("cgroup v1 controllers %s: %s", strings.Join(v1, ","), verdict))
 	}
-	return "no cgroup filesystem mounted: agents here would run in sampling mode"
+	if len(parts) == 0 {
+		return "no cgroup filesystem mounted: agents here would run in sampling mode"
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (d *doctor) checkInfrastore(ctx context.Context) {
