@@ -38,6 +38,8 @@ type agentRun struct {
 	// ready is called with the address the agent serves on.
 	ready func(addr string)
 	log   *slog.Logger
+	// http, when set, serves /metrics, /healthz and /readyz.
+	http string
 }
 
 // pollTracker serves the Agent service and notes when the master polled.
@@ -75,6 +77,14 @@ func (r *agentRun) run(ctx context.Context) error {
 	addr := r.cfg.AdvertiseAddr
 	if addr == "" {
 		addr = advertised(lis.Addr().String())
+	}
+	if r.http != "" {
+		stopHTTP, err := serveAgentHTTP(a, r.http, r.log)
+		if err != nil {
+			lis.Close()
+			return err
+		}
+		defer stopHTTP()
 	}
 	polls := &pollTracker{a: a}
 	srv := grpc.NewServer()

@@ -84,6 +84,7 @@ type app struct {
 	user    string
 	timeout time.Duration
 	verbose bool
+	ops     opsFlags // --log-format, --debug-addr (ops.go)
 }
 
 func (a *app) getenv(k string) string {
@@ -233,6 +234,7 @@ Start a whole cell on this machine with ` + "`corral up`" + `, then, in another 
 	pf.StringVar(&a.user, "user", "", "act as this user (default $CORRAL_USER or $USER)")
 	pf.DurationVar(&a.timeout, "rpc-timeout", 30*time.Second, "time limit of each request to the master")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log more (servers) and say which master answered (clients)")
+	a.ops.add(pf)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: ExitUsage, err: err} })
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		switch a.output {
@@ -249,7 +251,7 @@ Start a whole cell on this machine with ` + "`corral up`" + `, then, in another 
 		c.GroupID = "jobs"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.machineCommand(), a.quotaCommand(), a.allocCommand(), a.statusCommand()} {
+	for _, c := range []*cobra.Command{a.machineCommand(), a.quotaCommand(), a.allocCommand(), a.statusCommand(), a.doctorCommand()} {
 		c.GroupID = "cell"
 		root.AddCommand(c)
 	}

@@ -73,6 +73,8 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 		return fmt.Errorf("opening the event log %s: %w", o.store, err)
 	}
 	defer store.Close()
+	mops := newMasterOps()
+	store = mops.store(store)
 
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
@@ -87,8 +89,8 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	m, err := master.New(ctx, master.Config{
 		Name: o.name, Advertise: advertise, Store: store, Admins: o.admins, Logger: log,
 		OnLeading: []func(context.Context, *master.Master){
-			master.SchedulerLoop(master.SchedulerConfig{Explanations: explanations}),
-			master.Link(master.LinkConfig{Cell: o.cell, UsageWindow: o.usageWindow, Interval: o.pollInterval}),
+			master.SchedulerLoop(master.SchedulerConfig{Explanations: explanations, Metrics: mops.mm}),
+			master.Link(master.LinkConfig{Cell: o.cell, UsageWindow: o.usageWindow, Interval: o.pollInterval, Metrics: mops.mm}),
 		},
 	})
 	if err != nil {
@@ -105,7 +107,8 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 		defer inf.Close()
 		svc.Analytics = inf
 	}
-	g := grpc.NewServer()
+	mops.watch(m, inf)
+	g := grpc.NewServer(mops.mm.ServerOptions(log)...)
 	svc.Register(g)
 	master.NewAgentRegistry(m, o.cell, o.pollInterval).Attach(g)
 
@@ -113,6 +116,9 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	defer stop()
 	var wg sync.WaitGroup
 	errc := make(chan error, 5)
+	if err := a.serveDebug(runCtx, log, errc); err != nil {
+		return err
+	}
 	run := func(name string, fn func() error) {
 		wg.Add(1)
 		go func() {
@@ -147,7 +153,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 		}
 		rm.http = hl.Addr().String()
 		handler, closeUI := webHandler(svc, m, store, o.logs, o.cell, rm, log)
-		web = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+		web = &http.Server{Handler: mops.handler(m, handler), ReadHeaderTimeout: 10 * time.Second}
 		web.RegisterOnShutdown(closeUI)
 		run("HTTP", func() error {
 			if err := web.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
@@ -255,7 +261,11 @@ The leader schedules and polls the agents.`,
 					o.admins = append(o.admins, ad)
 				}
 			}
-			o.log = newLogger(a.stderr(), a.verbose)
+			log, err := a.serverLogger(a.stderr())
+			if err != nil {
+				return err
+			}
+			o.log = log
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			return a.serveMaster(ctx, o, nil)
@@ -266,7 +276,7 @@ The leader schedules and polls the agents.`,
 	f.StringVar(&o.name, "name", "", "this replica's name (default the host name)")
 	f.StringVar(&o.listen, "listen", DefaultMaster, "gRPC address to listen on")
 	f.StringVar(&o.advertise, "advertise", "", "gRPC address clients and agents reach this replica at (default the listener's)")
-	f.StringVar(&o.http, "http", "", "HTTP address for the web UI and /healthz (default none)")
+	f.StringVar(&o.http, "http", "", "HTTP address for the web UI, /metrics, /healthz and /readyz (default none)")
 	f.StringVar(&o.dns, "dns", "", "DNS address for the name service (default none), e.g. 127.0.0.1:5353")
 	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
 	f.StringVar(&admins, "admins", "", "users with the admin capability, comma-separated")

@@ -33,6 +33,7 @@ func (a *app) agentCommand() *cobra.Command {
 	var ports, portFirst int32
 	var attrs []string
 	var stopTasks bool
+	var httpAddr string
 	c := &cobra.Command{
 		Use:   "agent",
 		Short: "run the agent of one machine: it runs the tasks the master places here",
@@ -69,10 +70,16 @@ stops; the next agent on the same --data adopts them.`,
 				cfg.Attributes[k] = v
 			}
 			masters := splitList(a.masterAddr())
-			log := newLogger(a.stderr(), a.verbose)
+			log, err := a.serverLogger(a.stderr())
+			if err != nil {
+				return err
+			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
-			r := &agentRun{cfg: cfg, masters: masters, stopTasks: stopTasks, log: log}
+			if err := a.serveDebug(ctx, log, nil); err != nil {
+				return err
+			}
+			r := &agentRun{cfg: cfg, masters: masters, stopTasks: stopTasks, log: log, http: httpAddr}
 			return r.run(ctx)
 		},
 	}
@@ -86,6 +93,7 @@ stops; the next agent on the same --data adopts them.`,
 	f.Int32Var(&portFirst, "port-first", 0, "first port given to tasks (default 20000)")
 	f.StringArrayVar(&attrs, "attr", nil, "machine attribute key=value for constraints (repeat the flag); arch and os are detected")
 	f.StringVar(&cfg.Cgroups, "cgroups", "auto", "containers: auto, v2, v1 or sampling (no cgroups)")
+	f.StringVar(&httpAddr, "http", "", "HTTP address for /metrics, /healthz and /readyz (default none)")
 	f.BoolVar(&stopTasks, "stop-tasks-on-exit", false, "stop every task when the agent stops, rather than leave them for the next agent to adopt")
 	return c
 }
@@ -173,8 +181,9 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	if a.verbose {
 		level = slog.LevelDebug
 	}
+	a.ops.level.Set(level)
 	log := slog.New(slog.NewMultiHandler(
-		slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level}),
+		slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: &a.ops.level}),
 		slog.NewTextHandler(a.stderr(), &slog.HandlerOptions{Level: slog.LevelWarn}),
 	))
 	store := o.store

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().String()
+}
+
+func runAsRoot(ctx context.Context, args ...string) (int, string, string) {
+	var out, errb lockedBuffer
+	code := Main(ctx, args, Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string {
+		if k == "CORRAL_USER" {
+			return "root"
+		}
+		return ""
+	}})
+	return code, out.String(), errb.String()
+}
+
+// `corral master` serves /metrics, /readyz and JSON logs, and `corral
+// doctor` finds it healthy; with no master, the doctor fails and says how
+// to start one; a debug address off loopback is refused before anything
+// starts.
+func TestMasterOperationsAndDoctor(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "events.db")
+	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+
+	code, _, stderr := runAsRoot(context.Background(), "master", "--store", store, "--listen", grpcAddr, "--debug-addr", "0.0.0.0:6060")
+	if code != ExitUsage || !strings.Contains(stderr, "loopback address only") {
+		t.Fatalf("master --debug-addr 0.0.0.0:6060: exit %d, %s", code, stderr)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"master", "--store", store, "--name", "m1", "--listen", grpcAddr, "--http", httpAddr, "--log-format", "json"},
+			Env{Stdout: io.Discard, Stderr: &logs})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+			err = &net.AddrError{Err: string(body)}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never 200: %v\n%s", err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"corral_master_leader 1", "corral_events_appended_total{type=\"LeaderElected\"} 1", "corral_store_up 1"} {
+		if !bytes.Contains(metrics, []byte(want)) {
+			t.Errorf("/metrics has no %q", want)
+		}
+	}
+	if !strings.Contains(logs.String(), `"msg":"leading"`) {
+		t.Errorf("no JSON log record of leading:\n%s", logs.String())
+	}
+
+	code, out, stderr := runAsRoot(context.Background(), "doctor", "--master", grpcAddr, "--store", store, "--data", dir)
+	if code != ExitOK || !strings.Contains(out, "m1 leads (epoch 1)") || !strings.Contains(out, "no machine is registered") {
+		t.Errorf("doctor on a healthy master: exit %d\n%s%s", code, out, stderr)
+	}
+
+	code, out, _ = runAsRoot(context.Background(), "doctor", "--master", freeAddr(t), "--check-timeout", "2s")
+	if code != ExitFailed || !strings.Contains(out, "no master answers") || !strings.Contains(out, "fix: start the cell") {
+		t.Errorf("doctor with no master: exit %d\n%s", code, out)
+	}
+}

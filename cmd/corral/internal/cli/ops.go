@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+
+	"github.com/corralhq/corral/agent"
+	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/commands/ops"
+	"github.com/corralhq/corral/events"
+)
+
+// opsFlags are the global flags of the server verbs' operations: log
+// format, the debug listener.
+type opsFlags struct {
+	logFormat string
+	debugAddr string
+	level     slog.LevelVar
+}
+
+func (o *opsFlags) add(pf *pflag.FlagSet) {
+	pf.StringVar(&o.logFormat, "log-format", "text", "log format of the server verbs: text (for a terminal) or json")
+	pf.StringVar(&o.debugAddr, "debug-addr", "", "serve pprof and the log level (PUT /debug/loglevel) on this loopback address, e.g. 127.0.0.1:6060 (default off)")
+}
+
+// serverLogger returns the logger of a server verb: --log-format to w, at
+// info (debug with --verbose); the level changes at run time through the
+// debug listener's /debug/loglevel or SIGUSR1. It also refuses a
+// --debug-addr that is not loopback, before anything starts.
+func (a *app) serverLogger(w io.Writer) (*slog.Logger, error) {
+	base := slog.LevelInfo
+	if a.verbose {
+		base = slog.LevelDebug
+	}
+	a.ops.level.Set(base)
+	log, err := ops.NewLogger(w, a.ops.logFormat, &a.ops.level)
+	if err != nil {
+		return nil, usageErr("--log-format: %v", err)
+	}
+	if a.ops.debugAddr != "" {
+		if err := ops.CheckLoopback(a.ops.debugAddr); err != nil {
+			return nil, usageErr("%v", err)
+		}
+	}
+	return log, nil
+}
+
+// serveDebug runs the debug listener of --debug-addr (if given) and the
+// SIGUSR1 level toggle until ctx ends. It fails at once for an address
+// that is not loopback; a listener that fails later reports to errc (or
+// the log when errc is nil).
+func (a *app) serveDebug(ctx context.Context, log *slog.Logger, errc chan<- error) error {
+	base := a.ops.level.Level()
+	ops.ToggleDebugOnSignal(ctx, &a.ops.level, base, log)
+	if a.ops.debugAddr == "" {
+		return nil
+	}
+	if err := ops.CheckLoopback(a.ops.debugAddr); err != nil {
+		return usageErr("%v", err)
+	}
+	go func() {
+		if err := ops.ServeDebug(ctx, a.ops.debugAddr, &a.ops.level, log, nil); err != nil && ctx.Err() == nil {
+			if errc == nil {
+				log.Error("the debug listener stopped", "addr", a.ops.debugAddr, "err", err)
+				return
+			}
+			errc <- fmt.Errorf("debug listener: %w", err)
+		}
+	}()
+	return nil
+}
+
+// masterOps is what a master serves for its operators: its metrics, and
+// /metrics and /readyz on its HTTP port.
+type masterOps struct {
+	reg *prometheus.Registry
+	mm  *ops.Master
+}
+
+func newMasterOps() *masterOps {
+	reg := ops.NewRegistry()
+	return &masterOps{reg: reg, mm: ops.NewMaster(reg)}
+}
+
+// store instruments the master's event store.
+func (o *masterOps) store(s events.Store) events.Store { return ops.InstrumentStore(s, o.reg) }
+
+// watch reads m (and the Infrastore's position, when one runs) at each
+// scrape.
+func (o *masterOps) watch(m *master.Master, inf Infra) {
+	o.mm.Watch(m)
+	if inf != nil {
+		o.mm.Consumer("infrastore", inf.Position)
+	}
+}
+
+// handler serves /metrics and /readyz, and the rest (the web UI and
+// /healthz) from next.
+func (o *masterOps) handler(m *master.Master, next http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", ops.MetricsHandler(o.reg))
+	mux.Handle("GET /readyz", ops.Readyz(3*time.Second, ops.MasterChecks(m, ops.DefaultMaxLag)...))
+	mux.Handle("/", next)
+	return mux
+}
+
+// serveAgentHTTP serves the agent's /metrics, /healthz and /readyz on addr
+// until the returned stop is called.
+func serveAgentHTTP(a *agent.Agent, addr string, log *slog.Logger) (func(), error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: a.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("serving HTTP", "addr", lis.Addr().String(), "err", err)
+		}
+	}()
+	log.Info("agent serving HTTP", "addr", lis.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
