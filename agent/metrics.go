@@ -24,7 +24,7 @@ type metrics struct {
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_agent_task_events_total",
 			Help: "Task events the agent emitted, by kind (started, finished, failed, evicted, killed, adopted) and reason."}, []string{"kind", "reason"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_agent_task_restarts_total",
@@ -40,6 +40,14 @@ func newMetrics() *metrics {
 			Help:    "Time the agent took to apply a poll's requests and answer it (its state saved first).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9)}),
 	}
+	// Every band's series exists from the start, at 0, so a rate over it
+	// is 0 rather than no data.
+	for _, b := range projections.Bands {
+		m.restarts.WithLabelValues(b.String())
+		m.oomKills.WithLabelValues(b.String())
+		m.healthFailures.WithLabelValues(b.String())
+	}
+	return m
 }
 
 func bandOf(priority int32) string { return projections.BandOf(priority).String() }

@@ -75,6 +75,11 @@ func NewMaster(reg prometheus.Registerer) *Master {
 	mm.polls = register(reg, mm.polls)
 	mm.api = register(reg, mm.api)
 	mm.apiDur = register(reg, mm.apiDur)
+	// The series exist from the start, at 0.
+	mm.placed.WithLabelValues("task")
+	mm.placed.WithLabelValues("alloc")
+	mm.polls.WithLabelValues("answered")
+	mm.polls.WithLabelValues("missed")
 	return mm
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -149,6 +151,36 @@ func TestScrapeMovesWhenAJobRuns(t *testing.T) {
 	for series := range after {
 		if strings.HasPrefix(series, "corral_") && (strings.Contains(series, "job=") || strings.Contains(series, "user=") || strings.Contains(series, "machine=")) {
 			t.Errorf("%s: an unbounded label on a master series", series)
+		}
+	}
+
+	// Every corral series the dashboard plots is one the master or an agent
+	// exposes (the checkpoint's appear with the first checkpoint).
+	exposed := map[string]bool{}
+	for series := range after {
+		name, _, _ := strings.Cut(series, "{")
+		exposed[name] = true
+	}
+	for _, a := range c.agentAddrs() {
+		for series := range scrape(t, a) {
+			name, _, _ := strings.Cut(series, "{")
+			exposed[name] = true
+		}
+	}
+	dashboard, err := os.ReadFile("../../docs/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(dashboard) {
+		t.Fatal("docs/grafana-dashboard.json is not JSON")
+	}
+	plotted := regexp.MustCompile(`corral_[a-z_]+`).FindAllString(string(dashboard), -1)
+	if len(plotted) < 20 {
+		t.Errorf("the dashboard plots only %d corral series", len(plotted))
+	}
+	for _, name := range plotted {
+		if !exposed[name] && !strings.HasPrefix(name, "corral_checkpoint_") {
+			t.Errorf("docs/grafana-dashboard.json plots %s, which nothing exposes", name)
 		}
 	}
 
