@@ -484,7 +484,7 @@ func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentSta
 		if res.Error == "" || s == nil {
 			continue
 		}
-		l.m.log.Warn("the agent refused a start", "machine", ml.name, "task", agent.TaskKey(s.Task), "err", res.Error)
+		l.m.log.Warn("the agent refused a start", "machine", ml.name, "user", s.Task.GetUser(), "job", s.Task.GetJob(), "task", s.Task.GetIndex(), "err", res.Error)
 		at := commands.AgentTask{Task: keyOf(s.Task), SpecVersion: s.SpecVersion, State: commands.AgentFailed, ExitCode: -1,
 			Reason: agent.ReasonStartFailed, Message: "the agent refused to start it: " + res.Error}
 		if err := l.do(ctx, commands.ReportAgentState{Meta: admin, Machine: ml.name, Tasks: one(at)}); err != nil {
