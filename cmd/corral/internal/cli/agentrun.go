@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -40,6 +41,9 @@ type agentRun struct {
 	log   *slog.Logger
 	// http, when set, serves /metrics, /healthz and /readyz.
 	http string
+	// metrics, when set, gets the agent's series under a machine label
+	// (corral up: the master's /metrics shows every agent's).
+	metrics prometheus.Registerer
 }
 
 // pollTracker serves the Agent service and notes when the master polled.
@@ -86,6 +90,7 @@ func (r *agentRun) run(ctx context.Context) error {
 		}
 		defer stopHTTP()
 	}
+	defer registerAgentMetrics(r.metrics, a, r.cfg.Name)()
 	polls := &pollTracker{a: a}
 	srv := grpc.NewServer()
 	agentpb.RegisterAgentServer(srv, polls)

@@ -133,3 +133,17 @@ func serveAgentHTTP(a *agent.Agent, addr string, log *slog.Logger) (func(), erro
 		_ = srv.Shutdown(ctx)
 	}, nil
 }
+
+// registerAgentMetrics adds an agent's series to reg under a constant
+// machine label, and returns what removes them; nothing when reg is nil.
+func registerAgentMetrics(reg prometheus.Registerer, a *agent.Agent, machine string) func() {
+	if reg == nil {
+		return func() {}
+	}
+	wrapped := prometheus.WrapRegistererWith(prometheus.Labels{"machine": machine}, reg)
+	c := a.Collector()
+	if err := wrapped.Register(c); err != nil {
+		return func() {}
+	}
+	return func() { wrapped.Unregister(c) }
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
@@ -57,6 +58,7 @@ type masterOptions struct {
 type runningMaster struct {
 	m               *master.Master
 	grpc, http, dns string
+	metrics         prometheus.Registerer // what /metrics serves; agents in the same process join it
 }
 
 // serveMaster runs a master replica with its gRPC API (Cell and agent
@@ -141,7 +143,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 			}
 		}()
 	}
-	rm := &runningMaster{m: m, grpc: lis.Addr().String()}
+	rm := &runningMaster{m: m, grpc: lis.Addr().String(), metrics: mops.reg}
 	var web *http.Server
 	if o.http != "" {
 		hl, err := net.Listen("tcp", o.http)

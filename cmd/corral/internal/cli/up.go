@@ -236,7 +236,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 			cfg: agent.Config{Name: name, ListenAddr: agentAddr(rm.grpc, i), DataDir: filepath.Join(data, "machines", name),
 				Capacity: offer, PortFirst: first, PortLast: first + 999, Attributes: map[string]string{"rack": "r" + strconv.Itoa((i-1)%2+1)},
 				ReregisterAfter: 10 * time.Second},
-			masters: []string{rm.grpc}, stopTasks: true, log: log,
+			masters: []string{rm.grpc}, stopTasks: true, log: log, metrics: rm.metrics,
 		}
 		agents.Add(1)
 		go func() {
