@@ -28,4 +28,11 @@
 //   - Reads with min_position wait until it is applied: read-your-writes on
 //     any replica. Followers refuse writes with Unavailable, naming the
 //     leader and its address (trailer x-corral-leader).
+//
+// Operations (hooks.go): SchedulerConfig.Metrics and LinkConfig.Metrics are
+// told of every scheduling pass and every poll (package ops makes them
+// Prometheus series); the leader keeps what its link last saw of each
+// agent (Agent: last poll, missed polls, clock skew, cgroup mode), which
+// ListMachines shows; Status says why the log's head could not be read and
+// since when the leader leads.
 package master
