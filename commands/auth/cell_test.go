@@ -60,6 +60,8 @@ type cellOptions struct {
 	limiter   *auth.Limiter
 	scheduler bool // run the scheduler and the link (for real agents)
 	agents    []string
+	// store, when set, wraps the log the master writes.
+	store func(events.Store) events.Store
 }
 
 const cellName = "test"
@@ -79,7 +81,11 @@ func newCell(t testing.TB, o cellOptions) *cell {
 	c := &cell{t: t, dir: dir, local: local, store: store, logs: &syncBuffer{}, limiter: o.limiter}
 	log := slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c.secrets = &auth.Secrets{Sealer: local.Sealer, Logger: log}
-	cfg := master.Config{Name: "master", Store: store, LeaseTTL: 3 * time.Second, Logger: log}
+	var ms events.Store = store
+	if o.store != nil {
+		ms = o.store(store)
+	}
+	cfg := master.Config{Name: "master", Store: ms, LeaseTTL: 3 * time.Second, Logger: log}
 	if o.scheduler {
 		cfg.OnLeading = []func(context.Context, *master.Master){
 			master.SchedulerLoop(master.SchedulerConfig{Interval: 50 * time.Millisecond}),

@@ -2,6 +2,9 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 )
 
 // Limiter sheds load at the API's door. Two bounds, both answered with
@@ -23,6 +27,11 @@ import (
 //
 // Watch streams are long-lived: their opening is rate limited, not counted
 // in flight.
+//
+// Tap, installed with grpc.InTapHandle, applies both before the server
+// reads the request or starts a goroutine for it: a refusal then costs
+// little more than the request's headers, which is what keeps a master at
+// ten times its capacity answering.
 type Limiter struct {
 	// Rate is each caller's sustained requests per second; 0 disables the
 	// per-caller limit.
@@ -109,25 +118,59 @@ func (l *Limiter) sweepLocked(now time.Time) {
 	}
 }
 
-// caller names who a call is from: its identity, else (insecure mode) the
-// user header, else everyone unnamed shares one bucket.
-func caller(ctx context.Context) string {
+// caller names who a call is from: its identity; before authentication
+// (Tap), its verified certificate or its token's hash; else (insecure
+// mode) the user header; else everyone unnamed shares one bucket.
+func caller(ctx context.Context, md metadata.MD) string {
 	if id, ok := FromContext(ctx); ok {
 		return string(id.Role) + "/" + id.Name
 	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if u := md.Get(UserHeader); len(u) > 0 {
-			return "header/" + u[0]
-		}
+	if cert, err := PeerCertificate(ctx); err == nil && len(cert.Subject.OrganizationalUnit) == 1 {
+		return strings.TrimPrefix(cert.Subject.OrganizationalUnit[0], ouPrefix) + "/" + cert.Subject.CommonName
+	}
+	if md == nil {
+		md, _ = metadata.FromIncomingContext(ctx)
+	}
+	if a := md.Get("authorization"); len(a) > 0 {
+		h := sha256.Sum256([]byte(a[0]))
+		return "token/" + hex.EncodeToString(h[:8])
+	}
+	if u := md.Get(UserHeader); len(u) > 0 {
+		return "header/" + u[0]
 	}
 	return "anonymous"
 }
 
-func (l *Limiter) admit(ctx context.Context, method string) error {
+type tappedKey struct{}
+
+// Tap is the limiter as a gRPC tap handle (grpc.InTapHandle): the caller's
+// bucket is charged and the in-flight bound checked before the request is
+// read. The interceptors then only count calls in flight.
+func (l *Limiter) Tap() tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if err := l.admit(ctx, info.FullMethodName, info.Header); err != nil {
+			return ctx, err
+		}
+		if l.MaxInFlight > 0 && l.inFlight.Load() >= int64(l.MaxInFlight) && (l.Exempt == nil || !l.Exempt(info.FullMethodName)) {
+			l.Refused.Add(1)
+			return ctx, l.full()
+		}
+		return context.WithValue(ctx, tappedKey{}, true), nil
+	}
+}
+
+func (l *Limiter) full() error {
+	return status.Errorf(codes.ResourceExhausted, "the master is serving its limit of %d requests; retry after a short backoff", l.MaxInFlight)
+}
+
+func (l *Limiter) admit(ctx context.Context, method string, md metadata.MD) error {
 	if l.Exempt != nil && l.Exempt(method) {
 		return nil
 	}
-	who := caller(ctx)
+	if ctx.Value(tappedKey{}) != nil {
+		return nil // charged by Tap
+	}
+	who := caller(ctx, md)
 	if ok, wait := l.Allow(who); !ok {
 		l.Refused.Add(1)
 		return status.Errorf(codes.ResourceExhausted, "rate limit: %s may make %.0f requests a second (bursts of %.0f); retry in %s",
@@ -140,14 +183,14 @@ func (l *Limiter) admit(ctx context.Context, method string) error {
 // so callers are known.
 func (l *Limiter) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := l.admit(ctx, info.FullMethod); err != nil {
+		if err := l.admit(ctx, info.FullMethod, nil); err != nil {
 			return nil, err
 		}
 		if l.MaxInFlight > 0 && (l.Exempt == nil || !l.Exempt(info.FullMethod)) {
 			if n := l.inFlight.Add(1); n > int64(l.MaxInFlight) {
 				l.inFlight.Add(-1)
 				l.Refused.Add(1)
-				return nil, status.Errorf(codes.ResourceExhausted, "the master is serving its limit of %d requests; retry after a short backoff", l.MaxInFlight)
+				return nil, l.full()
 			}
 			defer l.inFlight.Add(-1)
 		}
@@ -159,7 +202,7 @@ func (l *Limiter) Unary() grpc.UnaryServerInterceptor {
 // streams.
 func (l *Limiter) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := l.admit(ss.Context(), info.FullMethod); err != nil {
+		if err := l.admit(ss.Context(), info.FullMethod, nil); err != nil {
 			return err
 		}
 		return handler(srv, ss)

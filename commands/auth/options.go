@@ -35,8 +35,8 @@ type Server struct {
 }
 
 // Options returns the master's server options: TLS (client certificates
-// verified when given), then the interceptors in order: authentication,
-// limits, secrets.
+// verified when given), the limiter's tap (before a request is read), then
+// the interceptors in order: authentication, limits, secrets.
 func (s Server) Options() []grpc.ServerOption {
 	size := s.MaxRecvMsgSize
 	if size <= 0 {
@@ -51,6 +51,7 @@ func (s Server) Options() []grpc.ServerOption {
 		unary, stream = append(unary, a.Unary()), append(stream, a.Stream())
 	}
 	if s.Limiter != nil {
+		opts = append(opts, grpc.InTapHandle(s.Limiter.Tap()))
 		unary, stream = append(unary, s.Limiter.Unary()), append(stream, s.Limiter.Stream())
 	}
 	if s.Secrets != nil {
