@@ -64,7 +64,12 @@ type Master struct {
 
 	checkpointer *projections.Checkpointer
 	started      chan struct{}
+	stopping     <-chan struct{} // closed when Run's context ends
 }
+
+// recentOnStart is how many of the log's last events a starting replica
+// reads to learn their request ids.
+const recentOnStart = 10_000
 
 // New loads the cell's state (newest checkpoint, then the tail) and returns
 // a master ready to Run.
@@ -106,6 +111,11 @@ func New(ctx context.Context, cfg Config) (*Master, error) {
 		started: make(chan struct{}),
 	}
 	m.checkpointer = projections.NewCheckpointer(cfg.Store, cfg.Checkpoints, cfg.Clock, st.Position)
+	// A retry of a request appended shortly before this replica started
+	// (by a leader that died before answering) gets its first result.
+	if err := m.noteRequests(ctx, max(st.Position-recentOnStart, 0), st.Position); err != nil {
+		return nil, fmt.Errorf("master: reading the log's recent requests: %w", err)
+	}
 	m.log.Info("state loaded", "position", st.Position, "machines", len(st.Machines), "jobs", len(st.Jobs))
 	return m, nil
 }
@@ -113,6 +123,7 @@ func New(ctx context.Context, cfg Config) (*Master, error) {
 // Run keeps the projection current and campaigns for the lease until ctx
 // ends. When it returns, this replica has released its lease.
 func (m *Master) Run(ctx context.Context) error {
+	m.stopping = ctx.Done()
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
 	wg.Add(2)
@@ -198,6 +209,7 @@ func (m *Master) tail(ctx context.Context) error {
 		err = projections.ApplyAll(m.state, evs)
 		pos := m.state.Position
 		m.mu.Unlock()
+		m.recent.note(evs)
 		m.applied.Notify()
 		if err != nil {
 			// A gap: the subscription started before a reload moved the
@@ -287,8 +299,20 @@ func (m *Master) campaign(ctx context.Context) error {
 func (m *Master) becomeLeader(ctx context.Context, l events.Lease) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := projections.Replay(ctx, m.store, m.state, 1<<62); err != nil {
-		return err
+	// Catch up, noting the requests behind the last leader's last events:
+	// their clients may be retrying here.
+	for {
+		evs, err := m.store.Read(ctx, m.state.Position+1, 1000)
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		if err := projections.ApplyAll(m.state, evs); err != nil {
+			return err
+		}
+		m.recent.note(evs)
 	}
 	ev := events.New(events.CellStream, m.clock(), &events.LeaderElected{Holder: m.cfg.Name, Epoch: l.Epoch, Address: m.cfg.Advertise})
 	ev.Actor = m.cfg.Name

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/events"
@@ -55,7 +56,9 @@ func (m *Master) writer(ctx context.Context) {
 				break drain
 			}
 		}
-		m.commit(ctx, ops)
+		for len(ops) > 0 {
+			ops = m.commit(ctx, ops)
+		}
 	}
 }
 
@@ -75,7 +78,9 @@ type decided struct {
 	evs []events.Event
 }
 
-func (m *Master) commit(ctx context.Context, ops []*writeOp) {
+// commit decides and appends one batch. It returns the ops it left for
+// the next batch: retries of a request the batch already carries.
+func (m *Master) commit(ctx context.Context, ops []*writeOp) (later []*writeOp) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	defer m.applied.Notify()
@@ -88,16 +93,25 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) {
 		for _, op := range ops {
 			op.reply(Result{}, m.notLeaderLocked())
 		}
-		return
+		return nil
 	}
 	base := m.state.Position
 	var batch []decided
+	inBatch := map[string]bool{}
 	for _, op := range ops {
 		meta := op.cmd.Metadata()
 		if meta.RequestID != "" {
 			if res, ok := m.recent.get(meta.RequestID); ok {
 				res.Duplicate = true
 				op.reply(res, nil)
+				continue
+			}
+			if inBatch[meta.RequestID] {
+				// A retry queued behind its first attempt (the client gave
+				// up waiting, the op stayed queued): it waits for that
+				// attempt's outcome, rather than being decided against a
+				// state that already holds it and refused.
+				later = append(later, op)
 				continue
 			}
 		}
@@ -121,9 +135,12 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) {
 			}
 		}
 		batch = append(batch, decided{op, evs})
+		if meta.RequestID != "" {
+			inBatch[meta.RequestID] = true
+		}
 	}
 	if len(batch) == 0 {
-		return
+		return later
 	}
 	reqs := make([]events.AppendRequest, len(batch))
 	for i, d := range batch {
@@ -135,16 +152,14 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) {
 		// A retry the recent cache no longer knew (a new leader's): the
 		// store appended nothing and answered with the first result, so
 		// the speculative applies are undone.
-		if rerr := m.reloadLocked(ctx); rerr != nil {
-			m.log.Error("reloading the state after a duplicate", "err", rerr)
-		}
+		m.reloadLocked(base)
 		res := Result{First: results[0].First, Last: results[0].Last, Events: int(results[0].Last - results[0].First + 1)}
 		if id := batch[0].op.cmd.Metadata().RequestID; id != "" {
 			m.recent.put(id, res)
 		}
 		res.Duplicate = true
 		batch[0].op.reply(res, nil)
-		return
+		return later
 	}
 	if err == nil {
 		for i, d := range batch {
@@ -155,19 +170,17 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) {
 			d.op.reply(res, nil)
 		}
 		m.maybeCheckpoint(ctx)
-		return
-	}
-	// Undo the speculative applies.
-	if rerr := m.reloadLocked(ctx); rerr != nil {
-		m.log.Error("reloading the state after a failed append", "err", rerr)
+		return later
 	}
 	switch {
 	case errors.Is(err, events.ErrDuplicateInBatch) && len(batch) > 1:
 		// A retried request the recent cache no longer knew: do them one by
 		// one, so the seen one returns its first result.
+		m.reloadLocked(base)
 		for _, d := range batch {
 			m.commitOneLocked(ctx, d.op)
 		}
+		return later
 	case errors.Is(err, events.ErrFenced):
 		m.leading.Store(false)
 		for _, d := range batch {
@@ -178,6 +191,11 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) {
 			d.op.reply(Result{}, fmt.Errorf("appending to the log: %w", err))
 		}
 	}
+	// Undo the speculative applies, once the clients have their answer. The
+	// append may have landed (its answer lost): the reload learns its
+	// request ids from the log, for the clients' retries.
+	m.reloadLocked(base)
+	return later
 }
 
 // commitOneLocked decides and appends a single command with the store's own
@@ -214,12 +232,55 @@ func (m *Master) commitOneLocked(ctx context.Context, op *writeOp) {
 	op.reply(out, nil)
 }
 
-func (m *Master) reloadLocked(ctx context.Context) error {
-	st, err := projections.Load(ctx, m.store)
-	if err != nil {
-		return err
+// reloadLocked undoes a batch's speculative applies: it loads the state
+// from the log and notes the request ids of the events after base (the
+// position before the batch), so a retry of a request that landed although
+// its append reported an error gets its first result. It does not return
+// before a load succeeds (or the master shuts down): a state holding events
+// that are not in the log must never be read, nor have the log's later
+// events applied over it by the tail. So it ignores the leadership's end,
+// which cancels the append it undoes, and retries while the store is
+// unreachable, the write lock held: readers of this replica wait, writes
+// queued meanwhile are refused at once.
+func (m *Master) reloadLocked(base int64) {
+	backoff := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		st, err := projections.Load(ctx, m.store)
+		if err == nil {
+			m.state = st
+			err = m.noteRequests(ctx, base, st.Position)
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		m.log.Error("reloading the state after a failed append; retrying", "err", err, "in", backoff)
+		m.failQueued(fmt.Errorf("the event log is unreachable (%v): this master cannot write before it has read the log again; retry with the same request id", err))
+		select {
+		case <-m.stopping:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
 	}
-	m.state = st
+}
+
+// noteRequests reads the events after `after` up to `to` and remembers
+// where the requests behind them landed, from the idempotency key every
+// event carries.
+func (m *Master) noteRequests(ctx context.Context, after, to int64) error {
+	for after < to {
+		evs, err := m.store.Read(ctx, after+1, int(min(to-after, 1000)))
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		m.recent.note(evs)
+		after = evs[len(evs)-1].Position
+	}
 	return nil
 }
 
@@ -269,6 +330,30 @@ func (r *recentRequests) get(id string) (Result, bool) {
 		return e.Value.(recentEntry).res, true
 	}
 	return Result{}, false
+}
+
+// note remembers the requests behind events read from the log: each
+// event carries its request's id, and a request's events are contiguous.
+func (r *recentRequests) note(evs []events.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range evs {
+		if e.IdempotencyKey == "" {
+			continue
+		}
+		if el, ok := r.byID[e.IdempotencyKey]; ok {
+			if ent := el.Value.(recentEntry); ent.res.Last == e.Position-1 {
+				ent.res.Last, ent.res.Events = e.Position, ent.res.Events+1
+				el.Value = ent
+			}
+			continue
+		}
+		r.byID[e.IdempotencyKey] = r.order.PushBack(recentEntry{e.IdempotencyKey, Result{First: e.Position, Last: e.Position, Events: 1}})
+		for r.order.Len() > r.max {
+			old := r.order.Remove(r.order.Front()).(recentEntry)
+			delete(r.byID, old.id)
+		}
+	}
 }
 
 func (r *recentRequests) put(id string, res Result) {
