@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/events"
 )
 
@@ -20,7 +21,9 @@ import (
 // and log it to log: mutations at Info with the caller, the job and the
 // positions appended; reads at Debug; failures the server is to blame for
 // (Internal, Unavailable, Unknown, DataLoss) at Warn. log may be nil: no
-// access log.
+// access log. Given before auth's interceptors, they also count the
+// requests auth refuses; the caller then comes from the x-corral-user
+// header only (auth's identity is set inside).
 func (mm *Master) ServerOptions(log *slog.Logger) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(mm.UnaryInterceptor(log)),
@@ -82,10 +85,8 @@ func (mm *Master) done(ctx context.Context, log *slog.Logger, full string, start
 		return
 	}
 	attrs := []slog.Attr{slog.String("method", svc+"/"+method), slog.String("code", code.String()), slog.Duration("took", took)}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if u := md.Get("x-corral-user"); len(u) > 0 {
-			attrs = append(attrs, slog.String("caller", u[0]))
-		}
+	if caller := callerOf(ctx); caller != "" {
+		attrs = append(attrs, slog.String("caller", caller))
 	}
 	attrs = append(attrs, requestAttrs(req)...)
 	if ok && mutation != nil && mutation.LastPosition > 0 {
@@ -98,6 +99,21 @@ func (mm *Master) done(ctx context.Context, log *slog.Logger, full string, start
 		attrs = append(attrs, slog.String("err", status.Convert(err).Message()))
 	}
 	log.LogAttrs(ctx, level, "api request", attrs...)
+}
+
+// callerOf names who called: the identity auth's interceptor established
+// (when these interceptors run inside it), else the x-corral-user header
+// of an insecure link.
+func callerOf(ctx context.Context) string {
+	if id, ok := auth.FromContext(ctx); ok {
+		return id.Name
+	}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if u := md.Get("x-corral-user"); len(u) > 0 {
+			return u[0]
+		}
+	}
+	return ""
 }
 
 // isMutation reports whether req asks for a change (it carries a request
