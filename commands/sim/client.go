@@ -1,0 +1,169 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// Client is a user of the cell with commands/client's behaviour: one
+// request at a time, each with its own request id, sent to the master it
+// believes leads; a refusal naming the leader is followed, and anything
+// else that is not an answer (a timeout, a store error, a deposed leader) is
+// retried at the next master with the same id, so a request is applied at
+// most once whatever happened to its earlier attempts.
+type Client struct {
+	w      *World
+	node   *node
+	user   string
+	admin  bool
+	seq    int
+	leader int
+	specs  map[string]*events.JobSpec // what this client submitted, by job name
+}
+
+const (
+	attemptTimeout = 3 * time.Second // commands/client's AttemptTimeout
+	giveUpAfter    = 2 * time.Minute
+	jobNames       = 10
+)
+
+func (w *World) newClient(i int) *Client {
+	return &Client{w: w, node: &node{name: fmt.Sprintf("client%d", i)}, user: fmt.Sprintf("u%d", i), admin: i == 0,
+		leader: i % len(w.masters), specs: map[string]*events.JobSpec{}}
+}
+
+func (c *Client) start() {
+	c.w.at(c.node, c.w.between(0, time.Second), c.next)
+}
+
+// next issues the client's next request once its think time has passed.
+func (c *Client) next() {
+	if c.w.healing {
+		return
+	}
+	cmd := c.command()
+	c.seq++
+	id := fmt.Sprintf("%s-%d", c.node.name, c.seq)
+	c.attempt(id, cmd, c.w.now, 1)
+}
+
+func (c *Client) attempt(id string, cmd commands.Command, started time.Time, n int) {
+	if c.w.now.Sub(started) > giveUpAfter {
+		c.w.GaveUp++
+		c.w.at(c.node, c.think(), c.next)
+		return
+	}
+	m := c.w.masters[c.leader]
+	c.w.Requests++
+	c.w.call(c.node, m.node, attemptTimeout, func(respond func(any, error)) {
+		m.do(cmd, func(res master.Result, err error) { respond(res, err) })
+	}, func(v any, err error) {
+		c.w.tracef("%s: %s (%T) attempt %d at %s: %v %v", c.node.name, id, cmd, n, m.name, v, err)
+		var nl *master.ErrNotLeader
+		var refusal *commands.Error
+		switch {
+		case err == nil:
+			c.w.acknowledged(id, v.(master.Result))
+			if s, ok := cmd.(commands.SubmitJob); ok {
+				c.specs[s.Spec.Name] = s.Spec
+			}
+			c.w.at(c.node, c.think(), c.next)
+		case errors.As(err, &refusal):
+			c.w.refusedAnswer(id, err)
+			c.w.at(c.node, c.think(), c.next)
+		case errors.As(err, &nl) && nl.Leader != "":
+			if i := c.w.masterIndex(nl.Leader); i >= 0 && i != c.leader {
+				c.leader = i
+				c.attempt(id, cmd, started, n+1)
+				return
+			}
+			c.retryElsewhere(id, cmd, started, n)
+		default:
+			c.retryElsewhere(id, cmd, started, n)
+		}
+	})
+}
+
+func (c *Client) retryElsewhere(id string, cmd commands.Command, started time.Time, n int) {
+	c.leader = (c.leader + 1) % len(c.w.masters)
+	c.w.at(c.node, c.w.between(50*time.Millisecond, 300*time.Millisecond), func() { c.attempt(id, cmd, started, n+1) })
+}
+
+func (c *Client) think() time.Duration {
+	return c.w.between(100*time.Millisecond, 1500*time.Millisecond)
+}
+
+func (c *Client) meta(id string) commands.Meta {
+	return commands.Meta{Actor: commands.Actor{User: c.user, Admin: c.admin}, RequestID: id}
+}
+
+// command draws the client's next request; its id is filled in by next.
+func (c *Client) command() commands.Command {
+	w := c.w
+	id := fmt.Sprintf("%s-%d", c.node.name, c.seq+1)
+	meta := c.meta(id)
+	name := fmt.Sprintf("j%d", w.rng.IntN(jobNames))
+	switch r := w.rng.IntN(100); {
+	case r < 50:
+		return commands.SubmitJob{Meta: meta, Spec: c.spec(name)}
+	case r < 62:
+		return commands.KillJob{Meta: meta, Name: name, Reason: "done with it"}
+	case r < 72:
+		return commands.KillTask{Meta: meta, Job: name, Index: int32(w.rng.IntN(4)), Reason: "bad task"}
+	case r < 84:
+		old := c.specs[name]
+		if old == nil {
+			return commands.SubmitJob{Meta: meta, Spec: c.spec(name)}
+		}
+		sp := proto.Clone(old).(*events.JobSpec)
+		switch w.rng.IntN(3) {
+		case 0: // a new binary: rolls
+			sp.Args = []string{fmt.Sprintf("--v=%d", c.seq)}
+		case 1: // scale
+			sp.TaskCount = int32(1 + w.rng.IntN(4))
+		default: // priority within the band: in place
+			lo, hi := projections.BandOf(sp.Priority).Range()
+			sp.Priority = lo + int32(w.rng.IntN(int(hi-lo+1)))
+		}
+		return commands.UpdateJob{Meta: meta, Spec: sp}
+	case r < 90 && c.admin:
+		m := w.agentList[w.rng.IntN(len(w.agentList))].name
+		return commands.DrainMachine{Meta: meta, Machine: m, Draining: w.rng.IntN(3) == 0, Reason: "maintenance"}
+	default:
+		return commands.KillJob{Meta: meta, Selector: "tier=canary", Reason: "canaries done"}
+	}
+}
+
+// spec draws a job: mostly small services and batch jobs across the bands.
+func (c *Client) spec(name string) *events.JobSpec {
+	w := c.w
+	prio := []int32{0, 1, 2, 4, 6, 8, 9, 10, 11}[w.rng.IntN(9)]
+	run, mode := "service", []string{"always", "on-failure"}[w.rng.IntN(2)]
+	if w.rng.IntN(3) == 0 {
+		run, mode = "batch", []string{"on-failure", "never"}[w.rng.IntN(2)]
+	}
+	sp := &events.JobSpec{
+		Name:      name,
+		Priority:  prio,
+		TaskCount: int32(1 + w.rng.IntN(4)),
+		Command:   "/bin/app",
+		Args:      []string{"--v=0"},
+		Env:       map[string]string{"SIM_RUN": run},
+		Labels:    map[string]string{"tier": []string{"canary", "prod"}[w.rng.IntN(2)]},
+		Resources: &events.Resources{CpuMilli: int64(200 + w.rng.IntN(2800)), MemoryBytes: int64(1+w.rng.IntN(16)) << 28},
+		Update:    &events.UpdatePolicy{MaxDisruptions: int32(w.rng.IntN(3))},
+		Restart:   &events.RestartPolicy{Mode: mode, MaxRestarts: int32(w.rng.IntN(4)), BackoffInitialMs: int64(100 + w.rng.IntN(900)), BackoffMaxMs: 5000},
+	}
+	if w.rng.IntN(6) == 0 {
+		sp.Constraints = []*events.Constraint{{Attribute: "rack", Op: "=", Values: []string{"r0"}, Soft: w.rng.IntN(2) == 0}}
+	}
+	return sp
+}

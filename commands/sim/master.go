@@ -1,0 +1,595 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// Master is one simulated replica. It follows commands/master's write path
+// and leadership step for step (master.go, write.go), with every store call
+// a message to the database that can be delayed, lost or cut off:
+//
+//   - it loads the newest checkpoint and replays the tail when it starts,
+//     and tails the log by position while it runs;
+//   - it campaigns for the lease every TTL/3, renews it while it leads, and
+//     steps down when the lease is lost, or has expired on its own clock
+//     while the store could not be reached;
+//   - taking over, it replays to the head and appends LeaderElected under
+//     its epoch, then runs the scheduler and the agent link;
+//   - its writer decides a batch of queued commands against the state
+//     (applying them speculatively, the state locked), appends them with
+//     one AppendMany carrying the expected position, the epoch and each
+//     request id, and on any failure reloads the state from the log;
+//     ErrFenced deposes it, and a batch holding a retried request is redone
+//     one command at a time.
+type Master struct {
+	w    *World
+	node *node
+	name string
+	skew time.Duration // its host's clock minus the true time
+	conn *Store
+
+	st      *projections.State // nil until loaded
+	leading bool               // master.Master.leading: writes are accepted
+	elected bool               // the leader's loops run (campaign's stopLeader != nil)
+	term    int                // moves at every change of leadership; stale callbacks check it
+	lease   events.Lease
+
+	writes  []*op
+	locked  bool // a batch (or a reload) is in flight: nobody may read the state
+	waiters []func()
+	recent  map[string]master.Result
+
+	cpPos int64
+	cpAt  time.Time
+
+	committedBase int64 // the position before the batch in flight
+
+	link  *simLink
+	sched *simSched
+	kick  bool // a wake-up of the link and the scheduler is queued
+	tail  bool // a tail read is in flight
+}
+
+type op struct {
+	cmd    commands.Command
+	single bool // commit alone, with the store's own idempotency answer
+	done   func(master.Result, error)
+}
+
+// Timing of the masters, as commands/master's defaults and failover test.
+const (
+	leaseTTL      = 6 * time.Second
+	tailEvery     = 100 * time.Millisecond
+	storeTimeout  = 2 * time.Second // a store call's deadline
+	maxBatch      = 64
+	cpEveryEvents = 250 // small, so that restarts load checkpoints and replay tails
+	cpEvery       = time.Minute
+)
+
+func (w *World) newMaster(name string) *Master {
+	return &Master{w: w, node: &node{name: name}, name: name}
+}
+
+// now is the master host's clock, which may be skewed or jump.
+func (m *Master) now() time.Time { return m.w.now.Add(m.skew) }
+
+func (m *Master) at(d time.Duration, fn func()) { m.w.at(m.node, d, fn) }
+
+func (m *Master) store(fn func() (any, error), reply func(any, error)) {
+	m.w.store(m.node, storeTimeout, fn, reply)
+}
+
+func (m *Master) logf(format string, args ...any) {
+	m.w.tracef("%s: %s", m.name, fmt.Sprintf(format, args...))
+}
+
+// ---- life -----------------------------------------------------------------
+
+// start is a fresh process: it loads the state, then tails and campaigns.
+func (m *Master) start() {
+	m.node.down = false
+	m.st, m.leading, m.elected, m.writes, m.locked, m.waiters = nil, false, false, nil, false, nil
+	m.recent = map[string]master.Result{}
+	m.link, m.sched, m.kick, m.tail = nil, nil, false, false
+	m.term++
+	m.conn = m.w.log.Open(m.now)
+	m.load()
+}
+
+func (m *Master) load() {
+	m.store(func() (any, error) { return loadNoting(m.conn, -1) }, func(v any, err error) {
+		if err != nil {
+			m.logf("loading the state: %v; retrying", err)
+			m.at(time.Second, m.load)
+			return
+		}
+		l := v.(loaded)
+		m.st = l.st
+		m.noteRequests(l.tail)
+		m.cpPos, m.cpAt = m.st.Position, m.now()
+		m.w.loaded(m)
+		m.logf("state loaded at %d", m.st.Position)
+		m.at(0, m.tailTick)
+		m.at(0, m.campaign)
+	})
+}
+
+// crash is kill -9: memory gone, in-flight requests still travel.
+func (m *Master) crash() {
+	m.node.down = true
+	m.node.inc++
+	m.term++
+	m.st, m.leading, m.elected, m.locked = nil, false, false, false
+	m.logf("crashed")
+}
+
+// ---- reading the state --------------------------------------------------------
+
+// view runs fn on the state once no batch is in flight, as a reader taking
+// master.Master's read lock would.
+func (m *Master) view(fn func(s *projections.State)) {
+	if m.locked {
+		m.waiters = append(m.waiters, func() { fn(m.st) })
+		return
+	}
+	fn(m.st)
+}
+
+func (m *Master) unlock() {
+	m.locked = false
+	ws := m.waiters
+	m.waiters = nil
+	for _, fn := range ws {
+		if m.locked {
+			m.waiters = append(m.waiters, fn)
+			continue
+		}
+		fn()
+	}
+	m.wake()
+	m.pump()
+}
+
+// wake lets the link and the scheduler see new events (master.applied).
+func (m *Master) wake() {
+	if m.kick || !m.leading {
+		return
+	}
+	m.kick = true
+	term := m.term
+	m.at(5*time.Millisecond, func() {
+		m.kick = false
+		if m.term != term || !m.leading {
+			return
+		}
+		m.link.run()
+		m.sched.run(false)
+	})
+}
+
+func (m *Master) tailTick() {
+	m.at(tailEvery, m.tailTick)
+	if m.st == nil || m.locked || m.tail {
+		return
+	}
+	m.tail = true
+	from := m.st.Position + 1
+	m.store(func() (any, error) { return m.conn.Read(context.Background(), from, 1000) }, func(v any, err error) {
+		m.tail = false
+		if err != nil || m.st == nil || m.locked || m.st.Position != from-1 {
+			return // read again at the next tick
+		}
+		evs := v.([]events.Event)
+		if len(evs) == 0 {
+			return
+		}
+		if err := projections.ApplyAll(m.st, evs); err != nil {
+			m.logf("tail: %v", err)
+		}
+		m.noteRequests(evs)
+		m.wake()
+	})
+}
+
+// ---- leadership ---------------------------------------------------------------
+
+func (m *Master) campaign() {
+	next := func() { m.at(leaseTTL/3, m.campaign) }
+	if m.st == nil {
+		next()
+		return
+	}
+	if !m.elected {
+		m.store(func() (any, error) {
+			return m.conn.AcquireLease(context.Background(), events.LeaderLease, m.name, leaseTTL)
+		}, func(v any, err error) {
+			defer next()
+			if err != nil {
+				if !errors.Is(err, events.ErrLeaseHeld) {
+					m.logf("campaigning: %v", err)
+				}
+				return
+			}
+			m.lease = v.(events.Lease)
+			m.elected = true
+			m.term++
+			m.becomeLeader()
+		})
+		return
+	}
+	l := m.lease
+	m.store(func() (any, error) { return m.conn.RenewLease(context.Background(), l, leaseTTL) }, func(v any, err error) {
+		defer next()
+		if !m.elected || m.lease.Epoch != l.Epoch {
+			return
+		}
+		switch {
+		case err == nil:
+			m.lease = v.(events.Lease)
+		case errors.Is(err, events.ErrLeaseLost):
+			m.stepDown(err.Error())
+		default:
+			if m.now().After(l.ExpiresAt) {
+				m.stepDown("lease expired while the store was unreachable: " + err.Error())
+			}
+		}
+	})
+}
+
+// becomeLeader catches up with the log and records the election, the state
+// locked throughout, as master.becomeLeader does under the write lock.
+func (m *Master) becomeLeader() {
+	if m.locked {
+		m.waiters = append(m.waiters, m.becomeLeader)
+		return
+	}
+	m.locked = true
+	term, l := m.term, m.lease
+	fail := func(err error) {
+		m.logf("taking over as leader: %v", err)
+		if m.term == term {
+			m.elected = false
+		}
+		m.unlock()
+	}
+	m.store(func() (any, error) { return readAll(m.conn, m.st.Position+1) }, func(v any, err error) {
+		if err != nil {
+			fail(err)
+			return
+		}
+		evs := v.([]events.Event)
+		if err := projections.ApplyAll(m.st, evs); err != nil {
+			fail(err)
+			return
+		}
+		m.noteRequests(evs)
+		ev := events.New(events.CellStream, m.now(), &events.LeaderElected{Holder: m.name, Epoch: l.Epoch, Address: m.name})
+		ev.Actor = m.name
+		req := events.AppendRequest{ExpectedPosition: m.st.Position, Epoch: l.Epoch, Events: []events.Event{ev}}
+		m.store(func() (any, error) { return m.conn.Append(context.Background(), req) }, func(v any, err error) {
+			if err != nil {
+				fail(err)
+				return
+			}
+			ev.Position = v.(events.AppendResult).First
+			if err := projections.Apply(m.st, ev); err != nil {
+				fail(err)
+				return
+			}
+			if m.term != term || !m.elected {
+				m.unlock()
+				return
+			}
+			m.leading = true
+			m.link = newLink(m)
+			m.sched = newSched(m)
+			m.logf("leading at epoch %d from position %d", l.Epoch, ev.Position)
+			m.w.elected(m, l.Epoch)
+			m.unlock()
+			m.link.start()
+			m.sched.start()
+		})
+	})
+}
+
+func readAll(s *Store, from int64) ([]events.Event, error) {
+	var out []events.Event
+	for {
+		evs, err := s.Read(context.Background(), from, 1000)
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) == 0 {
+			return out, nil
+		}
+		out = append(out, evs...)
+		from = evs[len(evs)-1].Position + 1
+	}
+}
+
+func (m *Master) stepDown(why string) {
+	if !m.elected {
+		return
+	}
+	m.elected, m.leading = false, false
+	m.term++
+	m.link, m.sched = nil, nil
+	m.failQueued()
+	m.logf("no longer leading: %s", why)
+}
+
+func (m *Master) notLeader() error {
+	e := &master.ErrNotLeader{Master: m.name}
+	if m.st != nil && !m.locked {
+		e.Leader, e.Address = m.st.Leader, m.st.LeaderAddress
+	}
+	if e.Leader == m.name {
+		e.Leader, e.Address = "", ""
+	}
+	return e
+}
+
+func (m *Master) failQueued() {
+	ws := m.writes
+	m.writes = nil
+	for _, o := range ws {
+		o.done(master.Result{}, m.notLeader())
+	}
+}
+
+// ---- the write path -------------------------------------------------------------
+
+// do queues a command to the writer (master.Master.Do).
+func (m *Master) do(cmd commands.Command, done func(master.Result, error)) {
+	if !m.leading {
+		done(master.Result{}, m.notLeader())
+		return
+	}
+	m.writes = append(m.writes, &op{cmd: cmd, done: done})
+	m.pump()
+}
+
+type decided struct {
+	op  *op
+	evs []events.Event
+}
+
+// pump starts the next group commit when none is in flight.
+func (m *Master) pump() {
+	if m.locked || len(m.writes) == 0 || m.st == nil {
+		return
+	}
+	if !m.leading {
+		m.failQueued()
+		return
+	}
+	n := 1
+	if !m.writes[0].single {
+		for n < len(m.writes) && n < maxBatch && !m.writes[n].single {
+			n++
+		}
+	}
+	ops := m.writes[:n:n]
+	m.writes = m.writes[n:]
+	m.locked = true
+	epoch := m.lease.Epoch
+	base := m.st.Position
+	m.committedBase = base
+	var batch []decided
+	var later []*op
+	inBatch := map[string]bool{}
+	for _, o := range ops {
+		meta := o.cmd.Metadata()
+		if meta.RequestID != "" {
+			if res, ok := m.recent[meta.RequestID]; ok {
+				res.Duplicate = true
+				o.done(res, nil)
+				continue
+			}
+			if inBatch[meta.RequestID] {
+				// A retry queued behind its first attempt: it waits for
+				// that attempt's outcome rather than being decided against
+				// a state that already holds it.
+				later = append(later, o)
+				continue
+			}
+		}
+		evs, err := commands.Decide(m.st, o.cmd, commands.ClockFunc(m.now))
+		if err != nil {
+			o.done(master.Result{}, err)
+			continue
+		}
+		if len(evs) == 0 {
+			o.done(master.Result{}, nil)
+			continue
+		}
+		for i := range evs {
+			evs[i].Position = m.st.Position + 1
+			if err := projections.Apply(m.st, evs[i]); err != nil {
+				panic(fmt.Sprintf("sim: applying a decided event: %v", err))
+			}
+		}
+		batch = append(batch, decided{o, evs})
+		if meta.RequestID != "" {
+			inBatch[meta.RequestID] = true
+		}
+	}
+	m.writes = append(later, m.writes...)
+	if len(batch) == 0 {
+		m.unlock()
+		return
+	}
+	reqs := make([]events.AppendRequest, len(batch))
+	for i, d := range batch {
+		reqs[i] = events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: epoch, IdempotencyKey: d.op.cmd.Metadata().RequestID, Events: d.evs}
+	}
+	reqs[0].ExpectedPosition = base
+	m.store(func() (any, error) { return m.conn.AppendMany(context.Background(), reqs) }, func(v any, err error) {
+		results, _ := v.([]events.AppendResult)
+		m.committed(batch, results, err)
+	})
+}
+
+// committed is the rest of master.commit, once the append answered.
+func (m *Master) committed(batch []decided, results []events.AppendResult, err error) {
+	if m.w.cfg.Trace != nil {
+		var ids []string
+		for _, d := range batch {
+			ids = append(ids, fmt.Sprintf("%T %s", d.op.cmd, d.op.cmd.Metadata().RequestID))
+		}
+		m.logf("append of %v: %v %v", ids, results, err)
+	}
+	if err == nil && len(results) == 1 && results[0].Duplicate {
+		m.reload(func() {
+			res := master.Result{First: results[0].First, Last: results[0].Last, Events: int(results[0].Last - results[0].First + 1)}
+			if id := batch[0].op.cmd.Metadata().RequestID; id != "" {
+				m.recent[id] = res
+			}
+			res.Duplicate = true
+			batch[0].op.done(res, nil)
+			m.unlock()
+		})
+		return
+	}
+	if err == nil {
+		for i, d := range batch {
+			res := master.Result{First: results[i].First, Last: results[i].Last, Events: len(d.evs)}
+			if id := d.op.cmd.Metadata().RequestID; id != "" {
+				m.recent[id] = res
+			}
+			d.op.done(res, nil)
+		}
+		m.w.applied(m)
+		m.maybeCheckpoint()
+		m.unlock()
+		return
+	}
+	switch {
+	case errors.Is(err, events.ErrDuplicateInBatch) && len(batch) > 1:
+		ops := make([]*op, len(batch))
+		for i, d := range batch {
+			d.op.single = true
+			ops[i] = d.op
+		}
+		m.writes = append(ops, m.writes...)
+	case errors.Is(err, events.ErrFenced):
+		m.leading = false
+		for _, d := range batch {
+			d.op.done(master.Result{}, fmt.Errorf("this master was deposed while writing: %w", err))
+		}
+	default:
+		for _, d := range batch {
+			d.op.done(master.Result{}, fmt.Errorf("appending to the log: %w", err))
+		}
+	}
+	m.reload(m.unlock)
+}
+
+// reload undoes the speculative applies by loading the state from the log
+// (master.reloadLocked), then runs then. The state stays locked meanwhile,
+// and until a load succeeds: a state holding events that are not in the
+// log must never be read, nor have the log's later events applied over it.
+func (m *Master) reload(then func()) {
+	m.reloadAfter(then, 100*time.Millisecond)
+}
+
+func (m *Master) reloadAfter(then func(), backoff time.Duration) {
+	base := m.committedBase
+	m.store(func() (any, error) { return loadNoting(m.conn, base) }, func(v any, err error) {
+		if err != nil {
+			m.logf("reloading the state after a failed append: %v; retrying in %s", err, backoff)
+			ws := m.writes
+			m.writes = nil
+			for _, o := range ws {
+				o.done(master.Result{}, fmt.Errorf("the event log is unreachable (%v): this master cannot write before it has read the log again", err))
+			}
+			m.at(backoff, func() { m.reloadAfter(then, min(2*backoff, 2*time.Second)) })
+			return
+		}
+		l := v.(loaded)
+		m.st = l.st
+		m.noteRequests(l.tail)
+		m.w.loaded(m)
+		then()
+	})
+}
+
+// loaded is a state loaded from the store and the events at its end whose
+// request ids the master notes.
+type loaded struct {
+	st   *projections.State
+	tail []events.Event
+}
+
+// recentWindow is how many events before its head a master starting up
+// reads back to learn their request ids.
+const recentWindow = 10_000
+
+// loadNoting loads the state, then reads the events after `after` (the
+// last recentWindow events when after < 0): retried requests among them
+// are answered with their first result.
+func loadNoting(conn *Store, after int64) (any, error) {
+	st, err := projections.Load(context.Background(), conn)
+	if err != nil {
+		return nil, err
+	}
+	if after < 0 {
+		after = max(st.Position-recentWindow, 0)
+	}
+	var tail []events.Event
+	for from := after + 1; from <= st.Position; {
+		evs, err := conn.Read(context.Background(), from, int(min(st.Position-from+1, 1000)))
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		tail = append(tail, evs...)
+		from = evs[len(evs)-1].Position + 1
+	}
+	return loaded{st, tail}, nil
+}
+
+// noteRequests remembers where the requests behind events read from the
+// log landed, from the idempotency key each event carries: a retry of a
+// request this master appended without learning the outcome (the append's
+// answer was lost), or another master appended, gets its first result
+// rather than being decided again against a state that already holds it.
+func (m *Master) noteRequests(evs []events.Event) {
+	for _, e := range evs {
+		if e.IdempotencyKey == "" {
+			continue
+		}
+		r, ok := m.recent[e.IdempotencyKey]
+		switch {
+		case !ok:
+			m.recent[e.IdempotencyKey] = master.Result{First: e.Position, Last: e.Position, Events: 1}
+		case r.Last == e.Position-1:
+			r.Last, r.Events = e.Position, r.Events+1
+			m.recent[e.IdempotencyKey] = r
+		}
+	}
+}
+
+func (m *Master) maybeCheckpoint() {
+	s := m.st
+	if s.Position-m.cpPos < cpEveryEvents && m.now().Sub(m.cpAt) < cpEvery {
+		return
+	}
+	cp := events.Checkpoint{Name: projections.CheckpointName, Position: s.Position, TakenAt: m.now(), State: projections.Encode(s)}
+	m.cpPos, m.cpAt = s.Position, m.now()
+	m.store(func() (any, error) { return nil, m.conn.SaveCheckpoint(context.Background(), cp) }, func(_ any, err error) {
+		if err != nil {
+			m.logf("writing a checkpoint: %v", err)
+		}
+	})
+}
