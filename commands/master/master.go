@@ -381,7 +381,13 @@ func (e *ErrNotLeader) Error() string {
 
 func (m *Master) notLeader() error {
 	e := &ErrNotLeader{Master: m.cfg.Name}
-	m.View(func(s *projections.State) { e.Leader, e.Address = s.Leader, s.LeaderAddress })
+	// The refusal must not wait for the state: a replica that cannot read
+	// its log holds the write lock until it can (reloadLocked). Without the
+	// state it names no leader, and the client tries the others.
+	if m.mu.TryRLock() {
+		e.Leader, e.Address = m.state.Leader, m.state.LeaderAddress
+		m.mu.RUnlock()
+	}
 	if e.Leader == m.cfg.Name {
 		e.Leader, e.Address = "", "" // our own old election; no one leads now
 	}

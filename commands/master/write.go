@@ -256,7 +256,7 @@ func (m *Master) reloadLocked(base int64) {
 			return
 		}
 		m.log.Error("reloading the state after a failed append; retrying", "err", err, "in", backoff)
-		m.failQueued(fmt.Errorf("the event log is unreachable (%v): this master cannot write before it has read the log again; retry with the same request id", err))
+		m.failQueued(fmt.Errorf("reading the log to undo a failed append: %w", err))
 		select {
 		case <-m.stopping:
 			return
