@@ -34,3 +34,15 @@ proto:
 	cd events && protoc --go_out=. --go_opt=paths=source_relative catalogue.proto
 	cd commands/apipb && protoc -I . -I ../../events --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative api.proto
 	cd agent/agentpb && protoc -I . -I ../../events --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative agent.proto
+
+# A short run of every fuzzer, FUZZTIME each (their seed corpora under
+# testdata/fuzz run in every go test). A failing input is written to the
+# package's testdata/fuzz/<Fuzzer>/ and the run stops.
+FUZZTIME ?= 5s
+FUZZERS  ?= ./commands/:FuzzDecodeSpec ./events/:FuzzDecode ./projections/:FuzzDecodeState \
+            ./commands/auth/:FuzzSubmitRequest ./cmd/corral/:FuzzJobFile ./infrastore/:FuzzQueryGuard
+.PHONY: fuzz-short
+fuzz-short:
+	@set -e; for f in $(FUZZERS); do pkg=$${f%%:*}; name=$${f##*:}; \
+		echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; done
