@@ -267,3 +267,35 @@ func TestLimiterConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestSetUpLocalIsIdempotent(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	l, err := SetUpLocal(dir, "dev", "master", "alice", "m0", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := ReadToken(l.AdminToken)
+	cert, _ := os.ReadFile(l.AdminCert)
+	again, err := SetUpLocal(dir, "dev", "master", "alice", "m0", "m1", "m2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok2, _ := ReadToken(again.AdminToken)
+	cert2, _ := os.ReadFile(again.AdminCert)
+	if tok != tok2 || !bytes.Equal(cert, cert2) || len(again.Agents) != 3 {
+		t.Errorf("a second corral up changed the admin's credentials or lost agents: %v", again.Agents)
+	}
+	if id, err := again.Tokens.Lookup(tok); err != nil || id.Role != RoleAdmin || id.Name != "alice" {
+		t.Errorf("the admin token: %v %v", id, err)
+	}
+	o, err := LocalClient(dir, "alice")
+	if err != nil || o.CertFile != l.AdminCert || o.Token != tok {
+		t.Fatalf("LocalClient: %+v %v", o, err)
+	}
+	if _, err := o.DialOptions(); err != nil {
+		t.Error(err)
+	}
+	if _, err := LocalClient(dir, "bob"); err == nil || !strings.Contains(err.Error(), "no credentials for bob") {
+		t.Errorf("LocalClient for someone else: %v", err)
+	}
+}

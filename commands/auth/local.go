@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 )
@@ -91,3 +93,27 @@ func leafOf(cr *Credentials) *x509.Certificate {
 
 // Certificate returns the TLS certificate of cr.
 func (c *Credentials) Certificate() tls.Certificate { return c.cert }
+
+// LocalClient returns the client options SetUpLocal (corral up) left for
+// user in the cell directory dir: the CA, user's admin certificate and key,
+// and the token beside them when there is one.
+func LocalClient(dir, user string) (ClientOptions, error) {
+	c := &Cell{Dir: dir}
+	o := ClientOptions{CAFile: filepath.Join(dir, CAFile)}
+	for _, role := range []Role{RoleAdmin, RoleUser} {
+		if _, err := os.Stat(c.CertPath(role, user)); err == nil {
+			o.CertFile, o.KeyFile = c.CertPath(role, user), c.KeyPath(role, user)
+			break
+		}
+	}
+	if tok, err := ReadToken(filepath.Join(dir, "admins", user+".token")); err == nil {
+		o.Token = tok
+	}
+	if o.CertFile == "" && o.Token == "" {
+		return o, fmt.Errorf("no credentials for %s in %s: run corral up, or have an admin issue you a certificate", user, dir)
+	}
+	if _, err := os.Stat(o.CAFile); err != nil {
+		return o, fmt.Errorf("cell CA: %w", err)
+	}
+	return o, nil
+}

@@ -270,8 +270,12 @@ func redactEvent(ev *apipb.EventView) {
 	}
 }
 
-// redact redacts a reply of the Cell API in place (its specs are replaced,
-// never changed: they are the projection's).
+// Redact redacts a reply of the Cell API in place: JobView, JobList,
+// CellView, EventList and EventView (their specs are replaced, never
+// changed: they are the projection's). The interceptors call it; an
+// in-process caller of the Service (the web UI) calls it itself.
+func Redact(reply any) { redact(reply) }
+
 func redact(reply any) {
 	switch r := reply.(type) {
 	case *apipb.JobView:
