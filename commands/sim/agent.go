@@ -538,10 +538,17 @@ func (a *Agent) restart() {
 			}
 		}
 	}
+	// The sweep keeps only the adopted processes, as agent/persist.go's
+	// restore does: a task relaunched above (its update's restart was in
+	// flight when the agent died) loses its new process too, and the agent
+	// sees its child killed.
 	for _, p := range a.w.machineProcs(a.name) {
 		if !keep[p.pid] {
 			a.w.tracef("%s: restarted agent kills pid %d (%s), which no task of its saved state owns", a.name, p.pid, p.task)
-			a.w.kill(p)
+			if t := a.tasks[p.task]; t != nil && t.pid == p.pid {
+				a.w.SweptOwn++
+			}
+			a.w.procExit(p, -1, false)
 		}
 	}
 	a.w.tracef("%s: agent restarted, adopted %d", a.name, len(keep))

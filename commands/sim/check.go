@@ -384,7 +384,7 @@ func (c *checker) final() error {
 			}
 			p := c.w.procs[t.Pid]
 			if p == nil || p.machine != t.Machine || p.task != agentKey(t.Key()) {
-				return fmt.Errorf("after healing: task %s runs on %s as pid %d in the projection, but no such process runs there", t.Key(), t.Machine, t.Pid)
+				return fmt.Errorf("after healing: task %s runs on %s as pid %d in the projection, but no such process runs there (%+v)", t.Key(), t.Machine, t.Pid, p)
 			}
 		}
 	}

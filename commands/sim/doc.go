@@ -62,7 +62,7 @@ checkpoint equal the state folded event by event.
 
 # Running it
 
-make test runs TestSim for a wall-time budget (-sim.budget, 20 s by
+make test runs TestSim for a wall-time budget (-sim.budget, 15 s by
 default, 3 s with -short) over fresh seeds, two at a time; a failure prints
 its seed. To replay one seed exactly, with its trace:
 

@@ -63,6 +63,9 @@ type World struct {
 	Steps, Messages, Lost, Requests, Refused, GaveUp, Acked int64
 	Crashes, Pauses, Jumps, StoreOutages, Partitions        int64
 	AgentCrashes, Reboots, Elections                        int64
+	// SweptOwn counts processes a restarted agent launched and then killed
+	// in its own sweep (see Agent.restart).
+	SweptOwn int64
 }
 
 var epoch0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -269,6 +272,7 @@ func (w *World) machineProcs(machine string) []*proc {
 // kill ends a process without its agent noticing: a reboot, or an agent
 // destroying a container it cannot account for.
 func (w *World) kill(p *proc) {
+	w.tracef("%s: pid %d (%s) ends", p.machine, p.pid, p.task)
 	p.alive = false
 	delete(w.procs, p.pid)
 }
@@ -285,7 +289,8 @@ func (w *World) refusedAnswer(id string, err error)        { w.Refused++; w.chk.
 // Summary counts what happened in the run.
 func (w *World) Summary() string {
 	return fmt.Sprintf("%d steps, %d events in the log, %d elections; %d requests (%d acknowledged, %d refused, %d given up); "+
-		"%d messages (%d lost); faults: %d master crashes, %d pauses, %d clock jumps, %d store outages, %d partitions, %d agent crashes, %d reboots",
+		"%d messages (%d lost); faults: %d master crashes, %d pauses, %d clock jumps, %d store outages, %d partitions, %d agent crashes, %d reboots; "+
+		"%d processes an agent launched while restarting and killed in its own sweep",
 		w.Steps, w.log.Head(), w.Elections, w.Requests, w.Acked, w.Refused, w.GaveUp, w.Messages, w.Lost,
-		w.Crashes, w.Pauses, w.Jumps, w.StoreOutages, w.Partitions, w.AgentCrashes, w.Reboots)
+		w.Crashes, w.Pauses, w.Jumps, w.StoreOutages, w.Partitions, w.AgentCrashes, w.Reboots, w.SweptOwn)
 }

@@ -16,7 +16,7 @@ import (
 
 var (
 	seedFlag   = flag.Uint64("seed", 0, "run this one seed of TestSim, with its trace (0: a time-bounded batch of seeds)")
-	budgetFlag = flag.Duration("sim.budget", 20*time.Second, "wall time TestSim spends on its batch of seeds")
+	budgetFlag = flag.Duration("sim.budget", 15*time.Second, "wall time TestSim spends on its batch of seeds")
 )
 
 // seedToReplay is -seed, or CORRAL_SIM_SEED when the flag is not given.
@@ -92,10 +92,23 @@ func TestSim(t *testing.T) {
 	}
 }
 
-// replay runs one seed with its trace: the last lines before a failure.
+// replay runs one seed with its trace: the last lines before a failure,
+// or all of it in the file CORRAL_SIM_TRACE names.
 func replay(t *testing.T, seed uint64) {
 	var lines []string
+	var file *os.File
+	if path := os.Getenv("CORRAL_SIM_TRACE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		file = f
+	}
 	w := New(Config{Seed: seed, Trace: func(s string) {
+		if file != nil {
+			fmt.Fprintln(file, s)
+		}
 		lines = append(lines, s)
 		if len(lines) > 4000 {
 			lines = append(lines[:0], lines[2000:]...)
