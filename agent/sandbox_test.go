@@ -210,3 +210,27 @@ func TestTaskUserConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestRealTaskUserRunsTasksUnprivileged: with one TaskUser every task runs
+// as that user, not root, in a sandbox only that user's group can enter.
+func TestRealTaskUserRunsTasksUnprivileged(t *testing.T) {
+	needRoot(t)
+	cred, err := lookupTaskUser("nobody")
+	if err != nil {
+		t.Skip("no user nobody here")
+	}
+	ra := newRealAgent(t, func(c *Config) {
+		c.DataDir = searchableDir(t)
+		c.TaskUser = "nobody"
+	})
+	r := ref("who", 0)
+	ra.start(r, sh(`id -u; cat /etc/shadow && echo READ-SHADOW; echo x > "$HOME/own" && echo WROTE-OWN`))
+	ts := ra.waitState(r, finished, 5*time.Second)
+	out := readLog(t, ts, "stdout")
+	if !strings.HasPrefix(out, strconv.Itoa(int(cred.uid))+"\n") || strings.Contains(out, "READ-SHADOW") || !strings.Contains(out, "WROTE-OWN") {
+		t.Errorf("the task's output:\n%s%s", out, readLog(t, ts, "stderr"))
+	}
+	if uid, gid, mode := owner(t, ts.Sandbox); uid != 0 || gid != cred.gid || mode != 0o750 {
+		t.Errorf("sandbox %d:%d %v", uid, gid, mode)
+	}
+}

@@ -23,8 +23,9 @@
 //     caller (certificate, else token), enforce which roles may call which
 //     service, drop the x-corral-user header so it cannot be forged, and put
 //     the Identity in the context (FromContext).
-//   - Limiter: bounded in-flight requests and a token bucket per user; past
-//     either, ResourceExhausted at once rather than a queue that slows all.
+//   - Limiter: bounded in-flight requests and a token bucket per user,
+//     applied in a gRPC tap before a request is read; past either,
+//     ResourceExhausted at once rather than a queue that slows all.
 //   - Secrets: AES-GCM sealing of the env values a spec names in secret_env,
 //     done by an interceptor before the command is decided, so the log and
 //     the Infrastore hold only ciphertext bound to the job (user/name);
