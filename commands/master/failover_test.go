@@ -123,7 +123,7 @@ func statusOf(addr string) (*apipb.StatusReply, error) {
 		return nil, err
 	}
 	defer cc.Close()
-	ctx, cancel := context.WithTimeout(as("root"), 500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(as("root"), 2*time.Second)
 	defer cancel()
 	return apipb.NewCellClient(cc).Status(ctx, &apipb.StatusRequest{})
 }

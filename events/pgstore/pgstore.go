@@ -91,6 +91,16 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
+	// A writer that stalls inside a transaction (a paused or partitioned
+	// master) must not hold the lease row or the log's tail locked forever:
+	// the server ends such a session after a while, and nobody waits on a
+	// lock without bound. Both settings exist on CockroachDB too. A URL that
+	// sets them wins.
+	for k, v := range map[string]string{"idle_in_transaction_session_timeout": "5000", "lock_timeout": "10000"} {
+		if _, ok := cfg.ConnConfig.RuntimeParams[k]; !ok {
+			cfg.ConnConfig.RuntimeParams[k] = v
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: connecting: %w", err)
