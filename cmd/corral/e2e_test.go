@@ -37,7 +37,9 @@ func TestNewcomerPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev")
+	// The client finds the cell's credentials under the data dir, as the
+	// banner says (export CORRAL_DATA=...).
+	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
 	upArgs := []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", strconv.Itoa(portBase)}
 
 	up := startUp(t, bin, root, env, upArgs)

@@ -92,7 +92,7 @@ func (r *agentRun) run(ctx context.Context) error {
 	}
 	defer registerAgentMetrics(r.metrics, a, r.cfg.Name)()
 	polls := &pollTracker{a: a}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(r.cfg.ServerOptions...)
 	agentpb.RegisterAgentServer(srv, polls)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
@@ -170,7 +170,7 @@ func (r *agentRun) registerLoop(ctx context.Context, a *agent.Agent, polls *poll
 		due := registered.IsZero() || (time.Since(registered) > reregister && time.Since(lastPoll) > reregister)
 		wait := reregister / 4
 		if due {
-			reply, leader, err := register(ctx, target, a.MachineInfo(addr))
+			reply, leader, err := register(ctx, target, a.MachineInfo(addr), r.cfg.MasterDialOptions...)
 			switch {
 			case err == nil:
 				log.Info("registered", "master", target, "cell", reply.Cell, "epoch", reply.Epoch)
@@ -198,8 +198,11 @@ func (r *agentRun) registerLoop(ctx context.Context, a *agent.Agent, polls *poll
 
 // register makes one attempt on a connection of its own; on a follower's
 // refusal it returns the leader's address.
-func register(ctx context.Context, target string, info *agentpb.MachineInfo) (*agentpb.RegisterReply, string, error) {
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func register(ctx context.Context, target string, info *agentpb.MachineInfo, opts ...grpc.DialOption) (*agentpb.RegisterReply, string, error) {
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, "", err
 	}

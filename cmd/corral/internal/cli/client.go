@@ -27,6 +27,8 @@ type client struct {
 	timeout time.Duration
 	addrs   []string // as given, in order
 	note    func(format string, args ...any)
+	// dial are the connections' options (credentials); none: plaintext.
+	dial []grpc.DialOption
 
 	mu    sync.Mutex
 	cur   string // the master that answered last
@@ -72,7 +74,13 @@ func (a *app) client() (*client, error) {
 	if a.verbose {
 		note = a.note
 	}
-	return newClient(addrs, user, a.timeout, note), nil
+	dial, err := a.dialOptions(user)
+	if err != nil {
+		return nil, err
+	}
+	c := newClient(addrs, user, a.timeout, note)
+	c.dial = dial
+	return c, nil
 }
 
 func (c *client) Close() {
@@ -89,7 +97,11 @@ func (c *client) conn(addr string) (apipb.CellClient, error) {
 	cc := c.conns[addr]
 	if cc == nil {
 		var err error
-		cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		opts := c.dial
+		if len(opts) == 0 {
+			opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		}
+		cc, err = grpc.NewClient(addr, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("--master %s: %w", addr, err)
 		}

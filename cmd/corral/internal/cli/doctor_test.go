@@ -60,7 +60,7 @@ func TestMasterOperationsAndDoctor(t *testing.T) {
 	store := filepath.Join(dir, "events.db")
 	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
 
-	code, _, stderr := runAsRoot(context.Background(), "master", "--store", store, "--listen", grpcAddr, "--debug-addr", "0.0.0.0:6060")
+	code, _, stderr := runAsRoot(context.Background(), "master", "--insecure", "--store", store, "--listen", grpcAddr, "--debug-addr", "0.0.0.0:6060")
 	if code != ExitUsage || !strings.Contains(stderr, "loopback address only") {
 		t.Fatalf("master --debug-addr 0.0.0.0:6060: exit %d, %s", code, stderr)
 	}
@@ -69,7 +69,7 @@ func TestMasterOperationsAndDoctor(t *testing.T) {
 	var logs lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(ctx, []string{"master", "--store", store, "--name", "m1", "--listen", grpcAddr, "--http", httpAddr, "--log-format", "json"},
+		done <- Main(ctx, []string{"master", "--insecure", "--store", store, "--name", "m1", "--listen", grpcAddr, "--http", httpAddr, "--log-format", "json"},
 			Env{Stdout: io.Discard, Stderr: &logs})
 	}()
 	defer func() {

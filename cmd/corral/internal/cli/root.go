@@ -85,6 +85,7 @@ type app struct {
 	timeout time.Duration
 	verbose bool
 	ops     opsFlags // --log-format, --debug-addr (ops.go)
+	auth    clientAuth
 }
 
 func (a *app) getenv(k string) string {
@@ -193,7 +194,7 @@ func (a *app) describe(err error) string {
 	case codes.DeadlineExceeded:
 		return prefix + msg + " (the master did not answer in time: check `corral status`, or raise --rpc-timeout)"
 	case codes.Unauthenticated:
-		return prefix + msg + " (set CORRAL_USER)"
+		return prefix + msg + " (give your credentials: --cert and --key, or --token, with --ca; or CORRAL_CERT, CORRAL_KEY, CORRAL_TOKEN, CORRAL_CA; a local `corral up` cell's are found under its --data, CORRAL_DATA)"
 	case codes.Unimplemented:
 		if strings.Contains(msg, "Infrastore") {
 			return prefix + msg + " (start the master with --infrastore PATH, or read a file with --db PATH)"
@@ -235,6 +236,7 @@ Start a whole cell on this machine with ` + "`corral up`" + `, then, in another 
 	pf.DurationVar(&a.timeout, "rpc-timeout", 30*time.Second, "time limit of each request to the master")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log more (servers) and say which master answered (clients)")
 	a.ops.add(pf)
+	a.auth.add(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: ExitUsage, err: err} })
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		switch a.output {

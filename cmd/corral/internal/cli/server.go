@@ -52,6 +52,9 @@ type masterOptions struct {
 	// logs, when set, gives the web UI the tails of task logs.
 	logs webui.Logs
 	log  *slog.Logger
+	// auth is how the API is served; nil: insecure (plaintext, the user
+	// header trusted).
+	auth *masterAuth
 }
 
 // runningMaster is what a started master tells its caller.
@@ -87,16 +90,20 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	if advertise == "" {
 		advertise = advertised(lis.Addr().String())
 	}
+	authOpts, secrets, linkDial := o.auth.serverOptions(log)
 	explanations := master.NewExplanations()
 	m, err := master.New(ctx, master.Config{
 		Name: o.name, Advertise: advertise, Store: store, Admins: o.admins, Logger: log,
 		OnLeading: []func(context.Context, *master.Master){
 			master.SchedulerLoop(master.SchedulerConfig{Explanations: explanations, Metrics: mops.mm}),
-			master.Link(master.LinkConfig{Cell: o.cell, UsageWindow: o.usageWindow, Interval: o.pollInterval, Metrics: mops.mm}),
+			master.Link(master.LinkConfig{Cell: o.cell, Dial: linkDial, UsageWindow: o.usageWindow, Interval: o.pollInterval, Metrics: mops.mm}),
 		},
 	})
 	if err != nil {
 		return err
+	}
+	if secrets != nil {
+		secrets.View = m.View
 	}
 	svc := master.NewService(m)
 	svc.Explain = explanations.Explain
@@ -110,7 +117,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 		svc.Analytics = inf
 	}
 	mops.watch(m, inf)
-	g := grpc.NewServer(mops.mm.ServerOptions(log)...)
+	g := grpc.NewServer(append(mops.mm.ServerOptions(log), authOpts...)...)
 	svc.Register(g)
 	master.NewAgentRegistry(m, o.cell, o.pollInterval).Attach(g)
 
@@ -234,14 +241,21 @@ func hostname() string {
 
 func (a *app) masterCommand() *cobra.Command {
 	o := masterOptions{}
-	var admins string
+	var admins, certs string
+	var insecureMode bool
 	c := &cobra.Command{
 		Use:   "master",
 		Short: "run one master replica of a cell",
 		Long: `Run a master replica: it applies the log's migrations, campaigns for the
 leader lease (one replica leads; the others follow, serve reads and name the
 leader to writers), and serves the Cell API and agent registration over gRPC.
-The leader schedules and polls the agents.`,
+The leader schedules and polls the agents.
+
+With --certs (a cell directory from ` + "`corral certs init`" + `, holding the CA,
+masters/NAME.crt and .key, the tokens file and the secrets key) the API is
+TLS: people prove who they are with a certificate or a token, agents with
+theirs, and the master polls agents over mutual TLS. --insecure serves
+plaintext and believes whatever user a client names: a trusted machine only.`,
 		Example: `  corral master --store postgres://corral@db/corral --name master1 --listen 0.0.0.0:7070 --advertise master1:7070 --http 0.0.0.0:8080
   corral master --store ./events.db --infrastore ./infrastore.duckdb --dns 127.0.0.1:5353`,
 		Args: args(0, 0, "no arguments"),
@@ -268,6 +282,27 @@ The leader schedules and polls the agents.`,
 				return err
 			}
 			o.log = log
+			switch {
+			case certs != "" && insecureMode:
+				return usageErr("--certs and --insecure: give one")
+			case certs != "":
+				if o.auth, err = loadMasterAuth(certs, o.name); err != nil {
+					return err
+				}
+				if !cmd.Flags().Changed("cell") && a.getenv("CORRAL_CELL") == "" {
+					o.cell = o.auth.creds.Cell
+				}
+				if o.cell != o.auth.creds.Cell {
+					return usageErr("--cell %s: the certificates in %s are cell %s's", o.cell, certs, o.auth.creds.Cell)
+				}
+				if o.auth.sealer == nil {
+					log.Warn("no secrets key in the cell directory: specs that give secret values are refused", "certs", certs)
+				}
+			case insecureMode:
+				log.Warn("INSECURE: the API is plaintext and believes any user a client names in x-corral-user; anyone who reaches this address can act as anyone, admins included, and register machines. Use --certs DIR on any network but a trusted machine.")
+			default:
+				return usageErr("give --certs DIR (a cell directory from `corral certs init`) to serve TLS, or --insecure for plaintext on a trusted machine")
+			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			return a.serveMaster(ctx, o, nil)
@@ -285,6 +320,8 @@ The leader schedules and polls the agents.`,
 	f.StringVar(&o.infrastore, "infrastore", "", "Infrastore (DuckDB) file to keep and serve `corral sql` and `corral bill` from (default none)")
 	f.StringVar(&o.rates, "rates", "", "rate table file (JSON or YAML) for bills (default the built-in rates)")
 	f.DurationVar(&o.usageWindow, "usage-window", 0, "how often each machine's usage becomes an event (default 5m)")
+	f.StringVar(&certs, "certs", "", "the cell directory (corral certs init): serve TLS with masters/NAME.crt, tokens and secrets")
+	f.BoolVar(&insecureMode, "insecure", false, "serve plaintext and trust the user clients name (development on a trusted machine only)")
 	return c
 }
 

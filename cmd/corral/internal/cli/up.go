@@ -22,6 +22,7 @@ import (
 
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
@@ -33,7 +34,7 @@ func (a *app) agentCommand() *cobra.Command {
 	var ports, portFirst int32
 	var attrs []string
 	var stopTasks bool
-	var httpAddr string
+	var httpAddr, certs, taskUIDs string
 	c := &cobra.Command{
 		Use:   "agent",
 		Short: "run the agent of one machine: it runs the tasks the master places here",
@@ -70,9 +71,23 @@ stops; the next agent on the same --data adopts them.`,
 				cfg.Attributes[k] = v
 			}
 			masters := splitList(a.masterAddr())
+			if taskUIDs != "" {
+				if cfg.TaskUIDs, err = parseUIDRange(taskUIDs); err != nil {
+					return err
+				}
+			}
 			log, err := a.serverLogger(a.stderr())
 			if err != nil {
 				return err
+			}
+			if certs != "" {
+				cr, err := loadAgentCredentials(certs, cfg.Name)
+				if err != nil {
+					return err
+				}
+				secureAgent(&cfg, cr, log)
+			} else {
+				log.Warn("INSECURE: no --certs: the Agent service is plaintext and obeys anyone who reaches it; give --certs DIR with agents/" + cfg.Name + ".crt and .key")
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
@@ -94,6 +109,8 @@ stops; the next agent on the same --data adopts them.`,
 	f.StringArrayVar(&attrs, "attr", nil, "machine attribute key=value for constraints (repeat the flag); arch and os are detected")
 	f.StringVar(&cfg.Cgroups, "cgroups", "auto", "containers: auto, v2, v1 or sampling (no cgroups)")
 	f.StringVar(&httpAddr, "http", "", "HTTP address for /metrics, /healthz and /readyz (default none)")
+	f.StringVar(&certs, "certs", "", "directory holding ca.crt and agents/NAME.crt and .key (corral certs issue --role agent NAME): mutual TLS with the masters")
+	f.StringVar(&taskUIDs, "task-uids", "", "FIRST:COUNT: run each task as a uid of its own from this range (agent running as root)")
 	f.BoolVar(&stopTasks, "stop-tasks-on-exit", false, "stop every task when the agent stops, rather than leave them for the next agent to adopt")
 	return c
 }
@@ -172,6 +189,16 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	if !commands.ValidName(admin) {
 		return fmt.Errorf("the local user %q is not a corral user name (lowercase letters, digits and '-'): set CORRAL_USER, or give --admin", admin)
 	}
+	machineNames := make([]string, o.agents)
+	for i := range machineNames {
+		machineNames[i] = "m" + strconv.Itoa(i+1)
+	}
+	// Every connection of the cell is authenticated: its credentials are
+	// made on the first run and reused after.
+	local, err := auth.SetUpLocal(certsDir(data), o.cell, "master", admin, machineNames...)
+	if err != nil {
+		return fmt.Errorf("the cell's credentials in %s: %w", certsDir(abs), err)
+	}
 	logFile, err := os.OpenFile(filepath.Join(data, "corral.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -204,6 +231,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell,
 			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"),
 			usageWindow: 5 * time.Second, pollInterval: time.Second, logs: localLogs{data: data}, log: log,
+			auth: &masterAuth{creds: local.Master, tokens: local.Tokens, sealer: local.Sealer},
 		}, func(rm *runningMaster) { readyc <- rm })
 	}()
 	var rm *runningMaster
@@ -228,7 +256,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	var agents sync.WaitGroup
 	share := machineShare(data, o.agents)
 	for i := 1; i <= o.agents; i++ {
-		name := "m" + strconv.Itoa(i)
+		name := machineNames[i-1]
 		first := int32(o.portBase + (i-1)*1000)
 		offer := proto.Clone(share).(*events.Resources)
 		offer.Ports = 1000
@@ -238,6 +266,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 				ReregisterAfter: 10 * time.Second},
 			masters: []string{rm.grpc}, stopTasks: true, log: log, metrics: rm.metrics,
 		}
+		secureAgent(&r.cfg, local.Agents[name], log)
 		agents.Add(1)
 		go func() {
 			defer agents.Done()
@@ -263,10 +292,17 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	fmt.Fprintf(w, "  event log   %s\n", redactURL(store))
 	fmt.Fprintf(w, "  Infrastore  %s\n", filepath.Join(abs, "infrastore.duckdb"))
 	fmt.Fprintf(w, "  logs        %s\n", filepath.Join(abs, "corral.log"))
-	fmt.Fprintf(w, "  admin       %s\n\n", admin)
+	fmt.Fprintf(w, "  admin       %s\n", admin)
+	fmt.Fprintf(w, "  CA          %s\n", absPath(local.CA))
+	fmt.Fprintf(w, "  admin cert  %s (key %s)\n", absPath(local.AdminCert), absPath(local.AdminKey))
+	fmt.Fprintf(w, "  admin token %s\n\n", absPath(local.AdminToken))
+	fmt.Fprintf(w, "Every connection is TLS; the corral command finds your certificate under the data dir.\n\n")
 	env := ""
 	if rm.grpc != DefaultMaster {
 		env = "export CORRAL_MASTER=" + rm.grpc + "\n  "
+	}
+	if filepath.Clean(data) != filepath.Clean(DefaultData) {
+		env += "export CORRAL_DATA=" + abs + "\n  "
 	}
 	digLine := ""
 	if host, port, err := net.SplitHostPort(rm.dns); err == nil {
@@ -427,4 +463,12 @@ func ephemeralPorts() (lo, hi int, ok bool) {
 	lo, err1 := strconv.Atoi(f[0])
 	hi, err2 := strconv.Atoi(f[1])
 	return lo, hi, err1 == nil && err2 == nil
+}
+
+// absPath is p made absolute, p when it cannot be.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
