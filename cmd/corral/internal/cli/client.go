@@ -74,7 +74,7 @@ func (a *app) client() (*client, error) {
 	if a.verbose {
 		note = a.note
 	}
-	dial, err := a.dialOptions(user)
+	dial, err := a.dialOptions(user, "")
 	if err != nil {
 		return nil, err
 	}

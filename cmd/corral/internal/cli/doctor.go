@@ -48,6 +48,11 @@ $CORRAL_STORE, or the SQLite log of a ` + "`corral up`" + ` data directory.`,
 					cfg.Store = p
 				}
 			}
+			dial, err := a.dialOptions(cfg.User, data)
+			if err != nil {
+				return err
+			}
+			cfg.DialOptions = dial
 			rep := ops.Doctor(cmd.Context(), cfg)
 			if a.output == "json" || a.output == "yaml" {
 				if err := a.show(nil, rep); err != nil {

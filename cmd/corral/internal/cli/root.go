@@ -261,7 +261,7 @@ Start a whole cell on this machine with ` + "`corral up`" + `, then, in another 
 		c.GroupID = "history"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.upCommand(), a.masterCommand(), a.agentCommand(), a.migrateCommand()} {
+	for _, c := range []*cobra.Command{a.upCommand(), a.masterCommand(), a.agentCommand(), a.migrateCommand(), a.certsCommand(), a.tokenCommand()} {
 		c.GroupID = "run"
 		root.AddCommand(c)
 	}

@@ -117,7 +117,7 @@ func certsDir(data string) string { return filepath.Join(data, "certs") }
 // dialOptions finds the caller's credentials: the flags or their
 // variables, else those `corral up` left in the local data dir for user;
 // with neither, none (plaintext, for a master run with --insecure).
-func (a *app) dialOptions(user string) ([]grpc.DialOption, error) {
+func (a *app) dialOptions(user, data string) ([]grpc.DialOption, error) {
 	pick := func(flag, env string) string {
 		if flag != "" {
 			return flag
@@ -133,7 +133,7 @@ func (a *app) dialOptions(user string) ([]grpc.DialOption, error) {
 		}
 		o.Token = tok
 	}
-	local := certsDir(a.dataDir(""))
+	local := certsDir(a.dataDir(data))
 	if o.CertFile != "" || o.Token != "" {
 		if o.CertFile != "" && o.KeyFile == "" {
 			return nil, usageErr("--cert %s: give its key too (--key or CORRAL_KEY)", o.CertFile)
@@ -160,4 +160,132 @@ func (a *app) dialOptions(user string) ([]grpc.DialOption, error) {
 		return nil, fmt.Errorf("%w (or give --cert and --key, or --token)", err)
 	}
 	return lo.DialOptions()
+}
+
+// certsCommand is `corral certs`: a cell's CA and the certificates it
+// issues.
+func (a *app) certsCommand() *cobra.Command {
+	var dir string
+	c := &cobra.Command{Use: "certs", Short: "make a cell's certificate authority and issue certificates"}
+	c.PersistentFlags().StringVar(&dir, "dir", "", "the cell directory (default $CORRAL_CERTS, else DATA/certs: "+certsDir(DefaultData)+")")
+	cellDir := func() string {
+		if dir != "" {
+			return dir
+		}
+		if d := a.getenv("CORRAL_CERTS"); d != "" {
+			return d
+		}
+		return certsDir(a.dataDir(""))
+	}
+	var cell string
+	initCmd := &cobra.Command{
+		Use:   "init",
+		Short: "create a cell directory: its CA, secrets key and tokens file (kept when they exist)",
+		Args:  args(0, 0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cell == "" {
+				cell = a.cellName()
+			}
+			c, err := auth.Init(cellDir(), cell)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout(), "cell %s: CA %s\nissue certificates with `corral certs issue --dir %s --role master|agent|user|admin NAME`\n",
+				c.Name, absPath(filepath.Join(c.Dir, auth.CAFile)), c.Dir)
+			return nil
+		},
+	}
+	initCmd.Flags().StringVar(&cell, "cell", "", "the cell's name (default $CORRAL_CELL or "+DefaultCell+")")
+	var role string
+	var hosts []string
+	issue := &cobra.Command{
+		Use:     "issue NAME",
+		Short:   "issue a certificate and key for a master, agent (its machine's name), user or admin",
+		Example: "  corral certs issue --role agent m1 --host m1.example.com\n  corral certs issue --role user alice",
+		Args:    args(1, 1, "one NAME"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			r := auth.Role(role)
+			if !r.Valid() {
+				return usageErr("--role %q: want user, admin, agent or master", role)
+			}
+			c, err := auth.Open(cellDir())
+			if err != nil {
+				return err
+			}
+			certFile, keyFile, err := c.Issue(r, argv[0], hosts...)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout(), "%s %s of cell %s:\n  certificate %s\n  key         %s\n  CA          %s\n",
+				r, argv[0], c.Name, absPath(certFile), absPath(keyFile), absPath(filepath.Join(c.Dir, auth.CAFile)))
+			return nil
+		},
+	}
+	issue.Flags().StringVar(&role, "role", "user", "user, admin, agent or master")
+	issue.Flags().StringArrayVar(&hosts, "host", nil, "a DNS name or IP address the master or agent is reached at (repeat the flag); localhost is always included")
+	c.AddCommand(initCmd, issue)
+	return c
+}
+
+// tokenCommand is `corral token`: bearer tokens for people.
+func (a *app) tokenCommand() *cobra.Command {
+	var dir string
+	c := &cobra.Command{Use: "token", Short: "issue and revoke people's bearer tokens"}
+	c.PersistentFlags().StringVar(&dir, "dir", "", "the cell directory (default $CORRAL_CERTS, else DATA/certs: "+certsDir(DefaultData)+")")
+	tokens := func() (*auth.Tokens, error) {
+		d := dir
+		if d == "" {
+			d = a.getenv("CORRAL_CERTS")
+		}
+		if d == "" {
+			d = certsDir(a.dataDir(""))
+		}
+		if _, err := os.Stat(filepath.Join(d, auth.CAFile)); err != nil {
+			return nil, fmt.Errorf("%s is not a cell directory (corral certs init): %w", d, err)
+		}
+		return auth.NewTokens(filepath.Join(d, auth.TokensFile)), nil
+	}
+	var role string
+	issue := &cobra.Command{
+		Use:   "issue NAME",
+		Short: "issue a token for a user or admin; it is printed once and only its hash is kept",
+		Args:  args(1, 1, "one NAME"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			r := auth.Role(role)
+			if r != auth.RoleUser && r != auth.RoleAdmin {
+				return usageErr("--role %q: tokens are for people: user or admin", role)
+			}
+			t, err := tokens()
+			if err != nil {
+				return err
+			}
+			tok, err := t.Issue(argv[0], r)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout(), tok)
+			a.note("token for %s %s: give it as --token or CORRAL_TOKEN, with the cell's CA (--ca or CORRAL_CA); it is not shown again", r, argv[0])
+			return nil
+		},
+	}
+	issue.Flags().StringVar(&role, "role", "user", "user or admin")
+	revoke := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "revoke every token of NAME (a running master stops accepting them within a second)",
+		Args:  args(1, 1, "one NAME"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			t, err := tokens()
+			if err != nil {
+				return err
+			}
+			n, err := t.Revoke(argv[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout(), "revoked %d token(s) of %s\n", n, argv[0])
+			return nil
+		},
+	}
+	c.AddCommand(issue, revoke)
+	return c
 }

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// run runs the corral command with env as its whole environment.
+func runEnv(ctx context.Context, env map[string]string, args ...string) (int, string, string) {
+	var out, errb lockedBuffer
+	code := Main(ctx, args, Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
+	return code, out.String(), errb.String()
+}
+
+// A master run with --certs serves TLS: people get in with a certificate
+// or a token the certs and token verbs issued, and not with neither, nor
+// with a revoked token; without --certs or --insecure it does not start.
+func TestMasterWithCertsAndTokens(t *testing.T) {
+	dir := t.TempDir()
+	certs := filepath.Join(dir, "cell")
+	empty := t.TempDir()
+	env := map[string]string{"CORRAL_USER": "alice", "CORRAL_DATA": empty, "CORRAL_CERTS": certs}
+	bg := context.Background()
+	must := func(args ...string) string {
+		t.Helper()
+		code, out, stderr := runEnv(bg, env, args...)
+		if code != ExitOK {
+			t.Fatalf("corral %s: exit %d\n%s%s", strings.Join(args, " "), code, out, stderr)
+		}
+		return out
+	}
+	must("certs", "init", "--cell", "prod")
+	must("certs", "issue", "--role", "master", "m1")
+	must("certs", "issue", "--role", "user", "alice")
+	tok := strings.TrimSpace(must("token", "issue", "bob"))
+	if !strings.HasPrefix(tok, "corral_") {
+		t.Fatalf("token issue printed %q", tok)
+	}
+	if code, _, stderr := runEnv(bg, env, "master", "--store", filepath.Join(dir, "x.db"), "--listen", freeAddr(t)); code != ExitUsage || !strings.Contains(stderr, "--insecure") {
+		t.Fatalf("master without --certs or --insecure: exit %d %s", code, stderr)
+	}
+
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan int, 1)
+	var logs lockedBuffer
+	go func() {
+		done <- Main(ctx, []string{"master", "--certs", certs, "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr},
+			Env{Stdout: io.Discard, Stderr: &logs, Getenv: func(string) string { return "" }})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	env["CORRAL_MASTER"] = addr
+	ca := filepath.Join(certs, "ca.crt")
+	var code int
+	var out, stderr string
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		code, out, stderr = runEnv(bg, env, "job", "list", "--ca", ca, "--cert", filepath.Join(certs, "users", "alice.crt"), "--key", filepath.Join(certs, "users", "alice.key"))
+		if code == ExitOK || time.Now().After(deadline) {
+			break
+		}
+	}
+	if code != ExitOK {
+		t.Fatalf("job list with alice's certificate: exit %d\n%s%s\nmaster:\n%s", code, out, stderr, logs.String())
+	}
+	env["CORRAL_CA"], env["CORRAL_TOKEN"] = ca, tok
+	if code, out, stderr := runEnv(bg, env, "job", "list"); code != ExitOK {
+		t.Fatalf("job list with bob's token: exit %d\n%s%s", code, out, stderr)
+	}
+	must("token", "revoke", "bob")
+	time.Sleep(1100 * time.Millisecond) // the master reads the tokens file again within a second
+	if code, _, stderr := runEnv(bg, env, "job", "list"); code == ExitOK || !strings.Contains(stderr, "credentials") {
+		t.Fatalf("job list with a revoked token: exit %d %s", code, stderr)
+	}
+	delete(env, "CORRAL_TOKEN")
+	delete(env, "CORRAL_CA")
+	if code, _, stderr := runEnv(bg, env, "job", "list"); code == ExitOK {
+		t.Fatalf("job list in plaintext against a TLS master: exit %d %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(certs, "tokens")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseUIDRange(t *testing.T) {
+	r, err := parseUIDRange("200000:1000")
+	if err != nil || r.First != 200000 || r.Count != 1000 {
+		t.Fatalf("200000:1000: %+v %v", r, err)
+	}
+	for _, bad := range []string{"", "200000", "0:10", "10:0", "x:1", "4294967295:2"} {
+		if _, err := parseUIDRange(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
