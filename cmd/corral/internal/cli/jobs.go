@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +36,42 @@ func (a *app) loadFile(path string) (*jobfile.File, error) {
 	return jobfile.Load(path, jobfile.Options{User: user, ExtVars: map[string]string{"cell": a.cellName()}})
 }
 
+// addSecrets gives the jobs of f the values of the secret variables named
+// (--secret NAME), read from the caller's environment: each must be in a
+// job's secret_env. The master seals them before anything is recorded.
+func (a *app) addSecrets(f *jobfile.File, names []string) error {
+	for _, name := range names {
+		val, ok := a.lookupEnv(name)
+		if !ok {
+			return usageErr("--secret %s: $%s is not set in your environment", name, name)
+		}
+		used := false
+		for _, spec := range f.Jobs {
+			if !slices.Contains(spec.SecretEnv, name) {
+				continue
+			}
+			if spec.Env == nil {
+				spec.Env = map[string]string{}
+			}
+			spec.Env[name] = val
+			used = true
+		}
+		if !used {
+			return usageErr("--secret %s: no job of the file lists %s in secret_env", name, name)
+		}
+	}
+	return nil
+}
+
+// lookupEnv is os.LookupEnv, or the test's Getenv (set when not empty).
+func (a *app) lookupEnv(k string) (string, bool) {
+	if a.env.Getenv == nil {
+		return os.LookupEnv(k)
+	}
+	v := a.env.Getenv(k)
+	return v, v != ""
+}
+
 func (a *app) cellName() string {
 	if c := a.getenv("CORRAL_CELL"); c != "" {
 		return c
@@ -47,6 +84,7 @@ const DefaultCell = "dev"
 
 func (a *app) jobSubmitCommand() *cobra.Command {
 	var wait bool
+	var secrets []string
 	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   "submit FILE",
@@ -55,11 +93,14 @@ func (a *app) jobSubmitCommand() *cobra.Command {
 bundle after creating its alloc sets. With --wait, show the tasks' progress
 until every task runs or has finished; a job that cannot be scheduled ends
 the wait with the reason.`,
-		Example: "  corral job submit examples/hello.jsonnet --wait",
+		Example: "  corral job submit examples/hello.jsonnet --wait\n  DB_PASSWORD=... corral job submit web.jsonnet --secret DB_PASSWORD",
 		Args:    args(1, 1, "one job file"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			f, err := a.loadFile(argv[0])
 			if err != nil {
+				return err
+			}
+			if err := a.addSecrets(f, secrets); err != nil {
 				return err
 			}
 			cl, err := a.client()
@@ -110,6 +151,7 @@ the wait with the reason.`,
 	}
 	c.Flags().BoolVarP(&wait, "wait", "w", false, "wait until every task runs or has finished, showing progress")
 	c.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "with --wait: give up after this long")
+	c.Flags().StringArrayVar(&secrets, "secret", nil, "NAME: give the secret_env variable NAME the value of $NAME in your environment (repeat the flag); it is sealed, never logged")
 	return c
 }
 
@@ -259,6 +301,7 @@ func isTerminal(w any) bool {
 
 func (a *app) jobUpdateCommand() *cobra.Command {
 	var selector string
+	var secrets []string
 	var priority int
 	c := &cobra.Command{
 		Use:   "update FILE | --selector SEL --priority N",
@@ -295,6 +338,9 @@ than the job's update.max_disruptions at once; keep or undo the update with
 			if err != nil {
 				return err
 			}
+			if err := a.addSecrets(f, secrets); err != nil {
+				return err
+			}
 			for _, spec := range f.Jobs {
 				rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
 					return c.Update(ctx, &apipb.UpdateRequest{RequestId: id, Spec: spec}, o...)
@@ -310,6 +356,7 @@ than the job's update.max_disruptions at once; keep or undo the update with
 	}
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the jobs to change, e.g. team=web,tier!=canary")
 	c.Flags().IntVar(&priority, "priority", 0, "with --selector: the new priority (0-11)")
+	c.Flags().StringArrayVar(&secrets, "secret", nil, "NAME: a new value for the secret_env variable NAME from $NAME in your environment (repeat the flag); secrets not given keep their values")
 	return c
 }
 

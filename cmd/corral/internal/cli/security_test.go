@@ -74,6 +74,28 @@ func TestMasterWithCertsAndTokens(t *testing.T) {
 	if code, out, stderr := runEnv(bg, env, "job", "list"); code != ExitOK {
 		t.Fatalf("job list with bob's token: exit %d\n%s%s", code, out, stderr)
 	}
+
+	// A secret's value comes from the caller's environment, never the file,
+	// and no reply shows it.
+	job := filepath.Join(dir, "db.jsonnet")
+	if err := os.WriteFile(job, []byte(`{name: 'db', priority: 'best-effort', count: 1, command: '/bin/true', resources: {cpu: '10m', memory: '1MiB'}, secret_env: ['DB_PASSWORD']}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runEnv(bg, env, "job", "submit", job, "--secret", "DB_PASSWORD"); code != ExitUsage || !strings.Contains(stderr, "not set") {
+		t.Fatalf("--secret without the variable: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := runEnv(bg, env, "job", "submit", job, "--secret", "OTHER"); code != ExitUsage {
+		t.Fatalf("--secret OTHER: exit %d %s", code, stderr)
+	}
+	env["DB_PASSWORD"], env["OTHER"] = "hunter2", "x"
+	if code, _, stderr := runEnv(bg, env, "job", "submit", job, "--secret", "OTHER"); code != ExitUsage || !strings.Contains(stderr, "secret_env") {
+		t.Fatalf("--secret OTHER, not in secret_env: exit %d %s", code, stderr)
+	}
+	must("job", "submit", job, "--secret", "DB_PASSWORD")
+	got := must("job", "get", "db", "-o", "json")
+	if strings.Contains(got, "hunter2") || !strings.Contains(got, "<redacted>") {
+		t.Errorf("job get shows the secret, or no <redacted>:\n%s", got)
+	}
 	must("token", "revoke", "bob")
 	time.Sleep(1100 * time.Millisecond) // the master reads the tokens file again within a second
 	if code, _, stderr := runEnv(bg, env, "job", "list"); code == ExitOK || !strings.Contains(stderr, "credentials") {
