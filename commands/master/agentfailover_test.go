@@ -93,7 +93,7 @@ func (c *linkCell) startStandby(name string, store events.Store) *liveMaster {
 	lc := c.linkCfg
 	lc.Stats = stats
 	m, err := master.New(ctx, master.Config{Name: name, Advertise: lis.Addr().String(), Store: store, Admins: []string{"root"},
-		Logger: slog.New(slog.NewTextHandler(&testLog{t: c.t, prefix: name}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:    slog.New(slog.NewTextHandler(&testLog{t: c.t, prefix: name}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		OnLeading: []func(context.Context, *master.Master){master.SchedulerLoop(c.schedCfg), master.Link(lc)}})
 	if err != nil {
 		c.t.Fatal(err)
