@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/webui"
 	"github.com/corralhq/corral/events"
@@ -41,7 +43,7 @@ type health struct {
 // and /healthz. The returned close ends the UI's live streams.
 func webHandler(svc *master.Service, m *master.Master, store events.Store, logs webui.Logs, cell string, rm *runningMaster, log *slog.Logger) (http.Handler, func()) {
 	mux := http.NewServeMux()
-	ui, err := webui.New(webui.Config{API: svc, Cell: m, Streams: store, Logs: logs, Logger: log})
+	ui, err := webui.New(webui.Config{API: redactedAPI{svc}, Cell: m, Streams: store, Logs: logs, Logger: log})
 	if err != nil {
 		log.Error("the web UI cannot start; serving a status page", "err", err)
 	}
@@ -118,4 +120,38 @@ func (l localLogs) Tail(_ context.Context, machine string, t projections.TaskKey
 		return nil, err
 	}
 	return io.ReadAll(io.LimitReader(f, fi.Size()-off))
+}
+
+// redactedAPI is the Service as the web UI reads it in-process, past the
+// gRPC interceptors: every reply goes through auth.Redact, so a page shows
+// "<redacted>" for a secret as `corral` does, and no sealed value.
+type redactedAPI struct{ webui.API }
+
+func (r redactedAPI) List(ctx context.Context, req *apipb.ListRequest) (*apipb.JobList, error) {
+	rep, err := r.API.List(ctx, req)
+	auth.Redact(rep)
+	return rep, err
+}
+
+func (r redactedAPI) Get(ctx context.Context, req *apipb.GetRequest) (*apipb.JobView, error) {
+	rep, err := r.API.Get(ctx, req)
+	auth.Redact(rep)
+	return rep, err
+}
+
+func (r redactedAPI) Events(ctx context.Context, req *apipb.EventsRequest) (*apipb.EventList, error) {
+	rep, err := r.API.Events(ctx, req)
+	auth.Redact(rep)
+	return rep, err
+}
+
+func (r redactedAPI) Watch(req *apipb.EventsRequest, stream apipb.Cell_WatchServer) error {
+	return r.API.Watch(req, redactedWatch{stream})
+}
+
+type redactedWatch struct{ apipb.Cell_WatchServer }
+
+func (w redactedWatch) Send(ev *apipb.EventView) error {
+	auth.Redact(ev)
+	return w.Cell_WatchServer.Send(ev)
 }
