@@ -154,6 +154,11 @@ func Decode(path string, data []byte, opts Options) (*File, error) {
 // program past opts.Timeout.
 func Evaluate(path string, data []byte, opts Options) ([]byte, error) {
 	opts.defaults()
+	if d := jsonnetDepth(data); d > MaxJsonnetDepth {
+		// go-jsonnet's parser recurses once a bracket: deep enough, it
+		// overflows the stack and the process dies before any limit holds.
+		return nil, &Error{Path: path, Problems: []Problem{{Reason: fmt.Sprintf("brackets nested %d deep, more than the %d allowed", d, MaxJsonnetDepth)}}}
+	}
 	vm := jsonnet.MakeVM()
 	vm.MaxStack = opts.MaxStack
 	vm.Importer(&jsonnet.FileImporter{JPaths: []string{filepath.Dir(path)}})
@@ -357,4 +362,63 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// MaxJsonnetDepth bounds how deeply a Jsonnet program's brackets ([, {, ()
+// may nest; deeper programs are refused before they are parsed.
+const MaxJsonnetDepth = 1000
+
+// jsonnetDepth is the deepest nesting of brackets in a Jsonnet program,
+// outside strings, text blocks and comments, as far as it can tell without
+// parsing: it stops counting past MaxJsonnetDepth.
+func jsonnetDepth(src []byte) int {
+	depth, deepest := 0, 0
+	for i := 0; i < len(src); i++ {
+		switch c := src[i]; c {
+		case '[', '{', '(':
+			depth++
+			if depth > deepest {
+				deepest = depth
+				if deepest > MaxJsonnetDepth {
+					return deepest
+				}
+			}
+		case ']', '}', ')':
+			if depth > 0 {
+				depth--
+			}
+		case '#':
+			i = skipTo(src, i+1, "\n")
+		case '/':
+			if i+1 < len(src) && src[i+1] == '/' {
+				i = skipTo(src, i+2, "\n")
+			} else if i+1 < len(src) && src[i+1] == '*' {
+				i = skipTo(src, i+2, "*/")
+			}
+		case '|':
+			if bytes.HasPrefix(src[i:], []byte("|||")) {
+				i = skipTo(src, i+3, "|||")
+			}
+		case '"', '\'':
+			for i++; i < len(src) && src[i] != c; i++ {
+				if src[i] == '\\' {
+					i++
+				}
+			}
+		}
+	}
+	return deepest
+}
+
+// skipTo returns the index of the last byte of the first end at or after
+// i, or the end of src.
+func skipTo(src []byte, i int, end string) int {
+	if i > len(src) {
+		return len(src)
+	}
+	j := bytes.Index(src[i:], []byte(end))
+	if j < 0 {
+		return len(src)
+	}
+	return i + j + len(end) - 1
 }

@@ -186,3 +186,24 @@ func TestExtensionChoosesTheFormat(t *testing.T) {
 		t.Fatalf("extVar user: %v %v", f, err)
 	}
 }
+
+// Brackets nested past MaxJsonnetDepth are refused before go-jsonnet's
+// parser could overflow the stack on them; brackets in strings, text
+// blocks and comments do not count.
+func TestDeepJsonnetIsRefusedBeforeParsing(t *testing.T) {
+	deep := strings.Repeat("[", 40000)
+	_, err := jobfile.Decode("job.jsonnet", []byte(deep), jobfile.Options{User: "alice"})
+	var je *jobfile.Error
+	if !errors.As(err, &je) || !strings.Contains(err.Error(), "nested") {
+		t.Fatalf("40,000 brackets: %v", err)
+	}
+	many := strings.Repeat("[", 1500)
+	ok := "// " + many + "\n{name: 'web', count: 1, command: 'x', resources: {cpu: 1, memory: '1Gi'}, args: ['" + many + "', \"" + many + "\", |||\n  " + many + "\n|||]}"
+	if _, err := jobfile.Decode("job.jsonnet", []byte(ok), jobfile.Options{User: "alice"}); err != nil {
+		t.Fatalf("brackets in strings and comments: %v", err)
+	}
+	nested := strings.Repeat("[", 500) + strings.Repeat("]", 500)
+	if _, err := jobfile.Decode("job.jsonnet", []byte("local x = "+nested+"; {name: 'web', count: 1, command: 'x', resources: {cpu: 1, memory: '1Gi'}}"), jobfile.Options{User: "alice"}); err != nil {
+		t.Fatalf("500 deep: %v", err)
+	}
+}
