@@ -70,6 +70,8 @@ func validateSpec(spec *events.JobSpec) violations {
 		v.add("command", "must be set")
 	} else if len(spec.Command) > maxTextLen {
 		v.add("command", "longer than %d bytes", maxTextLen)
+	} else if strings.IndexByte(spec.Command, 0) >= 0 {
+		v.add("command", "contains a NUL byte")
 	}
 	checkArgs(&v, "args", spec.Args)
 	checkEnv(&v, "env", spec.Env)
@@ -170,6 +172,8 @@ func validateSpec(spec *events.JobSpec) violations {
 		switch {
 		case !envRE.MatchString(name):
 			v.add(p, "%q is not an environment variable name", name)
+		case ReservedEnv(name):
+			v.add(p, "%s is set by the agent for every task (CORRAL_*, PORT, PORT_*, PWD): choose another name", name)
 		case slices.Index(spec.SecretEnv, name) != i:
 			v.add(p, "%q is listed twice", name)
 		}
@@ -203,8 +207,16 @@ func checkArgs(v *violations, field string, args []string) {
 	for i, a := range args {
 		if len(a) > maxTextLen {
 			v.add(index(field, i), "longer than %d bytes", maxTextLen)
+		} else if strings.IndexByte(a, 0) >= 0 {
+			v.add(index(field, i), "contains a NUL byte")
 		}
 	}
+}
+
+// ReservedEnv reports whether the agent sets the variable name for every
+// task itself (CORRAL_*, PORT, PORT_*, PWD), so a spec may not.
+func ReservedEnv(name string) bool {
+	return strings.HasPrefix(name, "CORRAL_") || name == "PORT" || strings.HasPrefix(name, "PORT_") || name == "PWD"
 }
 
 func checkEnv(v *violations, field string, env map[string]string) {
@@ -212,10 +224,15 @@ func checkEnv(v *violations, field string, env map[string]string) {
 		v.add(field, "more than %d variables", maxLabelsOrEnv)
 	}
 	for _, k := range sortedKeys(env) {
-		if !envRE.MatchString(k) {
+		switch {
+		case !envRE.MatchString(k):
 			v.add(join(field, k), "%q is not an environment variable name", k)
-		} else if len(env[k]) > maxTextLen {
+		case ReservedEnv(k):
+			v.add(join(field, k), "%s is set by the agent for every task (CORRAL_*, PORT, PORT_*, PWD): choose another name", k)
+		case len(env[k]) > maxTextLen:
 			v.add(join(field, k), "value longer than %d bytes", maxTextLen)
+		case strings.IndexByte(env[k], 0) >= 0:
+			v.add(join(field, k), "value contains a NUL byte")
 		}
 	}
 }
