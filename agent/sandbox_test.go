@@ -67,8 +67,9 @@ func TestRealTasksCannotReadEachOther(t *testing.T) {
 		func(s *agentpb.TaskSpec) { s.Env = map[string]string{"A_TOKEN": "a-env-secret"} }))
 	tsA := ra.wait(a, 5*time.Second, func(ts *agentpb.TaskStatus) bool {
 		b, _ := os.ReadFile(filepath.Join(ts.Sandbox, "logs", "stderr"))
-		return strings.Contains(string(b), "a-file-secret") && ts.Pid != 0
-	}, "wrote its secret")
+		o, _ := os.ReadFile(filepath.Join(ts.Sandbox, "logs", "stdout"))
+		return strings.Contains(string(b), "a-file-secret") && strings.Contains(string(o), "own-log:") && ts.Pid != 0
+	}, "wrote its secret and read its own log")
 	sb := tsA.Sandbox
 	probe := fmt.Sprintf(`
 		echo uid=$(id -u) gid=$(id -g) groups=$(id -G)
