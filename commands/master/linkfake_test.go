@@ -218,7 +218,7 @@ func TestLinkRecordsRefusedStart(t *testing.T) {
 	c := newLinkCell(t, testLinkConfig())
 	c.scriptedAgent("f0")
 	spec := c.spec("refused", 1, "exit 0")
-	spec.Env["CORRAL_JOB"] = "mine" // the agent's own variable
+	spec.Resources.MemoryBytes = 1 << 20 // the master admits it; the agent's minimum is 4 MiB
 	spec.Restart = &events.RestartPolicy{Mode: "never"}
 	c.submit(spec)
 	eventually(t, 10*time.Second, "the task failed", func() (bool, string) {
@@ -226,8 +226,8 @@ func TestLinkRecordsRefusedStart(t *testing.T) {
 		return tv.State == projections.TaskDead, fmt.Sprint(tv)
 	})
 	tv := c.tasks("refused")[0]
-	if tv.How != projections.Failed || !strings.Contains(tv.Reason, "refused to start") || !strings.Contains(tv.Reason, "CORRAL_JOB") {
-		t.Fatalf("task %+v: want failed, saying the agent refused CORRAL_JOB", tv)
+	if tv.How != projections.Failed || !strings.Contains(tv.Reason, "refused to start") || !strings.Contains(tv.Reason, "memory") {
+		t.Fatalf("task %+v: want failed, saying the agent refused its memory", tv)
 	}
 	t.Logf("recorded: %s", tv.Reason)
 }
