@@ -494,11 +494,22 @@ func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentSta
 
 	recorded := l.recordedStarts(ml.name, st.Events)
 	lastOf := make(map[projections.TaskKey]uint64, len(st.Events))
+	// The log's watermark of this machine's events: record stops at its
+	// first failure, so every event before one whose key the log holds was
+	// recorded then (or needed no record). A new leader, or a retry after a
+	// failed report, must not record them again: a start that went in
+	// without a key (left to the full state) would otherwise be taken for
+	// the start of a later placement of its task on this machine, and a
+	// task recorded running whose process is long gone.
+	done := ml.acked
 	for _, ev := range st.Events {
 		lastOf[keyOf(ev.Task)] = ev.Seq
+		if _, ok := l.m.recent.get(eventKey(ml.name, ev)); ok {
+			done = max(done, ev.Seq)
+		}
 	}
 	for _, ev := range st.Events {
-		if ev.Seq <= ml.acked || ev.Seq <= recorded[keyOf(ev.Task)] {
+		if ev.Seq <= done || ev.Seq <= recorded[keyOf(ev.Task)] {
 			continue
 		}
 		at, ok := eventTask(ev)
@@ -512,7 +523,7 @@ func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentSta
 			continue
 		}
 		meta := admin
-		meta.RequestID = fmt.Sprintf("link/%s/%d/%d", ml.name, ev.Seq, ev.TimeUs)
+		meta.RequestID = eventKey(ml.name, ev)
 		if err := l.do(ctx, commands.ReportAgentState{Meta: meta, Machine: ml.name, Tasks: one(at)}); err != nil {
 			return err
 		}
@@ -533,6 +544,13 @@ func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentSta
 			Restarts: ts.Restarts, Reason: ts.Reason, Message: ts.Message})
 	}
 	return l.do(ctx, full)
+}
+
+// eventKey is the idempotency key of an agent event's record: the agent's
+// sequence numbers restart with a restarted agent's saved state, its times
+// do not.
+func eventKey(machine string, ev *agentpb.AgentEvent) string {
+	return fmt.Sprintf("link/%s/%d/%d", machine, ev.Seq, ev.TimeUs)
 }
 
 // recordedStarts finds, for each task with events, the start the
