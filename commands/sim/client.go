@@ -137,6 +137,12 @@ func (c *Client) command() commands.Command {
 	case r < 90 && c.admin:
 		m := w.agentList[w.rng.IntN(len(w.agentList))].name
 		return commands.DrainMachine{Meta: meta, Machine: m, Draining: w.rng.IntN(3) == 0, Reason: "maintenance"}
+	case r < 94:
+		// An alloc set: reserved room that the client's jobs may run in.
+		return commands.CreateAllocSet{Meta: meta, Name: "pool", Count: int32(1 + w.rng.IntN(3)), Priority: []int32{0, 4, 9}[w.rng.IntN(3)],
+			Resources: projections.Resources{CPUMilli: 2000, MemoryBytes: 4 << 30}}
+	case r < 96:
+		return commands.RemoveAllocSet{Meta: meta, Name: "pool"}
 	default:
 		return commands.KillJob{Meta: meta, Selector: "tier=canary", Reason: "canaries done"}
 	}
@@ -164,6 +170,10 @@ func (c *Client) spec(name string) *events.JobSpec {
 	}
 	if w.rng.IntN(6) == 0 {
 		sp.Constraints = []*events.Constraint{{Attribute: "rack", Op: "=", Values: []string{"r0"}, Soft: w.rng.IntN(2) == 0}}
+	}
+	if w.rng.IntN(8) == 0 {
+		sp.AllocSet = "pool"
+		sp.Resources = &events.Resources{CpuMilli: int64(100 + w.rng.IntN(400)), MemoryBytes: 1 << 28}
 	}
 	return sp
 }

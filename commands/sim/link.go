@@ -266,16 +266,29 @@ func (l *simLink) recordIn(s *projections.State, ml *mlink, st *agentpb.AgentSta
 		cmds = append(cmds, commands.ReportAgentState{Meta: linkAdmin, Machine: ml.name, Tasks: one(at)})
 	}
 	recorded := recordedStarts(s, ml.name, st.Events)
+	lastOf := make(map[projections.TaskKey]uint64, len(st.Events))
+	// The log's watermark of the machine's events (link.go): everything
+	// before an event whose key the log holds was recorded then.
+	through := ml.acked
 	for _, ev := range st.Events {
-		if ev.Seq <= ml.acked || ev.Seq <= recorded[keyOf(ev.Task)] {
+		lastOf[keyOf(ev.Task)] = ev.Seq
+		if _, ok := l.m.recent[eventKey(ml.name, ev)]; ok {
+			through = max(through, ev.Seq)
+		}
+	}
+	for _, ev := range st.Events {
+		if ev.Seq <= through || ev.Seq <= recorded[keyOf(ev.Task)] {
 			continue
 		}
 		at, ok := eventTask(ev)
 		if !ok {
 			continue
 		}
+		if ev.Seq == lastOf[at.Task] && (at.State == commands.AgentRunning || at.State == commands.AgentBackoff) {
+			continue // the full state below says the same
+		}
 		meta := linkAdmin
-		meta.RequestID = fmt.Sprintf("link/%s/%d/%d", ml.name, ev.Seq, ev.TimeUs)
+		meta.RequestID = eventKey(ml.name, ev)
 		cmds = append(cmds, commands.ReportAgentState{Meta: meta, Machine: ml.name, Tasks: one(at)})
 	}
 	fallback := st.EventsDropped > ml.dropped
@@ -321,6 +334,10 @@ func (l *simLink) do(cmd commands.ReportAgentState, done func(error)) {
 		}
 		l.m.do(cmd, func(_ master.Result, err error) { done(err) })
 	})
+}
+
+func eventKey(machine string, ev *agentpb.AgentEvent) string {
+	return fmt.Sprintf("link/%s/%d/%d", machine, ev.Seq, ev.TimeUs)
 }
 
 // recordedStarts: for each task with events, the start the projection
