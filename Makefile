@@ -6,7 +6,7 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 
 .PHONY: test vet fmt-check test-only bench bench-events soak proto build tidy-check
 
-test: vet fmt-check test-only
+test: vet fmt-check test-only fuzz-short
 
 vet:
 	$(GO) vet $(PKGS)
