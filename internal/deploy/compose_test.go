@@ -28,7 +28,7 @@ func TestComposeFileIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Fields(string(services))
-	want := map[string]bool{"crdb1": true, "crdb2": true, "crdb3": true, "crdb-init": true, "master1": true, "master2": true, "master3": true, "agent1": true, "agent2": true}
+	want := map[string]bool{"crdb1": true, "crdb2": true, "crdb3": true, "crdb-init": true, "master1": true, "master2": true, "master3": true, "agent1": true, "agent2": true, "certs": true}
 	if len(got) != len(want) {
 		t.Fatalf("services = %v, want %d of them", got, len(want))
 	}
@@ -41,7 +41,7 @@ func TestComposeFileIsValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, must := range []string{"start --insecure --join=crdb1,crdb2,crdb3", "cockroach init", "--store"} {
+	for _, must := range []string{"start --insecure --join=crdb1,crdb2,crdb3", "cockroach init", "--store", "--certs", "corral certs init"} {
 		if !strings.Contains(string(cfg), must) {
 			t.Errorf("resolved config lacks %q", must)
 		}
