@@ -112,6 +112,7 @@ func (m *Master) load() {
 			return
 		}
 		l := v.(loaded)
+		m.w.Loads++
 		m.st = l.st
 		m.noteRequests(l.tail)
 		m.cpPos, m.cpAt = m.st.Position, m.now()
@@ -276,6 +277,9 @@ func (m *Master) becomeLeader() {
 		req := events.AppendRequest{ExpectedPosition: m.st.Position, Epoch: l.Epoch, Events: []events.Event{ev}}
 		m.store(func() (any, error) { return m.conn.Append(context.Background(), req) }, func(v any, err error) {
 			if err != nil {
+				if errors.Is(err, events.ErrFenced) {
+					m.w.Fenced++
+				}
 				fail(err)
 				return
 			}
@@ -481,6 +485,7 @@ func (m *Master) committed(batch []decided, results []events.AppendResult, err e
 		}
 		m.writes = append(ops, m.writes...)
 	case errors.Is(err, events.ErrFenced):
+		m.w.Fenced++
 		m.leading = false
 		for _, d := range batch {
 			d.op.done(master.Result{}, fmt.Errorf("this master was deposed while writing: %w", err))
@@ -590,6 +595,8 @@ func (m *Master) maybeCheckpoint() {
 	m.store(func() (any, error) { return nil, m.conn.SaveCheckpoint(context.Background(), cp) }, func(_ any, err error) {
 		if err != nil {
 			m.logf("writing a checkpoint: %v", err)
+			return
 		}
+		m.w.Checkpoints++
 	})
 }

@@ -66,6 +66,10 @@ type World struct {
 	// SweptOwn counts processes a restarted agent launched and then killed
 	// in its own sweep (see Agent.restart).
 	SweptOwn int64
+	// Fenced counts appends the store refused for a deposed leader's
+	// epoch; Loads, masters starting from the log (newest checkpoint and
+	// tail); Checkpoints, checkpoints written.
+	Fenced, Loads, Checkpoints int64
 }
 
 var epoch0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -288,9 +292,22 @@ func (w *World) refusedAnswer(id string, err error)        { w.Refused++; w.chk.
 
 // Summary counts what happened in the run.
 func (w *World) Summary() string {
-	return fmt.Sprintf("%d steps, %d events in the log, %d elections; %d requests (%d acknowledged, %d refused, %d given up); "+
+	return fmt.Sprintf("%d steps, %d events in the log, %s", w.Steps, w.log.Head(), w.counts())
+}
+
+// add sums another run's counters into w's, for a batch's report.
+func (w *World) add(o *World) {
+	w.Steps += o.Steps
+	w.Messages, w.Lost, w.Requests, w.Refused, w.GaveUp, w.Acked = w.Messages+o.Messages, w.Lost+o.Lost, w.Requests+o.Requests, w.Refused+o.Refused, w.GaveUp+o.GaveUp, w.Acked+o.Acked
+	w.Crashes, w.Pauses, w.Jumps, w.StoreOutages, w.Partitions = w.Crashes+o.Crashes, w.Pauses+o.Pauses, w.Jumps+o.Jumps, w.StoreOutages+o.StoreOutages, w.Partitions+o.Partitions
+	w.AgentCrashes, w.Reboots, w.Elections, w.SweptOwn = w.AgentCrashes+o.AgentCrashes, w.Reboots+o.Reboots, w.Elections+o.Elections, w.SweptOwn+o.SweptOwn
+	w.Fenced, w.Loads, w.Checkpoints = w.Fenced+o.Fenced, w.Loads+o.Loads, w.Checkpoints+o.Checkpoints
+}
+
+func (w *World) counts() string {
+	return fmt.Sprintf("%d elections; %d requests (%d acknowledged, %d refused, %d given up); "+
 		"%d messages (%d lost); faults: %d master crashes, %d pauses, %d clock jumps, %d store outages, %d partitions, %d agent crashes, %d reboots; "+
-		"%d processes an agent launched while restarting and killed in its own sweep",
-		w.Steps, w.log.Head(), w.Elections, w.Requests, w.Acked, w.Refused, w.GaveUp, w.Messages, w.Lost,
-		w.Crashes, w.Pauses, w.Jumps, w.StoreOutages, w.Partitions, w.AgentCrashes, w.Reboots, w.SweptOwn)
+		"%d appends fenced, %d loads from the log, %d checkpoints; %d processes an agent launched while restarting and killed in its own sweep",
+		w.Elections, w.Requests, w.Acked, w.Refused, w.GaveUp, w.Messages, w.Lost,
+		w.Crashes, w.Pauses, w.Jumps, w.StoreOutages, w.Partitions, w.AgentCrashes, w.Reboots, w.Fenced, w.Loads, w.Checkpoints, w.SweptOwn)
 }

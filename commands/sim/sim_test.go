@@ -61,6 +61,7 @@ func TestSim(t *testing.T) {
 		mu                          sync.Mutex
 		failed                      []string
 		wg                          sync.WaitGroup
+		total                       World // the counters, summed
 	)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
@@ -73,6 +74,9 @@ func TestSim(t *testing.T) {
 				seeds.Add(1)
 				steps.Add(w.Steps)
 				simTime.Add(int64(w.now.Sub(epoch0)))
+				mu.Lock()
+				total.add(w)
+				mu.Unlock()
 				if err != nil {
 					mu.Lock()
 					failed = append(failed, fmt.Sprintf("seed %d: %v\n\treplay it: go test ./commands/sim -run 'TestSim$' -seed %d -v", seed, err, seed))
@@ -87,6 +91,7 @@ func TestSim(t *testing.T) {
 	perMin := func(n int64) float64 { return float64(n) / took.Minutes() }
 	t.Logf("%d seeds (from %d), %d steps, %s simulated in %s: %.0f seeds and %.0f steps per minute",
 		seeds.Load(), base+1, steps.Load(), time.Duration(simTime.Load()).Round(time.Second), took.Round(time.Millisecond), perMin(seeds.Load()), perMin(steps.Load()))
+	t.Logf("in all: %s", total.counts())
 	for _, f := range failed {
 		t.Error(f)
 	}
