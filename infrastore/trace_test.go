@@ -21,6 +21,9 @@ func googleTraceDir(t *testing.T) string {
 		dir = filepath.Join("..", "..", "shared", "traces", "google-clusterdata-2011-2")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "task_events")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Google trace sample not found at %s (CI has it beside the clone; set CORRAL_GOOGLE_TRACE_DIR): %v", dir, err)
+		}
 		t.Skipf("Google trace sample not found at %s (set CORRAL_GOOGLE_TRACE_DIR): %v", dir, err)
 	}
 	return dir
