@@ -137,6 +137,17 @@ func CheckAppend(req *AppendRequest, head, leaseEpoch int64) error {
 	return nil
 }
 
+// RecordedAt is the recorded time of the next append: the writer's clock,
+// but never before the last recorded time, so recorded_at never goes back
+// along the log even when writers' clocks disagree or one steps back (time
+// lookups such as projections.PositionAt rely on it).
+func RecordedAt(clock, last time.Time) time.Time {
+	if clock.Before(last) {
+		return last
+	}
+	return clock
+}
+
 // AssignRows gives rows their positions (head+1, ...), stream versions
 // (continuing versions, the current version of each stream) and recorded time.
 // versions is updated in place.

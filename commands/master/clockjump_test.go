@@ -185,9 +185,12 @@ func TestClockJumpDoesNotReorderTheLog(t *testing.T) {
 	if deepest < 50*time.Minute {
 		t.Errorf("the log's times never went back by the hour hostA's clock jumped (deepest %s): the test did not exercise the jump", deepest)
 	}
-	// recorded_at is stamped by the writer's clock too (pgstore's
-	// Options.Clock), so it goes back with it: a search of the log by time
-	// (projections.PositionAt, StateAtTime) assumes it does not.
+	// recorded_at is stamped by the writer's clock but never before the
+	// last one recorded (events.RecordedAt), so a search of the log by time
+	// (projections.PositionAt, StateAtTime) stays sound across the jump.
+	if recordedBack != 0 {
+		t.Errorf("recorded_at goes back %d times along the log", recordedBack)
+	}
 	t.Logf("%d events; occurred_at goes back %d times, by up to %s, recorded_at %d times; positions 1..%d without a gap",
 		len(evs), backwards, deepest.Round(time.Second), recordedBack, len(evs))
 

@@ -152,7 +152,11 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 	if err := events.CheckAppend(&reqs[0], head, epoch); err != nil {
 		return nil, err
 	}
-	events.AssignRows(b.Rows, head, l.versions, s.clock())
+	var last time.Time
+	if head > 0 {
+		last = l.rows[head-1].RecordedAt
+	}
+	events.AssignRows(b.Rows, head, l.versions, events.RecordedAt(s.clock(), last))
 	for i := range b.Rows {
 		b.Rows[i].Data = nil // kept encoded only: every read decodes a fresh payload
 		l.rows = append(l.rows, b.Rows[i])

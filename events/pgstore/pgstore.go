@@ -29,6 +29,8 @@ const (
 	sqlRequest    = `SELECT first_position, last_position FROM requests WHERE idempotency_key = ANY($1::TEXT[]) LIMIT 1`
 	// max() over the primary key reads one index entry on both databases.
 	sqlHead = `SELECT COALESCE(max(position), 0) FROM events`
+	// The tail's position and recorded time, for an append.
+	sqlTail = `SELECT position, recorded_at FROM events ORDER BY position DESC LIMIT 1`
 	// One index probe per stream: a GROUP BY would scan every version.
 	sqlStreamVersions = `SELECT s.stream, COALESCE((SELECT e.stream_version FROM events AS e WHERE e.stream = s.stream ORDER BY e.stream_version DESC LIMIT 1), 0) FROM unnest($1::TEXT[]) AS s (stream)`
 	sqlInsertEvents   = `INSERT INTO events (position, stream, stream_version, type, schema_version, occurred_at, recorded_at, actor, causation_id, correlation_id, idempotency_key, payload) ` +
@@ -52,7 +54,7 @@ const (
 // Statements returns every SQL statement the store sends.
 func Statements() []string {
 	return []string{
-		sqlVersion, sqlLeaseEpoch, sqlRequest, sqlHead, sqlStreamVersions, sqlInsertEvents,
+		sqlVersion, sqlLeaseEpoch, sqlRequest, sqlHead, sqlTail, sqlStreamVersions, sqlInsertEvents,
 		sqlInsertRequest, sqlRead, sqlReadStream, sqlLeaseGet, sqlLeaseUpsert, sqlLeaseRenew,
 		sqlCheckpointSave, sqlCheckpointLoad,
 	}
@@ -234,7 +236,7 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 		if len(keys) > 0 {
 			batch.Queue(sqlRequest, keys)
 		}
-		batch.Queue(sqlHead)
+		batch.Queue(sqlTail)
 		batch.Queue(sqlStreamVersions, streams)
 		br := tx.SendBatch(ctx, batch)
 		defer br.Close()
@@ -257,7 +259,8 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 			}
 		}
 		var head int64
-		if err := br.QueryRow().Scan(&head); err != nil {
+		var lastRecorded time.Time
+		if err := br.QueryRow().Scan(&head, &lastRecorded); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		versions := make(map[string]int64, len(streams))
@@ -284,7 +287,7 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 		if err := events.CheckAppend(first, head, epoch); err != nil {
 			return err
 		}
-		events.AssignRows(rows, head, versions, s.clock())
+		events.AssignRows(rows, head, versions, events.RecordedAt(s.clock(), lastRecorded))
 		if err := insertRows(ctx, tx, rows); err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ const (
 	sqlLeaseEpoch    = `SELECT epoch FROM leases WHERE name = ?`
 	sqlRequest       = `SELECT first_position, last_position FROM requests WHERE idempotency_key = ?`
 	sqlHead          = `SELECT COALESCE(max(position), 0) FROM events`
+	sqlTail          = `SELECT position, recorded_at FROM events ORDER BY position DESC LIMIT 1`
 	sqlStreamVersion = `SELECT COALESCE(max(stream_version), 0) FROM events WHERE stream = ?`
 	sqlInsertEvent   = `INSERT INTO events (position, stream, stream_version, type, schema_version, occurred_at, recorded_at, actor, causation_id, correlation_id, idempotency_key, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlInsertRequest = `INSERT INTO requests (idempotency_key, first_position, last_position) VALUES (?, ?, ?)`
@@ -164,8 +165,8 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 				return err
 			}
 		}
-		var head int64
-		if err := tx.QueryRowContext(ctx, sqlHead).Scan(&head); err != nil {
+		var head, lastRecordedUS int64
+		if err := tx.QueryRowContext(ctx, sqlTail).Scan(&head, &lastRecordedUS); err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		if err := events.CheckAppend(&b.Reqs[0], head, epoch); err != nil {
@@ -185,7 +186,7 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 			}
 			versions[st] = v
 		}
-		events.AssignRows(rows, head, versions, s.clock())
+		events.AssignRows(rows, head, versions, events.RecordedAt(s.clock(), time.UnixMicro(lastRecordedUS)))
 		ins, err := tx.PrepareContext(ctx, sqlInsertEvent)
 		if err != nil {
 			return err

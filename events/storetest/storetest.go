@@ -69,6 +69,7 @@ func Run(t *testing.T, b Backend) {
 		{"FencingAfterLeaseTakeover", testFencing},
 		{"Idempotency", testIdempotency},
 		{"AppendManyGroupCommit", testAppendMany},
+		{"RecordedAtNeverGoesBack", testRecordedAtMonotonic},
 		{"TailCatchUpThenFollow", testTail},
 		{"ReopenAfterClose", testReopen},
 		{"OneMiBPayload", testLargePayload},
@@ -724,5 +725,27 @@ func testAppendMany(t *testing.T, b Backend) {
 	}
 	if h := head(t, s); h != 8 {
 		t.Fatalf("refused batches changed the head to %d", h)
+	}
+}
+
+func testRecordedAtMonotonic(t *testing.T, b Backend) {
+	s, clk := open(t, b)
+	mustAppend(t, s, events.AppendRequest{Events: batch(1, 0)})
+	// The writer's clock steps back an hour (another master's clock, or
+	// this one corrected): recorded_at holds, so it never goes back along
+	// the log and time lookups stay sound.
+	clk.Advance(-time.Hour)
+	mustAppend(t, s, events.AppendRequest{ExpectedPosition: 1, Events: batch(2, 1)})
+	clk.Advance(2 * time.Hour)
+	mustAppend(t, s, events.AppendRequest{ExpectedPosition: 3, Events: batch(1, 3)})
+	all := readAll(t, s)
+	checkGapFree(t, all, 4)
+	for i := 1; i < len(all); i++ {
+		if all[i].RecordedAt.Before(all[i-1].RecordedAt) {
+			t.Fatalf("recorded_at goes back from %v (position %d) to %v (position %d)", all[i-1].RecordedAt, i, all[i].RecordedAt, i+1)
+		}
+	}
+	if !all[1].RecordedAt.Equal(epoch0) || !all[3].RecordedAt.Equal(epoch0.Add(time.Hour)) {
+		t.Fatalf("recorded_at = %v, %v, want the last one held, then the clock", all[1].RecordedAt, all[3].RecordedAt)
 	}
 }
