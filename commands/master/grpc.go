@@ -155,6 +155,11 @@ func (s *Service) mutate(ctx context.Context, build func(commands.Actor) (comman
 	if err != nil {
 		return nil, Status(ctx, err)
 	}
+	// The link keys the agents' events "link/..." in the same idempotency
+	// namespace: a client must not be able to take (or replay) one.
+	if strings.HasPrefix(cmd.Metadata().RequestID, "link/") {
+		return nil, status.Error(codes.InvalidArgument, "request_id: the prefix link/ is reserved for the master's agent link; use another id")
+	}
 	res, err := s.m.Do(ctx, cmd)
 	if err != nil {
 		return nil, Status(ctx, err)

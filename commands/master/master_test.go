@@ -226,6 +226,9 @@ func testMasterAPI(t *testing.T, store events.Store) {
 	if codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "memory") {
 		t.Fatalf("bad spec: %v", err)
 	}
+	if _, err := c.Submit(as("alice"), &apipb.SubmitRequest{RequestId: "link/m1/7/1", Spec: webSpec("taken", 1)}); codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "request_id") {
+		t.Fatalf("a request id in the link's namespace: %v, want InvalidArgument naming request_id", err)
+	}
 	if _, err := c.Submit(context.Background(), &apipb.SubmitRequest{Spec: webSpec("anon", 1)}); codeOf(err) != codes.Unauthenticated {
 		t.Fatalf("anonymous submit: %v", err)
 	}
