@@ -89,7 +89,10 @@ func New(store events.Store, opts Options, consumers ...Consumer) (*Feed, error)
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	logger := watermill.NewSlogLogger(opts.Logger.With("component", "feed"))
+	// The router's own records of handlers starting and stopping are
+	// detail: debug, not info.
+	logger := watermill.NewSlogLoggerWithLevelMapping(opts.Logger.With("component", "feed"),
+		map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
 	f := &Feed{store: store, consumers: consumers, opts: opts,
 		cache: map[string][]events.Event{}, applied: map[string]int64{}, halted: map[string]bool{}}
 	f.pubsub = gochannel.NewGoChannel(gochannel.Config{BlockPublishUntilSubscriberAck: true}, logger)
