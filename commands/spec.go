@@ -221,42 +221,20 @@ func (d *specDecoder) strMap(path string, v any) map[string]string {
 }
 
 func (d *specDecoder) milli(path string, v any) int64 {
-	var s string
-	switch x := v.(type) {
-	case json.Number:
-		s = x.String()
-	case string:
-		s = x
-	default:
-		d.fail(path, "must be millicores like \"500m\" or cores like 0.5, not %s", kindOf(v))
-		return 0
-	}
-	n, err := ParseMilli(s)
-	if err != nil {
-		d.fail(path, "%v", err)
-	}
-	return n
+	return d.quantity(path, v, `millicores like "500m" or cores like 0.5`, ParseMilli)
 }
 
 func (d *specDecoder) bytes(path string, v any) int64 {
-	var s string
-	switch x := v.(type) {
-	case json.Number:
-		s = x.String()
-	case string:
-		s = x
-	default:
-		d.fail(path, "must be bytes or a quantity like \"2GiB\", not %s", kindOf(v))
-		return 0
-	}
-	n, err := ParseBytes(s)
-	if err != nil {
-		d.fail(path, "%v", err)
-	}
-	return n
+	return d.quantity(path, v, `bytes or a quantity like "2GiB"`, ParseBytes)
 }
 
 func (d *specDecoder) duration(path string, v any) int64 {
+	return d.quantity(path, v, `a duration like "10s"`, ParseDurationMS)
+}
+
+// quantity reads a number or a string with units through parse; want says
+// what the field takes when v is neither.
+func (d *specDecoder) quantity(path string, v any, want string, parse func(string) (int64, error)) int64 {
 	var s string
 	switch x := v.(type) {
 	case json.Number:
@@ -264,10 +242,10 @@ func (d *specDecoder) duration(path string, v any) int64 {
 	case string:
 		s = x
 	default:
-		d.fail(path, "must be a duration like \"10s\", not %s", kindOf(v))
+		d.fail(path, "must be %s, not %s", want, kindOf(v))
 		return 0
 	}
-	n, err := ParseDurationMS(s)
+	n, err := parse(s)
 	if err != nil {
 		d.fail(path, "%v", err)
 	}
