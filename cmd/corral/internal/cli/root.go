@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/user"
 	"strings"
@@ -276,15 +275,6 @@ func args(min, max int, names string) cobra.PositionalArgs {
 		}
 		return nil
 	}
-}
-
-// newLogger returns the logger of a server verb: text to w at level.
-func newLogger(w io.Writer, verbose bool) *slog.Logger {
-	level := slog.LevelInfo
-	if verbose {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 // groupsNeedAVerb makes every command that only groups others (corral job,
