@@ -24,6 +24,7 @@ func (a *app) jobCommand() *cobra.Command {
 	c := &cobra.Command{Use: "job", Short: "submit, update, kill and inspect jobs"}
 	c.AddCommand(a.jobSubmitCommand(), a.jobUpdateCommand(), a.jobKillCommand(), a.jobListCommand(), a.jobGetCommand(),
 		a.jobRenderCommand(), a.jobCommitCommand(), a.jobRollbackCommand())
+	c.PersistentFlags().StringArrayVar(&a.jpaths, "jpath", nil, "a folder Jsonnet job files may import from, besides the job file's own (repeatable); imports resolving elsewhere are refused")
 	return c
 }
 
@@ -33,7 +34,7 @@ func (a *app) loadFile(path string) (*jobfile.File, error) {
 	if user == "" {
 		user = "nobody"
 	}
-	return jobfile.Load(path, jobfile.Options{User: user, ExtVars: map[string]string{"cell": a.cellName()}})
+	return jobfile.Load(path, jobfile.Options{User: user, ExtVars: map[string]string{"cell": a.cellName()}, JPaths: a.jpaths})
 }
 
 // addSecrets gives the jobs of f the values of the secret variables named

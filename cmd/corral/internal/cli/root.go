@@ -85,6 +85,7 @@ type app struct {
 	verbose bool
 	ops     opsFlags // --log-format, --debug-addr (ops.go)
 	auth    clientAuth
+	jpaths  []string // --jpath: folders Jsonnet job files may import from
 }
 
 func (a *app) getenv(k string) string {

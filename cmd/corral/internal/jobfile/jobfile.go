@@ -29,6 +29,9 @@ type Options struct {
 	// ExtVars are given to Jsonnet as std.extVar(name). "user" is always
 	// set to User.
 	ExtVars map[string]string
+	// JPaths are folders Jsonnet imports may read besides the job file's
+	// own (--jpath); imports resolving anywhere else are refused.
+	JPaths []string
 }
 
 func (o *Options) defaults() {
@@ -141,6 +144,9 @@ func Decode(path string, data []byte, opts Options) (*File, error) {
 	}
 	f := &File{Path: path, Format: format}
 	loc := newLocator(format, data)
+	if probs := duplicateKeys(loc.root); len(probs) > 0 {
+		return nil, &Error{Path: path, Problems: probs}
+	}
 	if probs := f.decode(js, opts.User); len(probs) > 0 {
 		for i := range probs {
 			probs[i].Line = loc.line(probs[i].Field)
@@ -161,7 +167,7 @@ func Evaluate(path string, data []byte, opts Options) ([]byte, error) {
 	}
 	vm := jsonnet.MakeVM()
 	vm.MaxStack = opts.MaxStack
-	vm.Importer(&jsonnet.FileImporter{JPaths: []string{filepath.Dir(path)}})
+	vm.Importer(newConfinedImporter(path, opts.JPaths))
 	vm.ExtVar("user", opts.User)
 	for k, v := range opts.ExtVars {
 		if k != "user" {

@@ -112,8 +112,8 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"job.yaml", "name: web\ncount: 2\ncommand: /bin/true\nresources:\n  cpu: 1\n  memory: 0\n", []string{"6 resources.memory"}},
 		{"job.json", "{\n  \"name\": \"web\",\n  \"count\": -1,\n  \"command\": \"x\",\n  \"resources\": {\"cpu\": 1, \"memory\": \"1Gi\"}\n}\n", []string{"3 count"}},
 		{"job.jsonnet", "local m = 0;\n{\n  name: 'web',\n  count: 1,\n  command: 'x',\n  resources: {\n    cpu: 1,\n    memory: m,\n  },\n}\n", []string{"8 resources.memory"}},
-		{"bundle.yaml", "jobs:\n- name: a\n  count: 1\n  command: x\n  resources: {cpu: 1, memory: 1Mi}\n- name: b\n  count: 1\n  command: x\n  resources: {cpu: 1, memory: 1Mi}\n  colour: red\n", []string{"10 jobs[1].colour"}},
-		{"bundle.jsonnet", "{\n  alloc_sets: [{ name: 's', resources: { cpu: 1, memory: '1Mi' }, size: 3 }],\n  jobs: [{ name: 'a', count: 1, command: 'x', alloc_set: 'other', resources: { cpu: 1, memory: '1Mi' } }],\n}\n",
+		{"bundle.yaml", "jobs:\n- name: a\n  count: 1\n  command: x\n  resources: {cpu: 1, memory: 8Mi}\n- name: b\n  count: 1\n  command: x\n  resources: {cpu: 1, memory: 8Mi}\n  colour: red\n", []string{"10 jobs[1].colour"}},
+		{"bundle.jsonnet", "{\n  alloc_sets: [{ name: 's', resources: { cpu: 1, memory: '8Mi' }, size: 3 }],\n  jobs: [{ name: 'a', count: 1, command: 'x', alloc_set: 'other', resources: { cpu: 1, memory: '8Mi' } }],\n}\n",
 			[]string{"2 alloc_sets[0].size", "3 jobs[0].alloc_set"}},
 	}
 	for _, c := range cases {
@@ -176,12 +176,12 @@ func TestExtensionChoosesTheFormat(t *testing.T) {
 		t.Fatalf("unknown extension: %v", err)
 	}
 	// The user comes from the caller, never the file.
-	_, err := jobfile.Decode("job.yaml", []byte("name: a\nuser: mallory\ncount: 1\ncommand: x\nresources: {cpu: 1, memory: 1Mi}\n"), jobfile.Options{User: "alice"})
+	_, err := jobfile.Decode("job.yaml", []byte("name: a\nuser: mallory\ncount: 1\ncommand: x\nresources: {cpu: 1, memory: 8Mi}\n"), jobfile.Options{User: "alice"})
 	if err == nil || !strings.Contains(err.Error(), "job.yaml:2: user:") {
 		t.Fatalf("user in the file: %v", err)
 	}
 	// std.extVar('user') is the caller.
-	f, err := jobfile.Decode("job.jsonnet", []byte("{ name: std.extVar('user') + '-job', count: 1, command: 'x', resources: { cpu: 1, memory: '1Mi' } }"), jobfile.Options{User: "alice"})
+	f, err := jobfile.Decode("job.jsonnet", []byte("{ name: std.extVar('user') + '-job', count: 1, command: 'x', resources: { cpu: 1, memory: '8Mi' } }"), jobfile.Options{User: "alice"})
 	if err != nil || f.Jobs[0].Name != "alice-job" {
 		t.Fatalf("extVar user: %v %v", f, err)
 	}
@@ -205,5 +205,86 @@ func TestDeepJsonnetIsRefusedBeforeParsing(t *testing.T) {
 	nested := strings.Repeat("[", 500) + strings.Repeat("]", 500)
 	if _, err := jobfile.Decode("job.jsonnet", []byte("local x = "+nested+"; {name: 'web', count: 1, command: 'x', resources: {cpu: 1, memory: '1Gi'}}"), jobfile.Options{User: "alice"}); err != nil {
 		t.Fatalf("500 deep: %v", err)
+	}
+}
+
+// A key written twice is refused at its second line, not silently
+// replaced by the last value.
+func TestDuplicateKeysRefused(t *testing.T) {
+	for name, src := range map[string]string{
+		"dup.yaml": "name: web\ncount: 2\ncommand: /bin/true\nresources:\n  cpu: 1\n  memory: 1Gi\n\ncount: 200\n",
+		"dup.json": "{\n  \"name\": \"web\",\n  \"count\": 2,\n  \"command\": \"x\",\n  \"resources\": {\"cpu\": 1, \"memory\": \"1Gi\"},\n\n  \"count\": 200\n}\n",
+	} {
+		_, err := jobfile.Decode(name, []byte(src), jobfile.Options{User: "alice"})
+		if err == nil {
+			t.Fatalf("%s: a duplicate key was accepted", name)
+		}
+		ps := problems(t, err)
+		if len(ps) != 1 || ps[0].Line != 7 && name == "dup.json" || ps[0].Line != 8 && name == "dup.yaml" || ps[0].Field != "count" || !strings.Contains(ps[0].Reason, "first at line") {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	// Nested mappings too.
+	_, err := jobfile.Decode("nested.yaml", []byte("name: web\ncount: 1\ncommand: x\nresources:\n  cpu: 1\n  cpu: 2\n  memory: 1Gi\n"), jobfile.Options{User: "alice"})
+	if err == nil || !strings.Contains(err.Error(), "nested.yaml:6: cpu: written twice") {
+		t.Fatalf("nested duplicate: %v", err)
+	}
+}
+
+// Jsonnet imports resolve only under the job file's folder and --jpath
+// folders, whether named absolutely, through .. or through a symlink.
+func TestJsonnetImportsAreConfined(t *testing.T) {
+	dir := t.TempDir()
+	jobs := filepath.Join(dir, "jobs")
+	lib := filepath.Join(dir, "lib")
+	secret := filepath.Join(dir, "secret.txt")
+	for _, d := range []string{jobs, lib, filepath.Join(jobs, "sub")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(secret, "hunter2")
+	write(filepath.Join(jobs, "sub", "common.libsonnet"), "{ cpu: 1 }")
+	write(filepath.Join(lib, "shared.libsonnet"), "{ memory: '1Gi' }")
+	if err := os.Symlink(secret, filepath.Join(jobs, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	job := func(imp string) []byte {
+		return []byte("{ name: 'web', count: 1, command: 'x', args: [" + imp + "], resources: { cpu: 1, memory: '1Gi' } }")
+	}
+	path := filepath.Join(jobs, "web.jsonnet")
+	for _, imp := range []string{
+		"importstr '" + secret + "'",
+		"importstr '../secret.txt'",
+		"importstr 'link.txt'",
+		"importstr '/etc/hostname'",
+	} {
+		f, err := jobfile.Decode(path, job(imp), jobfile.Options{User: "alice"})
+		if err == nil {
+			t.Fatalf("%s accepted: args %q", imp, f.Jobs[0].Args)
+		}
+		if !strings.Contains(err.Error(), "outside the job file's folder") && !strings.Contains(err.Error(), "no such file") {
+			t.Fatalf("%s: %v", imp, err)
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Fatalf("%s: the error shows the file: %v", imp, err)
+		}
+	}
+	// Under the job's folder, and under a --jpath folder, imports work.
+	ok := "{ name: 'web', count: 1, command: 'x', resources: (import 'sub/common.libsonnet') + (import 'shared.libsonnet') }"
+	if _, err := jobfile.Decode(path, []byte(ok), jobfile.Options{User: "alice"}); err == nil || !strings.Contains(err.Error(), "shared.libsonnet") {
+		t.Fatalf("an import from a folder not given with --jpath: %v", err)
+	}
+	f, err := jobfile.Decode(path, []byte(ok), jobfile.Options{User: "alice", JPaths: []string{lib}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := f.Jobs[0].Resources; r.CpuMilli != 1000 || r.MemoryBytes != 1<<30 {
+		t.Fatalf("resources %v", r)
 	}
 }
