@@ -43,7 +43,7 @@ proto:
 # coordinator, go.dev/issue/75804, unfixed in Go 1.26). FUZZSCALE multiplies
 # them for a longer run.
 FUZZSCALE ?= 1
-FUZZERS  ?= ./commands/:FuzzDecodeSpec:20000 ./events/:FuzzDecode:50000 ./projections/:FuzzDecodeState:20000 \
+FUZZERS  ?= ./commands/:FuzzDecodeSpec:20000 ./commands/:FuzzAdmission:10000 ./events/:FuzzDecode:50000 ./projections/:FuzzDecodeState:20000 \
             ./commands/auth/:FuzzSubmitRequest:1000 ./cmd/corral/:FuzzJobFile:2000 ./infrastore/:FuzzQueryGuard:500
 .PHONY: fuzz-short
 fuzz-short:

@@ -25,7 +25,7 @@ var (
 	// User and job names become directory and cgroup names.
 	pathNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	portNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+	portNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,` + strconv.Itoa(events.MaxPortNameLen) + `}$`)
 )
 
 func checkRef(ref *events.TaskRef) error {
@@ -64,7 +64,7 @@ func checkSpec(s *agentpb.TaskSpec) error {
 		if !envNameRE.MatchString(k) {
 			return fmt.Errorf("spec.env[%q]: not a valid variable name", k)
 		}
-		if strings.HasPrefix(k, "CORRAL_") || k == "PORT" || strings.HasPrefix(k, "PORT_") || k == "PWD" {
+		if events.ReservedEnv(k) {
 			return fmt.Errorf("spec.env[%s]: reserved for the agent", k)
 		}
 		if strings.ContainsRune(v, 0) {
@@ -75,9 +75,10 @@ func checkSpec(s *agentpb.TaskSpec) error {
 		if r.CpuMilli < 0 || r.MemoryBytes < 0 || r.DiskBytes < 0 || r.Ports < 0 || r.GpuMilli < 0 {
 			return fmt.Errorf("spec.resources %v: quantities must not be negative", r)
 		}
-		// Below this not even the shell that joins the cgroup can run.
-		if r.MemoryBytes > 0 && r.MemoryBytes < 4<<20 {
-			return fmt.Errorf("spec.resources.memory_bytes %d: below the 4 MiB minimum", r.MemoryBytes)
+		// The master's validation reads the same floor: it never admits
+		// a task refused here.
+		if r.MemoryBytes > 0 && r.MemoryBytes < events.MinTaskMemoryBytes {
+			return fmt.Errorf("spec.resources.memory_bytes %d: below the %d MiB minimum", r.MemoryBytes, events.MinTaskMemoryBytes>>20)
 		}
 	}
 	names := map[string]bool{}

@@ -230,12 +230,25 @@ func (b *batch) finishJobs() {
 // admit charges asked (giving back release) against user's quota in band,
 // counting what this batch charged already, or refuses with the numbers.
 // Best-effort quota is unlimited (Borg §2.5).
+//
+// Every sum is checked: a total past events.MaxTotal is refused, so that no
+// charge can wrap negative and let over-quota work in (best-effort too,
+// which needs no quota).
 func (b *batch) admit(user string, band projections.Band, asked, release projections.Resources, field string) error {
 	ub := projections.UserBand{User: user, Band: band}
 	inUse := b.s.Charged[ub].Add(b.charged[ub]).Sub(release)
+	if asked.Negative() || inUse.Negative() {
+		return refuse(InvalidArgument, field, "%s asks for [%s] in band %s with [%s] in use: quantities must not be negative", user, asked, band, inUse)
+	}
+	after, ok := inUse.AddChecked(asked)
+	if !ok {
+		return refuse(ResourceExhausted, field,
+			"%s would hold more than the most any user may hold in band %s (%d in a dimension): asks for [%s] with [%s] in use. Ask for less",
+			user, band, int64(events.MaxTotal), asked, inUse)
+	}
 	if band != projections.BestEffort {
 		granted := b.s.Quotas[ub]
-		if after := inUse.Add(asked); !after.LessEq(granted) {
+		if !after.LessEq(granted) {
 			return refuse(ResourceExhausted, field,
 				"over quota: %s asks for [%s] in band %s; granted [%s]; in use [%s]; short in %v. Ask for less, use a lower band, or ask an admin for more %s quota",
 				user, asked, band, granted, inUse, after.Exceeding(granted), band)

@@ -42,7 +42,11 @@ func (c CreateAllocSet) decide(s *projections.State, now time.Time) ([]events.Ev
 		return nil, refuse(AlreadyExists, "name", "alloc set %s/%s exists", user, c.Name)
 	}
 	b := newBatch(s, now)
-	if err := b.admit(user, projections.BandOf(c.Priority), c.Resources.Scale(int64(c.Count)), projections.Resources{}, "resources"); err != nil {
+	demand, ok := c.Resources.ScaleChecked(int64(c.Count))
+	if !ok {
+		return nil, refuse(InvalidArgument, "resources", "%d allocs of [%s] total more than any total the cell keeps (%d in a dimension): ask for fewer or smaller allocs", c.Count, c.Resources, int64(events.MaxTotal))
+	}
+	if err := b.admit(user, projections.BandOf(c.Priority), demand, projections.Resources{}, "resources"); err != nil {
 		return nil, err
 	}
 	b.add(events.AllocSetStream(user, c.Name), &events.AllocSetCreated{User: user, Name: c.Name, Count: c.Count, Priority: c.Priority,

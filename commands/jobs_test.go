@@ -267,3 +267,20 @@ func TestDeferredStart(t *testing.T) {
 		{"job/alice/eval", &events.JobKilled{User: "alice", Job: "eval", Reason: "job train, which it was to start after, was killed"}},
 	})
 }
+
+// A secret named with no value given is refused, not run without it.
+func TestSecretEnvWithoutValueRefused(t *testing.T) {
+	c := newCell(t)
+	c.machines(1)
+	sp := spec("web", 0, 1)
+	sp.SecretEnv = []string{"API_KEY"}
+	if e := c.refused(SubmitJob{Meta: alice, Spec: sp}, InvalidArgument); e.Field != "secret_env" || !strings.Contains(e.Msg, "API_KEY") {
+		t.Fatalf("refusal: %v", e)
+	}
+	c.do(SubmitJob{Meta: alice, Spec: spec("web", 0, 1)})
+	sp = spec("web", 0, 2)
+	sp.SecretEnv = []string{"API_KEY"}
+	if e := c.refused(UpdateJob{Meta: alice, Spec: sp}, InvalidArgument); e.Field != "secret_env" {
+		t.Fatalf("update refusal: %v", e)
+	}
+}

@@ -30,6 +30,14 @@ func checkMachineFields(v *violations, address string, capacity projections.Reso
 	if capacity.GPUMilli < 0 {
 		v.add("capacity.gpu", "must be >= 0")
 	}
+	for _, d := range []struct {
+		name string
+		v    int64
+	}{{"cpu", capacity.CPUMilli}, {"memory", capacity.MemoryBytes}, {"disk", capacity.DiskBytes}, {"gpu", capacity.GPUMilli}} {
+		if d.v > events.MaxTotal {
+			v.add("capacity."+d.name, "%d is more than any total the cell keeps (%d)", d.v, int64(events.MaxTotal))
+		}
+	}
 	base := int64(portBase)
 	if base == 0 {
 		base = projections.DefaultPortBase

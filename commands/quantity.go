@@ -14,6 +14,9 @@ var decimalRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 // "0.5" and "1.5" are cores (500, 1500). Finer than a thousandth is an error.
 func ParseMilli(s string) (int64, error) {
 	s = strings.TrimSpace(s)
+	if err := notNegative(s); err != nil {
+		return 0, err
+	}
 	if num, ok := strings.CutSuffix(s, "m"); ok {
 		return scaled(num, 1, "millicores like 500m or cores like 0.5")
 	}
@@ -33,6 +36,9 @@ var byteUnits = map[string]int64{
 // "1000000". A lone lowercase "m" is refused: in Kubernetes it means milli.
 func ParseBytes(s string) (int64, error) {
 	s = strings.TrimSpace(s)
+	if err := notNegative(s); err != nil {
+		return 0, err
+	}
 	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
 	num, unit := s, ""
 	if i >= 0 {
@@ -46,6 +52,15 @@ func ParseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q: unknown unit %q; use B, KiB, MiB, GiB, TiB or KB, MB, GB, TB", s, unit)
 	}
 	return scaled(num, mult, "bytes or a quantity like 2GiB")
+}
+
+// notNegative refuses a quantity with a minus sign, saying so rather than
+// taking the sign for an unknown unit.
+func notNegative(s string) error {
+	if strings.HasPrefix(s, "-") {
+		return fmt.Errorf("%q is negative: a quantity must be positive", s)
+	}
+	return nil
 }
 
 // scaled returns num * mult when num is a plain decimal and the product is
@@ -71,6 +86,9 @@ func scaled(num string, mult int64, want string) (int64, error) {
 // ParseDurationMS reads "10s", "1m30s" or a whole number of milliseconds.
 func ParseDurationMS(s string) (int64, error) {
 	s = strings.TrimSpace(s)
+	if err := notNegative(s); err != nil {
+		return 0, err
+	}
 	if decimalRE.MatchString(s) && !strings.Contains(s, ".") {
 		return scaled(s, 1, "a duration like 10s")
 	}

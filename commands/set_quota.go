@@ -35,17 +35,22 @@ func (c SetQuota) decide(s *projections.State, now time.Time) ([]events.Event, e
 	if c.Resources.Negative() {
 		v.add("resources", "must not be negative: %s", c.Resources)
 	}
+	if c.Resources.Saturate() != c.Resources {
+		v.add("resources", "[%s] is more than any total the cell keeps (%d in a dimension)", c.Resources, int64(events.MaxTotal))
+	}
 	if err := v.err(); err != nil {
 		return nil, err
 	}
 	if band == projections.Production || band == projections.Monitoring {
-		var total projections.Resources
+		total := c.Resources
 		for ub, q := range s.Quotas {
 			if (ub.Band == projections.Production || ub.Band == projections.Monitoring) && ub != (projections.UserBand{User: c.User, Band: band}) {
-				total = total.Add(q)
+				var ok bool
+				if total, ok = total.AddChecked(q); !ok {
+					return nil, refuse(ResourceExhausted, "resources", "production and monitoring quota would total more than the cell's capacity [%s]", s.CellCapacity())
+				}
 			}
 		}
-		total = total.Add(c.Resources)
 		if capacity := s.CellCapacity(); !total.LessEq(capacity) {
 			return nil, refuse(ResourceExhausted, "resources",
 				"production and monitoring quota would total [%s], more than the cell's capacity [%s] (short in %v); prod quota is limited to the cell's real resources",

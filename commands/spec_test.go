@@ -160,7 +160,7 @@ func TestParseQuantities(t *testing.T) {
 		want int64
 		err  string
 	}{
-		{"500m", 500, ""}, {"0.5", 500, ""}, {"2", 2000, ""}, {"1.25", 1250, ""}, {"0.0005", 0, "finer"}, {"-1", 0, "not a quantity"}, {"1e3", 0, "not a quantity"},
+		{"500m", 500, ""}, {"0.5", 500, ""}, {"2", 2000, ""}, {"1.25", 1250, ""}, {"0.0005", 0, "finer"}, {"-1", 0, "negative"}, {"1e3", 0, "not a quantity"},
 	} {
 		got, err := ParseMilli(tc.in)
 		if (err != nil) != (tc.err != "") || got != tc.want || (err != nil && !strings.Contains(err.Error(), tc.err)) {

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"strings"
 	"time"
 
 	"github.com/corralhq/corral/events"
@@ -26,6 +27,9 @@ func (c SubmitJob) decide(s *projections.State, now time.Time) ([]events.Event, 
 	if err := ValidateSpec(spec); err != nil {
 		return nil, err
 	}
+	if err := secretsGiven(spec); err != nil {
+		return nil, err
+	}
 	if j := s.Job(spec.User, spec.Name); j != nil && !j.Dead() {
 		return nil, refuse(AlreadyExists, "name", "%s exists and is %s: update it, or kill it first", jobRef(spec.User, spec.Name), j.State())
 	}
@@ -46,7 +50,11 @@ func (c SubmitJob) decide(s *projections.State, now time.Time) ([]events.Event, 
 		return nil, err
 	}
 	if spec.AllocSet == "" {
-		if err := b.admit(spec.User, projections.BandOf(spec.Priority), projections.Demand(spec), projections.Resources{}, "resources"); err != nil {
+		demand, ok := projections.DemandChecked(spec)
+		if !ok {
+			return nil, tooLarge(spec)
+		}
+		if err := b.admit(spec.User, projections.BandOf(spec.Priority), demand, projections.Resources{}, "resources"); err != nil {
 			return nil, err
 		}
 	}
@@ -85,6 +93,23 @@ func checkAllocSet(s *projections.State, spec *events.JobSpec) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// tooLarge refuses a job whose total demand passes what the cell keeps.
+func tooLarge(spec *events.JobSpec) error {
+	return refuse(InvalidArgument, "resources", "%d tasks of [%s] total more than any total the cell keeps (%d in a dimension): ask for fewer or smaller tasks",
+		spec.GetTaskCount(), projections.ResourcesOf(spec.GetResources()), int64(events.MaxTotal))
+}
+
+// secretsGiven refuses a spec naming secret_env variables whose values never
+// arrived: the master seals the values it is given (package auth) before
+// the command is decided, so a spec with names and nothing sealed would run
+// its tasks without them.
+func secretsGiven(spec *events.JobSpec) error {
+	if len(spec.SecretEnv) > 0 && len(spec.SealedEnv) == 0 {
+		return invalid("secret_env", "%s named, but no value was given: pass each with --secret NAME (from your environment) or in env; a master without a secrets key takes no secret_env", strings.Join(spec.SecretEnv, ", "))
 	}
 	return nil
 }

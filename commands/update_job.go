@@ -134,6 +134,9 @@ func (b *batch) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, sev
 	if err := ValidateSpec(spec); err != nil {
 		return wrap(err)
 	}
+	if err := secretsGiven(spec); err != nil {
+		return wrap(err)
+	}
 	cur := j.Spec()
 	if spec.StartAfter != cur.StartAfter {
 		return wrap(invalid("start_after", "cannot change once the job is submitted (it is %q)", cur.StartAfter))
@@ -146,7 +149,10 @@ func (b *batch) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, sev
 	}
 	var demand projections.Resources
 	if spec.AllocSet == "" {
-		demand = projections.Demand(spec)
+		var ok bool
+		if demand, ok = projections.DemandChecked(spec); !ok {
+			return wrap(tooLarge(spec))
+		}
 	}
 	band := projections.BandOf(spec.Priority)
 	release := projections.Resources{}

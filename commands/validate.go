@@ -11,10 +11,12 @@ import (
 )
 
 // Limits of a spec. MaxTasks bounds one job (Borg's largest jobs have tens
-// of thousands of tasks); the others keep a spec's size in the log sane.
+// of thousands of tasks); what one task may ask is events' (MaxTask*,
+// MinTaskMemoryBytes), shared with the agent; the others keep a spec's size
+// in the log sane.
 const (
-	MaxTasks          = 100_000
-	MaxPortsPerTask   = 64
+	MaxTasks          = events.MaxTasksPerJob
+	MaxPortsPerTask   = events.MaxTaskPorts
 	maxNameLen        = 63
 	maxArgs           = 1024
 	maxTextLen        = 4096
@@ -82,8 +84,8 @@ func validateSpec(spec *events.JobSpec) violations {
 		v.add("port_names", "names %d ports but resources.ports is %d", len(spec.PortNames), ports)
 	}
 	for i, p := range spec.PortNames {
-		if !ValidName(p) {
-			v.add(index("port_names", i), "%q must be a lowercase name like http", p)
+		if !ValidName(p) || len(p) > events.MaxPortNameLen {
+			v.add(index("port_names", i), "%q must be a lowercase name like http, at most %d characters", p, events.MaxPortNameLen)
 		} else if slices.Index(spec.PortNames, p) != i {
 			v.add(index("port_names", i), "%q is named twice", p)
 		}
@@ -215,9 +217,7 @@ func checkArgs(v *violations, field string, args []string) {
 
 // ReservedEnv reports whether the agent sets the variable name for every
 // task itself (CORRAL_*, PORT, PORT_*, PWD), so a spec may not.
-func ReservedEnv(name string) bool {
-	return strings.HasPrefix(name, "CORRAL_") || name == "PORT" || strings.HasPrefix(name, "PORT_") || name == "PWD"
-}
+func ReservedEnv(name string) bool { return events.ReservedEnv(name) }
 
 func checkEnv(v *violations, field string, env map[string]string) {
 	if len(env) > maxLabelsOrEnv {
@@ -245,17 +245,31 @@ func checkResources(v *violations, field string, r *events.Resources, required b
 		}
 		return
 	}
-	if r.CpuMilli <= 0 {
+	switch {
+	case r.CpuMilli <= 0:
 		v.add(join(field, "cpu"), "must be > 0")
+	case r.CpuMilli > events.MaxTaskCPUMilli:
+		v.add(join(field, "cpu"), "%s is more than a task may ask: at most %s (%d cores)", FormatMilli(r.CpuMilli), FormatMilli(events.MaxTaskCPUMilli), events.MaxTaskCPUMilli/1000)
 	}
-	if r.MemoryBytes <= 0 {
+	switch {
+	case r.MemoryBytes <= 0:
 		v.add(join(field, "memory"), "must be > 0")
+	case r.MemoryBytes < events.MinTaskMemoryBytes:
+		v.add(join(field, "memory"), "%d bytes is below the %s a task needs at least (its agent cannot start less)", r.MemoryBytes, projections.FormatBytes(events.MinTaskMemoryBytes))
+	case r.MemoryBytes > events.MaxTaskMemoryBytes:
+		v.add(join(field, "memory"), "%d bytes is more than a task may ask: at most %s", r.MemoryBytes, projections.FormatBytes(events.MaxTaskMemoryBytes))
 	}
-	if r.DiskBytes < 0 {
+	switch {
+	case r.DiskBytes < 0:
 		v.add(join(field, "disk"), "must be >= 0")
+	case r.DiskBytes > events.MaxTaskDiskBytes:
+		v.add(join(field, "disk"), "%d bytes is more than a task may ask: at most %s", r.DiskBytes, projections.FormatBytes(events.MaxTaskDiskBytes))
 	}
-	if r.GpuMilli < 0 {
+	switch {
+	case r.GpuMilli < 0:
 		v.add(join(field, "gpu"), "must be >= 0")
+	case r.GpuMilli > events.MaxTaskGPUMilli:
+		v.add(join(field, "gpu"), "%s is more than a task may ask: at most %s (%d GPUs)", FormatMilli(r.GpuMilli), FormatMilli(events.MaxTaskGPUMilli), events.MaxTaskGPUMilli/1000)
 	}
 	if r.Ports < 0 || r.Ports > MaxPortsPerTask {
 		v.add(join(field, "ports"), "must be between 0 and %d", MaxPortsPerTask)

@@ -45,6 +45,48 @@ func (r Resources) Scale(n int64) Resources {
 	return Resources{r.CPUMilli * n, r.MemoryBytes * n, r.DiskBytes * n, r.GPUMilli * n, r.Ports * n}
 }
 
+// AddChecked returns r + o, and false when a dimension would pass
+// events.MaxTotal or wrap: admission refuses such a sum rather than let a
+// charge wrap negative.
+func (r Resources) AddChecked(o Resources) (Resources, bool) {
+	var ok [5]bool
+	var out Resources
+	out.CPUMilli, ok[0] = events.AddChecked(r.CPUMilli, o.CPUMilli)
+	out.MemoryBytes, ok[1] = events.AddChecked(r.MemoryBytes, o.MemoryBytes)
+	out.DiskBytes, ok[2] = events.AddChecked(r.DiskBytes, o.DiskBytes)
+	out.GPUMilli, ok[3] = events.AddChecked(r.GPUMilli, o.GPUMilli)
+	out.Ports, ok[4] = events.AddChecked(r.Ports, o.Ports)
+	return out, ok == [5]bool{true, true, true, true, true}
+}
+
+// ScaleChecked returns r * n for r, n >= 0, and false when a dimension
+// would pass events.MaxTotal.
+func (r Resources) ScaleChecked(n int64) (Resources, bool) {
+	var ok [5]bool
+	var out Resources
+	out.CPUMilli, ok[0] = events.MulChecked(r.CPUMilli, n)
+	out.MemoryBytes, ok[1] = events.MulChecked(r.MemoryBytes, n)
+	out.DiskBytes, ok[2] = events.MulChecked(r.DiskBytes, n)
+	out.GPUMilli, ok[3] = events.MulChecked(r.GPUMilli, n)
+	out.Ports, ok[4] = events.MulChecked(r.Ports, n)
+	return out, ok == [5]bool{true, true, true, true, true}
+}
+
+// Saturate returns r with every dimension above events.MaxTotal cut to it:
+// for totals that are reports (a cell's capacity), never admission.
+func (r Resources) Saturate() Resources {
+	c := func(v int64) int64 { return min(v, events.MaxTotal) }
+	return Resources{c(r.CPUMilli), c(r.MemoryBytes), c(r.DiskBytes), c(r.GPUMilli), c(r.Ports)}
+}
+
+// satAdd adds non-negative quantities, cutting the sum at events.MaxTotal.
+func satAdd(a, b int64) int64 {
+	if s, ok := events.AddChecked(a, b); ok {
+		return s
+	}
+	return events.MaxTotal
+}
+
 // Max returns the larger of r and o in every dimension.
 func (r Resources) Max(o Resources) Resources {
 	return Resources{max(r.CPUMilli, o.CPUMilli), max(r.MemoryBytes, o.MemoryBytes), max(r.DiskBytes, o.DiskBytes), max(r.GPUMilli, o.GPUMilli), max(r.Ports, o.Ports)}

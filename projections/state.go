@@ -561,7 +561,14 @@ func (s *State) WaitingOn(prerequisite JobKey) []*Job {
 func (s *State) CellCapacity() Resources {
 	var sum Resources
 	for _, m := range s.Machines {
-		sum = sum.Add(m.Capacity)
+		// Each machine's capacity is at most events.MaxTotal: the sum
+		// saturates rather than wraps.
+		if next, ok := sum.AddChecked(m.Capacity); ok {
+			sum = next
+		} else {
+			sum = Resources{satAdd(sum.CPUMilli, m.Capacity.CPUMilli), satAdd(sum.MemoryBytes, m.Capacity.MemoryBytes),
+				satAdd(sum.DiskBytes, m.Capacity.DiskBytes), satAdd(sum.GPUMilli, m.Capacity.GPUMilli), satAdd(sum.Ports, m.Capacity.Ports)}
+		}
 	}
 	return sum
 }

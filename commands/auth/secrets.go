@@ -210,6 +210,11 @@ func (s *Secrets) seal(ctx context.Context, spec *events.JobSpec, keep bool) err
 			return status.Errorf(codes.InvalidArgument, "env[%s]: %s stands for a value the job already has; a new job needs the value itself", n, Redacted)
 		}
 	}
+	for i, n := range spec.SecretEnv {
+		if _, ok := values[n]; !ok {
+			return status.Errorf(codes.InvalidArgument, "secret_env[%d]: %s has no value: give it in env, or with `corral job submit --secret %s` from your environment", i, n, n)
+		}
+	}
 	sealed, err := s.Sealer.Seal(user, spec.Name, values)
 	if err != nil {
 		return status.Errorf(codes.Internal, "sealing secret_env: %v", err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -37,6 +38,11 @@ func TestSecretsReachOnlyTheTask(t *testing.T) {
 		s.Env = map[string]string{"API_KEY": secret, "PLAIN": "visible"}
 		s.SecretEnv = []string{"API_KEY"}
 	})
+	// A secret named with no value is refused, naming it.
+	missing := spec("nokey", func(s *events.JobSpec) { s.SecretEnv = []string{"API_KEY"} })
+	if _, err := alice.Submit(bg, &apipb.SubmitRequest{RequestId: "s0", Spec: missing}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "secret_env[0]: API_KEY has no value") {
+		t.Fatalf("secret_env with no value: %v", err)
+	}
 	rep, err := alice.Submit(bg, &apipb.SubmitRequest{RequestId: "s1", Spec: job})
 	if err != nil {
 		t.Fatal(err)

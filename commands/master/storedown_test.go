@@ -54,7 +54,7 @@ func (w *writer) run(ctx context.Context, api apipb.CellClient, prefix string) {
 		id := fmt.Sprintf("%s-%d", prefix, i)
 		// Pending for ever (no machine has the rack): the jobs cost no
 		// processes, only appends.
-		spec := &events.JobSpec{Name: id, TaskCount: 1, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 10, MemoryBytes: 1 << 20},
+		spec := &events.JobSpec{Name: id, TaskCount: 1, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 10, MemoryBytes: 8 << 20},
 			Constraints: []*events.Constraint{{Attribute: "rack", Op: "=", Values: []string{"nowhere"}}}}
 		for ctx.Err() == nil {
 			actx, cancel := context.WithTimeout(as("alice"), 3*time.Second)

@@ -134,7 +134,7 @@ func TestTasksResolveAndFollowMoves(t *testing.T) {
 			Capacity: projections.Resources{CPUMilli: 4000, MemoryBytes: 8 << 30, Ports: 1000}, PortBase: 20000})
 	}
 	c.do(commands.SubmitJob{Meta: commands.Meta{Actor: commands.Actor{User: "alice"}}, Spec: &events.JobSpec{
-		Name: "hello", TaskCount: 3, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 1 << 20, Ports: 1}}})
+		Name: "hello", TaskCount: 3, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 8 << 20, Ports: 1}}})
 	c.place("alice", "hello", 0, "m0", 20001)
 	c.place("alice", "hello", 1, "m1", 20002)
 	// Task 2 stays pending.
@@ -189,7 +189,7 @@ func TestManyTasksTruncateOverUDP(t *testing.T) {
 		Capacity: projections.Resources{CPUMilli: 64000, MemoryBytes: 64 << 30, Ports: 1000}, PortBase: 20000})
 	const n = 60
 	c.do(commands.SubmitJob{Meta: commands.Meta{Actor: commands.Actor{User: "alice"}}, Spec: &events.JobSpec{
-		Name: "wide", TaskCount: n, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 1 << 20, Ports: 1}}})
+		Name: "wide", TaskCount: n, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 8 << 20, Ports: 1}}})
 	var version int64
 	c.m.View(func(s *projections.State) { version = s.Machines["m0"].Version })
 	place := commands.PlaceTasks{Meta: root}
@@ -214,7 +214,7 @@ func TestHostNamesGetCNAMEs(t *testing.T) {
 	c.do(commands.RegisterMachine{Meta: root, Machine: "agent1", Address: "agent1.example:7071",
 		Capacity: projections.Resources{CPUMilli: 4000, MemoryBytes: 8 << 30, Ports: 100}})
 	c.do(commands.SubmitJob{Meta: commands.Meta{Actor: commands.Actor{User: "alice"}}, Spec: &events.JobSpec{
-		Name: "web", TaskCount: 1, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 1 << 20, Ports: 1}}})
+		Name: "web", TaskCount: 1, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 8 << 20, Ports: 1}}})
 	c.place("alice", "web", 0, "agent1", 20005)
 	r := c.query(t, "0.web.alice.dev.corral.", dns.TypeA, "udp")
 	if got := strings.Join(answers(r), ","); got != "agent1.example." {

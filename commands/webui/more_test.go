@@ -100,7 +100,7 @@ func TestTaskLogsFromTheAgent(t *testing.T) {
 func TestTaskHistoryWithoutStreams(t *testing.T) {
 	h := &history{}
 	h.machine("m0")
-	h.job("alice", "many", 4, 12, res(10, 1<<20), nil)
+	h.job("alice", "many", 4, 12, res(10, 8<<20), nil)
 	for i := int32(0); i < 12; i++ {
 		h.run("alice", "many", i, "m0")
 	}

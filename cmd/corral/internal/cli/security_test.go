@@ -78,7 +78,7 @@ func TestMasterWithCertsAndTokens(t *testing.T) {
 	// A secret's value comes from the caller's environment, never the file,
 	// and no reply shows it.
 	job := filepath.Join(dir, "db.jsonnet")
-	if err := os.WriteFile(job, []byte(`{name: 'db', priority: 'best-effort', count: 1, command: '/bin/true', resources: {cpu: '10m', memory: '1MiB'}, secret_env: ['DB_PASSWORD']}`), 0o644); err != nil {
+	if err := os.WriteFile(job, []byte(`{name: 'db', priority: 'best-effort', count: 1, command: '/bin/true', resources: {cpu: '10m', memory: '8MiB'}, secret_env: ['DB_PASSWORD']}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, stderr := runEnv(bg, env, "job", "submit", job, "--secret", "DB_PASSWORD"); code != ExitUsage || !strings.Contains(stderr, "not set") {
