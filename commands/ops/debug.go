@@ -57,7 +57,7 @@ func ServeDebug(ctx context.Context, addr string, level *slog.LevelVar, log *slo
 		lis.Close()
 		return fmt.Errorf("--debug-addr %s: resolved to %s, not a loopback address", addr, lis.Addr())
 	}
-	srv := &http.Server{Handler: DebugHandler(level, log), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: NewRecovery(log, nil).Handler(DebugHandler(level, log)), ReadHeaderTimeout: 10 * time.Second}
 	if log != nil {
 		log.Info("debug listener serving pprof and the log level", "addr", lis.Addr().String())
 	}

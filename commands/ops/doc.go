@@ -20,6 +20,11 @@
 //     ServeDebug (net/http/pprof on a loopback address only).
 //   - Doctor: the checks of `corral doctor`, each with what is wrong in
 //     plain words and the fix.
+//   - Recovery: gRPC interceptors (outermost in Master.ServerOptions, and
+//     on the agent's server) and an HTTP middleware (the master's HTTP
+//     port, the agent's, the debug listener) that turn a panic in a
+//     request handler into an Internal / 500 answer, logged with the
+//     request and its stack and counted (corral_handler_panics_total).
 //
 // The agent's metrics and endpoints are in package agent (Collector,
 // HTTPHandler): this package imports the master, which imports the agent.
@@ -35,6 +40,8 @@
 //   - Scraping never changes anything: gauges are read under the state's
 //     read lock or from the store with a short timeout; a store that does
 //     not answer shows as corral_store_up 0, not as a failed scrape.
+//   - No request ends the process: a handler's panic is that request's
+//     error (Recovery).
 //   - No DuckDB: the Infrastore's position comes in as a function
 //     (Master.Consumer).
 package ops

@@ -16,18 +16,21 @@ import (
 	"github.com/corralhq/corral/events"
 )
 
-// ServerOptions returns the gRPC server options that count and time every
-// request (corral_api_requests_total, corral_api_request_duration_seconds)
-// and log it to log: mutations at Info with the caller, the job and the
-// positions appended; reads at Debug; failures the server is to blame for
-// (Internal, Unavailable, Unknown, DataLoss) at Warn. log may be nil: no
-// access log. Given before auth's interceptors, they also count the
-// requests auth refuses; the caller then comes from the x-corral-user
-// header only (auth's identity is set inside).
+// ServerOptions returns the gRPC server options that recover from a panic
+// in any handler (Recovery: the request is answered Internal, the server
+// serves on), and count and time every request (corral_api_requests_total,
+// corral_api_request_duration_seconds) and log it to log: mutations at Info
+// with the caller, the job and the positions appended; reads at Debug;
+// failures the server is to blame for (Internal, Unavailable, Unknown,
+// DataLoss) at Warn. log may be nil: no access log. Given before auth's
+// interceptors, they also count the requests auth refuses, and recover from
+// panics in auth too; the caller then comes from the x-corral-user header
+// only (auth's identity is set inside).
 func (mm *Master) ServerOptions(log *slog.Logger) []grpc.ServerOption {
+	rec := NewRecovery(log, mm.reg)
 	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(mm.UnaryInterceptor(log)),
-		grpc.ChainStreamInterceptor(mm.StreamInterceptor(log)),
+		grpc.ChainUnaryInterceptor(rec.Unary(), mm.UnaryInterceptor(log)),
+		grpc.ChainStreamInterceptor(rec.Stream(), mm.StreamInterceptor(log)),
 	}
 }
 

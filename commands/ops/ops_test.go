@@ -63,6 +63,10 @@ func (r *recordingStore) ReleaseLease(ctx context.Context, l events.Lease) error
 	r.call("ReleaseLease")
 	return errRecorded
 }
+func (r *recordingStore) Request(ctx context.Context, key string) (events.Request, bool, error) {
+	r.call("Request")
+	return events.Request{Key: key, First: 21, Last: 22}, true, nil
+}
 func (r *recordingStore) CurrentLease(ctx context.Context, name string) (events.Lease, bool, error) {
 	r.call("CurrentLease")
 	return leaseA, true, nil
@@ -109,14 +113,16 @@ func TestInstrumentedStoreDelegatesEveryMethod(t *testing.T) {
 	l, err = s.RenewLease(ctx, leaseA, time.Second)
 	check("RenewLease", l == leaseA && err == nil)
 	check("ReleaseLease", s.ReleaseLease(ctx, leaseA) == errRecorded)
-	l, ok, err := s.CurrentLease(ctx, "leader")
+	rq, ok, err := s.Request(ctx, "k")
+	check("Request", rq.Key == "k" && rq.First == 21 && ok && err == nil)
+	l, ok, err = s.CurrentLease(ctx, "leader")
 	check("CurrentLease", l == leaseA && ok && err == nil)
 	check("SaveCheckpoint", s.SaveCheckpoint(ctx, checkpointA) == nil)
 	cp, ok, err := s.LoadCheckpoint(ctx, "state", 10)
 	check("LoadCheckpoint", cp.Position == 9 && ok && err == nil)
 	check("Close", s.Close() == errRecorded)
-	if len(inner.calls) != 13 {
-		t.Errorf("the inner store saw %d calls, want 13: %v", len(inner.calls), inner.calls)
+	if len(inner.calls) != 14 {
+		t.Errorf("the inner store saw %d calls, want 14: %v", len(inner.calls), inner.calls)
 	}
 	if s.(*ops.Store).Unwrap() != inner {
 		t.Error("Unwrap does not return the inner store")

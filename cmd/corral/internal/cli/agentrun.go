@@ -20,6 +20,7 @@ import (
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/commands/ops"
 )
 
 // agentRun is one machine's agent as the corral command runs it: the
@@ -92,7 +93,9 @@ func (r *agentRun) run(ctx context.Context) error {
 	}
 	defer registerAgentMetrics(r.metrics, a, r.cfg.Name)()
 	polls := &pollTracker{a: a}
-	srv := grpc.NewServer(r.cfg.ServerOptions...)
+	// Recovery outermost: a panic in a poll answers Internal, and the tasks'
+	// agent serves on.
+	srv := grpc.NewServer(append(ops.NewRecovery(r.log, nil).ServerOptions(), r.cfg.ServerOptions...)...)
 	agentpb.RegisterAgentServer(srv, polls)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()

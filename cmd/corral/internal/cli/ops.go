@@ -105,12 +105,12 @@ func (o *masterOps) watch(m *master.Master, inf Infra) {
 
 // handler serves /metrics and /readyz, and the rest (the web UI and
 // /healthz) from next.
-func (o *masterOps) handler(m *master.Master, next http.Handler) http.Handler {
+func (o *masterOps) handler(m *master.Master, next http.Handler, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", ops.MetricsHandler(o.reg))
 	mux.Handle("GET /readyz", ops.Readyz(3*time.Second, ops.MasterChecks(m, ops.DefaultMaxLag)...))
 	mux.Handle("/", next)
-	return mux
+	return ops.NewRecovery(log, o.reg).Handler(mux)
 }
 
 // serveAgentHTTP serves the agent's /metrics, /healthz and /readyz on addr
@@ -120,7 +120,7 @@ func serveAgentHTTP(a *agent.Agent, addr string, log *slog.Logger) (func(), erro
 	if err != nil {
 		return nil, fmt.Errorf("--http %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: a.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: ops.NewRecovery(log, nil).Handler(a.HTTPHandler()), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("serving HTTP", "addr", lis.Addr().String(), "err", err)
