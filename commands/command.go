@@ -19,12 +19,33 @@ type Actor struct {
 // Meta is what every command carries besides its arguments.
 type Meta struct {
 	Actor Actor
-	// RequestID is the client's id for the request. The master uses it as
-	// the append's idempotency key, so a retried request appends nothing;
-	// Decide copies it into the events' causation id.
+	// RequestID is the client's id for the request. The master appends
+	// with Key (the id in the actor's own namespace) as the idempotency
+	// key, so a retried request appends nothing; Decide copies it into the
+	// events' causation id.
 	RequestID string
+	// Fingerprint, when set, is a digest of the request (the API's request
+	// message without its id): the same id sent again for a different
+	// request is refused, not answered as a retry.
+	Fingerprint string
 	// CorrelationID, when set, is copied into every event.
 	CorrelationID string
+}
+
+// Key is the idempotency key of the command's request: its id in the
+// actor's namespace, so that two users' ids never collide and nobody can
+// replay, or take, another's. "" when the command has no id.
+func (m Meta) Key() string {
+	if m.RequestID == "" {
+		return ""
+	}
+	return m.Actor.User + "/" + m.RequestID
+}
+
+// ReusedRequestID is the refusal of a request id that was used before for
+// a different request.
+func ReusedRequestID(id string, first, last int64) error {
+	return refuse(InvalidArgument, "request_id", "%q was used before by you for a different request (it appended positions %d..%d); send a new id for a new request", id, first, last)
 }
 
 // Command is one request to change the cell. Each command type lives in its

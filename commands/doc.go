@@ -22,9 +22,11 @@ The master, for every command:
     an *Error with a Code, the field at fault and a message a person can
     act on; invalid specs list every violation in Details. Nothing is
     emitted with a refusal. No events and no error means nothing to do.
- 3. Appends the events with ExpectedPosition = s.Position and
-    IdempotencyKey = RequestID, so a retried request appends nothing and
-    gets the first result.
+ 3. Appends the events with ExpectedPosition = s.Position,
+    IdempotencyKey = Meta.Key() (the request id in the actor's namespace:
+    users' ids never collide) and the request's Fingerprint, so a retried
+    request appends nothing and gets the first result, and the same id sent
+    for another request is refused (ReusedRequestID).
  4. Applies the appended events to s (projections.Apply), then replies
     with their positions.
  5. On its tick, sends RollingUpdateStep (advances rolling updates), the

@@ -27,8 +27,14 @@ func ValidateAppend(req *AppendRequest) ([]Row, error) {
 	if req.Epoch < 0 {
 		return nil, fmt.Errorf("%w: epoch: must not be negative", ErrInvalid)
 	}
-	if len(req.IdempotencyKey) > 256 {
-		return nil, fmt.Errorf("%w: idempotency_key: longer than 256 bytes", ErrInvalid)
+	if len(req.IdempotencyKey) > MaxIdempotencyKey {
+		return nil, fmt.Errorf("%w: idempotency_key: longer than %d bytes", ErrInvalid, MaxIdempotencyKey)
+	}
+	if len(req.Fingerprint) > 128 {
+		return nil, fmt.Errorf("%w: fingerprint: longer than 128 bytes", ErrInvalid)
+	}
+	if req.Fingerprint != "" && req.IdempotencyKey == "" {
+		return nil, fmt.Errorf("%w: fingerprint: given without an idempotency key", ErrInvalid)
 	}
 	rows := make([]Row, len(req.Events))
 	for i := range req.Events {
@@ -115,13 +121,31 @@ func (b *Batch) Results() []AppendResult {
 	return out
 }
 
-// Seen decides what to do when stored keys were found: a single request
-// returns its original positions as a duplicate; a batch fails whole.
-func (b *Batch) Seen(first, last int64) ([]AppendResult, error) {
+// Seen decides what to do when a stored key was found: a single request
+// returns its original positions as a duplicate, unless the stored
+// fingerprint says the key was used for another request (ErrRequestReused);
+// a batch fails whole.
+func (b *Batch) Seen(stored Request) ([]AppendResult, error) {
 	if len(b.Reqs) == 1 {
-		return []AppendResult{{First: first, Last: last, Duplicate: true}}, nil
+		if fp := b.Reqs[0].Fingerprint; fp != "" && stored.Fingerprint != "" && fp != stored.Fingerprint {
+			return nil, fmt.Errorf("%w: key %q appended positions %d..%d for another request", ErrRequestReused, stored.Key, stored.First, stored.Last)
+		}
+		return []AppendResult{{First: stored.First, Last: stored.Last, Duplicate: true}}, nil
 	}
-	return nil, fmt.Errorf("%w: an idempotency key of the batch is already in the log (positions %d..%d)", ErrDuplicateInBatch, first, last)
+	return nil, fmt.Errorf("%w: an idempotency key of the batch is already in the log (positions %d..%d)", ErrDuplicateInBatch, stored.First, stored.Last)
+}
+
+// Requests returns what the store keeps of the batch's keyed requests once
+// Rows have been assigned.
+func (b *Batch) Requests() []Request {
+	res := b.Results()
+	var out []Request
+	for i, r := range b.Reqs {
+		if r.IdempotencyKey != "" {
+			out = append(out, Request{Key: r.IdempotencyKey, First: res[i].First, Last: res[i].Last, Fingerprint: r.Fingerprint})
+		}
+	}
+	return out
 }
 
 // CheckAppend applies the fencing and optimistic-concurrency rules against
@@ -185,8 +209,15 @@ func DecodeRow(e *Event, raw []byte) error {
 	return nil
 }
 
-// LeaseDecision is what AcquireLease should write, decided from the stored
-// lease (found=false when none).
+// DecideAcquire decides what AcquireLease writes, from the stored lease
+// (found=false when none).
+//
+// A holder is one process's incarnation (a replica's name and an id made
+// when the process started), never a name alone: every acquisition raises
+// the epoch, so a replica restarted under the same name while its old
+// process was paused leads at a new epoch, and the old process's appends are
+// fenced and its renewals fail (RenewLease matches holder and epoch). Only an
+// expired or released lease, or one held by this very holder, can be taken.
 func DecideAcquire(stored Lease, found bool, name, holder string, now time.Time, ttl time.Duration) (Lease, error) {
 	if holder == "" {
 		return Lease{}, fmt.Errorf("%w: holder: must not be empty", ErrInvalid)
@@ -194,20 +225,13 @@ func DecideAcquire(stored Lease, found bool, name, holder string, now time.Time,
 	if ttl <= 0 {
 		return Lease{}, fmt.Errorf("%w: ttl: must be positive", ErrInvalid)
 	}
-	next := Lease{Name: name, Holder: holder, ExpiresAt: now.Add(ttl).Truncate(time.Microsecond).UTC()}
-	switch {
-	case !found:
-		next.Epoch = 1
-	case stored.Holder == holder && now.Before(stored.ExpiresAt):
-		next.Epoch = stored.Epoch // still ours: extend
-	case stored.Holder != holder && now.Before(stored.ExpiresAt):
+	if found && stored.Holder != holder && now.Before(stored.ExpiresAt) {
 		return stored, fmt.Errorf("%w: %q holds %q at epoch %d until %s", ErrLeaseHeld, stored.Holder, name, stored.Epoch, stored.ExpiresAt.UTC().Format(time.RFC3339Nano))
-	default:
-		// Expired or released: a new holding gets a new epoch, even for the
-		// same holder, so appends it started under the lapsed lease are fenced.
-		next.Epoch = stored.Epoch + 1
 	}
-	return next, nil
+	// A new holding gets a new epoch, even for the same holder taking its
+	// own live lease again (after stepping down): whatever it appended
+	// under the earlier holding is fenced.
+	return Lease{Name: name, Holder: holder, Epoch: stored.Epoch + 1, ExpiresAt: now.Add(ttl).Truncate(time.Microsecond).UTC()}, nil
 }
 
 // DecodeAll fills evs[i].Data from raw[i]. Large pages are decoded on every

@@ -2879,9 +2879,10 @@ func (x *ReservationEstimated) GetTasks() []*TaskReservation {
 
 type LeaderElected struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Holder        string                 `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
+	Holder        string                 `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"` // the replica's name
 	Epoch         int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Address       string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	Incarnation   string                 `protobuf:"bytes,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"` // the process that holds the lease (a replica restarted under its name is another)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2933,6 +2934,13 @@ func (x *LeaderElected) GetEpoch() int64 {
 func (x *LeaderElected) GetAddress() string {
 	if x != nil {
 		return x.Address
+	}
+	return ""
+}
+
+func (x *LeaderElected) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
 	}
 	return ""
 }
@@ -3340,11 +3348,12 @@ const file_catalogue_proto_rawDesc = "" +
 	"\vreservation\x18\x04 \x01(\v2\x1b.corral.events.v1.ResourcesR\vreservation\"i\n" +
 	"\x14ReservationEstimated\x12\x18\n" +
 	"\amachine\x18\x01 \x01(\tR\amachine\x127\n" +
-	"\x05tasks\x18\x02 \x03(\v2!.corral.events.v1.TaskReservationR\x05tasks\"W\n" +
+	"\x05tasks\x18\x02 \x03(\v2!.corral.events.v1.TaskReservationR\x05tasks\"y\n" +
 	"\rLeaderElected\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
-	"\aaddress\x18\x03 \x01(\tR\aaddress\"b\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\x12 \n" +
+	"\vincarnation\x18\x04 \x01(\tR\vincarnation\"b\n" +
 	"\x11CheckpointWritten\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12\x1d\n" +

@@ -153,8 +153,14 @@ func TestDecideAcquire(t *testing.T) {
 	if l, err := DecideAcquire(Lease{}, false, "leader", "a", now, time.Second); err != nil || l.Epoch != 1 {
 		t.Fatalf("first: %+v %v", l, err)
 	}
-	if l, err := DecideAcquire(held, true, "leader", "a", now, time.Second); err != nil || l.Epoch != 4 {
+	// Every acquisition is a new term: the holder taking its own live
+	// lease again fences what it appended under the earlier one.
+	if l, err := DecideAcquire(held, true, "leader", "a", now, time.Second); err != nil || l.Epoch != 5 {
 		t.Fatalf("re-acquire by holder: %+v %v", l, err)
+	}
+	// Another incarnation of the same replica is another holder.
+	if _, err := DecideAcquire(held, true, "leader", "a#2", now, time.Second); !errors.Is(err, ErrLeaseHeld) {
+		t.Fatalf("same name, new incarnation, live lease: %v", err)
 	}
 	if _, err := DecideAcquire(held, true, "leader", "b", now, time.Second); !errors.Is(err, ErrLeaseHeld) {
 		t.Fatalf("held by other: %v", err)

@@ -34,8 +34,13 @@
 //   - Once a leader lease exists, an append must carry its current epoch
 //     (ErrFenced otherwise), checked in the same transaction: a deposed
 //     leader's late append never lands. Before any lease, appends carry 0.
+//   - Every acquisition of a lease raises its epoch (DecideAcquire), and a
+//     live lease is taken only by its own holder; renewal matches holder
+//     and epoch. A holder is one process's incarnation, not a replica's
+//     name, so no two processes ever write under one epoch.
 //   - An idempotency key seen before returns the original positions with
-//     Duplicate set and appends nothing.
+//     Duplicate set and appends nothing, unless both appends carry a
+//     fingerprint and they differ: then ErrRequestReused, nothing appended.
 //   - Stream versions are 1, 2, 3, ... per stream, assigned with positions.
 //   - A stored event that cannot be decoded (unknown type, corrupt payload,
 //     schema version from the future) is an ErrCorrupt naming its position

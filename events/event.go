@@ -69,6 +69,9 @@ var (
 	ErrInvalid = errors.New("events: invalid event")
 	// ErrCorrupt: a stored event cannot be decoded.
 	ErrCorrupt = errors.New("events: stored event cannot be decoded")
+	// ErrRequestReused: an idempotency key seen before arrived with another
+	// request's fingerprint.
+	ErrRequestReused = errors.New("events: idempotency key reused for a different request")
 	// ErrDuplicateInBatch: a request of an AppendMany was seen before.
 	ErrDuplicateInBatch = errors.New("events: a request of the batch was appended before")
 	// ErrClosed: the store was closed.

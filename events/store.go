@@ -22,8 +22,25 @@ type AppendRequest struct {
 	// IdempotencyKey, when set, makes a retried request harmless: a key seen
 	// before returns the original positions and appends nothing.
 	IdempotencyKey string
-	Events         []Event
+	// Fingerprint, when set, is a digest of the request behind the key: a
+	// key seen before with another fingerprint is refused with
+	// ErrRequestReused (the same id sent for a different request), not
+	// answered as a duplicate. Empty on either side compares equal.
+	Fingerprint string
+	Events      []Event
 }
+
+// Request is what the store keeps of an appended request: where its events
+// landed and its fingerprint.
+type Request struct {
+	Key         string
+	First, Last int64
+	Fingerprint string
+}
+
+// MaxIdempotencyKey bounds an idempotency key: a user's name and their
+// request id (commands bound the id to 256 bytes).
+const MaxIdempotencyKey = 512
 
 // AppendResult is where an append's events landed.
 type AppendResult struct {
@@ -79,6 +96,9 @@ type Store interface {
 	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
 	// ReleaseLease gives the lease up so a follower can take it at once.
 	ReleaseLease(ctx context.Context, l Lease) error
+	// Request returns what the store keeps of the request appended with
+	// an idempotency key (ok=false if none).
+	Request(ctx context.Context, key string) (Request, bool, error)
 	// CurrentLease returns the named lease as stored (ok=false if none).
 	CurrentLease(ctx context.Context, name string) (Lease, bool, error)
 

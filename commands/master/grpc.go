@@ -2,6 +2,8 @@ package master
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
@@ -146,12 +149,16 @@ func Status(ctx context.Context, err error) error {
 	return status.Error(codes.Unavailable, "the event log is unreachable or failed: "+err.Error()+"; retry with the same request id")
 }
 
-func (s *Service) mutate(ctx context.Context, build func(commands.Actor) (commands.Command, error)) (*apipb.MutationReply, error) {
+func (s *Service) mutate(ctx context.Context, r mutation, build func(commands.Meta) (commands.Command, error)) (*apipb.MutationReply, error) {
 	a, err := s.actor(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := build(a)
+	m := commands.Meta{Actor: a, RequestID: r.GetRequestId()}
+	if m.RequestID != "" {
+		m.Fingerprint = fingerprint(r)
+	}
+	cmd, err := build(m)
 	if err != nil {
 		return nil, Status(ctx, err)
 	}
@@ -174,17 +181,41 @@ func (s *Service) mutate(ctx context.Context, build func(commands.Actor) (comman
 	return &apipb.MutationReply{FirstPosition: res.First, LastPosition: res.Last, Duplicate: res.Duplicate, Events: int32(res.Events), Message: msg}, nil
 }
 
-func meta(a commands.Actor, id string) commands.Meta { return commands.Meta{Actor: a, RequestID: id} }
+// mutation is a request of a mutating call: each carries a request id.
+type mutation interface {
+	proto.Message
+	GetRequestId() string
+}
+
+// fingerprint is a digest of a mutation without its request id: the same id
+// sent again with another request is refused rather than taken for a retry
+// (commands.Meta.Fingerprint). Secret values arrive sealed deterministically
+// (auth.Sealer), so a retry has the same fingerprint.
+func fingerprint(r mutation) string {
+	c := proto.Clone(r)
+	if f := c.ProtoReflect().Descriptor().Fields().ByName("request_id"); f != nil {
+		c.ProtoReflect().Clear(f)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	if err != nil {
+		return ""
+	}
+	h := sha256.New()
+	h.Write([]byte(c.ProtoReflect().Descriptor().FullName()))
+	h.Write([]byte{0})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
 
 func (s *Service) Submit(ctx context.Context, r *apipb.SubmitRequest) (*apipb.MutationReply, error) {
-	return s.mutate(ctx, func(a commands.Actor) (commands.Command, error) {
-		return commands.SubmitJob{Meta: meta(a, r.RequestId), Spec: r.Spec}, nil
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		return commands.SubmitJob{Meta: m, Spec: r.Spec}, nil
 	})
 }
 
 func (s *Service) Update(ctx context.Context, r *apipb.UpdateRequest) (*apipb.MutationReply, error) {
-	return s.mutate(ctx, func(a commands.Actor) (commands.Command, error) {
-		c := commands.UpdateJob{Meta: meta(a, r.RequestId), Spec: r.Spec, Selector: r.Selector}
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		c := commands.UpdateJob{Meta: m, Spec: r.Spec, Selector: r.Selector}
 		if r.Selector != "" {
 			p := r.Priority
 			c.Change.Priority = &p
@@ -194,51 +225,51 @@ func (s *Service) Update(ctx context.Context, r *apipb.UpdateRequest) (*apipb.Mu
 }
 
 func (s *Service) Kill(ctx context.Context, r *apipb.KillRequest) (*apipb.MutationReply, error) {
-	return s.mutate(ctx, func(a commands.Actor) (commands.Command, error) {
-		return commands.KillJob{Meta: meta(a, r.RequestId), User: r.User, Name: r.Job, Selector: r.Selector, Reason: r.Reason}, nil
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		return commands.KillJob{Meta: m, User: r.User, Name: r.Job, Selector: r.Selector, Reason: r.Reason}, nil
 	})
 }
 
 func (s *Service) KillTask(ctx context.Context, r *apipb.KillTaskRequest) (*apipb.MutationReply, error) {
-	return s.mutate(ctx, func(a commands.Actor) (commands.Command, error) {
-		return commands.KillTask{Meta: meta(a, r.RequestId), User: r.User, Job: r.Job, Index: r.Index, Reason: r.Reason}, nil
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		return commands.KillTask{Meta: m, User: r.User, Job: r.Job, Index: r.Index, Reason: r.Reason}, nil
 	})
 }
 
 func (s *Service) CommitUpdate(ctx context.Context, r *apipb.JobRequest) (*apipb.MutationReply, error) {
-	return s.mutate(ctx, func(a commands.Actor) (commands.Command, error) {
-		return commands.CommitUpdate{Meta: meta(a, r.RequestId), User: r.User, Job: r.Job}, nil
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		return commands.CommitUpdate{Meta: m, User: r.User, Job: r.Job}, nil
 	})
 }
 
 func (s *Service) RollbackUpdate(ctx context.Context, r *apipb.JobRequest) (*apipb.MutationReply, error) {
-	return s.mutate(ctx, func(a commands.Actor) (commands.Command, error) {
-		return commands.RollbackUpdate{Meta: meta(a, r.RequestId), User: r.User, Job: r.Job}, nil
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		return commands.RollbackUpdate{Meta: m, User: r.User, Job: r.Job}, nil
 	})
 }
 
 func (s *Service) SetQuota(ctx context.Context, r *apipb.SetQuotaRequest) (*apipb.MutationReply, error) {
-	return s.mutate(ctx, func(a commands.Actor) (commands.Command, error) {
-		return commands.SetQuota{Meta: meta(a, r.RequestId), User: r.User, Band: r.Band, Resources: projections.ResourcesOf(r.Resources)}, nil
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		return commands.SetQuota{Meta: m, User: r.User, Band: r.Band, Resources: projections.ResourcesOf(r.Resources)}, nil
 	})
 }
 
 func (s *Service) DrainMachine(ctx context.Context, r *apipb.DrainMachineRequest) (*apipb.MutationReply, error) {
-	return s.mutate(ctx, func(a commands.Actor) (commands.Command, error) {
-		return commands.DrainMachine{Meta: meta(a, r.RequestId), Machine: r.Machine, Draining: r.Draining, Reason: r.Reason}, nil
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		return commands.DrainMachine{Meta: m, Machine: r.Machine, Draining: r.Draining, Reason: r.Reason}, nil
 	})
 }
 
 func (s *Service) CreateAllocSet(ctx context.Context, r *apipb.CreateAllocSetRequest) (*apipb.MutationReply, error) {
-	return s.mutate(ctx, func(a commands.Actor) (commands.Command, error) {
-		return commands.CreateAllocSet{Meta: meta(a, r.RequestId), Name: r.Name, Count: r.Count, Priority: r.Priority,
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		return commands.CreateAllocSet{Meta: m, Name: r.Name, Count: r.Count, Priority: r.Priority,
 			Resources: projections.ResourcesOf(r.Resources), Constraints: r.Constraints, Labels: r.Labels}, nil
 	})
 }
 
 func (s *Service) RemoveAllocSet(ctx context.Context, r *apipb.JobRequest) (*apipb.MutationReply, error) {
-	return s.mutate(ctx, func(a commands.Actor) (commands.Command, error) {
-		return commands.RemoveAllocSet{Meta: meta(a, r.RequestId), User: r.User, Name: r.Job}, nil
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		return commands.RemoveAllocSet{Meta: m, User: r.User, Name: r.Job}, nil
 	})
 }
 

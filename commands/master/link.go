@@ -409,7 +409,7 @@ func (l *link) missed(ctx context.Context, ml *machineLink, mi machineInfo, err 
 	}
 	if !mi.down {
 		l.m.log.Warn("machine missed its polls", "machine", ml.name, "missed", ml.misses, "err", err)
-		admin := commands.Meta{Actor: commands.Actor{User: "link", Admin: true}}
+		admin := linkMeta
 		if _, derr := l.m.Do(ctx, commands.ReportAgentState{Meta: admin, Machine: ml.name, Unreachable: true, MissedPolls: int32(ml.misses)}); derr != nil && ctx.Err() == nil {
 			l.m.log.Warn("marking machine down", "machine", ml.name, "err", derr)
 		}
@@ -453,7 +453,7 @@ func (l *link) send(ctx context.Context, ml *machineLink, reqs []*agentpb.Reques
 // A command the projection says changes nothing is not sent: a steady
 // machine costs no write.
 func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentState, reqs []*agentpb.Request, usage []commands.UsageWindow) error {
-	admin := commands.Meta{Actor: commands.Actor{User: "link", Admin: true}}
+	admin := linkMeta
 	// Every task the agent has, as news of nothing (a task in a report is
 	// not lost, and "starting" records nothing); each event overrides one.
 	neutral := make([]commands.AgentTask, len(st.Tasks))
@@ -504,7 +504,7 @@ func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentSta
 	done := ml.acked
 	for _, ev := range st.Events {
 		lastOf[keyOf(ev.Task)] = ev.Seq
-		if _, ok := l.m.recent.get(eventKey(ml.name, ev)); ok {
+		if _, _, ok := l.m.recent.get(commands.Meta{Actor: linkMeta.Actor, RequestID: eventKey(ml.name, ev)}.Key()); ok {
 			done = max(done, ev.Seq)
 		}
 	}
@@ -549,6 +549,10 @@ func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentSta
 // eventKey is the idempotency key of an agent event's record: the agent's
 // sequence numbers restart with a restarted agent's saved state, its times
 // do not.
+// linkMeta is who the link's commands come from: an admin whose request ids
+// (eventKey) live in its own namespace of idempotency keys.
+var linkMeta = commands.Meta{Actor: commands.Actor{User: "link", Admin: true}}
+
 func eventKey(machine string, ev *agentpb.AgentEvent) string {
 	return fmt.Sprintf("link/%s/%d/%d", machine, ev.Seq, ev.TimeUs)
 }
@@ -799,7 +803,7 @@ func (r *AgentRegistry) Attach(g *grpc.Server) { agentpb.RegisterMasterServer(g,
 
 // Register records a machine (or its changes) in the log.
 func (r *AgentRegistry) Register(ctx context.Context, info *agentpb.MachineInfo) (*agentpb.RegisterReply, error) {
-	admin := commands.Meta{Actor: commands.Actor{User: "link", Admin: true}}
+	admin := linkMeta
 	caps := projections.ResourcesOf(info.Capacity)
 	var known, same bool
 	r.m.View(func(s *projections.State) {

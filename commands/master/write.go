@@ -100,13 +100,18 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) (later []*writeOp) 
 	inBatch := map[string]bool{}
 	for _, op := range ops {
 		meta := op.cmd.Metadata()
-		if meta.RequestID != "" {
-			if res, ok := m.recent.get(meta.RequestID); ok {
+		key := meta.Key()
+		if key != "" {
+			if res, fp, ok := m.recent.get(key); ok {
+				if err := m.sameRequestLocked(ctx, meta, res, fp); err != nil {
+					op.reply(Result{}, err)
+					continue
+				}
 				res.Duplicate = true
 				op.reply(res, nil)
 				continue
 			}
-			if inBatch[meta.RequestID] {
+			if inBatch[key] {
 				// A retry queued behind its first attempt (the client gave
 				// up waiting, the op stayed queued): it waits for that
 				// attempt's outcome, rather than being decided against a
@@ -135,8 +140,8 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) (later []*writeOp) 
 			}
 		}
 		batch = append(batch, decided{op, evs})
-		if meta.RequestID != "" {
-			inBatch[meta.RequestID] = true
+		if key != "" {
+			inBatch[key] = true
 		}
 	}
 	if len(batch) == 0 {
@@ -144,7 +149,8 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) (later []*writeOp) 
 	}
 	reqs := make([]events.AppendRequest, len(batch))
 	for i, d := range batch {
-		reqs[i] = events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: epoch, IdempotencyKey: d.op.cmd.Metadata().RequestID, Events: d.evs}
+		meta := d.op.cmd.Metadata()
+		reqs[i] = events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: epoch, IdempotencyKey: meta.Key(), Fingerprint: meta.Fingerprint, Events: d.evs}
 	}
 	reqs[0].ExpectedPosition = base
 	results, err := m.store.AppendMany(ctx, reqs)
@@ -154,8 +160,8 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) (later []*writeOp) 
 		// the speculative applies are undone.
 		m.reloadLocked(base)
 		res := Result{First: results[0].First, Last: results[0].Last, Events: int(results[0].Last - results[0].First + 1)}
-		if id := batch[0].op.cmd.Metadata().RequestID; id != "" {
-			m.recent.put(id, res)
+		if meta := batch[0].op.cmd.Metadata(); meta.Key() != "" {
+			m.recent.put(meta.Key(), res, meta.Fingerprint)
 		}
 		res.Duplicate = true
 		batch[0].op.reply(res, nil)
@@ -164,8 +170,8 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) (later []*writeOp) 
 	if err == nil {
 		for i, d := range batch {
 			res := Result{First: results[i].First, Last: results[i].Last, Events: len(d.evs)}
-			if id := d.op.cmd.Metadata().RequestID; id != "" {
-				m.recent.put(id, res)
+			if meta := d.op.cmd.Metadata(); meta.Key() != "" {
+				m.recent.put(meta.Key(), res, meta.Fingerprint)
 			}
 			d.op.reply(res, nil)
 		}
@@ -180,6 +186,13 @@ func (m *Master) commit(ctx context.Context, ops []*writeOp) (later []*writeOp) 
 		for _, d := range batch {
 			m.commitOneLocked(ctx, d.op)
 		}
+		return later
+	case errors.Is(err, events.ErrRequestReused):
+		// One request, whose id this user sent before for another request
+		// (Batch.Seen): nothing was appended.
+		m.reloadLocked(base)
+		meta := batch[0].op.cmd.Metadata()
+		batch[0].op.reply(Result{}, m.reusedLocked(ctx, meta))
 		return later
 	case errors.Is(err, events.ErrFenced):
 		m.leading.Store(false)
@@ -206,8 +219,13 @@ func (m *Master) commitOneLocked(ctx context.Context, op *writeOp) {
 		op.reply(Result{}, err)
 		return
 	}
-	id := op.cmd.Metadata().RequestID
-	res, err := m.store.Append(ctx, events.AppendRequest{ExpectedPosition: m.state.Position, Epoch: m.Epoch(), IdempotencyKey: id, Events: evs})
+	meta := op.cmd.Metadata()
+	key := meta.Key()
+	res, err := m.store.Append(ctx, events.AppendRequest{ExpectedPosition: m.state.Position, Epoch: m.Epoch(), IdempotencyKey: key, Fingerprint: meta.Fingerprint, Events: evs})
+	if errors.Is(err, events.ErrRequestReused) {
+		op.reply(Result{}, m.reusedLocked(ctx, meta))
+		return
+	}
 	if err != nil {
 		op.reply(Result{}, fmt.Errorf("appending to the log: %w", err))
 		return
@@ -226,10 +244,46 @@ func (m *Master) commitOneLocked(ctx context.Context, op *writeOp) {
 			m.log.Error("catching up after a duplicate", "err", err)
 		}
 	}
-	if id != "" {
-		m.recent.put(id, Result{First: res.First, Last: res.Last, Events: len(evs)})
+	if key != "" {
+		m.recent.put(key, Result{First: res.First, Last: res.Last, Events: len(evs)}, meta.Fingerprint)
 	}
 	op.reply(out, nil)
+}
+
+// sameRequestLocked checks that a request whose id was seen before (res,
+// with the fingerprint fp it was appended with, "" when it was learned from
+// the log) is the same request: the same id for another request is refused.
+// When the cache does not know the first request's fingerprint the store
+// does.
+func (m *Master) sameRequestLocked(ctx context.Context, meta commands.Meta, res Result, fp string) error {
+	if meta.Fingerprint == "" {
+		return nil
+	}
+	if fp == "" {
+		r, found, err := m.store.Request(ctx, meta.Key())
+		if err != nil {
+			return fmt.Errorf("reading what request %q was: %w", meta.RequestID, err)
+		}
+		if !found {
+			return nil
+		}
+		fp = r.Fingerprint
+		m.recent.learn(meta.Key(), fp)
+	}
+	if fp != "" && fp != meta.Fingerprint {
+		return commands.ReusedRequestID(meta.RequestID, res.First, res.Last)
+	}
+	return nil
+}
+
+// reusedLocked is the refusal of a request id the store says was used for
+// another request, naming where that one landed.
+func (m *Master) reusedLocked(ctx context.Context, meta commands.Meta) error {
+	r, _, err := m.store.Request(ctx, meta.Key())
+	if err != nil {
+		return commands.ReusedRequestID(meta.RequestID, 0, 0)
+	}
+	return commands.ReusedRequestID(meta.RequestID, r.First, r.Last)
 }
 
 // reloadLocked undoes a batch's speculative applies: it loads the state
@@ -317,19 +371,32 @@ type recentRequests struct {
 type recentEntry struct {
 	id  string
 	res Result
+	fp  string // the request's fingerprint; "" when learned from the log
 }
 
 func newRecentRequests(max int) *recentRequests {
 	return &recentRequests{max: max, order: list.New(), byID: map[string]*list.Element{}}
 }
 
-func (r *recentRequests) get(id string) (Result, bool) {
+func (r *recentRequests) get(id string) (Result, string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e, ok := r.byID[id]; ok {
-		return e.Value.(recentEntry).res, true
+		ent := e.Value.(recentEntry)
+		return ent.res, ent.fp, true
 	}
-	return Result{}, false
+	return Result{}, "", false
+}
+
+// learn records the fingerprint of a request learned from the log.
+func (r *recentRequests) learn(id, fp string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.byID[id]; ok {
+		ent := e.Value.(recentEntry)
+		ent.fp = fp
+		e.Value = ent
+	}
 }
 
 // note remembers the requests behind events read from the log: each
@@ -348,7 +415,7 @@ func (r *recentRequests) note(evs []events.Event) {
 			}
 			continue
 		}
-		r.byID[e.IdempotencyKey] = r.order.PushBack(recentEntry{e.IdempotencyKey, Result{First: e.Position, Last: e.Position, Events: 1}})
+		r.byID[e.IdempotencyKey] = r.order.PushBack(recentEntry{e.IdempotencyKey, Result{First: e.Position, Last: e.Position, Events: 1}, ""})
 		for r.order.Len() > r.max {
 			old := r.order.Remove(r.order.Front()).(recentEntry)
 			delete(r.byID, old.id)
@@ -356,13 +423,13 @@ func (r *recentRequests) note(evs []events.Event) {
 	}
 }
 
-func (r *recentRequests) put(id string, res Result) {
+func (r *recentRequests) put(id string, res Result, fp string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.byID[id]; ok {
 		return
 	}
-	r.byID[id] = r.order.PushBack(recentEntry{id, res})
+	r.byID[id] = r.order.PushBack(recentEntry{id, res, fp})
 	for r.order.Len() > r.max {
 		old := r.order.Remove(r.order.Front()).(recentEntry)
 		delete(r.byID, old.id)

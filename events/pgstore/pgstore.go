@@ -26,7 +26,8 @@ const (
 	sqlVersion = `SELECT version()`
 
 	sqlLeaseEpoch = `SELECT epoch FROM leases WHERE name = $1`
-	sqlRequest    = `SELECT first_position, last_position FROM requests WHERE idempotency_key = ANY($1::TEXT[]) LIMIT 1`
+	sqlRequest    = `SELECT idempotency_key, first_position, last_position, fingerprint FROM requests WHERE idempotency_key = ANY($1::TEXT[]) LIMIT 1`
+	sqlRequestGet = `SELECT first_position, last_position, fingerprint FROM requests WHERE idempotency_key = $1`
 	// max() over the primary key reads one index entry on both databases.
 	sqlHead = `SELECT COALESCE(max(position), 0) FROM events`
 	// The tail's position and recorded time, for an append.
@@ -35,7 +36,7 @@ const (
 	sqlStreamVersions = `SELECT s.stream, COALESCE((SELECT e.stream_version FROM events AS e WHERE e.stream = s.stream ORDER BY e.stream_version DESC LIMIT 1), 0) FROM unnest($1::TEXT[]) AS s (stream)`
 	sqlInsertEvents   = `INSERT INTO events (position, stream, stream_version, type, schema_version, occurred_at, recorded_at, actor, causation_id, correlation_id, idempotency_key, payload) ` +
 		`SELECT * FROM unnest($1::INT8[], $2::TEXT[], $3::INT8[], $4::TEXT[], $5::INT4[], $6::TIMESTAMPTZ[], $7::TIMESTAMPTZ[], $8::TEXT[], $9::TEXT[], $10::TEXT[], $11::TEXT[], $12::BYTEA[])`
-	sqlInsertRequest = `INSERT INTO requests (idempotency_key, first_position, last_position) SELECT * FROM unnest($1::TEXT[], $2::INT8[], $3::INT8[])`
+	sqlInsertRequest = `INSERT INTO requests (idempotency_key, first_position, last_position, fingerprint) SELECT * FROM unnest($1::TEXT[], $2::INT8[], $3::INT8[], $4::TEXT[])`
 
 	sqlColumns    = `position, stream, stream_version, type, schema_version, occurred_at, recorded_at, actor, causation_id, correlation_id, idempotency_key, payload`
 	sqlRead       = `SELECT ` + sqlColumns + ` FROM events WHERE position >= $1 ORDER BY position LIMIT $2`
@@ -54,7 +55,7 @@ const (
 // Statements returns every SQL statement the store sends.
 func Statements() []string {
 	return []string{
-		sqlVersion, sqlLeaseEpoch, sqlRequest, sqlHead, sqlTail, sqlStreamVersions, sqlInsertEvents,
+		sqlVersion, sqlLeaseEpoch, sqlRequest, sqlRequestGet, sqlHead, sqlTail, sqlStreamVersions, sqlInsertEvents,
 		sqlInsertRequest, sqlRead, sqlReadStream, sqlLeaseGet, sqlLeaseUpsert, sqlLeaseRenew,
 		sqlCheckpointSave, sqlCheckpointLoad,
 	}
@@ -246,11 +247,11 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 			return err
 		}
 		if len(keys) > 0 {
-			var firstPos, lastPos int64
-			err := br.QueryRow().Scan(&firstPos, &lastPos)
+			var seen events.Request
+			err := br.QueryRow().Scan(&seen.Key, &seen.First, &seen.Last, &seen.Fingerprint)
 			if err == nil {
 				var seenErr error
-				res, seenErr = b.Seen(firstPos, lastPos)
+				res, seenErr = b.Seen(seen)
 				duplicate = seenErr == nil
 				return seenErr
 			}
@@ -293,15 +294,13 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 		}
 		res = b.Results()
 		if len(keys) > 0 {
-			var ks []string
+			var ks, fps []string
 			var firsts, lasts []int64
-			for i, r := range b.Reqs {
-				if r.IdempotencyKey != "" {
-					ks = append(ks, r.IdempotencyKey)
-					firsts, lasts = append(firsts, res[i].First), append(lasts, res[i].Last)
-				}
+			for _, r := range b.Requests() {
+				ks, fps = append(ks, r.Key), append(fps, r.Fingerprint)
+				firsts, lasts = append(firsts, r.First), append(lasts, r.Last)
 			}
-			if _, err := tx.Exec(ctx, sqlInsertRequest, ks, firsts, lasts); err != nil {
+			if _, err := tx.Exec(ctx, sqlInsertRequest, ks, firsts, lasts, fps); err != nil {
 				return err
 			}
 		}
@@ -467,6 +466,22 @@ func (s *Store) setExpiry(ctx context.Context, l events.Lease) error {
 		return fmt.Errorf("%w: %q no longer holds %q at epoch %d", events.ErrLeaseLost, l.Holder, l.Name, l.Epoch)
 	}
 	return nil
+}
+
+// Request returns what the store keeps of a keyed request.
+func (s *Store) Request(ctx context.Context, key string) (events.Request, bool, error) {
+	if s.closed.Load() {
+		return events.Request{}, false, events.ErrClosed
+	}
+	r := events.Request{Key: key}
+	err := s.pool.QueryRow(ctx, sqlRequestGet, key).Scan(&r.First, &r.Last, &r.Fingerprint)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return events.Request{}, false, nil
+	}
+	if err != nil {
+		return events.Request{}, false, fmt.Errorf("pgstore: request %q: %w", key, err)
+	}
+	return r, true, nil
 }
 
 // CurrentLease returns the named lease as stored.

@@ -19,12 +19,12 @@ import (
 
 const (
 	sqlLeaseEpoch    = `SELECT epoch FROM leases WHERE name = ?`
-	sqlRequest       = `SELECT first_position, last_position FROM requests WHERE idempotency_key = ?`
+	sqlRequest       = `SELECT first_position, last_position, fingerprint FROM requests WHERE idempotency_key = ?`
 	sqlHead          = `SELECT COALESCE(max(position), 0) FROM events`
 	sqlTail          = `SELECT position, recorded_at FROM events ORDER BY position DESC LIMIT 1`
 	sqlStreamVersion = `SELECT COALESCE(max(stream_version), 0) FROM events WHERE stream = ?`
 	sqlInsertEvent   = `INSERT INTO events (position, stream, stream_version, type, schema_version, occurred_at, recorded_at, actor, causation_id, correlation_id, idempotency_key, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	sqlInsertRequest = `INSERT INTO requests (idempotency_key, first_position, last_position) VALUES (?, ?, ?)`
+	sqlInsertRequest = `INSERT INTO requests (idempotency_key, first_position, last_position, fingerprint) VALUES (?, ?, ?, ?)`
 	sqlColumns       = `position, stream, stream_version, type, schema_version, occurred_at, recorded_at, actor, causation_id, correlation_id, idempotency_key, payload`
 	sqlReadRange     = `SELECT ` + sqlColumns + ` FROM events WHERE position >= ? AND position < ? ORDER BY position LIMIT ?`
 	sqlReadStream    = `SELECT ` + sqlColumns + ` FROM events WHERE stream = ? ORDER BY stream_version`
@@ -153,11 +153,11 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 			return err
 		}
 		for _, key := range b.Keys() {
-			var first, last int64
-			err := tx.QueryRowContext(ctx, sqlRequest, key).Scan(&first, &last)
+			seen := events.Request{Key: key}
+			err := tx.QueryRowContext(ctx, sqlRequest, key).Scan(&seen.First, &seen.Last, &seen.Fingerprint)
 			if err == nil {
 				var seenErr error
-				res, seenErr = b.Seen(first, last)
+				res, seenErr = b.Seen(seen)
 				duplicate = seenErr == nil
 				return seenErr
 			}
@@ -201,11 +201,8 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 			}
 		}
 		res = b.Results()
-		for i, r := range b.Reqs {
-			if r.IdempotencyKey == "" {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, sqlInsertRequest, r.IdempotencyKey, res[i].First, res[i].Last); err != nil {
+		for _, r := range b.Requests() {
+			if _, err := tx.ExecContext(ctx, sqlInsertRequest, r.Key, r.First, r.Last, r.Fingerprint); err != nil {
 				return err
 			}
 		}
@@ -392,6 +389,22 @@ func (s *Store) setExpiry(ctx context.Context, l events.Lease) error {
 		return fmt.Errorf("%w: %q no longer holds %q at epoch %d", events.ErrLeaseLost, l.Holder, l.Name, l.Epoch)
 	}
 	return nil
+}
+
+// Request returns what the store keeps of a keyed request.
+func (s *Store) Request(ctx context.Context, key string) (events.Request, bool, error) {
+	if s.closed.Load() {
+		return events.Request{}, false, events.ErrClosed
+	}
+	r := events.Request{Key: key}
+	err := s.db.QueryRowContext(ctx, sqlRequest, key).Scan(&r.First, &r.Last, &r.Fingerprint)
+	if errors.Is(err, sql.ErrNoRows) {
+		return events.Request{}, false, nil
+	}
+	if err != nil {
+		return events.Request{}, false, fmt.Errorf("sqlitestore: request %q: %w", key, err)
+	}
+	return r, true, nil
 }
 
 // CurrentLease returns the named lease as stored.

@@ -443,6 +443,22 @@ func testFencing(t *testing.T, b Backend) {
 	if _, err := s.Append(ctx, events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: 2, Events: batch(1, 4)}); !errors.Is(err, events.ErrFenced) {
 		t.Fatalf("released leader's append: %v, want ErrFenced", err)
 	}
+	// Every acquisition is a new term, even by the holder of a live lease
+	// (a holder is one process's incarnation: a replica restarted under
+	// the same name is another holder, and waits for the lease to lapse).
+	again, err := s.AcquireLease(ctx, events.LeaderLease, "master-c", 10*time.Second)
+	if err != nil || again.Epoch != 4 {
+		t.Fatalf("re-acquire by the holder: %+v, %v, want epoch 4", again, err)
+	}
+	if _, err := s.Append(ctx, events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: cl.Epoch, Events: batch(1, 5)}); !errors.Is(err, events.ErrFenced) {
+		t.Fatalf("append under the earlier term: %v, want ErrFenced", err)
+	}
+	if _, err := s.RenewLease(ctx, cl, 10*time.Second); !errors.Is(err, events.ErrLeaseLost) {
+		t.Fatalf("renew of the earlier term: %v, want ErrLeaseLost", err)
+	}
+	if held, err := s.AcquireLease(ctx, events.LeaderLease, "master-c#2", 10*time.Second); !errors.Is(err, events.ErrLeaseHeld) || held.Epoch != 4 {
+		t.Fatalf("another incarnation's acquire of a live lease: %+v, %v, want ErrLeaseHeld at epoch 4", held, err)
+	}
 }
 
 func testIdempotency(t *testing.T, b Backend) {
@@ -481,6 +497,36 @@ func testIdempotency(t *testing.T, b Backend) {
 		t.Fatalf("%d of 6 racing retries were duplicates, want 5", dups.Load())
 	}
 	checkGapFree(t, readAll(t, s), 6)
+
+	// With a fingerprint, the same key sent for another request is refused,
+	// alone or in a batch; the same request (or one without a
+	// fingerprint) is a duplicate; the store tells what it keeps.
+	fp := mustAppend(t, s, events.AppendRequest{ExpectedPosition: events.AnyPosition, IdempotencyKey: "alice/r1", Fingerprint: "aaaa", Events: batch(1, 100)})
+	before := head(t, s)
+	if _, err := s.Append(ctx, events.AppendRequest{ExpectedPosition: events.AnyPosition, IdempotencyKey: "alice/r1", Fingerprint: "bbbb", Events: batch(1, 101)}); !errors.Is(err, events.ErrRequestReused) {
+		t.Fatalf("key reused for another request: %v, want ErrRequestReused", err)
+	}
+	if _, err := s.AppendMany(ctx, []events.AppendRequest{{ExpectedPosition: events.AnyPosition, IdempotencyKey: "alice/r2", Events: batch(1, 102)}, {IdempotencyKey: "alice/r1", Fingerprint: "bbbb", Events: batch(1, 103)}}); err == nil {
+		t.Fatal("a batch holding a reused key was appended")
+	}
+	if h := head(t, s); h != before {
+		t.Fatalf("refused appends moved the head from %d to %d", before, h)
+	}
+	for _, f := range []string{"aaaa", ""} {
+		again := mustAppend(t, s, events.AppendRequest{ExpectedPosition: events.AnyPosition, IdempotencyKey: "alice/r1", Fingerprint: f, Events: batch(1, 104)})
+		if !again.Duplicate || again.First != fp.First {
+			t.Fatalf("retry with fingerprint %q = %+v, want a duplicate of %+v", f, again, fp)
+		}
+	}
+	if r, ok, err := s.Request(ctx, "alice/r1"); err != nil || !ok || r.First != fp.First || r.Last != fp.Last || r.Fingerprint != "aaaa" {
+		t.Fatalf("Request(alice/r1) = %+v %v %v", r, ok, err)
+	}
+	if _, ok, err := s.Request(ctx, "bob/r1"); err != nil || ok {
+		t.Fatalf("Request of an unknown key: %v %v", ok, err)
+	}
+	if _, err := s.Append(ctx, events.AppendRequest{ExpectedPosition: events.AnyPosition, Fingerprint: "cccc", Events: batch(1, 105)}); !errors.Is(err, events.ErrInvalid) {
+		t.Fatalf("a fingerprint without a key: %v, want ErrInvalid", err)
+	}
 }
 
 func testTail(t *testing.T, b Backend) {
