@@ -20,11 +20,17 @@
 //   - Readers never see uncommitted events: the write lock is held from the
 //     first Decide of a batch until it is appended and applied.
 //   - Only the lease holder appends, and every append carries its epoch: a
-//     deposed leader's append fails with ErrFenced and it steps down.
+//     deposed leader's append fails with ErrFenced and it steps down. The
+//     holder is this process (Holder: name#incarnation), so a replica
+//     restarted under its name while the old process is paused leads at a
+//     new epoch and the old one is fenced.
 //   - The state equals a replay of the log up to State.Position; the tail
 //     applies what others appended and skips what this replica applied.
 //   - A retried request id returns the first result and appends nothing
-//     (recent ids are answered from memory, older ones by the store).
+//     (recent ids are answered from memory, older ones by the store). Ids
+//     are scoped by the authenticated user (commands.Meta.Key), and an id
+//     sent again for a different request (its fingerprint, a digest of the
+//     API request) is refused with InvalidArgument naming request_id.
 //   - Reads with min_position wait until it is applied: read-your-writes on
 //     any replica. Followers refuse writes with Unavailable, naming the
 //     leader and its address (trailer x-corral-leader).

@@ -78,7 +78,12 @@ func freeAddr(t *testing.T) string {
 
 func startMasterProc(t *testing.T, name, url string) *masterProc {
 	t.Helper()
-	p := &masterProc{name: name, addr: freeAddr(t)}
+	return startMasterProcAt(t, name, url, freeAddr(t))
+}
+
+func startMasterProcAt(t *testing.T, name, url, addr string) *masterProc {
+	t.Helper()
+	p := &masterProc{name: name, addr: addr}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperMasterProcess$", "-test.count=1")
 	p.cmd.Env = append(os.Environ(), "CORRAL_HELPER_MASTER="+name, "CORRAL_HELPER_STORE="+url, "CORRAL_HELPER_LISTEN="+p.addr)
 	p.cmd.Stderr = &prefixWriter{t: t, prefix: name}
@@ -363,4 +368,102 @@ func TestFailoverUnderLoad(t *testing.T) {
 	if n := checkLog(t, url, acked)["late-write"]; n != 0 {
 		t.Errorf("the deposed leader's late write is in the log %d times", n)
 	}
+}
+
+// TestFailoverSameNameRestart: the leader is paused (SIGSTOP) and a
+// supervisor starts the replica again under the same name meanwhile. The
+// new process is another holder: it waits for the paused one's lease to
+// lapse and leads at a new epoch, so when the old one resumes its appends
+// are fenced and it steps down; never do two processes lead at one epoch,
+// and the cell keeps taking writes when either dies.
+func TestFailoverSameNameRestart(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	s, err := pgstore.Open(context.Background(), url, pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	old := startMasterProc(t, "master1", url)
+	if leaderOf(t, []*masterProc{old}, 20*time.Second, "") != old {
+		t.Fatal("master1 does not lead")
+	}
+	other := startMasterProc(t, "master2", url)
+	registerMachines(t, old.addr, 3)
+	procs := []*masterProc{old, other}
+
+	// The client knows every address the replicas may be at, the
+	// restarted one's included (a supervisor's restart elsewhere).
+	fresh := &masterProc{name: "master1", addr: freeAddr(t)}
+	c, err := client.New([]string{old.addr, other.addr, fresh.addr}, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sub := &submitter{acked: map[string]int64{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); sub.run(ctx, t, c, "job") }()
+	time.Sleep(time.Second)
+
+	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	started := startMasterProcAt(t, "master1", url, fresh.addr)
+	procs = append(procs, started)
+	for !sub.okSince(paused.Add(100 * time.Millisecond)) {
+		if time.Since(paused) > 15*time.Second {
+			t.Fatal("no write acknowledged within 15 s of pausing the leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("leader paused and restarted under its name: writes acknowledged again after %s", time.Since(paused).Round(time.Millisecond))
+	time.Sleep(500 * time.Millisecond)
+
+	// The old process resumes believing it leads.
+	if err := old.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var leaders []string
+		for _, p := range procs {
+			if st, err := statusOf(p.addr); err == nil && st.Leader {
+				leaders = append(leaders, p.addr)
+			}
+		}
+		if len(leaders) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d replicas say they lead 5 s after the old process resumed: %v", len(leaders), leaders)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st, err := statusOf(old.addr); err != nil || st.Leader {
+		t.Errorf("the resumed old process: %+v %v, want a follower", st, err)
+	}
+
+	// Whoever leads now dies: the others take over and writes go on.
+	leader := leaderOf(t, procs, 5*time.Second, "")
+	if err := leader.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	for !sub.okSince(killed.Add(100 * time.Millisecond)) {
+		if time.Since(killed) > 15*time.Second {
+			t.Fatalf("no write acknowledged within 15 s of killing the leader at %s", leader.addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("kill -9 of the leader at %s: writes acknowledged again after %s", leader.addr, time.Since(killed).Round(time.Millisecond))
+	cancel()
+	<-done
+	sub.mu.Lock()
+	acked := sub.acked
+	sub.mu.Unlock()
+	checkLog(t, url, acked)
 }

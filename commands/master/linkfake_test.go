@@ -37,6 +37,9 @@ type scriptedAgent struct {
 	pid        int64
 	ignoreAcks bool
 	down       bool
+	// refuse, when set, is the error every start is refused with (a
+	// sandbox that cannot be made, say).
+	refuse string
 }
 
 func (c *linkCell) scriptedAgent(name string) *scriptedAgent {
@@ -71,6 +74,10 @@ func (a *scriptedAgent) Poll(ctx context.Context, req *agentpb.PollRequest) (*ag
 			res.Task = k.Start.Task
 			if err := agent.ValidateTaskSpec(k.Start.Spec); err != nil {
 				res.Error = fmt.Sprintf("start %s: %v", agent.TaskKey(k.Start.Task), err)
+				break
+			}
+			if a.refuse != "" {
+				res.Error = fmt.Sprintf("start %s: %s", agent.TaskKey(k.Start.Task), a.refuse)
 				break
 			}
 			a.pid++
@@ -216,9 +223,9 @@ func TestLinkNewLeaderRecordsUnacknowledgedEventsOnce(t *testing.T) {
 // task, with the agent's reason: not a task left scheduled for ever.
 func TestLinkRecordsRefusedStart(t *testing.T) {
 	c := newLinkCell(t, testLinkConfig())
-	c.scriptedAgent("f0")
+	a := c.scriptedAgent("f0")
+	a.refuse = "sandbox: mkdir: no space left on device"
 	spec := c.spec("refused", 1, "exit 0")
-	spec.Resources.MemoryBytes = 1 << 20 // the master admits it; the agent's minimum is 4 MiB
 	spec.Restart = &events.RestartPolicy{Mode: "never"}
 	c.submit(spec)
 	eventually(t, 10*time.Second, "the task failed", func() (bool, string) {
@@ -226,8 +233,8 @@ func TestLinkRecordsRefusedStart(t *testing.T) {
 		return tv.State == projections.TaskDead, fmt.Sprint(tv)
 	})
 	tv := c.tasks("refused")[0]
-	if tv.How != projections.Failed || !strings.Contains(tv.Reason, "refused to start") || !strings.Contains(tv.Reason, "memory") {
-		t.Fatalf("task %+v: want failed, saying the agent refused its memory", tv)
+	if tv.How != projections.Failed || !strings.Contains(tv.Reason, "refused to start") || !strings.Contains(tv.Reason, "no space left on device") {
+		t.Fatalf("task %+v: want failed, saying why the agent refused it", tv)
 	}
 	t.Logf("recorded: %s", tv.Reason)
 }

@@ -2,9 +2,12 @@ package master
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,8 +19,13 @@ import (
 
 // Config describes one master replica.
 type Config struct {
-	// Name identifies this replica in the lease (e.g. "master1").
+	// Name identifies this replica (e.g. "master1").
 	Name string
+	// Incarnation identifies this process among the replica's lifetimes:
+	// the lease is held by Name#Incarnation, so a replica restarted under
+	// the same name while its old process is paused is another holder and
+	// leads at a new epoch. Default: random, made by New.
+	Incarnation string
 	// Advertise is the gRPC address clients and followers reach it at.
 	Advertise string
 	// Store is the cell's log; the master does not close it.
@@ -58,9 +66,13 @@ type Master struct {
 
 	leading atomic.Bool
 	lease   atomic.Pointer[events.Lease]
-	agents  agentTable // what the link saw of each agent (hooks.go)
-	writes  chan *writeOp
-	recent  *recentRequests
+	// heldEpoch is the epoch of this incarnation's latest term as leader, 0
+	// if none: an election in the state at a later epoch under our name is
+	// another incarnation's.
+	heldEpoch atomic.Int64
+	agents    agentTable // what the link saw of each agent (hooks.go)
+	writes    chan *writeOp
+	recent    *recentRequests
 
 	checkpointer *projections.Checkpointer
 	started      chan struct{}
@@ -82,6 +94,16 @@ func New(ctx context.Context, cfg Config) (*Master, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.Incarnation == "" {
+		var b [6]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("master: making an incarnation id: %w", err)
+		}
+		cfg.Incarnation = hex.EncodeToString(b[:])
+	}
+	if strings.ContainsAny(cfg.Incarnation, "# \t\n") {
+		return nil, fmt.Errorf("master: config.incarnation %q: must not hold '#' or white space", cfg.Incarnation)
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 6 * time.Second
@@ -140,6 +162,10 @@ func (m *Master) Run(ctx context.Context) error {
 
 // Name is the replica's name.
 func (m *Master) Name() string { return m.cfg.Name }
+
+// Holder is what this process holds the leader lease as: the replica's name
+// and its incarnation.
+func (m *Master) Holder() string { return m.cfg.Name + "#" + m.cfg.Incarnation }
 
 // Store is the log the master writes.
 func (m *Master) Store() events.Store { return m.store }
@@ -254,7 +280,7 @@ func (m *Master) campaign(ctx context.Context) error {
 		var err error
 		if stopLeader == nil {
 			var l events.Lease
-			l, err = m.store.AcquireLease(ctx, events.LeaderLease, m.cfg.Name, m.cfg.LeaseTTL)
+			l, err = m.store.AcquireLease(ctx, events.LeaderLease, m.Holder(), m.cfg.LeaseTTL)
 			if err == nil {
 				m.lease.Store(&l)
 				leadCtx, stopLeader = leadership(ctx)
@@ -314,7 +340,7 @@ func (m *Master) becomeLeader(ctx context.Context, l events.Lease) error {
 		}
 		m.recent.note(evs)
 	}
-	ev := events.New(events.CellStream, m.clock(), &events.LeaderElected{Holder: m.cfg.Name, Epoch: l.Epoch, Address: m.cfg.Advertise})
+	ev := events.New(events.CellStream, m.clock(), &events.LeaderElected{Holder: m.cfg.Name, Epoch: l.Epoch, Address: m.cfg.Advertise, Incarnation: m.cfg.Incarnation})
 	ev.Actor = m.cfg.Name
 	res, err := m.store.Append(ctx, events.AppendRequest{ExpectedPosition: m.state.Position, Epoch: l.Epoch, Events: []events.Event{ev}})
 	if err != nil {
@@ -324,6 +350,7 @@ func (m *Master) becomeLeader(ctx context.Context, l events.Lease) error {
 	if err := projections.Apply(m.state, ev); err != nil {
 		return err
 	}
+	m.heldEpoch.Store(l.Epoch)
 	m.leading.Store(true)
 	m.applied.Notify()
 	m.log.Info("leading", "epoch", l.Epoch, "position", res.First)
@@ -384,12 +411,16 @@ func (m *Master) notLeader() error {
 	// The refusal must not wait for the state: a replica that cannot read
 	// its log holds the write lock until it can (reloadLocked). Without the
 	// state it names no leader, and the client tries the others.
+	var epoch int64
 	if m.mu.TryRLock() {
-		e.Leader, e.Address = m.state.Leader, m.state.LeaderAddress
+		e.Leader, e.Address, epoch = m.state.Leader, m.state.LeaderAddress, m.state.LeaderEpoch
 		m.mu.RUnlock()
 	}
-	if e.Leader == m.cfg.Name {
-		e.Leader, e.Address = "", "" // our own old election; no one leads now
+	if e.Leader == m.cfg.Name && epoch <= m.heldEpoch.Load() {
+		// Our own old election; no one leads now. A later one under our
+		// name is another incarnation's (this replica restarted while this
+		// process was paused): that one leads.
+		e.Leader, e.Address = "", ""
 	}
 	return e
 }

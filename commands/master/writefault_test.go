@@ -117,7 +117,7 @@ func TestRetryOfAnAppendWhoseAnswerWasLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Duplicate || len(evs) == 0 || evs[0].IdempotencyKey != "req-1" || evs[len(evs)-1].IdempotencyKey != "req-1" {
+	if !res.Duplicate || len(evs) == 0 || evs[0].IdempotencyKey != "alice/req-1" || evs[len(evs)-1].IdempotencyKey != "alice/req-1" {
 		t.Fatalf("retry answered %+v; the log there: %d events, first key %q", res, len(evs), evs[0].IdempotencyKey)
 	}
 }

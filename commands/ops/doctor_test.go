@@ -30,7 +30,7 @@ func TestDoctorHealthyCell(t *testing.T) {
 	for check, want := range map[string]string{
 		"masters":    "1 master(s) answer",
 		"store":      "the event log answers",
-		"migrations": "the schema is at migration 1, the latest",
+		"migrations": "the schema is at migration 2, the latest",
 		"leader":     "master1 leads (epoch 1) at " + c.addr + ", since ",
 		"agents":     "2 of 2 machines up",
 		"clocks":     "the clocks of 2 agent(s) are within 1s",

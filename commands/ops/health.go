@@ -127,5 +127,13 @@ func leaderKnown(ctx context.Context, m *master.Master, store events.Store) erro
 		return fmt.Errorf("no leader: the lease of %s (epoch %d) expired at %s; the log's last leader is %q",
 			l.Holder, l.Epoch, l.ExpiresAt.Format(time.RFC3339), logged)
 	}
+	// Between taking the lease and recording its election no master
+	// serves writes: the cell is not ready until the log names the
+	// lease's epoch.
+	var epoch int64
+	m.View(func(s *projections.State) { epoch = s.LeaderEpoch })
+	if epoch < l.Epoch {
+		return fmt.Errorf("no leader yet: %s holds the lease at epoch %d but the log records no election at that epoch (last: %d)", l.Holder, l.Epoch, epoch)
+	}
 	return nil
 }

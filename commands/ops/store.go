@@ -192,6 +192,13 @@ func (s *Store) ReleaseLease(ctx context.Context, l events.Lease) error {
 	return err
 }
 
+func (s *Store) Request(ctx context.Context, key string) (events.Request, bool, error) {
+	start := time.Now()
+	r, ok, err := s.inner.Request(ctx, key)
+	s.observe("request", start, err)
+	return r, ok, err
+}
+
 func (s *Store) CurrentLease(ctx context.Context, name string) (events.Lease, bool, error) {
 	start := time.Now()
 	l, ok, err := s.inner.CurrentLease(ctx, name)

@@ -39,7 +39,8 @@ type checker struct {
 	hashes map[int64]uint64 // position -> hash of the shadow's encoding there
 
 	seen      map[*Master]seenState
-	lastEp    int64 // epoch of the last append
+	lastEp    int64            // epoch of the last append
+	writers   map[int64]string // the process that appended at each epoch
 	epochErr  error
 	elected   int64 // highest LeaderElected epoch in the log
 	electedBy string
@@ -78,7 +79,7 @@ const (
 
 func newChecker(w *World) *checker {
 	return &checker{w: w, shadow: projections.New(), hashes: map[int64]uint64{0: hashState(projections.New())},
-		seen: map[*Master]seenState{}, acked: map[string]master.Result{}, refused: map[string]bool{}, unwanted: map[int64]unwanted{}}
+		writers: map[int64]string{}, seen: map[*Master]seenState{}, acked: map[string]master.Result{}, refused: map[string]bool{}, unwanted: map[int64]unwanted{}}
 }
 
 func hashState(s *projections.State) uint64 {
@@ -94,7 +95,16 @@ func (c *checker) fail(format string, args ...any) {
 }
 
 // appended runs under the log's lock for every committed append.
-func (c *checker) appended(first, last, epoch int64) {
+func (c *checker) appended(first, last, epoch int64, writer string) {
+	// One epoch, one writer: two processes appending under one epoch are
+	// two leaders (a replica restarted under its name while the old
+	// process was paused must lead at a new epoch).
+	if epoch > 0 && writer != "" {
+		if prev, ok := c.writers[epoch]; ok && prev != writer && c.epochErr == nil {
+			c.epochErr = fmt.Errorf("positions %d..%d were appended at epoch %d by %s, after appends at that epoch by %s: two leaders at one epoch", first, last, epoch, writer, prev)
+		}
+		c.writers[epoch] = writer
+	}
 	if epoch < c.lastEp && c.epochErr == nil {
 		c.epochErr = fmt.Errorf("positions %d..%d were appended at epoch %d after an append at epoch %d: a deposed leader's append landed", first, last, epoch, c.lastEp)
 	}
@@ -142,10 +152,11 @@ func (c *checker) advance() bool {
 		if le, ok := ev.Data.(*events.LeaderElected); ok {
 			// A leader whose first LeaderElected's answer was lost takes the
 			// lease again at the same epoch and records it again.
-			if le.Epoch < c.elected || (le.Epoch == c.elected && le.Holder != c.electedBy) {
-				c.fail("LeaderElected at %d: %s at epoch %d, after %s at epoch %d", pos, le.Holder, le.Epoch, c.electedBy, c.elected)
+			holder := le.Holder + "#" + le.Incarnation
+			if le.Epoch < c.elected || (le.Epoch == c.elected && holder != c.electedBy) {
+				c.fail("LeaderElected at %d: %s at epoch %d, after %s at epoch %d", pos, holder, le.Epoch, c.electedBy, c.elected)
 			}
-			c.elected, c.electedBy = le.Epoch, le.Holder
+			c.elected, c.electedBy = le.Epoch, holder
 		}
 		c.Positions++
 	}
@@ -226,7 +237,7 @@ func (c *checker) checkState() {
 // checkMasters compares each master's readable state with the replay.
 func (c *checker) checkMasters() {
 	head := c.shadow.Position
-	for _, m := range c.w.masters {
+	for _, m := range c.w.processes() {
 		if m.node.down || m.st == nil || m.locked {
 			continue
 		}

@@ -71,13 +71,13 @@ func (c *Client) attempt(id string, cmd commands.Command, started time.Time, n i
 		var refusal *commands.Error
 		switch {
 		case err == nil:
-			c.w.acknowledged(id, v.(master.Result))
+			c.w.acknowledged(cmd.Metadata().Key(), v.(master.Result))
 			if s, ok := cmd.(commands.SubmitJob); ok {
 				c.specs[s.Spec.Name] = s.Spec
 			}
 			c.w.at(c.node, c.think(), c.next)
 		case errors.As(err, &refusal):
-			c.w.refusedAnswer(id, err)
+			c.w.refusedAnswer(cmd.Metadata().Key(), err)
 			c.w.at(c.node, c.think(), c.next)
 		case errors.As(err, &nl) && nl.Leader != "":
 			if i := c.w.masterIndex(nl.Leader); i >= 0 && i != c.leader {

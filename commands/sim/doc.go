@@ -37,7 +37,10 @@ injects, at exponentially distributed times: master crashes (kill -9: a
 new incarnation reloads from the newest checkpoint and the tail, and wins
 the lease with a new epoch; what the old one had in flight still reaches
 the store and is fenced), master pauses (SIGSTOP: it resumes believing it
-leads, and its late appends are fenced), clock jumps on a master's host
+leads, and its late appends are fenced), a master paused while a supervisor
+starts it again under the same name (a second process: it must wait the
+old lease out and lead at a new epoch; the old one resumes, is fenced, and
+is killed later), clock jumps on a master's host
 (back by up to an hour, forward by up to 30 s), the database going down,
 a master cut off the database, agent crashes (tasks run on and are
 re-adopted), machine reboots (processes die, nothing is re-adopted),
@@ -52,7 +55,7 @@ to its position; no machine holds prod limits above its capacity; every
 task is in exactly one state and on at most the one machine it names; every
 acknowledged request's events are in the log where acknowledged, and a
 request answered with a refusal appended nothing; appends carry
-non-decreasing epochs; no machine runs a task twice, and a process of a
+non-decreasing epochs, and no two processes append under one epoch; no machine runs a task twice, and a process of a
 task the projection does not place on its machine is gone within the
 reconciliation window (three polls of that machine by the current leader,
 plus the stop's grace). At the end: a leader leads, every running task has

@@ -25,6 +25,7 @@ func (w *World) scheduleFaults() {
 	}
 	every(w.faults.MasterCrash, w.crashMaster)
 	every(w.faults.MasterPause, w.pauseMaster)
+	every(w.faults.SameNameRestart, w.restartUnderSameName)
 	every(w.faults.ClockJump, w.jumpClock)
 	every(w.faults.StoreDown, w.storeDown)
 	every(w.faults.StorePartition, w.partitionStore)
@@ -64,6 +65,57 @@ func (w *World) pauseMaster() {
 		m.node.pausedUntil = until
 	}
 	w.tracef("%s: paused until %s", m.name, until.Sub(epoch0))
+}
+
+// restartUnderSameName pauses a master (the leader when one leads) and has
+// a supervisor start a second process under its name meanwhile, while the
+// old one's lease may still be live. The old process resumes believing it
+// leads; it is killed for good some time later, as an operator would.
+func (w *World) restartUnderSameName() {
+	old := w.pickMaster()
+	for _, m := range w.masters {
+		if m.leading {
+			old = m
+		}
+	}
+	if old.node.down {
+		return
+	}
+	w.SameNameRestarts++
+	until := w.now.Add(w.between(leaseTTL/4, 3*leaseTTL))
+	if until.After(old.node.pausedUntil) {
+		old.node.pausedUntil = until
+	}
+	fresh := w.newMaster(old.name)
+	fresh.skew = old.skew
+	for i, m := range w.masters {
+		if m == old {
+			w.masters[i] = fresh
+		}
+	}
+	w.ghosts = append(w.ghosts, old)
+	w.tracef("%s#%s: paused until %s; %s started again under its name", old.name, old.incarnation, until.Sub(epoch0), old.name)
+	fresh.start()
+	w.at(nil, until.Sub(w.now)+w.between(time.Second, time.Minute), func() { w.killGhost(old) })
+}
+
+// killGhost kills an old process for good.
+func (w *World) killGhost(g *Master) {
+	for i, m := range w.ghosts {
+		if m == g {
+			w.ghosts = append(w.ghosts[:i], w.ghosts[i+1:]...)
+			if !g.node.down {
+				g.crash()
+			}
+			return
+		}
+	}
+}
+
+// processes are the masters' running processes: each replica's current one
+// and the ghosts.
+func (w *World) processes() []*Master {
+	return append(append([]*Master(nil), w.masters...), w.ghosts...)
 }
 
 // jumpClock moves a master's clock: back by up to an hour, forward by up to
@@ -167,6 +219,9 @@ func (w *World) heal() {
 	w.faults.Loss, w.faults.SlowMessages = 0, 0
 	clear(w.cuts)
 	w.log.SetDown(false)
+	for len(w.ghosts) > 0 {
+		w.killGhost(w.ghosts[0])
+	}
 	for _, m := range w.masters {
 		m.node.pausedUntil = time.Time{}
 		m.skew = 0

@@ -33,8 +33,11 @@ type Master struct {
 	w    *World
 	node *node
 	name string
-	skew time.Duration // its host's clock minus the true time
-	conn *Store
+	// incarnation names the running process (a new one at every start):
+	// it holds the lease as name#incarnation, as master.Master does.
+	incarnation string
+	skew        time.Duration // its host's clock minus the true time
+	conn        *Store
 
 	st      *projections.State // nil until loaded
 	leading bool               // master.Master.leading: writes are accepted
@@ -78,6 +81,9 @@ func (w *World) newMaster(name string) *Master {
 	return &Master{w: w, node: &node{name: name}, name: name}
 }
 
+// holder is what the process holds the lease as (master.Master.Holder).
+func (m *Master) holder() string { return m.name + "#" + m.incarnation }
+
 // now is the master host's clock, which may be skewed or jump.
 func (m *Master) now() time.Time { return m.w.now.Add(m.skew) }
 
@@ -100,7 +106,9 @@ func (m *Master) start() {
 	m.recent = map[string]master.Result{}
 	m.link, m.sched, m.kick, m.tail = nil, nil, false, false
 	m.term++
-	m.conn = m.w.log.Open(m.now)
+	m.w.incarnations++
+	m.incarnation = fmt.Sprint(m.w.incarnations)
+	m.conn = m.w.log.OpenAs(m.now, m.holder())
 	m.load()
 }
 
@@ -210,7 +218,7 @@ func (m *Master) campaign() {
 	}
 	if !m.elected {
 		m.store(func() (any, error) {
-			return m.conn.AcquireLease(context.Background(), events.LeaderLease, m.name, leaseTTL)
+			return m.conn.AcquireLease(context.Background(), events.LeaderLease, m.holder(), leaseTTL)
 		}, func(v any, err error) {
 			defer next()
 			if err != nil {
@@ -272,7 +280,7 @@ func (m *Master) becomeLeader() {
 			return
 		}
 		m.noteRequests(evs)
-		ev := events.New(events.CellStream, m.now(), &events.LeaderElected{Holder: m.name, Epoch: l.Epoch, Address: m.name})
+		ev := events.New(events.CellStream, m.now(), &events.LeaderElected{Holder: m.name, Epoch: l.Epoch, Address: m.name, Incarnation: m.incarnation})
 		ev.Actor = m.name
 		req := events.AppendRequest{ExpectedPosition: m.st.Position, Epoch: l.Epoch, Events: []events.Event{ev}}
 		m.store(func() (any, error) { return m.conn.Append(context.Background(), req) }, func(v any, err error) {
@@ -392,13 +400,13 @@ func (m *Master) pump() {
 	inBatch := map[string]bool{}
 	for _, o := range ops {
 		meta := o.cmd.Metadata()
-		if meta.RequestID != "" {
-			if res, ok := m.recent[meta.RequestID]; ok {
+		if key := meta.Key(); key != "" {
+			if res, ok := m.recent[key]; ok {
 				res.Duplicate = true
 				o.done(res, nil)
 				continue
 			}
-			if inBatch[meta.RequestID] {
+			if inBatch[key] {
 				// A retry queued behind its first attempt: it waits for
 				// that attempt's outcome rather than being decided against
 				// a state that already holds it.
@@ -422,8 +430,8 @@ func (m *Master) pump() {
 			}
 		}
 		batch = append(batch, decided{o, evs})
-		if meta.RequestID != "" {
-			inBatch[meta.RequestID] = true
+		if key := meta.Key(); key != "" {
+			inBatch[key] = true
 		}
 	}
 	m.writes = append(later, m.writes...)
@@ -433,7 +441,7 @@ func (m *Master) pump() {
 	}
 	reqs := make([]events.AppendRequest, len(batch))
 	for i, d := range batch {
-		reqs[i] = events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: epoch, IdempotencyKey: d.op.cmd.Metadata().RequestID, Events: d.evs}
+		reqs[i] = events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: epoch, IdempotencyKey: d.op.cmd.Metadata().Key(), Events: d.evs}
 	}
 	reqs[0].ExpectedPosition = base
 	m.store(func() (any, error) { return m.conn.AppendMany(context.Background(), reqs) }, func(v any, err error) {
@@ -454,7 +462,7 @@ func (m *Master) committed(batch []decided, results []events.AppendResult, err e
 	if err == nil && len(results) == 1 && results[0].Duplicate {
 		m.reload(func() {
 			res := master.Result{First: results[0].First, Last: results[0].Last, Events: int(results[0].Last - results[0].First + 1)}
-			if id := batch[0].op.cmd.Metadata().RequestID; id != "" {
+			if id := batch[0].op.cmd.Metadata().Key(); id != "" {
 				m.recent[id] = res
 			}
 			res.Duplicate = true
@@ -466,7 +474,7 @@ func (m *Master) committed(batch []decided, results []events.AppendResult, err e
 	if err == nil {
 		for i, d := range batch {
 			res := master.Result{First: results[i].First, Last: results[i].Last, Events: len(d.evs)}
-			if id := d.op.cmd.Metadata().RequestID; id != "" {
+			if id := d.op.cmd.Metadata().Key(); id != "" {
 				m.recent[id] = res
 			}
 			d.op.done(res, nil)

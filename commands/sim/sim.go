@@ -31,7 +31,11 @@ type Config struct {
 // Faults are the seed's fault rates: mean time between faults of each kind
 // (zero: never), how long they last, and the network's quality.
 type Faults struct {
-	MasterCrash, MasterPause, ClockJump    time.Duration
+	MasterCrash, MasterPause, ClockJump time.Duration
+	// SameNameRestart: a master is paused and, meanwhile, started again
+	// under its name by a supervisor (a second process); the old one
+	// resumes later and is killed some time after.
+	SameNameRestart                        time.Duration
 	StoreDown, StorePartition              time.Duration
 	AgentCrash, MachineReboot, AgentIsland time.Duration
 	Loss, SlowMessages                     float64 // per message
@@ -46,22 +50,27 @@ type World struct {
 	q      queue
 	seq    uint64
 
-	log       *Log
-	db        *node
-	masters   []*Master
-	agents    map[string]*Agent
-	agentList []*Agent
-	clients   []*Client
-	procs     map[int64]*proc
-	pid       int64
-	cuts      map[link]int
-	healing   bool // the end: no new faults
+	log     *Log
+	db      *node
+	masters []*Master
+	// ghosts are old processes of masters started again under their name
+	// while paused: they run on, as such a process would, until killed.
+	ghosts       []*Master
+	incarnations int // processes started so far: each gets the next id
+	agents       map[string]*Agent
+	agentList    []*Agent
+	clients      []*Client
+	procs        map[int64]*proc
+	pid          int64
+	cuts         map[link]int
+	healing      bool // the end: no new faults
 
 	chk *checker
 
 	// Counters for the report.
 	Steps, Messages, Lost, Requests, Refused, GaveUp, Acked int64
 	Crashes, Pauses, Jumps, StoreOutages, Partitions        int64
+	SameNameRestarts                                        int64
 	AgentCrashes, Reboots, Elections                        int64
 	// SweptOwn counts processes a restarted agent launched and then killed
 	// in its own sweep (see Agent.restart).
@@ -131,7 +140,8 @@ func (w *World) drawFaults() Faults {
 	}
 	return Faults{
 		MasterCrash: rate(50 * time.Second), MasterPause: rate(70 * time.Second), ClockJump: rate(90 * time.Second),
-		StoreDown: rate(2 * time.Minute), StorePartition: rate(90 * time.Second),
+		SameNameRestart: rate(100 * time.Second),
+		StoreDown:       rate(2 * time.Minute), StorePartition: rate(90 * time.Second),
 		AgentCrash: rate(40 * time.Second), MachineReboot: rate(4 * time.Minute), AgentIsland: rate(50 * time.Second),
 		Loss: w.rng.Float64() * 0.04, SlowMessages: w.rng.Float64() * 0.02,
 	}
@@ -302,12 +312,13 @@ func (w *World) add(o *World) {
 	w.Crashes, w.Pauses, w.Jumps, w.StoreOutages, w.Partitions = w.Crashes+o.Crashes, w.Pauses+o.Pauses, w.Jumps+o.Jumps, w.StoreOutages+o.StoreOutages, w.Partitions+o.Partitions
 	w.AgentCrashes, w.Reboots, w.Elections, w.SweptOwn = w.AgentCrashes+o.AgentCrashes, w.Reboots+o.Reboots, w.Elections+o.Elections, w.SweptOwn+o.SweptOwn
 	w.Fenced, w.Loads, w.Checkpoints = w.Fenced+o.Fenced, w.Loads+o.Loads, w.Checkpoints+o.Checkpoints
+	w.SameNameRestarts += o.SameNameRestarts
 }
 
 func (w *World) counts() string {
 	return fmt.Sprintf("%d elections; %d requests (%d acknowledged, %d refused, %d given up); "+
-		"%d messages (%d lost); faults: %d master crashes, %d pauses, %d clock jumps, %d store outages, %d partitions, %d agent crashes, %d reboots; "+
+		"%d messages (%d lost); faults: %d master crashes, %d pauses, %d restarts under the same name while paused, %d clock jumps, %d store outages, %d partitions, %d agent crashes, %d reboots; "+
 		"%d appends fenced, %d loads from the log, %d checkpoints; %d processes an agent launched while restarting and killed in its own sweep",
 		w.Elections, w.Requests, w.Acked, w.Refused, w.GaveUp, w.Messages, w.Lost,
-		w.Crashes, w.Pauses, w.Jumps, w.StoreOutages, w.Partitions, w.AgentCrashes, w.Reboots, w.Fenced, w.Loads, w.Checkpoints, w.SweptOwn)
+		w.Crashes, w.Pauses, w.SameNameRestarts, w.Jumps, w.StoreOutages, w.Partitions, w.AgentCrashes, w.Reboots, w.Fenced, w.Loads, w.Checkpoints, w.SweptOwn)
 }

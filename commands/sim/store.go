@@ -28,18 +28,19 @@ type Log struct {
 	rows        []events.Row // rows[i] is at position i+1
 	epochs      []int64      // the epoch each row's append carried
 	versions    map[string]int64
-	keys        map[string]events.AppendResult
+	keys        map[string]events.Request
 	checkpoints map[string][]events.Checkpoint // by position
 	leases      map[string]events.Lease
 	notify      *events.Notifier
 	down        bool
-	// onAppend, when set, sees every committed append (under mu).
-	onAppend func(first, last int64, epoch int64)
+	// onAppend, when set, sees every committed append (under mu) and the
+	// process that made it (the connection's writer).
+	onAppend func(first, last int64, epoch int64, writer string)
 }
 
 // NewLog returns an empty log.
 func NewLog() *Log {
-	return &Log{versions: map[string]int64{}, keys: map[string]events.AppendResult{},
+	return &Log{versions: map[string]int64{}, keys: map[string]events.Request{},
 		checkpoints: map[string][]events.Checkpoint{}, leases: map[string]events.Lease{}, notify: events.NewNotifier()}
 }
 
@@ -70,7 +71,7 @@ func (l *Log) Key(key string) (events.AppendResult, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, ok := l.keys[key]
-	return r, ok
+	return events.AppendResult{First: r.First, Last: r.Last}, ok
 }
 
 // Row returns the stored row at a position (1-based) and the epoch its
@@ -95,10 +96,17 @@ func (l *Log) Open(clock func() time.Time) *Store {
 	return &Store{log: l, clock: clock}
 }
 
+// OpenAs is Open for a connection of one process, named by writer, so that
+// the harness can tell which process made each append.
+func (l *Log) OpenAs(clock func() time.Time, writer string) *Store {
+	return &Store{log: l, clock: clock, writer: writer}
+}
+
 // Store is one connection to a Log; it implements events.Store.
 type Store struct {
 	log    *Log
 	clock  func() time.Time
+	writer string
 	closed bool
 }
 
@@ -141,7 +149,7 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 	l := s.log
 	for _, k := range b.Keys() {
 		if r, ok := l.keys[k]; ok {
-			return b.Seen(r.First, r.Last)
+			return b.Seen(r)
 		}
 	}
 	head := int64(len(l.rows))
@@ -163,13 +171,11 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 		l.epochs = append(l.epochs, reqs[0].Epoch)
 	}
 	results := b.Results()
-	for i, r := range reqs {
-		if r.IdempotencyKey != "" {
-			l.keys[r.IdempotencyKey] = results[i]
-		}
+	for _, r := range b.Requests() {
+		l.keys[r.Key] = r
 	}
 	if l.onAppend != nil {
-		l.onAppend(head+1, int64(len(l.rows)), reqs[0].Epoch)
+		l.onAppend(head+1, int64(len(l.rows)), reqs[0].Epoch, s.writer)
 	}
 	l.notify.Notify()
 	return results, nil
@@ -277,6 +283,15 @@ func (s *Store) ReleaseLease(ctx context.Context, le events.Lease) error {
 		s.log.leases[le.Name] = cur
 	}
 	return nil
+}
+
+func (s *Store) Request(ctx context.Context, key string) (events.Request, bool, error) {
+	if err := s.lock(); err != nil {
+		return events.Request{}, false, err
+	}
+	defer s.unlock()
+	r, ok := s.log.keys[key]
+	return r, ok, nil
 }
 
 func (s *Store) CurrentLease(ctx context.Context, name string) (events.Lease, bool, error) {

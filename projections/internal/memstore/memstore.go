@@ -21,7 +21,7 @@ type Store struct {
 	now         func() time.Time
 	log         []events.Event // log[i] has position i+1
 	versions    map[string]int64
-	keys        map[string]events.AppendResult
+	keys        map[string]events.Request
 	checkpoints map[string][]events.Checkpoint // by position
 	leases      map[string]events.Lease
 	notify      *events.Notifier
@@ -32,7 +32,7 @@ type Store struct {
 
 // New returns an empty store whose recorded_at comes from now.
 func New(now func() time.Time) *Store {
-	return &Store{now: now, versions: map[string]int64{}, keys: map[string]events.AppendResult{},
+	return &Store{now: now, versions: map[string]int64{}, keys: map[string]events.Request{},
 		checkpoints: map[string][]events.Checkpoint{}, leases: map[string]events.Lease{}, notify: events.NewNotifier()}
 }
 
@@ -72,7 +72,7 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 	defer s.mu.Unlock()
 	for _, k := range b.Keys() {
 		if r, ok := s.keys[k]; ok {
-			return b.Seen(r.First, r.Last)
+			return b.Seen(r)
 		}
 	}
 	head := int64(len(s.log))
@@ -92,10 +92,8 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 		}
 	}
 	results := b.Results()
-	for i, r := range reqs {
-		if r.IdempotencyKey != "" {
-			s.keys[r.IdempotencyKey] = results[i]
-		}
+	for _, r := range b.Requests() {
+		s.keys[r.Key] = r
 	}
 	s.notify.Notify()
 	return results, nil
@@ -168,6 +166,13 @@ func (s *Store) ReleaseLease(ctx context.Context, l events.Lease) error {
 		s.leases[l.Name] = cur
 	}
 	return nil
+}
+
+func (s *Store) Request(ctx context.Context, key string) (events.Request, bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.keys[key]
+	return r, ok, nil
 }
 
 func (s *Store) CurrentLease(ctx context.Context, name string) (events.Lease, bool, error) {

@@ -162,7 +162,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 		}
 		rm.http = hl.Addr().String()
 		handler, closeUI := webHandler(svc, m, store, o.logs, o.cell, rm, log)
-		web = &http.Server{Handler: mops.handler(m, handler), ReadHeaderTimeout: 10 * time.Second}
+		web = &http.Server{Handler: mops.handler(m, handler, log), ReadHeaderTimeout: 10 * time.Second}
 		web.RegisterOnShutdown(closeUI)
 		run("HTTP", func() error {
 			if err := web.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
