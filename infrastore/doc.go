@@ -37,7 +37,26 @@
 //     at ingestion; a bill is a plain sum of them, so it reconciles exactly
 //     with task_usage and a closed period always exports the same bytes.
 //   - Queries cannot write, read files, load extensions or change settings:
-//     see Query.
+//     see Query. The guard reads DuckDB's own parse of the whole statement
+//     (json_serialize_sql) before anything is prepared: one SELECT, table
+//     functions from an allow-list only (guard.go), an EXPLAIN run as
+//     EXPLAIN of the text that was checked. A result stops at
+//     Options.MaxRows rows or Options.MaxResultBytes bytes of values and
+//     says which limit cut it.
+//
+// # One process holds the file
+//
+// DuckDB lets one process open a file for writing, so ingestion and
+// queries share one database in one process: the Infrastore process
+// (`corral infrastore serve`), which the master starts and restarts and
+// talks to over a unix socket. Ingestion writes in its own transactions
+// through one connection at a time (writeMu); each query runs on a fresh
+// connection in a READ ONLY transaction, so it sees the last committed
+// batch and never blocks ingestion. The master's process never opens the
+// file: a query that exhausts the process's memory (its cgroup and
+// DuckDB's memory_limit) or will not stop ends that process, not the
+// master, and the restarted process resumes ingestion at the stored
+// position (exactly once, below).
 //   - The ingester never stops on an odd event: an event that names an
 //     unknown job or task still gets its rows, with NULLs where nothing is
 //     known. Only a log gap or a DuckDB failure stops it.

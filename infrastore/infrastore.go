@@ -32,6 +32,8 @@ var (
 	ErrQueryRefused = errors.New("infrastore: query refused")
 	// ErrQueryTimeout: the query ran past its time limit and was cancelled.
 	ErrQueryTimeout = errors.New("infrastore: query cancelled")
+	// ErrQueryTooBig: the query needed more memory than the limit.
+	ErrQueryTooBig = errors.New("infrastore: query too big")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("infrastore: closed")
 )
@@ -50,6 +52,10 @@ type Options struct {
 	// MaxRows is the most rows a query returns; Result.Truncated reports
 	// the rest were dropped. Default 100,000.
 	MaxRows int
+	// MaxResultBytes bounds the values a query returns, about as held in
+	// memory; past it the result is truncated like past MaxRows. Default
+	// 64 MiB.
+	MaxResultBytes int64
 	// MemoryLimit is DuckDB's memory_limit, e.g. "4GB". Default DuckDB's
 	// (80% of RAM).
 	MemoryLimit string
@@ -67,6 +73,9 @@ func (o *Options) defaults() {
 	if o.MaxRows <= 0 {
 		o.MaxRows = 100_000
 	}
+	if o.MaxResultBytes <= 0 {
+		o.MaxResultBytes = 64 << 20
+	}
 }
 
 // Infrastore is a cell's analytical store in one DuckDB file. Its methods
@@ -76,6 +85,10 @@ type Infrastore struct {
 	opts      Options
 	connector *duckdb.Connector
 	db        *sql.DB
+
+	// tableFunctions names every table function, table macro and pragma
+	// the database knows (checkQuery).
+	tableFunctions map[string]bool
 
 	// writeMu serializes write transactions: batches, imports, resets.
 	writeMu sync.Mutex
@@ -161,6 +174,9 @@ func (s *Infrastore) init(ctx context.Context) error {
 		return fmt.Errorf("reading ingest_state: %w", err)
 	}
 	s.stale = version != schemaVersion
+	if s.tableFunctions, err = loadTableFunctions(ctx, s.db); err != nil {
+		return fmt.Errorf("reading the catalog's table functions: %w", err)
+	}
 	return nil
 }
 

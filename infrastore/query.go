@@ -2,6 +2,7 @@ package infrastore
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
@@ -27,7 +28,47 @@ type Result struct {
 	Columns   []string
 	Types     []string
 	Rows      [][]any
-	Truncated bool // the query returned more than Options.MaxRows rows; the rest were dropped
+	Truncated bool // the query returned more than the limits let through; the rest were dropped
+	// TruncatedBy names the limit that cut the result ("the 100000-row
+	// limit", "the 16777216-byte limit").
+	TruncatedBy string
+}
+
+// valueSize is about what a value costs to hold and send.
+func valueSize(v any) int64 {
+	switch x := v.(type) {
+	case nil:
+		return 1
+	case string:
+		return int64(len(x)) + 8
+	case []byte:
+		return int64(len(x)) + 8
+	case json.RawMessage:
+		return int64(len(x)) + 8
+	case []any:
+		n := int64(16)
+		for _, e := range x {
+			n += valueSize(e)
+		}
+		return n
+	case map[string]any:
+		n := int64(16)
+		for k, e := range x {
+			n += int64(len(k)) + valueSize(e)
+		}
+		return n
+	}
+	return 16
+}
+
+// Cell returns row i's value in column j as text, rendered as WriteCSV
+// renders it, and whether it is NULL.
+func (r *Result) Cell(i, j int) (string, bool) {
+	v := r.Rows[i][j]
+	if v == nil {
+		return "", true
+	}
+	return formatValue(v, r.Types[j]), false
 }
 
 // Query runs one read-only statement and returns its result.
@@ -56,13 +97,22 @@ func (s *Infrastore) Query(ctx context.Context, query string, timeout time.Durat
 	}
 	qctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := s.readOnly(qctx, func(dc driver.Conn) (*Result, error) {
-		stmt, err := prepareReadOnly(dc, query)
+	res, err := s.readOnly(qctx, func(conn *sql.Conn) (*Result, error) {
+		text, err := s.checkQuery(qctx, conn, query)
 		if err != nil {
 			return nil, err
 		}
-		defer stmt.Close()
-		return fetch(qctx, stmt, s.opts.MaxRows)
+		var res *Result
+		err = conn.Raw(func(dc any) error {
+			stmt, err := prepareReadOnly(dc.(driver.Conn), text)
+			if err != nil {
+				return err
+			}
+			defer stmt.Close()
+			res, err = fetch(qctx, stmt, s.opts.MaxRows, s.opts.MaxResultBytes)
+			return err
+		})
+		return res, err
 	})
 	if err != nil {
 		switch {
@@ -74,8 +124,18 @@ func (s *Infrastore) Query(ctx context.Context, query string, timeout time.Durat
 			return nil, fmt.Errorf("%w: it ran past its time limit of %s", ErrQueryTimeout, timeout)
 		}
 		var de *duckdb.Error
-		if errors.As(err, &de) && de.Type == duckdb.ErrorTypePermission {
-			return nil, fmt.Errorf("%w: %s", ErrQueryRefused, de.Msg)
+		if errors.As(err, &de) {
+			switch de.Type {
+			case duckdb.ErrorTypePermission:
+				return nil, fmt.Errorf("%w: %s", ErrQueryRefused, de.Msg)
+			case duckdb.ErrorTypeOutOfMemory:
+				return nil, fmt.Errorf("%w: the query needs more memory than the Infrastore's limit (%s): %s", ErrQueryTooBig, s.opts.MemoryLimit, de.Msg)
+			case duckdb.ErrorTypeInternal, duckdb.ErrorTypeFatal, duckdb.ErrorTypeIO, duckdb.ErrorTypeConnection, duckdb.ErrorTypeTransaction:
+				return nil, fmt.Errorf("infrastore: query failed: %w", err)
+			}
+			// Everything else is a mistake in the query: a name that
+			// does not exist, a bad cast, a division by zero.
+			return nil, fmt.Errorf("%w: %s", ErrInvalid, de.Msg)
 		}
 		return nil, fmt.Errorf("infrastore: query failed: %w", err)
 	}
@@ -84,7 +144,7 @@ func (s *Infrastore) Query(ctx context.Context, query string, timeout time.Durat
 
 // readOnly runs fn on a fresh connection inside a READ ONLY transaction,
 // always rolled back.
-func (s *Infrastore) readOnly(ctx context.Context, fn func(dc driver.Conn) (*Result, error)) (*Result, error) {
+func (s *Infrastore) readOnly(ctx context.Context, fn func(conn *sql.Conn) (*Result, error)) (*Result, error) {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -97,13 +157,7 @@ func (s *Infrastore) readOnly(ctx context.Context, fn func(dc driver.Conn) (*Res
 		// Nothing to keep, and the connection goes back to the pool clean.
 		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
 	}()
-	var res *Result
-	err = conn.Raw(func(dc any) error {
-		var err error
-		res, err = fn(dc.(driver.Conn))
-		return err
-	})
-	return res, err
+	return fn(conn)
 }
 
 // statementNames names the statement types a query may not be.
@@ -133,25 +187,9 @@ func prepareReadOnly(dc driver.Conn, query string) (*duckdb.Stmt, error) {
 		return nil, err
 	}
 	switch typ {
-	case duckdb.STATEMENT_TYPE_SELECT:
-		return stmt, nil
-	case duckdb.STATEMENT_TYPE_EXPLAIN:
-		// EXPLAIN ANALYZE runs what it explains: that must be a SELECT too.
-		inner, ok := explained(query)
-		if !ok {
-			stmt.Close()
-			return nil, fmt.Errorf("%w: cannot tell what the EXPLAIN explains; %s", ErrQueryRefused, allowed)
-		}
-		is, ityp, err := prepare(dc, inner)
-		if err != nil {
-			stmt.Close()
-			return nil, err
-		}
-		is.Close()
-		if ityp != duckdb.STATEMENT_TYPE_SELECT {
-			stmt.Close()
-			return nil, fmt.Errorf("%w: EXPLAIN of %s; %s", ErrQueryRefused, nameOf(ityp), allowed)
-		}
+	case duckdb.STATEMENT_TYPE_SELECT, duckdb.STATEMENT_TYPE_EXPLAIN:
+		// checkQuery has passed the text; this is a second look by the
+		// statement's type.
 		return stmt, nil
 	}
 	stmt.Close()
@@ -186,29 +224,33 @@ func prepare(dc driver.Conn, query string) (*duckdb.Stmt, duckdb.StmtType, error
 }
 
 // explained returns the statement an EXPLAIN [ANALYZE] [(options)] applies
-// to. Whatever it returns is parsed again by DuckDB; a wrong cut only makes
-// that parse fail, which refuses the query.
-func explained(q string) (string, bool) {
+// to, and whether ANALYZE was asked. The cut need not be right: checkQuery
+// checks what it returns as a SELECT and runs EXPLAIN of exactly that, so
+// a cut fooled by comments only explains another SELECT.
+func explained(q string) (inner string, analyze, ok bool) {
 	rest := skipSpace(q)
 	word, rest := nextWord(rest)
 	if !strings.EqualFold(word, "EXPLAIN") {
-		return "", false
+		return "", false, false
 	}
 	rest = skipSpace(rest)
 	if w, r := nextWord(rest); strings.EqualFold(w, "ANALYZE") || strings.EqualFold(w, "ANALYSE") {
-		rest = skipSpace(r)
+		rest, analyze = skipSpace(r), true
 	}
 	if strings.HasPrefix(rest, "(") {
 		end := strings.IndexByte(rest, ')')
 		if end < 0 {
-			return "", false
+			return "", false, false
+		}
+		if strings.Contains(strings.ToUpper(rest[:end]), "ANALY") {
+			analyze = true
 		}
 		rest = rest[end+1:]
 	}
 	if strings.TrimSpace(rest) == "" {
-		return "", false
+		return "", false, false
 	}
-	return rest, true
+	return rest, analyze, true
 }
 
 // skipSpace skips white space and SQL comments.
@@ -242,8 +284,9 @@ func nextWord(s string) (string, string) {
 	return s[:i], s[i:]
 }
 
-// fetch runs a prepared statement and reads up to max rows.
-func fetch(ctx context.Context, stmt *duckdb.Stmt, max int) (*Result, error) {
+// fetch runs a prepared statement and reads up to maxRows rows and about
+// maxBytes bytes of values, whichever comes first.
+func fetch(ctx context.Context, stmt *duckdb.Stmt, maxRows int, maxBytes int64) (*Result, error) {
 	rows, err := stmt.QueryContext(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -258,6 +301,7 @@ func fetch(ctx context.Context, stmt *duckdb.Stmt, max int) (*Result, error) {
 		}
 		res.Types = append(res.Types, t)
 	}
+	var size int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -269,13 +313,20 @@ func fetch(ctx context.Context, stmt *duckdb.Stmt, max int) (*Result, error) {
 			}
 			return nil, err
 		}
-		if len(res.Rows) == max {
+		if len(res.Rows) == maxRows {
 			res.Truncated = true
+			res.TruncatedBy = fmt.Sprintf("the %d-row limit", maxRows)
 			return res, nil
 		}
 		out := make([]any, len(dest))
 		for i, v := range dest {
 			out[i] = normalize(v, res.Types[i])
+			size += valueSize(out[i])
+		}
+		if maxBytes > 0 && size > maxBytes {
+			res.Truncated = true
+			res.TruncatedBy = fmt.Sprintf("the %d-byte limit", maxBytes)
+			return res, nil
 		}
 		res.Rows = append(res.Rows, out)
 	}

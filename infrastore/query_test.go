@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -38,40 +39,49 @@ func TestHostileQueries(t *testing.T) {
 		{`CREATE TABLE stolen AS SELECT * FROM events`, refused, "CREATE"},
 		{`CREATE TEMP MACRO f(x) AS x + 1`, refused, "CREATE"},
 		{`ALTER TABLE events RENAME TO gone`, refused, "ALTER"},
-		{`TRUNCATE task_usage`, refused, "DELETE"},
-		{`WITH x AS (SELECT 1) DELETE FROM events`, refused, "DELETE"},
+		{`TRUNCATE task_usage`, refused, "TRUNCATE"},
+		{`WITH x AS (SELECT 1) DELETE FROM events`, refused, "WITH"},
 		{`SELECT 1; DROP TABLE events`, refused, "several statements"},
 		{`EXPLAIN ANALYZE DELETE FROM events`, refused, "EXPLAIN of DELETE"},
 		{`/* hide */ EXPLAIN /* it */ ANALYZE UPDATE tasks SET state = 'x'`, refused, "EXPLAIN of UPDATE"},
 		{`EXPLAIN (FORMAT json) INSERT INTO events SELECT * FROM events`, refused, "EXPLAIN of INSERT"},
-		{`COPY events TO '/tmp/infrastore-stolen.csv'`, refused, "disabled by configuration"},
-		{`COPY events FROM '/etc/passwd'`, refused, "disabled by configuration"},
-		{`COPY (SELECT 1) TO '/dev/stdout'`, refused, "disabled by configuration"},
+		{`COPY events TO '/tmp/infrastore-stolen.csv'`, refused, "COPY"},
+		{`COPY events FROM '/etc/passwd'`, refused, "COPY"},
+		{`COPY (SELECT 1) TO '/dev/stdout'`, refused, "COPY"},
 		{`EXPORT DATABASE '/tmp/infrastore-dump'`, refused, ""},
 		{`IMPORT DATABASE '/tmp'`, refused, ""},
-		{`SELECT * FROM read_csv('/etc/passwd')`, refused, "disabled by configuration"},
-		{`SELECT * FROM read_text('/etc/hostname')`, refused, "disabled by configuration"},
-		{`SELECT * FROM glob('/*')`, refused, "disabled by configuration"},
-		{`SELECT * FROM read_parquet('https://example.com/x.parquet')`, refused, "disabled by configuration"},
+		{`SELECT * FROM read_csv('/etc/passwd')`, refused, "read_csv may not be called"},
+		{`SELECT * FROM read_text('/etc/hostname')`, refused, "read_text"},
+		{`SELECT * FROM glob('/*')`, refused, "glob"},
+		{`SELECT * FROM read_parquet('https://example.com/x.parquet')`, refused, "read_parquet"},
 		{`SELECT * FROM '/etc/passwd'`, failed, "does not exist"},
-		{`SELECT * FROM query('DROP TABLE events')`, failed, "single SELECT"},
-		{`SELECT * FROM sqlite_scan('/tmp/x.db', 't')`, failed, "sqlite_scan"},
+		{`SELECT * FROM query('DROP TABLE events')`, refused, "query may not be called"},
+		{`SELECT * FROM sqlite_scan('/tmp/x.db', 't')`, refused, "sqlite_scan"},
 		{`INSTALL httpfs`, refused, "INSTALL"},
 		{`LOAD httpfs`, refused, "LOAD"},
 		{`ATTACH '/tmp/other.duckdb' AS other`, refused, "ATTACH"},
 		{`DETACH infra`, refused, "DETACH"},
-		{`USE memory`, refused, "SET"},
+		{`USE memory`, refused, "USE"},
 		{`SET enable_external_access = true`, refused, "SET"},
 		{`RESET lock_configuration`, refused, "SET"},
 		{`SET VARIABLE secret = 1`, refused, "SET"},
 		{`PRAGMA enable_profiling`, refused, "PRAGMA"},
 		{`CALL pragma_version()`, refused, "CALL"},
-		{`CHECKPOINT`, refused, "CALL"},
+		{`CHECKPOINT`, refused, "CHECKPOINT"},
 		{`VACUUM events`, refused, "VACUUM"},
-		{`BEGIN TRANSACTION`, refused, "transaction"},
-		{`COMMIT`, refused, "transaction"},
+		{`BEGIN TRANSACTION`, refused, "BEGIN"},
+		{`COMMIT`, refused, "COMMIT"},
 		{`PREPARE p AS DELETE FROM events`, refused, "PREPARE"},
-		{`CREATE SECRET (TYPE s3, KEY_ID 'x', SECRET 'y')`, refused, ""},
+		{`CREATE SECRET (TYPE s3, KEY_ID 'x', SECRET 'y')`, refused, "CREATE"},
+		// Functions with effects, called from a SELECT, and the EXPLAIN
+		// whose options hide what it runs.
+		{`SELECT * FROM enable_logging()`, refused, "enable_logging may not be called"},
+		{`SELECT enable_logging()`, refused, "enable_logging"},
+		{`SELECT * FROM checkpoint()`, refused, "checkpoint may not be called"},
+		{`SELECT * FROM (SELECT 1) a, force_checkpoint()`, refused, "force_checkpoint"},
+		{`WITH x AS (SELECT * FROM duckdb_logs()) SELECT * FROM x`, refused, "duckdb_logs"},
+		{`SELECT (SELECT count(*) FROM duckdb_secrets())`, refused, "duckdb_secrets"},
+		{`SELECT * FROM tasks WHERE missing_column = 1`, failed, "missing_column"},
 		{`SELECT count(*) FROM range(1000000000000) a, range(1000000000000) b`, cancelled, "time limit"},
 		{`WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r`, cancelled, ""},
 		{`SELECT list(i) FROM range(10000000000) t(i)`, cancelled, ""},
@@ -101,6 +111,14 @@ func TestHostileQueries(t *testing.T) {
 			}
 			t.Log(msg)
 		})
+	}
+
+	// The EXPLAIN whose options hide a CHECKPOINT runs EXPLAIN of the
+	// SELECT the guard checked, and nothing else.
+	if res, err := s.Query(ctx, `EXPLAIN (/* ) SELECT 1 -- */ ANALYZE) CHECKPOINT`, time.Second); err != nil && !errors.Is(err, ErrQueryRefused) {
+		t.Errorf("EXPLAIN trick: %v", err)
+	} else if err == nil && strings.Contains(strings.ToUpper(fmt.Sprint(res.Rows)), "CHECKPOINT") {
+		t.Errorf("EXPLAIN trick explained a CHECKPOINT: %v", res.Rows)
 	}
 
 	compareDigests(t, digest(t, s), before)
@@ -187,5 +205,54 @@ break, ""quoted""",2.5,-0.25,[],"{""k"":null}",2026-03-02 00:00:00.5,[]
 		if c.got != c.want {
 			t.Errorf("%s:\n%s\nwant:\n%s", c.name, c.got, c.want)
 		}
+	}
+}
+
+// NULL, the empty string and every kind of value come back as they are;
+// a result too big in bytes is cut and says so; a refused CREATE SECRET
+// leaves the database answering.
+func TestQueryValuesAndLimits(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, Options{MaxResultBytes: 1 << 20})
+	for _, c := range []struct {
+		query string
+		text  string
+		null  bool
+	}{
+		{`SELECT NULL`, "", true},
+		{`SELECT ''`, "", false},
+		{`SELECT max(position) FROM events WHERE type = 'NoSuchType'`, "", true},
+		{`SELECT 'a,b"c'`, `a,b"c`, false},
+		{`SELECT 1.5::DECIMAL(4,2)`, "1.50", false},
+		{`SELECT [1, NULL, 3]`, "[1,null,3]", false},
+	} {
+		res, err := s.Query(ctx, c.query, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", c.query, err)
+		}
+		if len(res.Rows) != 1 {
+			t.Fatalf("%s: %d rows", c.query, len(res.Rows))
+		}
+		if text, null := res.Cell(0, 0); text != c.text || null != c.null {
+			t.Errorf("%s: cell %q null %v, want %q null %v", c.query, text, null, c.text, c.null)
+		}
+	}
+	res, err := s.Query(ctx, `SELECT repeat('x', 100000) FROM range(1000)`, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Truncated || len(res.Rows) > 11 || !strings.Contains(res.TruncatedBy, "byte limit") {
+		t.Fatalf("a 100 MB result: %d rows, truncated %v by %q", len(res.Rows), res.Truncated, res.TruncatedBy)
+	}
+	for range 3 {
+		if _, err := s.Query(ctx, `CREATE SECRET (TYPE s3, KEY_ID 'x', SECRET 'y')`, 0); !errors.Is(err, ErrQueryRefused) {
+			t.Fatalf("CREATE SECRET: %v", err)
+		}
+		if _, err := s.Query(ctx, `SELECT count(*) FROM events`, 0); err != nil {
+			t.Fatalf("after a refused CREATE SECRET: %v", err)
+		}
+	}
+	if _, err := s.Query(ctx, `SELECT * FROM nowhere`, 0); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a query naming no table is a mistake of the query: %v", err)
 	}
 }

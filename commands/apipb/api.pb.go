@@ -2847,8 +2847,10 @@ type QueryReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Columns       []string               `protobuf:"bytes,1,rep,name=columns,proto3" json:"columns,omitempty"`
 	Rows          []*QueryRow            `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
-	Position      int64                  `protobuf:"varint,3,opt,name=position,proto3" json:"position,omitempty"`   // the Infrastore's ingested position
-	Truncated     bool                   `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"` // more rows than the master returns
+	Position      int64                  `protobuf:"varint,3,opt,name=position,proto3" json:"position,omitempty"`                         // the Infrastore's ingested position
+	Truncated     bool                   `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`                       // the result was cut by a limit; truncated_by names it
+	Types         []string               `protobuf:"bytes,5,rep,name=types,proto3" json:"types,omitempty"`                                // each column's DuckDB type, e.g. BIGINT, VARCHAR, TIMESTAMP
+	TruncatedBy   string                 `protobuf:"bytes,6,opt,name=truncated_by,json=truncatedBy,proto3" json:"truncated_by,omitempty"` // the limit that cut the result, e.g. "the 100000-row limit"
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2911,9 +2913,23 @@ func (x *QueryReply) GetTruncated() bool {
 	return false
 }
 
+func (x *QueryReply) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *QueryReply) GetTruncatedBy() string {
+	if x != nil {
+		return x.TruncatedBy
+	}
+	return ""
+}
+
 type QueryRow struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Values        []string               `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"` // rendered as text; NULL is "NULL" with null set
+	Values        []string               `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"` // each value as text in its column's type; NULL is "NULL" with null set
 	Null          []bool                 `protobuf:"varint,2,rep,packed,name=null,proto3" json:"null,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3361,13 +3377,15 @@ const file_api_proto_rawDesc = "" +
 	"\x03sql\x18\x01 \x01(\tR\x03sql\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12!\n" +
-	"\fmin_position\x18\x03 \x01(\x03R\vminPosition\"\x8d\x01\n" +
+	"\fmin_position\x18\x03 \x01(\x03R\vminPosition\"\xc6\x01\n" +
 	"\n" +
 	"QueryReply\x12\x18\n" +
 	"\acolumns\x18\x01 \x03(\tR\acolumns\x12+\n" +
 	"\x04rows\x18\x02 \x03(\v2\x17.corral.api.v1.QueryRowR\x04rows\x12\x1a\n" +
 	"\bposition\x18\x03 \x01(\x03R\bposition\x12\x1c\n" +
-	"\ttruncated\x18\x04 \x01(\bR\ttruncated\"6\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\x12\x14\n" +
+	"\x05types\x18\x05 \x03(\tR\x05types\x12!\n" +
+	"\ftruncated_by\x18\x06 \x01(\tR\vtruncatedBy\"6\n" +
 	"\bQueryRow\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\tR\x06values\x12\x12\n" +
 	"\x04null\x18\x02 \x03(\bR\x04null\"\x8d\x01\n" +

@@ -11,13 +11,13 @@
 //     InvalidArgument, one past its time limit DeadlineExceeded, a store
 //     that needs a rebuild FailedPrecondition naming the command to run.
 //   - Query results travel as text rendered exactly as the Infrastore's own
-//     CSV writer renders them, with NULL flagged apart from the empty string.
+//     writers render each value, with the column's DuckDB type and NULL
+//     flagged apart from the empty string.
 package analytics
 
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"time"
@@ -41,6 +41,12 @@ type Options struct {
 	MaxRows int
 	// QueryTimeout is the default and maximum time of a query (default 30 s).
 	QueryTimeout time.Duration
+	// MaxResultBytes bounds the values of a reply (the Infrastore's default
+	// when 0).
+	MaxResultBytes int64
+	// MemoryLimit and Threads are DuckDB's (its defaults when empty or 0).
+	MemoryLimit string
+	Threads     int
 }
 
 // Store is an open Infrastore file.
@@ -66,7 +72,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 		rates = r
 	}
-	is, err := infrastore.Open(ctx, path, infrastore.Options{ReadOnly: opts.ReadOnly, MaxRows: opts.MaxRows, QueryTimeout: opts.QueryTimeout})
+	is, err := infrastore.Open(ctx, path, infrastore.Options{ReadOnly: opts.ReadOnly, MaxRows: opts.MaxRows,
+		QueryTimeout: opts.QueryTimeout, MaxResultBytes: opts.MaxResultBytes, MemoryLimit: opts.MemoryLimit, Threads: opts.Threads})
 	if err != nil {
 		return nil, err
 	}
@@ -139,27 +146,20 @@ func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryR
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	out := &apipb.QueryReply{Columns: res.Columns, Truncated: res.Truncated}
+	out := &apipb.QueryReply{Columns: res.Columns, Types: res.Types, Truncated: res.Truncated, TruncatedBy: res.TruncatedBy}
 	if pos, err := s.is.Position(ctx); err == nil {
 		out.Position = pos
 	}
-	// The Infrastore's CSV writer renders every value; reading it back
-	// gives each cell's text.
-	var buf bytes.Buffer
-	if err := res.WriteCSV(&buf); err != nil {
-		return nil, status.Errorf(codes.Internal, "rendering the result: %v", err)
-	}
-	recs, err := csv.NewReader(&buf).ReadAll()
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "rendering the result: %v", err)
-	}
-	for i, row := range res.Rows {
-		qr := &apipb.QueryRow{Values: recs[i+1], Null: make([]bool, len(row))}
-		for j, v := range row {
-			if v == nil {
-				qr.Null[j] = true
-				qr.Values[j] = "NULL"
+	// Each cell as the Infrastore renders it in its column's type; NULL
+	// is flagged apart from the empty string.
+	for i := range res.Rows {
+		qr := &apipb.QueryRow{Values: make([]string, len(res.Columns)), Null: make([]bool, len(res.Columns))}
+		for j := range res.Columns {
+			text, null := res.Cell(i, j)
+			if null {
+				text = "NULL"
 			}
+			qr.Values[j], qr.Null[j] = text, null
 		}
 		out.Rows = append(out.Rows, qr)
 	}
@@ -202,6 +202,8 @@ func statusOf(err error) error {
 	switch {
 	case errors.Is(err, infrastore.ErrQueryRefused), errors.Is(err, infrastore.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, infrastore.ErrQueryTooBig):
+		return status.Error(codes.ResourceExhausted, err.Error()+"; narrow the query")
 	case errors.Is(err, infrastore.ErrQueryTimeout), errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error()+"; narrow the query or raise --timeout")
 	case errors.Is(err, infrastore.ErrRebuildNeeded):
