@@ -229,17 +229,40 @@ func TestNewcomerPath(t *testing.T) {
 	}
 }
 
-// buildCorral builds the binary once for the test.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+	out  []byte
+}
+
+// TestMain removes the binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// buildCorral builds the binary once for all the package's tests: linking
+// DuckDB takes most of a minute.
 func buildCorral(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "corral")
-	start := time.Now()
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		start := time.Now()
+		if built.dir, built.err = os.MkdirTemp("", "corral-e2e-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "corral")
+		built.out, built.err = exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput()
+		t.Logf("built %s in %s", built.bin, time.Since(start).Truncate(time.Millisecond))
+	})
+	if built.err != nil {
+		t.Fatalf("go build: %v\n%s", built.err, built.out)
 	}
-	t.Logf("built %s in %s", bin, time.Since(start).Truncate(time.Millisecond))
-	return bin
+	return built.bin
 }
 
 // syncBuffer is a bytes.Buffer safe for a process writing while the test reads.

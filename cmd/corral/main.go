@@ -13,7 +13,8 @@ func main() {
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
 		OpenInfra: func(ctx context.Context, path string, o cli.InfraOptions) (cli.Infra, error) {
-			return analytics.Open(ctx, path, analytics.Options{ReadOnly: o.ReadOnly, Rates: o.Rates})
+			return analytics.Open(ctx, path, analytics.Options{ReadOnly: o.ReadOnly, Rates: o.Rates, MemoryLimit: o.MemoryLimit,
+				Threads: o.Threads, MaxRows: o.MaxRows, MaxResultBytes: o.MaxResultBytes, QueryTimeout: o.QueryTimeout})
 		},
 	}))
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,8 +15,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/ops"
 	"github.com/corralhq/corral/events/storeopen"
 )
 
@@ -100,7 +103,11 @@ jobs_at(ts).`,
 				}
 			}
 			if res.Truncated {
-				defer a.note("(only the first %d rows are shown: add LIMIT or aggregate)", len(res.Rows))
+				by := res.TruncatedBy
+				if by == "" {
+					by = "a limit"
+				}
+				defer a.note("(only the first %d rows are shown, cut by %s: add LIMIT or aggregate)", len(res.Rows), by)
 			}
 			return a.show(queryTable(res), queryJSON(res))
 		},
@@ -387,6 +394,100 @@ func (a *app) infrastoreCommand() *cobra.Command {
 		x.Flags().StringVar(&data, "data", "", "the data directory of a `corral up` cell (default $CORRAL_DATA or "+DefaultData+")")
 	}
 	rebuild.Flags().StringVar(&store, "store", "", "the event log: postgres://... or a SQLite file (default $CORRAL_STORE or DATA/events.db)")
-	c.AddCommand(rebuild, imp)
+	c.AddCommand(rebuild, imp, a.infrastoreServeCommand())
+	return c
+}
+
+// infrastoreServeCommand is the Infrastore process a master runs: it holds
+// the DuckDB file, ingests the log into it and answers the master's Query
+// and Bill on a unix socket. The master starts it (see infraProcess); it is
+// not meant to be run by hand.
+func (a *app) infrastoreServeCommand() *cobra.Command {
+	var db, store, sock string
+	var opts InfraOptions
+	c := &cobra.Command{
+		Use:    "serve",
+		Short:  "run the Infrastore process of a master (started by the master)",
+		Hidden: true,
+		Args:   args(0, 0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if db == "" || store == "" || sock == "" {
+				return usageErr("--db, --store and --socket are required")
+			}
+			if err := joinCgroup(); err != nil {
+				return err
+			}
+			log, err := a.serverLogger(a.stderr())
+			if err != nil {
+				return err
+			}
+			log = log.With("process", "infrastore")
+			// The master may die without a word (SIGKILL): the kernel's
+			// parent-death signal ends this process then, and this check
+			// covers a parent that exits another way.
+			parent := os.Getppid()
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go func() {
+				for ctx.Err() == nil && os.Getppid() == parent {
+					time.Sleep(time.Second)
+				}
+				cancel()
+			}()
+			st, err := storeopen.Open(ctx, store, storeopen.Options{NoMigrate: true})
+			if err != nil {
+				return fmt.Errorf("--store %s: %w", store, err)
+			}
+			defer st.Close()
+			inf, err := a.openInfra(ctx, db, opts)
+			if err != nil {
+				return fmt.Errorf("--db %s: %w", db, err)
+			}
+			defer inf.Close()
+			_ = os.Remove(sock)
+			lis, err := net.Listen("unix", sock)
+			if err != nil {
+				return fmt.Errorf("--socket %s: %w", sock, err)
+			}
+			defer lis.Close()
+			if err := os.Chmod(sock, 0o600); err != nil {
+				return err
+			}
+			timeout := opts.QueryTimeout
+			if timeout <= 0 {
+				timeout = 30 * time.Second
+			}
+			g := grpc.NewServer(ops.NewRecovery(log, nil).ServerOptions()...)
+			apipb.RegisterCellServer(g, &infraServer{inf: inf, timeout: timeout + 10*time.Second, log: log})
+			go func() {
+				// Ingestion stopping is logged; queries answer from what
+				// the file holds.
+				if err := inf.Run(ctx, st); err != nil && ctx.Err() == nil {
+					log.Error("Infrastore ingestion stopped; `corral sql` answers from what it holds", "err", err)
+				}
+			}()
+			go func() {
+				<-ctx.Done()
+				g.Stop()
+			}()
+			log.Info("Infrastore serving", "db", db, "socket", sock, "memory_limit", opts.MemoryLimit, "threads", opts.Threads,
+				"max_rows", opts.MaxRows, "max_result_bytes", opts.MaxResultBytes, "query_timeout", timeout)
+			if err := g.Serve(lis); err != nil && ctx.Err() == nil {
+				return err
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&db, "db", "", "the Infrastore file")
+	f.StringVar(&store, "store", "", "the event log")
+	f.StringVar(&sock, "socket", "", "the unix socket to answer on")
+	f.StringVar(&opts.Rates, "rates", "", "rate table file for bills")
+	f.StringVar(&opts.MemoryLimit, "memory-limit", "", "DuckDB's memory_limit")
+	f.IntVar(&opts.Threads, "threads", 0, "DuckDB's threads")
+	f.IntVar(&opts.MaxRows, "max-rows", 0, "rows per result")
+	f.Int64Var(&opts.MaxResultBytes, "max-result-bytes", 0, "bytes of values per result")
+	f.DurationVar(&opts.QueryTimeout, "query-timeout", 0, "default and longest query")
 	return c
 }

@@ -96,7 +96,7 @@ func (o *masterOps) store(s events.Store) events.Store { return ops.InstrumentSt
 
 // watch reads m (and the Infrastore's position, when one runs) at each
 // scrape.
-func (o *masterOps) watch(m *master.Master, inf Infra) {
+func (o *masterOps) watch(m *master.Master, inf *infraProcess) {
 	o.mm.Watch(m)
 	if inf != nil {
 		o.mm.Consumer("infrastore", inf.Position)

@@ -42,6 +42,12 @@ type Infra interface {
 type InfraOptions struct {
 	ReadOnly bool
 	Rates    string // rate table file for bills; "" for the defaults
+	// The limits of queries; zero values are the Infrastore's defaults.
+	MemoryLimit    string // DuckDB's memory_limit, e.g. "1536MiB"
+	Threads        int
+	MaxRows        int
+	MaxResultBytes int64
+	QueryTimeout   time.Duration
 }
 
 // OpenInfra opens the Infrastore file at path.

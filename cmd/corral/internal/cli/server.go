@@ -44,6 +44,7 @@ type masterOptions struct {
 	admins      []string
 	infrastore  string // "" runs no Infrastore
 	rates       string
+	infraLimits infraLimits
 	// usageWindow is how often machines' usage becomes an event; 0 is the
 	// link's default (5 minutes).
 	usageWindow time.Duration
@@ -107,13 +108,19 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	}
 	svc := master.NewService(m)
 	svc.Explain = explanations.Explain
-	var inf Infra
+	var inf *infraProcess
+	infraCtx, stopInfra := context.WithCancel(ctx)
+	defer stopInfra()
 	if o.infrastore != "" {
-		inf, err = a.openInfra(ctx, o.infrastore, InfraOptions{Rates: o.rates})
+		if a.env.OpenInfra == nil {
+			return fmt.Errorf("--infrastore %s: this corral binary was built without the Infrastore", o.infrastore)
+		}
+		// User SQL runs in a child process, never in this one.
+		inf, err = startInfraProcess(infraCtx, o.infrastore, o.store, o.rates, o.infraLimits, log)
 		if err != nil {
 			return fmt.Errorf("--infrastore %s: %w", o.infrastore, err)
 		}
-		defer inf.Close()
+		defer func() { stopInfra(); inf.wait() }()
 		svc.Analytics = inf
 	}
 	mops.watch(m, inf)
@@ -139,17 +146,6 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	}
 	run("gRPC", func() error { return g.Serve(lis) })
 	run("master", func() error { return m.Run(runCtx) })
-	if inf != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// The Infrastore is derived data: its failure is logged, and
-			// the cell runs on without SQL.
-			if err := inf.Run(runCtx, store); err != nil && runCtx.Err() == nil {
-				log.Error("Infrastore ingestion stopped; `corral sql` answers from what it holds", "err", err)
-			}
-		}()
-	}
 	rm := &runningMaster{m: m, grpc: lis.Addr().String(), metrics: mops.reg}
 	var web *http.Server
 	if o.http != "" {
@@ -243,6 +239,7 @@ func (a *app) masterCommand() *cobra.Command {
 	o := masterOptions{}
 	var admins, certs string
 	var insecureMode bool
+	var infra infraFlags
 	c := &cobra.Command{
 		Use:   "master",
 		Short: "run one master replica of a cell",
@@ -303,12 +300,16 @@ plaintext and believes whatever user a client names: a trusted machine only.`,
 			default:
 				return usageErr("give --certs DIR (a cell directory from `corral certs init`) to serve TLS, or --insecure for plaintext on a trusted machine")
 			}
+			if o.infraLimits, err = infra.resolve(); err != nil {
+				return err
+			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			return a.serveMaster(ctx, o, nil)
 		},
 	}
 	f := c.Flags()
+	infra.add(f)
 	f.StringVar(&o.store, "store", "", "the event log: postgres://..., cockroachdb://... or a SQLite file (default $CORRAL_STORE)")
 	f.StringVar(&o.name, "name", "", "this replica's name (default the host name)")
 	f.StringVar(&o.listen, "listen", DefaultMaster, "gRPC address to listen on")

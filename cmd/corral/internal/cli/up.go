@@ -121,6 +121,7 @@ type upOptions struct {
 	agents                                      int
 	portBase                                    int
 	dnsOptional                                 bool
+	infra                                       infraFlags
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -152,6 +153,7 @@ admin and gets quota to run examples in every band.`,
 	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
 	f.StringVar(&o.admin, "admin", "", "the cell's admin (default you: $CORRAL_USER or $USER)")
 	f.IntVar(&o.portBase, "port-base", 20000, "first port given to tasks; each machine gets 1000 ports from here on")
+	o.infra.add(f)
 	return c
 }
 
@@ -165,6 +167,10 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	if lo, hi, ok := ephemeralPorts(); ok && o.portBase <= hi && o.portBase+o.agents*1000-1 >= lo {
 		a.note("warning: task ports %d-%d overlap the kernel's ephemeral ports %d-%d: a task may find its port taken by an outgoing connection. Pick --port-base below %d.",
 			o.portBase, o.portBase+o.agents*1000-1, lo, hi, lo-o.agents*1000)
+	}
+	infraLimits, err := o.infra.resolve()
+	if err != nil {
+		return err
 	}
 	data := a.dataDir(o.data)
 	if err := os.MkdirAll(data, 0o755); err != nil {
@@ -229,7 +235,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	go func() {
 		masterDone <- a.serveMaster(masterCtx, masterOptions{
 			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell,
-			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"),
+			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"), infraLimits: infraLimits,
 			usageWindow: 5 * time.Second, pollInterval: time.Second, logs: localLogs{data: data}, log: log,
 			auth: &masterAuth{creds: local.Master, tokens: local.Tokens, sealer: local.Sealer},
 		}, func(rm *runningMaster) { readyc <- rm })
