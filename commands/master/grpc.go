@@ -323,6 +323,10 @@ func (s *Service) Get(ctx context.Context, r *apipb.GetRequest) (*apipb.JobView,
 	return out, err
 }
 
+// maxListPage is the most jobs one List answers: a client pages with
+// offset for more (Total says how many there are).
+const maxListPage = 1000
+
 func (s *Service) List(ctx context.Context, r *apipb.ListRequest) (*apipb.JobList, error) {
 	out := &apipb.JobList{}
 	err := s.read(ctx, r.Read, func(st *projections.State) error {
@@ -331,8 +335,8 @@ func (s *Service) List(ctx context.Context, r *apipb.ListRequest) (*apipb.JobLis
 			return status.Errorf(codes.InvalidArgument, "selector: %v", err)
 		}
 		limit := int(r.Limit)
-		if limit <= 0 {
-			limit = 1000
+		if limit <= 0 || limit > maxListPage {
+			limit = maxListPage
 		}
 		n := 0
 		for _, j := range st.SelectJobs(sel, r.User) {

@@ -412,9 +412,14 @@ func (a *app) jobKillCommand() *cobra.Command {
 	return c
 }
 
+// jobListPage is the jobs `job list` asks for at a time (the master's
+// most); a variable so that a test can page through a few.
+var jobListPage = 1000
+
 func (a *app) jobListCommand() *cobra.Command {
 	var selector, state, owner string
 	var all bool
+	var limit int
 	c := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -433,13 +438,34 @@ func (a *app) jobListCommand() *cobra.Command {
 			if all {
 				user = ""
 			}
-			var l *apipb.JobList
-			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-				l, err = c.List(ctx, &apipb.ListRequest{User: user, Selector: selector, State: state})
-				return err
-			})
-			if err != nil {
-				return err
+			if limit < 0 {
+				return usageErr("--limit %d: want 0 (every job) or more", limit)
+			}
+			// The master answers at most a page at a time: page through
+			// until every job (or --limit) is read.
+			page := jobListPage
+			l := &apipb.JobList{}
+			for {
+				want := page
+				if limit > 0 {
+					want = min(page, limit-len(l.Jobs))
+				}
+				var p *apipb.JobList
+				err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
+					p, err = c.List(ctx, &apipb.ListRequest{User: user, Selector: selector, State: state,
+						Offset: int32(len(l.Jobs)), Limit: int32(want)})
+					return err
+				})
+				if err != nil {
+					return err
+				}
+				l.Jobs, l.Total, l.Position = append(l.Jobs, p.Jobs...), p.Total, p.Position
+				if len(p.Jobs) < want || int(p.Total) <= len(l.Jobs) || limit > 0 && len(l.Jobs) >= limit {
+					break
+				}
+			}
+			if left := int(l.Total) - len(l.Jobs); left > 0 {
+				defer a.note("(%d of %d jobs shown; --limit 0 shows every one)", len(l.Jobs), l.Total)
 			}
 			now := time.Now()
 			t := &table{cols: []string{"JOB", "STATE", "PRIORITY", "RUNNING", "PENDING", "DEAD", "TASKS", "AGE", "LABELS"}}
@@ -459,6 +485,7 @@ func (a *app) jobListCommand() *cobra.Command {
 	c.Flags().StringVar(&state, "state", "", "only jobs in this state: pending, running or dead")
 	c.Flags().StringVar(&owner, "owner", "", "list another user's jobs")
 	c.Flags().BoolVarP(&all, "all", "A", false, "list every user's jobs")
+	c.Flags().IntVar(&limit, "limit", 0, "show at most this many jobs (default 0: every one)")
 	return c
 }
 

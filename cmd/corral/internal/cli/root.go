@@ -92,6 +92,9 @@ type app struct {
 	ops     opsFlags // --log-format, --debug-addr (ops.go)
 	auth    clientAuth
 	jpaths  []string // --jpath: folders Jsonnet job files may import from
+	// noCredentials, when set, is the cell directory searched in vain:
+	// the client speaks plaintext, and says so if that fails.
+	noCredentials string
 }
 
 func (a *app) getenv(k string) string {
@@ -193,6 +196,11 @@ func (a *app) describe(err error) string {
 	}
 	switch st.Code() {
 	case codes.Unavailable:
+		if a.noCredentials != "" && !strings.Contains(msg, "connection refused") && !strings.Contains(msg, "no such host") {
+			// Something answers, but not in plaintext: a TLS master.
+			return fmt.Sprintf("%sno CA or credentials were found (no --ca, --cert/--key or --token, no CORRAL_CA, CORRAL_CERT/CORRAL_KEY or CORRAL_TOKEN, and no cell under %s), so corral spoke plaintext to %s, which did not answer it (%s). "+
+				"For a local `corral up` cell, export CORRAL_DATA=<its --data directory>; otherwise give --ca with --cert and --key, or with --token.", prefix, a.noCredentials, a.masterAddr(), msg)
+		}
 		if strings.Contains(msg, "connection refused") || strings.Contains(msg, "dial") || strings.Contains(msg, "no such host") || strings.Contains(msg, "connection error") {
 			return fmt.Sprintf("%scannot reach the master at %s (%s). Start a cell with `corral up`, or point --master (or CORRAL_MASTER) at a running master.", prefix, a.masterAddr(), msg)
 		}
@@ -231,7 +239,16 @@ Start a whole cell on this machine with ` + "`corral up`" + `, then, in another 
   corral task list hello
   corral why unschedulable
   corral events --job hello
-  corral sql "SELECT type, count(*) FROM task_events GROUP BY type"`,
+  corral sql "SELECT type, count(*) FROM task_events GROUP BY type"
+
+Environment:
+  CORRAL_MASTER  the master's address (--master)
+  CORRAL_DATA    the data directory of a local ` + "`corral up`" + ` cell (default ` + DefaultData + `): its
+                 certs/ hold the CA and your credentials, found there by every verb
+  CORRAL_CA, CORRAL_CERT, CORRAL_KEY, CORRAL_TOKEN
+                 the cell's CA and your certificate and key, or token (--ca, --cert, --key, --token)
+  CORRAL_USER    the user you act as (--user; default $USER)
+  CORRAL_CELL    the cell's name`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}

@@ -70,6 +70,12 @@ func TestMasterWithCertsAndTokens(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("job list with alice's certificate: exit %d\n%s%s\nmaster:\n%s", code, out, stderr, logs.String())
 	}
+	// With no credentials at all the client speaks plaintext to a TLS
+	// master, and says why and how to give them.
+	code, _, stderr = runEnv(bg, map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": addr, "CORRAL_DATA": empty}, "--rpc-timeout", "3s", "job", "list")
+	if code == ExitOK || !strings.Contains(stderr, "no CA or credentials were found") || !strings.Contains(stderr, "export CORRAL_DATA") {
+		t.Fatalf("job list with no credentials: exit %d\n%s", code, stderr)
+	}
 	env["CORRAL_CA"], env["CORRAL_TOKEN"] = ca, tok
 	if code, out, stderr := runEnv(bg, env, "job", "list"); code != ExitOK {
 		t.Fatalf("job list with bob's token: exit %d\n%s%s", code, out, stderr)
