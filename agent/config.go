@@ -40,8 +40,15 @@ type Config struct {
 	// Cgroups is "auto" (default: v2, else v1, else sampling), "v1", "v2"
 	// or "sampling" (no cgroups; memory enforced by sampling /proc).
 	Cgroups string
+	// Cell and CellID name the cell the machine belongs to (CellID tells
+	// two cells of one name apart). They are part of the default
+	// CgroupParent, so that agents of two cells on one machine never see,
+	// adopt or sweep each other's containers.
+	Cell, CellID string
 	// CgroupParent is the cgroup path, relative to each hierarchy's root,
-	// under which task containers are made; default "corral/<Name>".
+	// under which task containers are made, and the only one the agent
+	// sweeps; default "corral/<Cell>-<CellID>/<Name>" ("corral/<Name>"
+	// without a cell identity).
 	CgroupParent string
 
 	SampleInterval time.Duration // usage sampling, log rotation checks; default 1s
@@ -97,6 +104,8 @@ const ProdPriority = 9
 var (
 	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 	attrRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,63}$`)
+	// cellPartRE: a cell name or id as a cgroup path component.
+	cellPartRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 )
 
 // withDefaults validates c and returns a copy with defaults applied and
@@ -139,6 +148,12 @@ func (c Config) withDefaults() (Config, error) {
 	c.Attributes = attrs
 	if c.CgroupParent == "" {
 		c.CgroupParent = "corral/" + c.Name
+		if c.Cell != "" || c.CellID != "" {
+			c.CgroupParent = "corral/" + c.Cell + "-" + c.CellID + "/" + c.Name
+		}
+	}
+	if c.Cell != "" && !cellPartRE.MatchString(c.Cell) || c.CellID != "" && !cellPartRE.MatchString(c.CellID) {
+		return c, fmt.Errorf("Config.Cell %q, CellID %q: want letters, digits, '.', '_' or '-'", c.Cell, c.CellID)
 	}
 	if c.SampleInterval == 0 {
 		c.SampleInterval = time.Second

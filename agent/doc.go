@@ -98,7 +98,11 @@
 // stopped is SIGKILLed at once, its grace period having run. Every other
 // container under the agent's cgroup parent is destroyed with what runs in
 // it: processes the agent cannot account for are killed, never left
-// unlimited. An adopted process is not the agent's child, so its exit is
+// unlimited. The parent names the cell and the machine
+// (corral/<cell>-<cell id>/<machine>, Config.Cell and CellID), so this
+// sweep never reaches another cell's containers on the same machine, even
+// one with a machine of the same name. An adopted process is not the
+// agent's child, so its exit is
 // noticed by polling /proc and its exit status is unknown ("exit-unknown",
 // counted as a failure).
 //

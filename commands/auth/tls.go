@@ -1,8 +1,10 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -15,7 +17,11 @@ import (
 // Credentials are one process's certificate and key with the cell's CA: what
 // it serves with and dials with.
 type Credentials struct {
-	Cell     string
+	Cell string
+	// CellID tells this cell from any other of the same name: the first
+	// 8 bytes of the SHA-256 of its CA certificate, made when the cell was
+	// created, in hex.
+	CellID   string
 	Identity Identity
 	cert     tls.Certificate
 	roots    *x509.CertPool
@@ -48,7 +54,13 @@ func LoadCredentials(caFile, certFile, keyFile string) (*Credentials, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certificate %s: %w", certFile, err)
 	}
-	return &Credentials{Cell: cell, Identity: id, cert: kp, roots: roots}, nil
+	return &Credentials{Cell: cell, CellID: CellIDOf(ca), Identity: id, cert: kp, roots: roots}, nil
+}
+
+// CellIDOf is the id of the cell whose CA is ca.
+func CellIDOf(ca *x509.Certificate) string {
+	sum := sha256.Sum256(ca.Raw)
+	return hex.EncodeToString(sum[:8])
 }
 
 // cellOfCA reads the cell's name from its CA's common name.

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,6 +87,20 @@ func loadAgentCredentials(dir, machine string) (*auth.Credentials, error) {
 func secureAgent(cfg *agent.Config, cr *auth.Credentials, log *slog.Logger) {
 	cfg.ServerOptions = auth.AgentServerOptions(cr, log)
 	cfg.MasterDialOptions = auth.AgentDialOptions(cr)
+	cfg.Cell, cfg.CellID = cr.Cell, cr.CellID
+}
+
+// insecureCellID stands in for the cell's id of an agent with no
+// certificates (no CA to name the cell by): its data directory's path,
+// hashed. Agents on other data directories, of this cell or another,
+// then never share a cgroup parent with it.
+func insecureCellID(dataDir string) string {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		abs = dataDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return hex.EncodeToString(sum[:8])
 }
 
 // parseUIDRange reads FIRST:COUNT.

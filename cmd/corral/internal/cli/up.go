@@ -88,6 +88,7 @@ stops; the next agent on the same --data adopts them.`,
 				secureAgent(&cfg, cr, log)
 			} else {
 				log.Warn("INSECURE: no --certs: the Agent service is plaintext and obeys anyone who reaches it; give --certs DIR with agents/" + cfg.Name + ".crt and .key")
+				cfg.Cell, cfg.CellID = "insecure", insecureCellID(cfg.DataDir)
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
