@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -83,9 +84,37 @@ func TestAPIAuthenticatesEveryCaller(t *testing.T) {
 	if _, err := alice.Get(bg, &apipb.GetRequest{User: "ada", Job: "forged"}); code(err) != codes.NotFound {
 		t.Errorf("the header made ada the owner: %v", err)
 	}
+	// A stream opened with the token ends within a second of its revocation.
+	tess := c.client(auth.ClientOptions{CAFile: c.local.CA, Token: tok})
+	w, err := tess.Watch(bg, &apipb.EventsRequest{FromPosition: c.head() + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := w.Recv(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // the stream is open and waiting
 	// A revoked token stops working (the file is read again within a second).
+	revokedAt := time.Now()
 	if n, err := c.local.Tokens.Revoke("tess"); err != nil || n != 1 {
 		t.Fatalf("revoke: %d %v", n, err)
+	}
+	select {
+	case err := <-ended:
+		if code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "revoked") {
+			t.Errorf("the stream ended with %v, want Unauthenticated saying the token was revoked", err)
+		}
+		if took := time.Since(revokedAt); took > time.Second {
+			t.Errorf("the stream ended %s after the revocation, want within a second", took)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream opened with a revoked token still runs 5 s later")
 	}
 	revoked := c.client(auth.ClientOptions{CAFile: c.local.CA, Token: tok})
 	waitFor(t, func() bool {

@@ -3,9 +3,11 @@ package auth
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -164,8 +166,60 @@ func (a *Authenticator) Stream() grpc.StreamServerInterceptor {
 		if err != nil {
 			return a.refused(info.FullMethod, err)
 		}
-		return handler(srv, &contextStream{ServerStream: ss, ctx: NewContext(strip(ss.Context()), id)})
+		ctx := NewContext(strip(ss.Context()), id)
+		tok := bearerToken(ss.Context())
+		if tok == "" || a.Tokens == nil {
+			return handler(srv, &contextStream{ServerStream: ss, ctx: ctx})
+		}
+		// A stream lives on past the check at its start: revoking the
+		// token it was opened with ends it within tokenRecheck (plus the
+		// token file's reread interval).
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			t := time.NewTicker(tokenRecheck)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if _, err := a.Tokens.Lookup(tok); err != nil {
+						cancel(errTokenRevoked)
+						return
+					}
+				}
+			}
+		}()
+		err = handler(srv, &contextStream{ServerStream: ss, ctx: ctx})
+		if errors.Is(context.Cause(ctx), errTokenRevoked) {
+			return status.Error(codes.Unauthenticated, "the token this stream was opened with was revoked")
+		}
+		return err
 	}
+}
+
+// tokenRecheck is how often a stream opened with a token checks that the
+// token is still known.
+const tokenRecheck = 200 * time.Millisecond
+
+var errTokenRevoked = errors.New("token revoked")
+
+// bearerToken is the token a call authenticated with: none when it
+// presented a verified certificate, which identify prefers.
+func bearerToken(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
+			return ""
+		}
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get("authorization")
+	if len(vals) == 0 {
+		return ""
+	}
+	tok, _ := strings.CutPrefix(vals[0], "Bearer ")
+	return strings.TrimSpace(tok)
 }
 
 type contextStream struct {

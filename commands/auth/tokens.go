@@ -25,7 +25,8 @@ const TokenPrefix = "corral_"
 // Tokens is the cell's bearer tokens, as a file of one line per token:
 // "sha256:<hex of the token's hash> <role> <name> <issued, RFC 3339>". The
 // file holds no token itself. It is read again when it changes, so tokens
-// issued or revoked reach a running master within a second.
+// issued or revoked reach a running master within a second, streams
+// opened with a revoked token included.
 type Tokens struct {
 	path string
 
@@ -126,13 +127,17 @@ func (t *Tokens) Lookup(token string) (Identity, error) {
 	return found, nil
 }
 
+// tokenReread is how often the token file's stat is looked at: a token
+// issued or revoked by another process is seen within it.
+const tokenReread = 250 * time.Millisecond
+
 // load returns the entries, reading the file again when its size or time
-// changed (looked at most every second).
+// changed (looked at most every tokenReread).
 func (t *Tokens) load() ([]tokenEntry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
-	if now.Sub(t.checked) < time.Second && !t.checked.IsZero() {
+	if now.Sub(t.checked) < tokenReread && !t.checked.IsZero() {
 		return t.entries, t.err
 	}
 	t.checked = now
