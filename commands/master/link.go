@@ -30,6 +30,12 @@ type LinkConfig struct {
 	Interval time.Duration
 	// MissedPolls in a row mark a machine down and its tasks lost (default 3).
 	MissedPolls int
+	// LeaderGrace is how long a new leader waits before it marks any
+	// machine down (default 2 × MissedPolls × Interval): after a failover
+	// or a restart, agents may be restarting too, or not yet know where the
+	// new leader is, and a machine that answers within the grace must not
+	// lose its tasks.
+	LeaderGrace time.Duration
 	// Concurrency bounds the polls in flight (default 64), and as many
 	// again to machines whose last poll went unanswered.
 	Concurrency int
@@ -79,6 +85,7 @@ type link struct {
 	by    map[string]*machineLink
 	gen   uint64        // of the last refresh, to find machines removed from the cell
 	freed chan struct{} // a poll ended: the loop may start another
+	since time.Time     // when this leader's link started: LeaderGrace runs from here
 }
 
 type machineLink struct {
@@ -127,7 +134,8 @@ type usageAcc struct {
 //     log, and forgotten by the agent only then.
 //   - A machine is down after MissedPolls unanswered polls in a row, one per
 //     interval, so at the earliest (MissedPolls-1) intervals after its last
-//     answer; its tasks are then lost and placed elsewhere. When it answers
+//     answer, and never within LeaderGrace of this leader's start; its
+//     tasks are then lost and placed elsewhere. When it answers
 //     again it is up, and every task it runs that the projection places
 //     elsewhere is stopped: a task never runs twice for long.
 //   - A poll that changes nothing writes nothing.
@@ -140,6 +148,9 @@ func Link(cfg LinkConfig) func(ctx context.Context, m *Master) {
 	}
 	if cfg.MissedPolls <= 0 {
 		cfg.MissedPolls = 3
+	}
+	if cfg.LeaderGrace <= 0 {
+		cfg.LeaderGrace = 2 * time.Duration(cfg.MissedPolls) * cfg.Interval
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 64
@@ -154,7 +165,7 @@ func Link(cfg LinkConfig) func(ctx context.Context, m *Master) {
 		cfg.Dial = func(addr string) (*agent.Client, error) { return agent.Dial(addr) }
 	}
 	return func(ctx context.Context, m *Master) {
-		l := &link{cfg: cfg, m: m, by: map[string]*machineLink{}, freed: make(chan struct{}, 1)}
+		l := &link{cfg: cfg, m: m, by: map[string]*machineLink{}, freed: make(chan struct{}, 1), since: time.Now()}
 		defer l.close()
 		l.run(ctx)
 	}
@@ -404,7 +415,7 @@ func (l *link) missed(ctx context.Context, ml *machineLink, mi machineInfo, err 
 		ml.client.Close()
 		ml.client = nil
 	}
-	if ml.misses < l.cfg.MissedPolls {
+	if ml.misses < l.cfg.MissedPolls || time.Since(l.since) < l.cfg.LeaderGrace {
 		return
 	}
 	if !mi.down {

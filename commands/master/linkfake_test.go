@@ -361,3 +361,44 @@ func TestLinkFailedTaskAvoidsItsMachine(t *testing.T) {
 		return tv.State == projections.TaskRunning && tv.Machine == "f1", fmt.Sprint(tv)
 	})
 }
+
+// A new leader gives agents a grace period: a machine that answers within
+// it, though it missed more than MissedPolls polls, is not marked down and
+// loses no task; one that stays silent past it is.
+func TestLinkNewLeaderGivesAgentsAGracePeriod(t *testing.T) {
+	cfg := testLinkConfig()
+	cfg.LeaderGrace = 8 * testPoll
+	c := newLinkCell(t, cfg)
+	a := c.scriptedAgent("f0")
+	c.submit(c.spec("steady", 3, "sleep 600"))
+	eventually(t, 10*time.Second, "the tasks run", func() (bool, string) {
+		ts := c.tasks("steady")
+		n := 0
+		for _, tv := range ts {
+			if tv.State == projections.TaskRunning {
+				n++
+			}
+		}
+		return n == 3, fmt.Sprint(ts)
+	})
+	// The master restarts while the agent does not answer, for twice the
+	// polls that would mark it down.
+	a.setDown(true)
+	c.stopMaster()
+	c.startMaster("master2")
+	time.Sleep(time.Duration(2*testMisses) * testPoll)
+	a.setDown(false)
+	time.Sleep(4 * testPoll)
+	if lost := c.events("steady", "TaskLost"); len(lost) != 0 {
+		t.Fatalf("%d tasks lost on a machine that answered within the grace", len(lost))
+	}
+	if st := c.machineState("f0"); st != projections.MachineUp {
+		t.Fatalf("f0 is %v", st)
+	}
+	// Past the grace, silence still marks the machine down.
+	a.setDown(true)
+	eventually(t, 10*time.Second, "f0 is down", func() (bool, string) {
+		st := c.machineState("f0")
+		return st == projections.MachineDown, fmt.Sprint(st)
+	})
+}
