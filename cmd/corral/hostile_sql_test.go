@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -111,7 +113,24 @@ func TestHostileQueriesLeaveTheCellUp(t *testing.T) {
 			t.Errorf("%s: answered as a server failure: %s", h.q, out)
 		}
 	}
-	// The web console: a mistake is 400, the values are shown.
+	// The web console: a query is a POST with the form's CSRF token; a
+	// mistake is 400, the values are shown.
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := &http.Client{Jar: jar, Timeout: 60 * time.Second}
+	resp, err := web.Get("http://" + httpAddr + "/sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("the console's form has no CSRF token:\n%s", page)
+	}
+	csrf := string(m[1])
 	for _, h := range []struct {
 		q    string
 		code int
@@ -124,7 +143,7 @@ func TestHostileQueriesLeaveTheCellUp(t *testing.T) {
 	} {
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			resp, err := http.Get("http://" + httpAddr + "/sql?" + url.Values{"q": {h.q}}.Encode())
+			resp, err := web.PostForm("http://"+httpAddr+"/sql", url.Values{"q": {h.q}, "csrf": {csrf}})
 			if err != nil {
 				t.Fatal(err)
 			}

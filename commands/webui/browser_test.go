@@ -221,9 +221,9 @@ func TestInBrowser(t *testing.T) {
 	if err != nil || n < 5 {
 		t.Errorf("SELECT count(*) FROM task_events shows %q, want a count of at least hello's 5 submissions", count)
 	}
-	link, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`a[download]`), "href"))
-	if err != nil || !link.Exists || !strings.Contains(link.Value, "format=csv") {
-		t.Errorf("no CSV download link: %+v %v", link, err)
+	csv, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`#csv`), "value"))
+	if err != nil || !csv.Exists || csv.Value != "csv" {
+		t.Errorf("no CSV download button: %+v %v", csv, err)
 	}
 	shot("sql")
 

@@ -31,7 +31,8 @@
 //     (/events/stream, through the API's Watch).
 //   - /sql: a console on the Infrastore through the API's Query (the
 //     Infrastore's read-only guards apply), results as a table, and a CSV
-//     download.
+//     download. GET shows the form (a link's ?q= fills it in); only a POST
+//     carrying the page's CSRF token runs a query.
 //
 // # Choices
 //
@@ -53,6 +54,11 @@
 //
 // # Invariants
 //
+//   - A request whose Host is not an IP address, localhost or one of
+//     Config.Hosts is refused (421 Misdirected Request): DNS rebinding
+//     cannot make another site's page read the UI.
+//   - Whatever costs the cell (a query) is a POST with a CSRF token that
+//     matches the browser's SameSite=Strict cookie (csrf.go).
 //   - The UI only reads: it appends nothing to the log. Every user sees
 //     every job, as in Borg, where debugging information is shown to all.
 //   - Nothing is fetched from elsewhere at run time (a Content-Security-

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -124,7 +125,7 @@ func openCell(t testing.TB, evs []events.Event) *testCell {
 	}
 	svc := master.NewService(m)
 	svc.Explain = explainFits
-	ui, err := webui.New(webui.Config{API: svc, Cell: m, Streams: store, Logger: quiet,
+	ui, err := webui.New(webui.Config{API: svc, Cell: m, Streams: store, Logger: quiet, Hosts: []string{"example.com"},
 		Clock: func() time.Time { return t0.Add(time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +155,23 @@ func (c *testCell) get(t testing.TB, path string) (int, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	c.ui.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec.Code, rec.Body.String()
+}
+
+// postSQL runs a query through the console's form, with a browser's CSRF
+// cookie and the token the form carries.
+func (c *testCell) postSQL(t testing.TB, q, format string) (int, string) {
+	t.Helper()
+	const tok = "0123456789abcdef0123456789abcdef-token"
+	form := url.Values{"q": {q}, "csrf": {tok}}
+	if format != "" {
+		form.Set("format", format)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/sql", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: "corral_csrf", Value: tok})
+	rec := httptest.NewRecorder()
+	c.ui.ServeHTTP(rec, req)
 	return rec.Code, rec.Body.String()
 }
 

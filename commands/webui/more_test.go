@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -39,22 +40,45 @@ func TestSQLConsoleTableAndCSV(t *testing.T) {
 	c := openCell(t, smallCell())
 	fa := &fakeAnalytics{}
 	c.svc.Analytics = fa
+	// A link fills the form in and runs nothing.
 	code, body := c.get(t, "/sql?q=SELECT+job%2C+count%28*%29+FROM+task_events+GROUP+BY+job")
+	if code != http.StatusOK || len(fa.queries) != 0 {
+		t.Fatalf("GET with a query: status %d, %d queries run\n%s", code, len(fa.queries), body)
+	}
+	mustContain(t, "sql form", body, `<form method="post" action="/sql"`, `name="csrf" value="`, "SELECT job, count(*) FROM task_events GROUP BY job")
+	code, body = c.postSQL(t, "SELECT job, count(*) FROM task_events GROUP BY job", "")
 	if code != http.StatusOK {
 		t.Fatalf("status %d\n%s", code, body)
 	}
 	mustContain(t, "sql", body, `<th scope="col">job</th>`, "<td>web</td>", `<td class="null">NULL</td>`, "a, &#34;quoted&#34; note",
-		`href="/sql?format=csv&amp;q=SELECT&#43;job%2C&#43;count%28%2A%29&#43;FROM&#43;task_events&#43;GROUP&#43;BY&#43;job"`, "Infrastore position 29")
+		`id="csv" name="format" value="csv"`, "Infrastore position 29")
 	checkAccessible(t, "sql", body)
 	if len(fa.queries) != 1 || fa.queries[0] != "SELECT job, count(*) FROM task_events GROUP BY job" {
 		t.Errorf("queries %q", fa.queries)
 	}
-	code, body = c.get(t, "/sql?format=csv&q=SELECT+1")
+	code, body = c.postSQL(t, "SELECT 1", "csv")
 	want := "job,n,note\nweb,3,\"a, \"\"quoted\"\" note\"\nhuge,2,\n"
 	if code != http.StatusOK || body != want {
 		t.Errorf("csv: %d %q, want %q", code, body, want)
 	}
-	code, body = c.get(t, "/sql?q=DELETE+FROM+events")
+	// Without the browser's token (another site's form), nothing runs.
+	req := httptest.NewRequest(http.MethodPost, "/sql", strings.NewReader("q=SELECT+1&csrf=forged-forged-forged-forged-forged-forged"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: "corral_csrf", Value: "0123456789abcdef0123456789abcdef-other"})
+	rec := httptest.NewRecorder()
+	c.ui.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden || len(fa.queries) != 2 {
+		t.Errorf("a POST with a forged token: %d, %d queries run", rec.Code, len(fa.queries))
+	}
+	// A name the UI is not served as (DNS rebinding) is refused.
+	req = httptest.NewRequest(http.MethodGet, "/jobs", nil)
+	req.Host = "attacker.example:8080"
+	rec = httptest.NewRecorder()
+	c.ui.ServeHTTP(rec, req)
+	if rec.Code != http.StatusMisdirectedRequest {
+		t.Errorf("Host attacker.example: %d, want 421", rec.Code)
+	}
+	code, body = c.postSQL(t, "DELETE FROM events", "")
 	if code != http.StatusBadRequest || !strings.Contains(body, "DELETE is not a read-only query") || !strings.Contains(body, `aria-invalid="true"`) {
 		t.Errorf("refused query: %d\n%s", code, body)
 	}
@@ -74,7 +98,7 @@ func (f *fakeLogs) Tail(_ context.Context, machine string, task projections.Task
 func TestTaskLogsFromTheAgent(t *testing.T) {
 	c := openCell(t, smallCell())
 	logs := &fakeLogs{}
-	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, Logs: logs})
+	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, Logs: logs, Hosts: []string{"example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +129,7 @@ func TestTaskHistoryWithoutStreams(t *testing.T) {
 		h.run("alice", "many", i, "m0")
 	}
 	c := openCell(t, h.evs)
-	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m})
+	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, Hosts: []string{"example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}

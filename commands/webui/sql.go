@@ -34,7 +34,7 @@ type sqlData struct {
 	Rows      [][]sqlCell
 	Err       string
 	NoStore   bool
-	CSV       string
+	CSRF      string // the console's form token (csrf.go)
 	Elapsed   string
 	Truncated bool
 }
@@ -46,13 +46,39 @@ type sqlCell struct {
 	Null bool
 }
 
-func (h *Handler) sql(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	d := sqlData{Query: strings.TrimSpace(q.Get("q"))}
+// sqlForm shows the console, with a query from ?q= (an example's link)
+// filled in but not run: running a query costs the Infrastore, so it is a
+// POST with the page's CSRF token, which another site cannot send.
+func (h *Handler) sqlForm(w http.ResponseWriter, r *http.Request) {
+	d := h.sqlPage(w, r, r.URL.Query().Get("q"))
+	if r.URL.Query().Get("format") != "" {
+		h.fail(w, r, http.StatusMethodNotAllowed, &badParam{"format", "a CSV download is a POST from the console's form"})
+		return
+	}
+	h.render(w, r, "sql", page{Title: "SQL", Nav: "sql", Data: d})
+}
+
+func (h *Handler) sqlPage(w http.ResponseWriter, r *http.Request, q string) sqlData {
+	d := sqlData{Query: strings.TrimSpace(q), CSRF: h.csrfToken(w, r)}
 	for _, e := range sqlExamples {
 		d.Examples = append(d.Examples, sqlExample{e, "/sql?" + url.Values{"q": {e}}.Encode()})
 	}
-	format := q.Get("format")
+	return d
+}
+
+// sql runs the console's query (POST).
+func (h *Handler) sql(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, http.StatusBadRequest, &badParam{"q", "the form does not parse: " + err.Error()})
+		return
+	}
+	if !h.csrfValid(r) {
+		h.fail(w, r, http.StatusForbidden, &badParam{"csrf", "the form's token does not match this browser's: reload the console and submit it again"})
+		return
+	}
+	d := h.sqlPage(w, r, r.PostForm.Get("q"))
+	format := r.PostForm.Get("format")
 	if format != "" && format != "csv" {
 		h.fail(w, r, http.StatusBadRequest, &badParam{"format", "only csv is offered"})
 		return
@@ -110,6 +136,5 @@ func (h *Handler) sql(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Rows = append(d.Rows, cells)
 	}
-	d.CSV = "/sql?" + url.Values{"q": {d.Query}, "format": {"csv"}}.Encode()
 	h.render(w, r, "sql", page{Title: "SQL", Nav: "sql", Data: d})
 }

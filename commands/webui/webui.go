@@ -73,6 +73,11 @@ type Config struct {
 	// one); default "webui". The UI is read-only: every user sees every
 	// job, as Borg's Sigma shows debugging information to everyone.
 	User string
+	// Hosts are the names the UI is served as, besides IP addresses and
+	// localhost: a request naming any other Host is refused, so that a
+	// page whose name an attacker points at this address (DNS rebinding)
+	// cannot read the UI.
+	Hosts []string
 	// Clock is read for the range of usage charts; default time.Now.
 	Clock func() time.Time
 	// PageSize is the rows of a paginated table; default 100.
@@ -137,7 +142,8 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /machines/{name}", h.machine)
 	h.mux.HandleFunc("GET /events", h.events)
 	h.mux.HandleFunc("GET /events/stream", h.eventStream)
-	h.mux.HandleFunc("GET /sql", h.sql)
+	h.mux.HandleFunc("GET /sql", h.sqlForm)
+	h.mux.HandleFunc("POST /sql", h.sql)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no page at %s", r.URL.Path))
 	})
@@ -153,6 +159,12 @@ func (h *Handler) Close() {
 
 // ServeHTTP serves the UI's pages under "/".
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.hostAllowed(r.Host) {
+		// A name the UI was not told it is served as: a DNS rebinding
+		// page pointing its own name at this address, most likely.
+		http.Error(w, fmt.Sprintf("Host %q is not a name this cell's web UI is served as (an IP address, localhost, or one given with --http-host)", r.Host), http.StatusMisdirectedRequest)
+		return
+	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	// Nothing is fetched from elsewhere: scripts, styles and images come
 	// from this handler (charts are inline SVG).

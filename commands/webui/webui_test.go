@@ -76,7 +76,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"/jobs/alice/web?state=odd", 400, "state: &#34;odd&#34; is not a task state"},
 		{"/machines/m9", 404, "machine &#34;m9&#34; is not registered"},
 		{"/events?job=web", 400, "job: name its user too"},
-		{"/sql?q=SELECT+1&format=xml", 400, "format: only csv"},
+		{"/sql?q=SELECT+1&format=csv", 405, "format: a CSV download is a POST"},
 		{"/nowhere", 404, "no page at /nowhere"},
 	}
 	for _, tc := range cases {
@@ -89,7 +89,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 
 func TestSQLWithoutInfrastoreSaysSo(t *testing.T) {
 	c := openCell(t, smallCell())
-	code, body := c.get(t, "/sql?q=SELECT+count(*)+FROM+task_events")
+	code, body := c.postSQL(t, "SELECT count(*) FROM task_events", "")
 	if code != http.StatusNotImplemented {
 		t.Fatalf("status %d, want 501", code)
 	}

@@ -123,6 +123,7 @@ type upOptions struct {
 	portBase                                    int
 	dnsOptional                                 bool
 	infra                                       infraFlags
+	httpHosts                                   []string
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -150,6 +151,7 @@ admin and gets quota to run examples in every band.`,
 	f.IntVar(&o.agents, "agents", 3, "how many machines (agents) to run")
 	f.StringVar(&o.listen, "listen", DefaultMaster, "gRPC address of the master")
 	f.StringVar(&o.http, "http", "127.0.0.1:8080", "HTTP address of the web UI and /healthz")
+	f.StringArrayVar(&o.httpHosts, "http-host", nil, "a name the web UI is served as (repeatable); requests naming another Host than these, an IP address or localhost are refused")
 	f.StringVar(&o.dns, "dns", "127.0.0.1:5353", "DNS address of the name service")
 	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
 	f.StringVar(&o.admin, "admin", "", "the cell's admin (default you: $CORRAL_USER or $USER)")
@@ -236,7 +238,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	go func() {
 		masterDone <- a.serveMaster(masterCtx, masterOptions{
 			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell,
-			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"), infraLimits: infraLimits,
+			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"), infraLimits: infraLimits, httpHosts: o.httpHosts,
 			usageWindow: 5 * time.Second, pollInterval: time.Second, logs: localLogs{data: data}, log: log,
 			auth: &masterAuth{creds: local.Master, tokens: local.Tokens, sealer: local.Sealer},
 		}, func(rm *runningMaster) { readyc <- rm })
@@ -303,7 +305,8 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	fmt.Fprintf(w, "  CA          %s\n", absPath(local.CA))
 	fmt.Fprintf(w, "  admin cert  %s (key %s)\n", absPath(local.AdminCert), absPath(local.AdminKey))
 	fmt.Fprintf(w, "  admin token %s\n\n", absPath(local.AdminToken))
-	fmt.Fprintf(w, "Every connection is TLS; the corral command finds your certificate under the data dir.\n\n")
+	fmt.Fprintf(w, "The API and every master-agent connection are TLS; the corral command finds your certificate under the data dir.\n")
+	fmt.Fprintf(w, "The web UI is plain HTTP on loopback, readable without a login by anyone who can reach it.\n\n")
 	env := ""
 	if rm.grpc != DefaultMaster {
 		env = "export CORRAL_MASTER=" + rm.grpc + "\n  "

@@ -41,9 +41,9 @@ type health struct {
 
 // webHandler serves the web UI (or, when it cannot start, a status page)
 // and /healthz. The returned close ends the UI's live streams.
-func webHandler(svc *master.Service, m *master.Master, store events.Store, logs webui.Logs, cell string, rm *runningMaster, log *slog.Logger) (http.Handler, func()) {
+func webHandler(svc *master.Service, m *master.Master, store events.Store, logs webui.Logs, cell string, hosts []string, rm *runningMaster, log *slog.Logger) (http.Handler, func()) {
 	mux := http.NewServeMux()
-	ui, err := webui.New(webui.Config{API: redactedAPI{svc}, Cell: m, Streams: store, Logs: logs, Logger: log})
+	ui, err := webui.New(webui.Config{API: redactedAPI{svc}, Cell: m, Streams: store, Logs: logs, Logger: log, Hosts: hosts})
 	if err != nil {
 		log.Error("the web UI cannot start; serving a status page", "err", err)
 	}
