@@ -57,11 +57,13 @@
 // EVICTED. An exit 0 under "always", or a failure (non-zero exit, signal,
 // failed health check, start failure) under "always" or "on-failure",
 // restarts the task in place after a backoff of initial, 2x, 4x, ... up to
-// the max, until max_restarts. Stop is SIGTERM to the process group and
+// the max (events.RestartPolicy.Backoff: 1 s to 5 minutes by default, the
+// rule the master's reschedules follow), until max_restarts. Stop is SIGTERM to the process group and
 // SIGKILL after the grace period (SIGKILL also reaches every process left in
-// the container). A task over its memory limit is EVICTED with reason "oom";
-// one killed to relieve machine memory pressure with reason
-// "overcommitted". Both are ended: the master decides where they run next.
+// the container). A task over its memory limit is EVICTED with reason "oom"
+// (the master records it as a failure of the task, OOMKilled); one killed
+// to relieve machine memory pressure with reason "overcommitted". Both are
+// ended: the master decides where and when they run next.
 //
 // # Invariants
 //

@@ -533,36 +533,17 @@ func (a *Agent) restartable(t *task, failed bool) bool {
 	return p.GetMaxRestarts() == 0 || t.restarts < p.GetMaxRestarts()
 }
 
-// Backoff defaults when the restart policy gives none.
-const (
-	DefaultBackoffInitial = time.Second
-	DefaultBackoffMax     = time.Minute
-)
-
-// backoff schedules t's restart: initial, 2x, 4x, ... up to the max. A
-// process that ran for twice the max before exiting was healthy for a
-// while: the sequence starts over.
+// backoff schedules t's restart by the restart policy's backoff
+// (events.RestartPolicy.Backoff, the rule the master's reschedules follow
+// too). A process that ran healthy for a while starts the sequence over.
 func (a *Agent) backoff(t *task, ranFor time.Duration) {
-	initial := time.Duration(t.spec.Restart.GetBackoffInitialMs()) * time.Millisecond
-	if initial == 0 {
-		initial = DefaultBackoffInitial
-	}
-	ceiling := time.Duration(t.spec.Restart.GetBackoffMaxMs()) * time.Millisecond
-	if ceiling == 0 {
-		ceiling = max(DefaultBackoffMax, initial)
-	}
-	if ranFor >= 2*ceiling {
+	if t.spec.Restart.RanHealthy(ranFor) {
 		t.consecutive = 0
 	}
 	t.consecutive++
-	delay := initial
-	for i := int32(1); i < t.consecutive && delay < ceiling; i++ {
-		delay *= 2
-	}
-	delay = min(delay, ceiling)
 	t.state = agentpb.TaskState_TASK_STATE_BACKOFF
 	t.health = agentpb.Health_HEALTH_UNSPECIFIED
-	a.scheduleRestart(t, delay)
+	a.scheduleRestart(t, t.spec.Restart.Backoff(t.consecutive))
 }
 
 func (a *Agent) scheduleRestart(t *task, delay time.Duration) {

@@ -3,6 +3,7 @@ package commands
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
@@ -36,7 +37,9 @@ func TestReportAgentState(t *testing.T) {
 	}
 	v := c.s.Machines["m0"].Version
 	// Task 0 restarted in place (a new pid), 1 failed for good, 2 was
-	// OOM-killed, 3 is still starting.
+	// OOM-killed (a failure of its own, as any other), 3 is still
+	// starting. 1 and 2 go back after the policy's first backoff (1 s).
+	backoff := c.now.Add(time.Second).UnixMicro()
 	evs = c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: []AgentTask{
 		{Task: key("alice", "svc", 0), State: AgentRunning, Pid: 200, ExitCode: 1, Restarts: 1},
 		{Task: key("alice", "svc", 1), State: AgentFailed, ExitCode: 2, Message: "panic"},
@@ -47,9 +50,9 @@ func TestReportAgentState(t *testing.T) {
 		{"task/alice/svc/0", &events.TaskFailed{User: "alice", Job: "svc", Index: 0, Machine: "m0", ExitCode: 1, Restarts: 1, WillRestart: true}},
 		{"task/alice/svc/0", &events.TaskStarted{User: "alice", Job: "svc", Index: 0, Machine: "m0", Restarts: 1, Pid: 200}},
 		{"task/alice/svc/1", &events.TaskFailed{User: "alice", Job: "svc", Index: 1, Machine: "m0", ExitCode: 2, Message: "panic"}},
-		{"task/alice/svc/1", &events.TaskSubmitted{User: "alice", Job: "svc", Index: 1, SpecVersion: 1, Reason: "rescheduled"}},
-		{"task/alice/svc/2", &events.TaskEvicted{User: "alice", Job: "svc", Index: 2, Machine: "m0", Reason: "oom", Message: "over 1GiB"}},
-		{"task/alice/svc/2", &events.TaskSubmitted{User: "alice", Job: "svc", Index: 2, SpecVersion: 1, Reason: "rescheduled"}},
+		{"task/alice/svc/1", &events.TaskSubmitted{User: "alice", Job: "svc", Index: 1, SpecVersion: 1, Reason: "rescheduled", NotBeforeUs: backoff, FailStreak: 1}},
+		{"task/alice/svc/2", &events.TaskFailed{User: "alice", Job: "svc", Index: 2, Machine: "m0", Signal: "SIGKILL", Message: "OOMKilled: over 1GiB"}},
+		{"task/alice/svc/2", &events.TaskSubmitted{User: "alice", Job: "svc", Index: 2, SpecVersion: 1, Reason: "rescheduled", NotBeforeUs: backoff, FailStreak: 1}},
 	})
 	if tk := c.task("alice", "svc", 0); tk.State != projections.TaskRunning || tk.Restarts != 1 || tk.ExitCode != 1 || c.s.Machines["m0"].Version == v {
 		t.Fatalf("%+v", tk)
@@ -121,5 +124,77 @@ func TestUsageAndReservations(t *testing.T) {
 	// A non-prod task may now use what task 0 does not.
 	if free := c.s.Machines["m0"].Free(false); free.CPUMilli != 8000-1808 {
 		t.Fatal(free)
+	}
+}
+
+// A task's failures of its own count against its restart policy across
+// reschedules, and each reschedule waits the policy's backoff, doubling
+// with each failure in a row; a run that was healthy for a while starts
+// the doubling over.
+func TestFailuresBackOffAcrossReschedules(t *testing.T) {
+	c := newCell(t)
+	c.machines(2)
+	sp := spec("crash", 0, 1)
+	sp.Restart = &events.RestartPolicy{Mode: "on-failure", MaxRestarts: 3, BackoffInitialMs: 1000, BackoffMaxMs: 4000}
+	c.do(SubmitJob{Meta: alice, Spec: sp})
+	fail := func(machine string) *events.TaskSubmitted {
+		t.Helper()
+		c.place("alice", "crash", 0, machine)
+		c.start(machine)
+		at := c.now
+		evs := c.do(ReportAgentState{Meta: root, Machine: machine, Tasks: []AgentTask{{Task: key("alice", "crash", 0), State: AgentFailed, ExitCode: 1}}})
+		for _, e := range evs {
+			if s, ok := e.Data.(*events.TaskSubmitted); ok {
+				if got := time.UnixMicro(s.NotBeforeUs).Sub(at); got != sp.Restart.Backoff(s.FailStreak) {
+					t.Fatalf("resubmission %d waits %s, want %s", s.FailStreak, got, sp.Restart.Backoff(s.FailStreak))
+				}
+				return s
+			}
+		}
+		return nil
+	}
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		s := fail([]string{"m0", "m1"}[i%2])
+		if s == nil || s.FailStreak != int32(i+1) || sp.Restart.Backoff(s.FailStreak) != want {
+			t.Fatalf("failure %d: resubmitted %+v, want streak %d waiting %s", i+1, s, i+1, want)
+		}
+		if tk := c.task("alice", "crash", 0); tk.State != projections.TaskPending || tk.NotBeforeUS != s.NotBeforeUs || !strings.Contains(tk.LastFailure(), "exit 1") {
+			t.Fatalf("task %+v after failure %d", tk, i+1)
+		}
+	}
+	// The fourth failure spends max_restarts 3: dead, not resubmitted.
+	if s := fail("m1"); s != nil {
+		t.Fatalf("resubmitted past max_restarts: %+v", s)
+	}
+	if tk := c.task("alice", "crash", 0); tk.State != projections.TaskDead || tk.How != projections.Failed || tk.Restarts != 3 {
+		t.Fatalf("after max_restarts: %+v", tk)
+	}
+
+	// A run healthy for twice the longest backoff starts the doubling over.
+	sp2 := spec("steady", 0, 1)
+	sp2.Restart = &events.RestartPolicy{Mode: "always", BackoffInitialMs: 1000, BackoffMaxMs: 4000}
+	c.do(SubmitJob{Meta: alice, Spec: sp2})
+	run := func(machine string, ranFor time.Duration) *events.TaskSubmitted {
+		t.Helper()
+		c.place("alice", "steady", 0, machine)
+		c.start(machine)
+		c.now = c.now.Add(ranFor)
+		evs := c.do(ReportAgentState{Meta: root, Machine: machine, Tasks: []AgentTask{{Task: key("alice", "steady", 0), State: AgentFailed, Signal: "SIGSEGV"}}})
+		for _, e := range evs {
+			if s, ok := e.Data.(*events.TaskSubmitted); ok {
+				return s
+			}
+		}
+		t.Fatal("not resubmitted")
+		return nil
+	}
+	if s := run("m0", 0); s.FailStreak != 1 {
+		t.Fatalf("first failure: streak %d", s.FailStreak)
+	}
+	if s := run("m1", 0); s.FailStreak != 2 {
+		t.Fatalf("second failure: streak %d", s.FailStreak)
+	}
+	if s := run("m0", 8*time.Second); s.FailStreak != 1 {
+		t.Fatalf("a failure after 8 s healthy: streak %d, want 1", s.FailStreak)
 	}
 }

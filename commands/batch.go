@@ -94,7 +94,14 @@ func ref(t *projections.Task) *events.TaskRef {
 
 // submit makes a task pending at a spec version.
 func (b *batch) submit(j *projections.Job, index int32, version int64, reason string) {
-	b.add(events.TaskStream(j.User, j.Name, index), &events.TaskSubmitted{User: j.User, Job: j.Name, Index: index, SpecVersion: version, Reason: reason})
+	b.submitAfter(j, index, version, reason, 0, 0)
+}
+
+// submitAfter submits a task that may not be placed before notBeforeUS
+// (0: at once), its failures in a row being streak.
+func (b *batch) submitAfter(j *projections.Job, index int32, version int64, reason string, notBeforeUS int64, streak int32) {
+	b.add(events.TaskStream(j.User, j.Name, index), &events.TaskSubmitted{User: j.User, Job: j.Name, Index: index, SpecVersion: version,
+		Reason: reason, NotBeforeUs: notBeforeUS, FailStreak: streak})
 	if t := j.Task(index); t != nil {
 		b.status[t] = projections.TaskPending
 		b.replace[t] = reason == "updated" || (reason == "rescheduled" && b.replacing(t))
@@ -163,18 +170,34 @@ func (b *batch) afterDeath(t *projections.Task, how projections.DeathHow) {
 	}
 	policy := cur.Spec.GetRestart()
 	mode := policy.GetMode()
-	want := false
+	want, own := false, false
 	switch how {
 	case projections.Evicted, projections.Lost:
 		want = true
 	case projections.Failed:
 		want = mode != "never" && (policy.GetMaxRestarts() == 0 || t.Restarts < policy.GetMaxRestarts())
+		own = true
 	case projections.Finished:
 		want = mode == "always"
+		own = true
 	}
-	if want {
-		b.submit(j, t.Index, cur.Version, "rescheduled")
+	if !want {
+		return
 	}
+	// A death of the task's own making backs it off, doubling with each
+	// in a row (the rule the agent's restarts in place follow), so a task
+	// that cannot run costs a bounded number of events an hour; one that
+	// ran healthy for a while starts over. Evictions and losses are not
+	// its doing: it goes back at once, its streak kept.
+	streak, notBefore := t.FailStreak, int64(0)
+	if own {
+		if t.StartedUS != 0 && policy.RanHealthy(b.now.Sub(time.UnixMicro(t.StartedUS))) {
+			streak = 0
+		}
+		streak++
+		notBefore = b.now.Add(policy.Backoff(streak)).UnixMicro()
+	}
+	b.submitAfter(j, t.Index, cur.Version, "rescheduled", notBefore, streak)
 }
 
 // killJob kills a job's remaining tasks, then the job, then the jobs that

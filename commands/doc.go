@@ -63,5 +63,13 @@ specs that arrive as protobuf are checked by ValidateSpec.
     ends it: always after an eviction or loss, as the restart policy says
     after a failure or a clean exit. A job none of whose tasks is left
     finishes, and the jobs deferred until it finished start.
+  - A death of the task's own making (a failure: exit, signal, a start the
+    agent refused, an OOM kill, which the agent reports as an eviction
+    with reason "oom" and is recorded as TaskFailed "OOMKilled") counts
+    against max_restarts across reschedules, and its resubmission waits
+    RestartPolicy.Backoff of its failures in a row (TaskSubmitted
+    not_before_us, fail_streak), the rule the agent's restarts in place
+    follow too; a run healthy for twice the longest backoff starts the
+    doubling over. The scheduler leaves a task alone until then.
 */
 package commands

@@ -178,7 +178,23 @@ func (b *batch) reportTask(t *projections.Task, at AgentTask) {
 	case AgentEvicted:
 		reason := at.Reason
 		if reason == "" {
-			reason = "oom"
+			reason = reasonOOM
+		}
+		if reason == reasonOOM {
+			// Over its own memory limit: a failure of the task, which
+			// counts against its restart policy and backs off, not an
+			// eviction it could not help.
+			msg := "OOMKilled: over its memory limit"
+			if at.Message != "" {
+				msg = "OOMKilled: " + at.Message
+			}
+			sig := at.Signal
+			if sig == "" {
+				sig = "SIGKILL"
+			}
+			b.fail(t, &events.TaskFailed{User: j.User, Job: j.Name, Index: t.Index, Machine: t.Machine, ExitCode: at.ExitCode,
+				Signal: sig, Message: msg, Restarts: at.Restarts})
+			return
 		}
 		b.evict(t, reason, at.Message, nil)
 	case AgentKilled:
@@ -237,3 +253,7 @@ func significant(limit, cur, next projections.Resources) bool {
 	return moved(limit.CPUMilli, cur.CPUMilli, next.CPUMilli) || moved(limit.MemoryBytes, cur.MemoryBytes, next.MemoryBytes) ||
 		moved(limit.DiskBytes, cur.DiskBytes, next.DiskBytes)
 }
+
+// reasonOOM is the agent's eviction reason for a task over its own memory
+// limit (agent.ReasonOOM).
+const reasonOOM = "oom"

@@ -1799,12 +1799,16 @@ func (x *AllocEvicted) GetReason() string {
 }
 
 type TaskSubmitted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
-	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
-	Index         int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
-	SpecVersion   int64                  `protobuf:"varint,4,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"`
-	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"` // "new", "rescheduled", "scaled-up", "updated"
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	User        string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Job         string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Index       int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	SpecVersion int64                  `protobuf:"varint,4,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"`
+	Reason      string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"` // "new", "rescheduled", "scaled-up", "updated"
+	// A task resubmitted after a failure of its own waits until then
+	// (RestartPolicy.Backoff); 0: it may be placed at once.
+	NotBeforeUs   int64 `protobuf:"varint,6,opt,name=not_before_us,json=notBeforeUs,proto3" json:"not_before_us,omitempty"`
+	FailStreak    int32 `protobuf:"varint,7,opt,name=fail_streak,json=failStreak,proto3" json:"fail_streak,omitempty"` // its failures in a row, this one included
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1872,6 +1876,20 @@ func (x *TaskSubmitted) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *TaskSubmitted) GetNotBeforeUs() int64 {
+	if x != nil {
+		return x.NotBeforeUs
+	}
+	return 0
+}
+
+func (x *TaskSubmitted) GetFailStreak() int32 {
+	if x != nil {
+		return x.FailStreak
+	}
+	return 0
 }
 
 type TaskScheduled struct {
@@ -3254,13 +3272,16 @@ const file_catalogue_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x05R\x05index\x12\x18\n" +
 	"\amachine\x18\x04 \x01(\tR\amachine\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x86\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xcb\x01\n" +
 	"\rTaskSubmitted\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x05R\x05index\x12!\n" +
 	"\fspec_version\x18\x04 \x01(\x03R\vspecVersion\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xe4\x02\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\"\n" +
+	"\rnot_before_us\x18\x06 \x01(\x03R\vnotBeforeUs\x12\x1f\n" +
+	"\vfail_streak\x18\a \x01(\x05R\n" +
+	"failStreak\"\xe4\x02\n" +
 	"\rTaskScheduled\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +

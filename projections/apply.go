@@ -329,6 +329,7 @@ func (s *State) taskSubmitted(pos int64, p *events.TaskSubmitted) bool {
 	t.SpecVersion, t.Limit = v, TaskLimit(spec, p.Index)
 	t.Reservation = t.Limit
 	t.Machine, t.Ports, t.AllocIndex, t.How, t.Reason, t.Pid = "", nil, -1, NotDead, p.Reason, 0
+	t.NotBeforeUS, t.FailStreak = p.NotBeforeUs, p.FailStreak
 	s.setState(t, TaskPending)
 	if j.Deferred {
 		j.Deferred = false
@@ -367,7 +368,7 @@ func (s *State) taskStarted(p *events.TaskStarted) bool {
 		return false
 	}
 	s.setState(t, TaskRunning)
-	t.Pid, t.Replacing = p.Pid, false
+	t.Pid, t.Replacing, t.StartedUS = p.Pid, false, s.TimeUS
 	return true
 }
 
@@ -376,7 +377,7 @@ func (s *State) taskFailed(pos int64, p *events.TaskFailed) bool {
 	if t == nil {
 		return false
 	}
-	t.ExitCode, t.Signal = p.ExitCode, p.Signal
+	t.ExitCode, t.Signal, t.FailMessage = p.ExitCode, p.Signal, p.Message
 	if p.WillRestart {
 		// The agent restarts it in place: it keeps its resources.
 		t.Restarts++

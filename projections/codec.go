@@ -24,7 +24,7 @@ import (
 
 var codecMagic = [4]byte{'c', 'r', 's', 't'}
 
-const codecVersion = 2
+const codecVersion = 3
 
 // ErrCheckpoint: a checkpoint's bytes are not a state this build can read.
 var ErrCheckpoint = errors.New("projections: unreadable checkpoint")
@@ -150,6 +150,10 @@ func (e *encoder) job(j *Job) {
 		e.int(int64(t.ExitCode))
 		e.str(t.Signal)
 		e.int(t.Pid)
+		e.int(t.NotBeforeUS)
+		e.int(int64(t.FailStreak))
+		e.int(t.StartedUS)
+		e.str(t.FailMessage)
 		// The limit is derived from the spec; the reservation equals it
 		// until the estimator moves it.
 		e.bool(t.Reservation != t.Limit)
@@ -326,6 +330,10 @@ func (d *decoder) job() *Job {
 		t.ExitCode = int32(d.int())
 		t.Signal = d.istr()
 		t.Pid = d.int()
+		t.NotBeforeUS = d.int()
+		t.FailStreak = int32(d.int())
+		t.StartedUS = d.int()
+		t.FailMessage = d.istr()
 		spec := j.SpecOf(t.SpecVersion)
 		if spec == nil {
 			d.fail("job %s task %d: spec version %d missing", j.Key(), i, t.SpecVersion)

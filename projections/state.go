@@ -2,8 +2,10 @@ package projections
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/corralhq/corral/events"
 )
@@ -357,7 +359,13 @@ type Task struct {
 	AllocIndex  int32  // the alloc instance it runs in, -1 outside an alloc
 	Ports       []int32
 	Restarts    int32 // restarts in place plus reschedules after a failure, eviction or loss
-	ExitCode    int32 // of the last exit
+	// NotBeforeUS: a task resubmitted after a failure of its own is not
+	// placed before then (RestartPolicy.Backoff); 0 when it need not wait.
+	NotBeforeUS int64
+	FailStreak  int32  // failures of its own in a row (backoff doubles with each)
+	StartedUS   int64  // when its current or last run started
+	FailMessage string // the message of its last failure (OOMKilled: ..., the agent's refusal)
+	ExitCode    int32  // of the last exit
 	Signal      string
 	Pid         int64
 	Limit       Resources // what it asked for, overrides applied
@@ -440,6 +448,25 @@ func (s *State) Task(user, job string, index int32) *Task {
 		return nil
 	}
 	return j.Task(index)
+}
+
+// LastFailure words the task's last failure: its message, exit code or
+// signal ("OOMKilled: over its memory limit", "exit 1", "signal SIGSEGV").
+func (t *Task) LastFailure() string {
+	var parts []string
+	if t.FailMessage != "" {
+		parts = append(parts, t.FailMessage)
+	}
+	switch {
+	case t.Signal != "":
+		parts = append(parts, "signal "+t.Signal)
+	case t.ExitCode != 0:
+		parts = append(parts, fmt.Sprintf("exit %d", t.ExitCode))
+	}
+	if len(parts) == 0 {
+		return "failed"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // PendingCount is the number of pending tasks.

@@ -1487,6 +1487,8 @@ type TaskView struct {
 	MemoryBytesUsed int64                  `protobuf:"varint,16,opt,name=memory_bytes_used,json=memoryBytesUsed,proto3" json:"memory_bytes_used,omitempty"`
 	Address         string                 `protobuf:"bytes,17,opt,name=address,proto3" json:"address,omitempty"` // host:port of the task's first port, when placed
 	Priority        int32                  `protobuf:"varint,18,opt,name=priority,proto3" json:"priority,omitempty"`
+	NotBeforeUs     int64                  `protobuf:"varint,19,opt,name=not_before_us,json=notBeforeUs,proto3" json:"not_before_us,omitempty"` // pending in backoff until then, after a failure of its own
+	Signal          string                 `protobuf:"bytes,20,opt,name=signal,proto3" json:"signal,omitempty"`                                 // of the last exit
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1645,6 +1647,20 @@ func (x *TaskView) GetPriority() int32 {
 		return x.Priority
 	}
 	return 0
+}
+
+func (x *TaskView) GetNotBeforeUs() int64 {
+	if x != nil {
+		return x.NotBeforeUs
+	}
+	return 0
+}
+
+func (x *TaskView) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
 }
 
 type JobView struct {
@@ -3238,7 +3254,7 @@ const file_api_proto_rawDesc = "" +
 	"\rtasks_running\x18\f \x01(\x03R\ftasksRunning\x12\x1f\n" +
 	"\vstore_error\x18\r \x01(\tR\n" +
 	"storeError\x12&\n" +
-	"\x0fleader_since_us\x18\x0e \x01(\x03R\rleaderSinceUs\"\xa7\x04\n" +
+	"\x0fleader_since_us\x18\x0e \x01(\x03R\rleaderSinceUs\"\xe3\x04\n" +
 	"\bTaskView\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -3258,7 +3274,9 @@ const file_api_proto_rawDesc = "" +
 	"\x0ecpu_cores_used\x18\x0f \x01(\x01R\fcpuCoresUsed\x12*\n" +
 	"\x11memory_bytes_used\x18\x10 \x01(\x03R\x0fmemoryBytesUsed\x12\x18\n" +
 	"\aaddress\x18\x11 \x01(\tR\aaddress\x12\x1a\n" +
-	"\bpriority\x18\x12 \x01(\x05R\bpriority\"\x8b\x04\n" +
+	"\bpriority\x18\x12 \x01(\x05R\bpriority\x12\"\n" +
+	"\rnot_before_us\x18\x13 \x01(\x03R\vnotBeforeUs\x12\x16\n" +
+	"\x06signal\x18\x14 \x01(\tR\x06signal\"\x8b\x04\n" +
 	"\aJobView\x12-\n" +
 	"\x04spec\x18\x01 \x01(\v2\x19.corral.events.v1.JobSpecR\x04spec\x12!\n" +
 	"\fspec_version\x18\x02 \x01(\x03R\vspecVersion\x12\x14\n" +

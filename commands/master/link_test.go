@@ -71,44 +71,88 @@ func TestLinkRecordsEveryFailureAndRestart(t *testing.T) {
 }
 
 // A task over its memory limit is killed (by the kernel where cgroups are
-// writable, by the agent's sampling otherwise) and recorded as evicted for
-// OOM. Evicted tasks are placed again: here on the same machine, where the
-// agent still reports the ended run; the new placement must run (a new
-// process) and end on its own, not be ended by that old report.
-func TestLinkRecordsOOMEviction(t *testing.T) {
+// writable, by the agent's sampling otherwise) and recorded as a failure
+// of its own: OOMKilled, counted against its restart policy, and placed
+// again only after the policy's backoff, doubling with each failure in a
+// row. Placed again on the same machine, where the agent still reports the
+// ended run, the new placement must run (a new process). A task that
+// cannot live costs a bounded number of events: before, OOM kills were
+// evictions, rescheduled at once, about 130 events a second for ever.
+func TestLinkOOMKilledTaskBacksOff(t *testing.T) {
 	c := newLinkCell(t, testLinkConfig())
+	// Two machines: a failed task avoids the machine it last failed on.
 	c.startAgent("m0", false)
+	c.startAgent("m1", false)
+	eventually(t, 10*time.Second, "m0 and m1 up", func() (bool, string) {
+		return c.machineState("m0") == projections.MachineUp && c.machineState("m1") == projections.MachineUp, ""
+	})
 	// tail looks for a line end in an endless stream of zeros: it keeps
 	// everything it reads.
-	spec := c.spec("hog", 1, "exec tail /dev/zero")
-	spec.Resources.MemoryBytes = 32 << 20
-	c.submit(spec)
-	eventually(t, 30*time.Second, "two OOM evictions in the log", func() (bool, string) {
-		n := len(c.events("hog", "TaskEvicted"))
-		return n >= 2, fmt.Sprint(n, " evictions; ", c.tasks("hog"))
-	})
+	hog := c.spec("hog", 1, "exec tail /dev/zero")
+	hog.Resources.MemoryBytes = 32 << 20
+	hog.Restart = &events.RestartPolicy{Mode: "always", BackoffInitialMs: 500, BackoffMaxMs: 2000}
+	once := c.spec("hog-once", 1, "exec tail /dev/zero")
+	once.Resources.MemoryBytes = 32 << 20
+	once.Restart = &events.RestartPolicy{Mode: "never"}
+	start := c.submit(hog)
+	c.submit(once)
+	const window = 10 * time.Second
+	time.Sleep(window)
 	if _, err := c.master.client.Kill(as("alice"), &apipb.KillRequest{RequestId: "kill-hog", Job: "hog"}); err != nil {
 		t.Fatal(err)
 	}
-	var seq []string
+	elapsed := time.Since(start)
+
 	pids := map[int64]bool{}
-	for _, e := range c.events("hog", "TaskStarted", "TaskEvicted", "TaskScheduled") {
-		seq = append(seq, e.Type)
+	var failures int
+	var lastSubmit time.Time
+	var lastWait time.Duration
+	for _, e := range c.events("hog", "TaskStarted", "TaskFailed", "TaskSubmitted") {
 		switch p := e.Data.(type) {
-		case *events.TaskEvicted:
-			if p.Reason != "oom" || p.Machine != "m0" {
-				t.Errorf("TaskEvicted %+v: want reason oom on m0", p)
-			}
-			if len(seq) < 2 || seq[len(seq)-2] != "TaskStarted" {
-				t.Errorf("an eviction not preceded by a start: %v", seq)
+		case *events.TaskFailed:
+			failures++
+			if !strings.HasPrefix(p.Message, "OOMKilled") {
+				t.Errorf("TaskFailed %+v: want OOMKilled", p)
 			}
 		case *events.TaskStarted:
 			pids[p.Pid] = true
+		case *events.TaskSubmitted:
+			if p.Reason == "rescheduled" {
+				want := hog.Restart.Backoff(p.FailStreak)
+				got := time.UnixMicro(p.NotBeforeUs).Sub(e.OccurredAt)
+				if p.FailStreak < 1 || got < want-time.Millisecond || got > want+time.Millisecond {
+					t.Errorf("resubmission %d in a row waits %s, want %s", p.FailStreak, got, want)
+				}
+				if !lastSubmit.IsZero() && e.OccurredAt.Sub(lastSubmit) < lastWait {
+					t.Errorf("resubmitted %s after the previous resubmission, less than that one's backoff %s", e.OccurredAt.Sub(lastSubmit), lastWait)
+				}
+				lastSubmit, lastWait = e.OccurredAt, want
+			}
 		}
 	}
-	t.Logf("log: %v; %d distinct pids", seq, len(pids))
-	if len(pids) < 2 {
-		t.Errorf("the task ran as %d process(es); placed again, it must run again", len(pids))
+	// With backoffs of 0.5, 1, 2, 2, ... s, at most 1 + 2 + (window-1.5 s)/2 s
+	// runs fit in the window, and each costs four events.
+	bound := 3 + int(elapsed-1500*time.Millisecond)/int(2*time.Second) + 1
+	all := len(c.events("hog"))
+
+	t.Logf("in %s: %d OOM kills, %d processes, %d events of the job (bound %d runs)", elapsed.Truncate(time.Millisecond), failures, len(pids), all, bound)
+	if failures < 2 || len(pids) < 2 {
+		t.Errorf("%d failures, %d processes: placed again after its backoff, it must run again", failures, len(pids))
+	}
+	if failures > bound || all > 4*bound+4 {
+		t.Errorf("%d failures and %d events in %s: more than the backoff allows (%d runs)", failures, all, elapsed, bound)
+	}
+
+	// restart: never is obeyed for an OOM kill too: one run, then dead.
+	eventually(t, 10*time.Second, "hog-once failed for good", func() (bool, string) {
+		ts := c.tasks("hog-once")
+		return ts[0].State == projections.TaskDead, fmt.Sprint(ts)
+	})
+	if ts := c.tasks("hog-once")[0]; ts.How != projections.Failed {
+		t.Errorf("hog-once %+v: want failed", ts)
+	}
+	if n := len(c.events("hog-once", "TaskSubmitted")); n != 1 {
+		t.Errorf("hog-once was submitted %d times; restart: never", n)
 	}
 }
 

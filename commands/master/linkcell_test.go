@@ -408,6 +408,8 @@ func (c *linkCell) machineState(name string) projections.MachineState {
 
 // events returns the log's events of the given types, for job when it is
 // set (machine events have no job).
+// events reads the log's events of job ("" for all) of the types given
+// (none: every type).
 func (c *linkCell) events(job string, types ...string) []events.Event {
 	c.t.Helper()
 	evs, err := c.store.Read(context.Background(), 1, 1_000_000)
@@ -416,7 +418,7 @@ func (c *linkCell) events(job string, types ...string) []events.Event {
 	}
 	var out []events.Event
 	for _, e := range evs {
-		if !slices.Contains(types, e.Type) {
+		if len(types) > 0 && !slices.Contains(types, e.Type) {
 			continue
 		}
 		if job != "" && !strings.HasPrefix(e.Stream, "task/alice/"+job+"/") && e.Stream != "job/alice/"+job {

@@ -71,8 +71,11 @@ func TestLinkReplayedStartOfAnEarlierPlacement(t *testing.T) {
 	a.hold.Store(true)
 	sa.mu.Lock()
 	ts := sa.tasks[key]
+	// Evicted for the machine's memory pressure, which is not the task's
+	// doing (an OOM kill would be its failure, and back off).
 	sa.emit(agentpb.EventKind_EVENT_KIND_EVICTED, ts.Task, ts.Pid, false)
-	ts.State, ts.Pid, ts.Reason = agentpb.TaskState_TASK_STATE_EVICTED, 0, "oom"
+	sa.events[len(sa.events)-1].Reason = "overcommitted"
+	ts.State, ts.Pid, ts.Reason = agentpb.TaskState_TASK_STATE_EVICTED, 0, "overcommitted"
 	sa.mu.Unlock()
 	eventually(t, 10*time.Second, "evicted and placed on f0 again", func() (bool, string) {
 		tv := c.tasks("again")[0]

@@ -69,6 +69,26 @@ func (e *Explanations) set(position int64, plan *scheduler.Plan) {
 	e.mu.Unlock()
 }
 
+// backingOff counts a job's pending tasks waiting out a backoff, the latest
+// time one waits until and why the last of them failed.
+func backingOff(s *projections.State, j *projections.Job) (n int, until time.Time, why string) {
+	now := time.UnixMicro(s.TimeUS)
+	for _, t := range j.Tasks {
+		if t == nil || t.State != projections.TaskPending || t.NotBeforeUS == 0 {
+			continue
+		}
+		nb := time.UnixMicro(t.NotBeforeUS)
+		if !nb.After(now) && !nb.After(time.Now()) {
+			continue
+		}
+		n++
+		if nb.After(until) {
+			until, why = nb, t.LastFailure()
+		}
+	}
+	return n, until, why
+}
+
 // Explain renders the latest explanation of a job's pending tasks; it is
 // Service.Explain.
 func (e *Explanations) Explain(s *projections.State, j *projections.Job) *apipb.WhyPendingReply {
@@ -79,6 +99,11 @@ func (e *Explanations) Explain(s *projections.State, j *projections.Job) *apipb.
 	}
 	if j.Deferred {
 		out.Summary = fmt.Sprintf("job %s/%s waits for job %s to finish before it starts", j.User, j.Name, j.Spec().GetStartAfter())
+		return out
+	}
+	if n, until, why := backingOff(s, j); n > 0 && n == j.PendingTasks() {
+		out.Summary = fmt.Sprintf("%d task(s) of %s/%s back off after failing until %s (last: %s); the restart policy's backoff doubles with each failure in a row",
+			n, j.User, j.Name, until.UTC().Format(time.RFC3339), why)
 		return out
 	}
 	e.mu.RLock()
@@ -251,6 +276,9 @@ func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, l
 	// Tasks lost with their machine return at a bounded rate.
 	var lost []*projections.Task
 	for _, t := range s.PendingTasks() {
+		if t.NotBeforeUS > now.UnixMicro() {
+			continue // backing off after a failure of its own
+		}
 		if t.LastHow == projections.Lost || strings.HasPrefix(t.Reason, "lost") {
 			lost = append(lost, t)
 			continue

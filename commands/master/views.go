@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -24,8 +25,16 @@ func TaskView(s *projections.State, t *projections.Task) *apipb.TaskView {
 		MemoryBytesUsed: t.Usage.MemoryBytes,
 		Priority:        t.Priority(),
 	}
-	if t.State == projections.TaskDead {
+	v.NotBeforeUs, v.Signal = t.NotBeforeUS, t.Signal
+	switch {
+	case t.State == projections.TaskDead:
 		v.How = t.How.String()
+		if t.How == projections.Failed {
+			v.Reason = t.LastFailure()
+		}
+	case t.State == projections.TaskPending && t.NotBeforeUS > time.Now().UnixMicro():
+		v.Reason = fmt.Sprintf("backoff until %s after %s (failure %d in a row)",
+			time.UnixMicro(t.NotBeforeUS).UTC().Format(time.RFC3339), t.LastFailure(), t.FailStreak)
 	}
 	if w := t.Usage.WindowEndUS - t.Usage.WindowStartUS; w > 0 {
 		v.CpuCoresUsed = t.Usage.CPUCoreSeconds / (float64(w) / 1e6)

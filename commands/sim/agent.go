@@ -418,24 +418,12 @@ func (a *Agent) restartable(t *atask, failed bool) bool {
 }
 
 func (a *Agent) backoff(t *atask, ranFor time.Duration) {
-	initial := time.Duration(t.spec.GetRestart().GetBackoffInitialMs()) * time.Millisecond
-	if initial == 0 {
-		initial = agent.DefaultBackoffInitial
-	}
-	ceiling := time.Duration(t.spec.GetRestart().GetBackoffMaxMs()) * time.Millisecond
-	if ceiling == 0 {
-		ceiling = max(agent.DefaultBackoffMax, initial)
-	}
-	if ranFor >= 2*ceiling {
+	if t.spec.GetRestart().RanHealthy(ranFor) {
 		t.consecutive = 0
 	}
 	t.consecutive++
-	delay := initial
-	for i := int32(1); i < t.consecutive && delay < ceiling; i++ {
-		delay *= 2
-	}
 	t.state = agentpb.TaskState_TASK_STATE_BACKOFF
-	a.scheduleRestart(t, min(delay, ceiling))
+	a.scheduleRestart(t, t.spec.GetRestart().Backoff(t.consecutive))
 }
 
 func (a *Agent) scheduleRestart(t *atask, delay time.Duration) {

@@ -32,6 +32,9 @@ func taskDNS(index int32, job, user, cell string) string {
 func jobDNS(job, user, cell string) string { return nameservice.JobName(job, user, cell) }
 
 func taskState(t *apipb.TaskView) string {
+	if t.State == "pending" && t.NotBeforeUs > time.Now().UnixMicro() {
+		return "backoff"
+	}
 	if t.How != "" {
 		return t.State + " (" + t.How + ")"
 	}
