@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,10 +92,17 @@ func TestNewcomerPath(t *testing.T) {
 		t.Errorf("submit --wait: exit %d", code)
 	}
 
-	// The web UI lists it; /healthz says the master leads.
+	// The web UI asks for a login, takes the admin's token and then lists
+	// it; /healthz says the master leads.
+	if resp, err := http.Get("http://" + httpAddr + "/jobs"); err != nil || resp.Request.URL.Path != "/login" {
+		t.Errorf("GET /jobs without a login: %v, want the login page", err)
+	} else {
+		resp.Body.Close()
+	}
+	web := webLogin(t, httpAddr, filepath.Join(data, "certs", "admins", "alice.token"))
 	for path, want := range map[string]string{"/healthz": `"leader":true`, "/jobs": "hello", "/jobs/alice/hello/tasks/0": "hello from task 0"} {
 		eventually("GET "+path, 15*time.Second, func() (string, bool) {
-			resp, err := http.Get("http://" + httpAddr + path)
+			resp, err := web.Get("http://" + httpAddr + path)
 			if err != nil {
 				return err.Error(), false
 			}
@@ -227,6 +236,41 @@ func TestNewcomerPath(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"group_by": "job"`) || !strings.Contains(out, `"group": "alice/hello"`) {
 		t.Errorf("bill --db --format json: exit %d", code)
 	}
+}
+
+// webLogin logs in to a cell's web UI with the token in tokenFile and
+// returns a client holding the session.
+func webLogin(t *testing.T, httpAddr, tokenFile string) *http.Client {
+	t.Helper()
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := &http.Client{Jar: jar, Timeout: 60 * time.Second}
+	resp, err := web.Get("http://" + httpAddr + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("the login page has no CSRF token:\n%s", page)
+	}
+	resp, err = web.PostForm("http://"+httpAddr+"/login", url.Values{"token": {strings.TrimSpace(string(tok))}, "csrf": {string(m[1])}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `<span id="user">`) {
+		t.Fatalf("logging in to the web UI: %d\n%s", resp.StatusCode, body)
+	}
+	return web
 }
 
 var built struct {

@@ -54,6 +54,11 @@
 //
 // # Invariants
 //
+//   - With Config.Login set (a master with --certs), every page but /login
+//     asks for a session: a token the API would take, checked by Login,
+//     starts one (an HttpOnly, SameSite=Strict cookie, 12 hours, in
+//     memory); the pages' API calls carry its user. Config.Anonymous
+//     (--web-anonymous) serves everyone as Config.User.
 //   - A request whose Host is not an IP address, localhost or one of
 //     Config.Hosts is refused (421 Misdirected Request): DNS rebinding
 //     cannot make another site's page read the UI.

@@ -73,6 +73,13 @@ type Config struct {
 	// one); default "webui". The UI is read-only: every user sees every
 	// job, as Borg's Sigma shows debugging information to everyone.
 	User string
+	// Login checks a token as the API does and returns its user. When set
+	// (and Anonymous is not), every page but the login page asks for a
+	// session; the pages' API calls carry its user. nil: no login.
+	Login func(ctx context.Context, token string) (string, error)
+	// Anonymous serves every page without a login even when Login is set
+	// (--web-anonymous), as User.
+	Anonymous bool
 	// Hosts are the names the UI is served as, besides IP addresses and
 	// localhost: a request naming any other Host is refused, so that a
 	// page whose name an attacker points at this address (DNS rebinding)
@@ -91,6 +98,8 @@ type Handler struct {
 	cfg   Config
 	mux   *http.ServeMux
 	pages map[string]*template.Template
+
+	sessions sessions
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close: live streams end
@@ -142,6 +151,9 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /machines/{name}", h.machine)
 	h.mux.HandleFunc("GET /events", h.events)
 	h.mux.HandleFunc("GET /events/stream", h.eventStream)
+	h.mux.HandleFunc("GET /login", h.loginForm)
+	h.mux.HandleFunc("POST /login", h.login)
+	h.mux.HandleFunc("POST /logout", h.logout)
 	h.mux.HandleFunc("GET /sql", h.sqlForm)
 	h.mux.HandleFunc("POST /sql", h.sql)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -163,6 +175,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A name the UI was not told it is served as: a DNS rebinding
 		// page pointing its own name at this address, most likely.
 		http.Error(w, fmt.Sprintf("Host %q is not a name this cell's web UI is served as (an IP address, localhost, or one given with --http-host)", r.Host), http.StatusMisdirectedRequest)
+		return
+	}
+	r, ok := h.authenticate(w, r)
+	if !ok {
 		return
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -201,11 +217,16 @@ type page struct {
 	Nav    string // the navigation entry to mark current
 	Script string // a script under /static to load, "" for none
 	Data   any
+	User   string // the logged-in user, "" for none
+	CSRF   string // the browser's CSRF token, for the log-out form
 }
 
 // render executes a page into a buffer first, so that a template error
 // becomes an error page instead of half a page.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, p page) {
+	if p.User = userOf(r); p.User != "" {
+		p.CSRF = h.csrfToken(w, r)
+	}
 	t := h.pages[name]
 	var buf bytes.Buffer
 	if t == nil {
@@ -276,7 +297,11 @@ func httpStatus(err error) int {
 // ctx returns the request's context carrying the UI's identity, as the
 // API expects it from a trusted link.
 func (h *Handler) ctx(r *http.Request) context.Context {
-	return metadata.NewIncomingContext(r.Context(), metadata.Pairs(master.UserHeader, h.cfg.User))
+	user := userOf(r)
+	if user == "" {
+		user = h.cfg.User
+	}
+	return metadata.NewIncomingContext(r.Context(), metadata.Pairs(master.UserHeader, user))
 }
 
 // badParam is the error for a query parameter that does not parse.

@@ -40,7 +40,9 @@ type masterOptions struct {
 	// httpHosts are the names the web UI is served as, besides IP
 	// addresses and localhost (--http-host).
 	httpHosts []string
-	dns       string // "" serves no DNS
+	// webAnonymous serves the web UI without a login (--web-anonymous).
+	webAnonymous bool
+	dns          string // "" serves no DNS
 	// dnsOptional runs on without DNS when its address is taken.
 	dnsOptional bool
 	cell        string
@@ -160,7 +162,14 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 			return fmt.Errorf("--http %s: %w", o.http, err)
 		}
 		rm.http = hl.Addr().String()
-		handler, closeUI := webHandler(svc, m, store, o.logs, o.cell, o.httpHosts, rm, log)
+		access := webAccess{hosts: o.httpHosts, anonymous: o.webAnonymous}
+		if o.auth != nil {
+			access.tokens = o.auth.tokens
+		}
+		if access.tokens == nil || o.webAnonymous {
+			log.Warn("the web UI asks for no login: anyone who reaches it reads the whole cell", "http", o.http)
+		}
+		handler, closeUI := webHandler(svc, m, store, o.logs, o.cell, access, rm, log)
 		web = &http.Server{Handler: mops.handler(m, handler, log), ReadHeaderTimeout: 10 * time.Second}
 		web.RegisterOnShutdown(closeUI)
 		run("HTTP", func() error {
@@ -319,6 +328,7 @@ plaintext and believes whatever user a client names: a trusted machine only.`,
 	f.StringVar(&o.advertise, "advertise", "", "gRPC address clients and agents reach this replica at (default the listener's)")
 	f.StringVar(&o.http, "http", "", "HTTP address for the web UI, /metrics, /healthz and /readyz (default none)")
 	f.StringArrayVar(&o.httpHosts, "http-host", nil, "a name the web UI is served as (repeatable); requests naming another Host than these, an IP address or localhost are refused")
+	f.BoolVar(&o.webAnonymous, "web-anonymous", false, "serve the web UI without a login (by default it asks for one of the cell's tokens when the master has --certs)")
 	f.StringVar(&o.dns, "dns", "", "DNS address for the name service (default none), e.g. 127.0.0.1:5353")
 	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
 	f.StringVar(&admins, "admins", "", "users with the admin capability, comma-separated")

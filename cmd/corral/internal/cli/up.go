@@ -124,6 +124,7 @@ type upOptions struct {
 	dnsOptional                                 bool
 	infra                                       infraFlags
 	httpHosts                                   []string
+	webAnonymous                                bool
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -152,6 +153,7 @@ admin and gets quota to run examples in every band.`,
 	f.StringVar(&o.listen, "listen", DefaultMaster, "gRPC address of the master")
 	f.StringVar(&o.http, "http", "127.0.0.1:8080", "HTTP address of the web UI and /healthz")
 	f.StringArrayVar(&o.httpHosts, "http-host", nil, "a name the web UI is served as (repeatable); requests naming another Host than these, an IP address or localhost are refused")
+	f.BoolVar(&o.webAnonymous, "web-anonymous", false, "serve the web UI without a login (by default it asks for one of the cell's tokens, e.g. DATA/certs/admins/NAME.token)")
 	f.StringVar(&o.dns, "dns", "127.0.0.1:5353", "DNS address of the name service")
 	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
 	f.StringVar(&o.admin, "admin", "", "the cell's admin (default you: $CORRAL_USER or $USER)")
@@ -238,7 +240,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	go func() {
 		masterDone <- a.serveMaster(masterCtx, masterOptions{
 			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell,
-			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"), infraLimits: infraLimits, httpHosts: o.httpHosts,
+			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"), infraLimits: infraLimits, httpHosts: o.httpHosts, webAnonymous: o.webAnonymous,
 			usageWindow: 5 * time.Second, pollInterval: time.Second, logs: localLogs{data: data}, log: log,
 			auth: &masterAuth{creds: local.Master, tokens: local.Tokens, sealer: local.Sealer},
 		}, func(rm *runningMaster) { readyc <- rm })
@@ -306,7 +308,11 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	fmt.Fprintf(w, "  admin cert  %s (key %s)\n", absPath(local.AdminCert), absPath(local.AdminKey))
 	fmt.Fprintf(w, "  admin token %s\n\n", absPath(local.AdminToken))
 	fmt.Fprintf(w, "The API and every master-agent connection are TLS; the corral command finds your certificate under the data dir.\n")
-	fmt.Fprintf(w, "The web UI is plain HTTP on loopback, readable without a login by anyone who can reach it.\n\n")
+	if o.webAnonymous {
+		fmt.Fprintf(w, "The web UI is plain HTTP on loopback, readable without a login by anyone who can reach it (--web-anonymous).\n\n")
+	} else {
+		fmt.Fprintf(w, "The web UI is plain HTTP on loopback; log in with the admin token (the file above) or one from `corral token issue`.\n\n")
+	}
 	env := ""
 	if rm.grpc != DefaultMaster {
 		env = "export CORRAL_MASTER=" + rm.grpc + "\n  "

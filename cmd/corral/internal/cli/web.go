@@ -41,9 +41,34 @@ type health struct {
 
 // webHandler serves the web UI (or, when it cannot start, a status page)
 // and /healthz. The returned close ends the UI's live streams.
-func webHandler(svc *master.Service, m *master.Master, store events.Store, logs webui.Logs, cell string, hosts []string, rm *runningMaster, log *slog.Logger) (http.Handler, func()) {
+// webAccess is who may read the web UI: with tokens (a master with
+// --certs), a login with one of them unless anonymous (--web-anonymous).
+type webAccess struct {
+	hosts     []string
+	tokens    *auth.Tokens // nil: no login (an insecure master)
+	anonymous bool
+}
+
+func (a webAccess) login() func(context.Context, string) (string, error) {
+	if a.tokens == nil {
+		return nil
+	}
+	return func(_ context.Context, tok string) (string, error) {
+		id, err := a.tokens.Lookup(tok)
+		if err != nil {
+			return "", err
+		}
+		if !id.Role.Person() {
+			return "", fmt.Errorf("a %s token cannot log in", id.Role)
+		}
+		return id.Name, nil
+	}
+}
+
+func webHandler(svc *master.Service, m *master.Master, store events.Store, logs webui.Logs, cell string, access webAccess, rm *runningMaster, log *slog.Logger) (http.Handler, func()) {
 	mux := http.NewServeMux()
-	ui, err := webui.New(webui.Config{API: redactedAPI{svc}, Cell: m, Streams: store, Logs: logs, Logger: log, Hosts: hosts})
+	ui, err := webui.New(webui.Config{API: redactedAPI{svc}, Cell: m, Streams: store, Logs: logs, Logger: log,
+		Hosts: access.hosts, Login: access.login(), Anonymous: access.anonymous})
 	if err != nil {
 		log.Error("the web UI cannot start; serving a status page", "err", err)
 	}
