@@ -1,7 +1,5 @@
 package events
 
-//go:generate protoc --go_out=. --go_opt=paths=source_relative catalogue.proto
-
 import (
 	"fmt"
 	"sort"

@@ -44,11 +44,10 @@ func TestScenarios(t *testing.T) {
 }
 
 type scenario struct {
-	cell    Cell
-	byName  map[string]*Machine
-	seq     int64
-	last    *Plan
-	pending map[TaskRef]PendingTask
+	cell   Cell
+	byName map[string]*Machine
+	seq    int64
+	last   *Plan
 }
 
 func runScenario(t *testing.T, file string) {

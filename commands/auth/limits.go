@@ -49,7 +49,6 @@ type Limiter struct {
 	inFlight atomic.Int64
 	mu       sync.Mutex
 	buckets  map[string]*bucket
-	sweepAt  time.Time
 	// Refused counts calls refused, for tests and metrics.
 	Refused atomic.Int64
 }

@@ -118,9 +118,9 @@ func New(store events.Store, opts Options, consumers ...Consumer) (*Feed, error)
 			return nil, fmt.Errorf("feed: consumer %q: name used twice", c.Name())
 		}
 		seen[c.Name()] = true
-		r.AddNoPublisherHandler(c.Name(), topic(c), f.pubsub, f.handler(c))
+		r.AddConsumerHandler(c.Name(), topic(c), f.pubsub, f.handler(c))
 	}
-	r.AddNoPublisherHandler("poison", poisonTopic, f.pubsub, f.recordPoison)
+	r.AddConsumerHandler("poison", poisonTopic, f.pubsub, f.recordPoison)
 	f.router = r
 	return f, nil
 }
@@ -144,7 +144,8 @@ func (f *Feed) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func(c Consumer) {
 			defer wg.Done()
-			if err := f.publish(rctx, c); err != nil && rctx.Err() == nil {
+			// publish returns only on an error: the end of rctx or a failure.
+			if err := f.publish(rctx, c); rctx.Err() == nil {
 				errs <- fmt.Errorf("feed: consumer %s: %w", c.Name(), err)
 				cancel()
 			}
