@@ -1,18 +1,8 @@
-package webui_test
-
-// The browser test is the only file of this package that links DuckDB (the
-// Infrastore answers the SQL console); the package under test does not.
+package main_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/csv"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,18 +14,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-
-	"github.com/corralhq/corral/agent"
-	"github.com/corralhq/corral/commands/apipb"
-	"github.com/corralhq/corral/commands/master"
-	"github.com/corralhq/corral/commands/webui"
-	"github.com/corralhq/corral/events"
-	"github.com/corralhq/corral/events/sqlitestore"
-	"github.com/corralhq/corral/infrastore"
 )
 
 // Screenshots go to t.ArtifactDir() (kept with `go test -artifacts`), or
@@ -57,7 +35,13 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// TestInBrowser drives the web UI of a real `corral up` in headless
+// Chromium: the login, the jobs, job, task and machine pages, why a job is
+// pending, the SQL console and the live events page.
 func TestInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the corral binary and runs a whole cell")
+	}
 	browser := chromium(t)
 	shots := os.Getenv("CORRAL_SCREENSHOTS_DIR")
 	if shots == "" {
@@ -65,24 +49,22 @@ func TestInBrowser(t *testing.T) {
 	} else if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := startBrowserCell(t)
-	srv := httptest.NewServer(c.ui)
-	t.Cleanup(srv.Close)
-
-	if _, err := c.svc.SetQuota(as("root"), &apipb.SetQuotaRequest{RequestId: "quota", User: "alice", Band: "batch",
-		Resources: &events.Resources{CpuMilli: 100_000, MemoryBytes: 1 << 40, DiskBytes: 1 << 40, Ports: 1000}}); err != nil {
+	bin := buildCorral(t)
+	root, err := filepath.Abs("../..")
+	if err != nil {
 		t.Fatal(err)
 	}
+	data := t.TempDir()
+	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
+	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
+	startUp(t, bin, root, env, []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr,
+		"--port-base", "32000", "--agents", "2"})
+	web := "http://" + httpAddr
 	// Two jobs: hello runs, unschedulable asks for more memory than any
 	// machine has.
-	loop := []string{"-c", "echo hello from task $CORRAL_TASK_INDEX; while true; do sleep 1; done"}
-	for _, spec := range []*events.JobSpec{
-		{Name: "hello", Priority: 4, TaskCount: 5, Command: "/bin/sh", Args: loop, Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 32 << 20},
-			Labels: map[string]string{"team": "demo"}},
-		{Name: "unschedulable", Priority: 4, TaskCount: 2, Command: "/bin/sh", Args: loop, Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 64 << 30}},
-	} {
-		if _, err := c.svc.Submit(as("alice"), &apipb.SubmitRequest{RequestId: "submit-" + spec.Name, Spec: spec}); err != nil {
-			t.Fatal(err)
+	for _, job := range []string{"examples/hello.jsonnet", "examples/unschedulable.jsonnet"} {
+		if out, code := runCorral(t, bin, root, env, "job", "submit", job); code != 0 {
+			t.Fatalf("submit %s: exit %d\n%s", job, code, out)
 		}
 	}
 
@@ -138,8 +120,24 @@ func TestInBrowser(t *testing.T) {
 		return v
 	}
 
+	// Nothing is readable before a login: the jobs page sends the browser
+	// to the login form, and a wrong token is refused there.
+	run("jobs page, logged out", chromedp.Navigate(web+"/jobs"), chromedp.WaitVisible(chromedp.CSS(`#token`)))
+	run("a wrong token", chromedp.SendKeys(chromedp.CSS(`#token`), "not-a-token"), chromedp.Click(chromedp.CSS(`#login`)),
+		chromedp.WaitVisible(chromedp.CSS(`#token-err`)))
+	if s := text("body"); strings.Contains(s, "hello") {
+		t.Errorf("a page shown before a login names a job: %s", s)
+	}
+	shot("login")
+	token, err := os.ReadFile(filepath.Join(data, "certs", "admins", "alice.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("log in", chromedp.SendKeys(chromedp.CSS(`#token`), strings.TrimSpace(string(token))), chromedp.Click(chromedp.CSS(`#login`)),
+		chromedp.WaitVisible(chromedp.CSS(`a[href="/jobs/alice/hello"]`)))
+
 	// The jobs page, by keyboard: the first Tab reaches the skip link.
-	run("jobs page", chromedp.Navigate(srv.URL+"/jobs"), chromedp.WaitVisible(chromedp.CSS(`a[href="/jobs/alice/hello"]`)))
+	run("jobs page", chromedp.Navigate(web+"/jobs"), chromedp.WaitVisible(chromedp.CSS(`a[href="/jobs/alice/hello"]`)))
 	run("tab", chromedp.KeyEvent(kb.Tab))
 	if focused := eval("focus", `document.activeElement.className`); focused != "skip" {
 		t.Errorf("the first Tab focuses %q, want the skip link", focused)
@@ -183,13 +181,13 @@ func TestInBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join("..", "..", "docs", "job-page.png"), png, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(root, "docs", "job-page.png"), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	// A task's page: its history says where it was scheduled; its logs
-	// say the agent has no log RPC.
+	// A task's page: its history says where it was scheduled, and its
+	// usage is charted.
 	run("task page", chromedp.Click(chromedp.CSS(`a[href="/jobs/alice/hello/tasks/0"]`)), chromedp.WaitVisible(chromedp.CSS(`#usage-h`)))
 	until("task 0's usage charted", 20*time.Second, func() (bool, string) {
 		n := eval("usage lines", `document.querySelectorAll('svg polyline.usage').length`)
@@ -201,7 +199,7 @@ func TestInBrowser(t *testing.T) {
 	shot("task")
 
 	// unschedulable says why it waits.
-	run("unschedulable", chromedp.Navigate(srv.URL+"/jobs/alice/unschedulable"), chromedp.WaitVisible(chromedp.CSS(`#why-h`)))
+	run("unschedulable", chromedp.Navigate(web+"/jobs/alice/unschedulable"), chromedp.WaitVisible(chromedp.CSS(`#why-h`)))
 	until("the why-pending explanation", 20*time.Second, func() (bool, string) {
 		n := eval("classes", `document.querySelectorAll('.why-class').length`)
 		s := text(".why")
@@ -213,7 +211,7 @@ func TestInBrowser(t *testing.T) {
 	shot("unschedulable")
 
 	// The SQL console, typed into and submitted with the keyboard.
-	run("sql page", chromedp.Navigate(srv.URL+"/sql"), chromedp.WaitVisible(chromedp.CSS(`#q`)),
+	run("sql page", chromedp.Navigate(web+"/sql"), chromedp.WaitVisible(chromedp.CSS(`#q`)),
 		chromedp.SendKeys(chromedp.CSS(`#q`), "SELECT count(*) FROM task_events"),
 		chromedp.Click(chromedp.CSS(`#run`)), chromedp.WaitVisible(chromedp.CSS(`#result`)))
 	count := text(`#result tbody td`)
@@ -228,15 +226,15 @@ func TestInBrowser(t *testing.T) {
 	shot("sql")
 
 	// The cell page, and the events page receiving live events.
-	run("cell page", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#alloc-h`)))
+	run("cell page", chromedp.Navigate(web+"/"), chromedp.WaitVisible(chromedp.CSS(`#alloc-h`)))
 	if s := text(".stats"); !regexp.MustCompile(`Machines up\s*2`).MatchString(s) {
 		t.Errorf("cell summary: %s", s)
 	}
 	shot("cell")
-	run("machine page", chromedp.Click(chromedp.CSS(`a[href="/machines/m0"]`)), chromedp.WaitVisible(chromedp.CSS(`#cap-h`)))
+	run("machine page", chromedp.Click(chromedp.CSS(`a[href="/machines/m1"]`)), chromedp.WaitVisible(chromedp.CSS(`#cap-h`)))
 	shot("machine")
-	run("events page", chromedp.Navigate(srv.URL+"/events"), chromedp.WaitVisible(chromedp.CSS(`#events`)))
-	// Usage windows arrive every second: the stream brings them.
+	run("events page", chromedp.Navigate(web+"/events"), chromedp.WaitVisible(chromedp.CSS(`#events`)))
+	// Usage windows arrive every few seconds: the stream brings them.
 	waitText(t, ctx, "#live-status", "since the page loaded", 20*time.Second)
 	shot("events")
 	t.Logf("screenshots in %s", shots)
@@ -295,130 +293,4 @@ func newBrowser(t *testing.T, path string) context.Context {
 		t.Fatalf("starting %s: %v", path, err)
 	}
 	return ctx
-}
-
-func as(user string) context.Context {
-	return metadata.NewIncomingContext(context.Background(), metadata.Pairs(master.UserHeader, user))
-}
-
-// browserCell is a whole cell in this process: a master leading with its
-// scheduler loop and agent link, two real agents running real processes,
-// an Infrastore tailing the log, and the UI.
-type browserCell struct {
-	svc *master.Service
-	ui  *webui.Handler
-}
-
-func startBrowserCell(t *testing.T) *browserCell {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "events.db"), sqlitestore.Options{PollInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	is, err := infrastore.Open(ctx, filepath.Join(t.TempDir(), "infra.duckdb"), infrastore.Options{Threads: 1, MemoryLimit: "512MB"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	expl := master.NewExplanations()
-	m, err := master.New(ctx, master.Config{Name: "master1", Advertise: lis.Addr().String(), Store: store, Logger: quiet, Admins: []string{"root"},
-		OnLeading: []func(context.Context, *master.Master){
-			master.SchedulerLoop(master.SchedulerConfig{Interval: 50 * time.Millisecond, Explanations: expl}),
-			master.Link(master.LinkConfig{Cell: "test", Interval: 300 * time.Millisecond, MissedPolls: 3, UsageWindow: time.Second, StopGrace: 2 * time.Second}),
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	svc := master.NewService(m)
-	svc.Explain = expl.Explain
-	svc.Analytics = infraAnalytics{is}
-	svc.Register(g)
-	master.NewAgentRegistry(m, "test", 300*time.Millisecond).Attach(g)
-	go g.Serve(lis)
-	done := make(chan struct{}, 8)
-	go func() { m.Run(ctx); done <- struct{}{} }()
-	go func() { is.Run(ctx, store); done <- struct{}{} }()
-	for i, name := range []string{"m0", "m1"} {
-		dir := filepath.Join(t.TempDir(), name)
-		go func() {
-			err := agent.Run(ctx, agent.Config{Name: name, MasterAddr: lis.Addr().String(), ListenAddr: "127.0.0.1:0", DataDir: dir,
-				Capacity:  &events.Resources{CpuMilli: 2000, MemoryBytes: 2 << 30, DiskBytes: 10 << 30, Ports: 100},
-				PortFirst: int32(32000 + 200*i), PortLast: int32(32000 + 200*i + 99), Cgroups: "sampling", Logger: quiet,
-				Attributes: map[string]string{"rack": "r" + strconv.Itoa(i)}, SampleInterval: 200 * time.Millisecond,
-				ReregisterAfter: 2 * time.Second, StopTasksOnExit: true, DefaultGrace: time.Second})
-			if err != nil && ctx.Err() == nil {
-				t.Errorf("agent %s: %v", name, err)
-			}
-			done <- struct{}{}
-		}()
-	}
-	t.Cleanup(func() {
-		cancel()
-		for range 4 {
-			<-done
-		}
-		g.Stop()
-		is.Close()
-		store.Close()
-	})
-	ui, err := webui.New(webui.Config{API: svc, Cell: m, Streams: store, User: "alice", Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ms, err := svc.ListMachines(as("alice"), &apipb.ListMachinesRequest{})
-		if err == nil && len(ms.Machines) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("two machines registered: %v %v", ms, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return &browserCell{svc: svc, ui: ui}
-}
-
-// infraAnalytics answers the API's Query from an Infrastore, as the corral
-// command's adapter does; bills are not needed here.
-type infraAnalytics struct{ is *infrastore.Infrastore }
-
-func (a infraAnalytics) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {
-	res, err := a.is.Query(ctx, r.Sql, time.Duration(r.TimeoutMs)*time.Millisecond)
-	switch {
-	case errors.Is(err, infrastore.ErrQueryRefused), errors.Is(err, infrastore.ErrInvalid):
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	case err != nil:
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	var buf bytes.Buffer
-	if err := res.WriteCSV(&buf); err != nil {
-		return nil, err
-	}
-	recs, err := csv.NewReader(&buf).ReadAll()
-	if err != nil {
-		return nil, err
-	}
-	out := &apipb.QueryReply{Columns: res.Columns, Truncated: res.Truncated}
-	out.Position, _ = a.is.Position(ctx)
-	for i, row := range res.Rows {
-		qr := &apipb.QueryRow{Values: recs[i+1], Null: make([]bool, len(row))}
-		for j, v := range row {
-			if v == nil {
-				qr.Null[j], qr.Values[j] = true, "NULL"
-			}
-		}
-		out.Rows = append(out.Rows, qr)
-	}
-	return out, nil
-}
-
-func (infraAnalytics) Bill(context.Context, *apipb.BillRequest) (*apipb.BillReply, error) {
-	return nil, status.Error(codes.Unimplemented, "bills are not served in this test")
 }
