@@ -11,9 +11,12 @@
 // # Using it
 //
 //  1. Open(ctx, path, Options{}) opens or creates the file.
-//  2. Run(ctx, store) tails the cell's events.Store from the stored position
-//     until ctx ends; CatchUp applies up to the head and returns. Only one
-//     ingester runs at a time (ErrBusy).
+//  2. Run(ctx, store) catches up from the stored position, then follows the
+//     cell's events.Store through the event feed (events/feed: retries, a
+//     poison queue) until ctx ends, rebuilding first a file of another
+//     schema version; the corral command's Infrastore process runs it.
+//     CatchUp applies up to the head and returns. Only one ingester runs at
+//     a time (ErrBusy).
 //  3. Query(ctx, sql, timeout) answers read-only SQL; Result.WriteTable,
 //     WriteCSV and WriteJSON print the answer.
 //  4. Bill(ctx, BillRequest{From, To, GroupBy, Rates}) prices a period;

@@ -16,40 +16,64 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/events/feed"
 )
 
-// Run tails the log in store from the position stored in the file and
-// applies every event exactly once, until ctx ends (it then returns
-// ctx.Err()) or an error occurs. Calling Run again resumes where the last
-// committed batch ended, whatever moment the previous run stopped at.
+// Run ingests the log in store until ctx ends (it then returns ctx.Err())
+// or an error occurs: it catches up in large batches from the position
+// stored in the file, then follows new events through the event feed (a
+// watermill router with retries and a poison queue, events/feed). A file
+// written by another schema version is rebuilt from the log first: it is
+// derived data. Calling Run again resumes where the last committed batch
+// ended, whatever moment the previous run stopped at. It is the one tail:
+// the corral command's Infrastore process runs it.
 func (s *Infrastore) Run(ctx context.Context, store events.Store) error {
 	release, err := s.claim()
 	if err != nil {
 		return err
 	}
 	defer release()
-	if s.stale {
-		return ErrRebuildNeeded
-	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	for {
-		if err := s.catchUp(ctx, conn, store); err != nil {
-			return err
+		if s.stale {
+			if err := s.rebuild(ctx, conn, store); err != nil {
+				return fmt.Errorf("rebuilding the Infrastore for its new schema: %w", err)
+			}
 		}
-		// Caught up: wait for the next append.
-		sub := store.Subscribe(s.position())
-		evs, err := sub.Next(ctx)
-		if err != nil {
-			return err
+		err := s.catchUp(ctx, conn, store)
+		if err == nil {
+			var f *feed.Feed
+			if f, err = feed.New(store, feed.Options{}, feedConsumer{s, conn}); err == nil {
+				err = f.Run(ctx)
+			}
 		}
-		if err := s.applyEvents(ctx, conn, evs); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !errors.Is(err, ErrRebuildNeeded) {
 			return err
 		}
 	}
+}
+
+// feedConsumer is the Infrastore as Run's consumer of the event feed, on
+// Run's connection and claim: its position is stored in the file in the
+// same transaction as what it applied.
+type feedConsumer struct {
+	s    *Infrastore
+	conn *sql.Conn
+}
+
+func (feedConsumer) Name() string { return "infrastore" }
+
+func (c feedConsumer) Position(context.Context) (int64, error) { return c.s.position(), nil }
+
+func (c feedConsumer) Apply(ctx context.Context, evs []events.Event) error {
+	return c.s.applyEvents(ctx, c.conn, evs)
 }
 
 // CatchUp applies every event up to the log's head and returns the position
@@ -107,17 +131,23 @@ func (s *Infrastore) Rebuild(ctx context.Context, store events.Reader) (int64, e
 		return 0, err
 	}
 	defer conn.Close()
+	err = s.rebuild(ctx, conn, store)
+	return s.position(), err
+}
+
+// rebuild is Rebuild under the caller's claim, on its connection.
+func (s *Infrastore) rebuild(ctx context.Context, conn *sql.Conn, store events.Reader) error {
 	if err := s.reset(ctx, conn); err != nil {
-		return 0, fmt.Errorf("infrastore: rebuild: %w", err)
+		return fmt.Errorf("infrastore: rebuild: %w", err)
 	}
 	if err := s.catchUp(ctx, conn, store); err != nil {
-		return s.position(), fmt.Errorf("infrastore: rebuild: %w", err)
+		return fmt.Errorf("infrastore: rebuild: %w", err)
 	}
 	// Reclaim the dropped tables' blocks now rather than at some later write.
 	if _, err := conn.ExecContext(ctx, "CHECKPOINT"); err != nil {
-		return s.position(), fmt.Errorf("infrastore: rebuild: checkpoint: %w", err)
+		return fmt.Errorf("infrastore: rebuild: checkpoint: %w", err)
 	}
-	return s.position(), nil
+	return nil
 }
 
 // traceTables are the tables that may hold rows of other sources than the

@@ -305,3 +305,49 @@ func TestSchemaChangeNeedsRebuild(t *testing.T) {
 		t.Errorf("CatchUp after rebuild: %v", err)
 	}
 }
+
+// TestRunRebuildsAnOldSchema: the one tail, as the corral command runs it,
+// meets a file of another schema version by rebuilding it from the log,
+// then follows the log.
+func TestRunRebuildsAnOldSchema(t *testing.T) {
+	ctx := context.Background()
+	evs := simulate(12, 5)
+	store := newSQLiteLog(t, evs)
+	s := openStore(t, Options{})
+	if _, err := s.CatchUp(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	want := digest(t, s)
+	if _, err := s.db.ExecContext(ctx, `UPDATE ingest_state SET schema_version = 0`); err != nil {
+		t.Fatal(err)
+	}
+	path := s.Path()
+	s.Close()
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx, store) }()
+	// The stale file already stands at the head: wait for the rebuilt one.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var version int32
+		var pos int64
+		if err := s.db.QueryRowContext(ctx, `SELECT schema_version, position FROM ingest_state`).Scan(&version, &pos); err != nil {
+			t.Fatal(err)
+		}
+		if version == schemaVersion && pos == int64(len(evs)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s of Run: schema version %d at position %d, want %d at %d", version, pos, schemaVersion, len(evs))
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	compareDigests(t, digest(t, s), want)
+}

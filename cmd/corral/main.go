@@ -4,7 +4,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/corralhq/corral/cmd/corral/internal/analytics"
+	"github.com/corralhq/corral/cmd/corral/internal/infrastoreapi"
 	"github.com/corralhq/corral/cmd/corral/internal/cli"
 )
 
@@ -13,7 +13,7 @@ func main() {
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
 		OpenInfra: func(ctx context.Context, path string, o cli.InfraOptions) (cli.Infra, error) {
-			return analytics.Open(ctx, path, analytics.Options{ReadOnly: o.ReadOnly, Rates: o.Rates, MemoryLimit: o.MemoryLimit,
+			return infrastoreapi.Open(ctx, path, infrastoreapi.Options{ReadOnly: o.ReadOnly, Rates: o.Rates, MemoryLimit: o.MemoryLimit,
 				Threads: o.Threads, MaxRows: o.MaxRows, MaxResultBytes: o.MaxResultBytes, QueryTimeout: o.QueryTimeout})
 		},
 	}))

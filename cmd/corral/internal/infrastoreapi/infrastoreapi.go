@@ -1,19 +1,4 @@
-// Package analytics adapts the Infrastore (DuckDB) to the master's API
-// (master.Analytics: Query and Bill) and to the corral command's direct
-// uses of an Infrastore file (sql --db, infrastore rebuild and
-// import-google-trace).
-//
-// It is the only package of the corral command that imports DuckDB, so
-// the other packages build and test without linking it.
-//
-// Invariants:
-//   - Errors leave as gRPC statuses a person can act on: a refused query is
-//     InvalidArgument, one past its time limit DeadlineExceeded, a store
-//     that needs a rebuild FailedPrecondition naming the command to run.
-//   - Query results travel as text rendered exactly as the Infrastore's own
-//     writers render each value, with the column's DuckDB type and NULL
-//     flagged apart from the empty string.
-package analytics
+package infrastoreapi
 
 import (
 	"bytes"
@@ -27,7 +12,6 @@ import (
 
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/events"
-	"github.com/corralhq/corral/events/feed"
 	"github.com/corralhq/corral/infrastore"
 )
 
@@ -86,31 +70,13 @@ func (s *Store) Close() error { return s.is.Close() }
 // Position is the last log position the file holds.
 func (s *Store) Position(ctx context.Context) (int64, error) { return s.is.Position(ctx) }
 
-// Run ingests the log until ctx ends: it catches up in large batches, then
-// follows new events through the event feed (a watermill router with
-// retries and a poison queue). A file written by another schema version is
-// rebuilt from the log first: it is derived data.
+// Run ingests the log until ctx ends (infrastore.Infrastore.Run: catch up,
+// then follow the event feed, rebuilding a file of another schema version).
 func (s *Store) Run(ctx context.Context, store events.Store) error {
-	for {
-		_, err := s.is.CatchUp(ctx, store)
-		if err == nil {
-			var f *feed.Feed
-			f, err = feed.New(store, feed.Options{}, feedConsumer{s.is})
-			if err == nil {
-				err = f.Run(ctx)
-			}
-		}
-		if errors.Is(err, infrastore.ErrRebuildNeeded) {
-			if _, err := s.is.Rebuild(ctx, store); err != nil {
-				return fmt.Errorf("rebuilding the Infrastore for its new schema: %w", err)
-			}
-			continue
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
+	if err := s.is.Run(ctx, store); ctx.Err() == nil {
 		return err
 	}
+	return nil
 }
 
 // Rebuild re-derives every table from the log.
@@ -214,16 +180,4 @@ func statusOf(err error) error {
 		return status.Error(codes.Canceled, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
-}
-
-// feedConsumer is the Infrastore as a consumer of the event feed: its
-// position is stored in the file with what it applied.
-type feedConsumer struct{ is *infrastore.Infrastore }
-
-func (feedConsumer) Name() string { return "infrastore" }
-
-func (c feedConsumer) Position(ctx context.Context) (int64, error) { return c.is.Position(ctx) }
-
-func (c feedConsumer) Apply(ctx context.Context, evs []events.Event) error {
-	return c.is.Apply(ctx, evs)
 }

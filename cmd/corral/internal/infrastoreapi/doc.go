@@ -1,0 +1,16 @@
+// Package infrastoreapi adapts the Infrastore (DuckDB) to the master's API
+// (master.Analytics: Query and Bill) and to the corral command's direct
+// uses of an Infrastore file (sql --db, infrastore rebuild and
+// import-google-trace).
+//
+// It is the only package of the corral command that imports DuckDB, so
+// the other packages build and test without linking it.
+//
+// Invariants:
+//   - Errors leave as gRPC statuses a person can act on: a refused query is
+//     InvalidArgument, one past its time limit DeadlineExceeded, a store
+//     that needs a rebuild FailedPrecondition naming the command to run.
+//   - Query results travel as text rendered exactly as the Infrastore's own
+//     writers render each value, with the column's DuckDB type and NULL
+//     flagged apart from the empty string.
+package infrastoreapi
