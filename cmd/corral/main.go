@@ -4,8 +4,8 @@ import (
 	"context"
 	"os"
 
-	"github.com/corralhq/corral/cmd/corral/internal/infrastoreapi"
 	"github.com/corralhq/corral/cmd/corral/internal/cli"
+	"github.com/corralhq/corral/cmd/corral/internal/infrastoreapi"
 )
 
 func main() {
