@@ -1,0 +1,261 @@
+package projections
+
+import "github.com/corralhq/corral/events"
+
+// setState moves t to st, keeping the pending index and the job's counters.
+func (s *State) setState(t *Task, st TaskState) {
+	switch t.State {
+	case TaskPending:
+		delete(s.pending, t)
+		t.Job.pending--
+	case TaskScheduled, TaskRunning:
+		t.Job.live--
+	}
+	t.State = st
+	switch st {
+	case TaskPending:
+		s.pending[t] = struct{}{}
+		t.Job.pending++
+	case TaskScheduled, TaskRunning:
+		t.Job.live++
+	}
+	t.SinceUS = s.TimeUS
+}
+
+func (s *State) attach(t *Task, m *Machine, a *Alloc, pos int64) {
+	t.machine, t.alloc = m, a
+	m.tasks[t] = struct{}{}
+	if a != nil {
+		a.tasks[t] = struct{}{}
+		a.Used = a.Used.Add(t.Limit)
+	} else {
+		m.Limits = m.Limits.Add(t.Limit)
+		m.Reserved = m.Reserved.Add(t.Reservation)
+	}
+	m.Version = pos
+}
+
+func (s *State) detach(t *Task, pos int64) {
+	m := t.machine
+	if m == nil {
+		return
+	}
+	delete(m.tasks, t)
+	if a := t.alloc; a != nil {
+		delete(a.tasks, t)
+		a.Used = a.Used.Sub(t.Limit)
+	} else {
+		m.Limits = m.Limits.Sub(t.Limit)
+		m.Reserved = m.Reserved.Sub(t.Reservation)
+	}
+	m.Version = pos
+	t.machine, t.alloc = nil, nil
+}
+
+// die ends t. It keeps the machine's name so the task's fate stays visible.
+func (s *State) die(t *Task, how DeathHow, reason string, pos int64) {
+	s.detach(t, pos)
+	s.setState(t, TaskDead)
+	t.How, t.Pid = how, 0
+	t.LastHow, t.LastMachine = how, t.Machine
+	if reason != "" {
+		t.Reason = reason
+	}
+}
+
+// job is Jobs[{user, name}] through Apply's one-entry cache.
+func (s *State) job(user, name string) *Job {
+	j := s.lastJob
+	if j == nil || j.Name != name || j.User != user {
+		if j = s.Jobs[JobKey{user, name}]; j == nil {
+			return nil
+		}
+		s.lastJob = j
+	}
+	return j
+}
+
+// task is Task through Apply's cache.
+func (s *State) task(user, job string, index int32) *Task {
+	j := s.job(user, job)
+	if j == nil {
+		return nil
+	}
+	return j.Task(index)
+}
+
+// liveTask returns the task if it is placed, on machine when one is named.
+func (s *State) liveTask(user, job string, index int32, machine string) *Task {
+	t := s.task(user, job, index)
+	if t == nil || !t.Live() || (machine != "" && t.Machine != machine) {
+		return nil
+	}
+	return t
+}
+
+func (s *State) taskSubmitted(pos int64, p *events.TaskSubmitted) bool {
+	j := s.job(p.User, p.Job)
+	if j == nil || j.Dead() || p.Index < 0 || p.Index >= maxTaskIndex {
+		return false
+	}
+	v := p.SpecVersion
+	if v == 0 {
+		v = j.Current
+	}
+	spec := j.SpecOf(v)
+	if spec == nil {
+		return false
+	}
+	t := j.Task(p.Index)
+	if t == nil {
+		for int(p.Index) >= len(j.Tasks) {
+			j.Tasks = append(j.Tasks, nil)
+		}
+		t = &Task{Job: j, Index: p.Index, State: TaskDead}
+		j.Tasks[p.Index] = t
+	} else {
+		s.detach(t, pos)
+	}
+	// Restarts count what the task did to itself (failing, exiting under
+	// an always policy), not evictions and losses; max_restarts bounds them.
+	if p.Reason == "rescheduled" && t.State == TaskDead && (t.How == Failed || t.How == Finished) {
+		t.Restarts++
+	}
+	t.Seq = pos
+	// A replacement that fails before it runs still counts against the
+	// update's disruption budget.
+	t.Replacing = p.Reason == "updated" || (p.Reason == "rescheduled" && t.Replacing)
+	t.SpecVersion, t.Limit = v, TaskLimit(spec, p.Index)
+	t.Reservation = t.Limit
+	t.Machine, t.Ports, t.AllocIndex, t.How, t.Reason, t.Pid = "", nil, -1, NotDead, p.Reason, 0
+	t.NotBeforeUS, t.FailStreak = p.NotBeforeUs, p.FailStreak
+	s.setState(t, TaskPending)
+	if j.Deferred {
+		j.Deferred = false
+		s.unwait(j)
+	}
+	return true
+}
+
+func (s *State) taskScheduled(pos int64, p *events.TaskScheduled) bool {
+	t := s.task(p.User, p.Job, p.Index)
+	if t == nil || t.State != TaskPending {
+		return false
+	}
+	m := s.Machines[p.Machine]
+	if m == nil {
+		return false
+	}
+	var a *Alloc
+	if name := t.Spec().GetAllocSet(); name != "" {
+		set := s.AllocSets[JobKey{t.Job.User, name}]
+		if set == nil || p.AllocIndex < 0 || int(p.AllocIndex) >= len(set.Allocs) || set.Allocs[p.AllocIndex].machine != m {
+			return false
+		}
+		a = set.Allocs[p.AllocIndex]
+		t.AllocIndex = p.AllocIndex
+	}
+	t.Machine, t.Ports = m.Name, p.Ports
+	s.setState(t, TaskScheduled)
+	s.attach(t, m, a, pos)
+	return true
+}
+
+func (s *State) taskStarted(p *events.TaskStarted) bool {
+	t := s.liveTask(p.User, p.Job, p.Index, p.Machine)
+	if t == nil {
+		return false
+	}
+	s.setState(t, TaskRunning)
+	t.Pid, t.Replacing, t.StartedUS = p.Pid, false, s.TimeUS
+	return true
+}
+
+func (s *State) taskFailed(pos int64, p *events.TaskFailed) bool {
+	t := s.liveTask(p.User, p.Job, p.Index, p.Machine)
+	if t == nil {
+		return false
+	}
+	t.ExitCode, t.Signal, t.FailMessage = p.ExitCode, p.Signal, p.Message
+	if p.WillRestart {
+		// The agent restarts it in place: it keeps its resources.
+		t.Restarts++
+		t.Reason, t.Pid = p.Message, 0
+		s.setState(t, TaskScheduled)
+		return true
+	}
+	s.die(t, Failed, p.Message, pos)
+	return true
+}
+
+func (s *State) taskUpdated(pos int64, p *events.TaskUpdated) bool {
+	t := s.task(p.User, p.Job, p.Index)
+	if t == nil || t.State == TaskDead {
+		return false
+	}
+	spec := t.Job.SpecOf(p.SpecVersion)
+	if spec == nil {
+		return false
+	}
+	limit := TaskLimit(spec, t.Index)
+	if t.Live() && spec.AllocSet != t.Spec().GetAllocSet() {
+		return false // moving in or out of an alloc set takes a restart
+	}
+	if t.Live() {
+		m := t.machine
+		if limit != t.Limit {
+			if a := t.alloc; a != nil {
+				a.Used = a.Used.Sub(t.Limit).Add(limit)
+			} else {
+				m.Limits = m.Limits.Sub(t.Limit).Add(limit)
+				m.Reserved = m.Reserved.Sub(t.Reservation).Add(limit)
+			}
+			t.Reservation = limit
+		}
+		// The priority may have changed, and with it what may preempt it.
+		m.Version = pos
+	} else {
+		t.Reservation = limit
+	}
+	t.SpecVersion, t.Limit = p.SpecVersion, limit
+	return true
+}
+
+func (s *State) usageReported(p *events.UsageReported) bool {
+	for _, u := range p.Tasks {
+		if u == nil {
+			continue
+		}
+		if t := s.liveTask(u.User, u.Job, u.Index, p.Machine); t != nil {
+			t.Usage = Usage{
+				WindowStartUS: p.WindowStartUs, WindowEndUS: p.WindowEndUs,
+				CPUCoreSeconds: u.CpuCoreSeconds, MemoryBytes: u.MemoryBytes,
+				MemoryMaxBytes: u.MemoryMaxBytes, DiskBytes: u.DiskBytes,
+			}
+		}
+	}
+	return s.Machines[p.Machine] != nil
+}
+
+func (s *State) reservationEstimated(pos int64, p *events.ReservationEstimated) bool {
+	m := s.Machines[p.Machine]
+	if m == nil {
+		return false
+	}
+	for _, r := range p.Tasks {
+		if r == nil {
+			continue
+		}
+		t := s.liveTask(r.User, r.Job, r.Index, p.Machine)
+		if t == nil {
+			continue
+		}
+		res := ResourcesOf(r.Reservation)
+		if t.alloc == nil {
+			m.Reserved = m.Reserved.Sub(t.Reservation).Add(res)
+		}
+		t.Reservation = res
+		m.Version = pos
+	}
+	return true
+}
