@@ -37,10 +37,10 @@ type class struct {
 // cand is a feasible machine in a class's pool, with the score computed at
 // the machine's gen.
 type cand struct {
-	m     int32
-	gen   uint32
-	epoch uint32
-	alloc int32 // the alloc instance, for tasks inside an alloc set
+	m         int32
+	gen       uint32
+	scoresGen uint32
+	alloc     int32 // the alloc instance, for tasks inside an alloc set
 	// victims indexes the pass's victim sets (tasks to preempt), -1: none.
 	// Kept out of line: pools are scanned for every task, preemption is rare.
 	victims int32

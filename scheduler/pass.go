@@ -49,12 +49,12 @@ type pass struct {
 	// score for a machine is valid only at the gen it was computed at. Kept
 	// apart from machine so that checking a pool for staleness stays in cache.
 	gens []uint32
-	// epoch moves when the scores of all machines change at once (the
-	// hybrid policy's set of tight shapes changed); pool entries of another
-	// epoch are stale.
-	epoch uint32
-	rng   *rand.Rand
-	k     int
+	// scoresGen is the generation of every machine's score at once: it moves
+	// when the hybrid policy's set of tight shapes changes, and pool entries
+	// cached at another scoresGen are stale. (Not a leader's epoch.)
+	scoresGen uint32
+	rng       *rand.Rand
+	k         int
 
 	classes []*class
 	classOf []int32 // per pending task
@@ -329,7 +329,7 @@ func (p *pass) pick(c *class, js *jobSpread) (best int, score float64, examined 
 	kept := c.pool[:0]
 	hits := 0
 	for _, e := range c.pool {
-		if gen := p.gens[e.m]; e.gen == gen && e.epoch == p.epoch {
+		if gen := p.gens[e.m]; e.gen == gen && e.scoresGen == p.scoresGen {
 			hits++
 		} else {
 			p.plan.Stats.FeasibilityChecks++
@@ -364,7 +364,7 @@ func (p *pass) pick(c *class, js *jobSpread) (best int, score float64, examined 
 }
 
 func (p *pass) cand(mi int32, gen uint32, r *checkResult) cand {
-	e := cand{m: mi, gen: gen, epoch: p.epoch, alloc: r.alloc, score: r.score, victims: -1}
+	e := cand{m: mi, gen: gen, scoresGen: p.scoresGen, alloc: r.alloc, score: r.score, victims: -1}
 	if r.victims != nil {
 		e.victims = int32(len(p.victimSets))
 		p.victimSets = append(p.victimSets, r.victims)
@@ -463,11 +463,11 @@ func (p *pass) changed(c *class, m *machine, mi int32, js *jobSpread, beforeLim,
 		return
 	}
 	if p.demand.placed(c.id) {
-		p.epoch++
+		p.scoresGen++
 	}
 	afterLim, afterRes := m.in.Capacity.Sub(m.usedLim), m.in.Capacity.Sub(m.usedRes)
 	if m.usable && p.demand.machineChanged(beforeLim, beforeRes, &afterLim, &afterRes) {
-		p.epoch++
+		p.scoresGen++
 	}
 }
 
