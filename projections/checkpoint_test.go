@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/events/memstore"
 	"github.com/corralhq/corral/projections"
-	"github.com/corralhq/corral/projections/internal/memstore"
 	"github.com/corralhq/corral/projections/internal/sim"
 )
 
@@ -16,7 +16,7 @@ func TestCheckpointerPolicy(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	store := memstore.New(clock)
+	store := memstore.NewLog().Open(clock)
 	cp := projections.NewCheckpointer(store, projections.CheckpointPolicy{EveryEvents: 10, Every: time.Minute}, clock, 0)
 	s := projections.New()
 	apply := func(n int) {
@@ -49,7 +49,7 @@ func TestCheckpointerPolicy(t *testing.T) {
 	if cp.Due(s) {
 		t.Fatal("due without new events")
 	}
-	if n := store.Checkpoints(projections.CheckpointName); n != 2 {
+	if n := store.Log().Checkpoints(projections.CheckpointName); n != 2 {
 		t.Fatalf("%d checkpoints", n)
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/events/memstore"
 	"github.com/corralhq/corral/projections"
-	"github.com/corralhq/corral/projections/internal/memstore"
 	"github.com/corralhq/corral/projections/internal/sim"
 )
 
@@ -23,7 +23,7 @@ func history(t testing.TB, seed uint64, n int64, every int64) (*memstore.Store, 
 	c := sim.New(sim.Small, seed)
 	c.Run(n)
 	var clock time.Time
-	store := memstore.New(func() time.Time { return clock })
+	store := memstore.NewLog().Open(func() time.Time { return clock })
 	cp := projections.NewCheckpointer(store, projections.CheckpointPolicy{EveryEvents: every}, func() time.Time { return clock }, 0)
 	s := projections.New()
 	encoded := [][]byte{projections.Encode(s)}
@@ -68,8 +68,8 @@ func TestPropertyCheckpointsAndStateAt(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			store, encoded := history(t, seed, n, 97)
 			head, _ := store.Head(ctx)
-			if store.Checkpoints(projections.CheckpointName) != int(head/97) {
-				t.Fatalf("%d checkpoints for %d events", store.Checkpoints(projections.CheckpointName), head)
+			if store.Log().Checkpoints(projections.CheckpointName) != int(head/97) {
+				t.Fatalf("%d checkpoints for %d events", store.Log().Checkpoints(projections.CheckpointName), head)
 			}
 
 			loaded, err := projections.Load(ctx, store)

@@ -14,7 +14,7 @@ projections.Apply, Load (checkpoint and tail), Encode and the checkpoints,
 the scheduler's pass (scheduler.Schedule through master.BuildCell, the
 master's adapter, and master.TaskSpec for what agents start), the append
 rules of the stores (events.ValidateBatch, CheckAppend, AssignRows,
-DecideAcquire: the in-memory Store passes events/storetest like pgstore and
+DecideAcquire: the in-memory store, events/memstore, passes events/storetest like pgstore and
 sqlitestore do).
 
 Simulated, following the real code's decisions step for step: the master

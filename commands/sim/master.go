@@ -9,6 +9,7 @@ import (
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/events/memstore"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -37,7 +38,7 @@ type Master struct {
 	// it holds the lease as name#incarnation, as master.Master does.
 	incarnation string
 	skew        time.Duration // its host's clock minus the true time
-	conn        *Store
+	conn        *memstore.Store
 
 	st      *projections.State // nil until loaded
 	leading bool               // master.Master.leading: writes are accepted
@@ -312,7 +313,7 @@ func (m *Master) becomeLeader() {
 	})
 }
 
-func readAll(s *Store, from int64) ([]events.Event, error) {
+func readAll(s *memstore.Store, from int64) ([]events.Event, error) {
 	var out []events.Event
 	for {
 		evs, err := s.Read(context.Background(), from, 1000)
@@ -549,7 +550,7 @@ const recentWindow = 10_000
 // loadNoting loads the state, then reads the events after `after` (the
 // last recentWindow events when after < 0): retried requests among them
 // are answered with their first result.
-func loadNoting(conn *Store, after int64) (any, error) {
+func loadNoting(conn *memstore.Store, after int64) (any, error) {
 	st, err := projections.Load(context.Background(), conn)
 	if err != nil {
 		return nil, err

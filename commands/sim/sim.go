@@ -11,6 +11,7 @@ import (
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/events/memstore"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -50,7 +51,7 @@ type World struct {
 	q      queue
 	seq    uint64
 
-	log     *Log
+	log     *memstore.Log
 	db      *node
 	masters []*Master
 	// ghosts are old processes of masters started again under their name
@@ -101,11 +102,11 @@ func New(cfg Config) *World {
 	if cfg.Settle <= 0 {
 		cfg.Settle = 45 * time.Second
 	}
-	w := &World{cfg: cfg, rng: newRand(cfg.Seed), now: epoch0, log: NewLog(), db: &node{name: "db"},
+	w := &World{cfg: cfg, rng: newRand(cfg.Seed), now: epoch0, log: memstore.NewLog(), db: &node{name: "db"},
 		agents: map[string]*Agent{}, procs: map[int64]*proc{}, cuts: map[link]int{}}
 	w.faults = w.drawFaults()
 	w.chk = newChecker(w)
-	w.log.onAppend = w.chk.appended
+	w.log.OnAppend(w.chk.appended)
 	for i := 0; i < cfg.Masters; i++ {
 		w.masters = append(w.masters, w.newMaster(fmt.Sprintf("master%d", i)))
 	}

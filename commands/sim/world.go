@@ -165,7 +165,7 @@ func (w *World) call(from, to *node, timeout time.Duration, serve func(respond f
 
 // store runs fn against the database for node n (a master, through its own
 // connection): a call to the database's node, which never crashes; while
-// the database is down every call fails with ErrStoreDown.
+// the database is down every call fails with memstore.ErrStoreDown.
 func (w *World) store(n *node, timeout time.Duration, fn func() (any, error), reply func(any, error)) {
 	w.call(n, w.db, timeout, func(respond func(any, error)) { respond(fn()) }, reply)
 }

@@ -1,4 +1,4 @@
-package sim
+package memstore
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 	"github.com/corralhq/corral/events/storetest"
 )
 
-// The simulation's store passes the conformance suite the real backends
+// The in-memory store passes the conformance suite the real backends
 // pass: what the simulation proves about fencing and expected positions
 // holds for the rules pgstore and sqlitestore follow.
 func TestStoreConformance(t *testing.T) {
@@ -18,7 +18,7 @@ func TestStoreConformance(t *testing.T) {
 			return func() events.Store { return l.Open(clock) }
 		},
 		Corrupt: func(t testing.TB, s events.Store, position int64, typ string, payload []byte) {
-			s.(*Store).log.Corrupt(position, typ, payload)
+			s.(*Store).Log().Corrupt(position, typ, payload)
 		},
 	})
 }

@@ -1,4 +1,4 @@
-package sim
+package memstore
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 	"github.com/corralhq/corral/events"
 )
 
-// ErrStoreDown is what every call gets while the simulated database is
-// unreachable; it stands for a refused connection, so it wraps nothing the
+// ErrStoreDown is what every call gets while the database is made
+// unreachable (SetDown); it stands for a refused connection, so it wraps nothing the
 // callers could mistake for a decision of the store (ErrConflict, ErrFenced).
-var ErrStoreDown = errors.New("sim store: the database is unreachable")
+var ErrStoreDown = errors.New("memstore: the database is unreachable")
 
-// Log is the simulated database: one cell's log, its idempotency keys,
+// Log is the database: one cell's log, its idempotency keys,
 // leases and checkpoints. Open hands out connections to it, each with the
 // clock of the host it runs on, as pgstore's Options.Clock. It follows the
 // append rules of the real backends through the same helpers
@@ -42,6 +42,21 @@ type Log struct {
 func NewLog() *Log {
 	return &Log{versions: map[string]int64{}, keys: map[string]events.Request{},
 		checkpoints: map[string][]events.Checkpoint{}, leases: map[string]events.Lease{}, notify: events.NewNotifier()}
+}
+
+// OnAppend sets a function that sees every committed append (under the
+// log's lock) and the connection's writer (OpenAs) that made it.
+func (l *Log) OnAppend(f func(first, last int64, epoch int64, writer string)) {
+	l.mu.Lock()
+	l.onAppend = f
+	l.mu.Unlock()
+}
+
+// Checkpoints counts the checkpoints stored under name.
+func (l *Log) Checkpoints(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.checkpoints[name])
 }
 
 // SetDown makes every call of every connection fail with ErrStoreDown
@@ -97,7 +112,7 @@ func (l *Log) Open(clock func() time.Time) *Store {
 }
 
 // OpenAs is Open for a connection of one process, named by writer, so that
-// the harness can tell which process made each append.
+// a harness can tell which process made each append.
 func (l *Log) OpenAs(clock func() time.Time, writer string) *Store {
 	return &Store{log: l, clock: clock, writer: writer}
 }
@@ -111,6 +126,9 @@ type Store struct {
 }
 
 var _ events.Store = (*Store)(nil)
+
+// Log is the Log this connection belongs to.
+func (s *Store) Log() *Log { return s.log }
 
 // lock takes the log's lock unless the connection is closed or the
 // database down.
