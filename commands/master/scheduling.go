@@ -1,8 +1,10 @@
 package master
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -148,12 +150,20 @@ func (e *Explanations) Explain(s *projections.State, j *projections.Job) *apipb.
 	return out
 }
 
-// SchedulerLoop returns the leader's scheduling loop, for Config.OnLeading.
-// Each pass reads a consistent view of the projection, runs the pure pass
-// (scheduler.Schedule, seeded by the log position so a pass replays), and
-// proposes the plan as one PlaceTasks command; the handler refuses stale
-// placements one by one and the next pass reconsiders them.
-func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
+// SchedulingCore is the scheduling loop's decisions, pure: what the pass
+// reads from the projection, the pass itself, and the command that
+// proposes its plan. The leader's loop (SchedulerLoop) and the simulation
+// drive the same core; they own only the waiting, the locking and the I/O.
+type SchedulingCore struct {
+	cfg         SchedulerConfig
+	sched       *scheduler.Scheduler
+	limiter     *scheduler.RescheduleLimiter
+	meta        commands.Meta
+	lastPlanned int64
+}
+
+// NewSchedulingCore returns a core with cfg's defaults filled in.
+func NewSchedulingCore(cfg SchedulerConfig) *SchedulingCore {
 	if cfg.Pass.Policy == "" {
 		cfg.Pass = scheduler.DefaultConfig()
 	}
@@ -169,11 +179,59 @@ func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
 	if cfg.RescheduleBurst <= 0 {
 		cfg.RescheduleBurst = 500
 	}
+	return &SchedulingCore{cfg: cfg, sched: scheduler.New(cfg.Pass), lastPlanned: -1,
+		limiter: scheduler.NewRescheduleLimiter(cfg.RescheduleRate, cfg.RescheduleBurst, 0.5),
+		meta:    commands.Meta{Actor: commands.Actor{User: "scheduler", Admin: true}}}
+}
+
+// Interval is the time between passes while work is pending.
+func (c *SchedulingCore) Interval() time.Duration { return c.cfg.Interval }
+
+// Meta is the identity the scheduler's commands carry.
+func (c *SchedulingCore) Meta() commands.Meta { return c.meta }
+
+// Input reads the pass's input from s (under the caller's consistent view)
+// at now: nil when nothing is pending or nothing happened since the last
+// planned position. updating says a rolling update is in progress, so the
+// caller steps it (RollingUpdateStep).
+func (c *SchedulingCore) Input(s *projections.State, now time.Time) (cell *scheduler.Cell, position int64, updating bool) {
+	position = s.Position
+	for _, j := range s.Jobs {
+		if j.Update != nil && !j.Dead() {
+			updating = true
+			break
+		}
+	}
+	if position == c.lastPlanned || (s.PendingCount() == 0 && len(s.PendingAllocs()) == 0) {
+		return nil, position, updating
+	}
+	cell = BuildCell(s, now, c.cfg.CrashMemory, c.limiter)
+	if len(cell.Pending)+len(cell.PendingAllocs) == 0 {
+		return nil, position, updating
+	}
+	c.lastPlanned = position
+	return cell, position, updating
+}
+
+// Plan runs the pass, seeded by the log position so that a pass replays,
+// and returns the plan with the PlaceTasks that proposes it (nil when it
+// places nothing). The handler refuses stale placements one by one and the
+// next pass reconsiders them.
+func (c *SchedulingCore) Plan(cell *scheduler.Cell, position int64) (*scheduler.Plan, *commands.PlaceTasks) {
+	plan := c.sched.Schedule(cell, uint64(position))
+	return plan, placeCommand(c.meta, plan)
+}
+
+// Retry forgets the last planned position: the interval's tick plans
+// pending work again even without news.
+func (c *SchedulingCore) Retry() { c.lastPlanned = -1 }
+
+// SchedulerLoop returns the leader's scheduling loop, for Config.OnLeading:
+// on news or every interval, the core's input read under a view, its pass
+// run outside it, and its command proposed through Do.
+func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
 	return func(ctx context.Context, m *Master) {
-		limiter := scheduler.NewRescheduleLimiter(cfg.RescheduleRate, cfg.RescheduleBurst, 0.5)
-		sched := scheduler.New(cfg.Pass)
-		admin := commands.Meta{Actor: commands.Actor{User: "scheduler", Admin: true}}
-		lastPlanned := int64(-1)
+		core := NewSchedulingCore(cfg)
 		for {
 			woken := m.applied.Wait()
 			var (
@@ -181,37 +239,24 @@ func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
 				position int64
 				updating bool
 			)
-			m.View(func(s *projections.State) {
-				position = s.Position
-				for _, j := range s.Jobs {
-					if j.Update != nil && !j.Dead() {
-						updating = true
-						break
-					}
-				}
-				if position == lastPlanned || (s.PendingCount() == 0 && len(s.PendingAllocs()) == 0) {
-					return
-				}
-				cell = BuildCell(s, m.clock(), cfg.CrashMemory, limiter)
-			})
-			if cell != nil && len(cell.Pending)+len(cell.PendingAllocs) > 0 {
-				lastPlanned = position
+			m.View(func(s *projections.State) { cell, position, updating = core.Input(s, m.clock()) })
+			if cell != nil {
 				passStart := time.Now()
-				plan := sched.Schedule(cell, uint64(position))
+				plan, cmd := core.Plan(cell, position)
 				if cfg.Metrics != nil {
 					cfg.Metrics.PassDone(time.Since(passStart), plan)
 				}
 				if cfg.Explanations != nil {
 					cfg.Explanations.set(position, plan)
 				}
-				if cmd := placeCommand(admin, plan); cmd != nil {
+				if cmd != nil {
 					if _, err := m.Do(ctx, *cmd); err != nil && ctx.Err() == nil && commands.CodeOf(err) != commands.Aborted {
 						m.log.Warn("placing tasks", "err", err, "placements", len(cmd.Placements)+len(cmd.Allocs))
 					}
 				}
 			}
 			if updating {
-				if _, err := m.Do(ctx, commands.RollingUpdateStep{Meta: admin}); err != nil && ctx.Err() == nil {
+				if _, err := m.Do(ctx, commands.RollingUpdateStep{Meta: core.Meta()}); err != nil && ctx.Err() == nil {
 					m.log.Warn("stepping rolling updates", "err", err)
 				}
 			}
@@ -219,14 +264,15 @@ func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
 			case <-ctx.Done():
 				return
 			case <-woken:
-			case <-time.After(cfg.Interval):
-				lastPlanned = -1 // retry pending work even without news
+			case <-time.After(core.Interval()):
+				core.Retry()
 			}
 		}
 	}
 }
 
-// BuildCell is the adapter from the projection to the scheduler's input.
+// BuildCell is the adapter from the projection to the scheduler's input;
+// the same state gives the same input.
 func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, limiter *scheduler.RescheduleLimiter) *scheduler.Cell {
 	cell := &scheduler.Cell{Machines: make([]*scheduler.Machine, 0, len(s.Machines))}
 	down := 0
@@ -251,6 +297,12 @@ func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, l
 			}
 			sm.Tasks = append(sm.Tasks, pt)
 			return true
+		})
+		// The machine's tasks come from a map: in key order, because the
+		// pass's choice between equal victims follows their order and a
+		// pass must replay.
+		slices.SortFunc(sm.Tasks, func(a, b scheduler.PlacedTask) int {
+			return cmp.Or(cmp.Compare(a.Ref.User, b.Ref.User), cmp.Compare(a.Ref.Job, b.Ref.Job), cmp.Compare(a.Ref.Index, b.Ref.Index))
 		})
 		for p := range pkgs {
 			sm.Packages = append(sm.Packages, p)

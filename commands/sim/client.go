@@ -27,6 +27,9 @@ type Client struct {
 	seq    int
 	leader int
 	specs  map[string]*events.JobSpec // what this client submitted, by job name
+	// updating is the job of the client's last update, which it may commit
+	// or roll back next.
+	updating string
 }
 
 const (
@@ -111,6 +114,16 @@ func (c *Client) command() commands.Command {
 	id := fmt.Sprintf("%s-%d", c.node.name, c.seq+1)
 	meta := c.meta(id)
 	name := fmt.Sprintf("j%d", w.rng.IntN(jobNames))
+	if c.updating != "" && w.rng.IntN(3) == 0 {
+		// The end of the client's last rolling update, one way or the other
+		// (refused if it has ended already).
+		job := c.updating
+		c.updating = ""
+		if w.rng.IntN(2) == 0 {
+			return commands.CommitUpdate{Meta: meta, Job: job}
+		}
+		return commands.RollbackUpdate{Meta: meta, Job: job}
+	}
 	switch r := w.rng.IntN(100); {
 	case r < 50:
 		return commands.SubmitJob{Meta: meta, Spec: c.spec(name)}
@@ -133,16 +146,26 @@ func (c *Client) command() commands.Command {
 			lo, hi := projections.BandOf(sp.Priority).Range()
 			sp.Priority = lo + int32(w.rng.IntN(int(hi-lo+1)))
 		}
+		c.updating = name
 		return commands.UpdateJob{Meta: meta, Spec: sp}
 	case r < 90 && c.admin:
 		m := w.agentList[w.rng.IntN(len(w.agentList))].name
+		if w.rng.IntN(10) == 0 {
+			// Retired for good: its agent's tasks become orphans.
+			return commands.RemoveMachine{Meta: meta, Machine: m, Reason: "retired"}
+		}
 		return commands.DrainMachine{Meta: meta, Machine: m, Draining: w.rng.IntN(3) == 0, Reason: "maintenance"}
+	case r < 90:
+		// Not an admin: refused for want of the capability.
+		m := w.agentList[w.rng.IntN(len(w.agentList))].name
+		return commands.DrainMachine{Meta: meta, Machine: m, Draining: true, Reason: "mine now"}
 	case r < 94:
 		// An alloc set: reserved room that the client's jobs may run in.
 		return commands.CreateAllocSet{Meta: meta, Name: "pool", Count: int32(1 + w.rng.IntN(3)), Priority: []int32{0, 4, 9}[w.rng.IntN(3)],
 			Resources: projections.Resources{CPUMilli: 2000, MemoryBytes: 4 << 30}}
 	case r < 96:
 		return commands.RemoveAllocSet{Meta: meta, Name: "pool"}
+
 	default:
 		return commands.KillJob{Meta: meta, Selector: "tier=canary", Reason: "canaries done"}
 	}

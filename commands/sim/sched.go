@@ -1,41 +1,25 @@
 package sim
 
 import (
-	"cmp"
-	"slices"
-	"strings"
-	"time"
-
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/projections"
-	"github.com/corralhq/corral/scheduler"
 )
 
-// simSched is the leader's scheduling loop (master.SchedulerLoop): on news
-// or every interval, the real adapter (master.BuildCell) and the real pass
-// (scheduler.Schedule, seeded by the log position), proposed as one
-// PlaceTasks; rolling updates stepped while any job updates.
+// simSched is the leader's scheduling loop (master.SchedulerLoop) in
+// simulated time: on news or every interval, the real core
+// (master.SchedulingCore: the adapter, the pass, the command) under a view,
+// its PlaceTasks proposed, rolling updates stepped while any job updates.
 type simSched struct {
-	m           *Master
-	term        int
-	sched       *scheduler.Scheduler
-	limiter     *scheduler.RescheduleLimiter
-	lastPlanned int64
-	busy        bool
-	Passes      int
+	m      *Master
+	term   int
+	core   *master.SchedulingCore
+	busy   bool
+	Passes int
 }
 
-const (
-	schedInterval = 200 * time.Millisecond
-	crashMemory   = 5 * time.Minute
-)
-
-var schedAdmin = commands.Meta{Actor: commands.Actor{User: "scheduler", Admin: true}}
-
 func newSched(m *Master) *simSched {
-	return &simSched{m: m, term: m.term, sched: scheduler.New(scheduler.DefaultConfig()),
-		limiter: scheduler.NewRescheduleLimiter(50, 500, 0.5), lastPlanned: -1}
+	return &simSched{m: m, term: m.term, core: master.NewSchedulingCore(master.SchedulerConfig{})}
 }
 
 func (s *simSched) live() bool { return s.m.term == s.term && s.m.sched == s }
@@ -47,7 +31,7 @@ func (s *simSched) start() {
 			return
 		}
 		s.run(true)
-		s.m.at(schedInterval, tick)
+		s.m.at(s.core.Interval(), tick)
 	}
 	tick()
 }
@@ -56,7 +40,7 @@ func (s *simSched) start() {
 // pending work even without news.
 func (s *simSched) run(retry bool) {
 	if retry {
-		s.lastPlanned = -1
+		s.core.Retry()
 	}
 	if s.busy {
 		return
@@ -65,22 +49,11 @@ func (s *simSched) run(retry bool) {
 		if !s.live() || s.busy {
 			return
 		}
-		position := st.Position
-		updating := false
-		for _, j := range st.SortedJobs() {
-			if j.Update != nil && !j.Dead() {
-				updating = true
-				break
-			}
-		}
+		cell, position, updating := s.core.Input(st, s.m.now())
 		var cmd *commands.PlaceTasks
-		if position != s.lastPlanned && (st.PendingCount() > 0 || len(st.PendingAllocs()) > 0) {
-			cell := BuildCell(st, s.m.now(), s.limiter)
-			if len(cell.Pending) > 0 {
-				s.lastPlanned = position
-				s.Passes++
-				cmd = placeCommand(s.sched.Schedule(cell, uint64(position)))
-			}
+		if cell != nil {
+			s.Passes++
+			_, cmd = s.core.Plan(cell, position)
 		}
 		if cmd == nil && !updating {
 			return
@@ -91,7 +64,7 @@ func (s *simSched) run(retry bool) {
 				s.busy = false
 				return
 			}
-			s.m.do(commands.RollingUpdateStep{Meta: schedAdmin}, func(master.Result, error) { s.busy = false })
+			s.m.do(commands.RollingUpdateStep{Meta: s.core.Meta()}, func(master.Result, error) { s.busy = false })
 		}
 		if cmd == nil {
 			step()
@@ -104,45 +77,4 @@ func (s *simSched) run(retry bool) {
 			step()
 		})
 	})
-}
-
-// BuildCell is master.BuildCell with each machine's tasks in key order: the
-// adapter ranges over a map, and the pass's choice between equal victims
-// follows their order, so a replay needs one.
-func BuildCell(st *projections.State, now time.Time, limiter *scheduler.RescheduleLimiter) *scheduler.Cell {
-	cell := master.BuildCell(st, now, crashMemory, limiter)
-	for _, m := range cell.Machines {
-		slices.SortFunc(m.Tasks, func(a, b scheduler.PlacedTask) int {
-			return cmp.Or(cmp.Compare(a.Ref.User, b.Ref.User), cmp.Compare(a.Ref.Job, b.Ref.Job), cmp.Compare(a.Ref.Index, b.Ref.Index))
-		})
-	}
-	return cell
-}
-
-// allocJob marks a pending alloc in the scheduler's input, as
-// commands/master's adapter names it.
-const allocJob = "\x00alloc/"
-
-// placeCommand is the plan as one PlaceTasks (master's placeCommand).
-func placeCommand(plan *scheduler.Plan) *commands.PlaceTasks {
-	if len(plan.Placements) == 0 {
-		return nil
-	}
-	cmd := &commands.PlaceTasks{Meta: schedAdmin}
-	for _, p := range plan.Placements {
-		if name, ok := strings.CutPrefix(p.Task.Job, allocJob); ok {
-			cmd.Allocs = append(cmd.Allocs, commands.AllocPlacement{User: p.Task.User, Set: name, Index: p.Task.Index, Machine: p.Machine, MachineVersion: p.MachineVersion, Score: p.Score})
-			continue
-		}
-		pl := commands.Placement{Task: projections.TaskKey{User: p.Task.User, Job: p.Task.Job, Index: p.Task.Index}, Machine: p.Machine,
-			MachineVersion: p.MachineVersion, AllocIndex: p.AllocIndex, Ports: p.Ports, Score: p.Score, MachinesExamined: p.MachinesExamined}
-		if p.AllocSet == "" {
-			pl.AllocIndex = -1
-		}
-		for _, v := range p.Preempted {
-			pl.Preempt = append(pl.Preempt, projections.TaskKey{User: v.User, Job: v.Job, Index: v.Index})
-		}
-		cmd.Placements = append(cmd.Placements, pl)
-	}
-	return cmd
 }
