@@ -11,11 +11,11 @@ breaks it again, step for step, when it is replayed.
 Real, the code the master runs: commands.Decide for every command (clients'
 requests, the scheduler's placements, the link's agent reports),
 projections.Apply, Load (checkpoint and tail), Encode and the checkpoints,
-the scheduling loop's core (master.SchedulingCore: master.BuildCell, the pass, the
-master's adapter, and master.TaskSpec for what agents start), the append
-rules of the stores (events.ValidateBatch, CheckAppend, AssignRows,
-DecideAcquire: the in-memory store, events/memstore, passes events/storetest like pgstore and
-sqlitestore do).
+the scheduling loop's core (master.SchedulingCore: the adapter
+master.BuildCell, the pass, the PlaceTasks), master.TaskSpec for what
+agents start, the append rules of the stores (events.ValidateBatch,
+CheckAppend, AssignRows, DecideAcquire: the in-memory store,
+events/memstore, passes events/storetest like pgstore and sqlitestore do).
 
 Simulated, following the real code's decisions step for step: the master
 replica (master.go and write.go: lease, tail, group commit with speculative
