@@ -182,7 +182,7 @@ func (c Config) withDefaults() (Config, error) {
 		"MaxEvents": int64(c.MaxEvents), "ReregisterAfter": int64(c.ReregisterAfter),
 	} {
 		if v < 0 {
-			return c, fmt.Errorf("Config.%s: %d is negative", field, v)
+			return c, fmt.Errorf("agent: Config.%s: %d is negative", field, v)
 		}
 	}
 	if err := c.checkTaskUsers(); err != nil {

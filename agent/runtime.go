@@ -100,8 +100,6 @@ func signalName(s syscall.Signal) string {
 // runs outside its container. Exit 125 means it could not join.
 const joinScript = `n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"`
 
-const exitCannotJoin = 125
-
 // gateScript runs as the first process of a task that runs as another user,
 // who cannot write the container's files: it waits until the agent has put
 // its pid there and says so on fd 3, then execs the task. If the agent

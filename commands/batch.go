@@ -66,14 +66,6 @@ func (b *batch) currentOf(j *projections.Job) projections.SpecVersion {
 	return projections.SpecVersion{Version: j.Current, Spec: j.Spec()}
 }
 
-// specOf resolves a version, including one this batch introduces.
-func (b *batch) specOf(j *projections.Job, v int64) *events.JobSpec {
-	if c, ok := b.current[j]; ok && c.Version == v {
-		return c.Spec
-	}
-	return j.SpecOf(v)
-}
-
 func (b *batch) jobEnded(j *projections.Job) bool { return j.Dead() || b.ended[j] }
 
 func (b *batch) touch(j *projections.Job) {

@@ -113,13 +113,6 @@ func (a *scriptedAgent) emit(kind agentpb.EventKind, ref *events.TaskRef, pid in
 		ExitCode: map[bool]int32{true: 1}[kind == agentpb.EventKind_EVENT_KIND_FAILED], WillRestart: willRestart})
 }
 
-// fail makes a running task exit 1 and wait to be restarted in place.
-func (a *scriptedAgent) fail(key string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.failLocked(key)
-}
-
 func (a *scriptedAgent) failLocked(key string) {
 	t := a.tasks[key]
 	a.emit(agentpb.EventKind_EVENT_KIND_FAILED, t.Task, t.Pid, true)

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // privatePG is a PostgreSQL server of the test's own, so that the test can
@@ -106,19 +105,6 @@ func (p *privatePG) stop() {
 	if out, err := p.run("pg_ctl", "-D", p.dir, "-m", "immediate", "-w", "stop"); err != nil {
 		p.t.Fatalf("stopping the private PostgreSQL: %v\n%s", err, out)
 	}
-}
-
-// waitReady waits until the server accepts TCP connections again.
-func (p *privatePG) waitReady(timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", p.port)); err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	p.t.Fatalf("the private PostgreSQL does not accept connections after %s", timeout)
 }
 
 // skipOutsideCI skips where a private PostgreSQL cannot be started, except
