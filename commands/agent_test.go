@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -103,27 +104,48 @@ func TestUsageAndReservations(t *testing.T) {
 	c.place("alice", "web", 0, "m0")
 	c.place("alice", "web", 1, "m0")
 	c.start("m0")
+	set := c.task("alice", "web", 0).ReservationUS
 	usage := []*events.TaskUsage{
 		{User: "alice", Job: "web", Index: 0, CpuCoreSeconds: 60, MemoryBytes: 100 << 20, MemoryMaxBytes: 200 << 20}, // 200m over 5 minutes
 		{User: "alice", Job: "web", Index: 1, CpuCoreSeconds: 300, MemoryBytes: gib, MemoryMaxBytes: gib},            // at its limit
 	}
-	const start, end = int64(1_000_000_000_000), int64(1_000_300_000_000)
-	evs := c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: c.running("m0"), Usage: []UsageWindow{{StartUS: start, EndUS: end, Tasks: usage}}})
-	// Task 0's estimate decays a quarter of the way toward 200m*1.15 and
+	report := func() []events.Event {
+		end := c.now.UnixMicro()
+		return c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: c.running("m0"), Usage: []UsageWindow{{StartUS: end - 300_000_000, EndUS: end, Tasks: usage}}})
+	}
+	// In its first 300 s a task's reservation stays at its limit: start-up
+	// transients are not what it will use (Borg §5.5).
+	c.now = c.now.Add(4 * time.Minute)
+	if evs := report(); len(evs) != 1 {
+		t.Fatalf("within the start-up period: %v, want only the usage", evs)
+	}
+	// Twenty minutes after it was set at the limit, two half-lives: task 0's
+	// estimate has closed three quarters of the gap to 200m*1.15 and
 	// 230MiB; task 1 uses its limit, so its reservation does not move.
-	checkEvents(t, evs, []expect{
-		{"machine/m0", &events.UsageReported{Machine: "m0", WindowStartUs: start, WindowEndUs: end, Tasks: usage}},
-		{"machine/m0", &events.ReservationEstimated{Machine: "m0", Tasks: []*events.TaskReservation{
-			{User: "alice", Job: "web", Index: 0, Reservation: &events.Resources{CpuMilli: 1000 - (1000-230)/4, MemoryBytes: gib - (gib-230<<20)/4}},
-		}}},
-	})
+	c.now = time.UnixMicro(set).Add(20 * time.Minute)
+	evs := report()
+	wantMem := int64(math.Ceil(float64(230<<20) + float64(gib-230<<20)/4))
+	if len(evs) != 2 {
+		t.Fatalf("events %v", evs)
+	}
+	est := evs[1].Data.(*events.ReservationEstimated)
+	if len(est.Tasks) != 1 || est.Tasks[0].Index != 0 || est.Tasks[0].Reservation.CpuMilli != 423 || est.Tasks[0].Reservation.MemoryBytes != wantMem {
+		t.Fatalf("estimated %v, want task 0 at 423m and %d bytes", est, wantMem)
+	}
 	tk := c.task("alice", "web", 0)
-	if tk.Usage.CPUCoreSeconds != 60 || tk.Reservation.CPUMilli != 808 || c.s.Machines["m0"].Reserved.CPUMilli != 1808 {
-		t.Fatalf("usage %+v reservation %v machine %v", tk.Usage, tk.Reservation, c.s.Machines["m0"].Reserved)
+	if tk.Reservation.CPUMilli != 423 || c.s.Machines["m0"].Reserved.CPUMilli != 1423 || tk.ReservationUS != evs[1].OccurredAt.UnixMicro() {
+		t.Fatalf("reservation %v set at %d, machine %v", tk.Reservation, tk.ReservationUS, c.s.Machines["m0"].Reserved)
 	}
 	// A non-prod task may now use what task 0 does not.
-	if free := c.s.Machines["m0"].Free(false); free.CPUMilli != 8000-1808 {
+	if free := c.s.Machines["m0"].Free(false); free.CPUMilli != 8000-1423 {
 		t.Fatal(free)
+	}
+	// Usage back at the limit: the estimate rises at once.
+	usage[0].CpuCoreSeconds, usage[0].MemoryMaxBytes = 300, gib
+	c.now = c.now.Add(time.Minute)
+	evs = report()
+	if est := evs[len(evs)-1].Data.(*events.ReservationEstimated); est.Tasks[0].Reservation.CpuMilli != 1000 {
+		t.Fatalf("after usage rose: %v, want the limit at once", est)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
+	"github.com/corralhq/corral/scheduler"
 )
 
 // ReportAgentState turns one poll of a machine's agent into events: the
@@ -62,15 +63,15 @@ type UsageWindow struct {
 	Tasks          []*events.TaskUsage
 }
 
-// Reservation estimation (Borg §5.5): the estimate starts at the limit,
-// rises at once to usage plus a margin, and decays toward it by a quarter
-// of the gap per window. Only moves larger than a tenth of the limit are
-// logged, so a cell of 10,000 machines costs tens of events per second.
-const (
-	reservationMarginPercent = 15
-	reservationDecayDivisor  = 4
-	reservationThreshold     = 10 // percent of the limit
-)
+// Reservation estimation is Borg's (§5.5), scheduler.EstimateReservation:
+// the limit for the first 300 s of a run, then a decay toward usage plus a
+// margin, at once back up when usage rises. Only moves larger than a tenth
+// of the limit are logged, so a cell of 10,000 machines costs tens of
+// events per second; the decay runs from when the reservation was last set
+// (Task.ReservationUS), so the moves not logged are not lost.
+const reservationThreshold = 10 // percent of the limit
+
+var reservationConfig = scheduler.DefaultReservationConfig()
 
 func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.Event, error) {
 	if err := mustBeAdmin(c.Actor, "reporting an agent's state"); err != nil {
@@ -138,7 +139,7 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 		if u == nil {
 			continue
 		}
-		next := estimate(t.Limit, t.Reservation, u, windows[t])
+		next := estimate(t, u, windows[t], now)
 		if significant(t.Limit, t.Reservation, next) {
 			moved = append(moved, &events.TaskReservation{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Reservation: next.Proto()})
 		}
@@ -225,24 +226,23 @@ func compareKeys(a, b projections.TaskKey) int {
 	return cmp.Or(cmp.Compare(a.User, b.User), cmp.Compare(a.Job, b.Job), cmp.Compare(a.Index, b.Index))
 }
 
-// estimate moves a reservation toward the usage of one window.
-func estimate(limit, cur projections.Resources, u *events.TaskUsage, seconds float64) projections.Resources {
-	next := cur
+// estimate is t's reservation after a window of seconds with usage u, at
+// now: Borg's estimate over CPU (the window's average), memory (its peak)
+// and disk; what is not measured stays at the limit.
+func estimate(t *projections.Task, u *events.TaskUsage, seconds float64, now time.Time) projections.Resources {
+	limit := scheduler.ResourcesFromEvents(t.Limit.Proto())
+	usage := limit
+	usage[scheduler.CPU] = 0
 	if seconds > 0 {
-		next.CPUMilli = approach(cur.CPUMilli, limit.CPUMilli, int64(u.CpuCoreSeconds/seconds*1000))
+		usage[scheduler.CPU] = max(0, int64(u.CpuCoreSeconds/seconds*1000))
 	}
-	next.MemoryBytes = approach(cur.MemoryBytes, limit.MemoryBytes, max(u.MemoryMaxBytes, u.MemoryBytes))
-	next.DiskBytes = approach(cur.DiskBytes, limit.DiskBytes, u.DiskBytes)
-	return next
-}
-
-func approach(cur, limit, use int64) int64 {
-	target := min(limit, use+use/100*reservationMarginPercent)
-	target = max(target, 0)
-	if target >= cur {
-		return target
-	}
-	return cur - (cur-target)/reservationDecayDivisor
+	usage[scheduler.Memory] = max(0, u.MemoryMaxBytes, u.MemoryBytes)
+	usage[scheduler.Disk] = max(0, u.DiskBytes)
+	next := scheduler.EstimateReservation(scheduler.ReservationSample{
+		Limit: limit, Previous: scheduler.ResourcesFromEvents(t.Reservation.Proto()), PreviousAt: time.UnixMicro(t.ReservationUS),
+		Usage: usage, Started: time.UnixMicro(t.StartedUS), Now: now,
+	}, reservationConfig)
+	return projections.ResourcesOf(next.Events())
 }
 
 func significant(limit, cur, next projections.Resources) bool {

@@ -126,7 +126,7 @@ func (s *State) taskSubmitted(pos int64, p *events.TaskSubmitted) bool {
 	// update's disruption budget.
 	t.Replacing = p.Reason == "updated" || (p.Reason == "rescheduled" && t.Replacing)
 	t.SpecVersion, t.Limit = v, TaskLimit(spec, p.Index)
-	t.Reservation = t.Limit
+	t.Reservation, t.ReservationUS = t.Limit, s.TimeUS
 	t.Machine, t.Ports, t.AllocIndex, t.How, t.Reason, t.Pid = "", nil, -1, NotDead, p.Reason, 0
 	t.NotBeforeUS, t.FailStreak = p.NotBeforeUs, p.FailStreak
 	s.setState(t, TaskPending)
@@ -210,12 +210,12 @@ func (s *State) taskUpdated(pos int64, p *events.TaskUpdated) bool {
 				m.Limits = m.Limits.Sub(t.Limit).Add(limit)
 				m.Reserved = m.Reserved.Sub(t.Reservation).Add(limit)
 			}
-			t.Reservation = limit
+			t.Reservation, t.ReservationUS = limit, s.TimeUS
 		}
 		// The priority may have changed, and with it what may preempt it.
 		m.Version = pos
 	} else {
-		t.Reservation = limit
+		t.Reservation, t.ReservationUS = limit, s.TimeUS
 	}
 	t.SpecVersion, t.Limit = p.SpecVersion, limit
 	return true
@@ -254,7 +254,7 @@ func (s *State) reservationEstimated(pos int64, p *events.ReservationEstimated) 
 		if t.alloc == nil {
 			m.Reserved = m.Reserved.Sub(t.Reservation).Add(res)
 		}
-		t.Reservation = res
+		t.Reservation, t.ReservationUS = res, s.TimeUS
 		m.Version = pos
 	}
 	return true

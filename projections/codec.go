@@ -24,7 +24,7 @@ import (
 
 var codecMagic = [4]byte{'c', 'r', 's', 't'}
 
-const codecVersion = 3
+const codecVersion = 4
 
 // ErrCheckpoint: a checkpoint's bytes are not a state this build can read.
 var ErrCheckpoint = errors.New("projections: unreadable checkpoint")
@@ -154,6 +154,7 @@ func (e *encoder) job(j *Job) {
 		e.int(int64(t.FailStreak))
 		e.int(t.StartedUS)
 		e.str(t.FailMessage)
+		e.int(t.ReservationUS)
 		// The limit is derived from the spec; the reservation equals it
 		// until the estimator moves it.
 		e.bool(t.Reservation != t.Limit)
@@ -334,6 +335,7 @@ func (d *decoder) job() *Job {
 		t.FailStreak = int32(d.int())
 		t.StartedUS = d.int()
 		t.FailMessage = d.istr()
+		t.ReservationUS = d.int()
 		spec := j.SpecOf(t.SpecVersion)
 		if spec == nil {
 			d.fail("job %s task %d: spec version %d missing", j.Key(), i, t.SpecVersion)

@@ -370,6 +370,9 @@ type Task struct {
 	Pid         int64
 	Limit       Resources // what it asked for, overrides applied
 	Reservation Resources // what the master estimates it needs; starts at Limit
+	// ReservationUS is when Reservation was last set (estimated, or reset to
+	// the limit), the start of the estimate's decay (Borg §5.5).
+	ReservationUS int64
 	Usage       Usage     // the last window reported
 	// Replacing is set while a rolling update has stopped the task and its
 	// replacement has not started: such tasks count against the update
