@@ -373,7 +373,7 @@ type Task struct {
 	// ReservationUS is when Reservation was last set (estimated, or reset to
 	// the limit), the start of the estimate's decay (Borg §5.5).
 	ReservationUS int64
-	Usage       Usage     // the last window reported
+	Usage         Usage // the last window reported
 	// Replacing is set while a rolling update has stopped the task and its
 	// replacement has not started: such tasks count against the update
 	// policy's max_disruptions.
