@@ -62,7 +62,8 @@
 // SIGKILL after the grace period (SIGKILL also reaches every process left in
 // the container). A task over its memory limit is EVICTED with reason "oom"
 // (the master records it as a failure of the task, OOMKilled); one killed
-// to relieve machine memory pressure with reason "overcommitted". Both are
+// to relieve machine memory or disk pressure with reason "overcommitted"
+// (whom: pressureVictims, the one rule, in pressure.go). Both are
 // ended: the master decides where and when they run next.
 //
 // # Invariants
@@ -78,8 +79,9 @@
 //     master cannot start or stop anything. So is a poll naming another
 //     machine: an address reused by another machine gets no requests meant
 //     for the old one.
-//   - Memory pressure evicts only non-prod tasks (priority < ProdPriority),
-//     lowest priority first, and only until the rest fit.
+//   - Memory or disk pressure evicts only non-prod tasks (priority <
+//     ProdPriority): those over their own limit first, then the lowest
+//     priority, and only until the rest fit.
 //   - Tasks never depend on the agent process: no pipes to it, no parent
 //     death signal. When the master is unreachable nothing changes (the
 //     agent is just not polled); when the agent stops, tasks keep running.

@@ -302,22 +302,31 @@ func TestMemoryPressureEvictsLowestPriorityFirst(t *testing.T) {
 }
 
 func TestPressureVictims(t *testing.T) {
-	cands := []pressureCandidate{
-		{"a", 2, 10}, {"b", 0, 5}, {"c", 0, 20}, {"d", 5, 100}, {"e", 2, 30},
+	const gib = 1 << 30
+	mem := func(key string, prio int32, used int64) pressureCandidate {
+		return pressureCandidate{key: key, priority: prio, memory: used}
 	}
 	for _, tc := range []struct {
-		need int64
-		want []string
+		name  string
+		cands []pressureCandidate
+		need  pressureNeed
+		want  []string
 	}{
-		{0, nil},
-		{1, []string{"c"}},
-		{21, []string{"c", "b"}},
-		{26, []string{"c", "b", "e"}},
-		{66, []string{"c", "b", "e", "a", "d"}},
-		{1000, []string{"c", "b", "e", "a", "d"}},
+		{"nothing short", []pressureCandidate{mem("a", 2, 10)}, pressureNeed{}, nil},
+		{"lowest priority, then the largest", []pressureCandidate{mem("a", 2, 10), mem("b", 0, 5), mem("c", 0, 20), mem("d", 5, 100), mem("e", 2, 30)},
+			pressureNeed{memory: 1}, []string{"c"}},
+		{"until relieved", []pressureCandidate{mem("a", 2, 10), mem("b", 0, 5), mem("c", 0, 20), mem("d", 5, 100), mem("e", 2, 30)},
+			pressureNeed{memory: 21}, []string{"c", "b"}},
+		{"everything it can", []pressureCandidate{mem("a", 2, 10), mem("b", 0, 5), mem("c", 0, 20), mem("d", 5, 100), mem("e", 2, 30)},
+			pressureNeed{memory: 1000}, []string{"c", "b", "e", "a", "d"}},
+		{"over its own limit first", []pressureCandidate{mem("b1", 1, 4*gib), {key: "greedy", priority: 6, memory: 6 * gib, overLimit: true}},
+			pressureNeed{memory: 4 * gib}, []string{"greedy"}},
+		{"what is short, not the largest", []pressureCandidate{mem("big", 2, 8*gib), {key: "writer", priority: 2, memory: gib, disk: 50 * gib}},
+			pressureNeed{disk: 10 * gib}, []string{"writer"}},
+		{"a task that frees nothing short stays", []pressureCandidate{mem("m", 0, 8*gib)}, pressureNeed{disk: gib}, nil},
 	} {
-		if got := pressureVictims(cands, tc.need); !slices.Equal(got, tc.want) {
-			t.Errorf("need %d: %v, want %v", tc.need, got, tc.want)
+		if got := pressureVictims(tc.cands, tc.need); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

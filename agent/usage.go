@@ -1,11 +1,9 @@
 package agent
 
 import (
-	"cmp"
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/corralhq/corral/agent/agentpb"
@@ -191,60 +189,46 @@ func (a *Agent) sampleTick() {
 	a.armSampler()
 }
 
-// relievePressure evicts non-prod tasks, lowest priority first, until the
-// tasks' memory fits the machine's capacity and the machine keeps its low
-// water mark of available memory (Borg §6.2). a.mu held.
+// relievePressure evicts non-prod tasks when the tasks' memory or disk
+// exceeds the machine's capacity, or memory is short of the machine's low
+// water mark of available memory (Borg §5.5, §6.2): whom is decided by
+// pressureVictims. CPU is compressible: it is throttled, never killed for.
+// a.mu held.
 func (a *Agent) relievePressure() {
-	var used int64
+	var usedMem, usedDisk int64
 	var cands []pressureCandidate
 	for _, t := range a.tasks {
 		if t.proc == nil || t.killing == killOOM || t.killing == killPressure {
 			continue // dying by SIGKILL: its memory is as good as free
 		}
-		used += t.u.mem
+		usedMem += t.u.mem
+		usedDisk += t.u.disk
 		if t.spec.Priority < ProdPriority && t.killing != killStop {
-			cands = append(cands, pressureCandidate{key: t.key, priority: t.spec.Priority, memory: t.u.mem})
+			res := orEmpty(t.spec.Resources)
+			cands = append(cands, pressureCandidate{key: t.key, priority: t.spec.Priority, memory: t.u.mem, disk: t.u.disk,
+				overLimit: (res.MemoryBytes > 0 && t.u.mem > res.MemoryBytes) || (res.DiskBytes > 0 && t.u.disk > res.DiskBytes)})
 		}
 	}
-	need := used - a.cfg.Capacity.MemoryBytes
+	need := pressureNeed{memory: usedMem - a.cfg.Capacity.MemoryBytes}
 	if a.cfg.MemoryLowWater > 0 && a.machine.Available > 0 {
-		need = max(need, a.cfg.MemoryLowWater-a.machine.Available)
+		need.memory = max(need.memory, a.cfg.MemoryLowWater-a.machine.Available)
 	}
-	if need <= 0 {
+	if a.cfg.Capacity.DiskBytes > 0 {
+		need.disk = usedDisk - a.cfg.Capacity.DiskBytes
+	}
+	if need.memory <= 0 && need.disk <= 0 {
 		return
 	}
 	for _, key := range pressureVictims(cands, need) {
 		t := a.tasks[key]
 		msg := fmt.Sprintf("machine memory pressure: tasks use %d of %d bytes, %d available; freeing %d",
-			used, a.cfg.Capacity.MemoryBytes, a.machine.Available, need)
-		a.taskLog(key).Warn("evicting for memory pressure", "priority", t.spec.Priority, "memory", t.u.mem)
+			usedMem, a.cfg.Capacity.MemoryBytes, a.machine.Available, need.memory)
+		if need.memory <= 0 {
+			msg = fmt.Sprintf("machine disk pressure: tasks use %d of %d bytes; freeing %d", usedDisk, a.cfg.Capacity.DiskBytes, need.disk)
+		}
+		a.taskLog(key).Warn("evicting for machine pressure", "priority", t.spec.Priority, "memory", t.u.mem, "disk", t.u.disk)
 		a.killNow(t, killPressure, ReasonOvercommitted, msg)
 	}
-}
-
-type pressureCandidate struct {
-	key      string
-	priority int32
-	memory   int64
-}
-
-// pressureVictims picks tasks to free need bytes: lowest priority first,
-// and within a priority the largest first, so as few tasks as possible die.
-// Prod tasks must not be among cands.
-func pressureVictims(cands []pressureCandidate, need int64) []string {
-	cands = slices.Clone(cands)
-	slices.SortFunc(cands, func(x, y pressureCandidate) int {
-		return cmp.Or(cmp.Compare(x.priority, y.priority), cmp.Compare(y.memory, x.memory), cmp.Compare(x.key, y.key))
-	})
-	var out []string
-	for _, c := range cands {
-		if need <= 0 {
-			break
-		}
-		out = append(out, c.key)
-		need -= c.memory
-	}
-	return out
 }
 
 func dirSize(dir string) int64 {

@@ -1,9 +1,7 @@
 package scheduler
 
 import (
-	"cmp"
 	"math"
-	"slices"
 	"time"
 )
 
@@ -65,88 +63,4 @@ func EstimateReservation(s ReservationSample, cfg ReservationConfig) Resources {
 		out[d] = min(s.Limit[d], int64(math.Ceil(next)))
 	}
 	return out
-}
-
-// TaskUsage is one task on a machine, for RelieveOvercommit.
-type TaskUsage struct {
-	Ref         TaskRef
-	Priority    int32
-	Limit       Resources
-	Reservation Resources
-	Usage       Resources
-}
-
-// RelieveOvercommit chooses the tasks to kill on a machine whose tasks use
-// more memory or disk than it has, which happens when reservations were
-// wrong. CPU is compressible and is throttled rather than killed for. Only
-// non-prod tasks are chosen, never prod: first those using more than their
-// limit of a short resource, then the lowest priority, then the largest
-// users of the short resources. It returns the victims in kill order and
-// whether killing them ends the overcommit (false when only prod tasks are
-// left to blame). Pure.
-func RelieveOvercommit(capacity Resources, tasks []TaskUsage) (kill []TaskRef, relieved bool) {
-	incompressible := []Dim{Memory, Disk}
-	var used Resources
-	for _, t := range tasks {
-		used = used.Add(t.Usage)
-	}
-	over := func() bool {
-		for _, d := range incompressible {
-			if used[d] > capacity[d] {
-				return true
-			}
-		}
-		return false
-	}
-	if !over() {
-		return nil, true
-	}
-	// What a task's kill is worth: its share of the excess it frees.
-	relief := func(t *TaskUsage) float64 {
-		var r float64
-		for _, d := range incompressible {
-			if excess := used[d] - capacity[d]; excess > 0 {
-				r += float64(min(t.Usage[d], excess)) / float64(excess)
-			}
-		}
-		return r
-	}
-	aboveLimit := func(t *TaskUsage) bool {
-		for _, d := range incompressible {
-			if t.Usage[d] > t.Limit[d] {
-				return true
-			}
-		}
-		return false
-	}
-	var cands []*TaskUsage
-	for i := range tasks {
-		if !IsProd(tasks[i].Priority) {
-			cands = append(cands, &tasks[i])
-		}
-	}
-	slices.SortStableFunc(cands, func(a, b *TaskUsage) int {
-		if x, y := aboveLimit(a), aboveLimit(b); x != y {
-			if x {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Or(
-			cmp.Compare(a.Priority, b.Priority),
-			cmp.Compare(relief(b), relief(a)),
-			cmp.Compare(a.Ref.User, b.Ref.User), cmp.Compare(a.Ref.Job, b.Ref.Job), cmp.Compare(a.Ref.Index, b.Ref.Index),
-		)
-	})
-	for _, t := range cands {
-		if !over() {
-			break
-		}
-		if relief(t) == 0 {
-			continue // frees nothing that is short
-		}
-		kill = append(kill, t.Ref)
-		used = used.Sub(t.Usage)
-	}
-	return kill, !over()
 }

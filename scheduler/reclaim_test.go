@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"slices"
 	"testing"
 	"time"
 )
@@ -34,43 +33,6 @@ func TestEstimateReservation(t *testing.T) {
 	for _, tc := range tests {
 		if got := EstimateReservation(tc.s, cfg); got != tc.want {
 			t.Errorf("%s:\n got %v\nwant %v", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestRelieveOvercommit(t *testing.T) {
-	capacity := Resources{CPU: 8000, Memory: 16 << 30, Disk: 100 << 30}
-	task := func(job string, prio int32, limitGiB, usedGiB int64) TaskUsage {
-		return TaskUsage{Ref: ref("u", job, 0), Priority: prio, Limit: Resources{Memory: limitGiB << 30},
-			Reservation: Resources{Memory: usedGiB << 30}, Usage: Resources{Memory: usedGiB << 30}}
-	}
-	tests := []struct {
-		name     string
-		tasks    []TaskUsage
-		kill     []string
-		relieved bool
-	}{
-		{"room enough", []TaskUsage{task("a", 0, 8, 8), task("b", 9, 8, 8)}, nil, true},
-		{"lowest priority first", []TaskUsage{task("prod", 9, 8, 8), task("b5", 5, 4, 4), task("b1", 1, 4, 4), task("b3", 3, 4, 4)},
-			[]string{"b1"}, true},
-		{"until relieved", []TaskUsage{task("prod", 9, 8, 8), task("b5", 5, 4, 4), task("b1", 1, 1, 1), task("b3", 3, 7, 7)},
-			[]string{"b1", "b3"}, true},
-		{"over its limit first", []TaskUsage{task("prod", 9, 8, 8), task("b1", 1, 4, 4), task("greedy", 6, 2, 6)},
-			[]string{"greedy"}, true},
-		{"larger first within a priority", []TaskUsage{task("prod", 10, 12, 12), task("small", 2, 2, 2), task("big", 2, 5, 5)},
-			[]string{"big"}, true},
-		{"never prod", []TaskUsage{task("p9", 9, 10, 10), task("p11", 11, 10, 10), task("b", 4, 1, 1)},
-			[]string{"b"}, false},
-		{"cpu is throttled, not killed for", []TaskUsage{{Ref: ref("u", "cpu", 0), Priority: 0, Usage: Resources{CPU: 20000}}}, nil, true},
-	}
-	for _, tc := range tests {
-		kill, relieved := RelieveOvercommit(capacity, tc.tasks)
-		var got []string
-		for _, r := range kill {
-			got = append(got, r.Job)
-		}
-		if !slices.Equal(got, tc.kill) || relieved != tc.relieved {
-			t.Errorf("%s: kill %v relieved %v; want %v %v", tc.name, got, relieved, tc.kill, tc.relieved)
 		}
 	}
 }
