@@ -48,7 +48,8 @@
 //     (/metrics, /healthz, /readyz), served by Run on Config.HTTPAddr.
 //     Records about a task carry user, job and task (its index).
 //   - The clients of the protocol: Dial for the master's link, the request
-//     builders, ResolveSpec (job spec to task spec) and EventPayload (agent
+//     builders, ResolveSpec (job spec to task spec: the one rule, which the
+//     master's link calls through master.TaskSpec) and EventPayload (agent
 //     event to catalogue event).
 //
 // # Task lifecycle

@@ -685,13 +685,19 @@ func (l *link) requests(ml *machineLink) []*agentpb.Request {
 			wanted[k] = true
 			ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
 			rep := reported[k]
+			start := (rep == nil || (ended(rep.State) && ml.synced)) && t.State == projections.TaskScheduled
+			update := rep != nil && rep.SpecVersion < t.SpecVersion && isLive(rep.State)
+			if !start && !update {
+				return true
+			}
+			spec, err := TaskSpec(t)
 			switch {
-			case rep == nil || (ended(rep.State) && ml.synced):
-				if t.State == projections.TaskScheduled {
-					reqs = append(reqs, agent.StartRequest(id(), ref, t.SpecVersion, TaskSpec(t)))
-				}
-			case rep.SpecVersion < t.SpecVersion && isLive(rep.State):
-				reqs = append(reqs, agent.UpdateRequest(id(), ref, t.SpecVersion, TaskSpec(t)))
+			case err != nil:
+				l.m.log.Error("a placed task's spec does not resolve; not sending it", "machine", ml.name, "task", k, "err", err)
+			case start:
+				reqs = append(reqs, agent.StartRequest(id(), ref, t.SpecVersion, spec))
+			default:
+				reqs = append(reqs, agent.UpdateRequest(id(), ref, t.SpecVersion, spec))
 			}
 			return true
 		})
@@ -719,31 +725,13 @@ func isLive(s agentpb.TaskState) bool {
 	return false
 }
 
-// TaskSpec resolves what the agent needs to run one task: the job's spec of
-// the task's version with the task's overrides, and its ports.
-func TaskSpec(t *projections.Task) *agentpb.TaskSpec {
-	sp := t.Spec()
-	out := &agentpb.TaskSpec{Command: sp.GetCommand(), Args: sp.GetArgs(), Env: maps.Clone(sp.GetEnv()),
-		Resources: t.Limit.Proto(), Restart: sp.GetRestart(), HealthCheck: sp.GetHealthCheck(),
-		Appclass: sp.GetAppclass(), Priority: sp.GetPriority()}
-	if out.Env == nil {
-		out.Env = map[string]string{}
-	}
-	if ov := sp.GetOverrides()[t.Index]; ov != nil {
-		if len(ov.Args) > 0 {
-			out.Args = ov.Args
-		}
-		maps.Copy(out.Env, ov.Env)
-	}
-	names := sp.GetPortNames()
-	for i, p := range t.Ports {
-		name := ""
-		if i < len(names) {
-			name = names[i]
-		}
-		out.Ports = append(out.Ports, &agentpb.Port{Name: name, Number: p})
-	}
-	return out
+// TaskSpec is what the agent needs to run t: agent.ResolveSpec, the one
+// rule, of its job's spec at its version, its index and its ports. An
+// error means a placement that does not match its spec, a master bug: the
+// link logs it and starts nothing rather than send what the agent would
+// refuse.
+func TaskSpec(t *projections.Task) (*agentpb.TaskSpec, error) {
+	return agent.ResolveSpec(t.Spec(), t.Index, t.Ports)
 }
 
 // accumulate adds a poll's usage samples to the machine's open window.

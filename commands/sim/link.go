@@ -419,13 +419,19 @@ func (l *simLink) requests(ml *mlink) []*agentpb.Request {
 		wanted[k] = true
 		ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
 		rep := reported[k]
+		start := (rep == nil || (ended(rep.State) && ml.synced)) && t.State == projections.TaskScheduled
+		update := rep != nil && rep.SpecVersion < t.SpecVersion && isLive(rep.State)
+		if !start && !update {
+			continue
+		}
+		spec, err := master.TaskSpec(t)
 		switch {
-		case rep == nil || (ended(rep.State) && ml.synced):
-			if t.State == projections.TaskScheduled {
-				reqs = append(reqs, agent.StartRequest(id(), ref, t.SpecVersion, master.TaskSpec(t)))
-			}
-		case rep.SpecVersion < t.SpecVersion && isLive(rep.State):
-			reqs = append(reqs, agent.UpdateRequest(id(), ref, t.SpecVersion, master.TaskSpec(t)))
+		case err != nil:
+			panic(fmt.Sprintf("sim: task %v placed on %s: its spec does not resolve: %v", k, ml.name, err))
+		case start:
+			reqs = append(reqs, agent.StartRequest(id(), ref, t.SpecVersion, spec))
+		default:
+			reqs = append(reqs, agent.UpdateRequest(id(), ref, t.SpecVersion, spec))
 		}
 	}
 	keys := slices.SortedFunc(maps.Keys(reported), func(a, b projections.TaskKey) int {
