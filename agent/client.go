@@ -51,31 +51,3 @@ func UpdateRequest(id string, task *events.TaskRef, specVersion int64, spec *age
 func ForgetRequest(id string, task *events.TaskRef) *agentpb.Request {
 	return &agentpb.Request{Id: id, Kind: &agentpb.Request_Forget{Forget: &agentpb.ForgetTask{Task: task}}}
 }
-
-// EventPayload turns an agent event into the catalogue event the master
-// appends for it, or nil when the event needs none (an adoption; a clean
-// exit of a task restarted in place).
-func EventPayload(machine string, ev *agentpb.AgentEvent) events.Payload {
-	r := ev.GetTask()
-	switch ev.Kind {
-	case agentpb.EventKind_EVENT_KIND_STARTED:
-		return &events.TaskStarted{User: r.User, Job: r.Job, Index: r.Index, Machine: machine, Restarts: ev.Restarts, Pid: ev.Pid}
-	case agentpb.EventKind_EVENT_KIND_FINISHED:
-		if ev.WillRestart {
-			return nil
-		}
-		return &events.TaskFinished{User: r.User, Job: r.Job, Index: r.Index, Machine: machine, ExitCode: ev.ExitCode}
-	case agentpb.EventKind_EVENT_KIND_FAILED:
-		msg := ev.Message
-		if ev.Reason != "" && ev.Reason != ReasonExited {
-			msg = ev.Reason + ": " + msg
-		}
-		return &events.TaskFailed{User: r.User, Job: r.Job, Index: r.Index, Machine: machine, ExitCode: ev.ExitCode,
-			Signal: ev.Signal, Message: msg, Restarts: ev.Restarts, WillRestart: ev.WillRestart}
-	case agentpb.EventKind_EVENT_KIND_EVICTED:
-		return &events.TaskEvicted{User: r.User, Job: r.Job, Index: r.Index, Machine: machine, Reason: ev.Reason, Message: ev.Message}
-	case agentpb.EventKind_EVENT_KIND_KILLED:
-		return &events.TaskKilled{User: r.User, Job: r.Job, Index: r.Index, Machine: machine, Reason: ev.Reason}
-	}
-	return nil
-}

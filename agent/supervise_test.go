@@ -620,34 +620,6 @@ func TestResolveSpec(t *testing.T) {
 	}
 }
 
-func TestEventPayload(t *testing.T) {
-	r := ref("j", 4)
-	for _, tc := range []struct {
-		ev   *agentpb.AgentEvent
-		want string
-	}{
-		{&agentpb.AgentEvent{Kind: agentpb.EventKind_EVENT_KIND_STARTED, Task: r, Pid: 7}, "TaskStarted"},
-		{&agentpb.AgentEvent{Kind: agentpb.EventKind_EVENT_KIND_FINISHED, Task: r}, "TaskFinished"},
-		{&agentpb.AgentEvent{Kind: agentpb.EventKind_EVENT_KIND_FINISHED, Task: r, WillRestart: true}, ""},
-		{&agentpb.AgentEvent{Kind: agentpb.EventKind_EVENT_KIND_FAILED, Task: r, ExitCode: 1, WillRestart: true}, "TaskFailed"},
-		{&agentpb.AgentEvent{Kind: agentpb.EventKind_EVENT_KIND_EVICTED, Task: r, Reason: "oom"}, "TaskEvicted"},
-		{&agentpb.AgentEvent{Kind: agentpb.EventKind_EVENT_KIND_KILLED, Task: r}, "TaskKilled"},
-		{&agentpb.AgentEvent{Kind: agentpb.EventKind_EVENT_KIND_ADOPTED, Task: r}, ""},
-	} {
-		p := EventPayload("m1", tc.ev)
-		got := ""
-		if p != nil {
-			got = events.TypeOf(p)
-		}
-		if got != tc.want {
-			t.Errorf("%v: %q, want %q", tc.ev.Kind, got, tc.want)
-		}
-	}
-	if p := EventPayload("m1", &agentpb.AgentEvent{Kind: agentpb.EventKind_EVENT_KIND_EVICTED, Task: r, Reason: "oom"}).(*events.TaskEvicted); p.Machine != "m1" || p.Reason != "oom" || p.Index != 4 {
-		t.Errorf("evicted payload %v", p)
-	}
-}
-
 // A write torn by a crash spoils only the slot being written: the agent
 // restarts from the other one. With both spoiled it refuses to start rather
 // than forget its tasks.

@@ -470,7 +470,7 @@ func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentSta
 	neutral := make([]commands.AgentTask, len(st.Tasks))
 	index := make(map[projections.TaskKey]int, len(st.Tasks))
 	for i, ts := range st.Tasks {
-		k := keyOf(ts.Task)
+		k := TaskKeyOf(ts.Task)
 		neutral[i] = commands.AgentTask{Task: k, SpecVersion: ts.SpecVersion, State: commands.AgentStarting}
 		index[k] = i
 	}
@@ -496,7 +496,7 @@ func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentSta
 			continue
 		}
 		l.m.log.Warn("the agent refused a start", "machine", ml.name, "user", s.Task.GetUser(), "job", s.Task.GetJob(), "task", s.Task.GetIndex(), "err", res.Error)
-		at := commands.AgentTask{Task: keyOf(s.Task), SpecVersion: s.SpecVersion, State: commands.AgentFailed, ExitCode: -1,
+		at := commands.AgentTask{Task: TaskKeyOf(s.Task), SpecVersion: s.SpecVersion, State: commands.AgentFailed, ExitCode: -1,
 			Reason: agent.ReasonStartFailed, Message: "the agent refused to start it: " + res.Error}
 		if err := l.do(ctx, commands.ReportAgentState{Meta: admin, Machine: ml.name, Tasks: one(at)}); err != nil {
 			return err
@@ -514,16 +514,16 @@ func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentSta
 	// task recorded running whose process is long gone.
 	done := ml.acked
 	for _, ev := range st.Events {
-		lastOf[keyOf(ev.Task)] = ev.Seq
-		if _, _, ok := l.m.recent.get(commands.Meta{Actor: linkMeta.Actor, RequestID: eventKey(ml.name, ev)}.Key()); ok {
+		lastOf[TaskKeyOf(ev.Task)] = ev.Seq
+		if _, _, ok := l.m.recent.get(commands.Meta{Actor: linkMeta.Actor, RequestID: AgentEventKey(ml.name, ev)}.Key()); ok {
 			done = max(done, ev.Seq)
 		}
 	}
 	for _, ev := range st.Events {
-		if ev.Seq <= done || ev.Seq <= recorded[keyOf(ev.Task)] {
+		if ev.Seq <= done || ev.Seq <= recorded[TaskKeyOf(ev.Task)] {
 			continue
 		}
-		at, ok := eventTask(ev)
+		at, ok := AgentEventTask(ev)
 		if !ok {
 			continue
 		}
@@ -534,7 +534,7 @@ func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentSta
 			continue
 		}
 		meta := admin
-		meta.RequestID = eventKey(ml.name, ev)
+		meta.RequestID = AgentEventKey(ml.name, ev)
 		if err := l.do(ctx, commands.ReportAgentState{Meta: meta, Machine: ml.name, Tasks: one(at)}); err != nil {
 			return err
 		}
@@ -546,27 +546,20 @@ func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentSta
 	}
 	full := commands.ReportAgentState{Meta: admin, Machine: ml.name, Tasks: make([]commands.AgentTask, 0, len(st.Tasks)), Usage: usage}
 	for _, ts := range st.Tasks {
-		if ended(ts.State) && !fallback {
-			full.Tasks = append(full.Tasks, neutral[index[keyOf(ts.Task)]])
+		if AgentTaskEnded(ts.State) && !fallback {
+			full.Tasks = append(full.Tasks, neutral[index[TaskKeyOf(ts.Task)]])
 			continue
 		}
-		full.Tasks = append(full.Tasks, commands.AgentTask{Task: keyOf(ts.Task), SpecVersion: ts.SpecVersion,
+		full.Tasks = append(full.Tasks, commands.AgentTask{Task: TaskKeyOf(ts.Task), SpecVersion: ts.SpecVersion,
 			State: commands.AgentTaskState(ts.State), Pid: ts.Pid, ExitCode: ts.ExitCode, Signal: ts.Signal,
 			Restarts: ts.Restarts, Reason: ts.Reason, Message: ts.Message})
 	}
 	return l.do(ctx, full)
 }
 
-// eventKey is the idempotency key of an agent event's record: the agent's
-// sequence numbers restart with a restarted agent's saved state, its times
-// do not.
 // linkMeta is who the link's commands come from: an admin whose request ids
 // (eventKey) live in its own namespace of idempotency keys.
 var linkMeta = commands.Meta{Actor: commands.Actor{User: "link", Admin: true}}
-
-func eventKey(machine string, ev *agentpb.AgentEvent) string {
-	return fmt.Sprintf("link/%s/%d/%d", machine, ev.Seq, ev.TimeUs)
-}
 
 // recordedStarts finds, for each task with events, the start the
 // projection already has (the task runs here with that pid): that event and
@@ -577,18 +570,8 @@ func (l *link) recordedStarts(machine string, evs []*agentpb.AgentEvent) map[pro
 	if len(evs) == 0 {
 		return nil
 	}
-	out := map[projections.TaskKey]uint64{}
-	l.m.View(func(s *projections.State) {
-		for _, ev := range evs {
-			if ev.Kind != agentpb.EventKind_EVENT_KIND_STARTED {
-				continue
-			}
-			k := keyOf(ev.Task)
-			if t := s.Task(k.User, k.Job, k.Index); t != nil && t.State == projections.TaskRunning && t.Machine == machine && t.Pid == ev.Pid {
-				out[k] = ev.Seq
-			}
-		}
-	})
+	var out map[projections.TaskKey]uint64
+	l.m.View(func(s *projections.State) { out = RecordedStarts(s, machine, evs) })
 	return out
 }
 
@@ -614,52 +597,6 @@ func (l *link) do(ctx context.Context, cmd commands.ReportAgentState) error {
 	return err
 }
 
-// eventTask is an agent event as the task's state at that moment; false
-// for events that need no record (an adoption; a clean exit restarted in
-// place, whose restart the next STARTED shows).
-func eventTask(ev *agentpb.AgentEvent) (commands.AgentTask, bool) {
-	at := commands.AgentTask{Task: keyOf(ev.Task), SpecVersion: ev.SpecVersion, Pid: ev.Pid, ExitCode: ev.ExitCode,
-		Signal: ev.Signal, Restarts: ev.Restarts, Reason: ev.Reason, Message: ev.Message}
-	switch ev.Kind {
-	case agentpb.EventKind_EVENT_KIND_STARTED:
-		at.State = commands.AgentRunning
-	case agentpb.EventKind_EVENT_KIND_FAILED:
-		at.State = commands.AgentFailed
-		if ev.WillRestart {
-			at.State = commands.AgentBackoff
-		}
-		// As agent.EventPayload words it.
-		if ev.Reason != "" && ev.Reason != agent.ReasonExited {
-			at.Message = ev.Reason + ": " + ev.Message
-		}
-	case agentpb.EventKind_EVENT_KIND_FINISHED:
-		if ev.WillRestart {
-			return at, false
-		}
-		at.State = commands.AgentFinished
-	case agentpb.EventKind_EVENT_KIND_EVICTED:
-		at.State = commands.AgentEvicted
-	case agentpb.EventKind_EVENT_KIND_KILLED:
-		at.State = commands.AgentKilled
-	default:
-		return at, false
-	}
-	return at, true
-}
-
-func keyOf(r *events.TaskRef) projections.TaskKey {
-	return projections.TaskKey{User: r.GetUser(), Job: r.GetJob(), Index: r.GetIndex()}
-}
-
-func ended(s agentpb.TaskState) bool {
-	switch s {
-	case agentpb.TaskState_TASK_STATE_FINISHED, agentpb.TaskState_TASK_STATE_FAILED,
-		agentpb.TaskState_TASK_STATE_KILLED, agentpb.TaskState_TASK_STATE_EVICTED:
-		return true
-	}
-	return false
-}
-
 // requests compares what the projection places on the machine with what the
 // agent last reported, and returns the starts, updates and stops that make
 // the agent match. A task placed elsewhere meanwhile (the machine was down)
@@ -668,7 +605,7 @@ func ended(s agentpb.TaskState) bool {
 func (l *link) requests(ml *machineLink) []*agentpb.Request {
 	reported := make(map[projections.TaskKey]*agentpb.TaskStatus, len(ml.last.GetTasks()))
 	for _, t := range ml.last.GetTasks() {
-		reported[keyOf(t.Task)] = t
+		reported[TaskKeyOf(t.Task)] = t
 	}
 	id := func() string { ml.reqSeq++; return ml.name + "-" + strconv.FormatInt(ml.reqSeq, 10) }
 	var reqs []*agentpb.Request
@@ -685,8 +622,8 @@ func (l *link) requests(ml *machineLink) []*agentpb.Request {
 			wanted[k] = true
 			ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
 			rep := reported[k]
-			start := (rep == nil || (ended(rep.State) && ml.synced)) && t.State == projections.TaskScheduled
-			update := rep != nil && rep.SpecVersion < t.SpecVersion && isLive(rep.State)
+			start := (rep == nil || (AgentTaskEnded(rep.State) && ml.synced)) && t.State == projections.TaskScheduled
+			update := rep != nil && rep.SpecVersion < t.SpecVersion && AgentTaskLive(rep.State)
 			if !start && !update {
 				return true
 			}
@@ -706,7 +643,7 @@ func (l *link) requests(ml *machineLink) []*agentpb.Request {
 				continue
 			}
 			ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
-			if isLive(rep.State) {
+			if AgentTaskLive(rep.State) {
 				reqs = append(reqs, agent.StopRequest(id(), ref, "not placed on "+ml.name+" by the master", grace))
 			} else if rep.State != agentpb.TaskState_TASK_STATE_STOPPING && ml.synced {
 				// Its end is in the log: the agent may drop it.
@@ -715,14 +652,6 @@ func (l *link) requests(ml *machineLink) []*agentpb.Request {
 		}
 	})
 	return reqs
-}
-
-func isLive(s agentpb.TaskState) bool {
-	switch s {
-	case agentpb.TaskState_TASK_STATE_STARTING, agentpb.TaskState_TASK_STATE_RUNNING, agentpb.TaskState_TASK_STATE_BACKOFF:
-		return true
-	}
-	return false
 }
 
 // TaskSpec is what the agent needs to run t: agent.ResolveSpec, the one

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 )
 
@@ -229,7 +230,7 @@ func (a *Agent) apply(r *agentpb.Request) error {
 		if t == nil {
 			return nil
 		}
-		if !ended(t.state) {
+		if !master.AgentTaskEnded(t.state) {
 			return fmt.Errorf("forget %s: the task is live; stop it first", key)
 		}
 		delete(a.tasks, key)
@@ -243,7 +244,7 @@ func (a *Agent) start(r *agentpb.StartTask) error {
 	if err := agent.ValidateTaskSpec(r.Spec); err != nil {
 		return fmt.Errorf("start %s: %w", key, err)
 	}
-	if t := a.tasks[key]; t != nil && !ended(t.state) {
+	if t := a.tasks[key]; t != nil && !master.AgentTaskEnded(t.state) {
 		if t.killing == killStop {
 			return fmt.Errorf("start %s: the task is being stopped; start it again once it has ended", key)
 		}
@@ -264,7 +265,7 @@ func (a *Agent) start(r *agentpb.StartTask) error {
 func (a *Agent) update(ref *events.TaskRef, version int64, spec *agentpb.TaskSpec) error {
 	key := agent.TaskKey(ref)
 	t := a.tasks[key]
-	if t == nil || ended(t.state) {
+	if t == nil || master.AgentTaskEnded(t.state) {
 		return fmt.Errorf("update %s: the task does not run here; start it", key)
 	}
 	if t.killing == killStop {
@@ -303,7 +304,7 @@ func needsRestart(old, new *agentpb.TaskSpec) bool {
 
 func (a *Agent) stop(r *agentpb.StopTask) error {
 	t := a.tasks[agent.TaskKey(r.Task)]
-	if t == nil || ended(t.state) {
+	if t == nil || master.AgentTaskEnded(t.state) {
 		return nil
 	}
 	reason := r.Reason
@@ -460,15 +461,6 @@ func (a *Agent) emit(kind agentpb.EventKind, t *atask, fill func(*agentpb.AgentE
 		a.events = slices.Delete(a.events, 0, over)
 		a.dropped += uint64(over)
 	}
-}
-
-func ended(s agentpb.TaskState) bool {
-	switch s {
-	case agentpb.TaskState_TASK_STATE_FINISHED, agentpb.TaskState_TASK_STATE_FAILED,
-		agentpb.TaskState_TASK_STATE_KILLED, agentpb.TaskState_TASK_STATE_EVICTED:
-		return true
-	}
-	return false
 }
 
 // ---- crashes and restarts ---------------------------------------------------

@@ -236,7 +236,7 @@ func (l *simLink) recordIn(s *projections.State, ml *mlink, st *agentpb.AgentSta
 	neutral := make([]commands.AgentTask, len(st.Tasks))
 	index := make(map[projections.TaskKey]int, len(st.Tasks))
 	for i, ts := range st.Tasks {
-		k := keyOf(ts.Task)
+		k := master.TaskKeyOf(ts.Task)
 		neutral[i] = commands.AgentTask{Task: k, SpecVersion: ts.SpecVersion, State: commands.AgentStarting}
 		index[k] = i
 	}
@@ -261,26 +261,26 @@ func (l *simLink) recordIn(s *projections.State, ml *mlink, st *agentpb.AgentSta
 		if res.Error == "" || s == nil {
 			continue
 		}
-		at := commands.AgentTask{Task: keyOf(s.Task), SpecVersion: s.SpecVersion, State: commands.AgentFailed, ExitCode: -1,
+		at := commands.AgentTask{Task: master.TaskKeyOf(s.Task), SpecVersion: s.SpecVersion, State: commands.AgentFailed, ExitCode: -1,
 			Reason: agent.ReasonStartFailed, Message: "the agent refused to start it: " + res.Error}
 		cmds = append(cmds, commands.ReportAgentState{Meta: linkAdmin, Machine: ml.name, Tasks: one(at)})
 	}
-	recorded := recordedStarts(s, ml.name, st.Events)
+	recorded := master.RecordedStarts(s, ml.name, st.Events)
 	lastOf := make(map[projections.TaskKey]uint64, len(st.Events))
 	// The log's watermark of the machine's events (link.go): everything
 	// before an event whose key the log holds was recorded then.
 	through := ml.acked
 	for _, ev := range st.Events {
-		lastOf[keyOf(ev.Task)] = ev.Seq
-		if _, ok := l.m.recent[commands.Meta{Actor: linkAdmin.Actor, RequestID: eventKey(ml.name, ev)}.Key()]; ok {
+		lastOf[master.TaskKeyOf(ev.Task)] = ev.Seq
+		if _, ok := l.m.recent[commands.Meta{Actor: linkAdmin.Actor, RequestID: master.AgentEventKey(ml.name, ev)}.Key()]; ok {
 			through = max(through, ev.Seq)
 		}
 	}
 	for _, ev := range st.Events {
-		if ev.Seq <= through || ev.Seq <= recorded[keyOf(ev.Task)] {
+		if ev.Seq <= through || ev.Seq <= recorded[master.TaskKeyOf(ev.Task)] {
 			continue
 		}
-		at, ok := eventTask(ev)
+		at, ok := master.AgentEventTask(ev)
 		if !ok {
 			continue
 		}
@@ -288,17 +288,17 @@ func (l *simLink) recordIn(s *projections.State, ml *mlink, st *agentpb.AgentSta
 			continue // the full state below says the same
 		}
 		meta := linkAdmin
-		meta.RequestID = eventKey(ml.name, ev)
+		meta.RequestID = master.AgentEventKey(ml.name, ev)
 		cmds = append(cmds, commands.ReportAgentState{Meta: meta, Machine: ml.name, Tasks: one(at)})
 	}
 	fallback := st.EventsDropped > ml.dropped
 	full := commands.ReportAgentState{Meta: linkAdmin, Machine: ml.name, Tasks: make([]commands.AgentTask, 0, len(st.Tasks)), Usage: usage}
 	for _, ts := range st.Tasks {
-		if ended(ts.State) && !fallback {
-			full.Tasks = append(full.Tasks, neutral[index[keyOf(ts.Task)]])
+		if master.AgentTaskEnded(ts.State) && !fallback {
+			full.Tasks = append(full.Tasks, neutral[index[master.TaskKeyOf(ts.Task)]])
 			continue
 		}
-		full.Tasks = append(full.Tasks, commands.AgentTask{Task: keyOf(ts.Task), SpecVersion: ts.SpecVersion,
+		full.Tasks = append(full.Tasks, commands.AgentTask{Task: master.TaskKeyOf(ts.Task), SpecVersion: ts.SpecVersion,
 			State: commands.AgentTaskState(ts.State), Pid: ts.Pid, ExitCode: ts.ExitCode, Signal: ts.Signal,
 			Restarts: ts.Restarts, Reason: ts.Reason, Message: ts.Message})
 	}
@@ -336,75 +336,13 @@ func (l *simLink) do(cmd commands.ReportAgentState, done func(error)) {
 	})
 }
 
-func eventKey(machine string, ev *agentpb.AgentEvent) string {
-	return fmt.Sprintf("link/%s/%d/%d", machine, ev.Seq, ev.TimeUs)
-}
-
-// recordedStarts: for each task with events, the start the projection
-// already has (link.go's recordedStarts).
-func recordedStarts(s *projections.State, machine string, evs []*agentpb.AgentEvent) map[projections.TaskKey]uint64 {
-	out := map[projections.TaskKey]uint64{}
-	for _, ev := range evs {
-		if ev.Kind != agentpb.EventKind_EVENT_KIND_STARTED {
-			continue
-		}
-		k := keyOf(ev.Task)
-		if t := s.Task(k.User, k.Job, k.Index); t != nil && t.State == projections.TaskRunning && t.Machine == machine && t.Pid == ev.Pid {
-			out[k] = ev.Seq
-		}
-	}
-	return out
-}
-
-// eventTask is an agent event as the task's state at that moment (link.go).
-func eventTask(ev *agentpb.AgentEvent) (commands.AgentTask, bool) {
-	at := commands.AgentTask{Task: keyOf(ev.Task), SpecVersion: ev.SpecVersion, Pid: ev.Pid, ExitCode: ev.ExitCode,
-		Signal: ev.Signal, Restarts: ev.Restarts, Reason: ev.Reason, Message: ev.Message}
-	switch ev.Kind {
-	case agentpb.EventKind_EVENT_KIND_STARTED:
-		at.State = commands.AgentRunning
-	case agentpb.EventKind_EVENT_KIND_FAILED:
-		at.State = commands.AgentFailed
-		if ev.WillRestart {
-			at.State = commands.AgentBackoff
-		}
-		if ev.Reason != "" && ev.Reason != agent.ReasonExited {
-			at.Message = ev.Reason + ": " + ev.Message
-		}
-	case agentpb.EventKind_EVENT_KIND_FINISHED:
-		if ev.WillRestart {
-			return at, false
-		}
-		at.State = commands.AgentFinished
-	case agentpb.EventKind_EVENT_KIND_EVICTED:
-		at.State = commands.AgentEvicted
-	case agentpb.EventKind_EVENT_KIND_KILLED:
-		at.State = commands.AgentKilled
-	default:
-		return at, false
-	}
-	return at, true
-}
-
-func keyOf(r *events.TaskRef) projections.TaskKey {
-	return projections.TaskKey{User: r.GetUser(), Job: r.GetJob(), Index: r.GetIndex()}
-}
-
-func isLive(s agentpb.TaskState) bool {
-	switch s {
-	case agentpb.TaskState_TASK_STATE_STARTING, agentpb.TaskState_TASK_STATE_RUNNING, agentpb.TaskState_TASK_STATE_BACKOFF:
-		return true
-	}
-	return false
-}
-
 // requests compares what the projection places on the machine with what
 // the agent last reported (link.go's requests). The state must be readable.
 func (l *simLink) requests(ml *mlink) []*agentpb.Request {
 	s := l.m.st
 	reported := make(map[projections.TaskKey]*agentpb.TaskStatus, len(ml.last.GetTasks()))
 	for _, t := range ml.last.GetTasks() {
-		reported[keyOf(t.Task)] = t
+		reported[master.TaskKeyOf(t.Task)] = t
 	}
 	id := func() string { ml.reqSeq++; return ml.name + "-" + strconv.FormatInt(ml.reqSeq, 10) }
 	var reqs []*agentpb.Request
@@ -419,8 +357,8 @@ func (l *simLink) requests(ml *mlink) []*agentpb.Request {
 		wanted[k] = true
 		ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
 		rep := reported[k]
-		start := (rep == nil || (ended(rep.State) && ml.synced)) && t.State == projections.TaskScheduled
-		update := rep != nil && rep.SpecVersion < t.SpecVersion && isLive(rep.State)
+		start := (rep == nil || (master.AgentTaskEnded(rep.State) && ml.synced)) && t.State == projections.TaskScheduled
+		update := rep != nil && rep.SpecVersion < t.SpecVersion && master.AgentTaskLive(rep.State)
 		if !start && !update {
 			continue
 		}
@@ -443,7 +381,7 @@ func (l *simLink) requests(ml *mlink) []*agentpb.Request {
 			continue
 		}
 		ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
-		if isLive(rep.State) {
+		if master.AgentTaskLive(rep.State) {
 			reqs = append(reqs, agent.StopRequest(id(), ref, "not placed on "+ml.name+" by the master", stopGrace.Milliseconds()))
 		} else if rep.State != agentpb.TaskState_TASK_STATE_STOPPING && ml.synced {
 			reqs = append(reqs, agent.ForgetRequest(id(), ref))
@@ -455,7 +393,7 @@ func (l *simLink) requests(ml *mlink) []*agentpb.Request {
 // accumulate adds a poll's usage samples to the machine's open window.
 func (l *simLink) accumulate(ml *mlink, st *agentpb.AgentState) {
 	for _, u := range st.Usage {
-		ref := keyOf(u.Task)
+		ref := master.TaskKeyOf(u.Task)
 		acc := ml.usage[ref]
 		if acc == nil {
 			acc = &usageAcc{}
