@@ -1,7 +1,3 @@
-// Package client is a client of the cell's masters that follows the leader:
-// a write refused by a follower (Unavailable with the leader's address) or
-// lost with a dead master is retried at the leader with the same request id,
-// so it is applied exactly once.
 package client
 
 import (
@@ -10,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,25 +26,39 @@ const (
 	LeaderHeader = "x-corral-leader"
 )
 
+// Options tune a Client.
+type Options struct {
+	// Dial are the connections' options (credentials); none: plaintext.
+	Dial []grpc.DialOption
+	// AttemptTimeout bounds one attempt at one master, so a master that
+	// hangs (paused, partitioned) costs a retry elsewhere, not the whole
+	// call (default 3 s).
+	AttemptTimeout time.Duration
+	// MaxAttempts bounds how often a mutation is tried; 0: until ctx ends.
+	MaxAttempts int
+	// GiveUpWhenDown ends a mutation once every master given has refused
+	// the connection twice: no master process runs, and a person waiting
+	// had better hear it at once.
+	GiveUpWhenDown bool
+	// Note, when set, hears about each retry.
+	Note func(format string, args ...any)
+	// Sleep waits between rounds of retries (tests replace it).
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
 // Client talks to any of a cell's masters.
 type Client struct {
 	user  string
-	addrs []string
-	opts  []grpc.DialOption
+	addrs []string // as given, then leaders learned
+	o     Options
 
-	// AttemptTimeout bounds one attempt at one master, so a master that
-	// hangs (paused, partitioned) costs a retry elsewhere, not the whole
-	// call. Retries reuse the request id, so a write applied by the hung
-	// master is not applied twice. Default 3 s.
-	AttemptTimeout time.Duration
-
-	mu      sync.Mutex
-	conns   map[string]*grpc.ClientConn
-	current string
+	mu    sync.Mutex
+	cur   string // the master that answered last
+	conns map[string]*grpc.ClientConn
 }
 
 // New returns a client of the masters at addrs, acting as user.
-func New(addrs []string, user string, opts ...grpc.DialOption) (*Client, error) {
+func New(addrs []string, user string, o Options) (*Client, error) {
 	var clean []string
 	for _, a := range addrs {
 		if a = strings.TrimSpace(a); a != "" {
@@ -60,17 +71,37 @@ func New(addrs []string, user string, opts ...grpc.DialOption) (*Client, error) 
 	if user == "" {
 		return nil, errors.New("client: user: must be set")
 	}
-	if len(opts) == 0 {
-		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if len(o.Dial) == 0 {
+		o.Dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
-	return &Client{user: user, addrs: clean, opts: opts, conns: map[string]*grpc.ClientConn{}, current: clean[0], AttemptTimeout: 3 * time.Second}, nil
+	if o.AttemptTimeout <= 0 {
+		o.AttemptTimeout = 3 * time.Second
+	}
+	if o.Note == nil {
+		o.Note = func(string, ...any) {}
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleepCtx
+	}
+	return &Client{user: user, addrs: clean, o: o, cur: clean[0], conns: map[string]*grpc.ClientConn{}}, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // NewRequestID returns a fresh client request id.
 func NewRequestID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return "cli-" + hex.EncodeToString(b[:])
 }
 
 // Close closes every connection.
@@ -89,91 +120,187 @@ func (c *Client) Context(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, UserHeader, c.user)
 }
 
-func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+func (c *Client) conn(addr string) (apipb.CellClient, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cc := c.conns[addr]; cc != nil {
-		return cc, nil
-	}
-	cc, err := grpc.NewClient(addr, c.opts...)
-	if err != nil {
-		return nil, fmt.Errorf("client: master %s: %w", addr, err)
-	}
-	c.conns[addr] = cc
-	return cc, nil
-}
-
-// Current is the master the next call goes to.
-func (c *Client) Current() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.current
-}
-
-func (c *Client) use(addr string) {
-	c.mu.Lock()
-	c.current = addr
-	known := false
-	for _, a := range c.addrs {
-		known = known || a == addr
-	}
-	if !known {
-		c.addrs = append(c.addrs, addr)
-	}
-	c.mu.Unlock()
-}
-
-func (c *Client) next(after string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, a := range c.addrs {
-		if a == after {
-			c.current = c.addrs[(i+1)%len(c.addrs)]
-			return c.current
+	cc := c.conns[addr]
+	if cc == nil {
+		var err error
+		if cc, err = grpc.NewClient(addr, c.o.Dial...); err != nil {
+			return nil, fmt.Errorf("master %s: %w", addr, err)
 		}
-	}
-	c.current = c.addrs[0]
-	return c.current
-}
-
-// Cell returns the API of the current master, for reads.
-func (c *Client) Cell() (apipb.CellClient, error) {
-	cc, err := c.conn(c.Current())
-	if err != nil {
-		return nil, err
+		c.conns[addr] = cc
 	}
 	return apipb.NewCellClient(cc), nil
 }
 
-// Do runs call against the current master and, while it fails with
-// Unavailable, follows the leader it names or tries the next master, until
-// ctx ends. call must reuse its request id across attempts.
+// order is the masters to try: the one that answered last, then the rest.
+func (c *Client) order() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := []string{c.cur}
+	for _, a := range c.addrs {
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// answered makes addr the first to try next; a leader learned from a
+// follower joins the addresses.
+func (c *Client) answered(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cur = addr
+	if !slices.Contains(c.addrs, addr) {
+		c.addrs = append(c.addrs, addr)
+	}
+}
+
+// User is whom the client acts as.
+func (c *Client) User() string { return c.user }
+
+// SetAttemptTimeout changes Options.AttemptTimeout, for a call known to
+// take longer (a long query).
+func (c *Client) SetAttemptTimeout(d time.Duration) {
+	c.mu.Lock()
+	c.o.AttemptTimeout = d
+	c.mu.Unlock()
+}
+
+// AttemptTimeout is Options.AttemptTimeout.
+func (c *Client) AttemptTimeout() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.o.AttemptTimeout
+}
+
+// Current is the master the next call goes to first.
+func (c *Client) Current() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur
+}
+
+func (c *Client) attemptCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.Context(ctx), c.AttemptTimeout())
+}
+
+// Read runs a read on the first master that answers: every master serves
+// reads.
+func (c *Client) Read(ctx context.Context, fn func(ctx context.Context, api apipb.CellClient) error) error {
+	var err error
+	for _, addr := range c.order() {
+		var api apipb.CellClient
+		if api, err = c.conn(addr); err != nil {
+			return err
+		}
+		actx, cancel := c.attemptCtx(ctx)
+		err = fn(actx, api)
+		cancel()
+		if status.Code(err) != codes.Unavailable {
+			if err == nil {
+				c.answered(addr)
+			}
+			return err
+		}
+		c.o.Note("master %s: %v", addr, err)
+	}
+	return err
+}
+
+// Mutate sends a mutation under a fresh request id, the same on every
+// attempt (Do).
+func (c *Client) Mutate(ctx context.Context, fn func(ctx context.Context, api apipb.CellClient, requestID string, opts ...grpc.CallOption) (*apipb.MutationReply, error)) (*apipb.MutationReply, error) {
+	id := NewRequestID()
+	var reply *apipb.MutationReply
+	err := c.Do(ctx, func(ctx context.Context, api apipb.CellClient, opts ...grpc.CallOption) error {
+		var err error
+		reply, err = fn(ctx, api, id, opts...)
+		return err
+	})
+	return reply, err
+}
+
+// Do runs a mutation at the leader: a follower's refusal naming the leader
+// is followed at once; other unavailability, and an attempt that hangs, is
+// retried at the next master, then after a backoff, until ctx ends or
+// Options.MaxAttempts. call must reuse its request id on every attempt, so
+// that a write a hung or dead master applied is not applied twice.
 func (c *Client) Do(ctx context.Context, call func(ctx context.Context, api apipb.CellClient, opts ...grpc.CallOption) error) error {
-	backoff := 20 * time.Millisecond
-	for {
-		addr := c.Current()
-		cc, err := c.conn(addr)
-		if err != nil {
+	order := c.order()
+	addr, next := order[0], 1
+	backoff := 100 * time.Millisecond
+	hops, down := 0, 0
+	var err error
+	for attempt := 0; c.o.MaxAttempts == 0 || attempt < c.o.MaxAttempts; attempt++ {
+		var api apipb.CellClient
+		if api, err = c.conn(addr); err != nil {
 			return err
 		}
 		var trailer metadata.MD
-		actx, cancel := context.WithTimeout(c.Context(ctx), c.AttemptTimeout)
-		err = call(actx, apipb.NewCellClient(cc), grpc.Trailer(&trailer))
+		actx, cancel := c.attemptCtx(ctx)
+		err = call(actx, api, grpc.Trailer(&trailer))
 		cancel()
-		hung := status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil
-		if status.Code(err) != codes.Unavailable && !hung {
+		if err == nil {
+			c.answered(addr)
+			return nil
+		}
+		code := status.Code(err)
+		hung := code == codes.DeadlineExceeded && ctx.Err() == nil
+		if code != codes.Unavailable && !hung {
 			return err
 		}
-		if leader := trailer.Get(LeaderHeader); len(leader) > 0 && leader[0] != "" && leader[0] != addr {
-			c.use(leader[0])
+		if leaders := trailer.Get(LeaderHeader); len(leaders) > 0 && leaders[0] != "" && leaders[0] != addr && hops < 3 {
+			c.o.Note("master %s does not lead; following the leader at %s", addr, leaders[0])
+			addr = leaders[0]
+			order = append([]string{addr}, slices.DeleteFunc(order, func(a string) bool { return a == addr })...)
+			next = len(order) // the leader is known: retry it after a pause, not the others
+			hops++
 			continue
 		}
-		c.next(addr)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		case <-time.After(backoff):
+		c.o.Note("master %s: %v; retrying", addr, err)
+		if c.o.GiveUpWhenDown && unreachable(err) {
+			if down++; down >= 2*len(order) {
+				return err
+			}
 		}
-		backoff = min(2*backoff, time.Second)
+		if next < len(order) {
+			addr = order[next]
+			next++
+			continue
+		}
+		if serr := c.o.Sleep(ctx, backoff); serr != nil {
+			return fmt.Errorf("%w (last error: %v)", serr, err)
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		addr, next, hops = order[0], 1, 0
 	}
+	return err
+}
+
+// unreachable reports whether err says no process listens at the address.
+func unreachable(err error) bool {
+	msg := status.Convert(err).Message()
+	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "connection error")
+}
+
+// Watch opens a Watch stream on the first master that accepts it. The
+// stream has no time limit: it ends with ctx.
+func (c *Client) Watch(ctx context.Context, req *apipb.EventsRequest) (apipb.Cell_WatchClient, error) {
+	var err error
+	for _, addr := range c.order() {
+		var api apipb.CellClient
+		if api, err = c.conn(addr); err != nil {
+			return nil, err
+		}
+		var stream apipb.Cell_WatchClient
+		if stream, err = api.Watch(c.Context(ctx), req); err == nil {
+			c.answered(addr)
+			return stream, nil
+		}
+		c.o.Note("master %s: %v", addr, err)
+	}
+	return nil, err
 }

@@ -109,7 +109,7 @@ func TestClockJumpDoesNotReorderTheLog(t *testing.T) {
 	waitLeader(t, 10*time.Second, a)
 	b := startHostReplica(t, "hostB", url, "127.0.0.1:0", clockB)
 	registerMachines(t, a.addr, 3)
-	c, err := client.New([]string{a.addr, b.addr}, "alice")
+	c, err := client.New([]string{a.addr, b.addr}, "alice", client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -289,7 +289,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 	}
 	leader := leaderOf(t, procs, 20*time.Second, "")
 	registerMachines(t, leader.addr, 3)
-	c, err := client.New(addrs, "alice")
+	c, err := client.New(addrs, "alice", client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestFailoverSameNameRestart(t *testing.T) {
 	// The client knows every address the replicas may be at, the
 	// restarted one's included (a supervisor's restart elsewhere).
 	fresh := &masterProc{name: "master1", addr: freeAddr(t)}
-	c, err := client.New([]string{old.addr, other.addr, fresh.addr}, "alice")
+	c, err := client.New([]string{old.addr, other.addr, fresh.addr}, "alice", client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/corralhq/corral/projections"
 )
 
-// Client is a user of the cell with commands/client's behaviour: one
+// Client is a user of the cell with commands/client's policy: one
 // request at a time, each with its own request id, sent to the master it
 // believes leads; a refusal naming the leader is followed, and anything
 // else that is not an answer (a timeout, a store error, a deposed leader) is

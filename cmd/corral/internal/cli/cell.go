@@ -259,7 +259,7 @@ func (a *app) statusCommand() *cobra.Command {
 			if s.Leader {
 				role = "leader"
 			}
-			fmt.Fprintf(w, "master:    %s at %s (%s, epoch %d)\n", s.Master, cl.cur, role, s.Epoch)
+			fmt.Fprintf(w, "master:    %s at %s (%s, epoch %d)\n", s.Master, cl.Current(), role, s.Epoch)
 			fmt.Fprintf(w, "leader:    %s at %s\n", orDash(s.LeaderName), orDash(s.LeaderAddress))
 			fmt.Fprintf(w, "log:       position %d applied of %d (%s)\n", s.Position, s.Head, s.Store)
 			fmt.Fprintf(w, "machines:  %d\n", s.Machines)

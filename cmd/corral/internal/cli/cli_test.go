@@ -19,6 +19,7 @@ import (
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/commands/apipb"
+	cellclient "github.com/corralhq/corral/commands/client"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 )
@@ -132,14 +133,18 @@ func submit(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOp
 	return c.Submit(ctx, &apipb.SubmitRequest{RequestId: id}, o...)
 }
 
+func noSleep(context.Context, time.Duration) error { return nil }
+
 func TestMutationsFollowTheLeaderWithOneRequestID(t *testing.T) {
 	leader := &fakeCell{name: "b", fail: 1}
 	leaderAddr := serveFake(t, leader)
 	follower := &fakeCell{name: "a", leader: leaderAddr}
 	followerAddr := serveFake(t, follower)
 
-	c := newClient([]string{followerAddr}, "alice", 5*time.Second, nil)
-	c.sleep = func(context.Context, time.Duration) error { return nil }
+	c, err := newClient([]string{followerAddr}, "alice", cellclient.Options{AttemptTimeout: 5 * time.Second, Sleep: noSleep})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c.Close()
 	rep, err := c.mutate(context.Background(), submit)
 	if err != nil {
@@ -178,15 +183,20 @@ func TestMutationsTryEveryMasterGiven(t *testing.T) {
 	deadAddr := dead.Addr().String()
 	dead.Close()
 	live := &fakeCell{name: "live"}
-	c := newClient([]string{deadAddr, serveFake(t, live)}, "alice", 5*time.Second, nil)
-	c.sleep = func(context.Context, time.Duration) error { return nil }
+	c, err := newClient([]string{deadAddr, serveFake(t, live)}, "alice", cellclient.Options{AttemptTimeout: 5 * time.Second, Sleep: noSleep})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c.Close()
 	if rep, err := c.mutate(context.Background(), submit); err != nil || rep.Message != "appended by live" {
 		t.Fatalf("%v %v", rep, err)
 	}
 	// A refusal other than unavailability is not retried.
 	bad := &fakeCell{name: "x"}
-	c2 := newClient([]string{serveFake(t, bad)}, "alice", time.Second, nil)
+	c2, err := newClient([]string{serveFake(t, bad)}, "alice", cellclient.Options{AttemptTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c2.Close()
 	_, err = c2.mutate(context.Background(), func(ctx context.Context, cl apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
 		return cl.Kill(ctx, &apipb.KillRequest{RequestId: id}, o...)

@@ -91,8 +91,8 @@ jobs_at(ts).`,
 					return err
 				}
 				defer cl.Close()
-				if timeout > cl.timeout {
-					cl.timeout = timeout + 5*time.Second
+				if timeout > cl.AttemptTimeout() {
+					cl.SetAttemptTimeout(timeout + 5*time.Second)
 				}
 				err = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
 					res, err = c.Query(ctx, req)
