@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"regexp"
 	goruntime "runtime"
@@ -12,14 +13,18 @@ import (
 
 	"github.com/corralhq/corral/agent/internal/procfs"
 	"github.com/corralhq/corral/events"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
 // Config is what an agent needs to run. Zero values take the defaults noted.
 type Config struct {
-	Name          string // the machine's name in the cell; required
-	MasterAddr    string // the master's gRPC address; "" runs without registering
+	Name string // the machine's name in the cell; required
+	// Masters are the cell's masters' gRPC addresses: Run registers with
+	// the first that answers and follows a follower to the leader it names.
+	// None: runs without registering.
+	Masters       []string
 	ListenAddr    string // where the Agent service listens (Run only); default "127.0.0.1:7070"
 	AdvertiseAddr string // the address given to the master; default the listener's
 	HTTPAddr      string // where /metrics, /healthz and /readyz are served (Run only); "" serves none
@@ -95,6 +100,11 @@ type Config struct {
 	OnListen func(addr string)
 	// OnHTTPListen is called with the address HTTPAddr listens on.
 	OnHTTPListen func(addr string)
+	// HTTPMiddleware, when set, wraps the HTTP handler (panic recovery).
+	HTTPMiddleware func(http.Handler) http.Handler
+	// Metrics, when set, gets the agent's series under a machine label
+	// while Run runs (corral up: the master's /metrics shows every agent's).
+	Metrics prometheus.Registerer
 }
 
 // ProdPriority is the lowest prod priority (the production and monitoring

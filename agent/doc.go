@@ -11,7 +11,8 @@
 //     every task, the latest usage sample of each, and the events (starts,
 //     exits, OOM kills, evictions) the master has not acknowledged yet.
 //   - Registration: Run registers the machine (capacity detected or
-//     configured, attributes, arch and os) with the master's Register.
+//     configured, attributes, arch and os) with the first of the cell's
+//     masters that answers, following a follower to the leader it names.
 //   - Tasks as processes: a sandbox per task under DataDir/tasks/<user>/
 //     <job>/<index> (work/, tmp/, logs/); an environment of only PATH, HOME,
 //     PWD, TMPDIR, the spec's variables and CORRAL_TASK_INDEX, CORRAL_JOB,
@@ -114,8 +115,10 @@
 //
 // # Running
 //
-// The `corral agent` command calls Run with a Config built from its flags:
-// --name (Name), --master (MasterAddr), --listen (ListenAddr), --data
+// The `corral agent` command and `corral up` call Run, the one main loop,
+// with a Config built from their flags (and panic recovery as
+// ServerOptions and HTTPMiddleware):
+// --name (Name), --master (Masters), --listen (ListenAddr), --data
 // (DataDir), --cpu, --memory, --disk and --ports (Capacity; what is not
 // given is detected: cores, MemTotal, free space of DataDir, the port
 // range), --attr k=v (Attributes; arch and os are detected). Several agents

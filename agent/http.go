@@ -23,7 +23,7 @@ func (a *Agent) Ready() error {
 		return errors.New("the agent is shutting down")
 	}
 	if a.lastPoll.IsZero() {
-		return fmt.Errorf("no master has polled machine %s since the agent started: is it registered (master %q)?", a.cfg.Name, a.cfg.MasterAddr)
+		return fmt.Errorf("no master has polled machine %s since the agent started: is it registered (masters %q)?", a.cfg.Name, a.cfg.Masters)
 	}
 	if age := a.clock.Now().Sub(a.lastPoll); age > a.cfg.ReregisterAfter {
 		return fmt.Errorf("no master has polled machine %s for %s (more than %s): the master may be down or unable to reach %s",
@@ -68,7 +68,11 @@ func (a *Agent) serveHTTP(addr string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("Config.HTTPAddr: %w", err)
 	}
-	srv := &http.Server{Handler: a.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+	h := a.HTTPHandler()
+	if a.cfg.HTTPMiddleware != nil {
+		h = a.cfg.HTTPMiddleware(h)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Error("serving HTTP", "addr", lis.Addr().String(), "err", err)

@@ -517,7 +517,7 @@ func TestRealRunRegistersAndServesPoll(t *testing.T) {
 	parent := testCgroupParent(t)
 	go func() {
 		ran <- Run(ctx, Config{
-			Name: "m7", MasterAddr: masterAddr, ListenAddr: "127.0.0.1:0", DataDir: dataDir,
+			Name: "m7", Masters: []string{masterAddr}, ListenAddr: "127.0.0.1:0", DataDir: dataDir,
 			CgroupParent: parent, Attributes: map[string]string{"rack": "r1"},
 			Capacity: &events.Resources{CpuMilli: 2000}, SampleInterval: 50 * time.Millisecond,
 			MemoryLowWater: -1, Logger: quietLogger(), OnListen: func(a string) { listening <- a },

@@ -34,7 +34,7 @@ func (c *cell) startAgent(t *testing.T, name string, cr *auth.Credentials) *live
 	done := make(chan error, 1)
 	go func() {
 		done <- agent.Run(ctx, agent.Config{
-			Name: name, MasterAddr: c.addr, ListenAddr: "127.0.0.1:0", DataDir: la.dir, Cgroups: "sampling",
+			Name: name, Masters: []string{c.addr}, ListenAddr: "127.0.0.1:0", DataDir: la.dir, Cgroups: "sampling",
 			Capacity:       &events.Resources{CpuMilli: 2000, MemoryBytes: 2 << 30, DiskBytes: 10 << 30, Ports: 10},
 			MemoryLowWater: -1, SampleInterval: 100 * time.Millisecond, DefaultGrace: time.Second, ReregisterAfter: time.Second,
 			StopTasksOnExit:   true,

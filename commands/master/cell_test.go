@@ -91,7 +91,7 @@ func (c *cell) startAgent(name string) {
 	n := len(c.dirs)
 	go func() {
 		defer close(done)
-		err := agent.Run(ctx, agent.Config{Name: name, MasterAddr: c.addr, ListenAddr: "127.0.0.1:0", DataDir: dir,
+		err := agent.Run(ctx, agent.Config{Name: name, Masters: []string{c.addr}, ListenAddr: "127.0.0.1:0", DataDir: dir,
 			Capacity:  &events.Resources{CpuMilli: 2000, MemoryBytes: 2 << 30, DiskBytes: 10 << 30, Ports: 100},
 			PortFirst: int32(31000 + 200*n), PortLast: int32(31000 + 200*n + 99), Cgroups: "sampling",
 			Attributes: map[string]string{"rack": "r" + strconv.Itoa(n%2)}, SampleInterval: 200 * time.Millisecond, ReregisterAfter: 2 * time.Second})

@@ -280,7 +280,7 @@ func BenchmarkTaskStartLatency(b *testing.B) {
 	agentDone := make(chan struct{})
 	go func() {
 		defer close(agentDone)
-		err := agent.Run(ctx, agent.Config{Name: "m0", MasterAddr: lis.Addr().String(), ListenAddr: "127.0.0.1:0", DataDir: filepath.Join(dir, "m0"),
+		err := agent.Run(ctx, agent.Config{Name: "m0", Masters: []string{lis.Addr().String()}, ListenAddr: "127.0.0.1:0", DataDir: filepath.Join(dir, "m0"),
 			CgroupParent: top + "/m0", Capacity: &events.Resources{CpuMilli: 2000, MemoryBytes: 4 << 30},
 			MemoryLowWater: -1, Logger: quiet})
 		if err != nil && ctx.Err() == nil {

@@ -61,7 +61,7 @@ func TestHelperAgent(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	err := agent.Run(ctx, agent.Config{
-		Name: hc.Name, MasterAddr: hc.MasterAddr, AdvertiseAddr: hc.AdvertiseAddr, ListenAddr: "127.0.0.1:0",
+		Name: hc.Name, Masters: []string{hc.MasterAddr}, AdvertiseAddr: hc.AdvertiseAddr, ListenAddr: "127.0.0.1:0",
 		DataDir: hc.DataDir, Cgroups: hc.Cgroups, CgroupParent: hc.CgroupParent,
 		Capacity:  &events.Resources{CpuMilli: 2000, MemoryBytes: 2 << 30, DiskBytes: 10 << 30, Ports: 100},
 		PortFirst: hc.PortFirst, PortLast: hc.PortLast,

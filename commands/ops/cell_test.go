@@ -141,7 +141,7 @@ func startCell(t *testing.T, store events.Store, machines int) *cell {
 		agentsDone.Add(1)
 		go func() {
 			defer agentsDone.Done()
-			err := agent.Run(agentCtx, agent.Config{Name: name, MasterAddr: c.addr, ListenAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+			err := agent.Run(agentCtx, agent.Config{Name: name, Masters: []string{c.addr}, ListenAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 				DataDir:   filepath.Join(t.TempDir(), name),
 				Capacity:  &events.Resources{CpuMilli: 2000, MemoryBytes: 2 << 30, DiskBytes: 10 << 30, Ports: 100},
 				PortFirst: int32(32000 + 200*i), PortLast: int32(32000 + 200*i + 99), Cgroups: "sampling",

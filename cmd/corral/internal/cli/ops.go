@@ -2,18 +2,15 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
-	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/ops"
 	"github.com/corralhq/corral/events"
@@ -111,39 +108,4 @@ func (o *masterOps) handler(m *master.Master, next http.Handler, log *slog.Logge
 	mux.Handle("GET /readyz", ops.Readyz(3*time.Second, ops.MasterChecks(m, ops.DefaultMaxLag)...))
 	mux.Handle("/", next)
 	return ops.NewRecovery(log, o.reg).Handler(mux)
-}
-
-// serveAgentHTTP serves the agent's /metrics, /healthz and /readyz on addr
-// until the returned stop is called.
-func serveAgentHTTP(a *agent.Agent, addr string, log *slog.Logger) (func(), error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--http %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: ops.NewRecovery(log, nil).Handler(a.HTTPHandler()), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("serving HTTP", "addr", lis.Addr().String(), "err", err)
-		}
-	}()
-	log.Info("agent serving HTTP", "addr", lis.Addr().String())
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
-}
-
-// registerAgentMetrics adds an agent's series to reg under a constant
-// machine label, and returns what removes them; nothing when reg is nil.
-func registerAgentMetrics(reg prometheus.Registerer, a *agent.Agent, machine string) func() {
-	if reg == nil {
-		return func() {}
-	}
-	wrapped := prometheus.WrapRegistererWith(prometheus.Labels{"machine": machine}, reg)
-	c := a.Collector()
-	if err := wrapped.Register(c); err != nil {
-		return func() {}
-	}
-	return func() { wrapped.Unregister(c) }
 }

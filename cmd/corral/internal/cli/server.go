@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
+	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/nameservice"
 	"github.com/corralhq/corral/commands/webui"
@@ -94,7 +95,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	defer lis.Close()
 	advertise := o.advertise
 	if advertise == "" {
-		advertise = advertised(lis.Addr().String())
+		advertise = agent.Advertised(lis.Addr().String())
 	}
 	authOpts, secrets, linkDial := o.auth.serverOptions(log)
 	explanations := master.NewExplanations()
