@@ -21,11 +21,6 @@ type TaskRef struct {
 	Index int32
 }
 
-// TaskRefFromEvents converts the catalogue's message.
-func TaskRefFromEvents(r *events.TaskRef) TaskRef {
-	return TaskRef{User: r.GetUser(), Job: r.GetJob(), Index: r.GetIndex()}
-}
-
 // Events converts to the catalogue's message.
 func (r TaskRef) Events() *events.TaskRef {
 	return &events.TaskRef{User: r.User, Job: r.Job, Index: r.Index}

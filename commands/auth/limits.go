@@ -207,6 +207,3 @@ func (l *Limiter) Stream() grpc.StreamServerInterceptor {
 		return handler(srv, ss)
 	}
 }
-
-// InFlight is the number of unary calls being served.
-func (l *Limiter) InFlight() int64 { return l.inFlight.Load() }

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -90,9 +89,6 @@ func leafOf(cr *Credentials) *x509.Certificate {
 	l, _ := x509.ParseCertificate(cr.cert.Certificate[0])
 	return l
 }
-
-// Certificate returns the TLS certificate of cr.
-func (c *Credentials) Certificate() tls.Certificate { return c.cert }
 
 // LocalClient returns the client options SetUpLocal (corral up) left for
 // user in the cell directory dir: the CA, user's admin certificate and key,

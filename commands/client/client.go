@@ -158,9 +158,6 @@ func (c *Client) answered(addr string) {
 	}
 }
 
-// User is whom the client acts as.
-func (c *Client) User() string { return c.user }
-
 // SetAttemptTimeout changes Options.AttemptTimeout, for a call known to
 // take longer (a long query).
 func (c *Client) SetAttemptTimeout(d time.Duration) {

@@ -238,10 +238,3 @@ func (f *Feed) Poisoned() []Poisoned {
 	defer f.mu.Unlock()
 	return append([]Poisoned(nil), f.poisoned...)
 }
-
-// Applied returns the last position a consumer applied through this feed.
-func (f *Feed) Applied(name string) int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.applied[name]
-}
