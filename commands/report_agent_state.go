@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/corralhq/corral/events"
@@ -200,7 +201,7 @@ func (b *batch) reportTask(t *projections.Task, at AgentTask) {
 		b.evict(t, reason, at.Message, nil)
 	case AgentKilled:
 		// The projection still has it: nothing here asked for that.
-		b.lose(t, "the agent reports it killed: "+at.Message)
+		b.lose(t, strings.TrimSuffix("the agent reports it killed: "+at.Message, ": "))
 	}
 }
 
