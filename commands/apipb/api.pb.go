@@ -623,6 +623,66 @@ func (x *DrainMachineRequest) GetReason() string {
 	return ""
 }
 
+type RemoveMachineRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Machine       string                 `protobuf:"bytes,2,opt,name=machine,proto3" json:"machine,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMachineRequest) Reset() {
+	*x = RemoveMachineRequest{}
+	mi := &file_api_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMachineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMachineRequest) ProtoMessage() {}
+
+func (x *RemoveMachineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMachineRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMachineRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RemoveMachineRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RemoveMachineRequest) GetMachine() string {
+	if x != nil {
+		return x.Machine
+	}
+	return ""
+}
+
+func (x *RemoveMachineRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type CreateAllocSetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -638,7 +698,7 @@ type CreateAllocSetRequest struct {
 
 func (x *CreateAllocSetRequest) Reset() {
 	*x = CreateAllocSetRequest{}
-	mi := &file_api_proto_msgTypes[9]
+	mi := &file_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +710,7 @@ func (x *CreateAllocSetRequest) String() string {
 func (*CreateAllocSetRequest) ProtoMessage() {}
 
 func (x *CreateAllocSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[9]
+	mi := &file_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +723,7 @@ func (x *CreateAllocSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAllocSetRequest.ProtoReflect.Descriptor instead.
 func (*CreateAllocSetRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{9}
+	return file_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateAllocSetRequest) GetRequestId() string {
@@ -728,7 +788,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_api_proto_msgTypes[10]
+	mi := &file_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +800,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[10]
+	mi := &file_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +813,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{10}
+	return file_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetRequest) GetRead() *ReadOptions {
@@ -805,7 +865,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_api_proto_msgTypes[11]
+	mi := &file_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +877,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[11]
+	mi := &file_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +890,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{11}
+	return file_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListRequest) GetRead() *ReadOptions {
@@ -891,7 +951,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_api_proto_msgTypes[12]
+	mi := &file_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +963,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[12]
+	mi := &file_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +976,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{12}
+	return file_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListTasksRequest) GetRead() *ReadOptions {
@@ -984,7 +1044,7 @@ type ListMachinesRequest struct {
 
 func (x *ListMachinesRequest) Reset() {
 	*x = ListMachinesRequest{}
-	mi := &file_api_proto_msgTypes[13]
+	mi := &file_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1056,7 @@ func (x *ListMachinesRequest) String() string {
 func (*ListMachinesRequest) ProtoMessage() {}
 
 func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[13]
+	mi := &file_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1069,7 @@ func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesRequest.ProtoReflect.Descriptor instead.
 func (*ListMachinesRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{13}
+	return file_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListMachinesRequest) GetRead() *ReadOptions {
@@ -1029,7 +1089,7 @@ type GetQuotaRequest struct {
 
 func (x *GetQuotaRequest) Reset() {
 	*x = GetQuotaRequest{}
-	mi := &file_api_proto_msgTypes[14]
+	mi := &file_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1101,7 @@ func (x *GetQuotaRequest) String() string {
 func (*GetQuotaRequest) ProtoMessage() {}
 
 func (x *GetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[14]
+	mi := &file_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1114,7 @@ func (x *GetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*GetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{14}
+	return file_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetQuotaRequest) GetRead() *ReadOptions {
@@ -1082,7 +1142,7 @@ type WhyPendingRequest struct {
 
 func (x *WhyPendingRequest) Reset() {
 	*x = WhyPendingRequest{}
-	mi := &file_api_proto_msgTypes[15]
+	mi := &file_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1154,7 @@ func (x *WhyPendingRequest) String() string {
 func (*WhyPendingRequest) ProtoMessage() {}
 
 func (x *WhyPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[15]
+	mi := &file_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1167,7 @@ func (x *WhyPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingRequest.ProtoReflect.Descriptor instead.
 func (*WhyPendingRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{15}
+	return file_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WhyPendingRequest) GetRead() *ReadOptions {
@@ -1142,7 +1202,7 @@ type StateAtRequest struct {
 
 func (x *StateAtRequest) Reset() {
 	*x = StateAtRequest{}
-	mi := &file_api_proto_msgTypes[16]
+	mi := &file_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1214,7 @@ func (x *StateAtRequest) String() string {
 func (*StateAtRequest) ProtoMessage() {}
 
 func (x *StateAtRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[16]
+	mi := &file_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1227,7 @@ func (x *StateAtRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateAtRequest.ProtoReflect.Descriptor instead.
 func (*StateAtRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{16}
+	return file_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StateAtRequest) GetPosition() int64 {
@@ -1206,7 +1266,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_api_proto_msgTypes[17]
+	mi := &file_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1278,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[17]
+	mi := &file_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1291,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{17}
+	return file_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EventsRequest) GetFromPosition() int64 {
@@ -1291,7 +1351,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_proto_msgTypes[18]
+	mi := &file_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1363,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[18]
+	mi := &file_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1376,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{18}
+	return file_api_proto_rawDescGZIP(), []int{19}
 }
 
 type StatusReply struct {
@@ -1341,7 +1401,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_api_proto_msgTypes[19]
+	mi := &file_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1413,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[19]
+	mi := &file_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1426,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{19}
+	return file_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatusReply) GetMaster() string {
@@ -1495,7 +1555,7 @@ type TaskView struct {
 
 func (x *TaskView) Reset() {
 	*x = TaskView{}
-	mi := &file_api_proto_msgTypes[20]
+	mi := &file_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1567,7 @@ func (x *TaskView) String() string {
 func (*TaskView) ProtoMessage() {}
 
 func (x *TaskView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[20]
+	mi := &file_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1580,7 @@ func (x *TaskView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskView.ProtoReflect.Descriptor instead.
 func (*TaskView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{20}
+	return file_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TaskView) GetUser() string {
@@ -1687,7 +1747,7 @@ type JobView struct {
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_api_proto_msgTypes[21]
+	mi := &file_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +1759,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[21]
+	mi := &file_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +1772,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{21}
+	return file_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *JobView) GetSpec() *events.JobSpec {
@@ -1838,7 +1898,7 @@ type JobList struct {
 
 func (x *JobList) Reset() {
 	*x = JobList{}
-	mi := &file_api_proto_msgTypes[22]
+	mi := &file_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +1910,7 @@ func (x *JobList) String() string {
 func (*JobList) ProtoMessage() {}
 
 func (x *JobList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[22]
+	mi := &file_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +1923,7 @@ func (x *JobList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobList.ProtoReflect.Descriptor instead.
 func (*JobList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{22}
+	return file_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JobList) GetJobs() []*JobView {
@@ -1898,7 +1958,7 @@ type TaskList struct {
 
 func (x *TaskList) Reset() {
 	*x = TaskList{}
-	mi := &file_api_proto_msgTypes[23]
+	mi := &file_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +1970,7 @@ func (x *TaskList) String() string {
 func (*TaskList) ProtoMessage() {}
 
 func (x *TaskList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[23]
+	mi := &file_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +1983,7 @@ func (x *TaskList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskList.ProtoReflect.Descriptor instead.
 func (*TaskList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{23}
+	return file_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TaskList) GetTasks() []*TaskView {
@@ -1975,7 +2035,7 @@ type MachineView struct {
 
 func (x *MachineView) Reset() {
 	*x = MachineView{}
-	mi := &file_api_proto_msgTypes[24]
+	mi := &file_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2047,7 @@ func (x *MachineView) String() string {
 func (*MachineView) ProtoMessage() {}
 
 func (x *MachineView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[24]
+	mi := &file_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2060,7 @@ func (x *MachineView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineView.ProtoReflect.Descriptor instead.
 func (*MachineView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{24}
+	return file_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MachineView) GetName() string {
@@ -2139,7 +2199,7 @@ type MachineList struct {
 
 func (x *MachineList) Reset() {
 	*x = MachineList{}
-	mi := &file_api_proto_msgTypes[25]
+	mi := &file_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2211,7 @@ func (x *MachineList) String() string {
 func (*MachineList) ProtoMessage() {}
 
 func (x *MachineList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[25]
+	mi := &file_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2224,7 @@ func (x *MachineList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineList.ProtoReflect.Descriptor instead.
 func (*MachineList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{25}
+	return file_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MachineList) GetMachines() []*MachineView {
@@ -2194,7 +2254,7 @@ type QuotaView struct {
 
 func (x *QuotaView) Reset() {
 	*x = QuotaView{}
-	mi := &file_api_proto_msgTypes[26]
+	mi := &file_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2266,7 @@ func (x *QuotaView) String() string {
 func (*QuotaView) ProtoMessage() {}
 
 func (x *QuotaView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[26]
+	mi := &file_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2279,7 @@ func (x *QuotaView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaView.ProtoReflect.Descriptor instead.
 func (*QuotaView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{26}
+	return file_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *QuotaView) GetUser() string {
@@ -2266,7 +2326,7 @@ type QuotaList struct {
 
 func (x *QuotaList) Reset() {
 	*x = QuotaList{}
-	mi := &file_api_proto_msgTypes[27]
+	mi := &file_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2338,7 @@ func (x *QuotaList) String() string {
 func (*QuotaList) ProtoMessage() {}
 
 func (x *QuotaList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[27]
+	mi := &file_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2351,7 @@ func (x *QuotaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaList.ProtoReflect.Descriptor instead.
 func (*QuotaList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{27}
+	return file_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *QuotaList) GetQuotas() []*QuotaView {
@@ -2312,7 +2372,7 @@ type RejectionCount struct {
 
 func (x *RejectionCount) Reset() {
 	*x = RejectionCount{}
-	mi := &file_api_proto_msgTypes[28]
+	mi := &file_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2324,7 +2384,7 @@ func (x *RejectionCount) String() string {
 func (*RejectionCount) ProtoMessage() {}
 
 func (x *RejectionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[28]
+	mi := &file_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2337,7 +2397,7 @@ func (x *RejectionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectionCount.ProtoReflect.Descriptor instead.
 func (*RejectionCount) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{28}
+	return file_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RejectionCount) GetReason() string {
@@ -2368,7 +2428,7 @@ type PendingClass struct {
 
 func (x *PendingClass) Reset() {
 	*x = PendingClass{}
-	mi := &file_api_proto_msgTypes[29]
+	mi := &file_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2380,7 +2440,7 @@ func (x *PendingClass) String() string {
 func (*PendingClass) ProtoMessage() {}
 
 func (x *PendingClass) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[29]
+	mi := &file_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2393,7 +2453,7 @@ func (x *PendingClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingClass.ProtoReflect.Descriptor instead.
 func (*PendingClass) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{29}
+	return file_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PendingClass) GetTaskIndexes() []int32 {
@@ -2445,7 +2505,7 @@ type WhyPendingReply struct {
 
 func (x *WhyPendingReply) Reset() {
 	*x = WhyPendingReply{}
-	mi := &file_api_proto_msgTypes[30]
+	mi := &file_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2517,7 @@ func (x *WhyPendingReply) String() string {
 func (*WhyPendingReply) ProtoMessage() {}
 
 func (x *WhyPendingReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[30]
+	mi := &file_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2530,7 @@ func (x *WhyPendingReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingReply.ProtoReflect.Descriptor instead.
 func (*WhyPendingReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{30}
+	return file_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WhyPendingReply) GetUser() string {
@@ -2530,7 +2590,7 @@ type CellView struct {
 
 func (x *CellView) Reset() {
 	*x = CellView{}
-	mi := &file_api_proto_msgTypes[31]
+	mi := &file_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2602,7 @@ func (x *CellView) String() string {
 func (*CellView) ProtoMessage() {}
 
 func (x *CellView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[31]
+	mi := &file_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2615,7 @@ func (x *CellView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CellView.ProtoReflect.Descriptor instead.
 func (*CellView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{31}
+	return file_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CellView) GetPosition() int64 {
@@ -2627,7 +2687,7 @@ type EventView struct {
 
 func (x *EventView) Reset() {
 	*x = EventView{}
-	mi := &file_api_proto_msgTypes[32]
+	mi := &file_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +2699,7 @@ func (x *EventView) String() string {
 func (*EventView) ProtoMessage() {}
 
 func (x *EventView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[32]
+	mi := &file_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +2712,7 @@ func (x *EventView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventView.ProtoReflect.Descriptor instead.
 func (*EventView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{32}
+	return file_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *EventView) GetPosition() int64 {
@@ -2750,7 +2810,7 @@ type EventList struct {
 
 func (x *EventList) Reset() {
 	*x = EventList{}
-	mi := &file_api_proto_msgTypes[33]
+	mi := &file_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +2822,7 @@ func (x *EventList) String() string {
 func (*EventList) ProtoMessage() {}
 
 func (x *EventList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[33]
+	mi := &file_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +2835,7 @@ func (x *EventList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventList.ProtoReflect.Descriptor instead.
 func (*EventList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{33}
+	return file_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *EventList) GetEvents() []*EventView {
@@ -2810,7 +2870,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_api_proto_msgTypes[34]
+	mi := &file_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +2882,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[34]
+	mi := &file_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +2895,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{34}
+	return file_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *QueryRequest) GetSql() string {
@@ -2873,7 +2933,7 @@ type QueryReply struct {
 
 func (x *QueryReply) Reset() {
 	*x = QueryReply{}
-	mi := &file_api_proto_msgTypes[35]
+	mi := &file_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2885,7 +2945,7 @@ func (x *QueryReply) String() string {
 func (*QueryReply) ProtoMessage() {}
 
 func (x *QueryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[35]
+	mi := &file_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2898,7 +2958,7 @@ func (x *QueryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryReply.ProtoReflect.Descriptor instead.
 func (*QueryReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{35}
+	return file_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *QueryReply) GetColumns() []string {
@@ -2953,7 +3013,7 @@ type QueryRow struct {
 
 func (x *QueryRow) Reset() {
 	*x = QueryRow{}
-	mi := &file_api_proto_msgTypes[36]
+	mi := &file_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2965,7 +3025,7 @@ func (x *QueryRow) String() string {
 func (*QueryRow) ProtoMessage() {}
 
 func (x *QueryRow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[36]
+	mi := &file_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2978,7 +3038,7 @@ func (x *QueryRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRow.ProtoReflect.Descriptor instead.
 func (*QueryRow) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{36}
+	return file_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *QueryRow) GetValues() []string {
@@ -3008,7 +3068,7 @@ type BillRequest struct {
 
 func (x *BillRequest) Reset() {
 	*x = BillRequest{}
-	mi := &file_api_proto_msgTypes[37]
+	mi := &file_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3080,7 @@ func (x *BillRequest) String() string {
 func (*BillRequest) ProtoMessage() {}
 
 func (x *BillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[37]
+	mi := &file_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3093,7 @@ func (x *BillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillRequest.ProtoReflect.Descriptor instead.
 func (*BillRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{37}
+	return file_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BillRequest) GetFromUs() int64 {
@@ -3081,7 +3141,7 @@ type BillReply struct {
 
 func (x *BillReply) Reset() {
 	*x = BillReply{}
-	mi := &file_api_proto_msgTypes[38]
+	mi := &file_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3093,7 +3153,7 @@ func (x *BillReply) String() string {
 func (*BillReply) ProtoMessage() {}
 
 func (x *BillReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[38]
+	mi := &file_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3106,7 +3166,7 @@ func (x *BillReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillReply.ProtoReflect.Descriptor instead.
 func (*BillReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{38}
+	return file_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BillReply) GetData() []byte {
@@ -3177,7 +3237,12 @@ const file_api_proto_rawDesc = "" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
 	"\amachine\x18\x02 \x01(\tR\amachine\x12\x1a\n" +
 	"\bdraining\x18\x03 \x01(\bR\bdraining\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xfc\x02\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"g\n" +
+	"\x14RemoveMachineRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
+	"\amachine\x18\x02 \x01(\tR\amachine\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xfc\x02\n" +
 	"\x15CreateAllocSetRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -3416,7 +3481,7 @@ const file_api_proto_rawDesc = "" +
 	"rates_json\x18\x05 \x01(\tR\tratesJson\"7\n" +
 	"\tBillReply\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06format\x18\x02 \x01(\tR\x06format2\x9d\f\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format2\xf1\f\n" +
 	"\x04Cell\x12D\n" +
 	"\x06Submit\x12\x1c.corral.api.v1.SubmitRequest\x1a\x1c.corral.api.v1.MutationReply\x12D\n" +
 	"\x06Update\x12\x1c.corral.api.v1.UpdateRequest\x1a\x1c.corral.api.v1.MutationReply\x12@\n" +
@@ -3425,7 +3490,8 @@ const file_api_proto_rawDesc = "" +
 	"\fCommitUpdate\x12\x19.corral.api.v1.JobRequest\x1a\x1c.corral.api.v1.MutationReply\x12I\n" +
 	"\x0eRollbackUpdate\x12\x19.corral.api.v1.JobRequest\x1a\x1c.corral.api.v1.MutationReply\x12H\n" +
 	"\bSetQuota\x12\x1e.corral.api.v1.SetQuotaRequest\x1a\x1c.corral.api.v1.MutationReply\x12P\n" +
-	"\fDrainMachine\x12\".corral.api.v1.DrainMachineRequest\x1a\x1c.corral.api.v1.MutationReply\x12T\n" +
+	"\fDrainMachine\x12\".corral.api.v1.DrainMachineRequest\x1a\x1c.corral.api.v1.MutationReply\x12R\n" +
+	"\rRemoveMachine\x12#.corral.api.v1.RemoveMachineRequest\x1a\x1c.corral.api.v1.MutationReply\x12T\n" +
 	"\x0eCreateAllocSet\x12$.corral.api.v1.CreateAllocSetRequest\x1a\x1c.corral.api.v1.MutationReply\x12I\n" +
 	"\x0eRemoveAllocSet\x12\x19.corral.api.v1.JobRequest\x1a\x1c.corral.api.v1.MutationReply\x128\n" +
 	"\x03Get\x12\x19.corral.api.v1.GetRequest\x1a\x16.corral.api.v1.JobView\x12:\n" +
@@ -3454,7 +3520,7 @@ func file_api_proto_rawDescGZIP() []byte {
 	return file_api_proto_rawDescData
 }
 
-var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_api_proto_goTypes = []any{
 	(*ReadOptions)(nil),           // 0: corral.api.v1.ReadOptions
 	(*MutationReply)(nil),         // 1: corral.api.v1.MutationReply
@@ -3465,75 +3531,76 @@ var file_api_proto_goTypes = []any{
 	(*JobRequest)(nil),            // 6: corral.api.v1.JobRequest
 	(*SetQuotaRequest)(nil),       // 7: corral.api.v1.SetQuotaRequest
 	(*DrainMachineRequest)(nil),   // 8: corral.api.v1.DrainMachineRequest
-	(*CreateAllocSetRequest)(nil), // 9: corral.api.v1.CreateAllocSetRequest
-	(*GetRequest)(nil),            // 10: corral.api.v1.GetRequest
-	(*ListRequest)(nil),           // 11: corral.api.v1.ListRequest
-	(*ListTasksRequest)(nil),      // 12: corral.api.v1.ListTasksRequest
-	(*ListMachinesRequest)(nil),   // 13: corral.api.v1.ListMachinesRequest
-	(*GetQuotaRequest)(nil),       // 14: corral.api.v1.GetQuotaRequest
-	(*WhyPendingRequest)(nil),     // 15: corral.api.v1.WhyPendingRequest
-	(*StateAtRequest)(nil),        // 16: corral.api.v1.StateAtRequest
-	(*EventsRequest)(nil),         // 17: corral.api.v1.EventsRequest
-	(*StatusRequest)(nil),         // 18: corral.api.v1.StatusRequest
-	(*StatusReply)(nil),           // 19: corral.api.v1.StatusReply
-	(*TaskView)(nil),              // 20: corral.api.v1.TaskView
-	(*JobView)(nil),               // 21: corral.api.v1.JobView
-	(*JobList)(nil),               // 22: corral.api.v1.JobList
-	(*TaskList)(nil),              // 23: corral.api.v1.TaskList
-	(*MachineView)(nil),           // 24: corral.api.v1.MachineView
-	(*MachineList)(nil),           // 25: corral.api.v1.MachineList
-	(*QuotaView)(nil),             // 26: corral.api.v1.QuotaView
-	(*QuotaList)(nil),             // 27: corral.api.v1.QuotaList
-	(*RejectionCount)(nil),        // 28: corral.api.v1.RejectionCount
-	(*PendingClass)(nil),          // 29: corral.api.v1.PendingClass
-	(*WhyPendingReply)(nil),       // 30: corral.api.v1.WhyPendingReply
-	(*CellView)(nil),              // 31: corral.api.v1.CellView
-	(*EventView)(nil),             // 32: corral.api.v1.EventView
-	(*EventList)(nil),             // 33: corral.api.v1.EventList
-	(*QueryRequest)(nil),          // 34: corral.api.v1.QueryRequest
-	(*QueryReply)(nil),            // 35: corral.api.v1.QueryReply
-	(*QueryRow)(nil),              // 36: corral.api.v1.QueryRow
-	(*BillRequest)(nil),           // 37: corral.api.v1.BillRequest
-	(*BillReply)(nil),             // 38: corral.api.v1.BillReply
-	nil,                           // 39: corral.api.v1.CreateAllocSetRequest.LabelsEntry
-	nil,                           // 40: corral.api.v1.MachineView.AttributesEntry
-	(*events.JobSpec)(nil),        // 41: corral.events.v1.JobSpec
-	(*events.Resources)(nil),      // 42: corral.events.v1.Resources
-	(*events.Constraint)(nil),     // 43: corral.events.v1.Constraint
+	(*RemoveMachineRequest)(nil),  // 9: corral.api.v1.RemoveMachineRequest
+	(*CreateAllocSetRequest)(nil), // 10: corral.api.v1.CreateAllocSetRequest
+	(*GetRequest)(nil),            // 11: corral.api.v1.GetRequest
+	(*ListRequest)(nil),           // 12: corral.api.v1.ListRequest
+	(*ListTasksRequest)(nil),      // 13: corral.api.v1.ListTasksRequest
+	(*ListMachinesRequest)(nil),   // 14: corral.api.v1.ListMachinesRequest
+	(*GetQuotaRequest)(nil),       // 15: corral.api.v1.GetQuotaRequest
+	(*WhyPendingRequest)(nil),     // 16: corral.api.v1.WhyPendingRequest
+	(*StateAtRequest)(nil),        // 17: corral.api.v1.StateAtRequest
+	(*EventsRequest)(nil),         // 18: corral.api.v1.EventsRequest
+	(*StatusRequest)(nil),         // 19: corral.api.v1.StatusRequest
+	(*StatusReply)(nil),           // 20: corral.api.v1.StatusReply
+	(*TaskView)(nil),              // 21: corral.api.v1.TaskView
+	(*JobView)(nil),               // 22: corral.api.v1.JobView
+	(*JobList)(nil),               // 23: corral.api.v1.JobList
+	(*TaskList)(nil),              // 24: corral.api.v1.TaskList
+	(*MachineView)(nil),           // 25: corral.api.v1.MachineView
+	(*MachineList)(nil),           // 26: corral.api.v1.MachineList
+	(*QuotaView)(nil),             // 27: corral.api.v1.QuotaView
+	(*QuotaList)(nil),             // 28: corral.api.v1.QuotaList
+	(*RejectionCount)(nil),        // 29: corral.api.v1.RejectionCount
+	(*PendingClass)(nil),          // 30: corral.api.v1.PendingClass
+	(*WhyPendingReply)(nil),       // 31: corral.api.v1.WhyPendingReply
+	(*CellView)(nil),              // 32: corral.api.v1.CellView
+	(*EventView)(nil),             // 33: corral.api.v1.EventView
+	(*EventList)(nil),             // 34: corral.api.v1.EventList
+	(*QueryRequest)(nil),          // 35: corral.api.v1.QueryRequest
+	(*QueryReply)(nil),            // 36: corral.api.v1.QueryReply
+	(*QueryRow)(nil),              // 37: corral.api.v1.QueryRow
+	(*BillRequest)(nil),           // 38: corral.api.v1.BillRequest
+	(*BillReply)(nil),             // 39: corral.api.v1.BillReply
+	nil,                           // 40: corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	nil,                           // 41: corral.api.v1.MachineView.AttributesEntry
+	(*events.JobSpec)(nil),        // 42: corral.events.v1.JobSpec
+	(*events.Resources)(nil),      // 43: corral.events.v1.Resources
+	(*events.Constraint)(nil),     // 44: corral.events.v1.Constraint
 }
 var file_api_proto_depIdxs = []int32{
-	41, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
-	41, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
-	42, // 2: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
-	42, // 3: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
-	43, // 4: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
-	39, // 5: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	42, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
+	42, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
+	43, // 2: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
+	43, // 3: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
+	44, // 4: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
+	40, // 5: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
 	0,  // 6: corral.api.v1.GetRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 7: corral.api.v1.ListRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 8: corral.api.v1.ListTasksRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 9: corral.api.v1.ListMachinesRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 10: corral.api.v1.GetQuotaRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 11: corral.api.v1.WhyPendingRequest.read:type_name -> corral.api.v1.ReadOptions
-	42, // 12: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
-	42, // 13: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
-	41, // 14: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
-	20, // 15: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
-	21, // 16: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
-	20, // 17: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
-	42, // 18: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
-	42, // 19: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
-	42, // 20: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
-	40, // 21: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
-	24, // 22: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
-	42, // 23: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
-	42, // 24: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
-	26, // 25: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
-	28, // 26: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
-	29, // 27: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
-	24, // 28: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
-	21, // 29: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
-	32, // 30: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
-	36, // 31: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
+	43, // 12: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
+	43, // 13: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
+	42, // 14: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
+	21, // 15: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
+	22, // 16: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
+	21, // 17: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
+	43, // 18: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
+	43, // 19: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
+	43, // 20: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
+	41, // 21: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
+	25, // 22: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
+	43, // 23: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
+	43, // 24: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
+	27, // 25: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
+	29, // 26: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
+	30, // 27: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
+	25, // 28: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
+	22, // 29: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
+	33, // 30: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
+	37, // 31: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
 	2,  // 32: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
 	3,  // 33: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
 	4,  // 34: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
@@ -3542,44 +3609,46 @@ var file_api_proto_depIdxs = []int32{
 	6,  // 37: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
 	7,  // 38: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
 	8,  // 39: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
-	9,  // 40: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
-	6,  // 41: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
-	10, // 42: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
-	11, // 43: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
-	12, // 44: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
-	13, // 45: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
-	14, // 46: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
-	15, // 47: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
-	16, // 48: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
-	17, // 49: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
-	17, // 50: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
-	18, // 51: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
-	34, // 52: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
-	37, // 53: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
-	1,  // 54: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
-	1,  // 55: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
-	1,  // 56: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
-	1,  // 57: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
-	1,  // 58: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 59: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 60: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
-	1,  // 61: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 62: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
-	1,  // 63: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
-	21, // 64: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
-	22, // 65: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
-	23, // 66: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
-	25, // 67: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
-	27, // 68: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
-	30, // 69: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
-	31, // 70: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
-	33, // 71: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
-	32, // 72: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
-	19, // 73: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
-	35, // 74: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
-	38, // 75: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
-	54, // [54:76] is the sub-list for method output_type
-	32, // [32:54] is the sub-list for method input_type
+	9,  // 40: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
+	10, // 41: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
+	6,  // 42: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
+	11, // 43: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
+	12, // 44: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
+	13, // 45: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
+	14, // 46: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
+	15, // 47: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
+	16, // 48: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
+	17, // 49: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
+	18, // 50: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
+	18, // 51: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
+	19, // 52: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
+	35, // 53: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
+	38, // 54: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
+	1,  // 55: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
+	1,  // 56: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
+	1,  // 57: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
+	1,  // 58: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
+	1,  // 59: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 60: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 61: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
+	1,  // 62: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 63: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 64: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
+	1,  // 65: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
+	22, // 66: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
+	23, // 67: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
+	24, // 68: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
+	26, // 69: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
+	28, // 70: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
+	31, // 71: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
+	32, // 72: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
+	34, // 73: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
+	33, // 74: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
+	20, // 75: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
+	36, // 76: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
+	39, // 77: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
+	55, // [55:78] is the sub-list for method output_type
+	32, // [32:55] is the sub-list for method input_type
 	32, // [32:32] is the sub-list for extension type_name
 	32, // [32:32] is the sub-list for extension extendee
 	0,  // [0:32] is the sub-list for field type_name
@@ -3596,7 +3665,7 @@ func file_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,6 +37,7 @@ const (
 	Cell_RollbackUpdate_FullMethodName = "/corral.api.v1.Cell/RollbackUpdate"
 	Cell_SetQuota_FullMethodName       = "/corral.api.v1.Cell/SetQuota"
 	Cell_DrainMachine_FullMethodName   = "/corral.api.v1.Cell/DrainMachine"
+	Cell_RemoveMachine_FullMethodName  = "/corral.api.v1.Cell/RemoveMachine"
 	Cell_CreateAllocSet_FullMethodName = "/corral.api.v1.Cell/CreateAllocSet"
 	Cell_RemoveAllocSet_FullMethodName = "/corral.api.v1.Cell/RemoveAllocSet"
 	Cell_Get_FullMethodName            = "/corral.api.v1.Cell/Get"
@@ -67,6 +68,9 @@ type CellClient interface {
 	RollbackUpdate(ctx context.Context, in *JobRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	DrainMachine(ctx context.Context, in *DrainMachineRequest, opts ...grpc.CallOption) (*MutationReply, error)
+	// RemoveMachine retires a machine: its tasks go back to pending. Stop its
+	// agent first, or the agent registers the machine again.
+	RemoveMachine(ctx context.Context, in *RemoveMachineRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	CreateAllocSet(ctx context.Context, in *CreateAllocSetRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	RemoveAllocSet(ctx context.Context, in *JobRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	// Reads.
@@ -168,6 +172,16 @@ func (c *cellClient) DrainMachine(ctx context.Context, in *DrainMachineRequest, 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MutationReply)
 	err := c.cc.Invoke(ctx, Cell_DrainMachine_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cellClient) RemoveMachine(ctx context.Context, in *RemoveMachineRequest, opts ...grpc.CallOption) (*MutationReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MutationReply)
+	err := c.cc.Invoke(ctx, Cell_RemoveMachine_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -337,6 +351,9 @@ type CellServer interface {
 	RollbackUpdate(context.Context, *JobRequest) (*MutationReply, error)
 	SetQuota(context.Context, *SetQuotaRequest) (*MutationReply, error)
 	DrainMachine(context.Context, *DrainMachineRequest) (*MutationReply, error)
+	// RemoveMachine retires a machine: its tasks go back to pending. Stop its
+	// agent first, or the agent registers the machine again.
+	RemoveMachine(context.Context, *RemoveMachineRequest) (*MutationReply, error)
 	CreateAllocSet(context.Context, *CreateAllocSetRequest) (*MutationReply, error)
 	RemoveAllocSet(context.Context, *JobRequest) (*MutationReply, error)
 	// Reads.
@@ -387,6 +404,9 @@ func (UnimplementedCellServer) SetQuota(context.Context, *SetQuotaRequest) (*Mut
 }
 func (UnimplementedCellServer) DrainMachine(context.Context, *DrainMachineRequest) (*MutationReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method DrainMachine not implemented")
+}
+func (UnimplementedCellServer) RemoveMachine(context.Context, *RemoveMachineRequest) (*MutationReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveMachine not implemented")
 }
 func (UnimplementedCellServer) CreateAllocSet(context.Context, *CreateAllocSetRequest) (*MutationReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateAllocSet not implemented")
@@ -591,6 +611,24 @@ func _Cell_DrainMachine_Handler(srv interface{}, ctx context.Context, dec func(i
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(CellServer).DrainMachine(ctx, req.(*DrainMachineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cell_RemoveMachine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveMachineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).RemoveMachine(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_RemoveMachine_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).RemoveMachine(ctx, req.(*RemoveMachineRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -878,6 +916,10 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DrainMachine",
 			Handler:    _Cell_DrainMachine_Handler,
+		},
+		{
+			MethodName: "RemoveMachine",
+			Handler:    _Cell_RemoveMachine_Handler,
 		},
 		{
 			MethodName: "CreateAllocSet",

@@ -169,6 +169,10 @@ func TestAuthorizationThroughTheAPI(t *testing.T) {
 			_, err := bob.DrainMachine(bg, &apipb.DrainMachineRequest{RequestId: "b6", Machine: "m1", Draining: true})
 			return err
 		}, "admin capability"},
+		{"remove a machine", func() error {
+			_, err := bob.RemoveMachine(bg, &apipb.RemoveMachineRequest{RequestId: "b7", Machine: "m1"})
+			return err
+		}, "admin capability"},
 	}
 	for _, r := range refusals {
 		t.Run(r.name, func(t *testing.T) {

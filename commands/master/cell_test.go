@@ -202,6 +202,17 @@ func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 		}
 		return true, ""
 	})
+
+	// An admin retires a machine through the API: it leaves the cell, and
+	// the log says so. (Its agent, still running here, may register it
+	// again later.)
+	if _, err := c.client.RemoveMachine(as("root"), &apipb.RemoveMachineRequest{RequestId: "rm1", Machine: "m1", Reason: "retired"}); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := c.client.Events(as("root"), &apipb.EventsRequest{Type: "MachineRemoved"})
+	if err != nil || len(removed.Events) != 1 || !strings.Contains(removed.Events[0].Summary, "m1") {
+		t.Fatalf("MachineRemoved events: %v %v", removed, err)
+	}
 	_ = os.Getpid
 }
 

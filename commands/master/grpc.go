@@ -260,6 +260,12 @@ func (s *Service) DrainMachine(ctx context.Context, r *apipb.DrainMachineRequest
 	})
 }
 
+func (s *Service) RemoveMachine(ctx context.Context, r *apipb.RemoveMachineRequest) (*apipb.MutationReply, error) {
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		return commands.RemoveMachine{Meta: m, Machine: r.Machine, Reason: r.Reason}, nil
+	})
+}
+
 func (s *Service) CreateAllocSet(ctx context.Context, r *apipb.CreateAllocSetRequest) (*apipb.MutationReply, error) {
 	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
 		return commands.CreateAllocSet{Meta: m, Name: r.Name, Count: r.Count, Priority: r.Priority,

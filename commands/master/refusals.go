@@ -66,6 +66,8 @@ func target(cmd commands.Command) string {
 		return "alloc set " + or(c.User) + "/" + c.Name
 	case commands.DrainMachine:
 		return "machine " + c.Machine
+	case commands.RemoveMachine:
+		return "machine " + c.Machine
 	}
 	return ""
 }

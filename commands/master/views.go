@@ -192,6 +192,15 @@ func Summary(e events.Event) string {
 		return fmt.Sprintf("machine %s down: %s", p.Machine, p.Reason)
 	case *events.MachineUp:
 		return fmt.Sprintf("machine %s up", p.Machine)
+	case *events.MachineUpdated:
+		return fmt.Sprintf("machine %s updated: at %s", p.Machine, p.Address)
+	case *events.MachineDrainSet:
+		if p.Draining {
+			return fmt.Sprintf("machine %s draining: %s", p.Machine, p.Reason)
+		}
+		return fmt.Sprintf("machine %s no longer draining", p.Machine)
+	case *events.MachineRemoved:
+		return fmt.Sprintf("machine %s removed: %s", p.Machine, p.Reason)
 	case *events.LeaderElected:
 		return fmt.Sprintf("%s leads at epoch %d", p.Holder, p.Epoch)
 	case *events.QuotaSet:

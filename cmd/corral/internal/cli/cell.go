@@ -18,7 +18,7 @@ import (
 )
 
 func (a *app) machineCommand() *cobra.Command {
-	c := &cobra.Command{Use: "machine", Short: "list machines, drain them for maintenance"}
+	c := &cobra.Command{Use: "machine", Short: "list machines, drain them for maintenance, retire them"}
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -71,9 +71,34 @@ func (a *app) machineCommand() *cobra.Command {
 		c.Flags().StringVar(&reason, "reason", "", "why, recorded in the log")
 		return c
 	}
+	var reason string
+	remove := &cobra.Command{
+		Use:   "remove MACHINE...",
+		Short: "retire machines: their tasks go back to pending (stop their agents first, or they register again)",
+		Args:  args(1, -1, "machine names"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			for _, m := range argv {
+				rep, err := cl.mutate(cmd.Context(), func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
+					return c.RemoveMachine(ctx, &apipb.RemoveMachineRequest{RequestId: id, Machine: m, Reason: reason}, o...)
+				})
+				if err != nil {
+					return fmt.Errorf("machine %s: %w", m, err)
+				}
+				fmt.Fprintf(a.stdout(), "machine %s removed: %s\n", m, rep.Message)
+			}
+			return nil
+		},
+	}
+	remove.Flags().StringVar(&reason, "reason", "", "why, recorded in the log")
 	c.AddCommand(list,
 		drain("drain MACHINE...", "stop placing tasks on machines and move their tasks elsewhere", true),
-		drain("undrain MACHINE...", "let the scheduler place tasks on machines again", false))
+		drain("undrain MACHINE...", "let the scheduler place tasks on machines again", false),
+		remove)
 	return c
 }
 
