@@ -109,7 +109,7 @@ type Config struct {
 
 // ProdPriority is the lowest prod priority (the production and monitoring
 // bands). The agent never evicts prod tasks for memory pressure.
-const ProdPriority = 9
+const ProdPriority = events.MinProdPriority
 
 var (
 	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)

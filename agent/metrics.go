@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralhq/corral/agent/agentpb"
-	"github.com/corralhq/corral/projections"
+	"github.com/corralhq/corral/events"
 )
 
 // metrics counts what the agent did. Counters live here, updated where the
@@ -42,7 +42,7 @@ func newMetrics() *metrics {
 	}
 	// Every band's series exists from the start, at 0, so a rate over it
 	// is 0 rather than no data.
-	for _, b := range projections.Bands {
+	for _, b := range events.Bands {
 		m.restarts.WithLabelValues(b.String())
 		m.oomKills.WithLabelValues(b.String())
 		m.healthFailures.WithLabelValues(b.String())
@@ -50,7 +50,7 @@ func newMetrics() *metrics {
 	return m
 }
 
-func bandOf(priority int32) string { return projections.BandOf(priority).String() }
+func bandOf(priority int32) string { return events.BandOf(priority).String() }
 
 // event counts an emitted event. a.mu held.
 func (m *metrics) event(ev *agentpb.AgentEvent, priority int32) {

@@ -3,6 +3,10 @@
 // backends (pgstore for CockroachDB and PostgreSQL, sqlitestore for one
 // machine) implement.
 //
+// The vocabulary every layer shares lives here too: the priority bands and
+// what is prod (bands.go, with BandSQL for the Infrastore), the restart
+// policy's backoff (restart.go) and the resource ceilings (limits.go).
+//
 // # The one rule
 //
 // State changes only by appending events. Every in-memory structure of corral

@@ -495,11 +495,8 @@ const (
 	tTS      = duckdb.TYPE_TIMESTAMP
 )
 
-// bandSQL is bandOf in SQL.
-func bandSQL(priority string) string {
-	return fmt.Sprintf(`CASE WHEN %[1]s IS NULL THEN NULL WHEN %[1]s >= 11 THEN 'monitoring' WHEN %[1]s >= 9 THEN 'production' `+
-		`WHEN %[1]s >= 2 THEN 'batch' ELSE 'best-effort' END`, priority)
-}
+// bandSQL is bandOf in SQL, generated from the one definition of the bands.
+func bandSQL(priority string) string { return events.BandSQL(priority) }
 
 // tHours marks a DECIMAL(18,9) column: Go computes the unscaled value.
 const tHours = duckdb.TYPE_DECIMAL

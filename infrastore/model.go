@@ -118,19 +118,8 @@ func stateOfCode(code int) string {
 	return ""
 }
 
-// bandOf names the priority band of a priority, with the same ranges as
-// projections.BandOf (Borg §2.5).
-func bandOf(priority int32) string {
-	switch {
-	case priority >= 11:
-		return "monitoring"
-	case priority >= 9:
-		return "production"
-	case priority >= 2:
-		return "batch"
-	}
-	return "best-effort"
-}
+// bandOf names the priority band of a priority (events.BandOf, Borg §2.5).
+func bandOf(priority int32) string { return events.BandOf(priority).String() }
 
 // bandRank orders bands from the most important.
 var bandRank = map[string]int{"monitoring": 0, "production": 1, "batch": 2, "best-effort": 3}

@@ -160,57 +160,18 @@ func trimFloat(f float64) string {
 	return strings.TrimSuffix(s, ".")
 }
 
-// Priority bands. Priorities run 0-11; larger is more important.
-type Band int
-
-const (
-	BandBestEffort Band = iota // 0-1
-	BandBatch                  // 2-8
-	BandProduction             // 9-10
-	BandMonitoring             // 11
-)
-
+// The priority bands are defined once, in events (events/bands.go): the
+// pass asks only whether a priority is prod and who may preempt whom.
 const (
 	// MinProdPriority is the lowest production priority: prod tasks count
 	// the limits of the tasks already on a machine, non-prod tasks their
 	// reservations.
-	MinProdPriority = 9
+	MinProdPriority = events.MinProdPriority
 	// MaxPriority is the highest priority (monitoring).
-	MaxPriority = 11
+	MaxPriority = events.MaxPriority
 )
 
-// BandOf returns the band of a priority.
-func BandOf(priority int32) Band {
-	switch {
-	case priority >= 11:
-		return BandMonitoring
-	case priority >= 9:
-		return BandProduction
-	case priority >= 2:
-		return BandBatch
-	}
-	return BandBestEffort
-}
-
-func (b Band) String() string {
-	switch b {
-	case BandMonitoring:
-		return "monitoring"
-	case BandProduction:
-		return "production"
-	case BandBatch:
-		return "batch"
-	}
-	return "best-effort"
-}
-
-// IsProd reports whether a priority belongs to the production or monitoring
-// band.
-func IsProd(priority int32) bool { return priority >= MinProdPriority }
-
-// CanPreempt reports whether a task of priority preemptor may evict one of
-// priority victim: only strictly lower priorities, and prod never evicts prod
-// (production and monitoring never preempt each other).
-func CanPreempt(preemptor, victim int32) bool {
-	return victim < preemptor && !(IsProd(victim) && IsProd(preemptor))
-}
+var (
+	IsProd     = events.IsProd
+	CanPreempt = events.CanPreempt
+)

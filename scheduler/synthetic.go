@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/corralhq/corral/events"
 )
 
 // SyntheticConfig describes a generated cell.
@@ -146,7 +148,7 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 		default:
 			j.prio = int32(rng.IntN(2))
 		}
-		j.name = fmt.Sprintf("%s-%04d", BandOf(j.prio), i)
+		j.name = fmt.Sprintf("%s-%04d", events.BandOf(j.prio), i)
 		j.cpu = math.Exp(rng.NormFloat64()*0.8) * 1000
 		j.mem = j.cpu * (1 << 20) * math.Exp(rng.NormFloat64()*0.5) * 3.5
 		j.disk = int64(1+rng.IntN(20)) << 30
