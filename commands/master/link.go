@@ -44,6 +44,11 @@ type LinkConfig struct {
 	UsageWindow time.Duration
 	// StopGrace is the SIGTERM-to-SIGKILL grace given to stopped tasks.
 	StopGrace time.Duration
+	// MaxStartsPerPoll bounds the starts one poll carries (default 10): an
+	// agent starts them before it answers, and a machine given hundreds at
+	// once (a cell resuming) would miss its polls and be marked down. The
+	// rest go with the next polls.
+	MaxStartsPerPoll int
 	// Dial connects to an agent; default agent.Dial (plaintext).
 	Dial func(addr string) (*agent.Client, error)
 	// Stats, when set, receives poll timings (benchmarks, metrics).
@@ -148,6 +153,9 @@ func Link(cfg LinkConfig) func(ctx context.Context, m *Master) {
 	}
 	if cfg.MissedPolls <= 0 {
 		cfg.MissedPolls = 3
+	}
+	if cfg.MaxStartsPerPoll <= 0 {
+		cfg.MaxStartsPerPoll = 10
 	}
 	if cfg.LeaderGrace <= 0 {
 		cfg.LeaderGrace = 2 * time.Duration(cfg.MissedPolls) * cfg.Interval
@@ -609,6 +617,7 @@ func (l *link) requests(ml *machineLink) []*agentpb.Request {
 	}
 	id := func() string { ml.reqSeq++; return ml.name + "-" + strconv.FormatInt(ml.reqSeq, 10) }
 	var reqs []*agentpb.Request
+	starts := 0
 	grace := l.cfg.StopGrace.Milliseconds()
 	l.m.View(func(s *projections.State) {
 		m := s.Machines[ml.name]
@@ -626,6 +635,12 @@ func (l *link) requests(ml *machineLink) []*agentpb.Request {
 			update := rep != nil && rep.SpecVersion < t.SpecVersion && AgentTaskLive(rep.State)
 			if !start && !update {
 				return true
+			}
+			if start {
+				if starts >= l.cfg.MaxStartsPerPoll {
+					return true // with a later poll
+				}
+				starts++
 			}
 			spec, err := TaskSpec(t)
 			switch {

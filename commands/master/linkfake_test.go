@@ -40,6 +40,8 @@ type scriptedAgent struct {
 	// refuse, when set, is the error every start is refused with (a
 	// sandbox that cannot be made, say).
 	refuse string
+	// mostStarts is the most starts one poll carried.
+	mostStarts int
 }
 
 func (c *linkCell) scriptedAgent(name string) *scriptedAgent {
@@ -67,6 +69,13 @@ func (a *scriptedAgent) Poll(ctx context.Context, req *agentpb.PollRequest) (*ag
 		return nil, status.Error(codes.Unavailable, "scripted: down")
 	}
 	st := &agentpb.AgentState{Machine: req.Machine, Epoch: req.Epoch}
+	starts := 0
+	for _, r := range req.Requests {
+		if r.GetStart() != nil {
+			starts++
+		}
+	}
+	a.mostStarts = max(a.mostStarts, starts)
 	for _, r := range req.Requests {
 		res := &agentpb.RequestResult{Id: r.Id}
 		switch k := r.Kind.(type) {
@@ -214,6 +223,31 @@ func TestLinkNewLeaderRecordsUnacknowledgedEventsOnce(t *testing.T) {
 
 // A start the agent refuses (a spec it cannot run) is a failure of the
 // task, with the agent's reason: not a task left scheduled for ever.
+// A machine given many tasks at once (a cell resuming) gets them a few per
+// poll: the agent starts them before it answers, and a poll that takes
+// too long is a missed poll.
+func TestLinkPacesStarts(t *testing.T) {
+	cfg := testLinkConfig()
+	cfg.MaxStartsPerPoll = 4
+	c := newLinkCell(t, cfg)
+	a := c.scriptedAgent("f0")
+	c.submit(c.spec("many", 30, "exit 0"))
+	eventually(t, 20*time.Second, "30 tasks running", func() (bool, string) {
+		running := 0
+		for _, tv := range c.tasks("many") {
+			if tv.State == projections.TaskRunning {
+				running++
+			}
+		}
+		return running == 30, fmt.Sprintf("%d running", running)
+	})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mostStarts != 4 {
+		t.Errorf("a poll carried %d starts, want at most 4 (and 4 while more waited)", a.mostStarts)
+	}
+}
+
 func TestLinkRecordsRefusedStart(t *testing.T) {
 	c := newLinkCell(t, testLinkConfig())
 	a := c.scriptedAgent("f0")
