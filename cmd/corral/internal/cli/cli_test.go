@@ -18,8 +18,6 @@ import (
 
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/agentpb"
-	"github.com/corralhq/corral/commands/apipb"
-	cellclient "github.com/corralhq/corral/commands/client"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 )
@@ -88,123 +86,8 @@ func TestFormatting(t *testing.T) {
 	}
 }
 
-// fakeCell is a Cell server that records the request ids it sees.
-type fakeCell struct {
-	apipb.UnimplementedCellServer
-	name   string
-	leader string // when set, refuse writes naming it
-	fail   int    // refuse this many writes with Unavailable and no leader
-	mu     sync.Mutex
-	ids    []string
-	users  []string
-}
-
-func (f *fakeCell) Submit(ctx context.Context, r *apipb.SubmitRequest) (*apipb.MutationReply, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.ids = append(f.ids, r.RequestId)
-	md, _ := metadata.FromIncomingContext(ctx)
-	f.users = append(f.users, strings.Join(md.Get(master.UserHeader), ","))
-	if f.leader != "" {
-		_ = grpc.SetTrailer(ctx, metadata.Pairs(master.LeaderHeader, f.leader))
-		return nil, status.Errorf(codes.Unavailable, "master %s does not lead", f.name)
-	}
-	if f.fail > 0 {
-		f.fail--
-		return nil, status.Error(codes.Unavailable, "no leader is known yet; retry shortly")
-	}
-	return &apipb.MutationReply{FirstPosition: 7, LastPosition: 9, Message: "appended by " + f.name}, nil
-}
-
-func serveFake(t *testing.T, f *fakeCell) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	apipb.RegisterCellServer(g, f)
-	go g.Serve(lis)
-	t.Cleanup(g.Stop)
-	return lis.Addr().String()
-}
-
-func submit(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
-	return c.Submit(ctx, &apipb.SubmitRequest{RequestId: id}, o...)
-}
-
-func noSleep(context.Context, time.Duration) error { return nil }
-
-func TestMutationsFollowTheLeaderWithOneRequestID(t *testing.T) {
-	leader := &fakeCell{name: "b", fail: 1}
-	leaderAddr := serveFake(t, leader)
-	follower := &fakeCell{name: "a", leader: leaderAddr}
-	followerAddr := serveFake(t, follower)
-
-	c, err := newClient([]string{followerAddr}, "alice", cellclient.Options{AttemptTimeout: 5 * time.Second, Sleep: noSleep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	rep, err := c.mutate(context.Background(), submit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Message != "appended by b" {
-		t.Fatalf("answered by %q, want the leader", rep.Message)
-	}
-	if len(follower.ids) != 1 || len(leader.ids) < 2 {
-		t.Fatalf("follower saw %v, leader %v", follower.ids, leader.ids)
-	}
-	id := follower.ids[0]
-	for _, got := range append(leader.ids, follower.ids...) {
-		if got != id || !strings.HasPrefix(got, "cli-") {
-			t.Fatalf("request ids %v %v: want one id reused on every retry", follower.ids, leader.ids)
-		}
-	}
-	if leader.users[0] != "alice" {
-		t.Fatalf("user header %q", leader.users[0])
-	}
-	// The next request goes to the leader first.
-	if _, err := c.mutate(context.Background(), submit); err != nil || len(follower.ids) != 1 {
-		t.Fatalf("second request: %v; follower saw %d", err, len(follower.ids))
-	}
-	// Another request gets another id.
-	if leader.ids[len(leader.ids)-1] == id {
-		t.Fatal("a new request reused the previous id")
-	}
-}
-
-func TestMutationsTryEveryMasterGiven(t *testing.T) {
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := dead.Addr().String()
-	dead.Close()
-	live := &fakeCell{name: "live"}
-	c, err := newClient([]string{deadAddr, serveFake(t, live)}, "alice", cellclient.Options{AttemptTimeout: 5 * time.Second, Sleep: noSleep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if rep, err := c.mutate(context.Background(), submit); err != nil || rep.Message != "appended by live" {
-		t.Fatalf("%v %v", rep, err)
-	}
-	// A refusal other than unavailability is not retried.
-	bad := &fakeCell{name: "x"}
-	c2, err := newClient([]string{serveFake(t, bad)}, "alice", cellclient.Options{AttemptTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	_, err = c2.mutate(context.Background(), func(ctx context.Context, cl apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
-		return cl.Kill(ctx, &apipb.KillRequest{RequestId: id}, o...)
-	})
-	if status.Code(err) != codes.Unimplemented {
-		t.Fatalf("kill on a fake: %v", err)
-	}
-}
+// The client's retry policy is tested with the client (commands/client);
+// the command's choices of it are in newClient.
 
 func run(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
