@@ -2,7 +2,8 @@
 // of the log current, campaigns for the leader lease, and, while it leads,
 // is the only writer of the log. It serves the Cell gRPC API (apipb).
 //
-// The write path, in order:
+// The write path, in order (the decisions are commands/writer's, which
+// the simulation drives too; write.go does their I/O):
 //  1. A command (from the API, the scheduler or the agent link) is queued to
 //     the writer, which drains the queue into a group commit.
 //  2. Under the state's write lock each command is decided against the

@@ -523,7 +523,7 @@ func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentSta
 	done := ml.acked
 	for _, ev := range st.Events {
 		lastOf[TaskKeyOf(ev.Task)] = ev.Seq
-		if _, _, ok := l.m.recent.get(commands.Meta{Actor: linkMeta.Actor, RequestID: AgentEventKey(ml.name, ev)}.Key()); ok {
+		if _, _, ok := l.m.recent.Get(commands.Meta{Actor: linkMeta.Actor, RequestID: AgentEventKey(ml.name, ev)}.Key()); ok {
 			done = max(done, ev.Seq)
 		}
 	}

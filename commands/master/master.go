@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/writer"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
@@ -72,7 +73,7 @@ type Master struct {
 	heldEpoch atomic.Int64
 	agents    agentTable // what the link saw of each agent (hooks.go)
 	writes    chan *writeOp
-	recent    *recentRequests
+	recent    *writer.Recent
 
 	checkpointer *projections.Checkpointer
 	started      chan struct{}
@@ -129,7 +130,7 @@ func New(ctx context.Context, cfg Config) (*Master, error) {
 		state:   st,
 		applied: events.NewNotifier(),
 		writes:  make(chan *writeOp, 4096),
-		recent:  newRecentRequests(200_000),
+		recent:  writer.NewRecent(200_000),
 		started: make(chan struct{}),
 	}
 	m.checkpointer = projections.NewCheckpointer(cfg.Store, cfg.Checkpoints, cfg.Clock, st.Position)
@@ -235,7 +236,7 @@ func (m *Master) tail(ctx context.Context) error {
 		err = projections.ApplyAll(m.state, evs)
 		pos := m.state.Position
 		m.mu.Unlock()
-		m.recent.note(evs)
+		m.recent.Note(evs)
 		m.applied.Notify()
 		if err != nil {
 			// A gap: the subscription started before a reload moved the
@@ -338,7 +339,7 @@ func (m *Master) becomeLeader(ctx context.Context, l events.Lease) error {
 		if err := projections.ApplyAll(m.state, evs); err != nil {
 			return err
 		}
-		m.recent.note(evs)
+		m.recent.Note(evs)
 	}
 	ev := events.New(events.CellStream, m.clock(), &events.LeaderElected{Holder: m.cfg.Name, Epoch: l.Epoch, Address: m.cfg.Advertise, Incarnation: m.cfg.Incarnation})
 	ev.Actor = m.cfg.Name

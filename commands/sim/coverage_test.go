@@ -5,14 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/events"
 )
 
 // TestSimCoversTheCatalogue: across a fixed set of seeds, the simulation
-// writes every event type of the catalogue, so what it proves is proved of
-// every kind of history the master can write.
+// writes every event type of the catalogue and lands every command, so
+// what it proves is proved of every kind of history the master can write.
 func TestSimCoversTheCatalogue(t *testing.T) {
-	seen := map[string]int{}
+	seen, landed := map[string]int{}, map[string]int{}
 	for seed := uint64(1); seed <= simCoverageSeeds; seed++ {
 		w := New(Config{Seed: seed, Duration: 2 * time.Minute})
 		if err := w.Run(); err != nil {
@@ -21,6 +22,9 @@ func TestSimCoversTheCatalogue(t *testing.T) {
 		for p := int64(1); p <= w.log.Head(); p++ {
 			row, _ := w.log.Row(p)
 			seen[row.Type]++
+		}
+		for name, n := range w.Landed {
+			landed[name] += n
 		}
 	}
 	var missing []string
@@ -33,17 +37,23 @@ func TestSimCoversTheCatalogue(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("no seed wrote %v", missing)
 	}
+	var notLanded []string
+	for _, name := range commands.Names() {
+		if landed[name] == 0 {
+			notLanded = append(notLanded, name)
+		}
+	}
+	t.Logf("commands landed over %d seeds: %v", simCoverageSeeds, landed)
+	if len(notLanded) > 0 {
+		t.Errorf("no seed landed a %v", notLanded)
+	}
 }
 
 const simCoverageSeeds = 6
 
 // notSimulated are the catalogue's types no simulated history writes, each
-// for a reason. The first two are gaps the simulation's own copies leave:
-// they close when it runs the master's writer and the agent registry.
+// for a reason.
 var notSimulated = []string{
-	// The master's writer records a refusal for want of a capability
-	// (master.refusal); the simulation's copy of the writer does not.
-	"CommandRefused",
 	// The agent registry updates a machine that registers again with other
 	// hardware; simulated agents register once, at the start.
 	"MachineUpdated",

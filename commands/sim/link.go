@@ -272,7 +272,7 @@ func (l *simLink) recordIn(s *projections.State, ml *mlink, st *agentpb.AgentSta
 	through := ml.acked
 	for _, ev := range st.Events {
 		lastOf[master.TaskKeyOf(ev.Task)] = ev.Seq
-		if _, ok := l.m.recent[commands.Meta{Actor: linkAdmin.Actor, RequestID: master.AgentEventKey(ml.name, ev)}.Key()]; ok {
+		if _, _, ok := l.m.recent.Get(commands.Meta{Actor: linkAdmin.Actor, RequestID: master.AgentEventKey(ml.name, ev)}.Key()); ok {
 			through = max(through, ev.Seq)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/commands/writer"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/memstore"
 	"github.com/corralhq/corral/projections"
@@ -49,7 +50,7 @@ type Master struct {
 	writes  []*op
 	locked  bool // a batch (or a reload) is in flight: nobody may read the state
 	waiters []func()
-	recent  map[string]master.Result
+	recent  *writer.Recent
 
 	cpPos int64
 	cpAt  time.Time
@@ -64,7 +65,7 @@ type Master struct {
 
 type op struct {
 	cmd    commands.Command
-	single bool // commit alone, with the store's own idempotency answer
+	single bool // commit alone (writer.Op.Single)
 	done   func(master.Result, error)
 }
 
@@ -104,7 +105,7 @@ func (m *Master) logf(format string, args ...any) {
 func (m *Master) start() {
 	m.node.down = false
 	m.st, m.leading, m.elected, m.writes, m.locked, m.waiters = nil, false, false, nil, false, nil
-	m.recent = map[string]master.Result{}
+	m.recent = writer.NewRecent(1 << 20)
 	m.link, m.sched, m.kick, m.tail = nil, nil, false, false
 	m.term++
 	m.w.incarnations++
@@ -370,12 +371,8 @@ func (m *Master) do(cmd commands.Command, done func(master.Result, error)) {
 	m.pump()
 }
 
-type decided struct {
-	op  *op
-	evs []events.Event
-}
-
-// pump starts the next group commit when none is in flight.
+// pump starts the next group commit when none is in flight: the
+// writer's decisions (commands/writer) with every store call a message.
 func (m *Master) pump() {
 	if m.locked || len(m.writes) == 0 || m.st == nil {
 		return
@@ -384,127 +381,155 @@ func (m *Master) pump() {
 		m.failQueued()
 		return
 	}
-	n := 1
-	if !m.writes[0].single {
-		for n < len(m.writes) && n < maxBatch && !m.writes[n].single {
-			n++
-		}
+	ops := m.writes
+	m.writes = nil
+	in := make([]writer.Op, len(ops))
+	for i, o := range ops {
+		in[i] = writer.Op{Cmd: o.cmd, Single: o.single}
 	}
-	ops := m.writes[:n:n]
-	m.writes = m.writes[n:]
 	m.locked = true
-	epoch := m.lease.Epoch
-	base := m.st.Position
-	m.committedBase = base
-	var batch []decided
-	var later []*op
-	inBatch := map[string]bool{}
-	for _, o := range ops {
-		meta := o.cmd.Metadata()
-		if key := meta.Key(); key != "" {
-			if res, ok := m.recent[key]; ok {
-				res.Duplicate = true
-				o.done(res, nil)
-				continue
-			}
-			if inBatch[key] {
-				// A retry queued behind its first attempt: it waits for
-				// that attempt's outcome rather than being decided against
-				// a state that already holds it.
-				later = append(later, o)
-				continue
-			}
-		}
-		evs, err := commands.Decide(m.st, o.cmd, commands.ClockFunc(m.now))
-		if err != nil {
-			o.done(master.Result{}, err)
-			continue
-		}
-		if len(evs) == 0 {
-			o.done(master.Result{}, nil)
-			continue
-		}
-		for i := range evs {
-			evs[i].Position = m.st.Position + 1
-			if err := projections.Apply(m.st, evs[i]); err != nil {
-				panic(fmt.Sprintf("sim: applying a decided event: %v", err))
-			}
-		}
-		batch = append(batch, decided{o, evs})
-		if key := meta.Key(); key != "" {
-			inBatch[key] = true
-		}
+	b := writer.Plan(m.st, in, m.lease.Epoch, maxBatch, m.recent, m.now)
+	m.committedBase = b.Base
+	for _, i := range b.Later {
+		m.writes = append(m.writes, ops[i])
 	}
-	m.writes = append(later, m.writes...)
-	if len(batch) == 0 {
-		m.unlock()
-		return
-	}
-	reqs := make([]events.AppendRequest, len(batch))
-	for i, d := range batch {
-		reqs[i] = events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: epoch, IdempotencyKey: d.op.cmd.Metadata().Key(), Events: d.evs}
-	}
-	reqs[0].ExpectedPosition = base
-	m.store(func() (any, error) { return m.conn.AppendMany(context.Background(), reqs) }, func(v any, err error) {
-		results, _ := v.([]events.AppendResult)
-		m.committed(batch, results, err)
+	m.answer(ops, b.Answers, func() {
+		if len(b.Appends) == 0 {
+			m.recordRefusals(b.Refusals, m.unlock)
+			return
+		}
+		m.store(func() (any, error) { return m.conn.AppendMany(context.Background(), b.Appends) }, func(v any, err error) {
+			results, _ := v.([]events.AppendResult)
+			m.committed(ops, b, results, err)
+		})
 	})
 }
 
 // committed is the rest of master.commit, once the append answered.
-func (m *Master) committed(batch []decided, results []events.AppendResult, err error) {
+func (m *Master) committed(ops []*op, b writer.Batch, results []events.AppendResult, err error) {
 	if m.w.cfg.Trace != nil {
 		var ids []string
-		for _, d := range batch {
-			ids = append(ids, fmt.Sprintf("%T %s", d.op.cmd, d.op.cmd.Metadata().RequestID))
+		for _, i := range b.Ops {
+			ids = append(ids, fmt.Sprintf("%T %s", ops[i].cmd, ops[i].cmd.Metadata().RequestID))
 		}
 		m.logf("append of %v: %v %v", ids, results, err)
 	}
-	if err == nil && len(results) == 1 && results[0].Duplicate {
-		m.reload(func() {
-			res := master.Result{First: results[0].First, Last: results[0].Last, Events: int(results[0].Last - results[0].First + 1)}
-			if id := batch[0].op.cmd.Metadata().Key(); id != "" {
-				m.recent[id] = res
-			}
-			res.Duplicate = true
-			batch[0].op.done(res, nil)
-			m.unlock()
-		})
-		return
-	}
-	if err == nil {
-		for i, d := range batch {
-			res := master.Result{First: results[i].First, Last: results[i].Last, Events: len(d.evs)}
-			if id := d.op.cmd.Metadata().Key(); id != "" {
-				m.recent[id] = res
-			}
-			d.op.done(res, nil)
-		}
-		m.w.applied(m)
-		m.maybeCheckpoint()
-		m.unlock()
-		return
-	}
-	switch {
-	case errors.Is(err, events.ErrDuplicateInBatch) && len(batch) > 1:
-		ops := make([]*op, len(batch))
-		for i, d := range batch {
-			d.op.single = true
-			ops[i] = d.op
-		}
-		m.writes = append(ops, m.writes...)
-	case errors.Is(err, events.ErrFenced):
+	out := writer.Finish(b, results, err, m.recent)
+	if out.Deposed {
 		m.w.Fenced++
 		m.leading = false
-		for _, d := range batch {
-			d.op.done(master.Result{}, fmt.Errorf("this master was deposed while writing: %w", err))
-		}
-	default:
-		for _, d := range batch {
-			d.op.done(master.Result{}, fmt.Errorf("appending to the log: %w", err))
-		}
 	}
-	m.reload(m.unlock)
+	var retry []*op
+	for _, i := range out.Retry {
+		ops[i].single = true
+		retry = append(retry, ops[i])
+	}
+	m.writes = append(retry, m.writes...)
+	m.answer(ops, out.Answers, func() {
+		done := func() { m.recordRefusals(b.Refusals, m.unlock) }
+		if out.Landed {
+			for _, i := range b.Ops {
+				m.w.Landed[commands.Name(ops[i].cmd)]++
+			}
+			m.w.applied(m)
+			m.maybeCheckpoint()
+		}
+		if out.Reload {
+			m.reload(done)
+			return
+		}
+		done()
+	})
+}
+
+// answer sends the answers in order, doing the store reads they ask for
+// (master.answerLocked), then runs then.
+func (m *Master) answer(ops []*op, as []writer.Answer, then func()) {
+	if len(as) == 0 {
+		then()
+		return
+	}
+	a, rest := as[0], as[1:]
+	o := ops[a.Op]
+	next := func() { m.answer(ops, rest, then) }
+	meta := o.cmd.Metadata()
+	// lookup asks the store which request the id was.
+	lookup := func(use func(r events.Request, found bool, err error)) {
+		m.store(func() (any, error) {
+			r, found, err := m.conn.Request(context.Background(), meta.Key())
+			return lookedUp{r, found}, err
+		}, func(v any, err error) {
+			l, _ := v.(lookedUp)
+			use(l.r, l.found, err)
+		})
+	}
+	reused := func(first, last int64) error { return commands.ReusedRequestID(meta.RequestID, first, last) }
+	switch {
+	case a.Check == writer.CheckReused:
+		lookup(func(r events.Request, _ bool, err error) {
+			if err != nil {
+				r = events.Request{}
+			}
+			o.done(writer.Result{}, reused(r.First, r.Last))
+			next()
+		})
+	case a.Check == writer.CheckSameRequest && meta.Fingerprint != "" && a.Fingerprint == "":
+		lookup(func(r events.Request, found bool, err error) {
+			switch {
+			case err != nil:
+				o.done(writer.Result{}, fmt.Errorf("reading what request %q was: %w", meta.RequestID, err))
+			case found && r.Fingerprint != "" && r.Fingerprint != meta.Fingerprint:
+				m.recent.Learn(meta.Key(), r.Fingerprint)
+				o.done(writer.Result{}, reused(a.Result.First, a.Result.Last))
+			default:
+				if found {
+					m.recent.Learn(meta.Key(), r.Fingerprint)
+				}
+				o.done(a.Result, nil)
+			}
+			next()
+		})
+	case a.Check == writer.CheckSameRequest && meta.Fingerprint != "" && a.Fingerprint != meta.Fingerprint:
+		o.done(writer.Result{}, reused(a.Result.First, a.Result.Last))
+		next()
+	default:
+		o.done(a.Result, a.Err)
+		next()
+	}
+}
+
+type lookedUp struct {
+	r     events.Request
+	found bool
+}
+
+// recordRefusals appends a batch's refusals and applies them, the state
+// still locked (master.recordRefusalsLocked), then runs then. A failure is
+// only logged: the refused callers have their answers.
+func (m *Master) recordRefusals(evs []events.Event, then func()) {
+	if len(evs) == 0 || !m.leading {
+		then()
+		return
+	}
+	req := events.AppendRequest{ExpectedPosition: m.st.Position, Epoch: m.lease.Epoch, Events: evs}
+	m.store(func() (any, error) { return m.conn.Append(context.Background(), req) }, func(v any, err error) {
+		if err != nil {
+			m.logf("recording refused commands: %v", err)
+			then()
+			return
+		}
+		first := v.(events.AppendResult).First
+		for i := range evs {
+			evs[i].Position = first + int64(i)
+			if m.st != nil {
+				if err := projections.Apply(m.st, evs[i]); err != nil {
+					m.logf("applying a recorded refusal: %v", err)
+					break
+				}
+			}
+		}
+		then()
+	})
 }
 
 // reload undoes the speculative applies by loading the state from the log
@@ -574,25 +599,8 @@ func loadNoting(conn *memstore.Store, after int64) (any, error) {
 }
 
 // noteRequests remembers where the requests behind events read from the
-// log landed, from the idempotency key each event carries: a retry of a
-// request this master appended without learning the outcome (the append's
-// answer was lost), or another master appended, gets its first result
-// rather than being decided again against a state that already holds it.
-func (m *Master) noteRequests(evs []events.Event) {
-	for _, e := range evs {
-		if e.IdempotencyKey == "" {
-			continue
-		}
-		r, ok := m.recent[e.IdempotencyKey]
-		switch {
-		case !ok:
-			m.recent[e.IdempotencyKey] = master.Result{First: e.Position, Last: e.Position, Events: 1}
-		case r.Last == e.Position-1:
-			r.Last, r.Events = e.Position, r.Events+1
-			m.recent[e.IdempotencyKey] = r
-		}
-	}
-}
+// log landed (writer.Recent.Note).
+func (m *Master) noteRequests(evs []events.Event) { m.recent.Note(evs) }
 
 func (m *Master) maybeCheckpoint() {
 	s := m.st

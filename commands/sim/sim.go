@@ -80,6 +80,8 @@ type World struct {
 	// epoch; Loads, masters starting from the log (newest checkpoint and
 	// tail); Checkpoints, checkpoints written.
 	Fenced, Loads, Checkpoints int64
+	// Landed counts the commands whose events the log holds, by name.
+	Landed map[string]int
 }
 
 var epoch0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -103,7 +105,7 @@ func New(cfg Config) *World {
 		cfg.Settle = 45 * time.Second
 	}
 	w := &World{cfg: cfg, rng: newRand(cfg.Seed), now: epoch0, log: memstore.NewLog(), db: &node{name: "db"},
-		agents: map[string]*Agent{}, procs: map[int64]*proc{}, cuts: map[link]int{}}
+		agents: map[string]*Agent{}, procs: map[int64]*proc{}, cuts: map[link]int{}, Landed: map[string]int{}}
 	w.faults = w.drawFaults()
 	w.chk = newChecker(w)
 	w.log.OnAppend(w.chk.appended)
@@ -314,6 +316,12 @@ func (w *World) add(o *World) {
 	w.AgentCrashes, w.Reboots, w.Elections, w.SweptOwn = w.AgentCrashes+o.AgentCrashes, w.Reboots+o.Reboots, w.Elections+o.Elections, w.SweptOwn+o.SweptOwn
 	w.Fenced, w.Loads, w.Checkpoints = w.Fenced+o.Fenced, w.Loads+o.Loads, w.Checkpoints+o.Checkpoints
 	w.SameNameRestarts += o.SameNameRestarts
+	if w.Landed == nil {
+		w.Landed = map[string]int{}
+	}
+	for name, n := range o.Landed {
+		w.Landed[name] += n
+	}
 }
 
 func (w *World) counts() string {
