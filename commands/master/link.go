@@ -746,24 +746,28 @@ func (r *AgentRegistry) Attach(g *grpc.Server) { agentpb.RegisterMasterServer(g,
 
 // Register records a machine (or its changes) in the log.
 func (r *AgentRegistry) Register(ctx context.Context, info *agentpb.MachineInfo) (*agentpb.RegisterReply, error) {
-	admin := linkMeta
-	caps := projections.ResourcesOf(info.Capacity)
-	var known, same bool
-	r.m.View(func(s *projections.State) {
-		if m := s.Machines[info.Name]; m != nil {
-			known = true
-			same = m.Address == info.Address && m.Capacity == caps && maps.Equal(m.Attributes, info.Attributes) && m.PortBase == info.PortFirst
+	var cmd commands.Command
+	r.m.View(func(s *projections.State) { cmd = Registration(s, info, linkMeta) })
+	if cmd != nil {
+		if _, err := r.m.Do(ctx, cmd); err != nil {
+			return nil, Status(ctx, err)
 		}
-	})
-	var err error
-	switch {
-	case !known:
-		_, err = r.m.Do(ctx, commands.RegisterMachine{Meta: admin, Machine: info.Name, Address: info.Address, Capacity: caps, Attributes: info.Attributes, PortBase: info.PortFirst})
-	case !same:
-		_, err = r.m.Do(ctx, commands.UpdateMachine{Meta: admin, Machine: info.Name, Address: info.Address, Capacity: caps, Attributes: info.Attributes, PortBase: info.PortFirst})
-	}
-	if err != nil {
-		return nil, Status(ctx, err)
 	}
 	return &agentpb.RegisterReply{Cell: r.cell, MasterId: r.m.Name(), Epoch: r.m.Epoch(), PollIntervalMs: r.pollInterval.Milliseconds()}, nil
+}
+
+// Registration is the command that records an agent's registration of its
+// machine: RegisterMachine for a machine the cell does not know,
+// UpdateMachine for one whose address, capacity, attributes or ports
+// changed (an agent restarted on other hardware), nil when nothing did.
+func Registration(s *projections.State, info *agentpb.MachineInfo, meta commands.Meta) commands.Command {
+	caps := projections.ResourcesOf(info.Capacity)
+	m := s.Machines[info.Name]
+	switch {
+	case m == nil:
+		return commands.RegisterMachine{Meta: meta, Machine: info.Name, Address: info.Address, Capacity: caps, Attributes: info.Attributes, PortBase: info.PortFirst}
+	case m.Address != info.Address || m.Capacity != caps || !maps.Equal(m.Attributes, info.Attributes) || m.PortBase != info.PortFirst:
+		return commands.UpdateMachine{Meta: meta, Machine: info.Name, Address: info.Address, Capacity: caps, Attributes: info.Attributes, PortBase: info.PortFirst}
+	}
+	return nil
 }

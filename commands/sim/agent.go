@@ -14,6 +14,7 @@ import (
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
 )
 
 // The simulated Borglet follows agent/'s protocol and task lifecycle: a
@@ -90,7 +91,8 @@ type Agent struct {
 	node     *node
 	name     string
 	capacity *events.Resources
-	boot     int // bumps at each reboot of the machine
+	attrs    map[string]string // what it registers its machine with
+	boot     int               // bumps at each reboot of the machine
 
 	// The running agent's memory, lost when it crashes.
 	tasks    map[string]*atask
@@ -112,8 +114,8 @@ type Agent struct {
 // link's fallback to the full state is exercised.
 const maxEvents = 24
 
-func (w *World) newAgent(name string, capacity *events.Resources) *Agent {
-	a := &Agent{w: w, node: &node{name: name}, name: name, capacity: capacity}
+func (w *World) newAgent(name string, capacity *events.Resources, attrs map[string]string) *Agent {
+	a := &Agent{w: w, node: &node{name: name}, name: name, capacity: capacity, attrs: attrs}
 	a.reset()
 	return a
 }
@@ -477,6 +479,10 @@ func (a *Agent) crash() {
 func (a *Agent) reboot() {
 	a.crash()
 	a.boot++
+	if a.w.rng.IntN(2) == 0 {
+		// Comes back on a new kernel: the agent registers the change.
+		a.attrs["kernel"] = fmt.Sprintf("6.%d", a.boot)
+	}
 	for _, p := range a.w.machineProcs(a.name) {
 		a.w.kill(p)
 	}
@@ -532,6 +538,35 @@ func (a *Agent) restart() {
 		}
 	}
 	a.w.tracef("%s: agent restarted, adopted %d", a.name, len(keep))
+	a.register()
+}
+
+// register records the machine with the leader, as agent.Run does at every
+// start: through master.Registration, so a machine the cell does not know
+// is registered and one whose hardware changed is updated. It tries the
+// masters in turn until one that leads answers.
+func (a *Agent) register() {
+	inc := a.node.inc
+	info := &agentpb.MachineInfo{Name: a.name, Address: a.name + ":7070", Capacity: a.capacity, Attributes: maps.Clone(a.attrs), PortFirst: 20000}
+	m := a.w.masters[a.w.rng.IntN(len(a.w.masters))]
+	a.w.call(a.node, m.node, 2*time.Second, func(respond func(any, error)) {
+		if m.st == nil || !m.leading {
+			respond(nil, m.notLeader())
+			return
+		}
+		m.view(func(st *projections.State) {
+			cmd := master.Registration(st, info, linkAdmin)
+			if cmd == nil {
+				respond(nil, nil)
+				return
+			}
+			m.do(cmd, func(_ master.Result, err error) { respond(nil, err) })
+		})
+	}, func(_ any, err error) {
+		if err != nil && a.node.inc == inc && !a.node.down {
+			a.w.at(a.node, time.Second, a.register)
+		}
+	})
 }
 
 func (a *Agent) exitedUnwatched(t *atask) {

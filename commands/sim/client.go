@@ -150,9 +150,16 @@ func (c *Client) command() commands.Command {
 		return commands.UpdateJob{Meta: meta, Spec: sp}
 	case r < 90 && c.admin:
 		m := w.agentList[w.rng.IntN(len(w.agentList))].name
-		if w.rng.IntN(10) == 0 {
+		switch w.rng.IntN(10) {
+		case 0:
 			// Retired for good: its agent's tasks become orphans.
 			return commands.RemoveMachine{Meta: meta, Machine: m, Reason: "retired"}
+		case 1, 2:
+			// A user's batch quota moves; their running jobs keep what
+			// they were admitted with.
+			u := w.clients[w.rng.IntN(len(w.clients))].user
+			return commands.SetQuota{Meta: meta, User: u, Band: "batch", Resources: projections.Resources{
+				CPUMilli: int64(4000 + w.rng.IntN(16000)), MemoryBytes: int64(8+w.rng.IntN(56)) << 30, DiskBytes: 100 << 30, Ports: 100}}
 		}
 		return commands.DrainMachine{Meta: meta, Machine: m, Draining: w.rng.IntN(3) == 0, Reason: "maintenance"}
 	case r < 90:

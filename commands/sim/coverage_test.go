@@ -54,9 +54,6 @@ const simCoverageSeeds = 6
 // notSimulated are the catalogue's types no simulated history writes, each
 // for a reason.
 var notSimulated = []string{
-	// The agent registry updates a machine that registers again with other
-	// hardware; simulated agents register once, at the start.
-	"MachineUpdated",
 	// Nothing writes it: checkpoints are stored beside the log
 	// (SaveCheckpoint), not in it.
 	"CheckpointWritten",

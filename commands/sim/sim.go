@@ -114,7 +114,7 @@ func New(cfg Config) *World {
 	}
 	capacity := &events.Resources{CpuMilli: 8000, MemoryBytes: 32 << 30, DiskBytes: 100 << 30, Ports: 100}
 	for i := 0; i < cfg.Machines; i++ {
-		a := w.newAgent(fmt.Sprintf("m%d", i), capacity)
+		a := w.newAgent(fmt.Sprintf("m%d", i), capacity, map[string]string{"rack": fmt.Sprintf("r%d", i%2), "kernel": "6.0"})
 		w.agents[a.name] = a
 		w.agentList = append(w.agentList, a)
 	}
@@ -127,6 +127,9 @@ func New(cfg Config) *World {
 	}
 	for _, c := range w.clients {
 		c.start()
+	}
+	if last := w.agentList[len(w.agentList)-1]; len(w.agentList) > 1 {
+		w.at(last.node, w.between(time.Second, 5*time.Second), last.register)
 	}
 	w.scheduleFaults()
 	return w
@@ -173,9 +176,10 @@ func (w *World) bootstrap() {
 			}
 		}
 	}
-	for i, a := range w.agentList {
+	// The last machine joins the running cell: its agent registers it.
+	for _, a := range w.agentList[:max(len(w.agentList)-1, 1)] {
 		do(commands.RegisterMachine{Meta: admin, Machine: a.name, Address: a.name + ":7070", Capacity: projections.ResourcesOf(a.capacity),
-			Attributes: map[string]string{"rack": fmt.Sprintf("r%d", i%2)}, PortBase: 20000})
+			Attributes: maps.Clone(a.attrs), PortBase: 20000})
 	}
 	capacity := s.CellCapacity()
 	for _, c := range w.clients {
