@@ -50,8 +50,8 @@
 //     Records about a task carry user, job and task (its index).
 //   - The clients of the protocol: Dial for the master's link, the request
 //     builders, ResolveSpec (job spec to task spec: the one rule, which the
-//     master's link calls through master.TaskSpec). What an agent event
-//     records is the master's to decide (master.AgentEventTask, then the
+//     master's link calls through agentlink.TaskSpec). What an agent event
+//     records is the master's to decide (agentlink.AgentEventTask, then the
 //     ReportAgentState command).
 //
 // # Task lifecycle

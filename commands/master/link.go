@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,7 +17,7 @@ import (
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/commands"
-	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/commands/agentlink"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -103,27 +102,15 @@ type machineLink struct {
 	info      atomic.Pointer[machineInfo] // as the projection has it
 	seen      uint64                      // the refresh that last found it; under link.mu
 
-	mu      sync.Mutex // held by the poll in flight
-	address string     // the client's
-	client  *agent.Client
-	last    *agentpb.AgentState
-	// synced: last's events and ended tasks are in the log, so an ended
-	// task placed here again is a new placement and is started.
-	synced      bool
-	lastOK      time.Time
-	misses      int
-	acked       uint64 // the agent's events up to here are in the log
-	dropped     uint64 // the agent's count of dropped events, as last seen
-	reqSeq      int64
-	usage       map[projections.TaskKey]*usageAcc
-	windowStart time.Time
-}
-
-type usageAcc struct {
-	cpu, memByteSecs float64
-	seconds          float64
-	memMax, disk     int64
-	startUS, endUS   int64
+	mu                sync.Mutex // held by the poll in flight
+	address           string     // the client's
+	client            *agent.Client
+	agentlink.Machine // its last report, whether synced, its request numbers
+	lastOK            time.Time
+	misses            int
+	acked             uint64 // the agent's events up to here are in the log
+	dropped           uint64 // the agent's count of dropped events, as last seen
+	usage             *agentlink.Usage
 }
 
 // Link returns the leader's agent link, for Config.OnLeading. It polls
@@ -173,7 +160,7 @@ func Link(cfg LinkConfig) func(ctx context.Context, m *Master) {
 		cfg.Dial = func(addr string) (*agent.Client, error) { return agent.Dial(addr) }
 	}
 	return func(ctx context.Context, m *Master) {
-		l := &link{cfg: cfg, m: m, by: map[string]*machineLink{}, freed: make(chan struct{}, 1), since: time.Now()}
+		l := &link{cfg: cfg, m: m, by: map[string]*machineLink{}, freed: make(chan struct{}, 1), since: m.clock()}
 		defer l.close()
 		l.run(ctx)
 	}
@@ -217,7 +204,8 @@ func (l *link) run(ctx context.Context) {
 	for {
 		woken := l.m.applied.Wait()
 		mls, position = l.refresh(mls, position)
-		now := time.Now().UnixNano()
+		nowT := l.m.clock()
+		now := nowT.UnixNano()
 		wake := now + int64(l.cfg.Interval)
 		full := false
 		for i := range mls {
@@ -228,7 +216,7 @@ func (l *link) run(ctx context.Context) {
 				continue
 			}
 			mi := ml.info.Load()
-			if now < due && (mi.down || mi.version == ml.polledVer.Load()) {
+			if !agentlink.Due(nowT, time.Unix(0, due), l.cfg.Interval, mi.down, mi.version != ml.polledVer.Load()) {
 				wake = min(wake, due)
 				continue
 			}
@@ -303,7 +291,7 @@ func (l *link) refresh(mls []*machineLink, position int64) ([]*machineLink, int6
 		for _, m := range s.Machines {
 			ml := l.by[m.Name]
 			if ml == nil {
-				ml = &machineLink{name: m.Name, usage: map[projections.TaskKey]*usageAcc{}, windowStart: time.Now()}
+				ml = &machineLink{name: m.Name, Machine: agentlink.Machine{Name: m.Name}, usage: agentlink.NewUsage(l.m.clock())}
 				l.by[m.Name] = ml
 				added = true
 			}
@@ -343,7 +331,7 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
 	mi := *ml.info.Load()
-	started := time.Now()
+	started := l.m.clock()
 	ml.next.Store(started.Add(l.cfg.Interval).UnixNano())
 	if ml.client != nil && ml.address != mi.address {
 		ml.client.Close()
@@ -358,7 +346,7 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 		ml.client, ml.address = c, mi.address
 	}
 	var reqs []*agentpb.Request
-	first := ml.last == nil
+	first := ml.Last == nil
 	if !first {
 		reqs = l.requests(ml)
 	}
@@ -366,7 +354,7 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 	if err == nil && first {
 		// First contact: now that the agent's state is known, send what it
 		// lacks right away.
-		ml.last, ml.synced = st, false
+		ml.Last, ml.Synced = st, false
 		if reqs = l.requests(ml); len(reqs) > 0 {
 			st, err = l.send(ctx, ml, reqs)
 		}
@@ -376,7 +364,7 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 		return
 	}
 	ml.failing.Store(false)
-	now := time.Now()
+	now := l.m.clock()
 	if l.cfg.Stats != nil {
 		l.cfg.Stats.Polls.Add(1)
 		if !ml.lastOK.IsZero() && ml.misses == 0 {
@@ -384,12 +372,12 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 		}
 	}
 	l.polled(ml, started, now, st)
-	ml.misses, ml.lastOK, ml.last, ml.synced = 0, now, st, false
-	l.accumulate(ml, st)
+	ml.misses, ml.lastOK, ml.Last, ml.Synced = 0, now, st, false
+	ml.usage.Add(st)
 	var usage []commands.UsageWindow
-	windowDue := now.Sub(ml.windowStart) >= l.cfg.UsageWindow
+	windowDue := now.Sub(ml.usage.Start) >= l.cfg.UsageWindow
 	if windowDue {
-		if w := l.window(ml); len(w.Tasks) > 0 {
+		if w := ml.usage.Window(); len(w.Tasks) > 0 {
 			usage = append(usage, w)
 		}
 	}
@@ -400,9 +388,9 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 		return // the events stay unacknowledged: the next poll brings them again
 	}
 	if windowDue {
-		ml.usage, ml.windowStart = map[projections.TaskKey]*usageAcc{}, now
+		ml.usage = agentlink.NewUsage(now)
 	}
-	ml.synced, ml.acked, ml.dropped = true, st.LastEventSeq, st.EventsDropped
+	ml.Synced, ml.acked, ml.dropped = true, st.LastEventSeq, st.EventsDropped
 }
 
 // missed counts a poll that got no answer. K in a row mark the machine
@@ -423,18 +411,17 @@ func (l *link) missed(ctx context.Context, ml *machineLink, mi machineInfo, err 
 		ml.client.Close()
 		ml.client = nil
 	}
-	if ml.misses < l.cfg.MissedPolls || time.Since(l.since) < l.cfg.LeaderGrace {
+	if !agentlink.Unreachable(ml.misses, l.cfg.MissedPolls, l.m.clock().Sub(l.since), l.cfg.LeaderGrace) {
 		return
 	}
 	if !mi.down {
 		l.m.log.Warn("machine missed its polls", "machine", ml.name, "missed", ml.misses, "err", err)
-		admin := linkMeta
-		if _, derr := l.m.Do(ctx, commands.ReportAgentState{Meta: admin, Machine: ml.name, Unreachable: true, MissedPolls: int32(ml.misses)}); derr != nil && ctx.Err() == nil {
+		if _, derr := l.m.Do(ctx, commands.ReportAgentState{Meta: agentlink.Meta, Machine: ml.name, Unreachable: true, MissedPolls: int32(ml.misses)}); derr != nil && ctx.Err() == nil {
 			l.m.log.Warn("marking machine down", "machine", ml.name, "err", derr)
 		}
 	}
 	// When it answers again, it is a first contact.
-	ml.last, ml.synced = nil, false
+	ml.Last, ml.Synced = nil, false
 }
 
 func (l *link) send(ctx context.Context, ml *machineLink, reqs []*agentpb.Request) (*agentpb.AgentState, error) {
@@ -448,149 +435,38 @@ func (l *link) send(ctx context.Context, ml *machineLink, reqs []*agentpb.Reques
 	return st, err
 }
 
-// record turns one reply into ReportAgentState commands, in this order:
-//
-//  1. Starts the agent refused (a spec it cannot run): each a failure of the
-//     task, so the restart policy decides, rather than a task left
-//     scheduled for ever.
-//  2. Each event the agent reports, alone, as the task's state at that
-//     moment: a task that failed and restarted three times between two
-//     polls has three failures in the log, not one, and its restarts count
-//     against max_restarts. (A task's last event when it is a start or a
-//     failure restarting in place is left to the full state, which says the
-//     same.) Each carries the idempotency key
-//     link/<machine>/<seq>/<time>: a new leader does not know what the
-//     last one recorded but did not acknowledge. Events up to a start the
-//     projection has are skipped (recordedStarts); the store drops the
-//     rest of what would be recorded twice.
-//  3. The full state (Borg §3.3: full state, so a lost reply costs
-//     nothing), with the usage window when one closed. Ended tasks are in
-//     it only when the agent dropped events: otherwise their events said it
-//     all, and the status of a task that ended before being placed here
-//     again would end the new placement.
-//
-// A command the projection says changes nothing is not sent: a steady
-// machine costs no write.
+// record turns one reply into the ReportAgentState commands that record
+// it (agentlink.Reports) and sends them in order, stopping at the first
+// that fails: the events stay unacknowledged and the next poll brings
+// them again.
 func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentState, reqs []*agentpb.Request, usage []commands.UsageWindow) error {
-	admin := linkMeta
-	// Every task the agent has, as news of nothing (a task in a report is
-	// not lost, and "starting" records nothing); each event overrides one.
-	neutral := make([]commands.AgentTask, len(st.Tasks))
-	index := make(map[projections.TaskKey]int, len(st.Tasks))
-	for i, ts := range st.Tasks {
-		k := TaskKeyOf(ts.Task)
-		neutral[i] = commands.AgentTask{Task: k, SpecVersion: ts.SpecVersion, State: commands.AgentStarting}
-		index[k] = i
+	recorded := func(id string) bool {
+		_, _, ok := l.m.recent.Get(commands.Meta{Actor: agentlink.Meta.Actor, RequestID: id}.Key())
+		return ok
 	}
-	one := func(at commands.AgentTask) []commands.AgentTask {
-		tasks := slices.Clone(neutral)
-		if i, ok := index[at.Task]; ok {
-			tasks[i] = at
-		} else {
-			tasks = append(tasks, at)
-		}
-		return tasks
+	var rep agentlink.Report
+	l.m.View(func(s *projections.State) {
+		rep = agentlink.Reports(s, ml.name, st, reqs, ml.acked, ml.dropped, recorded, usage)
+	})
+	for _, r := range rep.Refused {
+		l.m.log.Warn("the agent refused a start", "machine", ml.name, "task", r.Task, "err", r.Err)
 	}
-
-	starts := map[string]*agentpb.StartTask{}
-	for _, r := range reqs {
-		if s := r.GetStart(); s != nil {
-			starts[r.Id] = s
-		}
-	}
-	for _, res := range st.Results {
-		s := starts[res.Id]
-		if res.Error == "" || s == nil {
-			continue
-		}
-		l.m.log.Warn("the agent refused a start", "machine", ml.name, "user", s.Task.GetUser(), "job", s.Task.GetJob(), "task", s.Task.GetIndex(), "err", res.Error)
-		at := commands.AgentTask{Task: TaskKeyOf(s.Task), SpecVersion: s.SpecVersion, State: commands.AgentFailed, ExitCode: -1,
-			Reason: agent.ReasonStartFailed, Message: "the agent refused to start it: " + res.Error}
-		if err := l.do(ctx, commands.ReportAgentState{Meta: admin, Machine: ml.name, Tasks: one(at)}); err != nil {
-			return err
-		}
-	}
-
-	recorded := l.recordedStarts(ml.name, st.Events)
-	lastOf := make(map[projections.TaskKey]uint64, len(st.Events))
-	// The log's watermark of this machine's events: record stops at its
-	// first failure, so every event before one whose key the log holds was
-	// recorded then (or needed no record). A new leader, or a retry after a
-	// failed report, must not record them again: a start that went in
-	// without a key (left to the full state) would otherwise be taken for
-	// the start of a later placement of its task on this machine, and a
-	// task recorded running whose process is long gone.
-	done := ml.acked
-	for _, ev := range st.Events {
-		lastOf[TaskKeyOf(ev.Task)] = ev.Seq
-		if _, _, ok := l.m.recent.Get(commands.Meta{Actor: linkMeta.Actor, RequestID: AgentEventKey(ml.name, ev)}.Key()); ok {
-			done = max(done, ev.Seq)
-		}
-	}
-	for _, ev := range st.Events {
-		if ev.Seq <= done || ev.Seq <= recorded[TaskKeyOf(ev.Task)] {
-			continue
-		}
-		at, ok := AgentEventTask(ev)
-		if !ok {
-			continue
-		}
-		if ev.Seq == lastOf[at.Task] && (at.State == commands.AgentRunning || at.State == commands.AgentBackoff) {
-			// The task's state now says the same, and the full state below
-			// records it as well, idempotently: a burst of starts costs one
-			// write, not one each.
-			continue
-		}
-		meta := admin
-		meta.RequestID = AgentEventKey(ml.name, ev)
-		if err := l.do(ctx, commands.ReportAgentState{Meta: meta, Machine: ml.name, Tasks: one(at)}); err != nil {
-			return err
-		}
-	}
-
-	fallback := st.EventsDropped > ml.dropped
-	if fallback {
+	if rep.Fallback {
 		l.m.log.Warn("the agent dropped events; recording from its full state", "machine", ml.name, "dropped", st.EventsDropped-ml.dropped)
 	}
-	full := commands.ReportAgentState{Meta: admin, Machine: ml.name, Tasks: make([]commands.AgentTask, 0, len(st.Tasks)), Usage: usage}
-	for _, ts := range st.Tasks {
-		if AgentTaskEnded(ts.State) && !fallback {
-			full.Tasks = append(full.Tasks, neutral[index[TaskKeyOf(ts.Task)]])
-			continue
+	for _, cmd := range rep.Commands {
+		if err := l.do(ctx, cmd); err != nil {
+			return err
 		}
-		full.Tasks = append(full.Tasks, commands.AgentTask{Task: TaskKeyOf(ts.Task), SpecVersion: ts.SpecVersion,
-			State: commands.AgentTaskState(ts.State), Pid: ts.Pid, ExitCode: ts.ExitCode, Signal: ts.Signal,
-			Restarts: ts.Restarts, Reason: ts.Reason, Message: ts.Message})
 	}
-	return l.do(ctx, full)
-}
-
-// linkMeta is who the link's commands come from: an admin whose request ids
-// (eventKey) live in its own namespace of idempotency keys.
-var linkMeta = commands.Meta{Actor: commands.Actor{User: "link", Admin: true}}
-
-// recordedStarts finds, for each task with events, the start the
-// projection already has (the task runs here with that pid): that event and
-// every earlier one of the task are in the log, whatever was acknowledged.
-// A new leader's first poll gets back what the last leader recorded but did
-// not acknowledge; this spares the store most of those duplicates.
-func (l *link) recordedStarts(machine string, evs []*agentpb.AgentEvent) map[projections.TaskKey]uint64 {
-	if len(evs) == 0 {
-		return nil
-	}
-	var out map[projections.TaskKey]uint64
-	l.m.View(func(s *projections.State) { out = RecordedStarts(s, machine, evs) })
-	return out
+	return nil
 }
 
 // do sends a report through the write path unless, decided against the
 // projection now, it would append nothing.
 func (l *link) do(ctx context.Context, cmd commands.ReportAgentState) error {
-	news := true
-	l.m.View(func(s *projections.State) {
-		evs, err := commands.Decide(s, cmd, commands.ClockFunc(time.Now))
-		news = err != nil || len(evs) > 0
-	})
+	var news bool
+	l.m.View(func(s *projections.State) { news = agentlink.News(s, cmd, l.m.clock()) })
 	if l.cfg.Stats != nil {
 		if news {
 			l.cfg.Stats.Reports.Add(1)
@@ -605,123 +481,22 @@ func (l *link) do(ctx context.Context, cmd commands.ReportAgentState) error {
 	return err
 }
 
-// requests compares what the projection places on the machine with what the
-// agent last reported, and returns the starts, updates and stops that make
-// the agent match. A task placed elsewhere meanwhile (the machine was down)
-// is stopped, so a task never runs twice. A task placed here again after it
-// ended here is started again once its end is in the log.
+// requests returns what makes the agent match the projection
+// (agentlink.Requests), noting the machine version it was computed from.
 func (l *link) requests(ml *machineLink) []*agentpb.Request {
-	reported := make(map[projections.TaskKey]*agentpb.TaskStatus, len(ml.last.GetTasks()))
-	for _, t := range ml.last.GetTasks() {
-		reported[TaskKeyOf(t.Task)] = t
-	}
-	id := func() string { ml.reqSeq++; return ml.name + "-" + strconv.FormatInt(ml.reqSeq, 10) }
 	var reqs []*agentpb.Request
-	starts := 0
-	grace := l.cfg.StopGrace.Milliseconds()
 	l.m.View(func(s *projections.State) {
-		m := s.Machines[ml.name]
-		if m == nil {
-			return
+		var version int64
+		var bad []agentlink.Unresolved
+		reqs, version, bad = agentlink.Requests(s, &ml.Machine, l.cfg.MaxStartsPerPoll, l.cfg.StopGrace)
+		if version >= 0 {
+			ml.polledVer.Store(version)
 		}
-		ml.polledVer.Store(m.Version)
-		wanted := make(map[projections.TaskKey]bool, m.TaskCount())
-		m.RangeTasks(func(t *projections.Task) bool {
-			k := t.Key()
-			wanted[k] = true
-			ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
-			rep := reported[k]
-			start := (rep == nil || (AgentTaskEnded(rep.State) && ml.synced)) && t.State == projections.TaskScheduled
-			update := rep != nil && rep.SpecVersion < t.SpecVersion && AgentTaskLive(rep.State)
-			if !start && !update {
-				return true
-			}
-			if start {
-				if starts >= l.cfg.MaxStartsPerPoll {
-					return true // with a later poll
-				}
-				starts++
-			}
-			spec, err := TaskSpec(t)
-			switch {
-			case err != nil:
-				l.m.log.Error("a placed task's spec does not resolve; not sending it", "machine", ml.name, "task", k, "err", err)
-			case start:
-				reqs = append(reqs, agent.StartRequest(id(), ref, t.SpecVersion, spec))
-			default:
-				reqs = append(reqs, agent.UpdateRequest(id(), ref, t.SpecVersion, spec))
-			}
-			return true
-		})
-		for k, rep := range reported {
-			if wanted[k] {
-				continue
-			}
-			ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
-			if AgentTaskLive(rep.State) {
-				reqs = append(reqs, agent.StopRequest(id(), ref, "not placed on "+ml.name+" by the master", grace))
-			} else if rep.State != agentpb.TaskState_TASK_STATE_STOPPING && ml.synced {
-				// Its end is in the log: the agent may drop it.
-				reqs = append(reqs, agent.ForgetRequest(id(), ref))
-			}
+		for _, b := range bad {
+			l.m.log.Error("a placed task's spec does not resolve; not sending it", "machine", ml.name, "task", b.Task, "err", b.Err)
 		}
 	})
 	return reqs
-}
-
-// TaskSpec is what the agent needs to run t: agent.ResolveSpec, the one
-// rule, of its job's spec at its version, its index and its ports. An
-// error means a placement that does not match its spec, a master bug: the
-// link logs it and starts nothing rather than send what the agent would
-// refuse.
-func TaskSpec(t *projections.Task) (*agentpb.TaskSpec, error) {
-	return agent.ResolveSpec(t.Spec(), t.Index, t.Ports)
-}
-
-// accumulate adds a poll's usage samples to the machine's open window.
-func (l *link) accumulate(ml *machineLink, st *agentpb.AgentState) {
-	for _, u := range st.Usage {
-		ref := projections.TaskKey{User: u.Task.GetUser(), Job: u.Task.GetJob(), Index: u.Task.GetIndex()}
-		acc := ml.usage[ref]
-		if acc == nil {
-			acc = &usageAcc{}
-			ml.usage[ref] = acc
-		}
-		w := u.Window
-		if w == nil || u.WindowEndUs <= u.WindowStartUs {
-			continue
-		}
-		secs := float64(u.WindowEndUs-u.WindowStartUs) / 1e6
-		if acc.startUS == 0 || u.WindowStartUs < acc.startUS {
-			acc.startUS = u.WindowStartUs
-		}
-		if u.WindowEndUs > acc.endUS {
-			acc.endUS = u.WindowEndUs
-		}
-		acc.cpu += w.CpuCoreSeconds
-		acc.memByteSecs += float64(w.MemoryBytes) * secs
-		acc.seconds += secs
-		acc.memMax = max(acc.memMax, w.MemoryMaxBytes, u.MemoryPeakBytes)
-		acc.disk = u.DiskBytes
-	}
-}
-
-// window sums the machine's open usage window into one UsageWindow; the
-// caller starts the next window once this one is recorded.
-func (l *link) window(ml *machineLink) commands.UsageWindow {
-	var w commands.UsageWindow
-	for ref, acc := range ml.usage {
-		if acc.seconds <= 0 {
-			continue
-		}
-		if w.StartUS == 0 || acc.startUS < w.StartUS {
-			w.StartUS = acc.startUS
-		}
-		w.EndUS = max(w.EndUS, acc.endUS)
-		w.Tasks = append(w.Tasks, &events.TaskUsage{User: ref.User, Job: ref.Job, Index: ref.Index,
-			CpuCoreSeconds: acc.cpu, MemoryBytes: int64(acc.memByteSecs / acc.seconds), MemoryMaxBytes: acc.memMax, DiskBytes: acc.disk})
-	}
-	return w
 }
 
 // AgentRegistry serves agentpb's Master service: agents register their
@@ -747,7 +522,7 @@ func (r *AgentRegistry) Attach(g *grpc.Server) { agentpb.RegisterMasterServer(g,
 // Register records a machine (or its changes) in the log.
 func (r *AgentRegistry) Register(ctx context.Context, info *agentpb.MachineInfo) (*agentpb.RegisterReply, error) {
 	var cmd commands.Command
-	r.m.View(func(s *projections.State) { cmd = Registration(s, info, linkMeta) })
+	r.m.View(func(s *projections.State) { cmd = Registration(s, info, agentlink.Meta) })
 	if cmd != nil {
 		if _, err := r.m.Do(ctx, cmd); err != nil {
 			return nil, Status(ctx, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/commands/agentlink"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
@@ -232,7 +233,7 @@ func (a *Agent) apply(r *agentpb.Request) error {
 		if t == nil {
 			return nil
 		}
-		if !master.AgentTaskEnded(t.state) {
+		if !agentlink.AgentTaskEnded(t.state) {
 			return fmt.Errorf("forget %s: the task is live; stop it first", key)
 		}
 		delete(a.tasks, key)
@@ -246,7 +247,7 @@ func (a *Agent) start(r *agentpb.StartTask) error {
 	if err := agent.ValidateTaskSpec(r.Spec); err != nil {
 		return fmt.Errorf("start %s: %w", key, err)
 	}
-	if t := a.tasks[key]; t != nil && !master.AgentTaskEnded(t.state) {
+	if t := a.tasks[key]; t != nil && !agentlink.AgentTaskEnded(t.state) {
 		if t.killing == killStop {
 			return fmt.Errorf("start %s: the task is being stopped; start it again once it has ended", key)
 		}
@@ -267,7 +268,7 @@ func (a *Agent) start(r *agentpb.StartTask) error {
 func (a *Agent) update(ref *events.TaskRef, version int64, spec *agentpb.TaskSpec) error {
 	key := agent.TaskKey(ref)
 	t := a.tasks[key]
-	if t == nil || master.AgentTaskEnded(t.state) {
+	if t == nil || agentlink.AgentTaskEnded(t.state) {
 		return fmt.Errorf("update %s: the task does not run here; start it", key)
 	}
 	if t.killing == killStop {
@@ -306,7 +307,7 @@ func needsRestart(old, new *agentpb.TaskSpec) bool {
 
 func (a *Agent) stop(r *agentpb.StopTask) error {
 	t := a.tasks[agent.TaskKey(r.Task)]
-	if t == nil || master.AgentTaskEnded(t.state) {
+	if t == nil || agentlink.AgentTaskEnded(t.state) {
 		return nil
 	}
 	reason := r.Reason
@@ -555,7 +556,7 @@ func (a *Agent) register() {
 			return
 		}
 		m.view(func(st *projections.State) {
-			cmd := master.Registration(st, info, linkAdmin)
+			cmd := master.Registration(st, info, agentlink.Meta)
 			if cmd == nil {
 				respond(nil, nil)
 				return

@@ -10,25 +10,28 @@ breaks it again, step for step, when it is replayed.
 
 Real, the code the master runs: commands.Decide for every command (clients'
 requests, the scheduler's placements, the link's agent reports),
-projections.Apply, Load (checkpoint and tail), Encode and the checkpoints,
-the scheduling loop's core (master.SchedulingCore: the adapter
-master.BuildCell, the pass, the PlaceTasks), master.TaskSpec for what
-agents start, the append rules of the stores (events.ValidateBatch,
+projections.Apply, Load (checkpoint and tail), Encode and the checkpoints;
+the writer's decisions (commands/writer: group commit with speculative
+applies, what to answer, when to reload, ErrFenced, idempotency, refusals
+recorded); the agent link's decisions (commands/agentlink: the requests
+that make an agent match, the reports that record its answer under their
+idempotency keys, usage windows, pacing and missed polls); the agent
+registry's (master.Registration); the scheduling loop's core
+(master.SchedulingCore: the adapter master.BuildCell, the pass, the
+PlaceTasks); the append rules of the stores (events.ValidateBatch,
 CheckAppend, AssignRows, DecideAcquire: the in-memory store,
 events/memstore, passes events/storetest like pgstore and sqlitestore do).
 
-Simulated, following the real code's decisions step for step: the master
-replica (master.go and write.go: lease, tail, group commit with speculative
-applies and reload, ErrFenced, idempotency), the agent link (link.go:
-polls, starts, updates, stops, forgets, per-event reports with their
-idempotency keys, full-state fallback, missed polls), the scheduler loop,
-the agent (agent/: restart policy and backoff, stops through STOPPING,
+Simulated: the I/O around those decisions, as messages that can be
+delayed, lost or cut off (the masters' lease, tail and store calls, the
+link's polls), the agent (agent/: restart policy and backoff, stops through STOPPING,
 state saved before each poll's reply, re-adoption of live processes after
 a restart, sweeping the others), processes (services that crash or are
 OOM-killed now and then, batch tasks that finish or fail), the network
 (delays, stalls, losses, partitions), the database's availability and each
 master host's clock. The harness's masters and link cannot be the real
-ones: those run goroutines on timers and gRPC, which no seed can replay.
+processes: those run goroutines on timers and gRPC, which no seed can
+replay; they drive the same decisions.
 
 # Faults
 

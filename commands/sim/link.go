@@ -1,19 +1,17 @@
 package sim
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/agentlink"
 	"github.com/corralhq/corral/commands/master"
-	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -28,48 +26,42 @@ import (
 // the simulation's: a poll is a message to the agent that can be delayed,
 // lost or cut off.
 type simLink struct {
-	m    *Master
-	term int
-	by   map[string]*mlink
+	m     *Master
+	term  int
+	by    map[string]*mlink
+	since time.Time // when this leader's link started: leaderGrace runs from here
 }
 
 type mlink struct {
-	name        string
-	busy        bool
-	next        time.Time
-	polledVer   int64
-	down        bool
-	version     int64
-	last        *agentpb.AgentState
-	synced      bool
-	lastOK      time.Time
-	misses      int
-	acked       uint64
-	dropped     uint64
-	reqSeq      int64
-	usage       map[projections.TaskKey]*usageAcc
-	windowStart time.Time
+	name      string
+	busy      bool
+	next      time.Time
+	polledVer int64
+	down      bool
+	version   int64
+	agentlink.Machine
+	lastOK  time.Time
+	misses  int
+	acked   uint64
+	dropped uint64
+	usage   *agentlink.Usage
 }
 
-type usageAcc struct {
-	cpu, memByteSecs float64
-	seconds          float64
-	memMax, disk     int64
-	startUS, endUS   int64
-}
-
-// The link's settings: Borg's three missed polls; a short usage window so
-// that reservations move within a run.
+// The link's settings: Borg's three missed polls and master.LinkConfig's
+// defaults; a short usage window so that reservations move within a run.
 const (
-	pollInterval = 2 * time.Second
-	missedPolls  = 3
-	usageWindow  = 30 * time.Second
-	stopGrace    = time.Second
+	pollInterval     = 2 * time.Second
+	missedPolls      = 3
+	leaderGrace      = 2 * missedPolls * pollInterval
+	maxStartsPerPoll = 10
+	usageWindow      = 30 * time.Second
+	stopGrace        = time.Second
 )
 
-var linkAdmin = commands.Meta{Actor: commands.Actor{User: "link", Admin: true}}
 
-func newLink(m *Master) *simLink { return &simLink{m: m, term: m.term, by: map[string]*mlink{}} }
+func newLink(m *Master) *simLink {
+	return &simLink{m: m, term: m.term, by: map[string]*mlink{}, since: m.now()}
+}
 
 func (l *simLink) live() bool { return l.m.term == l.term && l.m.link == l }
 
@@ -96,7 +88,7 @@ func (l *simLink) run() {
 			m := s.Machines[name]
 			ml := l.by[name]
 			if ml == nil {
-				ml = &mlink{name: name, usage: map[projections.TaskKey]*usageAcc{}, windowStart: now, polledVer: -1}
+				ml = &mlink{name: name, Machine: agentlink.Machine{Name: name}, usage: agentlink.NewUsage(now), polledVer: -1}
 				l.by[name] = ml
 			}
 			ml.version, ml.down = m.Version, m.State == projections.MachineDown
@@ -108,7 +100,7 @@ func (l *simLink) run() {
 		}
 		for _, name := range slices.Sorted(maps.Keys(l.by)) {
 			ml := l.by[name]
-			if ml.busy || (now.Before(ml.next) && (ml.down || ml.version == ml.polledVer)) {
+			if ml.busy || !agentlink.Due(now, ml.next, pollInterval, ml.down, ml.version != ml.polledVer) {
 				continue
 			}
 			l.poll(ml)
@@ -123,7 +115,7 @@ func (l *simLink) poll(ml *mlink) {
 	ml.next = l.m.now().Add(pollInterval)
 	down := ml.down
 	var reqs []*agentpb.Request
-	first := ml.last == nil
+	first := ml.Last == nil
 	if !first {
 		reqs = l.requests(ml)
 	}
@@ -136,12 +128,12 @@ func (l *simLink) poll(ml *mlink) {
 			return
 		}
 		now := l.m.now()
-		ml.misses, ml.lastOK, ml.last, ml.synced = 0, now, st, false
-		l.accumulate(ml, st)
+		ml.misses, ml.lastOK, ml.Last, ml.Synced = 0, now, st, false
+		ml.usage.Add(st)
 		var usage []commands.UsageWindow
-		windowDue := now.Sub(ml.windowStart) >= usageWindow
+		windowDue := now.Sub(ml.usage.Start) >= usageWindow
 		if windowDue {
-			if w := l.window(ml); len(w.Tasks) > 0 {
+			if w := ml.usage.Window(); len(w.Tasks) > 0 {
 				usage = append(usage, w)
 			}
 		}
@@ -155,16 +147,16 @@ func (l *simLink) poll(ml *mlink) {
 				return // unacknowledged: the next poll brings the events again
 			}
 			if windowDue {
-				ml.usage, ml.windowStart = map[projections.TaskKey]*usageAcc{}, now
+				ml.usage = agentlink.NewUsage(now)
 			}
-			ml.synced, ml.acked, ml.dropped = true, st.LastEventSeq, st.EventsDropped
+			ml.Synced, ml.acked, ml.dropped = true, st.LastEventSeq, st.EventsDropped
 		})
 	}
 	l.send(ml, reqs, !first, func(st *agentpb.AgentState, err error) {
 		if err == nil && first && l.live() {
 			// First contact: now that the agent's state is known, send what
 			// it lacks right away.
-			ml.last, ml.synced = st, false
+			ml.Last, ml.Synced = st, false
 			l.m.view(func(*projections.State) {
 				if reqs = l.requests(ml); len(reqs) > 0 {
 					l.send(ml, reqs, true, finish)
@@ -208,17 +200,17 @@ func (l *simLink) send(ml *mlink, reqs []*agentpb.Request, counted bool, reply f
 // machine down and its tasks lost.
 func (l *simLink) missed(ml *mlink, down bool, err error) {
 	ml.misses++
-	if ml.misses < missedPolls {
+	if !agentlink.Unreachable(ml.misses, missedPolls, l.m.now().Sub(l.since), leaderGrace) {
 		ml.busy = false
 		return
 	}
-	ml.last, ml.synced = nil, false
+	ml.Last, ml.Synced = nil, false
 	if down {
 		ml.busy = false
 		return
 	}
 	l.m.logf("%s missed %d polls: %v", ml.name, ml.misses, err)
-	l.m.do(commands.ReportAgentState{Meta: linkAdmin, Machine: ml.name, Unreachable: true, MissedPolls: int32(ml.misses)}, func(_ master.Result, err error) {
+	l.m.do(commands.ReportAgentState{Meta: agentlink.Meta, Machine: ml.name, Unreachable: true, MissedPolls: int32(ml.misses)}, func(_ master.Result, err error) {
 		if l.live() {
 			ml.busy = false
 		}
@@ -233,76 +225,11 @@ func (l *simLink) record(ml *mlink, st *agentpb.AgentState, reqs []*agentpb.Requ
 }
 
 func (l *simLink) recordIn(s *projections.State, ml *mlink, st *agentpb.AgentState, reqs []*agentpb.Request, usage []commands.UsageWindow, done func(error)) {
-	neutral := make([]commands.AgentTask, len(st.Tasks))
-	index := make(map[projections.TaskKey]int, len(st.Tasks))
-	for i, ts := range st.Tasks {
-		k := master.TaskKeyOf(ts.Task)
-		neutral[i] = commands.AgentTask{Task: k, SpecVersion: ts.SpecVersion, State: commands.AgentStarting}
-		index[k] = i
+	recorded := func(id string) bool {
+		_, _, ok := l.m.recent.Get(commands.Meta{Actor: agentlink.Meta.Actor, RequestID: id}.Key())
+		return ok
 	}
-	one := func(at commands.AgentTask) []commands.AgentTask {
-		tasks := slices.Clone(neutral)
-		if i, ok := index[at.Task]; ok {
-			tasks[i] = at
-		} else {
-			tasks = append(tasks, at)
-		}
-		return tasks
-	}
-	var cmds []commands.ReportAgentState
-	starts := map[string]*agentpb.StartTask{}
-	for _, r := range reqs {
-		if s := r.GetStart(); s != nil {
-			starts[r.Id] = s
-		}
-	}
-	for _, res := range st.Results {
-		s := starts[res.Id]
-		if res.Error == "" || s == nil {
-			continue
-		}
-		at := commands.AgentTask{Task: master.TaskKeyOf(s.Task), SpecVersion: s.SpecVersion, State: commands.AgentFailed, ExitCode: -1,
-			Reason: agent.ReasonStartFailed, Message: "the agent refused to start it: " + res.Error}
-		cmds = append(cmds, commands.ReportAgentState{Meta: linkAdmin, Machine: ml.name, Tasks: one(at)})
-	}
-	recorded := master.RecordedStarts(s, ml.name, st.Events)
-	lastOf := make(map[projections.TaskKey]uint64, len(st.Events))
-	// The log's watermark of the machine's events (link.go): everything
-	// before an event whose key the log holds was recorded then.
-	through := ml.acked
-	for _, ev := range st.Events {
-		lastOf[master.TaskKeyOf(ev.Task)] = ev.Seq
-		if _, _, ok := l.m.recent.Get(commands.Meta{Actor: linkAdmin.Actor, RequestID: master.AgentEventKey(ml.name, ev)}.Key()); ok {
-			through = max(through, ev.Seq)
-		}
-	}
-	for _, ev := range st.Events {
-		if ev.Seq <= through || ev.Seq <= recorded[master.TaskKeyOf(ev.Task)] {
-			continue
-		}
-		at, ok := master.AgentEventTask(ev)
-		if !ok {
-			continue
-		}
-		if ev.Seq == lastOf[at.Task] && (at.State == commands.AgentRunning || at.State == commands.AgentBackoff) {
-			continue // the full state below says the same
-		}
-		meta := linkAdmin
-		meta.RequestID = master.AgentEventKey(ml.name, ev)
-		cmds = append(cmds, commands.ReportAgentState{Meta: meta, Machine: ml.name, Tasks: one(at)})
-	}
-	fallback := st.EventsDropped > ml.dropped
-	full := commands.ReportAgentState{Meta: linkAdmin, Machine: ml.name, Tasks: make([]commands.AgentTask, 0, len(st.Tasks)), Usage: usage}
-	for _, ts := range st.Tasks {
-		if master.AgentTaskEnded(ts.State) && !fallback {
-			full.Tasks = append(full.Tasks, neutral[index[master.TaskKeyOf(ts.Task)]])
-			continue
-		}
-		full.Tasks = append(full.Tasks, commands.AgentTask{Task: master.TaskKeyOf(ts.Task), SpecVersion: ts.SpecVersion,
-			State: commands.AgentTaskState(ts.State), Pid: ts.Pid, ExitCode: ts.ExitCode, Signal: ts.Signal,
-			Restarts: ts.Restarts, Reason: ts.Reason, Message: ts.Message})
-	}
-	cmds = append(cmds, full)
+	cmds := agentlink.Reports(s, ml.name, st, reqs, ml.acked, ml.dropped, recorded, usage).Commands
 	var next func(i int)
 	next = func(i int) {
 		if i == len(cmds) {
@@ -327,8 +254,7 @@ func (l *simLink) do(cmd commands.ReportAgentState, done func(error)) {
 		if !l.live() {
 			return
 		}
-		evs, err := commands.Decide(s, cmd, commands.ClockFunc(l.m.now))
-		if err == nil && len(evs) == 0 {
+		if !agentlink.News(s, cmd, l.m.now()) {
 			done(nil)
 			return
 		}
@@ -336,105 +262,17 @@ func (l *simLink) do(cmd commands.ReportAgentState, done func(error)) {
 	})
 }
 
-// requests compares what the projection places on the machine with what
-// the agent last reported (link.go's requests). The state must be readable.
+// requests returns what makes the agent match the projection
+// (agentlink.Requests). The state must be readable.
 func (l *simLink) requests(ml *mlink) []*agentpb.Request {
-	s := l.m.st
-	reported := make(map[projections.TaskKey]*agentpb.TaskStatus, len(ml.last.GetTasks()))
-	for _, t := range ml.last.GetTasks() {
-		reported[master.TaskKeyOf(t.Task)] = t
+	reqs, version, bad := agentlink.Requests(l.m.st, &ml.Machine, maxStartsPerPoll, stopGrace)
+	if len(bad) > 0 {
+		panic(fmt.Sprintf("sim: task %v placed on %s: its spec does not resolve: %v", bad[0].Task, ml.name, bad[0].Err))
 	}
-	id := func() string { ml.reqSeq++; return ml.name + "-" + strconv.FormatInt(ml.reqSeq, 10) }
-	var reqs []*agentpb.Request
-	m := s.Machines[ml.name]
-	if m == nil {
-		return nil
-	}
-	ml.polledVer = m.Version
-	wanted := make(map[projections.TaskKey]bool, m.TaskCount())
-	for _, t := range m.Tasks() {
-		k := t.Key()
-		wanted[k] = true
-		ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
-		rep := reported[k]
-		start := (rep == nil || (master.AgentTaskEnded(rep.State) && ml.synced)) && t.State == projections.TaskScheduled
-		update := rep != nil && rep.SpecVersion < t.SpecVersion && master.AgentTaskLive(rep.State)
-		if !start && !update {
-			continue
-		}
-		spec, err := master.TaskSpec(t)
-		switch {
-		case err != nil:
-			panic(fmt.Sprintf("sim: task %v placed on %s: its spec does not resolve: %v", k, ml.name, err))
-		case start:
-			reqs = append(reqs, agent.StartRequest(id(), ref, t.SpecVersion, spec))
-		default:
-			reqs = append(reqs, agent.UpdateRequest(id(), ref, t.SpecVersion, spec))
-		}
-	}
-	keys := slices.SortedFunc(maps.Keys(reported), func(a, b projections.TaskKey) int {
-		return cmp.Or(cmp.Compare(a.User, b.User), cmp.Compare(a.Job, b.Job), cmp.Compare(a.Index, b.Index))
-	})
-	for _, k := range keys {
-		rep := reported[k]
-		if wanted[k] {
-			continue
-		}
-		ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
-		if master.AgentTaskLive(rep.State) {
-			reqs = append(reqs, agent.StopRequest(id(), ref, "not placed on "+ml.name+" by the master", stopGrace.Milliseconds()))
-		} else if rep.State != agentpb.TaskState_TASK_STATE_STOPPING && ml.synced {
-			reqs = append(reqs, agent.ForgetRequest(id(), ref))
-		}
+	if version >= 0 {
+		ml.polledVer = version
 	}
 	return reqs
-}
-
-// accumulate adds a poll's usage samples to the machine's open window.
-func (l *simLink) accumulate(ml *mlink, st *agentpb.AgentState) {
-	for _, u := range st.Usage {
-		ref := master.TaskKeyOf(u.Task)
-		acc := ml.usage[ref]
-		if acc == nil {
-			acc = &usageAcc{}
-			ml.usage[ref] = acc
-		}
-		w := u.Window
-		if w == nil || u.WindowEndUs <= u.WindowStartUs {
-			continue
-		}
-		secs := float64(u.WindowEndUs-u.WindowStartUs) / 1e6
-		if acc.startUS == 0 || u.WindowStartUs < acc.startUS {
-			acc.startUS = u.WindowStartUs
-		}
-		acc.endUS = max(acc.endUS, u.WindowEndUs)
-		acc.cpu += w.CpuCoreSeconds
-		acc.memByteSecs += float64(w.MemoryBytes) * secs
-		acc.seconds += secs
-		acc.memMax = max(acc.memMax, w.MemoryMaxBytes, u.MemoryPeakBytes)
-		acc.disk = u.DiskBytes
-	}
-}
-
-// window sums the machine's open usage window, tasks in key order.
-func (l *simLink) window(ml *mlink) commands.UsageWindow {
-	var w commands.UsageWindow
-	keys := slices.SortedFunc(maps.Keys(ml.usage), func(a, b projections.TaskKey) int {
-		return cmp.Or(cmp.Compare(a.User, b.User), cmp.Compare(a.Job, b.Job), cmp.Compare(a.Index, b.Index))
-	})
-	for _, ref := range keys {
-		acc := ml.usage[ref]
-		if acc.seconds <= 0 {
-			continue
-		}
-		if w.StartUS == 0 || acc.startUS < w.StartUS {
-			w.StartUS = acc.startUS
-		}
-		w.EndUS = max(w.EndUS, acc.endUS)
-		w.Tasks = append(w.Tasks, &events.TaskUsage{User: ref.User, Job: ref.Job, Index: ref.Index,
-			CpuCoreSeconds: acc.cpu, MemoryBytes: int64(acc.memByteSecs / acc.seconds), MemoryMaxBytes: acc.memMax, DiskBytes: acc.disk})
-	}
-	return w
 }
 
 func describe(reqs []*agentpb.Request) string {

@@ -25,6 +25,9 @@ type Config struct {
 	// Settle is simulated time after every fault has healed, at the end of
 	// which the cell must have converged; default 45 s.
 	Settle time.Duration
+	// Calm turns every fault off: the cell's own behaviour over a long
+	// run (reservations estimated for tasks that outlive their startup).
+	Calm bool
 	// Trace, when set, receives a line per notable action.
 	Trace func(string)
 }
@@ -138,6 +141,9 @@ func New(cfg Config) *World {
 // drawFaults picks the seed's fault profile: every kind is on in most
 // seeds, at rates that differ from seed to seed.
 func (w *World) drawFaults() Faults {
+	if w.cfg.Calm {
+		return Faults{}
+	}
 	rate := func(mean time.Duration) time.Duration {
 		if w.rng.IntN(5) == 0 {
 			return 0
@@ -192,6 +198,15 @@ func (w *World) bootstrap() {
 		do(commands.SetQuota{Meta: admin, User: c.user, Band: "monitoring", Resources: share(1, 4*n)})
 		do(commands.SetQuota{Meta: admin, User: c.user, Band: "batch", Resources: share(2, n)})
 	}
+	// A service nobody touches: its tasks live long enough for their
+	// reservations to be estimated (Borg §5.5), faults permitting.
+	owner := w.clients[0].user
+	do(commands.SubmitJob{Meta: commands.Meta{Actor: commands.Actor{User: owner}}, Spec: &events.JobSpec{
+		Name: "steady", Priority: 9, TaskCount: 3, Command: "/bin/app", Env: map[string]string{"SIM_RUN": "forever"},
+		Labels:    map[string]string{"tier": "prod"},
+		Resources: &events.Resources{CpuMilli: 1000, MemoryBytes: 1 << 30},
+		Restart:   &events.RestartPolicy{Mode: "always"},
+	}})
 }
 
 func (w *World) masterIndex(name string) int {
@@ -245,12 +260,15 @@ func (w *World) spawn(a *Agent, t *atask) int64 {
 		code  int32
 		oom   bool
 	)
-	if t.spec.GetEnv()["SIM_RUN"] == "batch" {
+	switch t.spec.GetEnv()["SIM_RUN"] {
+	case "forever":
+		return p.pid // runs until it is stopped or its machine goes
+	case "batch":
 		after = w.between(3*time.Second, 90*time.Second)
 		if w.chance(0.2) {
 			code = 1
 		}
-	} else {
+	default:
 		after = w.exp(4 * time.Minute)
 		code = 1
 		oom = w.chance(0.3)
