@@ -58,7 +58,6 @@ const (
 	stopGrace        = time.Second
 )
 
-
 func newLink(m *Master) *simLink {
 	return &simLink{m: m, term: m.term, by: map[string]*mlink{}, since: m.now()}
 }
