@@ -50,7 +50,7 @@ type savedTask struct {
 	Container      string          `json:"container"`
 	StartTicks     uint64          `json:"start_ticks"`
 	Consecutive    int32           `json:"consecutive"`
-	Killing        killKind        `json:"killing"`
+	Killing        KillKind        `json:"killing"`
 	StopReason     string          `json:"stop_reason,omitempty"`
 	CPUBase        float64         `json:"cpu_base"` // of ended processes: an adopted one is counted again whole
 	MemInt         float64         `json:"mem_byte_seconds"`
@@ -235,7 +235,7 @@ func (a *Agent) restore() error {
 			a.taskLog(t.key).Info("adopted task", "pid", t.pid)
 			a.emit(agentpb.EventKind_EVENT_KIND_ADOPTED, t, nil)
 			a.watch(t)
-			if t.killing != killNone {
+			if t.killing != KillNone {
 				// The grace period ran while the agent was away.
 				t.state = agentpb.TaskState_TASK_STATE_STOPPING
 				_ = p.signal(syscall.SIGKILL)
@@ -254,16 +254,7 @@ func (a *Agent) restore() error {
 // exitedUnwatched ends the record of a process that ended while no agent
 // watched it: its status is unknown.
 func (a *Agent) exitedUnwatched(t *task, cause error) {
-	switch t.killing {
-	case killStop, killUpdate, killPressure, killOOM:
-		a.exited(t, exitStatus{code: -1}, nil, nil)
-	default:
-		t.proc, t.pid = nil, 0
-		t.finishedAt = a.clock.Now()
-		t.exitCode, t.signal = -1, ""
-		a.failed(t, ReasonLost, "the process ended while the agent was down: "+cause.Error(), 0,
-			func(e *agentpb.AgentEvent) { e.ExitCode = -1; e.Reason = ReasonLost; e.Message = t.message })
-	}
+	a.settle(t, Exit{Code: -1, OOM: t.killing == KillOOM, Lost: cause})
 }
 
 func (a *Agent) sweep(keep map[string]bool) {

@@ -13,19 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// killKind is why the agent is ending a task's process; it decides what
-// the exit means.
-type killKind int
-
-const (
-	killNone     killKind = iota
-	killStop              // by request: the task ends KILLED
-	killUpdate            // for a new spec: started again at once
-	killHealth            // failed its health check: a failure, restarted by policy
-	killOOM               // over its memory limit (seen by sampling): EVICTED "oom"
-	killPressure          // machine memory pressure: EVICTED "overcommitted"
-)
-
 // Reasons reported in TaskStatus.reason and AgentEvent.reason.
 const (
 	ReasonExited        = "exited"
@@ -66,7 +53,7 @@ type task struct {
 	health         agentpb.Health
 	healthFailures int32
 
-	killing        killKind
+	killing        KillKind
 	stopReason     string
 	pendingSpec    *agentpb.TaskSpec // started once the current process is gone
 	pendingVersion int64
@@ -143,7 +130,7 @@ func (a *Agent) startTask(r *agentpb.StartTask) error {
 		return fmt.Errorf("start %s: %w", key, err)
 	}
 	if t := a.tasks[key]; t != nil && !ended(t.state) {
-		if t.killing == killStop {
+		if t.killing == KillStop {
 			return fmt.Errorf("start %s: the task is being stopped; start it again once it has ended", key)
 		}
 		if t.version == r.SpecVersion && proto.Equal(t.spec, r.Spec) {
@@ -195,11 +182,11 @@ func (a *Agent) stopTask(r *agentpb.StopTask) error {
 		a.emit(agentpb.EventKind_EVENT_KIND_KILLED, t, func(e *agentpb.AgentEvent) { e.Reason = reason })
 	case agentpb.TaskState_TASK_STATE_STOPPING:
 		// Already going: the stop decides what the exit means.
-		t.killing, t.stopReason, t.pendingSpec = killStop, reason, nil
+		t.killing, t.stopReason, t.pendingSpec = KillStop, reason, nil
 		a.markDirty()
 	default:
 		t.stopReason = reason
-		a.terminate(t, killStop, grace, reason)
+		a.terminate(t, KillStop, grace, reason)
 	}
 	return nil
 }
@@ -218,7 +205,7 @@ func (a *Agent) updateTask(ref *events.TaskRef, version int64, spec *agentpb.Tas
 	if t == nil || ended(t.state) {
 		return fmt.Errorf("update %s: the task does not run here; start it", key)
 	}
-	if t.killing == killStop {
+	if t.killing == KillStop {
 		return fmt.Errorf("update %s: the task is being stopped", key)
 	}
 	if t.version == version && proto.Equal(t.spec, spec) {
@@ -246,11 +233,11 @@ func (a *Agent) updateTask(ref *events.TaskRef, version int64, spec *agentpb.Tas
 		t.version, t.spec = version, spec
 		a.launch(t)
 	case agentpb.TaskState_TASK_STATE_STOPPING:
-		t.killing, t.pendingSpec, t.pendingVersion = killUpdate, spec, version
+		t.killing, t.pendingSpec, t.pendingVersion = KillUpdate, spec, version
 		a.markDirty()
 	default:
 		t.pendingSpec, t.pendingVersion = spec, version
-		a.terminate(t, killUpdate, a.cfg.DefaultGrace, "update")
+		a.terminate(t, KillUpdate, a.cfg.DefaultGrace, "update")
 	}
 	return nil
 }
@@ -306,7 +293,7 @@ func (a *Agent) launch(t *task) {
 	t.container = containerName(t.ref, t.gen)
 	t.state = agentpb.TaskState_TASK_STATE_STARTING
 	t.nextStartAt = time.Time{}
-	t.killing, t.stopReason = killNone, ""
+	t.killing, t.stopReason = KillNone, ""
 	t.adopted = false
 	t.startedAt = a.clock.Now()
 	p, err := a.startProcess(t)
@@ -377,7 +364,7 @@ func (a *Agent) watch(t *task) {
 }
 
 // terminate asks t's process to end: SIGTERM, then SIGKILL after grace.
-func (a *Agent) terminate(t *task, why killKind, grace time.Duration, reason string) {
+func (a *Agent) terminate(t *task, why KillKind, grace time.Duration, reason string) {
 	if t.proc == nil {
 		return
 	}
@@ -407,11 +394,11 @@ func (a *Agent) terminate(t *task, why killKind, grace time.Duration, reason str
 }
 
 // killNow ends t's process with SIGKILL at once: memory cannot wait.
-func (a *Agent) killNow(t *task, why killKind, reason, msg string) {
+func (a *Agent) killNow(t *task, why KillKind, reason, msg string) {
 	if t.proc == nil {
 		return
 	}
-	if t.killing == killStop {
+	if t.killing == KillStop {
 		// The master asked for the end already: hasten it, and it is still
 		// reported as the stop it asked for.
 		_ = t.proc.signal(syscall.SIGKILL)
@@ -433,117 +420,47 @@ func (a *Agent) killNow(t *task, why killKind, reason, msg string) {
 // could be started.
 func (a *Agent) exited(t *task, st exitStatus, fin *cgroup.Stats, startErr error) {
 	now := a.clock.Now()
-	if t.timer != nil {
-		t.timer.Stop()
-		t.timer = nil
-	}
-	if t.healthTimer != nil {
-		t.healthTimer.Stop()
-		t.healthTimer = nil
-	}
-	pid := t.pid
-	ranFor := now.Sub(t.startedAt)
-	t.proc, t.pid, t.ticks = nil, 0, 0
-	t.finishedAt = now
-	t.exitCode = int32(st.code)
-	t.signal = st.signalName()
 	t.u.finish(now, fin)
-	why := t.killing
-	t.killing = killNone
 	limit := orEmpty(t.spec.Resources).MemoryBytes
-	oom := why == killOOM || (fin != nil && (fin.OOMKills > 0 ||
+	oom := t.killing == KillOOM || (fin != nil && (fin.OOMKills > 0 ||
 		// The kernel counts OOM kills since 4.13; before, a SIGKILL with the
 		// cgroup at its limit is the sign.
 		(st.signal == syscall.SIGKILL && limit > 0 && fin.LimitHits > 0 && fin.MemoryPeakBytes >= limit-limit/20)))
-	fill := func(e *agentpb.AgentEvent) {
-		e.Pid = int64(pid)
-		e.ExitCode = t.exitCode
-		e.Signal = t.signal
-		e.Reason = t.reason
-		e.Message = t.message
-	}
-	switch {
-	case why == killStop:
-		a.end(t, agentpb.TaskState_TASK_STATE_KILLED, t.stopReason, "")
-		a.emit(agentpb.EventKind_EVENT_KIND_KILLED, t, fill)
-	case why == killUpdate && t.pendingSpec != nil:
+	a.settle(t, Exit{StartErr: startErr, Known: st.known, Code: int32(st.code), Signal: st.signalName(),
+		OOM: oom, MemoryLimit: limit, RanFor: now.Sub(t.startedAt)})
+}
+
+// settle ends the record of t's process and applies the lifecycle's rule
+// (AfterExit) to what its exit means: a relaunch for an update, a restart
+// in place after a backoff, or an end; then reports it.
+func (a *Agent) settle(t *task, e Exit) {
+	t.stopTimers()
+	pid := t.pid
+	t.proc, t.pid, t.ticks = nil, 0, 0
+	t.finishedAt = a.clock.Now()
+	t.exitCode, t.signal = e.Code, e.Signal
+	e.Why, e.KillReason, e.KillMessage, e.PendingUpdate = t.killing, t.stopReason, t.message, t.pendingSpec != nil
+	t.killing = KillNone
+	next := AfterExit(t.spec.Restart, Counts{Restarts: t.restarts, Failures: t.failures, OOMKills: t.oomKills, Consecutive: t.consecutive}, e)
+	if next.Relaunch {
 		t.spec, t.version = t.pendingSpec, t.pendingVersion
 		t.pendingSpec = nil
 		a.launch(t)
-	case why == killPressure:
-		a.end(t, agentpb.TaskState_TASK_STATE_EVICTED, ReasonOvercommitted, t.message)
-		a.emit(agentpb.EventKind_EVENT_KIND_EVICTED, t, fill)
-	case oom:
-		t.oomKills++
-		msg := t.message
-		if why != killOOM {
-			msg = fmt.Sprintf("killed by the kernel at its memory limit of %d bytes", limit)
-		}
-		a.end(t, agentpb.TaskState_TASK_STATE_EVICTED, ReasonOOM, msg)
-		a.emit(agentpb.EventKind_EVENT_KIND_EVICTED, t, fill)
-	case startErr != nil:
-		a.failed(t, ReasonStartFailed, startErr.Error(), ranFor, fill)
-	case why == killHealth:
-		a.failed(t, ReasonHealth, t.message, ranFor, fill)
-	case !st.known:
-		a.failed(t, ReasonUnknownExit, "the process was adopted after an agent restart; its exit status is unknown", ranFor, fill)
-	case st.code == 0:
-		if a.restartable(t, false) {
-			t.reason, t.message = ReasonExited, ""
-			a.backoff(t, ranFor)
-			a.emit(agentpb.EventKind_EVENT_KIND_FINISHED, t, func(e *agentpb.AgentEvent) { fill(e); e.WillRestart = true })
-			return
-		}
-		a.end(t, agentpb.TaskState_TASK_STATE_FINISHED, ReasonExited, "")
-		a.emit(agentpb.EventKind_EVENT_KIND_FINISHED, t, fill)
-	case st.signal != 0:
-		a.failed(t, ReasonSignaled, "killed by "+t.signal, ranFor, fill)
-	default:
-		a.failed(t, ReasonExited, fmt.Sprintf("exited with code %d", st.code), ranFor, fill)
-	}
-}
-
-// failed counts a failure and restarts t in place if its policy allows.
-func (a *Agent) failed(t *task, reason, msg string, ranFor time.Duration, fill func(*agentpb.AgentEvent)) {
-	t.failures++
-	t.reason, t.message = reason, msg
-	if a.restartable(t, true) {
-		a.backoff(t, ranFor)
-		a.emit(agentpb.EventKind_EVENT_KIND_FAILED, t, func(e *agentpb.AgentEvent) { fill(e); e.WillRestart = true })
 		return
 	}
-	a.end(t, agentpb.TaskState_TASK_STATE_FAILED, reason, msg)
-	a.emit(agentpb.EventKind_EVENT_KIND_FAILED, t, fill)
-}
-
-// restartable applies the restart policy: "always" restarts any exit,
-// "on-failure" (the default) only failures, "never" nothing; max_restarts
-// caps the restarts in place (0: no cap).
-func (a *Agent) restartable(t *task, failed bool) bool {
-	p := t.spec.Restart
-	switch p.GetMode() {
-	case "always":
-	case "never":
-		return false
-	default:
-		if !failed {
-			return false
-		}
+	t.failures, t.oomKills, t.consecutive = next.Counts.Failures, next.Counts.OOMKills, next.Counts.Consecutive
+	if next.State == agentpb.TaskState_TASK_STATE_BACKOFF {
+		t.state = next.State
+		t.reason, t.message = next.Reason, next.Message
+		t.health = agentpb.Health_HEALTH_UNSPECIFIED
+		a.scheduleRestart(t, next.RestartIn)
+	} else {
+		a.end(t, next.State, next.Reason, next.Message)
 	}
-	return p.GetMaxRestarts() == 0 || t.restarts < p.GetMaxRestarts()
-}
-
-// backoff schedules t's restart by the restart policy's backoff
-// (events.RestartPolicy.Backoff, the rule the master's reschedules follow
-// too). A process that ran healthy for a while starts the sequence over.
-func (a *Agent) backoff(t *task, ranFor time.Duration) {
-	if t.spec.Restart.RanHealthy(ranFor) {
-		t.consecutive = 0
-	}
-	t.consecutive++
-	t.state = agentpb.TaskState_TASK_STATE_BACKOFF
-	t.health = agentpb.Health_HEALTH_UNSPECIFIED
-	a.scheduleRestart(t, t.spec.Restart.Backoff(t.consecutive))
+	a.emit(next.Event, t, func(ev *agentpb.AgentEvent) {
+		ev.Pid, ev.ExitCode, ev.Signal = int64(pid), t.exitCode, t.signal
+		ev.Reason, ev.Message, ev.WillRestart = next.Reason, next.Message, next.WillRestart
+	})
 }
 
 func (a *Agent) scheduleRestart(t *task, delay time.Duration) {

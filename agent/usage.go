@@ -175,8 +175,8 @@ func (a *Agent) sampleTick() {
 			t.u.disk = s.disk
 		}
 		limit := orEmpty(t.spec.Resources).MemoryBytes
-		if !a.rt.enforced() && limit > 0 && s.stats.MemoryBytes > limit && t.killing != killOOM {
-			a.killNow(t, killOOM, ReasonOOM, fmt.Sprintf("using %d bytes, over its memory limit of %d", s.stats.MemoryBytes, limit))
+		if !a.rt.enforced() && limit > 0 && s.stats.MemoryBytes > limit && t.killing != KillOOM {
+			a.killNow(t, KillOOM, ReasonOOM, fmt.Sprintf("using %d bytes, over its memory limit of %d", s.stats.MemoryBytes, limit))
 		}
 	}
 	a.relievePressure()
@@ -198,12 +198,12 @@ func (a *Agent) relievePressure() {
 	var usedMem, usedDisk int64
 	var cands []pressureCandidate
 	for _, t := range a.tasks {
-		if t.proc == nil || t.killing == killOOM || t.killing == killPressure {
+		if t.proc == nil || t.killing == KillOOM || t.killing == KillPressure {
 			continue // dying by SIGKILL: its memory is as good as free
 		}
 		usedMem += t.u.mem
 		usedDisk += t.u.disk
-		if t.spec.Priority < ProdPriority && t.killing != killStop {
+		if t.spec.Priority < ProdPriority && t.killing != KillStop {
 			res := orEmpty(t.spec.Resources)
 			cands = append(cands, pressureCandidate{key: t.key, priority: t.spec.Priority, memory: t.u.mem, disk: t.u.disk,
 				overLimit: (res.MemoryBytes > 0 && t.u.mem > res.MemoryBytes) || (res.DiskBytes > 0 && t.u.disk > res.DiskBytes)})
@@ -227,7 +227,7 @@ func (a *Agent) relievePressure() {
 			msg = fmt.Sprintf("machine disk pressure: tasks use %d of %d bytes; freeing %d", usedDisk, a.cfg.Capacity.DiskBytes, need.disk)
 		}
 		a.taskLog(key).Warn("evicting for machine pressure", "priority", t.spec.Priority, "memory", t.u.mem, "disk", t.u.disk)
-		a.killNow(t, killPressure, ReasonOvercommitted, msg)
+		a.killNow(t, KillPressure, ReasonOvercommitted, msg)
 	}
 }
 

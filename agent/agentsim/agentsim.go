@@ -262,27 +262,18 @@ func (a *Agent) advance(now time.Time) {
 	}
 }
 
-// exit ends the current run by the task's restart policy.
+// exit ends the current run by the lifecycle's rule (agent.AfterExit);
+// a simulated process restarts without waiting its backoff.
 func (a *Agent) exit(t *simTask, at time.Time, code int32) {
-	mode := t.spec.GetRestart().GetMode()
-	max := t.spec.GetRestart().GetMaxRestarts()
-	failed := code != 0
-	restart := (mode == "always" || (failed && mode != "never")) && (max == 0 || t.status.Restarts < max)
+	next := agent.AfterExit(t.spec.GetRestart(), agent.Counts{Restarts: t.status.Restarts, Failures: t.status.Failures},
+		agent.Exit{Known: true, Code: code, RanFor: at.Sub(t.startedAt)})
 	t.status.ExitCode = code
-	if failed {
-		t.status.Failures++
-	}
-	kind := agentpb.EventKind_EVENT_KIND_FINISHED
-	if failed {
-		kind = agentpb.EventKind_EVENT_KIND_FAILED
-	}
-	a.emit(kind, t, at, func(e *agentpb.AgentEvent) { e.ExitCode = code; e.WillRestart = restart; e.Reason = "exited" })
-	if !restart {
-		state := agentpb.TaskState_TASK_STATE_FINISHED
-		if failed {
-			state = agentpb.TaskState_TASK_STATE_FAILED
-		}
-		a.end(t, at, state, "exited")
+	t.status.Failures = next.Counts.Failures
+	a.emit(next.Event, t, at, func(e *agentpb.AgentEvent) {
+		e.ExitCode, e.WillRestart, e.Reason, e.Message = code, next.WillRestart, next.Reason, next.Message
+	})
+	if !next.WillRestart {
+		a.end(t, at, next.State, next.Reason)
 		return
 	}
 	t.cpuBase += a.cpu(t, at)

@@ -39,14 +39,6 @@ type proc struct {
 	cpuFrac, memFrac float64
 }
 
-type killKind int8
-
-const (
-	killNone killKind = iota
-	killStop
-	killUpdate
-)
-
 type atask struct {
 	ref            *events.TaskRef
 	key            string
@@ -63,7 +55,7 @@ type atask struct {
 	startedAt      time.Time
 	finishedAt     time.Time
 	nextStartAt    time.Time
-	killing        killKind
+	killing        agent.KillKind
 	stopReason     string
 	pendingSpec    *agentpb.TaskSpec
 	pendingVersion int64
@@ -248,7 +240,7 @@ func (a *Agent) start(r *agentpb.StartTask) error {
 		return fmt.Errorf("start %s: %w", key, err)
 	}
 	if t := a.tasks[key]; t != nil && !agentlink.AgentTaskEnded(t.state) {
-		if t.killing == killStop {
+		if t.killing == agent.KillStop {
 			return fmt.Errorf("start %s: the task is being stopped; start it again once it has ended", key)
 		}
 		if t.version == r.SpecVersion && proto.Equal(t.spec, r.Spec) {
@@ -271,7 +263,7 @@ func (a *Agent) update(ref *events.TaskRef, version int64, spec *agentpb.TaskSpe
 	if t == nil || agentlink.AgentTaskEnded(t.state) {
 		return fmt.Errorf("update %s: the task does not run here; start it", key)
 	}
-	if t.killing == killStop {
+	if t.killing == agent.KillStop {
 		return fmt.Errorf("update %s: the task is being stopped", key)
 	}
 	if t.version == version && proto.Equal(t.spec, spec) {
@@ -287,10 +279,10 @@ func (a *Agent) update(ref *events.TaskRef, version int64, spec *agentpb.TaskSpe
 		t.version, t.spec = version, spec
 		a.launch(t)
 	case agentpb.TaskState_TASK_STATE_STOPPING:
-		t.killing, t.pendingSpec, t.pendingVersion = killUpdate, spec, version
+		t.killing, t.pendingSpec, t.pendingVersion = agent.KillUpdate, spec, version
 	default:
 		t.pendingSpec, t.pendingVersion = spec, version
-		a.terminate(t, killUpdate)
+		a.terminate(t, agent.KillUpdate)
 	}
 	return nil
 }
@@ -319,16 +311,16 @@ func (a *Agent) stop(r *agentpb.StopTask) error {
 		a.end(t, agentpb.TaskState_TASK_STATE_KILLED, reason, "")
 		a.emit(agentpb.EventKind_EVENT_KIND_KILLED, t, func(e *agentpb.AgentEvent) { e.Reason = reason })
 	case agentpb.TaskState_TASK_STATE_STOPPING:
-		t.killing, t.stopReason, t.pendingSpec = killStop, reason, nil
+		t.killing, t.stopReason, t.pendingSpec = agent.KillStop, reason, nil
 	default:
 		t.stopReason = reason
-		a.terminate(t, killStop)
+		a.terminate(t, agent.KillStop)
 	}
 	return nil
 }
 
 // terminate is SIGTERM: the process exits a little later (its grace).
-func (a *Agent) terminate(t *atask, why killKind) {
+func (a *Agent) terminate(t *atask, why agent.KillKind) {
 	t.killing = why
 	t.state = agentpb.TaskState_TASK_STATE_STOPPING
 	p := a.w.procs[t.pid]
@@ -345,7 +337,7 @@ func (a *Agent) launch(t *atask) {
 	now := a.now()
 	t.state = agentpb.TaskState_TASK_STATE_RUNNING
 	t.nextStartAt = time.Time{}
-	t.killing, t.stopReason, t.adopted = killNone, "", false
+	t.killing, t.stopReason, t.adopted = agent.KillNone, "", false
 	t.startedAt = now
 	t.reason, t.msg = "", ""
 	t.pid = a.w.spawn(a, t)
@@ -355,79 +347,38 @@ func (a *Agent) launch(t *atask) {
 // exited is the agent learning that t's process ended; known is false for
 // an adopted process, whose exit status the agent cannot read.
 func (a *Agent) exited(t *atask, code int32, oom, known bool) {
+	a.settle(t, agent.Exit{Known: known, Code: code, OOM: oom && known, MemoryLimit: t.spec.GetResources().GetMemoryBytes(),
+		RanFor: a.now().Sub(t.startedAt)})
+}
+
+// settle applies the lifecycle's rule (agent.AfterExit), as the agent's
+// settle does.
+func (a *Agent) settle(t *atask, e agent.Exit) {
 	pid := t.pid
 	t.pid = 0
 	t.finishedAt = a.now()
-	t.exitCode = code
-	ranFor := a.now().Sub(t.startedAt)
-	why := t.killing
-	t.killing = killNone
-	fill := func(e *agentpb.AgentEvent) {
-		e.Pid = pid
-		e.ExitCode = t.exitCode
-		e.Reason = t.reason
-		e.Message = t.msg
-	}
-	switch {
-	case why == killStop:
-		a.end(t, agentpb.TaskState_TASK_STATE_KILLED, t.stopReason, "")
-		a.emit(agentpb.EventKind_EVENT_KIND_KILLED, t, fill)
-	case why == killUpdate && t.pendingSpec != nil:
+	t.exitCode = e.Code
+	e.Why, e.KillReason, e.KillMessage, e.PendingUpdate = t.killing, t.stopReason, t.msg, t.pendingSpec != nil
+	t.killing = agent.KillNone
+	next := agent.AfterExit(t.spec.GetRestart(), agent.Counts{Restarts: t.restarts, Failures: t.failures, Consecutive: t.consecutive}, e)
+	if next.Relaunch {
 		t.spec, t.version = t.pendingSpec, t.pendingVersion
 		t.pendingSpec = nil
 		a.launch(t)
-	case oom && known:
-		a.end(t, agentpb.TaskState_TASK_STATE_EVICTED, agent.ReasonOOM, "killed by the kernel at its memory limit")
-		a.emit(agentpb.EventKind_EVENT_KIND_EVICTED, t, fill)
-	case !known:
-		a.failed(t, agent.ReasonUnknownExit, "the process was adopted after an agent restart; its exit status is unknown", ranFor, fill)
-	case code == 0:
-		if a.restartable(t, false) {
-			t.reason, t.msg = agent.ReasonExited, ""
-			a.backoff(t, ranFor)
-			a.emit(agentpb.EventKind_EVENT_KIND_FINISHED, t, func(e *agentpb.AgentEvent) { fill(e); e.WillRestart = true })
-			return
-		}
-		a.end(t, agentpb.TaskState_TASK_STATE_FINISHED, agent.ReasonExited, "")
-		a.emit(agentpb.EventKind_EVENT_KIND_FINISHED, t, fill)
-	default:
-		a.failed(t, agent.ReasonExited, fmt.Sprintf("exited with code %d", code), ranFor, fill)
-	}
-}
-
-func (a *Agent) failed(t *atask, reason, msg string, ranFor time.Duration, fill func(*agentpb.AgentEvent)) {
-	t.failures++
-	t.reason, t.msg = reason, msg
-	if a.restartable(t, true) {
-		a.backoff(t, ranFor)
-		a.emit(agentpb.EventKind_EVENT_KIND_FAILED, t, func(e *agentpb.AgentEvent) { fill(e); e.WillRestart = true })
 		return
 	}
-	a.end(t, agentpb.TaskState_TASK_STATE_FAILED, reason, msg)
-	a.emit(agentpb.EventKind_EVENT_KIND_FAILED, t, fill)
-}
-
-func (a *Agent) restartable(t *atask, failed bool) bool {
-	p := t.spec.GetRestart()
-	switch p.GetMode() {
-	case "always":
-	case "never":
-		return false
-	default:
-		if !failed {
-			return false
-		}
+	t.failures, t.consecutive = next.Counts.Failures, next.Counts.Consecutive
+	if next.State == agentpb.TaskState_TASK_STATE_BACKOFF {
+		t.state = next.State
+		t.reason, t.msg = next.Reason, next.Message
+		a.scheduleRestart(t, next.RestartIn)
+	} else {
+		a.end(t, next.State, next.Reason, next.Message)
 	}
-	return p.GetMaxRestarts() == 0 || t.restarts < p.GetMaxRestarts()
-}
-
-func (a *Agent) backoff(t *atask, ranFor time.Duration) {
-	if t.spec.GetRestart().RanHealthy(ranFor) {
-		t.consecutive = 0
-	}
-	t.consecutive++
-	t.state = agentpb.TaskState_TASK_STATE_BACKOFF
-	a.scheduleRestart(t, t.spec.GetRestart().Backoff(t.consecutive))
+	a.emit(next.Event, t, func(ev *agentpb.AgentEvent) {
+		ev.Pid, ev.ExitCode = pid, t.exitCode
+		ev.Reason, ev.Message, ev.WillRestart = next.Reason, next.Message, next.WillRestart
+	})
 }
 
 func (a *Agent) scheduleRestart(t *atask, delay time.Duration) {
@@ -515,7 +466,7 @@ func (a *Agent) restart() {
 				t.adopted = true
 				t.state = agentpb.TaskState_TASK_STATE_RUNNING
 				a.emit(agentpb.EventKind_EVENT_KIND_ADOPTED, t, nil)
-				if t.killing != killNone {
+				if t.killing != agent.KillNone {
 					// The grace period ran while the agent was away.
 					t.state = agentpb.TaskState_TASK_STATE_STOPPING
 					a.w.at(nil, 0, func() { a.w.procExit(p, -1, false) })
@@ -571,16 +522,7 @@ func (a *Agent) register() {
 }
 
 func (a *Agent) exitedUnwatched(t *atask) {
-	switch t.killing {
-	case killStop, killUpdate:
-		a.exited(t, -1, false, true)
-	default:
-		t.pid = 0
-		t.finishedAt = a.now()
-		t.exitCode = -1
-		msg := "the process ended while the agent was down"
-		a.failed(t, agent.ReasonLost, msg, 0, func(e *agentpb.AgentEvent) { e.ExitCode = -1; e.Reason = agent.ReasonLost; e.Message = msg })
-	}
+	a.settle(t, agent.Exit{Code: -1, Lost: errors.New("no process with its pid on this boot")})
 }
 
 // leaderPollAt is when the n-th poll by a current leader was answered (the
