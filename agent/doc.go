@@ -57,7 +57,9 @@
 // # Task lifecycle
 //
 // RUNNING -> exit -> (BACKOFF -> RUNNING)* -> FINISHED | FAILED | KILLED |
-// EVICTED. An exit 0 under "always", or a failure (non-zero exit, signal,
+// EVICTED. What an exit comes to is one pure rule, AfterExit (in
+// lifecycle.go), which the agent, the cell simulation and agentsim all
+// apply; the agent only does its effects (timers, events, cgroups). An exit 0 under "always", or a failure (non-zero exit, signal,
 // failed health check, start failure) under "always" or "on-failure",
 // restarts the task in place after a backoff of initial, 2x, 4x, ... up to
 // the max (events.RestartPolicy.Backoff: 1 s to 5 minutes by default, the
