@@ -7,6 +7,7 @@ import (
 
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
+	"github.com/corralhq/corral/scheduler"
 )
 
 // PlaceTasks carries a scheduler pass's proposals. Each placement was
@@ -18,7 +19,9 @@ import (
 // evicted with reason "preempted" and the preemptor, and pending again.
 type PlaceTasks struct {
 	Meta
-	Allocs     []AllocPlacement // placed first, so tasks can go into them
+	// Allocs are taken in order, each before the placement its Before
+	// names, so the plan is applied in the order the pass made it.
+	Allocs     []AllocPlacement
 	Placements []Placement
 }
 
@@ -42,6 +45,9 @@ type AllocPlacement struct {
 	Machine        string
 	MachineVersion int64
 	Score          float64
+	// Before is how many of the command's Placements come before this
+	// alloc in the pass's order (0: before them all).
+	Before int
 }
 
 // Refusal says why one proposal was not accepted.
@@ -114,16 +120,21 @@ func (c PlaceTasks) plan(s *projections.State, now time.Time) ([]events.Event, [
 	p := &planner{batch: newBatch(s, now), use: map[*projections.Machine]*machineUse{},
 		allocAt: map[*projections.Alloc]*projections.Machine{}, allocUsed: map[*projections.Alloc]projections.Resources{}}
 	var refused []Refusal
-	for i, a := range c.Allocs {
-		if reason := p.placeAlloc(a); reason != "" {
-			refused = append(refused, Refusal{Alloc: true, Index: i, Reason: reason})
+	next := 0 // the next alloc
+	allocsBefore := func(n int) {
+		for ; next < len(c.Allocs) && c.Allocs[next].Before <= n; next++ {
+			if reason := p.placeAlloc(c.Allocs[next]); reason != "" {
+				refused = append(refused, Refusal{Alloc: true, Index: next, Reason: reason})
+			}
 		}
 	}
 	for i, pl := range c.Placements {
+		allocsBefore(i)
 		if reason := p.placeTask(pl); reason != "" {
 			refused = append(refused, Refusal{Index: i, Reason: reason})
 		}
 	}
+	allocsBefore(len(c.Placements) + len(c.Allocs))
 	p.finishJobs()
 	return p.evs, refused
 }
@@ -144,13 +155,24 @@ func (p *planner) schedulable(name string, version int64) (*projections.Machine,
 	return m, ""
 }
 
-// free is what a new task or alloc may use on m after the batch so far.
+// free is what a new task or alloc may use on m after the batch so far:
+// the pass's own rule, scheduler.Available.
 func (p *planner) free(m *projections.Machine, prod bool) projections.Resources {
 	u := p.machineUse(m)
-	if prod {
-		return m.Capacity.Sub(m.Limits).Sub(u.limits)
+	return FromSched(scheduler.Available(Sched(m.Capacity), Sched(m.Limits.Add(u.limits)), Sched(m.Reserved.Add(u.reserved)), prod))
+}
+
+// unmet is the first hard constraint of cs that m does not meet, judged by
+// the pass's own matcher (scheduler.FirstUnmet); "" when m meets them all.
+func unmet(m *projections.Machine, cs []*events.Constraint) string {
+	sc := make([]scheduler.Constraint, len(cs))
+	for i, c := range cs {
+		sc[i] = scheduler.ConstraintFromEvents(c)
 	}
-	return m.Capacity.Sub(m.Reserved).Sub(u.reserved)
+	if c, ok := scheduler.FirstUnmet(m.Attributes, sc); !ok {
+		return fmt.Sprintf("machine %s does not meet constraint %s", m.Name, c)
+	}
+	return ""
 }
 
 func (p *planner) placeAlloc(ap AllocPlacement) string {
@@ -169,8 +191,8 @@ func (p *planner) placeAlloc(ap AllocPlacement) string {
 	if m == nil {
 		return why
 	}
-	if c, ok := projections.MeetsHardConstraints(m.Attributes, set.Constraints); !ok {
-		return fmt.Sprintf("machine %s does not meet constraint %s", m.Name, describeConstraint(c))
+	if why := unmet(m, set.Constraints); why != "" {
+		return why
 	}
 	if free := p.free(m, projections.IsProd(set.Priority)); !set.Resources.LessEq(free) {
 		return fmt.Sprintf("does not fit: the alloc holds [%s], machine %s has [%s] free", set.Resources, m.Name, free)
@@ -202,8 +224,8 @@ func (p *planner) placeTask(pl Placement) string {
 		return why
 	}
 	spec := t.Spec()
-	if c, ok := projections.MeetsHardConstraints(m.Attributes, spec.Constraints); !ok {
-		return fmt.Sprintf("machine %s does not meet constraint %s", m.Name, describeConstraint(c))
+	if why := unmet(m, spec.Constraints); why != "" {
+		return why
 	}
 	prio := spec.Priority
 	prod := projections.IsProd(prio)

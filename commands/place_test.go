@@ -89,7 +89,7 @@ func TestPlaceTasksFitConstraintsAndPorts(t *testing.T) {
 		want string
 	}{
 		{Placement{Task: key("alice", "big", 1), Machine: "m0", MachineVersion: v}, "does not fit: asks for [cpu 5000m, memory 1GiB, disk 0, ports 2], machine m0 has [cpu 3000m, memory 31GiB, disk 100GiB, ports 98] free for a prod task"},
-		{Placement{Task: key("alice", "arm", 0), Machine: "m0", MachineVersion: v}, "machine m0 does not meet constraint arch = arm64 (hard)"},
+		{Placement{Task: key("alice", "arm", 0), Machine: "m0", MachineVersion: v}, "machine m0 does not meet constraint arch=arm64"},
 		{Placement{Task: key("alice", "big", 0), Machine: "m0", MachineVersion: v}, "task alice/big/0 is scheduled, not pending"},
 		{Placement{Task: key("alice", "big", 1), Machine: "m9", MachineVersion: v}, `machine "m9" is not registered`},
 	} {

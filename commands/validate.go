@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -311,15 +310,6 @@ func checkConstraint(v *violations, field string, c *events.Constraint) {
 			v.add(index(join(field, "values"), i), "longer than %d bytes", maxNameLen*4)
 		}
 	}
-}
-
-// describeConstraint prints a constraint for messages.
-func describeConstraint(c *events.Constraint) string {
-	kind := "hard"
-	if c.Soft {
-		kind = "soft"
-	}
-	return fmt.Sprintf("%s %s %s (%s)", c.Attribute, c.Op, strings.Join(c.Values, ","), kind)
 }
 
 func sortedIndexes[V any](m map[int32]V) []int32 {

@@ -30,22 +30,46 @@ func parseNum(s string) (float64, bool) {
 	return f, err == nil
 }
 
+// Matches reports whether a machine's attributes satisfy c: the one
+// constraint matcher of the pass (which compiles c once per class) and of
+// PlaceTasks. "<" and ">" compare as numbers when both sides parse as
+// numbers, else as strings; a missing attribute satisfies only "!=".
+func (c Constraint) Matches(attrs map[string]string) bool {
+	cc := compileConstraint(c)
+	return cc.matches(attrs)
+}
+
+// FirstUnmet returns the first hard constraint of cs that attrs do not
+// satisfy, and false; or true when they satisfy every hard one.
+func FirstUnmet(attrs map[string]string, cs []Constraint) (Constraint, bool) {
+	for _, c := range cs {
+		if !c.Soft && !c.Matches(attrs) {
+			return c, false
+		}
+	}
+	return Constraint{}, true
+}
+
 // matches reports whether the machine's attributes satisfy the constraint.
 // A missing attribute satisfies only "!=".
 func (c *compiledConstraint) matches(attrs map[string]string) bool {
 	v, ok := attrs[c.Attribute]
+	one := "" // validation makes it present; a bad constraint matches nothing rather than crash
+	if len(c.Values) > 0 {
+		one = c.Values[0]
+	}
 	switch c.Op {
 	case OpExists:
 		return ok
 	case OpNe:
-		return !ok || v != c.Values[0]
+		return !ok || v != one
 	}
 	if !ok {
 		return false
 	}
 	switch c.Op {
 	case OpEq:
-		return v == c.Values[0]
+		return v == one
 	case OpIn:
 		if c.values != nil {
 			_, in := c.values[v]
@@ -67,9 +91,9 @@ func (c *compiledConstraint) matches(attrs map[string]string) bool {
 			}
 		}
 		if c.Op == OpLt {
-			return v < c.Values[0]
+			return v < one
 		}
-		return v > c.Values[0]
+		return v > one
 	}
 	return false
 }

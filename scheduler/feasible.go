@@ -42,11 +42,7 @@ func (p *pass) check(c *class, m *machine, mi int32, score bool) checkResult {
 
 	// Prod tasks count the limits of the tasks already there, so they never
 	// rely on reclaimed resources; non-prod tasks count reservations.
-	used := &m.usedRes
-	if c.prod {
-		used = &m.usedLim
-	}
-	avail := m.in.Capacity.Sub(*used)
+	avail := Available(m.in.Capacity, m.usedLim, m.usedRes, c.prod)
 	var victims []int32
 	if !c.req.Fits(avail) {
 		if c.isAlloc {

@@ -407,7 +407,7 @@ func (p *pass) place(c *class, t *PendingTask, js *jobSpread, best int, score fl
 		m.usedRes = m.usedRes.Add(c.req)
 		p.plan.AllocPlacements = append(p.plan.AllocPlacements, AllocPlacement{
 			Alloc: AllocRef{Set: set, Index: t.Ref.Index}, Machine: m.in.Name, MachineVersion: m.in.Version,
-			Score: score, MachinesExamined: examined,
+			Score: score, MachinesExamined: examined, Before: len(p.plan.Placements),
 		})
 		p.changed(c, m, e.m, js, &beforeLim, &beforeRes)
 		return

@@ -24,6 +24,10 @@ type AllocPlacement struct {
 	MachineVersion   int64
 	Score            float64
 	MachinesExamined int32
+	// Before is how many task placements the pass made before this one:
+	// the applier takes the plan in the pass's order (a task's preemption
+	// may have made the room this alloc uses).
+	Before int
 }
 
 // AllocRef names one alloc instance.

@@ -77,6 +77,17 @@ func (r Resources) Sub(o Resources) Resources {
 	return r
 }
 
+// Available is what new work may use on a machine, the one fit rule of
+// the pass (the proposer) and of PlaceTasks (the applier): prod work
+// counts the limits of what is there, so it never relies on reclaimed
+// resources; other work counts reservations (Borg §5.5).
+func Available(capacity, usedLimits, usedReserved Resources, prod bool) Resources {
+	if prod {
+		return capacity.Sub(usedLimits)
+	}
+	return capacity.Sub(usedReserved)
+}
+
 // Fits reports whether r fits within avail in every dimension.
 func (r Resources) Fits(avail Resources) bool {
 	return r[CPU] <= avail[CPU] && r[Memory] <= avail[Memory] && r[Disk] <= avail[Disk] &&

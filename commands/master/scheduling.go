@@ -277,7 +277,7 @@ func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, l
 	cell := &scheduler.Cell{Machines: make([]*scheduler.Machine, 0, len(s.Machines))}
 	down := 0
 	for _, m := range s.SortedMachines() {
-		sm := &scheduler.Machine{Name: m.Name, Version: m.Version, Capacity: toSched(m.Capacity), Attributes: m.Attributes, PortBase: m.PortBase}
+		sm := &scheduler.Machine{Name: m.Name, Version: m.Version, Capacity: commands.Sched(m.Capacity), Attributes: m.Attributes, PortBase: m.PortBase}
 		switch {
 		case m.State == projections.MachineDown:
 			sm.State = scheduler.MachineDown
@@ -288,7 +288,7 @@ func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, l
 		pkgs := map[string]bool{}
 		m.RangeTasks(func(t *projections.Task) bool {
 			pt := scheduler.PlacedTask{Ref: scheduler.TaskRef{User: t.Job.User, Job: t.Job.Name, Index: t.Index}, Priority: t.Priority(),
-				Limit: toSched(t.Limit), Reservation: toSched(t.Reservation), Ports: t.Ports, AllocIndex: t.AllocIndex}
+				Limit: commands.Sched(t.Limit), Reservation: commands.Sched(t.Reservation), Ports: t.Ports, AllocIndex: t.AllocIndex}
 			if sp := t.Spec(); sp != nil {
 				pt.AllocSet, pt.Package = sp.AllocSet, sp.Package
 				if sp.Package != "" {
@@ -309,13 +309,13 @@ func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, l
 		}
 		sort.Strings(sm.Packages)
 		for _, a := range m.Allocs() {
-			sm.Allocs = append(sm.Allocs, scheduler.PlacedAlloc{Set: scheduler.AllocSetRef{User: a.Set.User, Name: a.Set.Name}, Index: a.Index, Priority: a.Set.Priority, Capacity: toSched(a.Set.Resources)})
+			sm.Allocs = append(sm.Allocs, scheduler.PlacedAlloc{Set: scheduler.AllocSetRef{User: a.Set.User, Name: a.Set.Name}, Index: a.Index, Priority: a.Set.Priority, Capacity: commands.Sched(a.Set.Resources)})
 		}
 		cell.Machines = append(cell.Machines, sm)
 	}
 	for _, a := range s.PendingAllocs() {
 		pa := scheduler.PendingAlloc{Set: scheduler.AllocSetRef{User: a.Set.User, Name: a.Set.Name}, Index: a.Index,
-			Priority: a.Set.Priority, Resources: toSched(a.Set.Resources)}
+			Priority: a.Set.Priority, Resources: commands.Sched(a.Set.Resources)}
 		for _, c := range a.Set.Constraints {
 			pa.Constraints = append(pa.Constraints, scheduler.ConstraintFromEvents(c))
 		}
@@ -348,7 +348,7 @@ func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, l
 func pendingOf(t *projections.Task, now time.Time, crashMemory time.Duration) scheduler.PendingTask {
 	sp := t.Spec()
 	pt := scheduler.PendingTask{Ref: scheduler.TaskRef{User: t.Job.User, Job: t.Job.Name, Index: t.Index}, Priority: t.Priority(),
-		Seq: t.Seq, SpecVersion: t.SpecVersion, Resources: toSched(t.Limit), AllocSet: sp.GetAllocSet(), Package: sp.GetPackage()}
+		Seq: t.Seq, SpecVersion: t.SpecVersion, Resources: commands.Sched(t.Limit), AllocSet: sp.GetAllocSet(), Package: sp.GetPackage()}
 	for _, c := range sp.GetConstraints() {
 		pt.Constraints = append(pt.Constraints, scheduler.ConstraintFromEvents(c))
 	}
@@ -359,9 +359,6 @@ func pendingOf(t *projections.Task, now time.Time, crashMemory time.Duration) sc
 	return pt
 }
 
-func toSched(r projections.Resources) scheduler.Resources {
-	return scheduler.ResourcesFromEvents(r.Proto())
-}
 
 func placeCommand(meta commands.Meta, plan *scheduler.Plan) *commands.PlaceTasks {
 	if len(plan.Placements) == 0 && len(plan.AllocPlacements) == 0 {
@@ -370,7 +367,7 @@ func placeCommand(meta commands.Meta, plan *scheduler.Plan) *commands.PlaceTasks
 	cmd := &commands.PlaceTasks{Meta: meta}
 	for _, p := range plan.AllocPlacements {
 		cmd.Allocs = append(cmd.Allocs, commands.AllocPlacement{User: p.Alloc.Set.User, Set: p.Alloc.Set.Name, Index: p.Alloc.Index,
-			Machine: p.Machine, MachineVersion: p.MachineVersion, Score: p.Score})
+			Machine: p.Machine, MachineVersion: p.MachineVersion, Score: p.Score, Before: p.Before})
 	}
 	for _, p := range plan.Placements {
 		pl := commands.Placement{Task: projections.TaskKey{User: p.Task.User, Job: p.Task.Job, Index: p.Task.Index}, Machine: p.Machine,
