@@ -69,7 +69,7 @@ func checkCellPlans(t *testing.T, seed uint64, seen map[string]int) (proposals i
 	for i := range machines {
 		name := fmt.Sprintf("m%d", i)
 		must(commands.RegisterMachine{Meta: admin, Machine: name, Address: name + ":1", PortBase: 20000,
-			Capacity: projections.Resources{CPUMilli: int64(4000 + 4000*rng.IntN(4)), MemoryBytes: int64(8+8*rng.IntN(4)) << 30, DiskBytes: 200 << 30, Ports: int64(2 + rng.IntN(6))},
+			Capacity:   projections.Resources{CPUMilli: int64(4000 + 4000*rng.IntN(4)), MemoryBytes: int64(8+8*rng.IntN(4)) << 30, DiskBytes: 200 << 30, Ports: int64(2 + rng.IntN(6))},
 			Attributes: map[string]string{"rack": fmt.Sprintf("r%d", rng.IntN(3)), "gen": fmt.Sprint(1 + rng.IntN(5))}})
 		if rng.IntN(8) == 0 {
 			must(commands.DrainMachine{Meta: admin, Machine: name, Draining: true, Reason: "maintenance"})

@@ -359,7 +359,6 @@ func pendingOf(t *projections.Task, now time.Time, crashMemory time.Duration) sc
 	return pt
 }
 
-
 func placeCommand(meta commands.Meta, plan *scheduler.Plan) *commands.PlaceTasks {
 	if len(plan.Placements) == 0 && len(plan.AllocPlacements) == 0 {
 		return nil
