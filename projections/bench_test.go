@@ -12,30 +12,38 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/events/golden"
 	"github.com/corralhq/corral/events/memstore"
 	"github.com/corralhq/corral/projections"
-	"github.com/corralhq/corral/projections/internal/sim"
 )
 
-// bigHistory is a simulated cell of 2,000 machines run for 1,000,000 events,
-// in a memstore with a checkpoint every 100,000 events (the default
-// policy). Built once per process: it takes tens of seconds.
+// bigHistory is a cell of 2,000 machines run for 1,000,000 events (the
+// large history internal/history's histgen writes; make bench writes it
+// first), in a memstore with a checkpoint every 100,000 events (the
+// default policy). Built once per process: it takes tens of seconds.
 var (
 	bigOnce  sync.Once
 	bigStore *memstore.Store
 	bigLog   []events.Event // as simulated, positioned
 )
 
-const bigEvents = 1_000_000
+const (
+	bigEvents    = 1_000_000
+	largeHistory = "testdata/histories/large-1.jsonl.gz"
+)
 
 func bigHistory(b *testing.B) *memstore.Store {
 	bigOnce.Do(func() {
 		ctx := context.Background()
-		c := sim.New(sim.Large, 1)
-		c.Run(bigEvents)
-		log := c.Log[:bigEvents]
+		log, err := golden.ReadFile(largeHistory)
+		if err != nil {
+			b.Fatalf("%v: write it with go run ./internal/history/histgen -o projections/%s (make bench does)", err, largeHistory)
+		}
+		if len(log) < bigEvents {
+			b.Fatalf("%s has %d events, not %d", largeHistory, len(log), bigEvents)
+		}
+		log = log[:bigEvents]
 		bigLog = log
-		c = nil
 		var clock time.Time
 		store := memstore.NewLog().Open(func() time.Time { return clock })
 		s := projections.New()

@@ -9,7 +9,6 @@ import (
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/memstore"
 	"github.com/corralhq/corral/projections"
-	"github.com/corralhq/corral/projections/internal/sim"
 )
 
 func TestCheckpointerPolicy(t *testing.T) {
@@ -73,9 +72,12 @@ func TestLoadSkipsUnreadableCheckpoints(t *testing.T) {
 }
 
 func TestCodecRoundTripAndClone(t *testing.T) {
-	c := sim.New(sim.Small, 5)
-	c.Run(3000)
-	enc := projections.Encode(c.S)
+	log := goldenHistory(t, 5, 3500)
+	s := projections.New()
+	if err := projections.ApplyAll(s, log[:3000]); err != nil {
+		t.Fatal(err)
+	}
+	enc := projections.Encode(s)
 	d, err := projections.Decode(enc)
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +85,11 @@ func TestCodecRoundTripAndClone(t *testing.T) {
 	if !bytes.Equal(projections.Encode(d), enc) {
 		t.Fatal("decode(encode(s)) encodes differently")
 	}
-	clone := projections.Clone(c.S)
-	c.Run(3500) // the original moves on; the clone does not
+	clone := projections.Clone(s)
+	// The original moves on; the clone does not.
+	if err := projections.ApplyAll(s, log[3000:]); err != nil {
+		t.Fatal(err)
+	}
 	if !bytes.Equal(projections.Encode(clone), enc) {
 		t.Fatal("the clone changed with the original")
 	}
@@ -97,9 +102,11 @@ func TestCodecRoundTripAndClone(t *testing.T) {
 
 // FuzzDecodeState: corrupt checkpoints never panic the decoder.
 func FuzzDecodeState(f *testing.F) {
-	c := sim.New(sim.Small, 6)
-	c.Run(300)
-	f.Add(projections.Encode(c.S))
+	s := projections.New()
+	if err := projections.ApplyAll(s, goldenHistory(f, 6, 300)); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(projections.Encode(s))
 	f.Add(projections.Encode(projections.New()))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := projections.Decode(b)

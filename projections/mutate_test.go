@@ -7,7 +7,6 @@ import (
 
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
-	"github.com/corralhq/corral/projections/internal/sim"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -56,10 +55,8 @@ func TestApplyMutatedHistories(t *testing.T) {
 	for seed := uint64(1); seed <= 8; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 3))
-			c := sim.New(sim.Small, seed)
-			c.Run(3000)
 			s := projections.New()
-			for i, e := range c.Log {
+			for i, e := range goldenHistory(t, seed, 3000) {
 				if rng.IntN(10) == 0 {
 					p := proto.Clone(e.Data)
 					mutate(rng, p.ProtoReflect(), 0)

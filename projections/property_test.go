@@ -9,25 +9,39 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/events/golden"
 	"github.com/corralhq/corral/events/memstore"
 	"github.com/corralhq/corral/projections"
-	"github.com/corralhq/corral/projections/internal/sim"
 )
 
-// history runs a simulated cell for n events and stores them in a memstore
-// with the simulated recorded_at, checkpointing every `every` events.
-// It returns the store and the encoded state after every position.
+// goldenHistory is the first n events of the golden history of seed
+// (testdata/histories, written by internal/history: events the master
+// could have written).
+func goldenHistory(t testing.TB, seed uint64, n int) []events.Event {
+	t.Helper()
+	evs, err := golden.ReadFile(fmt.Sprintf("testdata/histories/small-%d.jsonl.gz", seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) < n {
+		t.Fatalf("the golden history of seed %d has %d events, the test wants %d", seed, len(evs), n)
+	}
+	return evs[:n]
+}
+
+// history stores the first n events of a golden history in a memstore
+// with their recorded_at, checkpointing every `every` events. It returns
+// the store and the encoded state after every position.
 func history(t testing.TB, seed uint64, n int64, every int64) (*memstore.Store, [][]byte) {
 	t.Helper()
 	ctx := context.Background()
-	c := sim.New(sim.Small, seed)
-	c.Run(n)
+	log := goldenHistory(t, seed, int(n))
 	var clock time.Time
 	store := memstore.NewLog().Open(func() time.Time { return clock })
 	cp := projections.NewCheckpointer(store, projections.CheckpointPolicy{EveryEvents: every}, func() time.Time { return clock }, 0)
 	s := projections.New()
 	encoded := [][]byte{projections.Encode(s)}
-	for _, e := range c.Log {
+	for _, e := range log {
 		clock = e.RecordedAt
 		e.Position = 0
 		if _, err := store.Append(ctx, events.AppendRequest{ExpectedPosition: s.Position, Events: []events.Event{e}}); err != nil {
@@ -126,15 +140,14 @@ func TestPropertyCheckpointsAndStateAt(t *testing.T) {
 
 // Replaying an event already applied changes nothing, and a gap is refused.
 func TestApplyIsIdempotentAndRefusesGaps(t *testing.T) {
-	c := sim.New(sim.Small, 9)
-	c.Run(800)
+	log := goldenHistory(t, 8, 800)
 	s := projections.New()
-	for i, e := range c.Log {
+	for i, e := range log {
 		if err := projections.Apply(s, e); err != nil {
 			t.Fatal(err)
 		}
 		before := projections.Encode(s)
-		for _, old := range c.Log[max(0, i-3) : i+1] {
+		for _, old := range log[max(0, i-3) : i+1] {
 			if err := projections.Apply(s, old); err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +156,7 @@ func TestApplyIsIdempotentAndRefusesGaps(t *testing.T) {
 			t.Fatalf("re-applying events up to %d changed the state", e.Position)
 		}
 	}
-	gap := c.Log[0]
+	gap := log[0]
 	gap.Position = s.Position + 2
 	if err := projections.Apply(s, gap); err == nil {
 		t.Fatal("gap accepted")

@@ -1,4 +1,4 @@
-package sim
+package history
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
+	"github.com/corralhq/corral/scheduler"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -248,7 +249,7 @@ func (s *Sim) schedule() {
 			if !m.Schedulable() {
 				continue
 			}
-			if _, ok := projections.MeetsHardConstraints(m.Attributes, spec.Constraints); !ok {
+			if !meetsHard(m.Attributes, spec.Constraints) {
 				continue
 			}
 			pl := commands.Placement{Task: t.Key(), Machine: m.Name, MachineVersion: m.Version, Score: s.rng.Float64(), MachinesExamined: int32(try + 1)}
@@ -459,4 +460,14 @@ func (s *Sim) allocs() {
 
 func cloneSpec(sp *events.JobSpec) *events.JobSpec {
 	return proto.Clone(sp).(*events.JobSpec)
+}
+
+// meetsHard judges constraints with the scheduler's matcher.
+func meetsHard(attrs map[string]string, cs []*events.Constraint) bool {
+	for _, c := range cs {
+		if !c.GetSoft() && !scheduler.ConstraintFromEvents(c).Matches(attrs) {
+			return false
+		}
+	}
+	return true
 }

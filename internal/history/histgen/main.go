@@ -1,0 +1,31 @@
+// Command histgen writes a large history for the projections' benchmarks:
+// the Large cell of internal/history run for -events events.
+//
+//	go run ./internal/history/histgen -o projections/testdata/histories/large-1.jsonl.gz
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/corralhq/corral/events/golden"
+	"github.com/corralhq/corral/internal/history"
+)
+
+func main() {
+	out := flag.String("o", "", "the file to write")
+	seed := flag.Uint64("seed", 1, "the cell's seed")
+	n := flag.Int64("events", 1_000_000, "how many events")
+	flag.Parse()
+	if *out == "" {
+		fmt.Fprintln(os.Stderr, "histgen: -o is required")
+		os.Exit(2)
+	}
+	c := history.New(history.Large, *seed)
+	c.Run(*n)
+	if err := golden.WriteFile(*out, c.Log[:*n]); err != nil {
+		fmt.Fprintln(os.Stderr, "histgen:", err)
+		os.Exit(1)
+	}
+}
