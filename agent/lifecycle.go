@@ -6,6 +6,7 @@ import (
 
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/events"
+	"google.golang.org/protobuf/proto"
 )
 
 // KillKind is why the agent is ending a task's process; it decides what
@@ -159,4 +160,50 @@ func Restartable(p *events.RestartPolicy, restarts int32, failed bool) bool {
 		}
 	}
 	return p.GetMaxRestarts() == 0 || restarts < p.GetMaxRestarts()
+}
+
+// UpdateAction is what a new spec for a live task comes to.
+type UpdateAction int
+
+const (
+	UpdateNothing  UpdateAction = iota // the spec in force
+	UpdateInPlace                      // limits, policies or priority: the process runs on
+	UpdateRelaunch                     // in backoff: start the new spec now
+	UpdatePending                      // being stopped for an update already: start this spec once it is gone
+	UpdateRestart                      // stop the process (for KillUpdate), then start the new spec
+)
+
+// PlanUpdate is the lifecycle's rule for an update, for the agent and the
+// simulation alike: a task that ended or is being stopped cannot be
+// updated; a spec that changes only what the process was not started with
+// (NeedsRestart) applies in place; otherwise the process is replaced.
+// key names the task in errors.
+func PlanUpdate(key string, state agentpb.TaskState, killing KillKind, version int64, spec *agentpb.TaskSpec, newVersion int64, newSpec *agentpb.TaskSpec) (UpdateAction, error) {
+	switch {
+	case Ended(state):
+		return UpdateNothing, fmt.Errorf("update %s: the task does not run here; start it", key)
+	case killing == KillStop:
+		return UpdateNothing, fmt.Errorf("update %s: the task is being stopped", key)
+	case version == newVersion && proto.Equal(spec, newSpec):
+		return UpdateNothing, nil
+	case !NeedsRestart(spec, newSpec):
+		return UpdateInPlace, nil
+	case state == agentpb.TaskState_TASK_STATE_BACKOFF:
+		return UpdateRelaunch, nil
+	case state == agentpb.TaskState_TASK_STATE_STOPPING:
+		return UpdatePending, nil
+	}
+	return UpdateRestart, nil
+}
+
+// NeedsRestart: what the process was started with changed (its command,
+// arguments, environment, files, ports), not only its limits, policies or
+// priority, which apply to the running process.
+func NeedsRestart(old, new *agentpb.TaskSpec) bool {
+	strip := func(s *agentpb.TaskSpec) *agentpb.TaskSpec {
+		c := proto.Clone(s).(*agentpb.TaskSpec)
+		c.Resources, c.Restart, c.HealthCheck, c.Priority, c.Appclass = nil, nil, nil, 0, ""
+		return c
+	}
+	return !proto.Equal(strip(old), strip(new))
 }

@@ -116,7 +116,7 @@ func newRealAgent(t *testing.T, mutate ...func(*Config)) *realAgent {
 func (ra *realAgent) shutdown() {
 	var reqs []*agentpb.Request
 	for _, ts := range ra.State().Tasks {
-		if !ended(ts.State) {
+		if !Ended(ts.State) {
 			reqs = append(reqs, StopRequest(fmt.Sprint("cleanup-", ts.Task.Job), ts.Task, "test over", 1))
 		}
 	}
@@ -125,7 +125,7 @@ func (ra *realAgent) shutdown() {
 	for time.Now().Before(deadline) {
 		live := 0
 		for _, ts := range ra.State().Tasks {
-			if !ended(ts.State) {
+			if !Ended(ts.State) {
 				live++
 			}
 		}

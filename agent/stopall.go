@@ -31,7 +31,7 @@ func (a *Agent) StopAll(ctx context.Context, grace time.Duration) error {
 		return fmt.Errorf("StopAll: the agent is closed")
 	}
 	for _, t := range a.tasks {
-		if ended(t.state) {
+		if Ended(t.state) {
 			continue
 		}
 		if err := a.stopTask(&agentpb.StopTask{Task: t.ref, Reason: ReasonAgentStopping, GracePeriodMs: grace.Milliseconds()}); err != nil {
@@ -62,7 +62,7 @@ func (a *Agent) liveTasks() []string {
 	defer a.mu.Unlock()
 	var out []string
 	for k, t := range a.tasks {
-		if !ended(t.state) {
+		if !Ended(t.state) {
 			out = append(out, k)
 		}
 	}

@@ -74,7 +74,9 @@ func (t *task) stopTimers() {
 	}
 }
 
-func ended(s agentpb.TaskState) bool {
+// Ended: the task ended (finished, failed, killed or evicted); the agent
+// keeps its record until the master has it and says forget.
+func Ended(s agentpb.TaskState) bool {
 	switch s {
 	case agentpb.TaskState_TASK_STATE_FINISHED, agentpb.TaskState_TASK_STATE_FAILED,
 		agentpb.TaskState_TASK_STATE_KILLED, agentpb.TaskState_TASK_STATE_EVICTED:
@@ -129,7 +131,7 @@ func (a *Agent) startTask(r *agentpb.StartTask) error {
 	if err := checkSpec(r.Spec); err != nil {
 		return fmt.Errorf("start %s: %w", key, err)
 	}
-	if t := a.tasks[key]; t != nil && !ended(t.state) {
+	if t := a.tasks[key]; t != nil && !Ended(t.state) {
 		if t.killing == KillStop {
 			return fmt.Errorf("start %s: the task is being stopped; start it again once it has ended", key)
 		}
@@ -165,7 +167,7 @@ func (a *Agent) stopTask(r *agentpb.StopTask) error {
 		return fmt.Errorf("stop %s: grace_period_ms %d: must not be negative", TaskKey(r.Task), r.GracePeriodMs)
 	}
 	t := a.tasks[TaskKey(r.Task)]
-	if t == nil || ended(t.state) {
+	if t == nil || Ended(t.state) {
 		return nil // nothing runs: the master's wish holds already
 	}
 	reason := r.Reason
@@ -202,17 +204,16 @@ func (a *Agent) updateTask(ref *events.TaskRef, version int64, spec *agentpb.Tas
 		return fmt.Errorf("update %s: %w", key, err)
 	}
 	t := a.tasks[key]
-	if t == nil || ended(t.state) {
+	if t == nil {
 		return fmt.Errorf("update %s: the task does not run here; start it", key)
 	}
-	if t.killing == KillStop {
-		return fmt.Errorf("update %s: the task is being stopped", key)
-	}
-	if t.version == version && proto.Equal(t.spec, spec) {
-		return nil
+	action, err := PlanUpdate(key, t.state, t.killing, t.version, t.spec, version, spec)
+	if err != nil || action == UpdateNothing {
+		return err
 	}
 	spec = proto.Clone(spec).(*agentpb.TaskSpec)
-	if !needsRestart(t.spec, spec) {
+	switch action {
+	case UpdateInPlace:
 		t.version, t.spec = version, spec
 		if t.proc != nil {
 			if err := t.proc.update(limitsFor(spec)); err != nil {
@@ -225,31 +226,18 @@ func (a *Agent) updateTask(ref *events.TaskRef, version int64, spec *agentpb.Tas
 			a.armHealth(t)
 		}
 		a.markDirty()
-		return nil
-	}
-	switch t.state {
-	case agentpb.TaskState_TASK_STATE_BACKOFF:
+	case UpdateRelaunch:
 		t.stopTimers()
 		t.version, t.spec = version, spec
 		a.launch(t)
-	case agentpb.TaskState_TASK_STATE_STOPPING:
+	case UpdatePending:
 		t.killing, t.pendingSpec, t.pendingVersion = KillUpdate, spec, version
 		a.markDirty()
-	default:
+	case UpdateRestart:
 		t.pendingSpec, t.pendingVersion = spec, version
 		a.terminate(t, KillUpdate, a.cfg.DefaultGrace, "update")
 	}
 	return nil
-}
-
-// needsRestart: what the process was started with changed.
-func needsRestart(old, new *agentpb.TaskSpec) bool {
-	strip := func(s *agentpb.TaskSpec) *agentpb.TaskSpec {
-		c := proto.Clone(s).(*agentpb.TaskSpec)
-		c.Resources, c.Restart, c.HealthCheck, c.Priority, c.Appclass = nil, nil, nil, 0, ""
-		return c
-	}
-	return !proto.Equal(strip(old), strip(new))
 }
 
 func (a *Agent) forgetTask(r *agentpb.ForgetTask) error {
@@ -261,7 +249,7 @@ func (a *Agent) forgetTask(r *agentpb.ForgetTask) error {
 	if t == nil {
 		return nil
 	}
-	if !ended(t.state) {
+	if !Ended(t.state) {
 		return fmt.Errorf("forget %s: the task is %s; stop it first", key, stateName(t.state))
 	}
 	t.stopTimers()

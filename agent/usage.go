@@ -181,7 +181,7 @@ func (a *Agent) sampleTick() {
 	}
 	a.relievePressure()
 	for key, t := range a.tasks {
-		if ended(t.state) && now.Sub(t.finishedAt) > a.cfg.RetainEnded {
+		if Ended(t.state) && now.Sub(t.finishedAt) > a.cfg.RetainEnded {
 			delete(a.tasks, key)
 			a.markDirty()
 		}

@@ -79,15 +79,8 @@ func TaskKeyOf(r *events.TaskRef) projections.TaskKey {
 	return projections.TaskKey{User: r.GetUser(), Job: r.GetJob(), Index: r.GetIndex()}
 }
 
-// AgentTaskEnded: the agent reports the task ended.
-func AgentTaskEnded(s agentpb.TaskState) bool {
-	switch s {
-	case agentpb.TaskState_TASK_STATE_FINISHED, agentpb.TaskState_TASK_STATE_FAILED,
-		agentpb.TaskState_TASK_STATE_KILLED, agentpb.TaskState_TASK_STATE_EVICTED:
-		return true
-	}
-	return false
-}
+// AgentTaskEnded: the agent reports the task ended (agent.Ended).
+func AgentTaskEnded(s agentpb.TaskState) bool { return agent.Ended(s) }
 
 // AgentTaskLive: the agent runs the task, or will again after a backoff.
 func AgentTaskLive(s agentpb.TaskState) bool {

@@ -260,41 +260,27 @@ func (a *Agent) start(r *agentpb.StartTask) error {
 func (a *Agent) update(ref *events.TaskRef, version int64, spec *agentpb.TaskSpec) error {
 	key := agent.TaskKey(ref)
 	t := a.tasks[key]
-	if t == nil || agentlink.AgentTaskEnded(t.state) {
+	if t == nil {
 		return fmt.Errorf("update %s: the task does not run here; start it", key)
 	}
-	if t.killing == agent.KillStop {
-		return fmt.Errorf("update %s: the task is being stopped", key)
-	}
-	if t.version == version && proto.Equal(t.spec, spec) {
-		return nil
+	action, err := agent.PlanUpdate(key, t.state, t.killing, t.version, t.spec, version, spec)
+	if err != nil || action == agent.UpdateNothing {
+		return err
 	}
 	spec = proto.Clone(spec).(*agentpb.TaskSpec)
-	if !needsRestart(t.spec, spec) {
+	switch action {
+	case agent.UpdateInPlace:
 		t.version, t.spec = version, spec
-		return nil
-	}
-	switch t.state {
-	case agentpb.TaskState_TASK_STATE_BACKOFF:
+	case agent.UpdateRelaunch:
 		t.version, t.spec = version, spec
 		a.launch(t)
-	case agentpb.TaskState_TASK_STATE_STOPPING:
+	case agent.UpdatePending:
 		t.killing, t.pendingSpec, t.pendingVersion = agent.KillUpdate, spec, version
-	default:
+	case agent.UpdateRestart:
 		t.pendingSpec, t.pendingVersion = spec, version
 		a.terminate(t, agent.KillUpdate)
 	}
 	return nil
-}
-
-// needsRestart: what the process was started with changed (agent/task.go).
-func needsRestart(old, new *agentpb.TaskSpec) bool {
-	strip := func(s *agentpb.TaskSpec) *agentpb.TaskSpec {
-		c := proto.Clone(s).(*agentpb.TaskSpec)
-		c.Resources, c.Restart, c.HealthCheck, c.Priority, c.Appclass = nil, nil, nil, 0, ""
-		return c
-	}
-	return !proto.Equal(strip(old), strip(new))
 }
 
 func (a *Agent) stop(r *agentpb.StopTask) error {
