@@ -9,10 +9,10 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 test: verify test-only fuzz-short
 
 # Everything short of running the tests: formatting, vet, staticcheck, go.mod
-# tidy and generated code up to date. The tools are pinned in go.mod.
-# `make deadcode` (code only tests reach, outside scripts/deadcode-allow)
-# joins it when the last twins of shipped logic are gone; today it lists them.
-verify: fmt-check vet staticcheck tidy-check proto-check
+# tidy, generated code up to date, and no code that only tests reach outside
+# scripts/deadcode-allow (a twin of shipped logic, or dead). The tools are
+# pinned in go.mod.
+verify: fmt-check vet staticcheck tidy-check proto-check deadcode
 
 vet:
 	$(GO) vet $(PKGS)
@@ -79,4 +79,4 @@ fuzz-short:
 SOAKTIME ?= 10m
 soak:
 	$(MAKE) fuzz-short FUZZSCALE=50
-	$(GO) test -run '^TestSim$$' -count=1 -timeout 0 ./commands/sim/ -sim.budget $(SOAKTIME) -v
+	$(GO) test -run '^TestSim$$' -count=1 -timeout 0 ./internal/cellsim/ -sim.budget $(SOAKTIME) -v

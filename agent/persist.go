@@ -272,7 +272,7 @@ func loadTask(st savedTask) (*task, error) {
 	if err := protojson.Unmarshal(st.Spec, spec); err != nil {
 		return nil, fmt.Errorf("task spec: %w", err)
 	}
-	if err := checkRef(status.Task); err != nil {
+	if err := ValidateTaskRef(status.Task); err != nil {
 		return nil, err
 	}
 	t := &task{

@@ -28,7 +28,9 @@ var (
 	portNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,` + strconv.Itoa(events.MaxPortNameLen) + `}$`)
 )
 
-func checkRef(ref *events.TaskRef) error {
+// ValidateTaskRef checks a task reference as the agent does before it acts
+// on one: its names become directory and cgroup names.
+func ValidateTaskRef(ref *events.TaskRef) error {
 	if ref == nil {
 		return errors.New("task: required")
 	}
@@ -44,8 +46,10 @@ func checkRef(ref *events.TaskRef) error {
 	return nil
 }
 
-// checkSpec validates a resolved task spec. The error names the field.
-func checkSpec(s *agentpb.TaskSpec) error {
+// ValidateTaskSpec validates a resolved task spec exactly as the agent does
+// before it starts or updates a task (the simulated agents call it too).
+// The error names the field.
+func ValidateTaskSpec(s *agentpb.TaskSpec) error {
 	if s == nil {
 		return errors.New("spec: required")
 	}
@@ -294,7 +298,7 @@ func ResolveSpec(job *events.JobSpec, index int32, ports []int32) (*agentpb.Task
 		}
 		s.Ports = append(s.Ports, p)
 	}
-	if err := checkSpec(s); err != nil {
+	if err := ValidateTaskSpec(s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -306,10 +310,3 @@ func orEmpty(r *events.Resources) *events.Resources {
 	}
 	return r
 }
-
-// ValidateTaskRef and ValidateTaskSpec check what a start or update request
-// carries exactly as the agent will, so the master (or a simulated agent)
-// can refuse bad input before sending it. Errors name the field.
-func ValidateTaskRef(r *events.TaskRef) error { return checkRef(r) }
-
-func ValidateTaskSpec(s *agentpb.TaskSpec) error { return checkSpec(s) }

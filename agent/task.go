@@ -124,11 +124,11 @@ func containerName(ref *events.TaskRef, gen int64) string {
 // ---- requests (a.mu held) ----------------------------------------------------
 
 func (a *Agent) startTask(r *agentpb.StartTask) error {
-	if err := checkRef(r.GetTask()); err != nil {
+	if err := ValidateTaskRef(r.GetTask()); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	key := TaskKey(r.Task)
-	if err := checkSpec(r.Spec); err != nil {
+	if err := ValidateTaskSpec(r.Spec); err != nil {
 		return fmt.Errorf("start %s: %w", key, err)
 	}
 	if t := a.tasks[key]; t != nil && !Ended(t.state) {
@@ -160,7 +160,7 @@ func (a *Agent) startTask(r *agentpb.StartTask) error {
 }
 
 func (a *Agent) stopTask(r *agentpb.StopTask) error {
-	if err := checkRef(r.GetTask()); err != nil {
+	if err := ValidateTaskRef(r.GetTask()); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
 	if r.GracePeriodMs < 0 {
@@ -196,11 +196,11 @@ func (a *Agent) stopTask(r *agentpb.StopTask) error {
 // updateTask changes a live task's spec: in place when only limits,
 // priority, restart policy or health check change, by restarting otherwise.
 func (a *Agent) updateTask(ref *events.TaskRef, version int64, spec *agentpb.TaskSpec) error {
-	if err := checkRef(ref); err != nil {
+	if err := ValidateTaskRef(ref); err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
 	key := TaskKey(ref)
-	if err := checkSpec(spec); err != nil {
+	if err := ValidateTaskSpec(spec); err != nil {
 		return fmt.Errorf("update %s: %w", key, err)
 	}
 	t := a.tasks[key]
@@ -241,7 +241,7 @@ func (a *Agent) updateTask(ref *events.TaskRef, version int64, spec *agentpb.Tas
 }
 
 func (a *Agent) forgetTask(r *agentpb.ForgetTask) error {
-	if err := checkRef(r.GetTask()); err != nil {
+	if err := ValidateTaskRef(r.GetTask()); err != nil {
 		return fmt.Errorf("forget: %w", err)
 	}
 	key := TaskKey(r.Task)

@@ -35,7 +35,7 @@ The master, for every command:
     ReportAgentState.Orphans tell the scheduler and the link what was
     refused and what to stop.
 
-Spec files are decoded by DecodeSpec (YAML or JSON) and DecodeSpecJSON;
+Spec files are decoded by DecodeSpecJSON (the CLI turns Jsonnet and YAML into JSON first);
 specs that arrive as protobuf are checked by ValidateSpec.
 
 # Invariants

@@ -29,13 +29,10 @@ func ExampleDecide() {
 	run(commands.RegisterMachine{Meta: admin, Machine: "m1", Address: "10.0.0.1:7000",
 		Capacity: projections.Resources{CPUMilli: 8000, MemoryBytes: 32 << 30, Ports: 100}})
 
-	spec, err := commands.DecodeSpec([]byte(`
-name: web
-priority: production
-count: 2
-command: /bin/server
-resources: {cpu: 500m, memory: 1GiB}
-`), "alice")
+	spec, err := commands.DecodeSpecJSON([]byte(`{
+  "name": "web", "priority": "production", "count": 2, "command": "/bin/server",
+  "resources": {"cpu": "500m", "memory": "1GiB"}
+}`), "alice")
 	if err != nil {
 		panic(err)
 	}
@@ -53,15 +50,12 @@ resources: {cpu: 500m, memory: 1GiB}
 	// pending: 2
 }
 
-func ExampleDecodeSpec_errors() {
-	_, err := commands.DecodeSpec([]byte(`
-name: web
-count: 4
-command: /bin/server
-resources: {cpu: 0, memory: 1GiB}
-tasks:
-  "3": {resources: {cpu: 1, memory: 0}}
-`), "alice")
+func ExampleDecodeSpecJSON_errors() {
+	_, err := commands.DecodeSpecJSON([]byte(`{
+  "name": "web", "count": 4, "command": "/bin/server",
+  "resources": {"cpu": 0, "memory": "1GiB"},
+  "tasks": {"3": {"resources": {"cpu": 1, "memory": 0}}}
+}`), "alice")
 	fmt.Println(err)
 	// Output:
 	// resources.cpu: must be > 0; tasks[3].resources.memory: must be > 0

@@ -22,7 +22,7 @@ func FuzzDecodeSpec(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		spec, err := DecodeSpec(data, "alice")
+		spec, err := decodeYAML(data, "alice")
 		if err != nil {
 			if CodeOf(err) != InvalidArgument {
 				t.Fatalf("refusal %v has code %v", err, CodeOf(err))

@@ -14,14 +14,6 @@ import (
 // when the spec's update policy does not say.
 const DefaultMaxDisruptions = 1
 
-// RestartNeeded reports whether task index, running spec old, must restart
-// to run spec new: its command line, environment, resources, constraints,
-// ports, package, alloc set or appclass differ. Priority, labels, count,
-// health check, restart and update policy change in place (Borg §2.3).
-func RestartNeeded(old, new *events.JobSpec, index int32) bool {
-	return !restartFieldsEqual(old, new) || !proto.Equal(old.GetOverrides()[index], new.GetOverrides()[index])
-}
-
 // jobRestartNeeded reports whether any task of new needs a restart.
 func jobRestartNeeded(old, new *events.JobSpec) bool {
 	if !restartFieldsEqual(old, new) {
@@ -49,18 +41,6 @@ func maxDisruptions(spec *events.JobSpec) int {
 		return int(n)
 	}
 	return DefaultMaxDisruptions
-}
-
-// Disruptions counts a job's tasks that a rolling update stopped and whose
-// replacements have not started yet.
-func Disruptions(j *projections.Job) int {
-	n := 0
-	for _, t := range j.Tasks {
-		if t != nil && t.State != projections.TaskDead && t.Replacing {
-			n++
-		}
-	}
-	return n
 }
 
 // rollForward moves a job's live tasks toward the spec in force: tasks that

@@ -12,34 +12,22 @@ import (
 
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
-	"sigs.k8s.io/yaml"
 )
 
 // MaxSpecBytes bounds a spec file.
 const MaxSpecBytes = 1 << 20
 
-// DecodeSpec reads a job spec written in YAML or JSON (YAML's superset),
-// checks it, and returns it with User set to user, the caller's identity.
-// Every problem is reported at once in an *Error with Details, each naming
-// its field as written in the file (`tasks[3].resources.memory: must be > 0`).
+// DecodeSpecJSON reads a job spec written in JSON (the CLI turns its
+// Jsonnet and YAML files into JSON first), checks it, and returns it with
+// User set to user, the caller's identity. Every problem is reported at
+// once in an *Error with Details, each naming its field as written in the
+// file (`tasks[3].resources.memory: must be > 0`).
 //
 // The file's friendlier forms: priority as a band name (monitoring,
 // production, batch, best-effort) or an integer 0-11; cpu and gpu as "500m"
 // or cores (0.5); memory and disk as "2GiB", "512Mi", "1G" or bytes;
 // durations as "10s" or milliseconds; constraints with op =, !=, <, >, in,
 // exists, soft or hard; per-task overrides under tasks, keyed by index.
-func DecodeSpec(data []byte, user string) (*events.JobSpec, error) {
-	if len(data) > MaxSpecBytes {
-		return nil, invalid("", "the spec is %d bytes, more than the %d allowed", len(data), MaxSpecBytes)
-	}
-	js, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, invalid("", "not YAML or JSON: %v", err)
-	}
-	return DecodeSpecJSON(js, user)
-}
-
-// DecodeSpecJSON is DecodeSpec for JSON only.
 func DecodeSpecJSON(data []byte, user string) (*events.JobSpec, error) {
 	if len(data) > MaxSpecBytes {
 		return nil, invalid("", "the spec is %d bytes, more than the %d allowed", len(data), MaxSpecBytes)

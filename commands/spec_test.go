@@ -7,6 +7,7 @@ import (
 	"github.com/corralhq/corral/events"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
 )
 
 const fullSpecYAML = `
@@ -37,7 +38,7 @@ package: web-1.2.3
 `
 
 func TestDecodeSpecFriendlyForms(t *testing.T) {
-	got, err := DecodeSpec([]byte(fullSpecYAML), "alice")
+	got, err := decodeYAML([]byte(fullSpecYAML), "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ secret_env: [TOKEN]
 env: {TOKEN: abc}
 user: mallory
 `
-	_, err := DecodeSpec([]byte(in), "alice")
+	_, err := decodeYAML([]byte(in), "alice")
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -195,8 +196,21 @@ func TestParseQuantities(t *testing.T) {
 
 func TestDecodeSpecNotAnObject(t *testing.T) {
 	for _, in := range []string{"[1,2]", "42", "null", "{", "name: [unclosed", "{} {}"} {
-		if _, err := DecodeSpec([]byte(in), "alice"); CodeOf(err) != InvalidArgument {
+		if _, err := decodeYAML([]byte(in), "alice"); CodeOf(err) != InvalidArgument {
 			t.Errorf("%q: %v", in, err)
 		}
 	}
+}
+
+// decodeYAML reads a spec written in YAML as the CLI does: YAML to JSON,
+// then DecodeSpecJSON.
+func decodeYAML(data []byte, user string) (*events.JobSpec, error) {
+	if len(data) > MaxSpecBytes {
+		return nil, invalid("", "the spec is %d bytes, more than the %d allowed", len(data), MaxSpecBytes)
+	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, invalid("", "not YAML or JSON: %v", err)
+	}
+	return DecodeSpecJSON(js, user)
 }

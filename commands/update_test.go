@@ -64,7 +64,7 @@ func TestUpdatePriorityOnlyWithoutRestart(t *testing.T) {
 			t.Fatalf("%+v", tk)
 		}
 	}
-	if got := c.s.SelectJobs(projections.MustParseSelector("v=2"), ""); len(got) != 1 {
+	if got := c.s.SelectJobs(mustParseSelector("v=2"), ""); len(got) != 1 {
 		t.Fatal("label index not updated")
 	}
 	// One uncommitted update at a time.
@@ -163,7 +163,7 @@ func TestRollingUpdateNeverExceedsDisruptionLimit(t *testing.T) {
 					evs = c.do(RollingUpdateStep{Meta: root})
 				}
 				updates += count(evs, "TaskEvicted")
-				if d := Disruptions(j); d > int(limit) {
+				if d := disruptions(j); d > int(limit) {
 					t.Fatalf("step %d: %d tasks disrupted, limit %d\n%s", step, d, limit, dump(evs))
 				}
 			}
@@ -237,8 +237,8 @@ func TestRollingUpdateStepsAndRollback(t *testing.T) {
 		t.Fatalf("current %d update %v", j.Current, j.Update)
 	}
 	// Tasks 1 and 2 are still being replaced: the limit of 2 holds task 0.
-	if Disruptions(j) != 2 {
-		t.Fatal(Disruptions(j))
+	if disruptions(j) != 2 {
+		t.Fatal(disruptions(j))
 	}
 	c.settle()
 	evs = c.do(RollingUpdateStep{Meta: root})
@@ -287,7 +287,28 @@ func TestUpdateBySelectorAndScale(t *testing.T) {
 	if r := evs[5].Data.(*events.TaskSubmitted); r.Job != "web" || r.Index != 2 || r.SpecVersion != 3 {
 		t.Fatalf("%v", r)
 	}
-	if got := c.s.SelectJobs(projections.MustParseSelector("env"), "alice"); len(got) != 0 {
+	if got := c.s.SelectJobs(mustParseSelector("env"), "alice"); len(got) != 0 {
 		t.Fatal("label removed but still indexed")
 	}
+}
+
+// disruptions counts a job's tasks that a rolling update stopped and whose
+// replacements have not started yet.
+func disruptions(j *projections.Job) int {
+	n := 0
+	for _, t := range j.Tasks {
+		if t != nil && t.State != projections.TaskDead && t.Replacing {
+			n++
+		}
+	}
+	return n
+}
+
+// mustParseSelector is projections.ParseSelector for constants in tests.
+func mustParseSelector(text string) projections.Selector {
+	s, err := projections.ParseSelector(text)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

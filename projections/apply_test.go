@@ -70,7 +70,7 @@ func TestApplyTaskLifecycleAndIndexes(t *testing.T) {
 		t.Fatalf("after eviction: %+v, machine %v", tk, m.Limits)
 	}
 	// Indexes.
-	if got := s.SelectJobs(MustParseSelector("team=web"), ""); len(got) != 1 || got[0] != j {
+	if got := s.SelectJobs(mustParseSelector("team=web"), ""); len(got) != 1 || got[0] != j {
 		t.Fatal("label index")
 	}
 	if got := s.JobsOf("alice"); len(got) != 1 || len(s.JobsOf("bob")) != 0 {
@@ -209,4 +209,13 @@ func TestLastEndSurvivesResubmission(t *testing.T) {
 			t.Fatalf("checkpoint lost the last end: %+v", dt)
 		}
 	}
+}
+
+// mustParseSelector is ParseSelector for constants in tests.
+func mustParseSelector(text string) Selector {
+	s, err := ParseSelector(text)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

@@ -223,15 +223,3 @@ func (c *Checkpointer) Save(ctx context.Context, s *State) (events.Checkpoint, e
 	c.last, c.lastAt = s.Position, now
 	return cp, nil
 }
-
-// Clone returns an independent deep copy of s, for a reader (the scheduler)
-// that must not see Apply's later changes. It costs an encode and a decode:
-// a few hundred milliseconds for 100,000 tasks, so take one per pass, not
-// per task.
-func Clone(s *State) *State {
-	c, err := Decode(Encode(s))
-	if err != nil {
-		panic(fmt.Sprintf("projections: clone: %v", err)) // Encode's output always decodes
-	}
-	return c
-}

@@ -32,9 +32,8 @@ A master (or a follower, or a tool) keeps a State and:
  6. After applying, asks its Checkpointer: cp.Maybe(ctx, s) writes
     Encode(s) when EveryEvents events or Every of clock time have passed.
     The clock is the caller's.
- 7. Hands readers that must not see later changes (the scheduler's pass)
-    a Clone(s), or holds its lock while they read. Apply is not safe for
-    concurrent use with readers.
+ 7. Holds its lock while readers read (the scheduler builds its pass's
+    input under it). Apply is not safe for concurrent use with readers.
 
 StateAt(ctx, store, p) returns the state after position p: the newest
 checkpoint at or before p, then the events up to p. StateAtTime finds the

@@ -113,15 +113,6 @@ func ParseSelector(text string) (Selector, error) {
 	return sel, nil
 }
 
-// MustParseSelector is ParseSelector for constants in tests and examples.
-func MustParseSelector(text string) Selector {
-	s, err := ParseSelector(text)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
-
 // splitTerms splits on commas outside parentheses.
 func splitTerms(text string) ([]string, error) {
 	var terms []string

@@ -41,7 +41,7 @@ func (a *startsHeld) Poll(ctx context.Context, req *agentpb.PollRequest) (*agent
 // evicted and placed on the same machine again, is history of the earlier
 // placement: the new leader must not take it for the new placement's start
 // and record a running task whose process is long gone. Found by the
-// simulation (commands/sim, seed 30040 before the fix).
+// simulation (internal/cellsim, seed 30040 before the fix).
 func TestLinkReplayedStartOfAnEarlierPlacement(t *testing.T) {
 	c := newLinkCell(t, testLinkConfig())
 	sa := &scriptedAgent{tasks: map[string]*agentpb.TaskStatus{}, pid: 100}

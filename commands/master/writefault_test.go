@@ -19,7 +19,7 @@ import (
 // faultyStore is a store whose faults a test switches: every call failing
 // (the database unreachable), appends that commit but whose answer is lost,
 // appends held until released. These are the write path's failures the
-// simulation (commands/sim) found mishandled.
+// simulation (internal/cellsim) found mishandled.
 type faultyStore struct {
 	events.Store
 	down       atomic.Bool

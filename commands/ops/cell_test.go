@@ -29,7 +29,7 @@ import (
 // cell is a whole cell in one process, wired as `corral master` wires it:
 // an instrumented store, a master with its scheduler loop and link hooked
 // to the metrics, the API behind the metrics interceptors, an HTTP server
-// with /metrics, /healthz and /readyz, and real agents with their own
+// with /metrics and /readyz, and real agents with their own
 // HTTP servers.
 type cell struct {
 	t      *testing.T
@@ -111,7 +111,6 @@ func startCell(t *testing.T, store events.Store, machines int) *cell {
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", ops.MetricsHandler(reg))
-	mux.Handle("GET /healthz", ops.Healthz())
 	mux.Handle("GET /readyz", ops.Readyz(2*time.Second, ops.MasterChecks(m, 100)...))
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

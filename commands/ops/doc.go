@@ -15,7 +15,7 @@
 //     (by type), store operations (by result) and their latency, and the
 //     newest checkpoint's position and age. Every method delegates.
 //   - NewLogger (text or JSON, a slog.LevelVar settable at run time through
-//     LevelHandler or SIGUSR1), Healthz and Readyz handlers (MasterReady
+//     LevelHandler or SIGUSR1), the Readyz handler (MasterReady
 //     checks the store, the projection's lag behind the head and a leader),
 //     ServeDebug (net/http/pprof on a loopback address only).
 //   - Doctor: the checks of `corral doctor`, each with what is wrong in

@@ -29,14 +29,6 @@ func MetricsHandler(g prometheus.Gatherer) http.Handler {
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// Healthz answers 200 "ok" while the process serves HTTP: liveness.
-func Healthz() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-}
-
 // Check is one readiness check: nil when it passes, else what is wrong.
 type Check struct {
 	Name string

@@ -38,9 +38,6 @@ func TestScrapeMovesWhenAJobRuns(t *testing.T) {
 		code, body := get(t, c.web, "/readyz")
 		return code == 200, body
 	})
-	if code, body := get(t, c.web, "/healthz"); code != 200 || body != "ok\n" {
-		t.Errorf("/healthz: %d %q", code, body)
-	}
 
 	before := scrape(t, c.web)
 	for _, name := range []string{

@@ -2,7 +2,7 @@
 // `update` and `render`: Jsonnet (.jsonnet, .libsonnet), YAML (.yaml, .yml)
 // or JSON (.json), chosen by the file's extension.
 //
-// A file holds one job spec (the format commands.DecodeSpec reads), or a
+// A file holds one job spec (the format commands.DecodeSpecJSON reads), or a
 // bundle:
 //
 //	{

@@ -1,5 +1,5 @@
 /*
-Package sim is a deterministic simulation of a whole corral cell, driven by
+Package cellsim is a deterministic simulation of a whole corral cell, driven by
 one seed: three master replicas sharing an event log, a handful of
 machines with their agents and processes, clients sending requests, and the
 faults Borg lives with (§4 of the paper: failures are the norm), all in one
@@ -72,8 +72,8 @@ make test runs TestSim for a wall-time budget (-sim.budget, 15 s by
 default, 3 s with -short) over fresh seeds, two at a time; a failure prints
 its seed. To replay one seed exactly, with its trace:
 
-	go test ./commands/sim -run 'TestSim$' -seed N -v
-	CORRAL_SIM_SEED=N go test ./commands/sim -run 'TestSim$' -v
+	go test ./internal/cellsim -run 'TestSim$' -seed N -v
+	CORRAL_SIM_SEED=N go test ./internal/cellsim -run 'TestSim$' -v
 
 The flag is this package's: `go test ./... -seed N` cannot work, because
 every other test binary refuses a flag it does not define; the environment
@@ -81,4 +81,4 @@ variable works from anywhere (CORRAL_SIM_SEED=N go test ./...). To run a
 fixed batch, set CORRAL_SIM_BASE: the batch's seeds are BASE+1, BASE+2, ...
 BenchmarkSim reports seeds and steps per minute.
 */
-package sim
+package cellsim

@@ -1,4 +1,4 @@
-package sim
+package cellsim
 
 import (
 	"crypto/sha256"
@@ -79,7 +79,7 @@ func TestSim(t *testing.T) {
 				mu.Unlock()
 				if err != nil {
 					mu.Lock()
-					failed = append(failed, fmt.Sprintf("seed %d: %v\n\treplay it: go test ./commands/sim -run 'TestSim$' -seed %d -v", seed, err, seed))
+					failed = append(failed, fmt.Sprintf("seed %d: %v\n\treplay it: go test ./internal/cellsim -run 'TestSim$' -seed %d -v", seed, err, seed))
 					mu.Unlock()
 					return
 				}
