@@ -62,7 +62,7 @@ func TestReportAgentState(t *testing.T) {
 	c.place("alice", "svc", 1, "m1")
 	c.start("m1")
 	evs = c.do(ReportAgentState{Meta: root, Machine: "m1", Tasks: []AgentTask{{Task: key("alice", "svc", 1), State: AgentFailed, ExitCode: 3}}})
-	if len(evs) != 1 || c.task("alice", "svc", 1).How != projections.Failed {
+	if len(evs) != 1 || c.task("alice", "svc", 1).End != projections.Failed {
 		t.Fatalf("%s", dump(evs))
 	}
 	// Task 3 vanished while running: lost, and pending again.
@@ -188,7 +188,7 @@ func TestFailuresBackOffAcrossReschedules(t *testing.T) {
 	if s := fail("m1"); s != nil {
 		t.Fatalf("resubmitted past max_restarts: %+v", s)
 	}
-	if tk := c.task("alice", "crash", 0); tk.State != projections.TaskDead || tk.How != projections.Failed || tk.Restarts != 3 {
+	if tk := c.task("alice", "crash", 0); tk.State != projections.TaskDead || tk.End != projections.Failed || tk.Restarts != 3 {
 		t.Fatalf("after max_restarts: %+v", tk)
 	}
 

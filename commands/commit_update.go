@@ -23,7 +23,7 @@ func (c CommitUpdate) decide(s *projections.State, now time.Time) ([]events.Even
 	if j.Update == nil {
 		return nil, refuse(FailedPrecondition, "job", "%s has no uncommitted update", jobRef(j.User, j.Name))
 	}
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	b.add(jobStream(j), &events.JobUpdateCommitted{User: j.User, Job: j.Name, SpecVersion: j.Update.To})
 	return b.evs, nil
 }

@@ -41,7 +41,7 @@ func (c CreateAllocSet) decide(s *projections.State, now time.Time) ([]events.Ev
 	if s.AllocSets[projections.JobKey{User: user, Name: c.Name}] != nil {
 		return nil, refuse(AlreadyExists, "name", "alloc set %s/%s exists", user, c.Name)
 	}
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	demand, ok := c.Resources.ScaleChecked(int64(c.Count))
 	if !ok {
 		return nil, refuse(InvalidArgument, "resources", "%d allocs of [%s] total more than any total the cell keeps (%d in a dimension): ask for fewer or smaller allocs", c.Count, c.Resources, int64(events.MaxTotal))

@@ -28,7 +28,7 @@ func (c DrainMachine) decide(s *projections.State, now time.Time) ([]events.Even
 	if !c.Draining && !m.Draining {
 		return nil, nil
 	}
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	b.add(events.MachineStream(m.Name), &events.MachineDrainSet{Machine: m.Name, Draining: c.Draining, Reason: c.Reason})
 	if c.Draining {
 		b.clearMachine(m, true, "drain")

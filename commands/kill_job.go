@@ -48,7 +48,7 @@ func (c KillJob) decide(s *projections.State, now time.Time) ([]events.Event, er
 	if reason == "" {
 		reason = "killed by " + c.Actor.User
 	}
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	for _, j := range jobs {
 		b.killJob(j, reason)
 	}

@@ -31,13 +31,13 @@ func (c KillTask) decide(s *projections.State, now time.Time) ([]events.Event, e
 		return nil, refuse(NotFound, "index", "%s has no task %d", jobRef(user, c.Job), c.Index)
 	}
 	if t.State == projections.TaskDead {
-		return nil, refuse(FailedPrecondition, "index", "task %s is already dead (%s)", t.Key(), t.How)
+		return nil, refuse(FailedPrecondition, "index", "task %s is already dead (%s)", t.Key(), t.End)
 	}
 	reason := c.Reason
 	if reason == "" {
 		reason = "killed by " + c.Actor.User
 	}
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	b.kill(t, reason)
 	b.finishJobs()
 	return b.evs, nil

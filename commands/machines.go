@@ -76,7 +76,7 @@ func checkMachineName(v *violations, name string) {
 // clearMachine moves every task and alloc off a machine: tasks are evicted
 // (drain) or lost (down, removed) and resubmitted when their jobs still
 // want them; allocs become pending again.
-func (b *batch) clearMachine(m *projections.Machine, evict bool, reason string) {
+func (b *draft) clearMachine(m *projections.Machine, evict bool, reason string) {
 	for _, t := range m.Tasks() {
 		if b.dead(t) {
 			continue

@@ -93,17 +93,17 @@ func (c PlaceTasks) decide(s *projections.State, now time.Time) ([]events.Event,
 	return evs, nil
 }
 
-// machineUse is what the batch's own placements and preemptions changed on
+// machineUse is what the command's own placements and preemptions changed on
 // one machine.
 type machineUse struct {
 	limits, reserved projections.Resources
-	ports            map[int32]bool // taken (true) or freed (false) in this batch
+	ports            map[int32]bool // taken (true) or freed (false) by this command
 }
 
 type planner struct {
-	*batch
+	*draft
 	use       map[*projections.Machine]*machineUse
-	allocAt   map[*projections.Alloc]*projections.Machine // placed in this batch
+	allocAt   map[*projections.Alloc]*projections.Machine // placed by this command
 	allocUsed map[*projections.Alloc]projections.Resources
 }
 
@@ -117,7 +117,7 @@ func (p *planner) machineUse(m *projections.Machine) *machineUse {
 }
 
 func (c PlaceTasks) plan(s *projections.State, now time.Time) ([]events.Event, []Refusal) {
-	p := &planner{batch: newBatch(s, now), use: map[*projections.Machine]*machineUse{},
+	p := &planner{draft: newDraft(s, now), use: map[*projections.Machine]*machineUse{},
 		allocAt: map[*projections.Alloc]*projections.Machine{}, allocUsed: map[*projections.Alloc]projections.Resources{}}
 	var refused []Refusal
 	next := 0 // the next alloc
@@ -155,7 +155,7 @@ func (p *planner) schedulable(name string, version int64) (*projections.Machine,
 	return m, ""
 }
 
-// free is what a new task or alloc may use on m after the batch so far:
+// free is what a new task or alloc may use on m after the command's placements so far:
 // the pass's own rule, scheduler.Available.
 func (p *planner) free(m *projections.Machine, prod bool) projections.Resources {
 	u := p.machineUse(m)

@@ -30,7 +30,7 @@ func (c RegisterMachine) decide(s *projections.State, now time.Time) ([]events.E
 	if s.Machines[c.Machine] != nil {
 		return nil, refuse(AlreadyExists, "machine", "machine %s is registered already; use UpdateMachine to change it", c.Machine)
 	}
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	b.add(events.MachineStream(c.Machine), &events.MachineRegistered{Machine: c.Machine, Address: c.Address,
 		Capacity: c.Capacity.Proto(), Attributes: c.Attributes, PortBase: c.PortBase})
 	return b.evs, nil

@@ -35,7 +35,7 @@ func (c RemoveAllocSet) decide(s *projections.State, now time.Time) ([]events.Ev
 		return nil, refuse(FailedPrecondition, "name", "live jobs run in alloc set %s/%s: %s; kill them or update them out of it first",
 			user, c.Name, strings.Join(using, ", "))
 	}
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	b.add(events.AllocSetStream(user, c.Name), &events.AllocSetRemoved{User: user, Name: c.Name})
 	return b.evs, nil
 }

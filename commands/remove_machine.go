@@ -23,7 +23,7 @@ func (c RemoveMachine) decide(s *projections.State, now time.Time) ([]events.Eve
 	if m == nil {
 		return nil, refuse(NotFound, "machine", "machine %q is not registered", c.Machine)
 	}
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	b.clearMachine(m, false, "machine removed")
 	b.add(events.MachineStream(m.Name), &events.MachineRemoved{Machine: m.Name, Reason: c.Reason})
 	b.finishJobs()

@@ -82,7 +82,7 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 	if m == nil {
 		return nil, refuse(NotFound, "machine", "machine %q is not registered; the agent must register first", c.Machine)
 	}
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	if c.Unreachable {
 		if m.State == projections.MachineDown {
 			return nil, nil
@@ -152,7 +152,7 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 	return b.evs, nil
 }
 
-func (b *batch) reportTask(t *projections.Task, at AgentTask) {
+func (b *draft) reportTask(t *projections.Task, at AgentTask) {
 	j := t.Job
 	switch at.State {
 	case AgentRunning:

@@ -30,7 +30,7 @@ func (c RollbackUpdate) decide(s *projections.State, now time.Time) ([]events.Ev
 	if back == nil {
 		return nil, refuse(FailedPrecondition, "job", "%s: spec version %d is missing", jobRef(j.User, j.Name), j.Update.From)
 	}
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	v := j.LatestVersion() + 1
 	b.add(jobStream(j), &events.JobUpdateRolledBack{User: j.User, Job: j.Name, FromVersion: j.Current, ToVersion: j.Update.From, SpecVersion: v})
 	b.current[j] = projections.SpecVersion{Version: v, Spec: back}

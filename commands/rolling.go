@@ -47,7 +47,7 @@ func maxDisruptions(spec *events.JobSpec) int {
 // need no restart, and pending ones, move at once (TaskUpdated); placed
 // ones that need a restart are stopped and resubmitted, no more than the
 // update policy's max_disruptions stopped and not yet running again.
-func (b *batch) rollForward(j *projections.Job) {
+func (b *draft) rollForward(j *projections.Job) {
 	if b.jobEnded(j) {
 		return
 	}
@@ -91,7 +91,7 @@ func (b *batch) rollForward(j *projections.Job) {
 
 // scale kills the tasks beyond a new, smaller count and submits the ones a
 // larger count adds.
-func (b *batch) scale(j *projections.Job, oldCount, newCount int32, version int64) {
+func (b *draft) scale(j *projections.Job, oldCount, newCount int32, version int64) {
 	for _, t := range j.Tasks {
 		if t != nil && t.Index >= newCount && !b.dead(t) {
 			b.kill(t, "scaled-down")

@@ -19,7 +19,7 @@ type RollingUpdateStep struct {
 }
 
 func (c RollingUpdateStep) decide(s *projections.State, now time.Time) ([]events.Event, error) {
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	if c.Job != "" {
 		j, err := liveJob(s, c.Actor, c.User, c.Job)
 		if err != nil {

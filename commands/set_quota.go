@@ -57,7 +57,7 @@ func (c SetQuota) decide(s *projections.State, now time.Time) ([]events.Event, e
 				total, capacity, total.Exceeding(capacity))
 		}
 	}
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	b.add(events.QuotaStream(c.User), &events.QuotaSet{User: c.User, Band: band.String(), Resources: c.Resources.Proto()})
 	return b.evs, nil
 }

@@ -45,7 +45,7 @@ func (c SubmitJob) decide(s *projections.State, now time.Time) ([]events.Event, 
 			deferred = true
 		}
 	}
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	if err := checkAllocSet(s, spec); err != nil {
 		return nil, err
 	}

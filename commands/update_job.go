@@ -63,7 +63,7 @@ func (c JobChange) apply(spec *events.JobSpec) {
 }
 
 func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, error) {
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	switch {
 	case c.Spec != nil && c.Selector != "":
 		return nil, invalid("selector", "give a spec or a selector with a change, not both")
@@ -103,7 +103,7 @@ func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, 
 }
 
 // updateJob adds the events of one job's update to b.
-func (b *batch) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, several bool) error {
+func (b *draft) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, several bool) error {
 	// When several jobs are updated, errors say which one: fields become
 	// jobs[user/name].field, messages start with the job.
 	wrap := func(err error) error {

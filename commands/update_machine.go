@@ -33,7 +33,7 @@ func (c UpdateMachine) decide(s *projections.State, now time.Time) ([]events.Eve
 	if err := v.err(); err != nil {
 		return nil, err
 	}
-	b := newBatch(s, now)
+	b := newDraft(s, now)
 	b.add(events.MachineStream(c.Machine), &events.MachineUpdated{Machine: c.Machine, Address: c.Address,
 		Capacity: c.Capacity.Proto(), Attributes: c.Attributes, PortBase: c.PortBase})
 	return b.evs, nil

@@ -53,11 +53,11 @@ func (s *State) detach(t *Task, pos int64) {
 }
 
 // die ends t. It keeps the machine's name so the task's fate stays visible.
-func (s *State) die(t *Task, how DeathHow, reason string, pos int64) {
+func (s *State) die(t *Task, how TaskEnd, reason string, pos int64) {
 	s.detach(t, pos)
 	s.setState(t, TaskDead)
-	t.How, t.Pid = how, 0
-	t.LastHow, t.LastMachine = how, t.Machine
+	t.End, t.Pid = how, 0
+	t.LastEnd, t.LastMachine = how, t.Machine
 	if reason != "" {
 		t.Reason = reason
 	}
@@ -118,7 +118,7 @@ func (s *State) taskSubmitted(pos int64, p *events.TaskSubmitted) bool {
 	}
 	// Restarts count what the task did to itself (failing, exiting under
 	// an always policy), not evictions and losses; max_restarts bounds them.
-	if p.Reason == "rescheduled" && t.State == TaskDead && (t.How == Failed || t.How == Finished) {
+	if p.Reason == "rescheduled" && t.State == TaskDead && (t.End == Failed || t.End == Finished) {
 		t.Restarts++
 	}
 	t.Seq = pos
@@ -127,7 +127,7 @@ func (s *State) taskSubmitted(pos int64, p *events.TaskSubmitted) bool {
 	t.Replacing = p.Reason == "updated" || (p.Reason == "rescheduled" && t.Replacing)
 	t.SpecVersion, t.Limit = v, TaskLimit(spec, p.Index)
 	t.Reservation, t.ReservationUS = t.Limit, s.TimeUS
-	t.Machine, t.Ports, t.AllocIndex, t.How, t.Reason, t.Pid = "", nil, -1, NotDead, p.Reason, 0
+	t.Machine, t.Ports, t.AllocIndex, t.End, t.Reason, t.Pid = "", nil, -1, NoEnd, p.Reason, 0
 	t.NotBeforeUS, t.FailStreak = p.NotBeforeUs, p.FailStreak
 	s.setState(t, TaskPending)
 	if j.Deferred {

@@ -159,7 +159,7 @@ func TestJobEndCleansUp(t *testing.T) {
 		&events.TaskScheduled{User: "alice", Job: "web", Index: 0, Machine: "m1"},
 		&events.JobKilled{User: "alice", Job: "web"},
 	)
-	if m := s.Machines["m1"]; m.TaskCount() != 0 || !m.Limits.IsZero() || s.Job("alice", "web").Task(0).How != Killed {
+	if m := s.Machines["m1"]; m.TaskCount() != 0 || !m.Limits.IsZero() || s.Job("alice", "web").Task(0).End != Killed {
 		t.Fatal("the job's task still holds the machine")
 	}
 	// The name can be used again by a new job.
@@ -172,7 +172,7 @@ func TestJobEndCleansUp(t *testing.T) {
 	}
 }
 
-// How and where a task's last run ended survive its resubmission: the
+// How (End) and where a task's last run ended survive its resubmission: the
 // scheduler paces lost tasks and avoids the machine a task failed on.
 func TestLastEndSurvivesResubmission(t *testing.T) {
 	s := New()
@@ -182,12 +182,12 @@ func TestLastEndSurvivesResubmission(t *testing.T) {
 		&events.TaskSubmitted{User: "alice", Job: "web", Index: 0, SpecVersion: 1, Reason: "new"},
 	)
 	tk := s.Job("alice", "web").Task(0)
-	if tk.LastHow != NotDead || tk.LastMachine != "" {
+	if tk.LastEnd != NoEnd || tk.LastMachine != "" {
 		t.Fatalf("a new task has a last end: %+v", tk)
 	}
 	for _, c := range []struct {
 		end  events.Payload
-		want DeathHow
+		want TaskEnd
 	}{
 		{&events.TaskLost{User: "alice", Job: "web", Index: 0, Machine: "m1", Reason: "machine down"}, Lost},
 		{&events.TaskFailed{User: "alice", Job: "web", Index: 0, Machine: "m1", ExitCode: 1}, Failed},
@@ -198,14 +198,14 @@ func TestLastEndSurvivesResubmission(t *testing.T) {
 			c.end,
 			&events.TaskSubmitted{User: "alice", Job: "web", Index: 0, SpecVersion: 1, Reason: "rescheduled"},
 		)
-		if tk.State != TaskPending || tk.How != NotDead || tk.Machine != "" || tk.LastHow != c.want || tk.LastMachine != "m1" {
+		if tk.State != TaskPending || tk.End != NoEnd || tk.Machine != "" || tk.LastEnd != c.want || tk.LastMachine != "m1" {
 			t.Fatalf("after %T and resubmission: %+v", c.end, tk)
 		}
 		d, err := Decode(Encode(s))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if dt := d.Job("alice", "web").Task(0); dt.LastHow != c.want || dt.LastMachine != "m1" {
+		if dt := d.Job("alice", "web").Task(0); dt.LastEnd != c.want || dt.LastMachine != "m1" {
 			t.Fatalf("checkpoint lost the last end: %+v", dt)
 		}
 	}

@@ -295,7 +295,7 @@ type gobVersion struct {
 type gobTask struct {
 	Index                          int32
 	State                          projections.TaskState
-	How                            projections.DeathHow
+	End                            projections.TaskEnd
 	Reason, Machine, Signal        string
 	SpecVersion, Pid, SinceUS, Seq int64
 	AllocIndex, Restarts, ExitCode int32
@@ -316,7 +316,7 @@ func gobMirror(s *projections.State) gobState {
 			g.Versions = append(g.Versions, gobVersion{v.Version, v.Spec})
 		}
 		for _, t := range j.Tasks {
-			g.Tasks = append(g.Tasks, gobTask{t.Index, t.State, t.How, t.Reason, t.Machine, t.Signal, t.SpecVersion, t.Pid, t.SinceUS, t.Seq,
+			g.Tasks = append(g.Tasks, gobTask{t.Index, t.State, t.End, t.Reason, t.Machine, t.Signal, t.SpecVersion, t.Pid, t.SinceUS, t.Seq,
 				t.AllocIndex, t.Restarts, t.ExitCode, t.Ports, t.Reservation, t.Usage, t.Replacing})
 		}
 		m.Jobs = append(m.Jobs, g)

@@ -137,7 +137,7 @@ func (e *encoder) job(j *Job) {
 			continue
 		}
 		e.uint(uint64(t.State))
-		e.uint(uint64(t.How))
+		e.uint(uint64(t.End))
 		e.str(t.Reason)
 		e.int(t.SpecVersion)
 		e.str(t.Machine)
@@ -174,7 +174,7 @@ func (e *encoder) job(j *Job) {
 		e.bool(t.Replacing)
 		e.int(t.SinceUS)
 		e.int(t.Seq)
-		e.uint(uint64(t.LastHow))
+		e.uint(uint64(t.LastEnd))
 		e.str(t.LastMachine)
 	}
 }
@@ -316,7 +316,7 @@ func (d *decoder) job() *Job {
 		}
 		t := &Task{Job: j, Index: int32(i)}
 		t.State = TaskState(d.small(3))
-		t.How = DeathHow(d.small(5))
+		t.End = TaskEnd(d.small(5))
 		t.Reason = d.istr()
 		t.SpecVersion = d.int()
 		t.Machine = d.istr()
@@ -353,7 +353,7 @@ func (d *decoder) job() *Job {
 		t.Replacing = d.bool()
 		t.SinceUS = d.int()
 		t.Seq = d.int()
-		t.LastHow = DeathHow(d.small(5))
+		t.LastEnd = TaskEnd(d.small(5))
 		t.LastMachine = d.istr()
 		j.Tasks[i] = t
 	}

@@ -51,18 +51,18 @@ const (
 	TaskPending   TaskState = iota // waiting for a machine
 	TaskScheduled                  // placed; holds resources, not (yet, or again) running
 	TaskRunning                    // the agent reported it started
-	TaskDead                       // see DeathHow
+	TaskDead                       // see TaskEnd
 )
 
 func (s TaskState) String() string {
 	return [...]string{"pending", "scheduled", "running", "dead"}[s]
 }
 
-// DeathHow says how a dead task ended.
-type DeathHow int8
+// TaskEnd says how a dead task ended (NoEnd while it lives).
+type TaskEnd int8
 
 const (
-	NotDead DeathHow = iota
+	NoEnd TaskEnd = iota
 	Finished
 	Failed
 	Killed
@@ -70,7 +70,7 @@ const (
 	Lost
 )
 
-func (h DeathHow) String() string {
+func (h TaskEnd) String() string {
 	return [...]string{"", "finished", "failed", "killed", "evicted", "lost"}[h]
 }
 
@@ -350,7 +350,7 @@ type Task struct {
 	Job   *Job
 	Index int32
 	State TaskState
-	How   DeathHow // set when dead
+	End   TaskEnd // set when dead
 	// Reason is the reason of the last submission, eviction, kill or loss,
 	// or the message of the last failure.
 	Reason      string
@@ -382,11 +382,11 @@ type Task struct {
 	// Seq is the position of the TaskSubmitted that made it pending last:
 	// the submission order, which the scheduler keeps within a priority.
 	Seq int64
-	// LastHow and LastMachine say how and where its last run ended; unlike
-	// How and Machine they survive its resubmission, so the scheduler can
+	// LastEnd and LastMachine say how and where its last run ended; unlike
+	// End and Machine they survive its resubmission, so the scheduler can
 	// pace tasks lost with their machine and avoid the machine a task
 	// failed on.
-	LastHow     DeathHow
+	LastEnd     TaskEnd
 	LastMachine string
 
 	machine *Machine

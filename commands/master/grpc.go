@@ -395,7 +395,7 @@ func (s *Service) ListTasks(ctx context.Context, r *apipb.ListTasksRequest) (*ap
 		}
 		n := 0
 		for _, t := range tasks {
-			if r.State != "" && t.State.String() != r.State && t.How.String() != r.State {
+			if r.State != "" && t.State.String() != r.State && t.End.String() != r.State {
 				continue
 			}
 			if n >= int(r.Offset) && len(out.Tasks) < limit {

@@ -61,8 +61,8 @@ func TestLinkRecordsEveryFailureAndRestart(t *testing.T) {
 	started := len(c.events("flaky", "TaskStarted"))
 	ts := c.tasks("flaky")[0]
 	t.Logf("process ran %d times; log: %d TaskStarted, %d TaskFailed restarting in place, %d final; restarts counted %d, task %s/%s",
-		got, started, willRestart, final, ts.Restarts, ts.State, ts.How)
-	if got != 5 || started != 5 || willRestart != 4 || final != 1 || ts.Restarts != 4 || ts.How != projections.Failed {
+		got, started, willRestart, final, ts.Restarts, ts.State, ts.End)
+	if got != 5 || started != 5 || willRestart != 4 || final != 1 || ts.Restarts != 4 || ts.End != projections.Failed {
 		t.Fatalf("want 5 runs, 5 TaskStarted, 4+1 TaskFailed, 4 restarts, failed")
 	}
 	if n := len(c.events("flaky", "TaskSubmitted")); n != 1 {
@@ -148,7 +148,7 @@ func TestLinkOOMKilledTaskBacksOff(t *testing.T) {
 		ts := c.tasks("hog-once")
 		return ts[0].State == projections.TaskDead, fmt.Sprint(ts)
 	})
-	if ts := c.tasks("hog-once")[0]; ts.How != projections.Failed {
+	if ts := c.tasks("hog-once")[0]; ts.End != projections.Failed {
 		t.Errorf("hog-once %+v: want failed", ts)
 	}
 	if n := len(c.events("hog-once", "TaskSubmitted")); n != 1 {

@@ -373,7 +373,7 @@ func (c *linkCell) submit(spec *events.JobSpec) time.Time {
 // taskView is a task as the master's projection has it.
 type taskView struct {
 	State    projections.TaskState
-	How      projections.DeathHow
+	End      projections.TaskEnd
 	Machine  string
 	Pid      int64
 	Restarts int32
@@ -389,7 +389,7 @@ func (c *linkCell) tasks(job string) map[int32]taskView {
 		}
 		for _, t := range j.Tasks {
 			if t != nil {
-				out[t.Index] = taskView{t.State, t.How, t.Machine, t.Pid, t.Restarts, t.Reason}
+				out[t.Index] = taskView{t.State, t.End, t.Machine, t.Pid, t.Restarts, t.Reason}
 			}
 		}
 	})

@@ -260,7 +260,7 @@ func TestLinkRecordsRefusedStart(t *testing.T) {
 		return tv.State == projections.TaskDead, fmt.Sprint(tv)
 	})
 	tv := c.tasks("refused")[0]
-	if tv.How != projections.Failed || !strings.Contains(tv.Reason, "refused to start") || !strings.Contains(tv.Reason, "no space left on device") {
+	if tv.End != projections.Failed || !strings.Contains(tv.Reason, "refused to start") || !strings.Contains(tv.Reason, "no space left on device") {
 		t.Fatalf("task %+v: want failed, saying why the agent refused it", tv)
 	}
 	t.Logf("recorded: %s", tv.Reason)

@@ -331,7 +331,7 @@ func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, l
 		if t.NotBeforeUS > now.UnixMicro() {
 			continue // backing off after a failure of its own
 		}
-		if t.LastHow == projections.Lost || strings.HasPrefix(t.Reason, "lost") {
+		if t.LastEnd == projections.Lost || strings.HasPrefix(t.Reason, "lost") {
 			lost = append(lost, t)
 			continue
 		}
@@ -353,7 +353,7 @@ func pendingOf(t *projections.Task, now time.Time, crashMemory time.Duration) sc
 		pt.Constraints = append(pt.Constraints, scheduler.ConstraintFromEvents(c))
 	}
 	// The machine it last failed on is avoided for a while.
-	if t.LastHow == projections.Failed && t.LastMachine != "" && now.UnixMicro()-t.SinceUS < crashMemory.Microseconds() {
+	if t.LastEnd == projections.Failed && t.LastMachine != "" && now.UnixMicro()-t.SinceUS < crashMemory.Microseconds() {
 		pt.CrashedOn = []string{t.LastMachine}
 	}
 	return pt

@@ -28,8 +28,8 @@ func TaskView(s *projections.State, t *projections.Task) *apipb.TaskView {
 	v.NotBeforeUs, v.Signal = t.NotBeforeUS, t.Signal
 	switch {
 	case t.State == projections.TaskDead:
-		v.How = t.How.String()
-		if t.How == projections.Failed {
+		v.How = t.End.String()
+		if t.End == projections.Failed {
 			v.Reason = t.LastFailure()
 		}
 	case t.State == projections.TaskPending && t.NotBeforeUS > time.Now().UnixMicro():

@@ -221,8 +221,8 @@ func (c *checker) checkState() {
 					c.fail("%s task %s names machine %s, is on %q, pending %v", t.State, k, t.Machine, on[k], pending[k])
 				}
 			case projections.TaskDead:
-				if pending[k] || on[k] != "" || t.How == projections.NotDead {
-					c.fail("dead task %s: pending %v, on %q, how %v", k, pending[k], on[k], t.How)
+				if pending[k] || on[k] != "" || t.End == projections.NoEnd {
+					c.fail("dead task %s: pending %v, on %q, how %v", k, pending[k], on[k], t.End)
 				}
 			default:
 				c.fail("task %s in state %d", k, t.State)

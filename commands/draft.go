@@ -8,12 +8,12 @@ import (
 	"github.com/corralhq/corral/projections"
 )
 
-// batch accumulates the events of one command. The state does not change
-// until the events are appended and applied, so batch keeps an overlay of
+// draft accumulates the events of one command. The state does not change
+// until the events are appended and applied, so a draft keeps an overlay of
 // what its own events did (a task's new state, a job's new spec version,
 // quota just charged), and later decisions in the same command read
-// through it: the job finishes only if no task is left after this batch.
-type batch struct {
+// through it: the job finishes only if no task is left after this command.
+type draft struct {
 	s       *projections.State
 	now     time.Time
 	evs     []events.Event
@@ -26,8 +26,8 @@ type batch struct {
 	charged map[projections.UserBand]projections.Resources
 }
 
-func newBatch(s *projections.State, now time.Time) *batch {
-	return &batch{s: s, now: now,
+func newDraft(s *projections.State, now time.Time) *draft {
+	return &draft{s: s, now: now,
 		status:  map[*projections.Task]projections.TaskState{},
 		replace: map[*projections.Task]bool{},
 		current: map[*projections.Job]projections.SpecVersion{},
@@ -37,38 +37,38 @@ func newBatch(s *projections.State, now time.Time) *batch {
 	}
 }
 
-func (b *batch) add(stream string, p events.Payload) {
+func (b *draft) add(stream string, p events.Payload) {
 	b.evs = append(b.evs, events.New(stream, b.now, p))
 }
 
-// state is a task's state after the batch's events so far.
-func (b *batch) state(t *projections.Task) projections.TaskState {
+// state is a task's state after the draft's events so far.
+func (b *draft) state(t *projections.Task) projections.TaskState {
 	if st, ok := b.status[t]; ok {
 		return st
 	}
 	return t.State
 }
 
-func (b *batch) dead(t *projections.Task) bool { return b.state(t) == projections.TaskDead }
+func (b *draft) dead(t *projections.Task) bool { return b.state(t) == projections.TaskDead }
 
-func (b *batch) replacing(t *projections.Task) bool {
+func (b *draft) replacing(t *projections.Task) bool {
 	if r, ok := b.replace[t]; ok {
 		return r
 	}
 	return t.Replacing
 }
 
-// currentOf is the job's spec in force after the batch's events so far.
-func (b *batch) currentOf(j *projections.Job) projections.SpecVersion {
+// currentOf is the job's spec in force after the draft's events so far.
+func (b *draft) currentOf(j *projections.Job) projections.SpecVersion {
 	if v, ok := b.current[j]; ok {
 		return v
 	}
 	return projections.SpecVersion{Version: j.Current, Spec: j.Spec()}
 }
 
-func (b *batch) jobEnded(j *projections.Job) bool { return j.Dead() || b.ended[j] }
+func (b *draft) jobEnded(j *projections.Job) bool { return j.Dead() || b.ended[j] }
 
-func (b *batch) touch(j *projections.Job) {
+func (b *draft) touch(j *projections.Job) {
 	if !b.seen[j] {
 		b.seen[j] = true
 		b.touched = append(b.touched, j)
@@ -85,13 +85,13 @@ func ref(t *projections.Task) *events.TaskRef {
 }
 
 // submit makes a task pending at a spec version.
-func (b *batch) submit(j *projections.Job, index int32, version int64, reason string) {
+func (b *draft) submit(j *projections.Job, index int32, version int64, reason string) {
 	b.submitAfter(j, index, version, reason, 0, 0)
 }
 
 // submitAfter submits a task that may not be placed before notBeforeUS
 // (0: at once), its failures in a row being streak.
-func (b *batch) submitAfter(j *projections.Job, index int32, version int64, reason string, notBeforeUS int64, streak int32) {
+func (b *draft) submitAfter(j *projections.Job, index int32, version int64, reason string, notBeforeUS int64, streak int32) {
 	b.add(events.TaskStream(j.User, j.Name, index), &events.TaskSubmitted{User: j.User, Job: j.Name, Index: index, SpecVersion: version,
 		Reason: reason, NotBeforeUs: notBeforeUS, FailStreak: streak})
 	if t := j.Task(index); t != nil {
@@ -102,26 +102,26 @@ func (b *batch) submitAfter(j *projections.Job, index int32, version int64, reas
 }
 
 // evict evicts a placed task and resubmits it (its job still wants it).
-func (b *batch) evict(t *projections.Task, reason, message string, preemptor *events.TaskRef) {
+func (b *draft) evict(t *projections.Task, reason, message string, preemptor *events.TaskRef) {
 	b.evictOnly(t, reason, message, preemptor)
 	b.afterDeath(t, projections.Evicted)
 }
 
 // evictOnly evicts a placed task; the caller decides what replaces it.
-func (b *batch) evictOnly(t *projections.Task, reason, message string, preemptor *events.TaskRef) {
+func (b *draft) evictOnly(t *projections.Task, reason, message string, preemptor *events.TaskRef) {
 	b.add(taskStream(t), &events.TaskEvicted{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: t.Machine,
 		Reason: reason, Preemptor: preemptor, Message: message})
 	b.status[t] = projections.TaskDead
 	b.touch(t.Job)
 }
 
-func (b *batch) lose(t *projections.Task, reason string) {
+func (b *draft) lose(t *projections.Task, reason string) {
 	b.add(taskStream(t), &events.TaskLost{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: t.Machine, Reason: reason})
 	b.status[t] = projections.TaskDead
 	b.afterDeath(t, projections.Lost)
 }
 
-func (b *batch) kill(t *projections.Task, reason string) {
+func (b *draft) kill(t *projections.Task, reason string) {
 	machine := ""
 	if b.state(t) != projections.TaskPending {
 		machine = t.Machine
@@ -131,13 +131,13 @@ func (b *batch) kill(t *projections.Task, reason string) {
 	b.touch(t.Job)
 }
 
-func (b *batch) finish(t *projections.Task, code int32) {
+func (b *draft) finish(t *projections.Task, code int32) {
 	b.add(taskStream(t), &events.TaskFinished{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: t.Machine, ExitCode: code})
 	b.status[t] = projections.TaskDead
 	b.afterDeath(t, projections.Finished)
 }
 
-func (b *batch) fail(t *projections.Task, f *events.TaskFailed) {
+func (b *draft) fail(t *projections.Task, f *events.TaskFailed) {
 	b.add(taskStream(t), f)
 	if f.WillRestart {
 		b.status[t] = projections.TaskScheduled
@@ -150,7 +150,7 @@ func (b *batch) fail(t *projections.Task, f *events.TaskFailed) {
 // afterDeath resubmits a task that its job still wants: always after an
 // eviction or loss (not the task's fault), after a failure or a clean exit
 // as the restart policy says. The replacement runs the spec in force.
-func (b *batch) afterDeath(t *projections.Task, how projections.DeathHow) {
+func (b *draft) afterDeath(t *projections.Task, how projections.TaskEnd) {
 	j := t.Job
 	b.touch(j)
 	if b.jobEnded(j) {
@@ -194,7 +194,7 @@ func (b *batch) afterDeath(t *projections.Task, how projections.DeathHow) {
 
 // killJob kills a job's remaining tasks, then the job, then the jobs that
 // were waiting for it to finish, which now never will.
-func (b *batch) killJob(j *projections.Job, reason string) {
+func (b *draft) killJob(j *projections.Job, reason string) {
 	if b.jobEnded(j) {
 		return
 	}
@@ -212,7 +212,7 @@ func (b *batch) killJob(j *projections.Job, reason string) {
 
 // finishJobs ends every touched job none of whose tasks is left, and
 // starts the jobs deferred until it finished.
-func (b *batch) finishJobs() {
+func (b *draft) finishJobs() {
 	for i := 0; i < len(b.touched); i++ { // killJob and releases may append
 		j := b.touched[i]
 		if b.jobEnded(j) || j.Deferred || len(j.Tasks) == 0 {
@@ -243,13 +243,13 @@ func (b *batch) finishJobs() {
 }
 
 // admit charges asked (giving back release) against user's quota in band,
-// counting what this batch charged already, or refuses with the numbers.
+// counting what this draft charged already, or refuses with the numbers.
 // Best-effort quota is unlimited (Borg §2.5).
 //
 // Every sum is checked: a total past events.MaxTotal is refused, so that no
 // charge can wrap negative and let over-quota work in (best-effort too,
 // which needs no quota).
-func (b *batch) admit(user string, band projections.Band, asked, release projections.Resources, field string) error {
+func (b *draft) admit(user string, band projections.Band, asked, release projections.Resources, field string) error {
 	ub := projections.UserBand{User: user, Band: band}
 	inUse := b.s.Charged[ub].Add(b.charged[ub]).Sub(release)
 	if asked.Negative() || inUse.Negative() {
