@@ -30,6 +30,28 @@ const (
 	traceCodeUnresolved TraceCode = -2 // decided by the payload (TaskUpdated)
 )
 
+// MachineTraceCode is an event code of the trace's machine_events table.
+type MachineTraceCode int
+
+const (
+	TraceMachineAdd    MachineTraceCode = 0 // registered, or back up
+	TraceMachineRemove MachineTraceCode = 1 // down, or removed
+	TraceMachineUpdate MachineTraceCode = 2 // its attributes or capacity changed
+)
+
+// String names the code as the trace's documentation does.
+func (c MachineTraceCode) String() string {
+	switch c {
+	case TraceMachineAdd:
+		return "ADD"
+	case TraceMachineRemove:
+		return "REMOVE"
+	case TraceMachineUpdate:
+		return "UPDATE"
+	}
+	return fmt.Sprintf("MachineTraceCode(%d)", int(c))
+}
+
 // String names the code as the trace's documentation does.
 func (c TraceCode) String() string {
 	switch c {

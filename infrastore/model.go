@@ -243,28 +243,28 @@ func (m *model) apply(b *batch, e *events.Event, payload string) {
 	case *events.MachineRegistered:
 		ms := &machineState{address: p.Address, capacity: p.Capacity, attributes: p.Attributes, state: "up"}
 		m.machines[p.Machine] = ms
-		m.machineEvent(b, p.Machine, ms, 0, typ, "", us, pos)
+		m.machineEvent(b, p.Machine, ms, events.TraceMachineAdd, typ, "", us, pos)
 	case *events.MachineUpdated:
 		ms := m.machine(p.Machine)
 		ms.address, ms.capacity, ms.attributes = p.Address, p.Capacity, p.Attributes
-		m.machineEvent(b, p.Machine, ms, 2, typ, "", us, pos)
+		m.machineEvent(b, p.Machine, ms, events.TraceMachineUpdate, typ, "", us, pos)
 	case *events.MachineDrainSet:
 		ms := m.machine(p.Machine)
 		ms.draining = p.Draining
-		m.machineEvent(b, p.Machine, ms, 2, typ, p.Reason, us, pos)
+		m.machineEvent(b, p.Machine, ms, events.TraceMachineUpdate, typ, p.Reason, us, pos)
 	case *events.MachineDown:
 		ms := m.machine(p.Machine)
 		ms.state = "down"
 		// The trace records a machine failure as REMOVE, its return as ADD.
-		m.machineEvent(b, p.Machine, ms, 1, typ, p.Reason, us, pos)
+		m.machineEvent(b, p.Machine, ms, events.TraceMachineRemove, typ, p.Reason, us, pos)
 	case *events.MachineUp:
 		ms := m.machine(p.Machine)
 		ms.state = "up"
-		m.machineEvent(b, p.Machine, ms, 0, typ, "", us, pos)
+		m.machineEvent(b, p.Machine, ms, events.TraceMachineAdd, typ, "", us, pos)
 	case *events.MachineRemoved:
 		ms := m.machine(p.Machine)
 		ms.state = "removed"
-		m.machineEvent(b, p.Machine, ms, 1, typ, p.Reason, us, pos)
+		m.machineEvent(b, p.Machine, ms, events.TraceMachineRemove, typ, p.Reason, us, pos)
 
 	case *events.JobSubmitted:
 		k := jobKey{p.GetSpec().GetUser(), p.GetSpec().GetName()}
@@ -272,12 +272,12 @@ func (m *model) apply(b *batch, e *events.Event, payload string) {
 		js := &jobState{since: pos, versions: map[int64]jobSpec{}, status: "running", submitTime: us}
 		m.jobs[k] = js
 		m.newSpec(b, k, js, p.SpecVersion, p.Spec, us, pos)
-		m.jobEvent(b, k, js, 0, typ, "", us, pos)
+		m.jobEvent(b, k, js, events.TraceSubmit, typ, "", us, pos)
 	case *events.JobUpdated:
 		k := jobKey{p.GetSpec().GetUser(), p.GetSpec().GetName()}
 		js := m.job(k, us)
 		m.newSpec(b, k, js, p.SpecVersion, p.Spec, us, pos)
-		m.jobEvent(b, k, js, 7, typ, "", us, pos)
+		m.jobEvent(b, k, js, events.TraceUpdatePending, typ, "", us, pos)
 	case *events.JobUpdateRolledBack:
 		k := jobKey{p.User, p.Job}
 		js := m.job(k, us)
@@ -291,12 +291,12 @@ func (m *model) apply(b *batch, e *events.Event, payload string) {
 		k := jobKey{p.User, p.Job}
 		js := m.job(k, us)
 		js.status, js.endTime = "killed", us
-		m.jobEvent(b, k, js, 5, typ, p.Reason, us, pos)
+		m.jobEvent(b, k, js, events.TraceKill, typ, p.Reason, us, pos)
 	case *events.JobFinished:
 		k := jobKey{p.User, p.Job}
 		js := m.job(k, us)
 		js.status, js.endTime = "finished", us
-		m.jobEvent(b, k, js, 4, typ, "", us, pos)
+		m.jobEvent(b, k, js, events.TraceFinish, typ, "", us, pos)
 
 	case *events.TaskSubmitted:
 		k := taskKey{p.User, p.Job, p.Index}
@@ -403,12 +403,12 @@ func (m *model) machine(name string) *machineState {
 	return ms
 }
 
-func (m *model) machineEvent(b *batch, name string, ms *machineState, code int32, typ, reason string, us, pos int64) {
+func (m *model) machineEvent(b *batch, name string, ms *machineState, code events.MachineTraceCode, typ, reason string, us, pos int64) {
 	ms.time, ms.position = us, pos
 	b.dirtyMachines[name] = true
 	c := ms.capacity
 	b.machineEvents = append(b.machineEvents, b.row(
-		us, name, code, nil, float64(c.GetCpuMilli())/1000, float64(c.GetMemoryBytes()),
+		us, name, int32(code), nil, float64(c.GetCpuMilli())/1000, float64(c.GetMemoryBytes()),
 		SourceLog, pos, typ, nz(ms.address), c.GetCpuMilli(), c.GetMemoryBytes(), c.GetDiskBytes(),
 		c.GetPorts(), c.GetGpuMilli(), labelsValue(ms.attributes), ms.state, ms.draining, nz(reason),
 	))
@@ -440,7 +440,7 @@ func (m *model) newSpec(b *batch, k jobKey, js *jobState, version int64, spec *e
 	))
 }
 
-func (m *model) jobEvent(b *batch, k jobKey, js *jobState, code int32, typ, reason string, us, pos int64) {
+func (m *model) jobEvent(b *batch, k jobKey, js *jobState, code events.TraceCode, typ, reason string, us, pos int64) {
 	js.time, js.position = us, pos
 	b.dirtyJobs[k] = true
 	var class, priority, count any
@@ -448,7 +448,7 @@ func (m *model) jobEvent(b *batch, k jobKey, js *jobState, code int32, typ, reas
 		class, priority, count = schedulingClass(s.spec), s.spec.GetPriority(), s.spec.GetTaskCount()
 	}
 	b.jobEvents = append(b.jobEvents, b.row(
-		us, nil, k.job, code, k.user, class, k.job, k.job,
+		us, nil, k.job, int32(code), k.user, class, k.job, k.job,
 		SourceLog, pos, typ, js.version, priority, count, nz(reason),
 	))
 }

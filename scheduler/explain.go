@@ -25,7 +25,7 @@ func (p *pass) explain(c *class) Explanation {
 	for _, ti := range c.unplaced {
 		r := p.items[ti].Ref
 		if c.isAlloc {
-			e.Allocs = append(e.Allocs, AllocRef{Set: AllocSetRef{User: r.User, Name: r.Job[len(allocJobPrefix):]}, Index: r.Index})
+			e.Allocs = append(e.Allocs, AllocRef{Set: AllocSetRef{User: r.User, Name: r.Job}, Index: r.Index})
 		} else {
 			e.Tasks = append(e.Tasks, r)
 		}

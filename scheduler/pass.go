@@ -67,9 +67,6 @@ type pass struct {
 	plan Plan
 }
 
-// allocJobPrefix marks the job of an alloc's queue item.
-const allocJobPrefix = "\x00"
-
 // machine is a machine's state during a pass: the input plus what this pass
 // has placed on it and evicted from it.
 type machine struct {
@@ -102,7 +99,19 @@ type allocState struct {
 	used  Resources
 }
 
-type jobKey struct{ user, job string }
+// jobKey names the job a queue item spreads with: a job's tasks, or an
+// alloc set's allocs (an item at or past nTasks is an alloc, its Ref's Job
+// the set's name).
+type jobKey struct {
+	user, job string
+	alloc     bool
+}
+
+// keyOf is the job the queue item ti spreads with.
+func (p *pass) keyOf(ti int32) jobKey {
+	r := &p.items[ti].Ref
+	return jobKey{r.User, r.Job, int(ti) >= p.nTasks}
+}
 
 // jobSpread counts where a job's tasks are, to spread them across machines
 // and failure domains.
@@ -129,7 +138,7 @@ func newPass(cfg Config, cell *Cell, seed uint64) *pass {
 		p.items = slices.Clone(cell.Pending)
 		for _, a := range cell.PendingAllocs {
 			p.items = append(p.items, PendingTask{
-				Ref:       TaskRef{User: a.Set.User, Job: allocJobPrefix + a.Set.Name, Index: a.Index},
+				Ref:       TaskRef{User: a.Set.User, Job: a.Set.Name, Index: a.Index},
 				Priority:  a.Priority,
 				Seq:       a.Seq,
 				Resources: a.Resources, Constraints: a.Constraints,
@@ -247,7 +256,7 @@ func (p *pass) run() {
 			c.unplaced = append(c.unplaced, ti)
 			continue
 		}
-		j := p.jobs[jobKey{t.Ref.User, t.Ref.Job}]
+		j := p.jobs[p.keyOf(ti)]
 		best, score, examined := p.pick(c, j)
 		if best < 0 {
 			c.unplaced = append(c.unplaced, ti)
@@ -267,8 +276,7 @@ func (p *pass) run() {
 func (p *pass) buildJobs() {
 	p.jobs = map[jobKey]*jobSpread{}
 	for i := range p.items {
-		r := p.items[i].Ref
-		k := jobKey{r.User, r.Job}
+		k := p.keyOf(int32(i))
 		if p.jobs[k] == nil {
 			p.jobs[k] = &jobSpread{}
 		}
@@ -277,13 +285,13 @@ func (p *pass) buildJobs() {
 		in := p.machines[mi].in
 		for j := range in.Tasks {
 			r := &in.Tasks[j].Ref
-			if js := p.jobs[jobKey{r.User, r.Job}]; js != nil {
+			if js := p.jobs[jobKey{r.User, r.Job, false}]; js != nil {
 				p.addToJob(js, int32(mi))
 			}
 		}
 		for j := range in.Allocs {
 			s := &in.Allocs[j].Set
-			if js := p.jobs[jobKey{s.User, allocJobPrefix + s.Name}]; js != nil {
+			if js := p.jobs[jobKey{s.User, s.Name, true}]; js != nil {
 				p.addToJob(js, int32(mi))
 			}
 		}
@@ -401,7 +409,7 @@ func (p *pass) place(c *class, t *PendingTask, js *jobSpread, best int, score fl
 	m := &p.machines[e.m]
 	beforeLim, beforeRes := m.in.Capacity.Sub(m.usedLim), m.in.Capacity.Sub(m.usedRes)
 	if c.isAlloc {
-		set := AllocSetRef{User: t.Ref.User, Name: t.Ref.Job[len(allocJobPrefix):]}
+		set := AllocSetRef{User: t.Ref.User, Name: t.Ref.Job}
 		m.allocs = append(m.allocs, allocState{set: set, index: t.Ref.Index, cap: c.req})
 		m.usedLim = m.usedLim.Add(c.req)
 		m.usedRes = m.usedRes.Add(c.req)
