@@ -10,6 +10,28 @@ Decide(state, command, clock) is pure: it reads the state, never changes
 it, reads the clock once and does no I/O. Its events are all stamped with
 that time, the actor and the request id (as causation id).
 
+# Where things are
+
+	commands/            Decide: one command per file (submit_job.go, ...),
+	                     draft.go (a command's events before they are
+	                     appended), spec decoding, validation, admission
+	commands/writer      the leader's group commit, decided purely
+	commands/agentlink   the agent link's decisions, pure
+	commands/master      a replica's I/O: lease, tail, the writer's appends,
+	                     the gRPC API (grpc.go), the scheduler loop
+	                     (scheduling.go), the link's polls (link.go), the
+	                     agent registry
+	commands/apipb       the API's protobuf; commands/client the one client
+	commands/webui       the web UI; commands/nameservice DNS
+	commands/ops         metrics, health, doctor; commands/auth security
+	scheduler/           the pure pass (its fit and constraint rules serve
+	                     PlaceTasks); agent/ the machine's agent and the task
+	                     lifecycle's rule; projections/ the fold; events/ the
+	                     log; infrastore/ DuckDB
+	internal/cellsim     the deterministic simulation of a cell, which drives
+	                     all of the above; internal/history the golden
+	                     histories' generator
+
 # Usage
 
 The master, for every command:
@@ -30,10 +52,10 @@ The master, for every command:
  4. Applies the appended events to s (projections.Apply), then replies
     with their positions.
  5. On its tick, sends RollingUpdateStep (advances rolling updates), the
-    agent link's ReportAgentState for each poll, and the scheduler's
-    PlaceTasks for each pass. PlaceTasks.Check and
-    ReportAgentState.Orphans tell the scheduler and the link what was
-    refused and what to stop.
+    agent link's ReportAgentState for each poll (agentlink.Reports), and
+    the scheduler's PlaceTasks for each pass. PlaceTasks.Check says which
+    proposals the handler would refuse; what an agent runs that the
+    projection does not place there, the link stops (agentlink.Requests).
 
 Spec files are decoded by DecodeSpecJSON (the CLI turns Jsonnet and YAML into JSON first);
 specs that arrive as protobuf are checked by ValidateSpec.

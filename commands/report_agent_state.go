@@ -107,7 +107,7 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 		reported[at.Task] = true
 		t := s.Task(at.Task.User, at.Task.Job, at.Task.Index)
 		if t == nil || !t.Live() || t.Machine != m.Name || b.dead(t) {
-			continue // not ours to record; Orphans lists what the link should stop
+			continue // not ours to record; the link stops it (agentlink.Requests)
 		}
 		b.reportTask(t, at)
 	}
@@ -203,24 +203,6 @@ func (b *draft) reportTask(t *projections.Task, at AgentTask) {
 		// The projection still has it: nothing here asked for that.
 		b.lose(t, strings.TrimSuffix("the agent reports it killed: "+at.Message, ": "))
 	}
-}
-
-// Orphans lists the tasks the agent runs that the projection does not
-// place on its machine: the link stops them.
-func (c ReportAgentState) Orphans(s *projections.State) []projections.TaskKey {
-	var out []projections.TaskKey
-	for _, at := range c.Tasks {
-		switch at.State {
-		case AgentFinished, AgentFailed, AgentKilled, AgentEvicted, AgentStopping:
-			continue
-		}
-		t := s.Task(at.Task.User, at.Task.Job, at.Task.Index)
-		if t == nil || !t.Live() || t.Machine != c.Machine {
-			out = append(out, at.Task)
-		}
-	}
-	slices.SortFunc(out, compareKeys)
-	return out
 }
 
 func compareKeys(a, b projections.TaskKey) int {
