@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/history"
 )
 
 // sliceReader serves a log held in memory, to time the store's own work
@@ -42,11 +43,14 @@ func positioned(evs []events.Event) []events.Event {
 	return out
 }
 
-// BenchmarkIngest catches a fresh file up with a simulated cell's log
-// (about 250,000 events of every kind): from the embedded SQLite log, as
-// `corral up` does, and from memory, which leaves only the store's own work.
+// BenchmarkIngest catches a fresh file up with 250,000 events of a cell of
+// 2,000 machines the master could have written (internal/history's Large
+// cell): from the embedded SQLite log, as `corral up` does, and from
+// memory, which leaves only the store's own work.
 func BenchmarkIngest(b *testing.B) {
-	evs := simulate(42, 7000)
+	c := history.New(history.Large, 42)
+	c.Run(250_000)
+	evs := c.Log[:250_000]
 	for _, src := range []string{"sqlite", "memory"} {
 		b.Run(src, func(b *testing.B) {
 			var r events.Reader = sliceReader(positioned(evs))

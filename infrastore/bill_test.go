@@ -33,13 +33,13 @@ func sumUsage(t *testing.T, s *Infrastore, col string, from, to time.Time) Decim
 
 func TestBillReconcilesWithTaskUsage(t *testing.T) {
 	ctx := context.Background()
-	evs := simulate(8, 80)
+	evs := cellHistory(8, 3200)
 	store := newSQLiteLog(t, evs)
 	s := openStore(t, Options{})
 	if _, err := s.CatchUp(ctx, store); err != nil {
 		t.Fatal(err)
 	}
-	from, to := t0, t0.Add(24*time.Hour)
+	from, to := h0, h0.Add(24*time.Hour)
 	cols := []string{"cpu_limit_core_hours", "cpu_reservation_core_hours", "cpu_usage_core_hours",
 		"memory_limit_gib_hours", "memory_reservation_gib_hours", "memory_usage_gib_hours", "disk_usage_gib_hours"}
 
@@ -109,7 +109,7 @@ func TestBillReconcilesWithTaskUsage(t *testing.T) {
 	}
 
 	// Consecutive periods add up to the whole: no window twice, none missed.
-	mid := t0.Add(5*time.Hour + 17*time.Minute)
+	mid := h0.Add(5*time.Hour + 17*time.Minute)
 	whole, _ := s.Bill(ctx, BillRequest{From: from, To: to})
 	a, _ := s.Bill(ctx, BillRequest{From: from, To: mid})
 	c, _ := s.Bill(ctx, BillRequest{From: mid, To: to})
@@ -162,7 +162,7 @@ func TestBillScenario(t *testing.T) {
 // the Parquet file must read back to the same figures.
 func TestBillExportIsReproducible(t *testing.T) {
 	ctx := context.Background()
-	evs := simulate(9, 60)
+	evs := cellHistory(9, 2400)
 	// The period closes before the last events' windows start.
 	cut := len(evs) * 2 / 3
 	closeAt := evs[cut].OccurredAt.Add(-time.Hour).Truncate(time.Hour)
@@ -171,7 +171,7 @@ func TestBillExportIsReproducible(t *testing.T) {
 	if _, err := s.CatchUp(ctx, store); err != nil {
 		t.Fatal(err)
 	}
-	req := BillRequest{From: t0, To: closeAt, GroupBy: "job"}
+	req := BillRequest{From: h0, To: closeAt, GroupBy: "job"}
 	export := func() map[string][]byte {
 		b, err := s.Bill(ctx, req)
 		if err != nil {

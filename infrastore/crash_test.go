@@ -34,7 +34,7 @@ func referenceDigest(t *testing.T, r *sqlitestore.Store) map[string]string {
 // and without reopening the file. Whatever the moment, the end result must
 // be the clean ingestion's, row for row.
 func TestExactlyOnceCrashHook(t *testing.T) {
-	evs := simulate(4, 50)
+	evs := cellHistory(4, 2000)
 	store := newSQLiteLog(t, evs)
 	want := referenceDigest(t, store)
 
@@ -145,7 +145,7 @@ func TestExactlyOnceKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts subprocesses")
 	}
-	evs := simulate(5, 80)
+	evs := cellHistory(5, 3200)
 	store := newSQLiteLog(t, evs)
 	want := referenceDigest(t, store)
 	dbPath := filepath.Join(t.TempDir(), "killed.duckdb")

@@ -24,7 +24,7 @@ func FuzzQueryGuard(f *testing.F) {
 		f.Add(q)
 	}
 	ctx := context.Background()
-	store := newSQLiteLog(f, simulate(3, 2))
+	store := newSQLiteLog(f, cellHistory(3, 80))
 	s := openStore(f, Options{MemoryLimit: "256MB", Threads: 1, MaxRows: 100})
 	if _, err := s.CatchUp(ctx, store); err != nil {
 		f.Fatal(err)
@@ -49,12 +49,11 @@ func FuzzQueryGuard(f *testing.F) {
 func digestOf(s *Infrastore) string {
 	out := ""
 	for _, tb := range append([]struct{ name, ddl string }{{"ingest_state", ""}}, tables...) {
-		var n int64
-		var h string
-		if err := s.db.QueryRow(`SELECT count(*), coalesce(sum(hash(x))::VARCHAR, '') FROM `+tb.name+` x`).Scan(&n, &h); err != nil {
+		d, err := tableDigest(s, tb.name)
+		if err != nil {
 			return tb.name + ": " + err.Error()
 		}
-		out += fmt.Sprintf("%s %d rows %s\n", tb.name, n, h)
+		out += tb.name + " " + d + "\n"
 	}
 	var tablesNow int64
 	if err := s.db.QueryRow(`SELECT count(*) FROM duckdb_tables()`).Scan(&tablesNow); err != nil {

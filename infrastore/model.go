@@ -58,13 +58,17 @@ type taskState struct {
 	// or its spec changed; nil means the reservation is the limit (Borg
 	// starts a reservation at the limit and lets it decay).
 	reservation *events.Resources
-	restarts    int32
-	pid         int64
-	eventType   int32
-	submitTime  int64
-	startTime   int64
-	time        int64
-	position    int64
+	// spec is the job spec the task ran under when last touched: its row,
+	// written at the end of the batch, must not take the spec of a job of
+	// the same name submitted later in the batch.
+	spec       *events.JobSpec
+	restarts   int32
+	pid        int64
+	eventType  int32
+	submitTime int64
+	startTime  int64
+	time       int64
+	position   int64
 }
 
 type machineState struct {
@@ -492,6 +496,10 @@ func (m *model) specOf(k taskKey, ts *taskState) (jobSpec, bool) {
 
 func (m *model) touchTask(b *batch, k taskKey, ts *taskState, us, pos int64) {
 	ts.time, ts.position = us, pos
+	ts.spec = nil
+	if s, ok := m.specOf(k, ts); ok {
+		ts.spec = s.spec
+	}
 	b.dirtyTasks[k] = true
 }
 
@@ -586,9 +594,9 @@ func (m *model) jobRow(k jobKey) row {
 func (m *model) taskRow(k taskKey) row {
 	ts := m.tasks[k]
 	var priority, band, lc, lm, ld, rc, rm, rd any
-	if s, ok := m.specOf(k, ts); ok {
-		l := limitOf(s.spec, k.index)
-		priority, band = s.spec.GetPriority(), bandOf(s.spec.GetPriority())
+	if spec := ts.spec; spec != nil {
+		l := limitOf(spec, k.index)
+		priority, band = spec.GetPriority(), bandOf(spec.GetPriority())
 		lc, lm, ld = l.GetCpuMilli(), l.GetMemoryBytes(), l.GetDiskBytes()
 		rc, rm, rd = lc, lm, ld
 	}

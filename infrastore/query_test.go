@@ -16,7 +16,7 @@ import (
 // still ingesting afterwards.
 func TestHostileQueries(t *testing.T) {
 	ctx := context.Background()
-	evs := simulate(6, 10)
+	evs := cellHistory(6, 400)
 	store := newSQLiteLog(t, evs[:len(evs)-20])
 	s := openStore(t, Options{MemoryLimit: "1GB", Threads: 2})
 	if _, err := s.CatchUp(ctx, store); err != nil {

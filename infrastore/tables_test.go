@@ -187,7 +187,7 @@ func TestStateAtTime(t *testing.T) {
 
 func TestRebuild(t *testing.T) {
 	ctx := context.Background()
-	evs := simulate(7, 30)
+	evs := cellHistory(7, 1200)
 	store := newSQLiteLog(t, evs)
 	s := openStore(t, Options{})
 	if _, err := s.CatchUp(ctx, store); err != nil {

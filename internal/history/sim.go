@@ -19,6 +19,9 @@ type Config struct {
 	JobNames   int // names per user; a dead job's name is reused
 	MaxTasks   int // per job
 	MaxPending int // submissions pause above this many pending tasks
+	// Tick is the most the clock moves per step (default a second): a
+	// longer one spreads a history over hours, for billing.
+	Tick time.Duration
 }
 
 // Small is a cell for property tests: everything happens often.
@@ -26,6 +29,13 @@ var Small = Config{Machines: 6, Users: 3, JobNames: 6, MaxTasks: 5, MaxPending: 
 
 // Large is a cell for benchmarks.
 var Large = Config{Machines: 2000, Users: 50, JobNames: 200, MaxTasks: 40, MaxPending: 2000}
+
+// Hours is Small spread over hours: for the Infrastore's tests, whose
+// bills and usage tables count hours.
+var Hours = Config{Machines: 6, Users: 3, JobNames: 6, MaxTasks: 5, MaxPending: 30, Tick: 40 * time.Second}
+
+// Start is when every history begins.
+var Start = start
 
 // Sim is one simulated cell.
 type Sim struct {
@@ -108,7 +118,11 @@ func (s *Sim) apply(evs []events.Event) {
 // Step runs one random command (or injects a cell event) and advances the
 // clock by up to a second.
 func (s *Sim) Step() {
-	s.Now = s.Now.Add(time.Duration(s.rng.IntN(1000)) * time.Millisecond)
+	tick := s.cfg.Tick
+	if tick <= 0 {
+		tick = time.Second
+	}
+	s.Now = s.Now.Add(time.Duration(s.rng.Int64N(int64(tick)/int64(time.Millisecond))) * time.Millisecond)
 	if len(s.S.Machines) < s.cfg.Machines/2 || (len(s.S.Machines) < s.cfg.Machines && s.rng.IntN(20) == 0) {
 		s.registerMachine()
 		return
