@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/projections"
+)
+
+func (a *app) jobGetCommand() *cobra.Command {
+	var owner string
+	c := &cobra.Command{
+		Use:   "get NAME",
+		Short: "show a job and its tasks",
+		Args:  args(1, 1, "one job name"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			var j *apipb.JobView
+			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
+				j, err = c.Get(ctx, &apipb.GetRequest{User: owner, Job: argv[0], TaskLimit: 10000})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if a.output != "table" {
+				return a.show(tasksTable(j.Tasks, time.Now()), j)
+			}
+			s := j.Spec
+			w := a.stdout()
+			now := time.Now()
+			fmt.Fprintf(w, "job:        %s/%s (version %d)\n", s.GetUser(), s.GetName(), j.SpecVersion)
+			fmt.Fprintf(w, "state:      %s: %d running, %d scheduled, %d pending, %d dead of %d tasks\n", j.State, j.Running, j.Scheduled, j.Pending, j.Dead, j.TotalTasks)
+			fmt.Fprintf(w, "priority:   %d (%s)\n", s.GetPriority(), projections.BandOf(s.GetPriority()))
+			fmt.Fprintf(w, "command:    %s\n", commandLine(s.GetCommand(), s.GetArgs()))
+			fmt.Fprintf(w, "resources:  %s per task\n", resourcesText(s.GetResources()))
+			fmt.Fprintf(w, "labels:     %s\n", labelsText(s.GetLabels()))
+			fmt.Fprintf(w, "submitted:  %s (%s ago)\n", timeText(j.SubmittedUs), ago(j.SubmittedUs, now))
+			fmt.Fprintf(w, "dns:        %s\n", strings.TrimSuffix(jobDNS(s.GetName(), s.GetUser(), a.cellName()), "."))
+			if j.EndedUs != 0 {
+				fmt.Fprintf(w, "ended:      %s: %s\n", timeText(j.EndedUs), j.EndReason)
+			}
+			if j.UpdateInProgress {
+				fmt.Fprintf(w, "update:     in progress from version %d (`corral job commit %s` or `corral job rollback %s`)\n", j.UpdateFrom, s.GetName(), s.GetName())
+			}
+			if j.Deferred {
+				fmt.Fprintf(w, "deferred:   starts after %s finishes\n", s.GetStartAfter())
+			}
+			fmt.Fprintln(w)
+			return writeTable(w, tasksTable(j.Tasks, now), "table")
+		},
+	}
+	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
+	return c
+}

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/corralhq/corral/commands/apipb"
+)
+
+func (a *app) jobUpdateCommand() *cobra.Command {
+	var selector string
+	var secrets []string
+	var priority int
+	c := &cobra.Command{
+		Use:   "update FILE | --selector SEL --priority N",
+		Short: "change running jobs: a rolling update to the spec of FILE, or the priority of every job matching a selector",
+		Long: `Update the jobs of FILE to their new spec. Changes that need a restart
+(command, resources, constraints) replace tasks a few at a time, never more
+than the job's update.max_disruptions at once; keep or undo the update with
+` + "`corral job commit`" + ` or ` + "`corral job rollback`" + `.`,
+		Args: args(0, 1, "a job file, or --selector"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx := cmd.Context()
+			if selector != "" {
+				if len(argv) > 0 || !cmd.Flags().Changed("priority") {
+					return usageErr("--selector updates only the priority: give --priority N and no file")
+				}
+				rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
+					return c.Update(ctx, &apipb.UpdateRequest{RequestId: id, Selector: selector, Priority: int32(priority)}, o...)
+				})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout(), "jobs matching %q: %s\n", selector, rep.Message)
+				return nil
+			}
+			if len(argv) != 1 {
+				return usageErr("give a job file, or --selector and --priority")
+			}
+			f, err := a.loadFile(argv[0])
+			if err != nil {
+				return err
+			}
+			if err := a.addSecrets(f, secrets); err != nil {
+				return err
+			}
+			for _, spec := range f.Jobs {
+				rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
+					return c.Update(ctx, &apipb.UpdateRequest{RequestId: id, Spec: spec}, o...)
+				})
+				if err != nil {
+					return fmt.Errorf("updating %s: %w", spec.Name, err)
+				}
+				fmt.Fprintf(a.stdout(), "job %s/%s updated: %s\n", cl.user, spec.Name, rep.Message)
+			}
+			a.note("next: watch it with `corral job get %s`; keep it with `corral job commit %s` or undo it with `corral job rollback %s`", f.Jobs[0].Name, f.Jobs[0].Name, f.Jobs[0].Name)
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the jobs to change, e.g. team=web,tier!=canary")
+	c.Flags().IntVar(&priority, "priority", 0, "with --selector: the new priority (0-11)")
+	c.Flags().StringArrayVar(&secrets, "secret", nil, "NAME: a new value for the secret_env variable NAME from $NAME in your environment (repeat the flag); secrets not given keep their values")
+	return c
+}
