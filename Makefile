@@ -43,7 +43,7 @@ build:
 BENCHCOUNT ?= 5
 LARGE_HISTORY = projections/testdata/histories/large-1.jsonl.gz
 bench: $(LARGE_HISTORY)
-	$(GO) test -run '^$$' -bench . -benchtime 2s -count $(BENCHCOUNT) ./events/ ./projections/ ./commands/ ./scheduler/ ./infrastore/ ./agent/...
+	$(GO) test -run '^$$' -bench . -benchtime 2s -count $(BENCHCOUNT) ./events/ ./projections/ ./commands/ ./scheduler/... ./infrastore/ ./agent/...
 
 # The projections' benchmarks read a 1,000,000-event history written by the
 # commands-side generator (not committed: it is tens of megabytes).

@@ -1,8 +1,9 @@
 // Package scheduler is corral's scheduler: Borg's scheduling pass (§3.2,
 // §3.4 of the paper) over a read-only view of the cell, plus the helpers
-// around it (reservation estimates, overcommit relief, a rate limit for
-// rescheduling from lost machines) and the tools that measure it (a
-// workload reader, a synthetic cell generator, cell compaction).
+// around it (reservation estimates, the fit rule and constraint matcher
+// PlaceTasks shares, a rate limit for rescheduling from lost machines).
+// The tools that measure it (a workload reader, a synthetic cell
+// generator, cell compaction) are in scheduler/workload.
 //
 // # What it owns
 //
@@ -82,7 +83,6 @@
 //
 // # Files
 //
-// LoadWorkload is the only function that touches the file system; the
-// compaction harness (Compact), the generator (Synthetic), the reservation
-// estimate, overcommit relief and the rate limiter are pure like the pass.
+// Nothing here touches the file system: the reservation estimate and the
+// rate limiter are pure like the pass.
 package scheduler

@@ -19,9 +19,9 @@ const (
 	NumDims
 )
 
-// scoredDims are the dimensions packing policies look at. Ports are a count
+// ScoredDims are the dimensions packing policies look at (those below it). Ports are a count
 // checked for feasibility only: they are plentiful and not worth packing.
-const scoredDims = Ports
+const ScoredDims = Ports
 
 var dimNames = [NumDims]string{"cpu", "memory", "disk", "gpu", "ports"}
 

@@ -27,7 +27,7 @@ type demand struct {
 	// resource costs more than stranding a plentiful one. Each weight also
 	// divides by the mean machine capacity, so room is measured in
 	// machines.
-	scarcity [scoredDims]float64
+	scarcity [ScoredDims]float64
 	large    []largeShape
 	largeOf  []int32 // per class, its large shape or -1
 	anyTight bool
@@ -68,7 +68,7 @@ func (p *pass) buildDemand() {
 		request = request.Add(p.items[i].Resources)
 	}
 	n := float64(len(p.machines))
-	for d := Dim(0); d < scoredDims; d++ {
+	for d := Dim(0); d < ScoredDims; d++ {
 		if capacity[d] > 0 {
 			share := math.Min(float64(request[d])/float64(capacity[d]), 1)
 			p.demand.scarcity[d] = share * n / float64(capacity[d])
@@ -117,7 +117,7 @@ func (p *pass) buildLargeShapes(counts []int, capacity Resources, machines float
 			continue
 		}
 		share := 0.0
-		for d := Dim(0); d < scoredDims; d++ {
+		for d := Dim(0); d < ScoredDims; d++ {
 			if capacity[d] > 0 {
 				share = max(share, float64(c.req[d])*machines/float64(capacity[d]))
 			}
@@ -249,7 +249,7 @@ func (d *demand) tightCost(ci int32, before, after *Resources) float64 {
 // volume is the scarce room a request takes, in machines.
 func (d *demand) volume(r *Resources) float64 {
 	var v float64
-	for k := Dim(0); k < scoredDims; k++ {
+	for k := Dim(0); k < ScoredDims; k++ {
 		v += d.scarcity[k] * float64(r[k])
 	}
 	return v
@@ -262,7 +262,7 @@ func (d *demand) volume(r *Resources) float64 {
 // GPU task strands its GPUs.
 func (d *demand) stranded(free *Resources) float64 {
 	var room float64
-	for r := Dim(0); r < scoredDims; r++ {
+	for r := Dim(0); r < ScoredDims; r++ {
 		if free[r] > 0 {
 			room += d.scarcity[r] * float64(free[r])
 		}
@@ -288,7 +288,7 @@ func (d *demand) stranded(free *Resources) float64 {
 // on a GPU machine with idle GPUs looks loose to best-fit.
 func (p *pass) fit(policy Policy, before, after, capacity *Resources, strandedBefore float64) float64 {
 	var n, sumFree, rise, share float64
-	for d := Dim(0); d < scoredDims; d++ {
+	for d := Dim(0); d < ScoredDims; d++ {
 		c := capacity[d]
 		if c <= 0 {
 			continue

@@ -1,9 +1,11 @@
-package scheduler
+package workload
 
 import (
 	"fmt"
 	"path/filepath"
 	"testing"
+
+	"github.com/corralhq/corral/scheduler"
 )
 
 // benchWorkload is the 10,000-machine, 100,000-task cell: the shared
@@ -26,15 +28,15 @@ func benchWorkload(b *testing.B) *Workload {
 // pass. Target: at least 20,000 tasks/s.
 func BenchmarkScheduleFromScratch(b *testing.B) {
 	w := benchWorkload(b)
-	for _, policy := range Policies {
+	for _, policy := range scheduler.Policies {
 		b.Run(string(policy), func(b *testing.B) {
-			cfg := DefaultConfig()
+			cfg := scheduler.DefaultConfig()
 			cfg.Policy = policy
 			cell := w.Cell()
-			var plan *Plan
+			var plan *scheduler.Plan
 			b.ReportAllocs()
 			for b.Loop() {
-				plan = Schedule(cell, cfg, 1)
+				plan = scheduler.Schedule(cell, cfg, 1)
 			}
 			b.ReportMetric(float64(plan.Stats.Placed)*float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
 			b.ReportMetric(float64(plan.Stats.Pending-plan.Stats.Placed), "unplaced")
@@ -47,17 +49,17 @@ func BenchmarkScheduleFromScratch(b *testing.B) {
 // its CPU requested). Target: at most 100 ms per pass.
 func BenchmarkOnlinePass(b *testing.B) {
 	w := benchWorkload(b)
-	full := Schedule(w.Cell(), DefaultConfig(), 1)
+	full := scheduler.Schedule(w.Cell(), scheduler.DefaultConfig(), 1)
 	cell := occupied(w, full)
 	cell.Pending = newArrivals(w, 50, 20)
-	for _, policy := range Policies {
+	for _, policy := range scheduler.Policies {
 		b.Run(string(policy), func(b *testing.B) {
-			cfg := DefaultConfig()
+			cfg := scheduler.DefaultConfig()
 			cfg.Policy = policy
-			var plan *Plan
+			var plan *scheduler.Plan
 			b.ReportAllocs()
 			for b.Loop() {
-				plan = Schedule(cell, cfg, 2)
+				plan = scheduler.Schedule(cell, cfg, 2)
 			}
 			b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "ms/pass")
 			b.ReportMetric(float64(plan.Stats.Placed), "placed")
@@ -68,16 +70,16 @@ func BenchmarkOnlinePass(b *testing.B) {
 
 // occupied returns the workload's cell with a plan's placements applied, as
 // the projection would hold it.
-func occupied(w *Workload, plan *Plan) *Cell {
-	byName := map[string]*Machine{}
-	cell := &Cell{}
+func occupied(w *Workload, plan *scheduler.Plan) *scheduler.Cell {
+	byName := map[string]*scheduler.Machine{}
+	cell := &scheduler.Cell{}
 	for _, m := range w.Machines {
 		c := *m
 		c.Tasks = nil
 		byName[c.Name] = &c
 		cell.Machines = append(cell.Machines, &c)
 	}
-	byRef := map[TaskRef]*PendingTask{}
+	byRef := map[scheduler.TaskRef]*scheduler.PendingTask{}
 	for i := range w.Tasks {
 		byRef[w.Tasks[i].Ref] = &w.Tasks[i]
 	}
@@ -85,7 +87,7 @@ func occupied(w *Workload, plan *Plan) *Cell {
 		t := byRef[p.Task]
 		m := byName[p.Machine]
 		m.Version++
-		m.Tasks = append(m.Tasks, PlacedTask{Ref: t.Ref, Priority: t.Priority, Limit: t.Resources, Reservation: t.Resources,
+		m.Tasks = append(m.Tasks, scheduler.PlacedTask{Ref: t.Ref, Priority: t.Priority, Limit: t.Resources, Reservation: t.Resources,
 			Ports: p.Ports, Package: t.Package})
 	}
 	return cell
@@ -99,9 +101,9 @@ func BenchmarkPassSize(b *testing.B) {
 			RackSize: 40, RacksPerPower: 5, ConstrainedJobs: 0.1})
 		b.Run(fmt.Sprintf("machines=%d", n), func(b *testing.B) {
 			cell := w.Cell()
-			var plan *Plan
+			var plan *scheduler.Plan
 			for b.Loop() {
-				plan = Schedule(cell, DefaultConfig(), 1)
+				plan = scheduler.Schedule(cell, scheduler.DefaultConfig(), 1)
 			}
 			b.ReportMetric(float64(plan.Stats.Placed)*float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
 		})
@@ -110,13 +112,13 @@ func BenchmarkPassSize(b *testing.B) {
 
 // newArrivals makes jobs new jobs of size tasks each, copying the
 // requirements of jobs spread evenly through the workload.
-func newArrivals(w *Workload, jobs, size int) []PendingTask {
-	var out []PendingTask
+func newArrivals(w *Workload, jobs, size int) []scheduler.PendingTask {
+	var out []scheduler.PendingTask
 	for j := range jobs {
 		like := w.Tasks[j*len(w.Tasks)/jobs]
 		for i := range size {
 			t := like
-			t.Ref = TaskRef{User: "new-" + like.Ref.User, Job: fmt.Sprintf("new-%d-%s", j, like.Ref.Job), Index: int32(i)}
+			t.Ref = scheduler.TaskRef{User: "new-" + like.Ref.User, Job: fmt.Sprintf("new-%d-%s", j, like.Ref.Job), Index: int32(i)}
 			t.Seq = int64(1<<32 + j*size + i)
 			out = append(out, t)
 		}

@@ -1,4 +1,4 @@
-package scheduler
+package workload
 
 import (
 	"cmp"
@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+
+	"github.com/corralhq/corral/scheduler"
 )
 
 // CompactionMode says how machines are taken out of the cell.
@@ -27,9 +29,9 @@ const (
 // CompactionConfig tunes a cell-compaction run (Borg §5.1).
 type CompactionConfig struct {
 	Mode      CompactionMode
-	Seeds     int    // experiments, each with its own random order; 11 in the paper
-	FirstSeed uint64 // seeds are FirstSeed, FirstSeed+1, ...
-	Scheduler Config // the policy under test is Scheduler.Policy
+	Seeds     int              // experiments, each with its own random order; 11 in the paper
+	FirstSeed uint64           // seeds are FirstSeed, FirstSeed+1, ...
+	Scheduler scheduler.Config // the policy under test is Scheduler.Policy
 	// MaxPending is the share of tasks that may stay pending for the
 	// workload to count as fitting (the paper let up to 0.2% of very picky
 	// tasks go pending).
@@ -44,8 +46,8 @@ type CompactionConfig struct {
 
 // DefaultCompaction is the paper's setting: random removal, 11 seeds, 0.2%
 // of tasks may stay pending, cloning up to four times.
-func DefaultCompaction(policy Policy) CompactionConfig {
-	cfg := DefaultConfig()
+func DefaultCompaction(policy scheduler.Policy) CompactionConfig {
+	cfg := scheduler.DefaultConfig()
 	cfg.Policy = policy
 	return CompactionConfig{
 		Mode: CompactRandom, Seeds: 11, FirstSeed: 1, Scheduler: cfg,
@@ -55,7 +57,7 @@ func DefaultCompaction(policy Policy) CompactionConfig {
 
 // CompactionResult is the outcome for one policy.
 type CompactionResult struct {
-	Policy   Policy
+	Policy   scheduler.Policy
 	Mode     CompactionMode
 	Machines []int // machines needed, per seed; 0 where the workload did not fit
 	// Unfit counts the seeds whose workload did not fit even the whole
@@ -64,11 +66,11 @@ type CompactionResult struct {
 	Pending    int
 	P90        int // the 90th percentile of Machines: the result the paper reports; 0 if a seed did not fit
 	Min, Max   int
-	LowerBound int     // of the original cell
-	Binding    Dim     // the resource that sets the lower bound
-	Ratio      float64 // P90 / LowerBound
-	Clones     int     // the largest clone factor a seed needed (1: none)
-	Packs      int     // from-scratch packings run
+	LowerBound int           // of the original cell
+	Binding    scheduler.Dim // the resource that sets the lower bound
+	Ratio      float64       // P90 / LowerBound
+	Clones     int           // the largest clone factor a seed needed (1: none)
+	Packs      int           // from-scratch packings run
 }
 
 // Compact finds how few machines the workload fits on under cfg's policy,
@@ -139,11 +141,11 @@ type compactRun struct {
 func compactOnce(w *Workload, cfg CompactionConfig, mode CompactionMode, seed uint64, lb int) compactRun {
 	var run compactRun
 	allowed := int(cfg.MaxPending * float64(len(w.Tasks)))
-	pack := func(machines []*Machine) *Plan {
+	pack := func(machines []*scheduler.Machine) *scheduler.Plan {
 		run.packs++
-		return Schedule(&Cell{Machines: machines, Pending: w.Tasks}, cfg.Scheduler, seed)
+		return scheduler.Schedule(&scheduler.Cell{Machines: machines, Pending: w.Tasks}, cfg.Scheduler, seed)
 	}
-	fits := func(plan *Plan) bool { return plan.Stats.Pending-plan.Stats.Placed <= allowed }
+	fits := func(plan *scheduler.Plan) bool { return plan.Stats.Pending-plan.Stats.Placed <= allowed }
 
 	// The cell, cloned as often as needed for the workload to fit.
 	cell := w.Machines
@@ -171,7 +173,7 @@ func compactOnce(w *Workload, cfg CompactionConfig, mode CompactionMode, seed ui
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	if mode == CompactLargestFirst {
 		value := capacityValue(order, w.Tasks)
-		slices.SortStableFunc(order, func(a, b *Machine) int { return cmp.Compare(value(b), value(a)) })
+		slices.SortStableFunc(order, func(a, b *scheduler.Machine) int { return cmp.Compare(value(b), value(a)) })
 	}
 	// Invariant: order[:hi] fits; order[:lo] does not (fewer machines than
 	// the lower bound never fit).
@@ -190,24 +192,24 @@ func compactOnce(w *Workload, cfg CompactionConfig, mode CompactionMode, seed ui
 
 // capacityValue weighs a machine's capacity by how much of each resource
 // the tasks ask for, relative to the cell's total.
-func capacityValue(machines []*Machine, tasks []PendingTask) func(*Machine) float64 {
-	var capacity, request Resources
+func capacityValue(machines []*scheduler.Machine, tasks []scheduler.PendingTask) func(*scheduler.Machine) float64 {
+	var capacity, request scheduler.Resources
 	for _, m := range machines {
 		capacity = capacity.Add(m.Capacity)
 	}
 	for i := range tasks {
 		request = request.Add(tasks[i].Resources)
 	}
-	var weight [scoredDims]float64
-	for d := Dim(0); d < scoredDims; d++ {
+	var weight [scheduler.ScoredDims]float64
+	for d := scheduler.Dim(0); d < scheduler.ScoredDims; d++ {
 		if capacity[d] > 0 {
 			share := float64(request[d]) / float64(capacity[d])
 			weight[d] = share * share / float64(capacity[d])
 		}
 	}
-	return func(m *Machine) float64 {
+	return func(m *scheduler.Machine) float64 {
 		var v float64
-		for d := Dim(0); d < scoredDims; d++ {
+		for d := scheduler.Dim(0); d < scheduler.ScoredDims; d++ {
 			v += weight[d] * float64(m.Capacity[d])
 		}
 		return v
@@ -216,7 +218,7 @@ func capacityValue(machines []*Machine, tasks []PendingTask) func(*Machine) floa
 
 // cloneMachines returns n copies of the machines; copies after the first
 // are renamed name#2, name#3, ...
-func cloneMachines(machines []*Machine, n int) []*Machine {
+func cloneMachines(machines []*scheduler.Machine, n int) []*scheduler.Machine {
 	out := slices.Clone(machines)
 	for k := 2; k <= n; k++ {
 		for _, m := range machines {

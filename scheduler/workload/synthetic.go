@@ -1,4 +1,4 @@
-package scheduler
+package workload
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/scheduler"
 )
 
 // SyntheticConfig describes a generated cell.
@@ -61,7 +62,7 @@ var syntheticShapes = []machineShape{
 func Synthetic(cfg SyntheticConfig) *Workload {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	w := &Workload{Name: fmt.Sprintf("synthetic-%d", cfg.Seed)}
-	var capacity Resources
+	var capacity scheduler.Resources
 	rackSize := max(cfg.RackSize, 1)
 	racksPerPower := max(cfg.RacksPerPower, 1)
 	var shape machineShape
@@ -71,15 +72,15 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 			// Racks are homogeneous, as they are bought.
 			shape = pickShape(rng)
 		}
-		m := &Machine{
+		m := &scheduler.Machine{
 			Name:    fmt.Sprintf("m%05d", i),
 			Version: 1,
-			Capacity: Resources{
-				CPU:    shape.cores * 1000,
-				Memory: shape.memGiB << 30,
-				Disk:   shape.diskTiB << 40,
-				GPU:    shape.gpus * 1000,
-				Ports:  1000,
+			Capacity: scheduler.Resources{
+				scheduler.CPU:    shape.cores * 1000,
+				scheduler.Memory: shape.memGiB << 30,
+				scheduler.Disk:   shape.diskTiB << 40,
+				scheduler.GPU:    shape.gpus * 1000,
+				scheduler.Ports:  1000,
 			},
 			PortBase: 31000,
 			Attributes: map[string]string{
@@ -109,7 +110,7 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 		gpu      int64
 		ports    int64
 		tiny     bool
-		cons     []Constraint
+		cons     []scheduler.Constraint
 		pkg      string
 	}
 	jobs := make([]job, cfg.Jobs)
@@ -152,7 +153,7 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 		j.cpu = math.Exp(rng.NormFloat64()*0.8) * 1000
 		j.mem = j.cpu * (1 << 20) * math.Exp(rng.NormFloat64()*0.5) * 3.5
 		j.disk = int64(1+rng.IntN(20)) << 30
-		if IsProd(j.prio) {
+		if scheduler.IsProd(j.prio) {
 			j.ports = int64(rng.IntN(3))
 		} else {
 			nonProdTasks += j.size
@@ -169,7 +170,7 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 	// fifth of the non-prod tasks are.
 	for _, i := range rng.Perm(len(jobs)) {
 		j := &jobs[i]
-		if IsProd(j.prio) || j.gpu > 0 || float64(tinyTasks+j.size) > 0.2*float64(nonProdTasks) {
+		if scheduler.IsProd(j.prio) || j.gpu > 0 || float64(tinyTasks+j.size) > 0.2*float64(nonProdTasks) {
 			continue
 		}
 		j.tiny = true
@@ -206,8 +207,8 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 		}
 		return s
 	}
-	cpuScale := scale(func(j *job) float64 { return j.cpu }, cfg.CPUFill*float64(capacity[CPU]), maxCPU)
-	memScale := scale(func(j *job) float64 { return j.mem }, cfg.CPUFill*7/8*float64(capacity[Memory]), maxMem)
+	cpuScale := scale(func(j *job) float64 { return j.cpu }, cfg.CPUFill*float64(capacity[scheduler.CPU]), maxCPU)
+	memScale := scale(func(j *job) float64 { return j.mem }, cfg.CPUFill*7/8*float64(capacity[scheduler.Memory]), maxMem)
 
 	order := rng.Perm(len(jobs)) // submission order
 	seq := int64(0)
@@ -218,11 +219,11 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 			cpu = math.Min(cpu*cpuScale, maxCPU)
 			mem = math.Min(mem*memScale, maxMem)
 		}
-		req := Resources{CPU: max(int64(cpu), 1), Memory: max(int64(mem), 1<<20), Disk: j.disk, GPU: j.gpu, Ports: j.ports}
+		req := scheduler.Resources{scheduler.CPU: max(int64(cpu), 1), scheduler.Memory: max(int64(mem), 1<<20), scheduler.Disk: j.disk, scheduler.GPU: j.gpu, scheduler.Ports: j.ports}
 		for t := range j.size {
 			seq++
-			w.Tasks = append(w.Tasks, PendingTask{
-				Ref:         TaskRef{User: fmt.Sprintf("u%03d", j.user), Job: j.name, Index: int32(t)},
+			w.Tasks = append(w.Tasks, scheduler.PendingTask{
+				Ref:         scheduler.TaskRef{User: fmt.Sprintf("u%03d", j.user), Job: j.name, Index: int32(t)},
 				Priority:    j.prio,
 				Seq:         seq,
 				SpecVersion: 1,
@@ -246,15 +247,15 @@ func pickShape(rng *rand.Rand) machineShape {
 	return syntheticShapes[len(syntheticShapes)-1]
 }
 
-func syntheticConstraints(rng *rand.Rand) []Constraint {
-	pool := [][]Constraint{
-		{{Attribute: "arch", Op: OpEq, Values: []string{"arm64"}}},
-		{{Attribute: "ssd", Op: OpExists}},
-		{{Attribute: "generation", Op: OpGt, Values: []string{"2"}}},
-		{{Attribute: "generation", Op: OpLt, Values: []string{"4"}}, {Attribute: "arch", Op: OpNe, Values: []string{"arm64"}}},
-		{{Attribute: "power", Op: OpIn, Values: []string{"p000", "p001", "p002", "p003", "p004", "p005", "p006", "p007"}}},
-		{{Attribute: "generation", Op: OpGt, Values: []string{"3"}, Soft: true}},
-		{{Attribute: "ssd", Op: OpExists, Soft: true}, {Attribute: "arch", Op: OpEq, Values: []string{"x86_64"}}},
+func syntheticConstraints(rng *rand.Rand) []scheduler.Constraint {
+	pool := [][]scheduler.Constraint{
+		{{Attribute: "arch", Op: scheduler.OpEq, Values: []string{"arm64"}}},
+		{{Attribute: "ssd", Op: scheduler.OpExists}},
+		{{Attribute: "generation", Op: scheduler.OpGt, Values: []string{"2"}}},
+		{{Attribute: "generation", Op: scheduler.OpLt, Values: []string{"4"}}, {Attribute: "arch", Op: scheduler.OpNe, Values: []string{"arm64"}}},
+		{{Attribute: "power", Op: scheduler.OpIn, Values: []string{"p000", "p001", "p002", "p003", "p004", "p005", "p006", "p007"}}},
+		{{Attribute: "generation", Op: scheduler.OpGt, Values: []string{"3"}, Soft: true}},
+		{{Attribute: "ssd", Op: scheduler.OpExists, Soft: true}, {Attribute: "arch", Op: scheduler.OpEq, Values: []string{"x86_64"}}},
 	}
 	return slices.Clone(pool[rng.IntN(len(pool))])
 }

@@ -1,4 +1,4 @@
-package scheduler
+package workload
 
 import (
 	"flag"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/corralhq/corral/scheduler"
 )
 
 var workloadsFlag = flag.String("workloads", "", "folder holding the shared workloads (default: $CORRAL_WORKLOADS, else shared/workloads in an ancestor)")
@@ -38,15 +40,15 @@ func TestReadWorkload(t *testing.T) {
 		t.Fatalf("read %d machines, %d tasks", len(w.Machines), len(w.Tasks))
 	}
 	m := w.Machines[0]
-	if m.Name != "m1" || m.Capacity != (Resources{CPU: 8000, Memory: 16 << 30}) || m.Attributes["rack"] != "r1" {
+	if m.Name != "m1" || m.Capacity != (scheduler.Resources{scheduler.CPU: 8000, scheduler.Memory: 16 << 30}) || m.Attributes["rack"] != "r1" {
 		t.Errorf("machine %+v", m)
 	}
 	if w.Machines[1].Attributes != nil {
 		t.Errorf("empty rack became attribute %v", w.Machines[1].Attributes)
 	}
 	task := w.Tasks[2]
-	if task.Ref != (TaskRef{User: "tiny", Job: "ml", Index: 0}) || task.Priority != 0 || task.Seq != 4 ||
-		task.Resources != (Resources{CPU: 100, Memory: 512 << 20, GPU: 250}) {
+	if task.Ref != (scheduler.TaskRef{User: "tiny", Job: "ml", Index: 0}) || task.Priority != 0 || task.Seq != 4 ||
+		task.Resources != (scheduler.Resources{scheduler.CPU: 100, scheduler.Memory: 512 << 20, scheduler.GPU: 250}) {
 		t.Errorf("task %+v", task)
 	}
 
@@ -71,24 +73,26 @@ func TestReadWorkload(t *testing.T) {
 }
 
 func TestLowerBound(t *testing.T) {
-	mk := func(cpu, gpu int64) *Machine { return &Machine{Name: "m", Capacity: Resources{CPU: cpu, GPU: gpu}} }
-	machines := []*Machine{mk(8, 0), mk(4, 4), mk(4, 2), mk(2, 2), mk(2, 0)}
+	mk := func(cpu, gpu int64) *scheduler.Machine {
+		return &scheduler.Machine{Name: "m", Capacity: scheduler.Resources{scheduler.CPU: cpu, scheduler.GPU: gpu}}
+	}
+	machines := []*scheduler.Machine{mk(8, 0), mk(4, 4), mk(4, 2), mk(2, 2), mk(2, 0)}
 	tests := []struct {
 		cpu, gpu int64
 		bound    int
-		binding  Dim
+		binding  scheduler.Dim
 	}{
-		{10, 0, 2, CPU},  // 8 + 4 >= 10
-		{12, 0, 2, CPU},  // exactly
-		{13, 5, 3, CPU},  // cpu needs 3, gpu 2 (4 + 2)
-		{4, 7, 3, GPU},   // gpu needs 4 + 2 + 2
-		{0, 0, 0, CPU},   // nothing asked
-		{20, 0, 5, CPU},  // every machine
-		{21, 0, 0, CPU},  // does not fit: error
-		{1, 100, 0, GPU}, // does not fit: error
+		{10, 0, 2, scheduler.CPU},  // 8 + 4 >= 10
+		{12, 0, 2, scheduler.CPU},  // exactly
+		{13, 5, 3, scheduler.CPU},  // cpu needs 3, gpu 2 (4 + 2)
+		{4, 7, 3, scheduler.GPU},   // gpu needs 4 + 2 + 2
+		{0, 0, 0, scheduler.CPU},   // nothing asked
+		{20, 0, 5, scheduler.CPU},  // every machine
+		{21, 0, 0, scheduler.CPU},  // does not fit: error
+		{1, 100, 0, scheduler.GPU}, // does not fit: error
 	}
 	for _, tc := range tests {
-		tasks := []PendingTask{{Resources: Resources{CPU: tc.cpu, GPU: tc.gpu}}}
+		tasks := []scheduler.PendingTask{{Resources: scheduler.Resources{scheduler.CPU: tc.cpu, scheduler.GPU: tc.gpu}}}
 		bound, binding, err := LowerBound(machines, tasks)
 		if tc.bound == 0 && (tc.cpu > 0 || tc.gpu > 0) {
 			if err == nil {
@@ -126,10 +130,10 @@ func TestSharedWorkloads(t *testing.T) {
 		name            string
 		machines, tasks int
 		bound           int
-		binding         Dim
+		binding         scheduler.Dim
 	}{
-		{"openb", 1523, 8152, 1139, GPU},
-		{"synthetic-10k", 10000, 100000, 6761, CPU},
+		{"openb", 1523, 8152, 1139, scheduler.GPU},
+		{"synthetic-10k", 10000, 100000, 6761, scheduler.CPU},
 	}
 	for _, tc := range tests {
 		w, err := LoadWorkload(filepath.Join(dir, tc.name))
@@ -155,8 +159,8 @@ func TestSyntheticCell(t *testing.T) {
 	if len(w.Machines) != 2000 || len(w.Tasks) != 20000 {
 		t.Fatalf("%d machines, %d tasks", len(w.Machines), len(w.Tasks))
 	}
-	var capacity, request Resources
-	shapes, racks, powers := map[Resources]bool{}, map[string]bool{}, map[string]bool{}
+	var capacity, request scheduler.Resources
+	shapes, racks, powers := map[scheduler.Resources]bool{}, map[string]bool{}, map[string]bool{}
 	for _, m := range w.Machines {
 		capacity = capacity.Add(m.Capacity)
 		shapes[m.Capacity] = true
@@ -172,11 +176,11 @@ func TestSyntheticCell(t *testing.T) {
 		if len(task.Constraints) > 0 {
 			constrained[task.Ref.Job] = true
 		}
-		if IsProd(task.Priority) {
+		if scheduler.IsProd(task.Priority) {
 			prod++
 		} else {
 			nonProd++
-			if task.Resources[CPU] < 100 {
+			if task.Resources[scheduler.CPU] < 100 {
 				tiny++
 			}
 		}
@@ -196,7 +200,7 @@ func TestSyntheticCell(t *testing.T) {
 	if share := float64(prod) / float64(len(w.Tasks)); share < 0.1 || share > 0.5 {
 		t.Errorf("prod tasks are %.0f%%", 100*share)
 	}
-	if fill := float64(request[CPU]) / float64(capacity[CPU]); math.Abs(fill-0.8) > 0.02 {
+	if fill := float64(request[scheduler.CPU]) / float64(capacity[scheduler.CPU]); math.Abs(fill-0.8) > 0.02 {
 		t.Errorf("CPU fill %.3f, want 0.8", fill)
 	}
 	again := Synthetic(cfg)
@@ -204,7 +208,7 @@ func TestSyntheticCell(t *testing.T) {
 		t.Error("the same seed generated another cell")
 	}
 	// The whole cell schedules.
-	if plan := Schedule(w.Cell(), DefaultConfig(), 1); plan.Stats.Placed < 19900 {
+	if plan := scheduler.Schedule(w.Cell(), scheduler.DefaultConfig(), 1); plan.Stats.Placed < 19900 {
 		t.Errorf("placed %d of 20000", plan.Stats.Placed)
 	}
 }

@@ -1,4 +1,4 @@
-package scheduler
+package workload
 
 import (
 	"bufio"
@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/corralhq/corral/scheduler"
 )
 
 // Workload is a set of machines and the tasks to place on them: what the
@@ -18,14 +20,14 @@ import (
 // every machine empty and up.
 type Workload struct {
 	Name     string
-	Machines []*Machine
-	Tasks    []PendingTask
+	Machines []*scheduler.Machine
+	Tasks    []scheduler.PendingTask
 }
 
 // Cell returns the workload as a pass input: every machine empty, every
 // task pending. The machines are shared with the workload, not copied.
-func (w *Workload) Cell() *Cell {
-	return &Cell{Machines: w.Machines, Pending: w.Tasks}
+func (w *Workload) Cell() *scheduler.Cell {
+	return &scheduler.Cell{Machines: w.Machines, Pending: w.Tasks}
 }
 
 // LoadWorkload reads a workload folder in the neutral CSV format
@@ -53,16 +55,16 @@ func ReadWorkload(name string, machines, tasks io.Reader) (*Workload, error) {
 	err := readCSV(machines, "machines.csv",
 		[]string{"name", "cpu_milli", "memory_mib", "gpu_milli", "rack"},
 		func(line int, f []string, num func(int) (int64, error)) error {
-			var capacity Resources
-			for i, d := range []Dim{CPU, Memory, GPU} {
+			var capacity scheduler.Resources
+			for i, d := range []scheduler.Dim{scheduler.CPU, scheduler.Memory, scheduler.GPU} {
 				v, err := num(i + 1)
 				if err != nil {
 					return err
 				}
 				capacity[d] = v
 			}
-			capacity[Memory] <<= 20
-			m := &Machine{Name: f[0], Version: 1, Capacity: capacity}
+			capacity[scheduler.Memory] <<= 20
+			m := &scheduler.Machine{Name: f[0], Version: 1, Capacity: capacity}
 			if m.Name == "" {
 				return fmt.Errorf("name: empty")
 			}
@@ -88,18 +90,18 @@ func ReadWorkload(name string, machines, tasks io.Reader) (*Workload, error) {
 			if f[0] == "" {
 				return fmt.Errorf("job: empty")
 			}
-			if v[1] > MaxPriority {
-				return fmt.Errorf("priority: %d is above %d", v[1], MaxPriority)
+			if v[1] > scheduler.MaxPriority {
+				return fmt.Errorf("priority: %d is above %d", v[1], scheduler.MaxPriority)
 			}
 			if v[0] > 1<<31-1 {
 				return fmt.Errorf("index: %d is too large", v[0])
 			}
-			w.Tasks = append(w.Tasks, PendingTask{
-				Ref:         TaskRef{User: name, Job: f[0], Index: int32(v[0])},
+			w.Tasks = append(w.Tasks, scheduler.PendingTask{
+				Ref:         scheduler.TaskRef{User: name, Job: f[0], Index: int32(v[0])},
 				Priority:    int32(v[1]),
 				Seq:         int64(line),
 				SpecVersion: 1,
-				Resources:   Resources{CPU: v[2], Memory: v[3] << 20, GPU: v[4]},
+				Resources:   scheduler.Resources{scheduler.CPU: v[2], scheduler.Memory: v[3] << 20, scheduler.GPU: v[4]},
 			})
 			return nil
 		})
@@ -161,14 +163,14 @@ func readCSV(r io.Reader, file string, columns []string,
 // bound is the largest k over the resources (ports excluded), and binding
 // the resource that sets it. No packing beats it. It returns an error when
 // even all machines do not reach the total request.
-func LowerBound(machines []*Machine, tasks []PendingTask) (bound int, binding Dim, err error) {
-	var total Resources
+func LowerBound(machines []*scheduler.Machine, tasks []scheduler.PendingTask) (bound int, binding scheduler.Dim, err error) {
+	var total scheduler.Resources
 	for i := range tasks {
 		total = total.Add(tasks[i].Resources)
 	}
 	caps := make([]int64, len(machines))
-	binding = CPU
-	for d := Dim(0); d < scoredDims; d++ {
+	binding = scheduler.CPU
+	for d := scheduler.Dim(0); d < scheduler.ScoredDims; d++ {
 		if total[d] == 0 {
 			continue
 		}
@@ -184,7 +186,7 @@ func LowerBound(machines []*Machine, tasks []PendingTask) (bound int, binding Di
 		}
 		if sum < total[d] {
 			return 0, d, fmt.Errorf("scheduler: the tasks ask for %s %s, the machines offer %s",
-				FormatQuantity(d, total[d]), d, FormatQuantity(d, sum))
+				scheduler.FormatQuantity(d, total[d]), d, scheduler.FormatQuantity(d, sum))
 		}
 		if k > bound {
 			bound, binding = k, d

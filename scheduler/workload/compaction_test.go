@@ -1,4 +1,4 @@
-package scheduler
+package workload
 
 import (
 	"flag"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/scheduler"
 )
 
 // The full compaction run is not part of the normal test run. Run it with
@@ -33,13 +35,13 @@ func TestCompactTiny(t *testing.T) {
 		if i%3 == 0 {
 			cores = 8
 		}
-		w.Machines = append(w.Machines, &Machine{Name: fmt.Sprintf("m%02d", i), Version: 1, Capacity: Resources{CPU: cores * 1000, Memory: 64 << 30}})
+		w.Machines = append(w.Machines, &scheduler.Machine{Name: fmt.Sprintf("m%02d", i), Version: 1, Capacity: scheduler.Resources{scheduler.CPU: cores * 1000, scheduler.Memory: 64 << 30}})
 	}
 	for i := range 40 {
-		w.Tasks = append(w.Tasks, PendingTask{Ref: TaskRef{User: "u", Job: "j", Index: int32(i)}, Priority: 5, Seq: int64(i), Resources: Resources{CPU: 500, Memory: 1 << 30}})
+		w.Tasks = append(w.Tasks, scheduler.PendingTask{Ref: scheduler.TaskRef{User: "u", Job: "j", Index: int32(i)}, Priority: 5, Seq: int64(i), Resources: scheduler.Resources{scheduler.CPU: 500, scheduler.Memory: 1 << 30}})
 	}
 	for _, mode := range []CompactionMode{CompactRandom, CompactLargestFirst} {
-		for _, policy := range Policies {
+		for _, policy := range scheduler.Policies {
 			cfg := DefaultCompaction(policy)
 			cfg.Mode = mode
 			cfg.MaxPending = 0
@@ -51,7 +53,7 @@ func TestCompactTiny(t *testing.T) {
 			if r.LowerBound != 3 || r.Unfit != 0 || len(r.Machines) != 11 || r.P90 < 3 || r.P90 > 12 || r.Min > r.P90 || r.P90 > r.Max {
 				t.Errorf("%s %s: %+v", mode, policy, r)
 			}
-			if mode == CompactLargestFirst && policy != PolicyWorstFit && r.P90 != 3 {
+			if mode == CompactLargestFirst && policy != scheduler.PolicyWorstFit && r.P90 != 3 {
 				t.Errorf("%s %s: %d machines, want the bound, 3", mode, policy, r.P90)
 			}
 			again, _ := Compact(w, cfg)
@@ -61,8 +63,8 @@ func TestCompactTiny(t *testing.T) {
 		}
 	}
 	// A workload that fits no cell: reported, not an error.
-	w.Tasks = append(w.Tasks, PendingTask{Ref: TaskRef{User: "u", Job: "huge", Index: 0}, Resources: Resources{CPU: 9000}})
-	cfg := DefaultCompaction(PolicyHybrid)
+	w.Tasks = append(w.Tasks, scheduler.PendingTask{Ref: scheduler.TaskRef{User: "u", Job: "huge", Index: 0}, Resources: scheduler.Resources{scheduler.CPU: 9000}})
+	cfg := DefaultCompaction(scheduler.PolicyHybrid)
 	cfg.MaxPending = 0
 	cfg.Seeds = 2
 	r, err := Compact(w, cfg)
@@ -101,11 +103,11 @@ func TestCompactionReport(t *testing.T) {
 	}
 	var table strings.Builder
 	fmt.Fprintf(&table, "workload %s: %d machines, %d tasks; %d seeds, K=%d, up to %.1f%% of tasks may stay pending\n\n",
-		w.Name, len(w.Machines), len(w.Tasks), *compactionSeedsFlag, *compactionKFlag, 100*DefaultCompaction(PolicyHybrid).MaxPending)
+		w.Name, len(w.Machines), len(w.Tasks), *compactionSeedsFlag, *compactionKFlag, 100*DefaultCompaction(scheduler.PolicyHybrid).MaxPending)
 	table.WriteString("| removal | policy | machines (p90) | min-max | lower bound | ratio | clones | runtime | packings |\n")
 	table.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, mode := range strings.Split(*compactionModesFlag, ",") {
-		for _, policy := range Policies {
+		for _, policy := range scheduler.Policies {
 			cfg := DefaultCompaction(policy)
 			cfg.Mode = CompactionMode(mode)
 			cfg.Seeds = *compactionSeedsFlag
