@@ -192,11 +192,8 @@ func (a *Agent) Poll(ctx context.Context, req *agentpb.PollRequest) (*agentpb.Ag
 	if a.closed {
 		return nil, status.Error(codes.Unavailable, "agent is shutting down")
 	}
-	if req.Machine != "" && req.Machine != a.cfg.Name {
-		return nil, status.Errorf(codes.FailedPrecondition, "this agent runs machine %q, not %q", a.cfg.Name, req.Machine)
-	}
-	if req.Epoch < a.epoch {
-		return nil, status.Errorf(codes.FailedPrecondition, "epoch %d is older than epoch %d already seen: the master was deposed", req.Epoch, a.epoch)
+	if err := AcceptPoll(a.cfg.Name, a.epoch, req); err != nil {
+		return nil, err
 	}
 	if req.Epoch > a.epoch || (req.Cell != "" && req.Cell != a.cell) {
 		a.epoch = req.Epoch

@@ -127,11 +127,8 @@ func (a *Agent) Poll(ctx context.Context, req *agentpb.PollRequest) (*agentpb.Ag
 	if a.partitioned {
 		return nil, status.Error(codes.Unavailable, "simulated partition")
 	}
-	if req.Machine != "" && req.Machine != a.cfg.Name {
-		return nil, status.Errorf(codes.FailedPrecondition, "this agent runs machine %q, not %q", a.cfg.Name, req.Machine)
-	}
-	if req.Epoch < a.epoch {
-		return nil, status.Errorf(codes.FailedPrecondition, "epoch %d is older than epoch %d already seen: the master was deposed", req.Epoch, a.epoch)
+	if err := agent.AcceptPoll(a.cfg.Name, a.epoch, req); err != nil {
+		return nil, err
 	}
 	a.epoch = req.Epoch
 	a.polls++

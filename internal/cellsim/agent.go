@@ -127,11 +127,8 @@ var errPollRefused = errors.New("agent refused the poll")
 // poll answers one poll; counted is the harness's: whether the poll counts
 // toward the reconciliation window (see checker).
 func (a *Agent) poll(req *agentpb.PollRequest, counted bool) (*agentpb.AgentState, error) {
-	if req.Machine != "" && req.Machine != a.name {
-		return nil, fmt.Errorf("%w: this agent runs machine %q, not %q", errPollRefused, a.name, req.Machine)
-	}
-	if req.Epoch < a.epoch {
-		return nil, fmt.Errorf("%w: epoch %d is older than epoch %d already seen: the master was deposed", errPollRefused, req.Epoch, a.epoch)
+	if err := agent.AcceptPoll(a.name, a.epoch, req); err != nil {
+		return nil, fmt.Errorf("%w: %v", errPollRefused, err)
 	}
 	a.epoch = req.Epoch
 	a.polls++
