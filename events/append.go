@@ -1,6 +1,7 @@
 package events
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -232,6 +233,25 @@ func DecideAcquire(stored Lease, found bool, name, holder string, now time.Time,
 	// own live lease again (after stepping down): whatever it appended
 	// under the earlier holding is fenced.
 	return Lease{Name: name, Holder: holder, Epoch: stored.Epoch + 1, ExpiresAt: now.Add(ttl).Truncate(time.Microsecond).UTC()}, nil
+}
+
+// KeepLeading is a leader's rule for its renewal's answer, for the master
+// and the cell simulation alike: a renewed lease is kept; a lost one
+// (ErrLeaseLost: another holder, or an older epoch) ends the leadership;
+// when the store cannot be reached the leader keeps leading until the
+// lease it held would have expired by its own clock, then stops (another
+// replica may take it then, and this one's appends would be fenced
+// anyway). why says what ended it.
+func KeepLeading(held Lease, err error, now time.Time) (keep bool, why string) {
+	switch {
+	case err == nil:
+		return true, ""
+	case errors.Is(err, ErrLeaseLost):
+		return false, err.Error()
+	case now.After(held.ExpiresAt):
+		return false, "lease expired while the store was unreachable: " + err.Error()
+	}
+	return true, ""
 }
 
 // DecodeAll fills evs[i].Data from raw[i]. Large pages are decoded on every

@@ -300,18 +300,10 @@ func (m *Master) campaign(ctx context.Context) error {
 			l := *m.lease.Load()
 			var nl events.Lease
 			nl, err = m.store.RenewLease(ctx, l, m.cfg.LeaseTTL)
-			switch {
-			case err == nil:
+			if err == nil {
 				m.lease.Store(&nl)
-			case errors.Is(err, events.ErrLeaseLost):
-				stepDown(err.Error())
-			default:
-				// The store is unreachable: keep leading until the lease
-				// would have expired, then stop (another replica may take
-				// it then, and our appends would be fenced anyway).
-				if m.clock().After(l.ExpiresAt) {
-					stepDown("lease expired while the store was unreachable: " + err.Error())
-				}
+			} else if keep, why := events.KeepLeading(l, err, m.clock()); !keep {
+				stepDown(why)
 			}
 		}
 		select {

@@ -242,15 +242,10 @@ func (m *Master) campaign() {
 		if !m.elected || m.lease.Epoch != l.Epoch {
 			return
 		}
-		switch {
-		case err == nil:
+		if err == nil {
 			m.lease = v.(events.Lease)
-		case errors.Is(err, events.ErrLeaseLost):
-			m.stepDown(err.Error())
-		default:
-			if m.now().After(l.ExpiresAt) {
-				m.stepDown("lease expired while the store was unreachable: " + err.Error())
-			}
+		} else if keep, why := events.KeepLeading(l, err, m.now()); !keep {
+			m.stepDown(why)
 		}
 	})
 }
