@@ -18,7 +18,7 @@ that time, the actor and the request id (as causation id).
 	commands/writer      the leader's group commit, decided purely
 	commands/agentlink   the agent link's decisions, pure
 	commands/master      a replica's I/O: lease, tail, the writer's appends,
-	                     the gRPC API (grpc.go), the scheduler loop
+	                     the gRPC API (api*.go), the scheduler loop
 	                     (scheduling.go), the link's polls (link.go), the
 	                     agent registry
 	commands/apipb       the API's protobuf; commands/client the one client

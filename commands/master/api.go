@@ -1,0 +1,145 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/auth"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// UserHeader is the gRPC metadata key that names the caller in insecure
+// mode only (no auth.Authenticator: development on a trusted machine). With
+// one, callers are known by certificate or token and the header is removed
+// before the service sees it.
+const UserHeader = auth.UserHeader
+
+// LeaderHeader is set on a follower's refusal of a write: the leader's
+// address, so a client can follow it.
+const LeaderHeader = "x-corral-leader"
+
+// Service implements the Cell API over a Master.
+type Service struct {
+	apipb.UnimplementedCellServer
+	m *Master
+	// Explain, when set, explains a job's pending tasks (the scheduler
+	// fills it in). It runs under the state's read lock.
+	Explain func(s *projections.State, j *projections.Job) *apipb.WhyPendingReply
+	// ReadWait bounds how long a read waits for its min_position.
+	ReadWait time.Duration
+	// Analytics answers Query and Bill (the Infrastore); nil: Unimplemented.
+	Analytics Analytics
+}
+
+// Analytics is what the API needs of the Infrastore. It is an interface so
+// this package (and its tests) do not link DuckDB.
+type Analytics interface {
+	Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error)
+	Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error)
+}
+
+func (s *Service) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {
+	if _, err := s.actor(ctx); err != nil {
+		return nil, err
+	}
+	if s.Analytics == nil {
+		return nil, status.Error(codes.Unimplemented, "this master runs no Infrastore")
+	}
+	out, err := s.Analytics.Query(ctx, r)
+	return out, Status(ctx, err)
+}
+
+func (s *Service) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {
+	if _, err := s.actor(ctx); err != nil {
+		return nil, err
+	}
+	if s.Analytics == nil {
+		return nil, status.Error(codes.Unimplemented, "this master runs no Infrastore")
+	}
+	out, err := s.Analytics.Bill(ctx, r)
+	return out, Status(ctx, err)
+}
+
+// NewService returns the API of m.
+func NewService(m *Master) *Service { return &Service{m: m, ReadWait: 10 * time.Second} }
+
+// Register adds the service to a gRPC server.
+func (s *Service) Register(g *grpc.Server) { apipb.RegisterCellServer(g, s) }
+
+func (s *Service) actor(ctx context.Context) (commands.Actor, error) {
+	if id, ok := auth.FromContext(ctx); ok {
+		// Authenticated: the admin capability is the certificate's or
+		// token's role, or the master's Admins list.
+		admin := id.Role == auth.RoleAdmin
+		for _, a := range s.m.cfg.Admins {
+			admin = admin || a == id.Name || a == "*"
+		}
+		return commands.Actor{User: id.Name, Admin: admin}, nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	users := md.Get(UserHeader)
+	if len(users) == 0 || users[0] == "" {
+		return commands.Actor{}, status.Error(codes.Unauthenticated, "the request names no user: set the "+UserHeader+" header (the corral command does this from $CORRAL_USER or $USER)")
+	}
+	u := users[0]
+	admin := false
+	for _, a := range s.m.cfg.Admins {
+		if a == u || a == "*" {
+			admin = true
+		}
+	}
+	return commands.Actor{User: u, Admin: admin}, nil
+}
+
+// Status maps an error of the core to a gRPC status a person can act on.
+func Status(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	var nl *ErrNotLeader
+	switch {
+	case errors.As(err, &nl):
+		if nl.Address != "" {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderHeader, nl.Address))
+		}
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, projections.ErrNoPosition):
+		return status.Error(codes.OutOfRange, err.Error())
+	case errors.Is(err, events.ErrFenced), errors.Is(err, events.ErrClosed):
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	var ce *commands.Error
+	if errors.As(err, &ce) {
+		code := map[commands.Code]codes.Code{
+			commands.InvalidArgument:    codes.InvalidArgument,
+			commands.FailedPrecondition: codes.FailedPrecondition,
+			commands.PermissionDenied:   codes.PermissionDenied,
+			commands.ResourceExhausted:  codes.ResourceExhausted,
+			commands.NotFound:           codes.NotFound,
+			commands.AlreadyExists:      codes.AlreadyExists,
+			commands.Aborted:            codes.Aborted,
+			commands.Unauthenticated:    codes.Unauthenticated,
+		}[ce.Code]
+		if code == codes.OK {
+			code = codes.Unknown
+		}
+		return status.Error(code, ce.Error())
+	}
+	return status.Error(codes.Unavailable, "the event log is unreachable or failed: "+err.Error()+"; retry with the same request id")
+}

@@ -1,0 +1,356 @@
+package master
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/auth"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// read waits for the request's min position, then runs fn under the read lock.
+func (s *Service) read(ctx context.Context, ro *apipb.ReadOptions, fn func(st *projections.State) error) error {
+	if _, err := s.actor(ctx); err != nil {
+		return err
+	}
+	if min := ro.GetMinPosition(); min > 0 {
+		wctx, cancel := context.WithTimeout(ctx, s.ReadWait)
+		err := s.m.WaitFor(wctx, min)
+		cancel()
+		if err != nil {
+			return status.Errorf(codes.Unavailable, "this master has not yet applied position %d: %v", min, err)
+		}
+	}
+	var err error
+	s.m.View(func(st *projections.State) { err = fn(st) })
+	return Status(ctx, err)
+}
+
+func userOr(ctx context.Context, user string) string {
+	if user != "" {
+		return user
+	}
+	if id, ok := auth.FromContext(ctx); ok {
+		return id.Name
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	if u := md.Get(UserHeader); len(u) > 0 {
+		return u[0]
+	}
+	return ""
+}
+
+func (s *Service) Get(ctx context.Context, r *apipb.GetRequest) (*apipb.JobView, error) {
+	var out *apipb.JobView
+	err := s.read(ctx, r.Read, func(st *projections.State) error {
+		user := userOr(ctx, r.User)
+		j := st.Job(user, r.Job)
+		if j == nil {
+			return status.Errorf(codes.NotFound, "job %s/%s does not exist (list your jobs with `corral job list`)", user, r.Job)
+		}
+		limit := int(r.TaskLimit)
+		if limit <= 0 {
+			limit = 1000
+		}
+		out = JobView(st, j, int(r.TaskOffset), limit)
+		return nil
+	})
+	return out, err
+}
+
+// maxListPage is the most jobs one List answers: a client pages with
+// offset for more (Total says how many there are).
+const maxListPage = 1000
+
+func (s *Service) List(ctx context.Context, r *apipb.ListRequest) (*apipb.JobList, error) {
+	out := &apipb.JobList{}
+	err := s.read(ctx, r.Read, func(st *projections.State) error {
+		sel, err := projections.ParseSelector(r.Selector)
+		if err != nil {
+			return status.Errorf(codes.InvalidArgument, "selector: %v", err)
+		}
+		limit := int(r.Limit)
+		if limit <= 0 || limit > maxListPage {
+			limit = maxListPage
+		}
+		n := 0
+		for _, j := range st.SelectJobs(sel, r.User) {
+			if r.State != "" && j.State().String() != r.State {
+				continue
+			}
+			if n >= int(r.Offset) && len(out.Jobs) < limit {
+				out.Jobs = append(out.Jobs, JobView(st, j, 0, 0))
+			}
+			n++
+		}
+		out.Total, out.Position = int32(n), st.Position
+		return nil
+	})
+	return out, err
+}
+
+func (s *Service) ListTasks(ctx context.Context, r *apipb.ListTasksRequest) (*apipb.TaskList, error) {
+	out := &apipb.TaskList{}
+	err := s.read(ctx, r.Read, func(st *projections.State) error {
+		var tasks []*projections.Task
+		switch {
+		case r.Machine != "":
+			m := st.Machines[r.Machine]
+			if m == nil {
+				return status.Errorf(codes.NotFound, "machine %q is not registered", r.Machine)
+			}
+			tasks = m.Tasks()
+		case r.Job != "":
+			user := userOr(ctx, r.User)
+			j := st.Job(user, r.Job)
+			if j == nil {
+				return status.Errorf(codes.NotFound, "job %s/%s does not exist", user, r.Job)
+			}
+			for _, t := range j.Tasks {
+				if t != nil {
+					tasks = append(tasks, t)
+				}
+			}
+		default:
+			sel, err := projections.ParseSelector(r.Selector)
+			if err != nil {
+				return status.Errorf(codes.InvalidArgument, "selector: %v", err)
+			}
+			tasks = st.SelectTasks(sel, r.User)
+		}
+		limit := int(r.Limit)
+		if limit <= 0 {
+			limit = 1000
+		}
+		n := 0
+		for _, t := range tasks {
+			if r.State != "" && t.State.String() != r.State && t.End.String() != r.State {
+				continue
+			}
+			if n >= int(r.Offset) && len(out.Tasks) < limit {
+				out.Tasks = append(out.Tasks, TaskView(st, t))
+			}
+			n++
+		}
+		out.Total, out.Position = int32(n), st.Position
+		return nil
+	})
+	return out, err
+}
+
+func (s *Service) ListMachines(ctx context.Context, r *apipb.ListMachinesRequest) (*apipb.MachineList, error) {
+	out := &apipb.MachineList{}
+	err := s.read(ctx, r.Read, func(st *projections.State) error {
+		for _, m := range st.SortedMachines() {
+			out.Machines = append(out.Machines, s.m.withAgent(MachineView(m)))
+		}
+		out.Position = st.Position
+		return nil
+	})
+	return out, err
+}
+
+func (s *Service) GetQuota(ctx context.Context, r *apipb.GetQuotaRequest) (*apipb.QuotaList, error) {
+	out := &apipb.QuotaList{}
+	err := s.read(ctx, r.Read, func(st *projections.State) error {
+		seen := map[projections.UserBand]bool{}
+		add := func(k projections.UserBand) {
+			if seen[k] || (r.User != "" && k.User != r.User) {
+				return
+			}
+			seen[k] = true
+			out.Quotas = append(out.Quotas, &apipb.QuotaView{User: k.User, Band: k.Band.String(),
+				Granted: st.Quotas[k].Proto(), InUse: st.Charged[k].Proto(), Unlimited: k.Band == projections.BestEffort})
+		}
+		for k := range st.Quotas {
+			add(k)
+		}
+		for k := range st.Charged {
+			add(k)
+		}
+		sortQuotas(out.Quotas)
+		return nil
+	})
+	return out, err
+}
+
+func (s *Service) WhyPending(ctx context.Context, r *apipb.WhyPendingRequest) (*apipb.WhyPendingReply, error) {
+	var out *apipb.WhyPendingReply
+	err := s.read(ctx, r.Read, func(st *projections.State) error {
+		user := userOr(ctx, r.User)
+		j := st.Job(user, r.Job)
+		if j == nil {
+			return status.Errorf(codes.NotFound, "job %s/%s does not exist", user, r.Job)
+		}
+		if s.Explain == nil {
+			return status.Error(codes.Unimplemented, "this master runs no scheduler to explain pending tasks")
+		}
+		out = s.Explain(st, j)
+		out.Position = st.Position
+		return nil
+	})
+	return out, err
+}
+
+func (s *Service) StateAt(ctx context.Context, r *apipb.StateAtRequest) (*apipb.CellView, error) {
+	if _, err := s.actor(ctx); err != nil {
+		return nil, err
+	}
+	var (
+		st  *projections.State
+		err error
+	)
+	switch {
+	case r.Position > 0 && r.TimeUs != 0:
+		return nil, status.Error(codes.InvalidArgument, "give a position or a time, not both")
+	case r.Position > 0:
+		st, err = projections.StateAt(ctx, s.m.store, r.Position)
+	case r.TimeUs != 0:
+		st, _, err = projections.StateAtTime(ctx, s.m.store, time.UnixMicro(r.TimeUs))
+	default:
+		return nil, status.Error(codes.InvalidArgument, "position or time_us: one must be set")
+	}
+	if err != nil {
+		return nil, Status(ctx, err)
+	}
+	return CellView(st, r.User), nil
+}
+
+// filter selects events for Events and Watch.
+func filter(r *apipb.EventsRequest) func(e events.Event) bool {
+	prefixes := []string{}
+	if r.StreamPrefix != "" {
+		prefixes = append(prefixes, r.StreamPrefix)
+	}
+	if r.Job != "" {
+		user := r.User
+		prefixes = append(prefixes, "job/"+user+"/"+r.Job, "task/"+user+"/"+r.Job+"/")
+	}
+	return func(e events.Event) bool {
+		if r.Type != "" && !strings.EqualFold(e.Type, r.Type) {
+			return false
+		}
+		if r.User != "" && r.Job == "" && e.Actor != r.User && !strings.HasPrefix(e.Stream, "job/"+r.User+"/") && !strings.HasPrefix(e.Stream, "task/"+r.User+"/") {
+			return false
+		}
+		if len(prefixes) == 0 {
+			return true
+		}
+		for _, p := range prefixes {
+			if e.Stream == p || (strings.HasSuffix(p, "/") && strings.HasPrefix(e.Stream, p)) || (r.StreamPrefix != "" && strings.HasPrefix(e.Stream, p)) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func (s *Service) start(ctx context.Context, r *apipb.EventsRequest) (int64, error) {
+	if r.Job != "" && r.User == "" {
+		r.User = userOr(ctx, "")
+	}
+	from := r.FromPosition
+	if r.SinceUs != 0 {
+		p, err := projections.PositionAt(ctx, s.m.store, time.UnixMicro(r.SinceUs))
+		if err != nil {
+			return 0, Status(ctx, err)
+		}
+		from = p + 1
+	}
+	if from <= 0 {
+		from = 1
+	}
+	return from, nil
+}
+
+func (s *Service) Events(ctx context.Context, r *apipb.EventsRequest) (*apipb.EventList, error) {
+	if _, err := s.actor(ctx); err != nil {
+		return nil, err
+	}
+	from, err := s.start(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	limit := int(r.Limit)
+	if limit <= 0 {
+		limit = 1000
+	}
+	keep := filter(r)
+	out := &apipb.EventList{}
+	head, err := s.m.store.Head(ctx)
+	if err != nil {
+		return nil, Status(ctx, err)
+	}
+	out.Head = head
+	for from <= head && len(out.Events) < limit {
+		evs, err := s.m.store.Read(ctx, from, 2000)
+		if err != nil {
+			return nil, Status(ctx, err)
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			from = e.Position + 1
+			if keep(e) {
+				out.Events = append(out.Events, EventView(e))
+				if len(out.Events) >= limit {
+					break
+				}
+			}
+		}
+	}
+	out.NextPosition = from
+	return out, nil
+}
+
+func (s *Service) Watch(r *apipb.EventsRequest, stream apipb.Cell_WatchServer) error {
+	ctx := stream.Context()
+	if _, err := s.actor(ctx); err != nil {
+		return err
+	}
+	from, err := s.start(ctx, r)
+	if err != nil {
+		return err
+	}
+	keep := filter(r)
+	sub := s.m.store.Subscribe(from - 1)
+	for {
+		evs, err := sub.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return Status(ctx, err)
+		}
+		for _, e := range evs {
+			if keep(e) {
+				if err := stream.Send(EventView(e)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+func (s *Service) Status(ctx context.Context, _ *apipb.StatusRequest) (*apipb.StatusReply, error) {
+	out := &apipb.StatusReply{Master: s.m.cfg.Name, Leader: s.m.Leading(), Epoch: s.m.Epoch()}
+	var leaderEpoch int64
+	s.m.View(func(st *projections.State) {
+		out.LeaderName, out.LeaderAddress, out.Position, leaderEpoch = st.Leader, st.LeaderAddress, st.Position, st.LeaderEpoch
+		out.Machines, out.Jobs = int64(len(st.Machines)), int64(len(st.Jobs))
+		out.TasksPending = int64(st.PendingCount())
+		for _, j := range st.Jobs {
+			out.TasksRunning += int64(j.LiveTasks())
+		}
+	})
+	s.storeStatus(ctx, out, leaderEpoch)
+	return out, nil
+}
