@@ -31,21 +31,11 @@ func (c RollingUpdateStep) decide(s *projections.State, now time.Time) ([]events
 			return nil, err
 		}
 		for _, j := range s.SortedJobs() {
-			if !j.Dead() && behind(j) {
+			if !j.Dead() && j.Behind() {
 				b.rollForward(j)
 			}
 		}
 	}
 	b.finishJobs()
 	return b.evs, nil
-}
-
-// behind reports whether a live task of j runs an older spec version.
-func behind(j *projections.Job) bool {
-	for _, t := range j.Tasks {
-		if t != nil && t.State != projections.TaskDead && t.SpecVersion != j.Current {
-			return true
-		}
-	}
-	return false
 }

@@ -310,6 +310,17 @@ func (j *Job) State() JobState {
 	return JobPending
 }
 
+// Behind reports whether a live task of j runs another spec version than
+// the one in force: a roll to finish.
+func (j *Job) Behind() bool {
+	for _, t := range j.Tasks {
+		if t != nil && t.State != TaskDead && t.SpecVersion != j.Current {
+			return true
+		}
+	}
+	return false
+}
+
 // Dead reports whether the job was killed or finished.
 func (j *Job) Dead() bool { return j.End != NotEnded }
 

@@ -192,25 +192,27 @@ func (c *SchedulingCore) Meta() commands.Meta { return c.meta }
 
 // Input reads the pass's input from s (under the caller's consistent view)
 // at now: nil when nothing is pending or nothing happened since the last
-// planned position. updating says a rolling update is in progress, so the
-// caller steps it (RollingUpdateStep).
-func (c *SchedulingCore) Input(s *projections.State, now time.Time) (cell *scheduler.Cell, position int64, updating bool) {
+// planned position. rolling says some live job has an update open or tasks
+// behind the spec version it wants (an update committed or rolled back in
+// the middle of its roll), so the caller steps the rolls
+// (RollingUpdateStep) until none is left.
+func (c *SchedulingCore) Input(s *projections.State, now time.Time) (cell *scheduler.Cell, position int64, rolling bool) {
 	position = s.Position
 	for _, j := range s.Jobs {
-		if j.Update != nil && !j.Dead() {
-			updating = true
+		if !j.Dead() && (j.Update != nil || j.Behind()) {
+			rolling = true
 			break
 		}
 	}
 	if position == c.lastPlanned || (s.PendingCount() == 0 && len(s.PendingAllocs()) == 0) {
-		return nil, position, updating
+		return nil, position, rolling
 	}
 	cell = BuildCell(s, now, c.cfg.CrashMemory, c.limiter)
 	if len(cell.Pending)+len(cell.PendingAllocs) == 0 {
-		return nil, position, updating
+		return nil, position, rolling
 	}
 	c.lastPlanned = position
-	return cell, position, updating
+	return cell, position, rolling
 }
 
 // Plan runs the pass, seeded by the log position so that a pass replays,
@@ -237,9 +239,9 @@ func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
 			var (
 				cell     *scheduler.Cell
 				position int64
-				updating bool
+				rolling  bool
 			)
-			m.View(func(s *projections.State) { cell, position, updating = core.Input(s, m.clock()) })
+			m.View(func(s *projections.State) { cell, position, rolling = core.Input(s, m.clock()) })
 			if cell != nil {
 				passStart := time.Now()
 				plan, cmd := core.Plan(cell, position)
@@ -255,7 +257,7 @@ func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
 					}
 				}
 			}
-			if updating {
+			if rolling {
 				if _, err := m.Do(ctx, commands.RollingUpdateStep{Meta: core.Meta()}); err != nil && ctx.Err() == nil {
 					m.log.Warn("stepping rolling updates", "err", err)
 				}

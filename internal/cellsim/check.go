@@ -399,6 +399,31 @@ func (c *checker) final() error {
 			}
 		}
 	}
+	// No task is left behind on a version its job no longer wants: a live
+	// job whose live tasks run an older spec version has a roll in flight
+	// (a stopped task whose replacement waits to be placed).
+	for _, j := range s.SortedJobs() {
+		if j.Dead() {
+			continue
+		}
+		var behind *projections.Task
+		inFlight := false
+		for _, t := range j.Tasks {
+			if t == nil || t.State == projections.TaskDead {
+				continue
+			}
+			if t.SpecVersion != j.Current && behind == nil {
+				behind = t
+			}
+			if t.Replacing && t.State != projections.TaskRunning {
+				inFlight = true
+			}
+		}
+		if behind != nil && !inFlight {
+			return fmt.Errorf("after healing: task %s runs spec version %d, its job wants %d, and no roll is in flight (update open: %v)",
+				behind.Key(), behind.SpecVersion, j.Current, j.Update != nil)
+		}
+	}
 	// A full replay and a load (newest checkpoint and its tail) equal the
 	// shadow.
 	conn := c.w.log.Open(c.w.clock)

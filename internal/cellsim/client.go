@@ -30,6 +30,8 @@ type Client struct {
 	// updating is the job of the client's last update, which it may commit
 	// or roll back next.
 	updating string
+	// last are the requests the client still sends once the cell heals.
+	last []commands.Command
 }
 
 const (
@@ -49,13 +51,53 @@ func (c *Client) start() {
 
 // next issues the client's next request once its think time has passed.
 func (c *Client) next() {
-	if c.w.healing {
+	var cmd commands.Command
+	switch {
+	case c.w.healing && len(c.last) > 0:
+		cmd, c.last = c.last[0], c.last[1:]
+	case c.w.healing:
 		return
+	default:
+		cmd = c.command()
 	}
-	cmd := c.command()
 	c.seq++
 	id := fmt.Sprintf("%s-%d", c.node.name, c.seq)
+	cmd = withRequestID(cmd, id)
 	c.attempt(id, cmd, c.w.now, 1)
+}
+
+// endUpdates queues, as the admin's last requests, the end of every update
+// open in s, one way or the other: the cell then settles with no update
+// open, so the rolls carried to the end are those no update steps (a
+// commit or a rollback in the middle of a roll must still finish it).
+func (c *Client) endUpdates(s *projections.State) {
+	for _, j := range s.SortedJobs() {
+		if j.Dead() || j.Update == nil {
+			continue
+		}
+		meta := c.meta("")
+		if c.w.rng.IntN(2) == 0 {
+			c.last = append(c.last, commands.CommitUpdate{Meta: meta, User: j.User, Job: j.Name})
+		} else {
+			c.last = append(c.last, commands.RollbackUpdate{Meta: meta, User: j.User, Job: j.Name})
+		}
+	}
+	if len(c.last) > 0 {
+		c.w.at(c.node, c.think(), c.next)
+	}
+}
+
+// withRequestID gives a queued command its request id.
+func withRequestID(cmd commands.Command, id string) commands.Command {
+	switch c := cmd.(type) {
+	case commands.CommitUpdate:
+		c.RequestID = id
+		return c
+	case commands.RollbackUpdate:
+		c.RequestID = id
+		return c
+	}
+	return cmd
 }
 
 func (c *Client) attempt(id string, cmd commands.Command, started time.Time, n int) {

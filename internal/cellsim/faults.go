@@ -234,5 +234,8 @@ func (w *World) heal() {
 			a.restart()
 		}
 	}
+	if w.chk.shadow != nil {
+		w.clients[0].endUpdates(w.chk.shadow)
+	}
 	w.tracef("healed")
 }

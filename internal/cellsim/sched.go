@@ -49,18 +49,18 @@ func (s *simSched) run(retry bool) {
 		if !s.live() || s.busy {
 			return
 		}
-		cell, position, updating := s.core.Input(st, s.m.now())
+		cell, position, rolling := s.core.Input(st, s.m.now())
 		var cmd *commands.PlaceTasks
 		if cell != nil {
 			s.Passes++
 			_, cmd = s.core.Plan(cell, position)
 		}
-		if cmd == nil && !updating {
+		if cmd == nil && !rolling {
 			return
 		}
 		s.busy = true
 		step := func() {
-			if !updating || !s.live() {
+			if !rolling || !s.live() {
 				s.busy = false
 				return
 			}

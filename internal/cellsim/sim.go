@@ -134,6 +134,13 @@ func New(cfg Config) *World {
 	if last := w.agentList[len(w.agentList)-1]; len(w.agentList) > 1 {
 		w.at(last.node, w.between(time.Second, 5*time.Second), last.register)
 	}
+	// An operator upgrades the first machine's kernel and restarts its
+	// agent, which registers the change (UpdateMachine) in every run.
+	first := w.agentList[0]
+	w.at(first.node, w.between(20*time.Second, 40*time.Second), func() {
+		first.attrs["kernel"] = "6.1-upgraded"
+		first.register()
+	})
 	w.scheduleFaults()
 	return w
 }
