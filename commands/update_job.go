@@ -166,11 +166,18 @@ func (b *draft) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, sev
 		return wrap(err)
 	}
 	v := j.LatestVersion() + 1
-	b.add(jobStream(j), &events.JobUpdated{Spec: spec, SpecVersion: v, PreviousVersion: j.Current, RestartNeeded: jobRestartNeeded(cur, spec)})
+	restart := jobRestartNeeded(cur, spec)
+	b.add(jobStream(j), &events.JobUpdated{Spec: spec, SpecVersion: v, PreviousVersion: j.Current, RestartNeeded: restart})
 	b.current[j] = projections.SpecVersion{Version: v, Spec: spec}
 	b.touch(j)
 	b.scale(j, cur.TaskCount, spec.TaskCount, v)
 	b.rollForward(j)
+	if !restart {
+		// Count, priority, labels and policies change in place (Borg
+		// §2.3): nothing rolls, so no update stays open to block the
+		// next change.
+		b.add(jobStream(j), &events.JobUpdateCommitted{User: j.User, Job: j.Name, SpecVersion: v})
+	}
 	return nil
 }
 

@@ -55,6 +55,7 @@ func TestUpdatePriorityOnlyWithoutRestart(t *testing.T) {
 		{"job/alice/web", &events.JobUpdated{Spec: up, SpecVersion: 2, PreviousVersion: 1}},
 		{"task/alice/web/0", &events.TaskUpdated{User: "alice", Job: "web", Index: 0, SpecVersion: 2, Running: true}},
 		{"task/alice/web/1", &events.TaskUpdated{User: "alice", Job: "web", Index: 1, SpecVersion: 2, Running: true}},
+		{"job/alice/web", &events.JobUpdateCommitted{User: "alice", Job: "web", SpecVersion: 2}},
 	})
 	if events.TraceCodeOf(evs[1].Data) != events.TraceUpdateRunning {
 		t.Fatal("trace code")
@@ -67,17 +68,21 @@ func TestUpdatePriorityOnlyWithoutRestart(t *testing.T) {
 	if got := c.s.SelectJobs(mustParseSelector("v=2"), ""); len(got) != 1 {
 		t.Fatal("label index not updated")
 	}
-	// One uncommitted update at a time.
-	e := c.refused(UpdateJob{Meta: alice, Spec: sp}, FailedPrecondition)
-	if !strings.Contains(e.Error(), "has an uncommitted update to spec version 2: commit it or roll it back first") {
-		t.Fatal(e)
+	// Nothing rolled, so no update stays open to block the next change:
+	// commit and rollback have nothing to end.
+	if j := c.s.Job("alice", "web"); j.Update != nil {
+		t.Fatalf("an in-place change left update %+v open", j.Update)
 	}
-	checkEvents(t, c.do(CommitUpdate{Meta: alice, Job: "web"}), []expect{{"job/alice/web", &events.JobUpdateCommitted{User: "alice", Job: "web", SpecVersion: 2}}})
 	c.refused(RollbackUpdate{Meta: alice, Job: "web"}, FailedPrecondition)
 	c.refused(CommitUpdate{Meta: alice, Job: "web"}, FailedPrecondition)
 	// Pushing the spec in force is nothing to do.
 	if evs, err := Decide(c.s, UpdateJob{Meta: alice, Spec: up}, FixedClock(t0)); err != nil || len(evs) != 0 {
 		t.Fatalf("%v %s", err, dump(evs))
+	}
+	// The next change is taken at once.
+	c.do(UpdateJob{Meta: alice, Spec: sp})
+	if j := c.s.Job("alice", "web"); j.Current != 3 || j.Update != nil || j.Tasks[0].Priority() != sp.Priority {
+		t.Fatalf("the change back: version %d, update %+v", j.Current, j.Update)
 	}
 }
 
@@ -269,22 +274,22 @@ func TestUpdateBySelectorAndScale(t *testing.T) {
 		{"task/alice/web/2", &events.TaskKilled{User: "alice", Job: "web", Index: 2, Machine: "m0", Reason: "scaled-down"}},
 		{"task/alice/web/0", &events.TaskUpdated{User: "alice", Job: "web", Index: 0, SpecVersion: 2, Running: true}},
 		{"task/alice/web/1", &events.TaskUpdated{User: "alice", Job: "web", Index: 1, SpecVersion: 2, Running: true}},
+		{"job/alice/web", &events.JobUpdateCommitted{User: "alice", Job: "web", SpecVersion: 2}},
 	})
 	if c.s.Job("bob", "bobs").Current != 1 {
 		t.Fatal("alice's selector updated bob's job")
 	}
-	c.do(CommitUpdate{Meta: alice, Job: "web"})
+	// In-place changes leave no update open: the next one needs no commit.
 	c.do(UpdateJob{Meta: alice, Selector: "team=api", Change: JobChange{SetLabels: map[string]string{"env": "prod"}}})
-	c.do(CommitUpdate{Meta: alice, Job: "api"})
 	// web grows from 2 to 4 (index 2 comes back), api from 1 to 3.
 	evs = c.do(UpdateJob{Meta: alice, Selector: "env=prod,team", Change: JobChange{TaskCount: ptr(int32(3)), RemoveLabels: []string{"env"}}})
-	if got := strings.Join(types(evs), " "); got != "JobUpdated TaskSubmitted TaskSubmitted TaskUpdated JobUpdated TaskSubmitted TaskUpdated TaskUpdated" {
+	if got := strings.Join(types(evs), " "); got != "JobUpdated TaskSubmitted TaskSubmitted TaskUpdated JobUpdateCommitted JobUpdated TaskSubmitted TaskUpdated TaskUpdated JobUpdateCommitted" {
 		t.Fatalf("%s", dump(evs))
 	}
 	if r := evs[1].Data.(*events.TaskSubmitted); r.Job != "api" || r.Index != 1 || r.Reason != "scaled-up" || r.SpecVersion != 3 {
 		t.Fatalf("%v", r)
 	}
-	if r := evs[5].Data.(*events.TaskSubmitted); r.Job != "web" || r.Index != 2 || r.SpecVersion != 3 {
+	if r := evs[6].Data.(*events.TaskSubmitted); r.Job != "web" || r.Index != 2 || r.SpecVersion != 3 {
 		t.Fatalf("%v", r)
 	}
 	if got := c.s.SelectJobs(mustParseSelector("env"), "alice"); len(got) != 0 {

@@ -19,8 +19,10 @@ func (a *app) jobUpdateCommand() *cobra.Command {
 		Short: "change running jobs: a rolling update to the spec of FILE, or the priority of every job matching a selector",
 		Long: `Update the jobs of FILE to their new spec. Changes that need a restart
 (command, resources, constraints) replace tasks a few at a time, never more
-than the job's update.max_disruptions at once; keep or undo the update with
-` + "`corral job commit`" + ` or ` + "`corral job rollback`" + `.`,
+than the job's update.max_disruptions at once; keep or undo such an update
+with ` + "`corral job commit`" + ` or ` + "`corral job rollback`" + `. Changes that need no
+restart (count, priority, labels, policies) take effect at once and leave
+no update open.`,
 		Args: args(0, 1, "a job file, or --selector"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			cl, err := a.client()
@@ -61,7 +63,7 @@ than the job's update.max_disruptions at once; keep or undo the update with
 				}
 				fmt.Fprintf(a.stdout(), "job %s/%s updated: %s\n", cl.user, spec.Name, rep.Message)
 			}
-			a.note("next: watch it with `corral job get %s`; keep it with `corral job commit %s` or undo it with `corral job rollback %s`", f.Jobs[0].Name, f.Jobs[0].Name, f.Jobs[0].Name)
+			a.note("next: watch it with `corral job get %s`; a rolling update (a change that restarts tasks) is kept with `corral job commit %s` or undone with `corral job rollback %s`", f.Jobs[0].Name, f.Jobs[0].Name, f.Jobs[0].Name)
 			return nil
 		},
 	}
