@@ -7,6 +7,7 @@ import (
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/agentlink"
+	"github.com/corralhq/corral/commands/commandtest"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
@@ -18,19 +19,7 @@ func cell(t *testing.T, n int32) *projections.State {
 	t.Helper()
 	s := projections.New()
 	admin := commands.Meta{Actor: commands.Actor{User: "root", Admin: true}}
-	do := func(cmd commands.Command) {
-		t.Helper()
-		evs, err := commands.Decide(s, cmd, commands.FixedClock(t0))
-		if err != nil {
-			t.Fatalf("%T: %v", cmd, err)
-		}
-		for i := range evs {
-			evs[i].Position = s.Position + 1
-			if err := projections.Apply(s, evs[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	do := func(cmd commands.Command) { commandtest.Do(t, s, cmd, t0) }
 	do(commands.RegisterMachine{Meta: admin, Machine: "m1", Address: "m1:1", Capacity: projections.Resources{CPUMilli: 64000, MemoryBytes: 64 << 30}})
 	do(commands.SetQuota{Meta: admin, User: "alice", Band: "batch", Resources: projections.Resources{CPUMilli: 64000, MemoryBytes: 64 << 30}})
 	do(commands.SubmitJob{Meta: commands.Meta{Actor: commands.Actor{User: "alice"}}, Spec: &events.JobSpec{

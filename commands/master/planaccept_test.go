@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/commandtest"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
@@ -47,18 +48,11 @@ func checkCellPlans(t *testing.T, seed uint64, seen map[string]int) (proposals i
 	s := projections.New()
 	admin := commands.Meta{Actor: commands.Actor{User: "root", Admin: true}}
 	do := func(cmd commands.Command) error {
-		evs, err := commands.Decide(s, cmd, commands.FixedClock(now))
-		if err != nil {
-			return err
+		evs, err := commandtest.Try(s, cmd, now)
+		for _, e := range evs {
+			seen[e.Type]++
 		}
-		for i := range evs {
-			seen[evs[i].Type]++
-			evs[i].Position = s.Position + 1
-			if err := projections.Apply(s, evs[i]); err != nil {
-				t.Fatalf("seed %d: applying %s: %v", seed, evs[i].Type, err)
-			}
-		}
-		return nil
+		return err
 	}
 	must := func(cmd commands.Command) {
 		if err := do(cmd); err != nil {

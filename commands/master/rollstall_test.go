@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/commandtest"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 	gproto "google.golang.org/protobuf/proto"
@@ -21,16 +22,7 @@ func TestCommitMidRollFinishesTheRoll(t *testing.T) {
 	alice := commands.Meta{Actor: commands.Actor{User: "alice"}}
 	do := func(cmd commands.Command) {
 		t.Helper()
-		evs, err := commands.Decide(s, cmd, commands.FixedClock(now))
-		if err != nil {
-			t.Fatalf("%T: %v", cmd, err)
-		}
-		for i := range evs {
-			evs[i].Position = s.Position + 1
-			if err := projections.Apply(s, evs[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
+		commandtest.Do(t, s, cmd, now)
 		now = now.Add(time.Second)
 	}
 	do(commands.RegisterMachine{Meta: admin, Machine: "m1", Address: "m1:1", Capacity: projections.Resources{CPUMilli: 64000, MemoryBytes: 64 << 30}})
