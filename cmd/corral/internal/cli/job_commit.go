@@ -27,9 +27,10 @@ func (a *app) jobRollbackCommand() *cobra.Command {
 func (a *app) jobRequestCommand(use, short string, call func(context.Context, apipb.CellClient, *apipb.JobRequest, ...grpc.CallOption) (*apipb.MutationReply, error)) *cobra.Command {
 	var owner string
 	c := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  args(1, 1, "one job name"),
+		Use:               use,
+		Short:             short,
+		Args:              args(1, 1, "one job name"),
+		ValidArgsFunction: a.completeJobs,
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			cl, err := a.client()
 			if err != nil {

@@ -15,9 +15,10 @@ import (
 func (a *app) jobGetCommand() *cobra.Command {
 	var owner string
 	c := &cobra.Command{
-		Use:   "get NAME",
-		Short: "show a job and its tasks",
-		Args:  args(1, 1, "one job name"),
+		Use:               "get NAME",
+		Short:             "show a job and its tasks",
+		Args:              args(1, 1, "one job name"),
+		ValidArgsFunction: a.completeJobs,
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			cl, err := a.client()
 			if err != nil {

@@ -17,6 +17,9 @@ func (a *app) jobKillCommand() *cobra.Command {
 		Use:   "kill NAME... | --selector SEL",
 		Short: "kill jobs by name or by label selector",
 		Args:  args(0, -1, "job names, or --selector"),
+		ValidArgsFunction: func(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			return a.jobNames(cmd, toComplete), cobra.ShellCompDirectiveNoFileComp
+		},
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if (len(argv) == 0) == (selector == "") {
 				return usageErr("give job names or --selector, not both or neither")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"slices"
 	"strings"
 	"time"
 
@@ -255,6 +256,7 @@ Environment:
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.master, "master", "", "the master's gRPC address, or several separated by commas (default $CORRAL_MASTER or "+DefaultMaster+")")
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table, json, yaml or csv")
+	_ = root.RegisterFlagCompletionFunc("output", completeOutput)
 	pf.StringVar(&a.user, "user", "", "act as this user (default $CORRAL_USER or $USER)")
 	pf.DurationVar(&a.timeout, "rpc-timeout", 30*time.Second, "time limit of each request to the master")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log more (servers) and say which master answered (clients)")
@@ -262,10 +264,8 @@ Environment:
 	a.auth.add(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: ExitUsage, err: err} })
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		switch a.output {
-		case "table", "json", "yaml", "csv":
-		default:
-			return usageErr("--output %q: want table, json, yaml or csv", a.output)
+		if !slices.Contains(outputFormats, a.output) {
+			return usageErr("--output %q: want %s", a.output, strings.Join(outputFormats, ", "))
 		}
 		return nil
 	}

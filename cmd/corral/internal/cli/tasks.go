@@ -150,9 +150,10 @@ func (a *app) getTask(ctx context.Context, cl *client, owner, job string, index 
 func (a *app) taskGetCommand() *cobra.Command {
 	var owner string
 	c := &cobra.Command{
-		Use:   "get JOB INDEX",
-		Short: "show one task: where it runs, its address and DNS names, its usage",
-		Args:  args(1, 2, "JOB INDEX or JOB/INDEX"),
+		Use:               "get JOB INDEX",
+		Short:             "show one task: where it runs, its address and DNS names, its usage",
+		Args:              args(1, 2, "JOB INDEX or JOB/INDEX"),
+		ValidArgsFunction: a.completeTask,
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			job, index, err := taskArg(argv)
 			if err != nil {
@@ -241,7 +242,8 @@ func (a *app) taskLogsCommand() *cobra.Command {
 reads them from the data directory of a cell started by ` + "`corral up`" + ` on this
 machine (--data, default $CORRAL_DATA or ` + DefaultData + `). On other cells, read
 <agent data dir>/tasks/USER/JOB/INDEX/logs/ on the task's machine.`,
-		Args: args(1, 2, "JOB INDEX or JOB/INDEX"),
+		Args:              args(1, 2, "JOB INDEX or JOB/INDEX"),
+		ValidArgsFunction: a.completeTask,
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			job, index, err := taskArg(argv)
 			if err != nil {

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Shell completion asks the master: job names for the job verbs, a job's
+// task indexes for the task verbs, and the values of --output.
+func TestCompletion(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var logs lockedBuffer
+	go func() {
+		done <- Main(ctx, []string{"master", "--insecure", "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr},
+			Env{Stdout: io.Discard, Stderr: &logs, Getenv: func(string) string { return "" }})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	var jobs []string
+	for _, name := range []string{"web", "worker", "db"} {
+		jobs = append(jobs, fmt.Sprintf("{name: '%s', priority: 'best-effort', count: 3, command: '/bin/true', resources: {cpu: '10m', memory: '8MiB'}}", name))
+	}
+	bundle := filepath.Join(dir, "jobs.jsonnet")
+	if err := os.WriteFile(bundle, []byte("{jobs: ["+strings.Join(jobs, ",")+"]}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": addr, "CORRAL_DATA": t.TempDir()}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		code, out, stderr := runEnv(context.Background(), env, "job", "submit", bundle)
+		if code == ExitOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("submit: exit %d\n%s%s\n%s", code, out, stderr, logs.String())
+		}
+	}
+	// Another user's job is not offered.
+	if code, out, stderr := runEnv(context.Background(), map[string]string{"CORRAL_USER": "bob", "CORRAL_MASTER": addr, "CORRAL_DATA": t.TempDir()}, "job", "submit", bundle); code != ExitOK {
+		t.Fatalf("bob's submit: exit %d\n%s%s", code, out, stderr)
+	}
+	runEnv(context.Background(), env, "job", "kill", "db")
+	complete := func(args ...string) []string {
+		t.Helper()
+		code, out, stderr := runEnv(context.Background(), env, append([]string{"__complete"}, args...)...)
+		if code != ExitOK {
+			t.Fatalf("__complete %v: exit %d\n%s%s", args, code, out, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if last := lines[len(lines)-1]; last != ":4" { // ShellCompDirectiveNoFileComp
+			t.Fatalf("__complete %v: directive %q, want no file completion\n%s", args, last, out)
+		}
+		return lines[:len(lines)-1]
+	}
+	if got := complete("job", "get", ""); !slices.Equal(got, []string{"web", "worker"}) {
+		t.Errorf("job get: %v, want alice's live jobs web and worker", got)
+	}
+	if got := complete("job", "kill", "web", "w"); !slices.Equal(got, []string{"web", "worker"}) {
+		t.Errorf("job kill web w: %v", got)
+	}
+	if got := complete("job", "rollback", "wo"); !slices.Equal(got, []string{"worker"}) {
+		t.Errorf("job rollback wo: %v", got)
+	}
+	if got := complete("task", "get", "web", ""); !slices.Equal(got, []string{"0", "1", "2"}) {
+		t.Errorf("task get web: %v, want its task indexes", got)
+	}
+	if got := complete("task", "logs", "worker", "1"); !slices.Equal(got, []string{"1"}) {
+		t.Errorf("task logs worker 1: %v", got)
+	}
+	if got := complete("job", "list", "-o", ""); !slices.Equal(got, outputFormats) {
+		t.Errorf("-o: %v", got)
+	}
+	// The shells' scripts: source <(corral completion bash).
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		if code, out, stderr := runEnv(context.Background(), env, "completion", sh); code != ExitOK || !strings.Contains(out, "__complete") {
+			t.Errorf("completion %s: exit %d\n%.200s%s", sh, code, out, stderr)
+		}
+	}
+	// A cell that is down completes nothing, quickly.
+	down := map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": freeAddr(t), "CORRAL_DATA": t.TempDir()}
+	start := time.Now()
+	code, out, _ := runEnv(context.Background(), down, "__complete", "job", "get", "")
+	if code != ExitOK || strings.TrimSpace(out) != ":4" || time.Since(start) > 4*time.Second {
+		t.Errorf("with the master down: exit %d in %s: %q", code, time.Since(start), out)
+	}
+}
