@@ -40,12 +40,12 @@ func (s *Service) mutate(ctx context.Context, r mutation, build func(commands.Me
 	if err != nil {
 		return nil, Status(ctx, err)
 	}
-	msg := fmt.Sprintf("appended %d events at %d..%d", res.Events, res.First, res.Last)
+	msg := Touched(res.Appended)
 	switch {
 	case res.Duplicate:
 		msg = fmt.Sprintf("already done: this request appended %d..%d before", res.First, res.Last)
-	case res.Events == 0:
-		msg = "nothing to change"
+	case res.Events > 0 && len(res.Appended) == 0:
+		msg = fmt.Sprintf("appended %d events at %d..%d", res.Events, res.First, res.Last)
 	}
 	return &apipb.MutationReply{FirstPosition: res.First, LastPosition: res.Last, Duplicate: res.Duplicate, Events: int32(res.Events), Message: msg}, nil
 }

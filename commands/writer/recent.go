@@ -12,6 +12,9 @@ type Result struct {
 	First, Last int64 // 0, 0 when the command changed nothing
 	Events      int
 	Duplicate   bool // the request id was seen before: nothing new was appended
+	// Appended are the events this request appended, for the caller to
+	// say what changed; nil for a duplicate. Recent does not keep them.
+	Appended []events.Event
 }
 
 // Recent remembers where recent request ids landed so a retry is answered
@@ -83,6 +86,7 @@ func (r *Recent) Note(evs []events.Event) {
 
 // Put remembers where a request landed, unless it is known already.
 func (r *Recent) Put(key string, res Result, fingerprint string) {
+	res.Appended = nil
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.byKey[key]; ok {

@@ -177,6 +177,7 @@ func Finish(b Batch, results []events.AppendResult, err error, recent *Recent) O
 			if key := b.Appends[i].IdempotencyKey; key != "" {
 				recent.Put(key, res, b.Appends[i].Fingerprint)
 			}
+			res.Appended = b.Appends[i].Events
 			out.Answers = append(out.Answers, Answer{Op: op, Result: res})
 		}
 		return out

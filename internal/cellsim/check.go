@@ -269,6 +269,7 @@ func (c *checker) checkMasters() {
 
 // acknowledged checks an answer a client got.
 func (c *checker) acknowledged(id string, res master.Result) {
+	res.Appended = nil // the positions are what it checks
 	c.acked[id] = res
 	stored, ok := c.w.log.Key(id)
 	if res.Events == 0 && !res.Duplicate {

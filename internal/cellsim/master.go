@@ -91,8 +91,12 @@ func (m *Master) now() time.Time { return m.w.now.Add(m.skew) }
 
 func (m *Master) at(d time.Duration, fn func()) { m.w.at(m.node, d, fn) }
 
-func (m *Master) store(fn func() (any, error), reply func(any, error)) {
-	m.w.store(m.node, storeTimeout, fn, reply)
+// store sends fn to the database on this incarnation's connection, taken
+// now: a request still in flight when the process crashes reaches the
+// store as the old process's, never the next incarnation's.
+func (m *Master) store(fn func(conn *memstore.Store) (any, error), reply func(any, error)) {
+	conn := m.conn
+	m.w.store(m.node, storeTimeout, func() (any, error) { return fn(conn) }, reply)
 }
 
 func (m *Master) logf(format string, args ...any) {
@@ -115,7 +119,7 @@ func (m *Master) start() {
 }
 
 func (m *Master) load() {
-	m.store(func() (any, error) { return loadNoting(m.conn, -1) }, func(v any, err error) {
+	m.store(func(conn *memstore.Store) (any, error) { return loadNoting(conn, -1) }, func(v any, err error) {
 		if err != nil {
 			m.logf("loading the state: %v; retrying", err)
 			m.at(time.Second, m.load)
@@ -193,7 +197,7 @@ func (m *Master) tailTick() {
 	}
 	m.tail = true
 	from := m.st.Position + 1
-	m.store(func() (any, error) { return m.conn.Read(context.Background(), from, 1000) }, func(v any, err error) {
+	m.store(func(conn *memstore.Store) (any, error) { return conn.Read(context.Background(), from, 1000) }, func(v any, err error) {
 		m.tail = false
 		if err != nil || m.st == nil || m.locked || m.st.Position != from-1 {
 			return // read again at the next tick
@@ -219,8 +223,9 @@ func (m *Master) campaign() {
 		return
 	}
 	if !m.elected {
-		m.store(func() (any, error) {
-			return m.conn.AcquireLease(context.Background(), events.LeaderLease, m.holder(), leaseTTL)
+		holder := m.holder()
+		m.store(func(conn *memstore.Store) (any, error) {
+			return conn.AcquireLease(context.Background(), events.LeaderLease, holder, leaseTTL)
 		}, func(v any, err error) {
 			defer next()
 			if err != nil {
@@ -237,7 +242,7 @@ func (m *Master) campaign() {
 		return
 	}
 	l := m.lease
-	m.store(func() (any, error) { return m.conn.RenewLease(context.Background(), l, leaseTTL) }, func(v any, err error) {
+	m.store(func(conn *memstore.Store) (any, error) { return conn.RenewLease(context.Background(), l, leaseTTL) }, func(v any, err error) {
 		defer next()
 		if !m.elected || m.lease.Epoch != l.Epoch {
 			return
@@ -266,7 +271,8 @@ func (m *Master) becomeLeader() {
 		}
 		m.unlock()
 	}
-	m.store(func() (any, error) { return readAll(m.conn, m.st.Position+1) }, func(v any, err error) {
+	from := m.st.Position + 1
+	m.store(func(conn *memstore.Store) (any, error) { return readAll(conn, from) }, func(v any, err error) {
 		if err != nil {
 			fail(err)
 			return
@@ -280,7 +286,7 @@ func (m *Master) becomeLeader() {
 		ev := events.New(events.CellStream, m.now(), &events.LeaderElected{Holder: m.name, Epoch: l.Epoch, Address: m.name, Incarnation: m.incarnation})
 		ev.Actor = m.name
 		req := events.AppendRequest{ExpectedPosition: m.st.Position, Epoch: l.Epoch, Events: []events.Event{ev}}
-		m.store(func() (any, error) { return m.conn.Append(context.Background(), req) }, func(v any, err error) {
+		m.store(func(conn *memstore.Store) (any, error) { return conn.Append(context.Background(), req) }, func(v any, err error) {
 			if err != nil {
 				if errors.Is(err, events.ErrFenced) {
 					m.w.Fenced++
@@ -393,7 +399,7 @@ func (m *Master) pump() {
 			m.recordRefusals(b.Refusals, m.unlock)
 			return
 		}
-		m.store(func() (any, error) { return m.conn.AppendMany(context.Background(), b.Appends) }, func(v any, err error) {
+		m.store(func(conn *memstore.Store) (any, error) { return conn.AppendMany(context.Background(), b.Appends) }, func(v any, err error) {
 			results, _ := v.([]events.AppendResult)
 			m.committed(ops, b, results, err)
 		})
@@ -450,8 +456,8 @@ func (m *Master) answer(ops []*op, as []writer.Answer, then func()) {
 	meta := o.cmd.Metadata()
 	// lookup asks the store which request the id was.
 	lookup := func(use func(r events.Request, found bool, err error)) {
-		m.store(func() (any, error) {
-			r, found, err := m.conn.Request(context.Background(), meta.Key())
+		m.store(func(conn *memstore.Store) (any, error) {
+			r, found, err := conn.Request(context.Background(), meta.Key())
 			return lookedUp{r, found}, err
 		}, func(v any, err error) {
 			l, _ := v.(lookedUp)
@@ -507,7 +513,7 @@ func (m *Master) recordRefusals(evs []events.Event, then func()) {
 		return
 	}
 	req := events.AppendRequest{ExpectedPosition: m.st.Position, Epoch: m.lease.Epoch, Events: evs}
-	m.store(func() (any, error) { return m.conn.Append(context.Background(), req) }, func(v any, err error) {
+	m.store(func(conn *memstore.Store) (any, error) { return conn.Append(context.Background(), req) }, func(v any, err error) {
 		if err != nil {
 			m.logf("recording refused commands: %v", err)
 			then()
@@ -537,7 +543,7 @@ func (m *Master) reload(then func()) {
 
 func (m *Master) reloadAfter(then func(), backoff time.Duration) {
 	base := m.committedBase
-	m.store(func() (any, error) { return loadNoting(m.conn, base) }, func(v any, err error) {
+	m.store(func(conn *memstore.Store) (any, error) { return loadNoting(conn, base) }, func(v any, err error) {
 		if err != nil {
 			m.logf("reloading the state after a failed append: %v; retrying in %s", err, backoff)
 			ws := m.writes
@@ -604,7 +610,7 @@ func (m *Master) maybeCheckpoint() {
 	}
 	cp := events.Checkpoint{Name: projections.CheckpointName, Position: s.Position, TakenAt: m.now(), State: projections.Encode(s)}
 	m.cpPos, m.cpAt = s.Position, m.now()
-	m.store(func() (any, error) { return nil, m.conn.SaveCheckpoint(context.Background(), cp) }, func(_ any, err error) {
+	m.store(func(conn *memstore.Store) (any, error) { return nil, conn.SaveCheckpoint(context.Background(), cp) }, func(_ any, err error) {
 		if err != nil {
 			m.logf("writing a checkpoint: %v", err)
 			return
