@@ -86,6 +86,7 @@ type MutationReply struct {
 	Duplicate     bool                   `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"` // the request id was seen before
 	Events        int32                  `protobuf:"varint,4,opt,name=events,proto3" json:"events,omitempty"`
 	Message       string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"` // what happened, for people
+	Actor         string                 `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`     // the user the master acted as: a job submitted belongs to them
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -151,6 +152,13 @@ func (x *MutationReply) GetEvents() int32 {
 func (x *MutationReply) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *MutationReply) GetActor() string {
+	if x != nil {
+		return x.Actor
 	}
 	return ""
 }
@@ -1395,6 +1403,7 @@ type StatusReply struct {
 	TasksRunning  int64                  `protobuf:"varint,12,opt,name=tasks_running,json=tasksRunning,proto3" json:"tasks_running,omitempty"`
 	StoreError    string                 `protobuf:"bytes,13,opt,name=store_error,json=storeError,proto3" json:"store_error,omitempty"`             // why the log's head could not be read; "" when it was
 	LeaderSinceUs int64                  `protobuf:"varint,14,opt,name=leader_since_us,json=leaderSinceUs,proto3" json:"leader_since_us,omitempty"` // when the current leader was elected (its LeaderElected)
+	Cell          string                 `protobuf:"bytes,15,opt,name=cell,proto3" json:"cell,omitempty"`                                           // the cell's name: the zone of its DNS names (<job>.<user>.<cell>.corral)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1525,6 +1534,13 @@ func (x *StatusReply) GetLeaderSinceUs() int64 {
 		return x.LeaderSinceUs
 	}
 	return 0
+}
+
+func (x *StatusReply) GetCell() string {
+	if x != nil {
+		return x.Cell
+	}
+	return ""
 }
 
 type TaskView struct {
@@ -3189,13 +3205,14 @@ const file_api_proto_rawDesc = "" +
 	"\n" +
 	"\tapi.proto\x12\rcorral.api.v1\x1a\x0fcatalogue.proto\"0\n" +
 	"\vReadOptions\x12!\n" +
-	"\fmin_position\x18\x01 \x01(\x03R\vminPosition\"\xab\x01\n" +
+	"\fmin_position\x18\x01 \x01(\x03R\vminPosition\"\xc1\x01\n" +
 	"\rMutationReply\x12%\n" +
 	"\x0efirst_position\x18\x01 \x01(\x03R\rfirstPosition\x12#\n" +
 	"\rlast_position\x18\x02 \x01(\x03R\flastPosition\x12\x1c\n" +
 	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12\x16\n" +
 	"\x06events\x18\x04 \x01(\x05R\x06events\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"]\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12\x14\n" +
+	"\x05actor\x18\x06 \x01(\tR\x05actor\"]\n" +
 	"\rSubmitRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12-\n" +
@@ -3301,7 +3318,7 @@ const file_api_proto_rawDesc = "" +
 	"\x04type\x18\x05 \x01(\tR\x04type\x12#\n" +
 	"\rstream_prefix\x18\x06 \x01(\tR\fstreamPrefix\x12\x14\n" +
 	"\x05limit\x18\a \x01(\x05R\x05limit\"\x0f\n" +
-	"\rStatusRequest\"\xa4\x03\n" +
+	"\rStatusRequest\"\xb8\x03\n" +
 	"\vStatusReply\x12\x16\n" +
 	"\x06master\x18\x01 \x01(\tR\x06master\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x1f\n" +
@@ -3319,7 +3336,8 @@ const file_api_proto_rawDesc = "" +
 	"\rtasks_running\x18\f \x01(\x03R\ftasksRunning\x12\x1f\n" +
 	"\vstore_error\x18\r \x01(\tR\n" +
 	"storeError\x12&\n" +
-	"\x0fleader_since_us\x18\x0e \x01(\x03R\rleaderSinceUs\"\xe3\x04\n" +
+	"\x0fleader_since_us\x18\x0e \x01(\x03R\rleaderSinceUs\x12\x12\n" +
+	"\x04cell\x18\x0f \x01(\tR\x04cell\"\xe3\x04\n" +
 	"\bTaskView\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +

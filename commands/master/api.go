@@ -38,6 +38,9 @@ type Service struct {
 	ReadWait time.Duration
 	// Analytics answers Query and Bill (the Infrastore); nil: Unimplemented.
 	Analytics Analytics
+	// Cell is the cell's name, which Status tells clients: the zone of
+	// the tasks' DNS names.
+	Cell string
 }
 
 // Analytics is what the API needs of the Infrastore. It is an interface so

@@ -47,7 +47,7 @@ func (s *Service) mutate(ctx context.Context, r mutation, build func(commands.Me
 	case res.Events > 0 && len(res.Appended) == 0:
 		msg = fmt.Sprintf("appended %d events at %d..%d", res.Events, res.First, res.Last)
 	}
-	return &apipb.MutationReply{FirstPosition: res.First, LastPosition: res.Last, Duplicate: res.Duplicate, Events: int32(res.Events), Message: msg}, nil
+	return &apipb.MutationReply{FirstPosition: res.First, LastPosition: res.Last, Duplicate: res.Duplicate, Events: int32(res.Events), Message: msg, Actor: a.User}, nil
 }
 
 // mutation is a request of a mutating call: each carries a request id.

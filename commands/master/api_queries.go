@@ -341,7 +341,7 @@ func (s *Service) Watch(r *apipb.EventsRequest, stream apipb.Cell_WatchServer) e
 }
 
 func (s *Service) Status(ctx context.Context, _ *apipb.StatusRequest) (*apipb.StatusReply, error) {
-	out := &apipb.StatusReply{Master: s.m.cfg.Name, Leader: s.m.Leading(), Epoch: s.m.Epoch()}
+	out := &apipb.StatusReply{Master: s.m.cfg.Name, Leader: s.m.Leading(), Epoch: s.m.Epoch(), Cell: s.Cell}
 	var leaderEpoch int64
 	s.m.View(func(st *projections.State) {
 		out.LeaderName, out.LeaderAddress, out.Position, leaderEpoch = st.Leader, st.LeaderAddress, st.Position, st.LeaderEpoch

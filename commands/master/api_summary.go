@@ -32,7 +32,7 @@ func Touched(evs []events.Event) string {
 	for _, e := range evs {
 		switch p := e.Data.(type) {
 		case *events.JobSubmitted:
-			submitted = append(submitted, fmt.Sprintf("%s/%s (%d tasks)", p.Spec.GetUser(), p.Spec.GetName(), p.Spec.GetTaskCount()))
+			submitted = append(submitted, fmt.Sprintf("%s/%s (%s)", p.Spec.GetUser(), p.Spec.GetName(), count(int(p.Spec.GetTaskCount()), "task")))
 		case *events.JobUpdated:
 			how := "rolling: tasks restart a few at a time"
 			if !p.RestartNeeded {

@@ -64,8 +64,30 @@ func (c *client) read(ctx context.Context, fn func(ctx context.Context, cl apipb
 	return c.Read(ctx, fn)
 }
 
+// mutate sends one mutation; the master's reply says whom it acted as (the
+// certificate's or token's user, not necessarily $CORRAL_USER), and that
+// is who owns what follows: what this command prints and waits for.
 func (c *client) mutate(ctx context.Context, fn func(ctx context.Context, cl apipb.CellClient, requestID string, opts ...grpc.CallOption) (*apipb.MutationReply, error)) (*apipb.MutationReply, error) {
-	return c.Mutate(ctx, fn)
+	rep, err := c.Mutate(ctx, fn)
+	if err == nil && rep.GetActor() != "" {
+		c.user = rep.GetActor()
+	}
+	return rep, err
+}
+
+// cell is the cell's name as its master says (the zone of its DNS names);
+// $CORRAL_CELL, else the default, when the master does not answer.
+func (a *app) cellOf(ctx context.Context, c *client) string {
+	var name string
+	_ = c.read(ctx, func(ctx context.Context, cl apipb.CellClient) error {
+		st, err := cl.Status(ctx, &apipb.StatusRequest{})
+		name = st.GetCell()
+		return err
+	})
+	if name != "" {
+		return name
+	}
+	return a.cellName()
 }
 
 func (c *client) watch(ctx context.Context, req *apipb.EventsRequest) (apipb.Cell_WatchClient, error) {

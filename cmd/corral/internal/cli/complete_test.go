@@ -16,18 +16,7 @@ import (
 // task indexes for the task verbs, and the values of --output.
 func TestCompletion(t *testing.T) {
 	dir := t.TempDir()
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	var logs lockedBuffer
-	go func() {
-		done <- Main(ctx, []string{"master", "--insecure", "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr},
-			Env{Stdout: io.Discard, Stderr: &logs, Getenv: func(string) string { return "" }})
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	addr := startTestMaster(t, dir, "--cell", "prod")
 	var jobs []string
 	for _, name := range []string{"web", "worker", "db"} {
 		jobs = append(jobs, fmt.Sprintf("{name: '%s', priority: 'best-effort', count: 3, command: '/bin/true', resources: {cpu: '10m', memory: '8MiB'}}", name))
@@ -43,12 +32,19 @@ func TestCompletion(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("submit: exit %d\n%s%s\n%s", code, out, stderr, logs.String())
+			t.Fatalf("submit: exit %d\n%s%s", code, out, stderr)
 		}
 	}
 	// Another user's job is not offered.
 	if code, out, stderr := runEnv(context.Background(), map[string]string{"CORRAL_USER": "bob", "CORRAL_MASTER": addr, "CORRAL_DATA": t.TempDir()}, "job", "submit", bundle); code != ExitOK {
 		t.Fatalf("bob's submit: exit %d\n%s%s", code, out, stderr)
+	}
+	// DNS names are in the cell's zone, as its master says, not a default.
+	if code, out, stderr := runEnv(context.Background(), env, "task", "get", "web", "0"); code != ExitOK || !strings.Contains(out, "0.web.alice.prod.corral") {
+		t.Errorf("task get: exit %d, want names in the prod zone\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr := runEnv(context.Background(), env, "job", "get", "web"); code != ExitOK || !strings.Contains(out, "web.alice.prod.corral") {
+		t.Errorf("job get: exit %d\n%s%s", code, out, stderr)
 	}
 	runEnv(context.Background(), env, "job", "kill", "db")
 	complete := func(args ...string) []string {
@@ -94,4 +90,22 @@ func TestCompletion(t *testing.T) {
 	if code != ExitOK || strings.TrimSpace(out) != ":4" || time.Since(start) > 4*time.Second {
 		t.Errorf("with the master down: exit %d in %s: %q", code, time.Since(start), out)
 	}
+}
+
+// startTestMaster runs `corral master` on a SQLite log in dir until the
+// test ends, and returns its address.
+func startTestMaster(t *testing.T, dir string, extra ...string) string {
+	t.Helper()
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	args := append([]string{"master", "--insecure", "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr}, extra...)
+	go func() {
+		done <- Main(ctx, args, Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return addr
 }

@@ -46,7 +46,7 @@ func (a *app) jobGetCommand() *cobra.Command {
 			fmt.Fprintf(w, "resources:  %s per task\n", resourcesText(s.GetResources()))
 			fmt.Fprintf(w, "labels:     %s\n", labelsText(s.GetLabels()))
 			fmt.Fprintf(w, "submitted:  %s (%s ago)\n", timeText(j.SubmittedUs), ago(j.SubmittedUs, now))
-			fmt.Fprintf(w, "dns:        %s\n", strings.TrimSuffix(jobDNS(s.GetName(), s.GetUser(), a.cellName()), "."))
+			fmt.Fprintf(w, "dns:        %s\n", strings.TrimSuffix(jobDNS(s.GetName(), s.GetUser(), a.cellOf(cmd.Context(), cl)), "."))
 			if j.EndedUs != 0 {
 				fmt.Fprintf(w, "ended:      %s: %s\n", timeText(j.EndedUs), j.EndReason)
 			}

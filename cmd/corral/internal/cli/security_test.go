@@ -97,7 +97,11 @@ func TestMasterWithCertsAndTokens(t *testing.T) {
 	if code, _, stderr := runEnv(bg, env, "job", "submit", job, "--secret", "OTHER"); code != ExitUsage || !strings.Contains(stderr, "secret_env") {
 		t.Fatalf("--secret OTHER, not in secret_env: exit %d %s", code, stderr)
 	}
-	must("job", "submit", job, "--secret", "DB_PASSWORD")
+	// The job is bob's, whose token this is, whatever $CORRAL_USER says,
+	// and the submission says so.
+	if out := must("job", "submit", job, "--secret", "DB_PASSWORD"); !strings.Contains(out, "job bob/db submitted") || !strings.Contains(out, "submitted bob/db (1 task)") {
+		t.Errorf("submit with bob's token as CORRAL_USER=alice printed:\n%s", out)
+	}
 	got := must("job", "get", "db", "-o", "json")
 	if strings.Contains(got, "hunter2") || !strings.Contains(got, "<redacted>") {
 		t.Errorf("job get shows the secret, or no <redacted>:\n%s", got)

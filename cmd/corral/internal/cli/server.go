@@ -114,6 +114,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	}
 	svc := master.NewService(m)
 	svc.Explain = explanations.Explain
+	svc.Cell = o.cell
 	var inf *infraProcess
 	infraCtx, stopInfra := context.WithCancel(ctx)
 	defer stopInfra()

@@ -168,7 +168,7 @@ func (a *app) taskGetCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cell := a.cellName()
+			cell := a.cellOf(cmd.Context(), cl)
 			names := []string{strings.TrimSuffix(taskDNS(t.Index, t.Job, t.User, cell), "."), strings.TrimSuffix(jobDNS(t.Job, t.User, cell), ".")}
 			if a.output != "table" {
 				js, err := jsonOf(t)
