@@ -18,8 +18,10 @@
 //     LevelHandler or SIGUSR1), the Readyz handler (MasterReady
 //     checks the store, the projection's lag behind the head and a leader),
 //     ServeDebug (net/http/pprof on a loopback address only).
-//   - Doctor: the checks of `corral doctor`, each with what is wrong in
-//     plain words and the fix.
+//   - Doctor: the checks of `corral doctor` (masters, store, migrations,
+//     leader, agents, clocks, cgroups, crash-looping tasks, Infrastore,
+//     disk), each with what is wrong in plain words and the fix; one file
+//     per group of checks.
 //   - Recovery: gRPC interceptors (outermost in Master.ServerOptions, and
 //     on the agent's server) and an HTTP middleware (the master's HTTP
 //     port, the agent's, the debug listener) that turn a panic in a

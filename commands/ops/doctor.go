@@ -206,6 +206,7 @@ func Doctor(ctx context.Context, cfg DoctorConfig) *Report {
 	d.checkAgents(machines)
 	d.checkClocks(machines)
 	d.checkCgroups(machines)
+	d.checkTasks(ctx)
 	d.checkInfrastore(ctx)
 	d.checkDisk()
 	return d.rep

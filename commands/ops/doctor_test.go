@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -10,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/ops"
+	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/pgstore"
 	"github.com/corralhq/corral/internal/pgtest"
 )
@@ -36,6 +39,7 @@ func TestDoctorHealthyCell(t *testing.T) {
 		"clocks":     "the clocks of 2 agent(s) are within 1s",
 		"infrastore": "the Infrastore has ingested position",
 		"disk":       "free of",
+		"tasks":      "none of 0 live task(s) is crash-looping",
 	} {
 		f, ok := rep.Find(check)
 		if !ok {
@@ -56,6 +60,36 @@ func TestDoctorHealthyCell(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "Nothing is wrong") {
 		t.Errorf("the report's last line:\n%s", out.String())
+	}
+}
+
+// A task that fails again and again is flagged, with its restarts and why,
+// as a warning: the cell is not at fault, but it is what to look at first.
+func TestDoctorFlagsCrashLoopingTasks(t *testing.T) {
+	store, path := openSQLite(t)
+	c := startCell(t, store, 1)
+	c.waitMachines(1)
+	failing := &events.JobSpec{Name: "crasher", Priority: 0, TaskCount: 1, Command: "/bin/sh", Args: []string{"-c", "echo no config >&2; exit 3"},
+		Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 32 << 20},
+		Restart:   &events.RestartPolicy{Mode: "always", BackoffInitialMs: 50, BackoffMaxMs: 200}}
+	fine := &events.JobSpec{Name: "sleeper", Priority: 0, TaskCount: 1, Command: "/bin/sh", Args: []string{"-c", "exec sleep 300"},
+		Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 32 << 20}}
+	for i, spec := range []*events.JobSpec{failing, fine} {
+		if _, err := c.client.Submit(as("alice"), &apipb.SubmitRequest{RequestId: fmt.Sprint("s", i), Spec: spec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var f ops.Finding
+	eventually(t, 30*time.Second, "the doctor flags the crash loop", func() (bool, string) {
+		rep := ops.Doctor(context.Background(), ops.DoctorConfig{Masters: []string{c.addr}, User: "root", Store: path,
+			DataDir: t.TempDir(), MinFreeBytes: 1 << 20, MinFreeRatio: 0.001})
+		f, _ = rep.Find("tasks")
+		return f.Severity == ops.Warn, fmt.Sprintf("%+v", f)
+	})
+	t.Logf("tasks: %s %v", f.Summary, f.Details)
+	if f.Summary != "1 of 2 live task(s) crash-looping" || len(f.Details) != 1 || !strings.HasPrefix(f.Details[0], "alice/crasher/0: ") ||
+		!strings.Contains(f.Details[0], "exit") || f.Fix == "" {
+		t.Errorf("tasks finding: %+v", f)
 	}
 }
 
