@@ -160,6 +160,12 @@ type SchedulingCore struct {
 	limiter     *scheduler.RescheduleLimiter
 	meta        commands.Meta
 	lastPlanned int64
+	// behind caches whether some live job has tasks behind its spec
+	// version with no update open, as of behindAt: finding out walks every
+	// task (2 ms for 100,000), too much for every wake of the loop, so it
+	// is done at most once an interval.
+	behind   bool
+	behindAt time.Time
 }
 
 // NewSchedulingCore returns a core with cfg's defaults filled in.
@@ -199,10 +205,22 @@ func (c *SchedulingCore) Meta() commands.Meta { return c.meta }
 func (c *SchedulingCore) Input(s *projections.State, now time.Time) (cell *scheduler.Cell, position int64, rolling bool) {
 	position = s.Position
 	for _, j := range s.Jobs {
-		if !j.Dead() && (j.Update != nil || j.Behind()) {
+		if !j.Dead() && j.Update != nil {
 			rolling = true
 			break
 		}
+	}
+	if !rolling {
+		if c.behindAt.IsZero() || now.Sub(c.behindAt) >= c.cfg.Interval || now.Before(c.behindAt) {
+			c.behind, c.behindAt = false, now
+			for _, j := range s.Jobs {
+				if !j.Dead() && j.Behind() {
+					c.behind = true
+					break
+				}
+			}
+		}
+		rolling = c.behind
 	}
 	if position == c.lastPlanned || (s.PendingCount() == 0 && len(s.PendingAllocs()) == 0) {
 		return nil, position, rolling
