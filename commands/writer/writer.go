@@ -73,6 +73,9 @@ type Batch struct {
 // caller must load it again unless Finish says the batch landed.
 func Plan(st *projections.State, ops []Op, epoch int64, maxBatch int, recent *Recent, now func() time.Time) Batch {
 	b := Batch{Base: st.Position}
+	if len(ops) == 0 {
+		return b
+	}
 	n := 1
 	if !ops[0].Single {
 		for n < len(ops) && n < maxBatch && !ops[n].Single {

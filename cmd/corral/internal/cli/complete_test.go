@@ -16,7 +16,7 @@ import (
 // task indexes for the task verbs, and the values of --output.
 func TestCompletion(t *testing.T) {
 	dir := t.TempDir()
-	addr := startTestMaster(t, dir, "--cell", "prod")
+	addr, logs := startTestMaster(t, dir, "--cell", "prod")
 	var jobs []string
 	for _, name := range []string{"web", "worker", "db"} {
 		jobs = append(jobs, fmt.Sprintf("{name: '%s', priority: 'best-effort', count: 3, command: '/bin/true', resources: {cpu: '10m', memory: '8MiB'}}", name))
@@ -32,7 +32,7 @@ func TestCompletion(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("submit: exit %d\n%s%s", code, out, stderr)
+			t.Fatalf("submit: exit %d\n%s%s\n%s", code, out, stderr, logs.String())
 		}
 	}
 	// Another user's job is not offered.
@@ -93,19 +93,20 @@ func TestCompletion(t *testing.T) {
 }
 
 // startTestMaster runs `corral master` on a SQLite log in dir until the
-// test ends, and returns its address.
-func startTestMaster(t *testing.T, dir string, extra ...string) string {
+// test ends, and returns its address and its log.
+func startTestMaster(t *testing.T, dir string, extra ...string) (string, *lockedBuffer) {
 	t.Helper()
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	args := append([]string{"master", "--insecure", "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr}, extra...)
+	logs := &lockedBuffer{}
 	go func() {
-		done <- Main(ctx, args, Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }})
+		done <- Main(ctx, args, Env{Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }})
 	}()
 	t.Cleanup(func() {
 		cancel()
 		<-done
 	})
-	return addr
+	return addr, logs
 }

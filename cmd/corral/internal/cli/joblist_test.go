@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,18 +16,7 @@ func TestJobListPagesThroughEveryJob(t *testing.T) {
 	defer func(n int) { jobListPage = n }(jobListPage)
 	jobListPage = 3
 	dir := t.TempDir()
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	var logs lockedBuffer
-	go func() {
-		done <- Main(ctx, []string{"master", "--insecure", "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr},
-			Env{Stdout: io.Discard, Stderr: &logs, Getenv: func(string) string { return "" }})
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	addr, logs := startTestMaster(t, dir)
 	var jobs []string
 	for i := range 7 {
 		jobs = append(jobs, fmt.Sprintf("{name: 'j%d', priority: 'best-effort', count: 1, command: '/bin/true', resources: {cpu: '10m', memory: '8MiB'}}", i))
