@@ -1,6 +1,7 @@
 // Package commandtest is a test kit: it carries commands out against an
-// in-memory state as the master would (Decide, then Apply with positions),
-// for tests that build a cell out of commands rather than by hand.
+// in-memory state as the master's writer does (writer.Plan: Decide, then
+// Apply with positions), for tests that build a cell out of commands
+// rather than by hand.
 package commandtest
 
 import (
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/writer"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
@@ -23,17 +25,18 @@ func Do(tb testing.TB, s *projections.State, cmd commands.Command, now time.Time
 	return evs
 }
 
-// Try is Do that returns the refusal, changing nothing then.
+// Try is Do that returns the refusal, changing nothing then. It decides
+// and applies through the writer's own decisions (writer.Plan), as the
+// master does, without the append.
 func Try(s *projections.State, cmd commands.Command, now time.Time) ([]events.Event, error) {
-	evs, err := commands.Decide(s, cmd, commands.FixedClock(now))
-	if err != nil {
-		return nil, err
-	}
-	for i := range evs {
-		evs[i].Position = s.Position + 1
-		if err := projections.Apply(s, evs[i]); err != nil {
-			panic("commandtest: a decided event does not apply: " + err.Error())
+	b := writer.Plan(s, []writer.Op{{Cmd: cmd}}, 1, 1, writer.NewRecent(1), func() time.Time { return now })
+	for _, a := range b.Answers {
+		if a.Err != nil {
+			return nil, a.Err
 		}
 	}
-	return evs, nil
+	if len(b.Appends) == 0 {
+		return nil, nil
+	}
+	return b.Appends[0].Events, nil
 }
