@@ -393,6 +393,7 @@ func (a *Agent) status(t *task) *agentpb.TaskStatus {
 		OomKills:       t.oomKills,
 		Health:         t.health,
 		HealthFailures: t.healthFailures,
+		HealthMessage:  t.healthMessage,
 		Ports:          clonePorts(t.spec.Ports),
 		StartedAtUs:    usOrZero(t.startedAt),
 		FinishedAtUs:   usOrZero(t.finishedAt),

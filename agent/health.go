@@ -94,11 +94,11 @@ func (a *Agent) checkHealth(key string, gen int64) {
 		if t.health != agentpb.Health_HEALTH_HEALTHY || t.healthFailures != 0 {
 			a.markDirty()
 		}
-		t.health, t.healthFailures = agentpb.Health_HEALTH_HEALTHY, 0
+		t.health, t.healthFailures, t.healthMessage = agentpb.Health_HEALTH_HEALTHY, 0, ""
 		a.armHealth(t)
 		return
 	}
-	t.health = agentpb.Health_HEALTH_UNHEALTHY
+	t.health, t.healthMessage = agentpb.Health_HEALTH_UNHEALTHY, err.Error()
 	t.healthFailures++
 	a.metrics.healthFailures.WithLabelValues(bandOf(t.spec.GetPriority())).Inc()
 	a.markDirty()

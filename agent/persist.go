@@ -299,6 +299,7 @@ func loadTask(st savedTask) (*task, error) {
 		message:        status.Message,
 		health:         status.Health,
 		healthFailures: status.HealthFailures,
+		healthMessage:  status.HealthMessage,
 		killing:        st.Killing,
 		stopReason:     st.StopReason,
 		uid:            st.UID,

@@ -52,6 +52,7 @@ type task struct {
 
 	health         agentpb.Health
 	healthFailures int32
+	healthMessage  string // the last failed check's error, while unhealthy
 
 	killing        KillKind
 	stopReason     string
@@ -292,7 +293,7 @@ func (a *Agent) launch(t *task) {
 	t.proc, t.pid, t.ticks = p, p.pid(), p.startTicks()
 	t.state = agentpb.TaskState_TASK_STATE_RUNNING
 	t.reason, t.message = "", ""
-	t.healthFailures = 0
+	t.healthFailures, t.healthMessage = 0, ""
 	t.u.begin(t.startedAt)
 	a.emit(agentpb.EventKind_EVENT_KIND_STARTED, t, nil)
 	a.watch(t)

@@ -11,7 +11,7 @@ import (
 func Names() []string {
 	return []string{
 		"CommitUpdate", "CreateAllocSet", "DrainMachine", "KillJob", "KillTask",
-		"PlaceTasks", "RegisterMachine", "RemoveAllocSet", "RemoveMachine",
+		"PlaceTasks", "PromoteUpdate", "RegisterMachine", "RemoveAllocSet", "RemoveMachine",
 		"ReportAgentState", "RollbackUpdate", "RollingUpdateStep", "SetQuota",
 		"SubmitJob", "UpdateJob", "UpdateMachine",
 	}

@@ -24,7 +24,43 @@ func (c CommitUpdate) decide(s *projections.State, now time.Time) ([]events.Even
 		return nil, refuse(FailedPrecondition, "job", "%s has no uncommitted update", jobRef(j.User, j.Name))
 	}
 	b := newDraft(s, now)
-	b.add(jobStream(j), &events.JobUpdateCommitted{User: j.User, Job: j.Name, SpecVersion: j.Update.To})
+	b.commitUpdate(j, "")
+	b.rollForward(j)
+	b.finishJobs()
+	return b.evs, nil
+}
+
+// PromoteUpdate promotes an update's canaries: the rest of the tasks roll,
+// and the update commits itself once all are healthy (auto_commit).
+type PromoteUpdate struct {
+	Meta
+	User string // the job's owner; default: the actor
+	Job  string
+}
+
+func (c PromoteUpdate) decide(s *projections.State, now time.Time) ([]events.Event, error) {
+	j, err := liveJob(s, c.Actor, c.User, c.Job)
+	if err != nil {
+		return nil, err
+	}
+	u := j.Update
+	switch {
+	case u == nil:
+		return nil, refuse(FailedPrecondition, "job", "%s has no open update to promote", jobRef(j.User, j.Name))
+	case j.Spec().GetUpdate().GetCanary() == 0:
+		return nil, refuse(FailedPrecondition, "job", "%s: the update to spec version %d has no canaries (update.canary)", jobRef(j.User, j.Name), u.To)
+	case u.Promoted:
+		return nil, refuse(FailedPrecondition, "job", "%s: the update to spec version %d is promoted already", jobRef(j.User, j.Name), u.To)
+	case u.Halted != "":
+		return nil, refuse(FailedPrecondition, "job", "%s: the update to spec version %d failed (%s): roll it back, or commit it to force it through", jobRef(j.User, j.Name), u.To, u.Halted)
+	}
+	b := newDraft(s, now)
+	b.add(jobStream(j), &events.JobUpdatePromoted{User: j.User, Job: j.Name, SpecVersion: u.To})
+	promoted := *u
+	promoted.Promoted = true
+	b.updates[j] = &promoted
+	b.rollForward(j)
+	b.finishJobs()
 	return b.evs, nil
 }
 

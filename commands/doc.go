@@ -71,11 +71,17 @@ specs that arrive as protobuf are checked by ValidateSpec.
     total never exceeds the cell's capacity (SetQuota refuses it).
   - An admin may change any job; a user only their own. Machine commands,
     quota, placements and agent reports need the admin capability.
-  - A rolling update never has more tasks stopped and not yet running
-    again than the update policy's max_disruptions (default 1); changes
-    that need no restart (priority, labels, count, policies) move tasks in
-    place. One uncommitted update per job; it can be rolled back until
-    CommitUpdate.
+  - A rolling update never has more tasks disrupted (stopped, waiting, or
+    running and not yet healthy, or without a check not yet run for
+    min_healthy_time) than the update policy's max_disruptions (default
+    1); changes that need no restart (priority, labels, count, policies)
+    move tasks in place and commit at once. One uncommitted update per
+    job; it can be rolled back until committed. A task of the new version
+    that fails before it is healthy, or no progress by progress_deadline,
+    halts the update (JobUpdateHalted) and, with auto_revert (default on
+    for services), rolls it back; an update whose every task serves the
+    new version commits itself (auto_commit, default on); canaries wait
+    for PromoteUpdate.
   - A placement is accepted only against the machine version it was
     computed from, on an up machine that is not draining, meeting the hard
     constraints, fitting (prod by limits, others by reservations) after

@@ -20,6 +20,7 @@ type draft struct {
 	status  map[*projections.Task]projections.TaskState
 	replace map[*projections.Task]bool
 	current map[*projections.Job]projections.SpecVersion
+	updates map[*projections.Job]*projections.Update
 	touched []*projections.Job
 	seen    map[*projections.Job]bool
 	ended   map[*projections.Job]bool
@@ -31,6 +32,7 @@ func newDraft(s *projections.State, now time.Time) *draft {
 		status:  map[*projections.Task]projections.TaskState{},
 		replace: map[*projections.Task]bool{},
 		current: map[*projections.Job]projections.SpecVersion{},
+		updates: map[*projections.Job]*projections.Update{},
 		seen:    map[*projections.Job]bool{},
 		ended:   map[*projections.Job]bool{},
 		charged: map[projections.UserBand]projections.Resources{},
@@ -51,6 +53,12 @@ func (b *draft) state(t *projections.Task) projections.TaskState {
 
 func (b *draft) dead(t *projections.Task) bool { return b.state(t) == projections.TaskDead }
 
+// changed reports whether the draft's events changed the task already.
+func (b *draft) changed(t *projections.Task) bool {
+	_, ok := b.status[t]
+	return ok
+}
+
 func (b *draft) replacing(t *projections.Task) bool {
 	if r, ok := b.replace[t]; ok {
 		return r
@@ -64,6 +72,19 @@ func (b *draft) currentOf(j *projections.Job) projections.SpecVersion {
 		return v
 	}
 	return projections.SpecVersion{Version: j.Current, Spec: j.Spec()}
+}
+
+// updateOf is the job's open update after the draft's events so far, or nil.
+func (b *draft) updateOf(j *projections.Job) *projections.Update {
+	if u, ok := b.updates[j]; ok {
+		return u
+	}
+	return j.Update
+}
+
+// latestVersion is the highest spec version given after the draft's events.
+func (b *draft) latestVersion(j *projections.Job) int64 {
+	return max(j.LatestVersion(), b.currentOf(j).Version)
 }
 
 func (b *draft) jobEnded(j *projections.Job) bool { return j.Dead() || b.ended[j] }
@@ -141,10 +162,15 @@ func (b *draft) fail(t *projections.Task, f *events.TaskFailed) {
 	b.add(taskStream(t), f)
 	if f.WillRestart {
 		b.status[t] = projections.TaskScheduled
-		return
+	} else {
+		b.status[t] = projections.TaskDead
 	}
-	b.status[t] = projections.TaskDead
-	b.afterDeath(t, projections.Failed)
+	// Judge the update first: a revert puts the old spec in force, and
+	// the replacement below runs it.
+	b.judgeFailure(t, f)
+	if !f.WillRestart {
+		b.afterDeath(t, projections.Failed)
+	}
 }
 
 // afterDeath resubmits a task that its job still wants: always after an

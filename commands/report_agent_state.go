@@ -56,6 +56,10 @@ type AgentTask struct {
 	Restarts    int32 // in place, by the restart policy
 	Reason      string
 	Message     string
+	// Health is what the task's check last said (HealthUnknown: no check,
+	// or none ran yet); HealthMessage the failing check's error.
+	Health        projections.Health
+	HealthMessage string
 }
 
 // UsageWindow is the usage of some tasks over one window.
@@ -106,13 +110,15 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 		}
 		reported[at.Task] = true
 		t := s.Task(at.Task.User, at.Task.Job, at.Task.Index)
-		if t == nil || !t.Live() || t.Machine != m.Name || b.dead(t) {
-			continue // not ours to record; the link stops it (agentlink.Requests)
+		if t == nil || !t.Live() || t.Machine != m.Name || b.changed(t) {
+			// Not ours to record (the link stops it: agentlink.Requests),
+			// or a revert earlier in this report replaced it already.
+			continue
 		}
 		b.reportTask(t, at)
 	}
 	for _, t := range m.Tasks() {
-		if t.State == projections.TaskRunning && !reported[t.Key()] && !b.dead(t) {
+		if t.State == projections.TaskRunning && !reported[t.Key()] && !b.changed(t) {
 			b.lose(t, "the agent no longer reports it")
 		}
 	}
@@ -156,16 +162,25 @@ func (b *draft) reportTask(t *projections.Task, at AgentTask) {
 	j := t.Job
 	switch at.State {
 	case AgentRunning:
+		health := t.Health
 		switch {
 		case t.State == projections.TaskScheduled:
 			b.add(taskStream(t), &events.TaskStarted{User: j.User, Job: j.Name, Index: t.Index, Machine: t.Machine, Restarts: at.Restarts, Pid: at.Pid})
 			b.status[t] = projections.TaskRunning
+			health = projections.HealthUnknown
 		case t.Pid != 0 && at.Pid != 0 && at.Pid != t.Pid:
 			// It exited and was restarted in place between two polls.
 			b.fail(t, &events.TaskFailed{User: j.User, Job: j.Name, Index: t.Index, Machine: t.Machine, ExitCode: at.ExitCode,
 				Signal: at.Signal, Message: at.Message, Restarts: at.Restarts, WillRestart: true})
 			b.add(taskStream(t), &events.TaskStarted{User: j.User, Job: j.Name, Index: t.Index, Machine: t.Machine, Restarts: at.Restarts, Pid: at.Pid})
 			b.status[t] = projections.TaskRunning
+			health = projections.HealthUnknown
+		}
+		// Health is recorded at its transitions only: a check every few
+		// seconds costs an event when the answer changes, not one each.
+		if at.Health != projections.HealthUnknown && at.Health != health {
+			b.add(taskStream(t), &events.TaskHealthChanged{User: j.User, Job: j.Name, Index: t.Index, Machine: t.Machine,
+				Healthy: at.Health == projections.HealthHealthy, Message: at.HealthMessage})
 		}
 	case AgentBackoff:
 		if t.State == projections.TaskRunning {

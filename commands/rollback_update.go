@@ -26,17 +26,10 @@ func (c RollbackUpdate) decide(s *projections.State, now time.Time) ([]events.Ev
 	if j.Update == nil {
 		return nil, refuse(FailedPrecondition, "job", "%s has no uncommitted update to roll back (a committed update is final; push the old spec as a new update)", jobRef(j.User, j.Name))
 	}
-	back := j.SpecOf(j.Update.From)
-	if back == nil {
-		return nil, refuse(FailedPrecondition, "job", "%s: spec version %d is missing", jobRef(j.User, j.Name), j.Update.From)
-	}
 	b := newDraft(s, now)
-	v := j.LatestVersion() + 1
-	b.add(jobStream(j), &events.JobUpdateRolledBack{User: j.User, Job: j.Name, FromVersion: j.Current, ToVersion: j.Update.From, SpecVersion: v})
-	b.current[j] = projections.SpecVersion{Version: v, Spec: back}
-	b.touch(j)
-	b.scale(j, j.Spec().TaskCount, back.TaskCount, v)
-	b.rollForward(j)
+	if err := b.rollback(j, ""); err != nil {
+		return nil, err
+	}
 	b.finishJobs()
 	return b.evs, nil
 }

@@ -43,10 +43,26 @@ func maxDisruptions(spec *events.JobSpec) int {
 	return DefaultMaxDisruptions
 }
 
+// disrupted reports whether a task a roll replaced does not serve yet: its
+// replacement was stopped, waits, or runs and has not settled (healthy, or
+// min_healthy_time run without a check). Such tasks count against
+// max_disruptions.
+func (b *draft) disrupted(t *projections.Task) bool {
+	if !b.replacing(t) || b.dead(t) {
+		return false
+	}
+	if b.changed(t) {
+		return true
+	}
+	return t.Disrupted(b.now.UnixMicro())
+}
+
 // rollForward moves a job's live tasks toward the spec in force: tasks that
 // need no restart, and pending ones, move at once (TaskUpdated); placed
 // ones that need a restart are stopped and resubmitted, no more than the
-// update policy's max_disruptions stopped and not yet running again.
+// update policy's max_disruptions disrupted at once. A halted update rolls
+// nothing more; an update with canaries not yet promoted rolls only the
+// canaries (the lowest indexes).
 func (b *draft) rollForward(j *projections.Job) {
 	if b.jobEnded(j) {
 		return
@@ -55,16 +71,22 @@ func (b *draft) rollForward(j *projections.Job) {
 	limit := maxDisruptions(target.Spec)
 	inFlight := 0
 	for _, t := range j.Tasks {
-		if t != nil && !b.dead(t) && b.replacing(t) {
+		if t != nil && b.disrupted(t) {
 			inFlight++
 		}
+	}
+	u := b.updateOf(j)
+	halted := u != nil && u.To == target.Version && u.Halted != ""
+	canaries := int32(-1) // no gate
+	if u != nil && u.To == target.Version && !u.Promoted && target.Spec.GetUpdate().GetCanary() > 0 {
+		canaries = target.Spec.GetUpdate().GetCanary()
 	}
 	sameFields := map[int64]bool{} // by old version: the job-wide fields that restart tasks are equal
 	for _, t := range j.Tasks {
 		if t == nil || t.SpecVersion == target.Version || t.Index >= target.Spec.TaskCount {
 			continue
 		}
-		if _, touched := b.status[t]; touched || t.State == projections.TaskDead {
+		if b.changed(t) || t.State == projections.TaskDead {
 			continue
 		}
 		old := j.SpecOf(t.SpecVersion)
@@ -81,12 +103,127 @@ func (b *draft) rollForward(j *projections.Job) {
 		case t.State == projections.TaskPending:
 			b.add(taskStream(t), &events.TaskUpdated{User: j.User, Job: j.Name, Index: t.Index, SpecVersion: target.Version,
 				RestartNeeded: true})
+		case halted || (canaries >= 0 && t.Index >= canaries):
+		case b.disrupted(t):
+			// It does not serve anyway (a bad version being reverted):
+			// replacing it disrupts nothing more.
+			b.replaceTask(j, t, target.Version)
 		case inFlight < limit:
-			b.evictOnly(t, "update", fmt.Sprintf("rolling update to spec version %d", target.Version), nil)
-			b.submit(j, t.Index, target.Version, "updated")
+			b.replaceTask(j, t, target.Version)
 			inFlight++
 		}
 	}
+}
+
+func (b *draft) replaceTask(j *projections.Job, t *projections.Task, version int64) {
+	b.evictOnly(t, "update", fmt.Sprintf("rolling update to spec version %d", version), nil)
+	b.submit(j, t.Index, version, "updated")
+}
+
+// stepUpdate judges a job's open update at the draft's time: once every
+// task runs the new version settled it commits itself (unless the policy
+// opts out, or canaries wait for a promote); an update in which no
+// replacement settled for the progress deadline has failed.
+func (b *draft) stepUpdate(j *projections.Job) {
+	u := b.updateOf(j)
+	if u == nil || u.Halted != "" || b.jobEnded(j) {
+		return
+	}
+	target := b.currentOf(j)
+	if target.Version != u.To {
+		return
+	}
+	policy := target.Spec.GetUpdate()
+	nowUS := b.now.UnixMicro()
+	progressUS := u.SinceUS
+	complete, canariesSettled := true, true
+	for _, t := range j.Tasks {
+		if t == nil || b.dead(t) {
+			continue
+		}
+		at, ok := t.SettledAt()
+		settled := !b.changed(t) && t.SpecVersion == u.To && ok && at <= nowUS
+		if settled {
+			progressUS = max(progressUS, at)
+		} else {
+			complete = false
+			if t.Index < policy.GetCanary() {
+				canariesSettled = false
+			}
+		}
+	}
+	waiting := policy.GetCanary() > 0 && !u.Promoted
+	switch {
+	case waiting && canariesSettled:
+		return // the canaries serve: a person decides
+	case complete && !waiting:
+		if target.Spec.AutoCommit() {
+			b.commitUpdate(j, fmt.Sprintf("every task runs spec version %d and is healthy", u.To))
+		}
+		return
+	}
+	if deadline := policy.ProgressDeadline(); nowUS-progressUS > deadline.Microseconds() {
+		b.failUpdate(j, fmt.Sprintf("no task turned healthy on spec version %d in %s (progress_deadline)", u.To, deadline))
+	}
+}
+
+// judgeFailure fails a job's open update when a task on its new version
+// failed before it settled: the version does not work.
+func (b *draft) judgeFailure(t *projections.Task, f *events.TaskFailed) {
+	j := t.Job
+	u := b.updateOf(j)
+	if u == nil || u.Halted != "" || t.SpecVersion != u.To || b.jobEnded(j) || t.Settled(b.now.UnixMicro()) {
+		return
+	}
+	why := f.Message
+	if why == "" {
+		why = fmt.Sprintf("exit code %d", f.ExitCode)
+		if f.Signal != "" {
+			why = "killed by " + f.Signal
+		}
+	}
+	b.failUpdate(j, fmt.Sprintf("task %d failed on spec version %d before it was healthy: %s", t.Index, u.To, why))
+}
+
+// failUpdate halts a job's open update and, when its policy says so,
+// reverts it.
+func (b *draft) failUpdate(j *projections.Job, reason string) {
+	u := b.updateOf(j)
+	b.add(jobStream(j), &events.JobUpdateHalted{User: j.User, Job: j.Name, SpecVersion: u.To, Reason: reason})
+	halted := *u
+	halted.Halted = reason
+	b.updates[j] = &halted
+	b.touch(j)
+	if b.currentOf(j).Spec.AutoRevert() {
+		b.rollback(j, fmt.Sprintf("reverted to spec version %d: %s", u.From, reason))
+	}
+}
+
+func (b *draft) commitUpdate(j *projections.Job, reason string) {
+	u := b.updateOf(j)
+	b.add(jobStream(j), &events.JobUpdateCommitted{User: j.User, Job: j.Name, SpecVersion: u.To, Reason: reason})
+	b.updates[j] = nil
+	b.touch(j)
+}
+
+// rollback puts the spec the open update replaced in force again, as a
+// new version, and rolls the tasks back to it.
+func (b *draft) rollback(j *projections.Job, reason string) error {
+	u := b.updateOf(j)
+	back := j.SpecOf(u.From)
+	if back == nil {
+		return refuse(FailedPrecondition, "job", "%s: spec version %d is missing", jobRef(j.User, j.Name), u.From)
+	}
+	cur := b.currentOf(j)
+	v := b.latestVersion(j) + 1
+	b.add(jobStream(j), &events.JobUpdateRolledBack{User: j.User, Job: j.Name, FromVersion: cur.Version, ToVersion: u.From,
+		SpecVersion: v, Reason: reason})
+	b.current[j] = projections.SpecVersion{Version: v, Spec: back}
+	b.updates[j] = nil
+	b.touch(j)
+	b.scale(j, cur.Spec.TaskCount, back.TaskCount, v)
+	b.rollForward(j)
+	return nil
 }
 
 // scale kills the tasks beyond a new, smaller count and submits the ones a

@@ -8,10 +8,12 @@ import (
 )
 
 // RollingUpdateStep advances rolling updates: for one job, or (Job empty,
-// admin only: the master's tick) for every job with tasks behind its spec
-// version. Each step stops as many tasks as the update policy's
-// max_disruptions allows, counting those stopped earlier whose
-// replacements have not started yet; it is harmless to call often.
+// admin only: the master's tick) for every job with an open update or
+// tasks behind its spec version. Each step judges the open update (commits
+// it once every task serves the new version, fails it past its progress
+// deadline, reverting it when the policy says) and stops as many tasks as
+// the update policy's max_disruptions allows, counting those replaced
+// earlier that do not serve yet; it is harmless to call often.
 type RollingUpdateStep struct {
 	Meta
 	User string // the job's owner; default: the actor
@@ -25,13 +27,15 @@ func (c RollingUpdateStep) decide(s *projections.State, now time.Time) ([]events
 		if err != nil {
 			return nil, err
 		}
+		b.stepUpdate(j)
 		b.rollForward(j)
 	} else {
 		if err := mustBeAdmin(c.Actor, "stepping every job's update"); err != nil {
 			return nil, err
 		}
 		for _, j := range s.SortedJobs() {
-			if !j.Dead() && j.Behind() {
+			if !j.Dead() && (j.Update != nil || j.Behind()) {
+				b.stepUpdate(j)
 				b.rollForward(j)
 			}
 		}

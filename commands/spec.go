@@ -285,11 +285,7 @@ func (d *specDecoder) spec(root any, user string) *events.JobSpec {
 		case "health_check":
 			spec.HealthCheck = d.healthCheck(k, v)
 		case "update":
-			o := d.object(k, v, "max_disruptions")
-			spec.Update = &events.UpdatePolicy{}
-			if x, ok := o["max_disruptions"]; ok {
-				spec.Update.MaxDisruptions = d.int32(join(k, "max_disruptions"), x)
-			}
+			spec.Update = d.updatePolicy(k, v)
 		case "start_after":
 			spec.StartAfter = d.str(k, v)
 		case "alloc_set":
@@ -467,6 +463,31 @@ func (d *specDecoder) healthCheck(path string, v any) *events.HealthCheck {
 		}
 	}
 	return h
+}
+
+func (d *specDecoder) updatePolicy(path string, v any) *events.UpdatePolicy {
+	m := d.object(path, v, "max_disruptions", "min_healthy_time", "progress_deadline", "auto_revert", "auto_commit", "canary")
+	u := &events.UpdatePolicy{}
+	for _, k := range sortedKeys(m) {
+		x := m[k]
+		switch k {
+		case "max_disruptions":
+			u.MaxDisruptions = d.int32(join(path, k), x)
+		case "min_healthy_time":
+			u.MinHealthyTimeMs = d.duration(join(path, k), x)
+		case "progress_deadline":
+			u.ProgressDeadlineMs = d.duration(join(path, k), x)
+		case "auto_revert":
+			b := d.boolean(join(path, k), x)
+			u.AutoRevert = &b
+		case "auto_commit":
+			b := d.boolean(join(path, k), x)
+			u.AutoCommit = &b
+		case "canary":
+			u.Canary = d.int32(join(path, k), x)
+		}
+	}
+	return u
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -58,7 +58,12 @@ func (c JobChange) apply(spec *events.JobSpec) {
 		spec.Labels = labels
 	}
 	if c.MaxDisruptions != nil {
-		spec.Update = &events.UpdatePolicy{MaxDisruptions: *c.MaxDisruptions}
+		u := proto.Clone(spec.GetUpdate()).(*events.UpdatePolicy)
+		if u == nil {
+			u = &events.UpdatePolicy{}
+		}
+		u.MaxDisruptions = *c.MaxDisruptions
+		spec.Update = u
 	}
 }
 
@@ -127,8 +132,8 @@ func (b *draft) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, sev
 	if j.Dead() {
 		return wrap(refuse(FailedPrecondition, "", "%s is dead (%s); submit it again instead", jobRef(j.User, j.Name), endName(j)))
 	}
-	if j.Update != nil {
-		return wrap(refuse(FailedPrecondition, "", "%s has an uncommitted update to spec version %d: commit it or roll it back first", jobRef(j.User, j.Name), j.Update.To))
+	if u := b.updateOf(j); u != nil {
+		return wrap(refuse(FailedPrecondition, "", "%s has an uncommitted update to spec version %d: commit it or roll it back first", jobRef(j.User, j.Name), u.To))
 	}
 	spec.User = j.User
 	if err := ValidateSpec(spec); err != nil {
@@ -169,6 +174,7 @@ func (b *draft) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, sev
 	restart := jobRestartNeeded(cur, spec)
 	b.add(jobStream(j), &events.JobUpdated{Spec: spec, SpecVersion: v, PreviousVersion: j.Current, RestartNeeded: restart})
 	b.current[j] = projections.SpecVersion{Version: v, Spec: spec}
+	b.updates[j] = &projections.Update{From: j.Current, To: v, SinceUS: b.now.UnixMicro()}
 	b.touch(j)
 	b.scale(j, cur.TaskCount, spec.TaskCount, v)
 	b.rollForward(j)
@@ -176,7 +182,7 @@ func (b *draft) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, sev
 		// Count, priority, labels and policies change in place (Borg
 		// §2.3): nothing rolls, so no update stays open to block the
 		// next change.
-		b.add(jobStream(j), &events.JobUpdateCommitted{User: j.User, Job: j.Name, SpecVersion: v})
+		b.commitUpdate(j, CommittedInPlace)
 	}
 	return nil
 }
@@ -187,6 +193,10 @@ func endName(j *projections.Job) string {
 	}
 	return "finished"
 }
+
+// CommittedInPlace is the reason of the commit of a change that restarts
+// nothing.
+const CommittedInPlace = "nothing to restart: the change takes effect in place"
 
 // selectJobs returns the live jobs a selector matches among those the actor
 // may see: a user's own, or for an admin every user's (or user's when set).

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
@@ -15,7 +16,9 @@ import (
 func (c *cell) runningJob(name string, n int32, maxDisruptions int32) *events.JobSpec {
 	c.t.Helper()
 	sp := spec(name, 0, n)
-	sp.Update = &events.UpdatePolicy{MaxDisruptions: maxDisruptions}
+	// Replacements count as healthy once they ran a millisecond: the
+	// harness's clock moves a second a command.
+	sp.Update = &events.UpdatePolicy{MaxDisruptions: maxDisruptions, MinHealthyTimeMs: 1}
 	c.do(SubmitJob{Meta: alice, Spec: sp})
 	c.settle()
 	return withUser(sp, "alice")
@@ -55,7 +58,7 @@ func TestUpdatePriorityOnlyWithoutRestart(t *testing.T) {
 		{"job/alice/web", &events.JobUpdated{Spec: up, SpecVersion: 2, PreviousVersion: 1}},
 		{"task/alice/web/0", &events.TaskUpdated{User: "alice", Job: "web", Index: 0, SpecVersion: 2, Running: true}},
 		{"task/alice/web/1", &events.TaskUpdated{User: "alice", Job: "web", Index: 1, SpecVersion: 2, Running: true}},
-		{"job/alice/web", &events.JobUpdateCommitted{User: "alice", Job: "web", SpecVersion: 2}},
+		{"job/alice/web", &events.JobUpdateCommitted{User: "alice", Job: "web", SpecVersion: 2, Reason: CommittedInPlace}},
 	})
 	if events.TraceCodeOf(evs[1].Data) != events.TraceUpdateRunning {
 		t.Fatal("trace code")
@@ -141,7 +144,7 @@ func TestRollingUpdateNeverExceedsDisruptionLimit(t *testing.T) {
 				t.Fatalf("first step evicted %d, want %d:\n%s", n, limit, dump(evs))
 			}
 			j := c.s.Job("alice", "web")
-			updates := int(limit)
+			updates, halts := int(limit), 0
 			for step := 0; step < 500 && !allOn(j, 2); step++ {
 				var evs []events.Event
 				switch rng.IntN(4) {
@@ -168,8 +171,15 @@ func TestRollingUpdateNeverExceedsDisruptionLimit(t *testing.T) {
 					evs = c.do(RollingUpdateStep{Meta: root})
 				}
 				updates += count(evs, "TaskEvicted")
-				if d := disruptions(j); d > int(limit) {
+				if d := disruptions(j, c.now); d > int(limit) {
 					t.Fatalf("step %d: %d tasks disrupted, limit %d\n%s", step, d, limit, dump(evs))
+				}
+				if u := j.Update; u != nil && u.Halted != "" {
+					// A replacement failed before it served: the update
+					// halted (the job is no service: no revert). Its owner
+					// forces it through.
+					halts++
+					c.do(CommitUpdate{Meta: alice, Job: "web"})
 				}
 			}
 			if !allOn(j, 2) {
@@ -242,8 +252,8 @@ func TestRollingUpdateStepsAndRollback(t *testing.T) {
 		t.Fatalf("current %d update %v", j.Current, j.Update)
 	}
 	// Tasks 1 and 2 are still being replaced: the limit of 2 holds task 0.
-	if disruptions(j) != 2 {
-		t.Fatal(disruptions(j))
+	if disruptions(j, c.now) != 2 {
+		t.Fatal(disruptions(j, c.now))
 	}
 	c.settle()
 	evs = c.do(RollingUpdateStep{Meta: root})
@@ -274,7 +284,7 @@ func TestUpdateBySelectorAndScale(t *testing.T) {
 		{"task/alice/web/2", &events.TaskKilled{User: "alice", Job: "web", Index: 2, Machine: "m0", Reason: "scaled-down"}},
 		{"task/alice/web/0", &events.TaskUpdated{User: "alice", Job: "web", Index: 0, SpecVersion: 2, Running: true}},
 		{"task/alice/web/1", &events.TaskUpdated{User: "alice", Job: "web", Index: 1, SpecVersion: 2, Running: true}},
-		{"job/alice/web", &events.JobUpdateCommitted{User: "alice", Job: "web", SpecVersion: 2}},
+		{"job/alice/web", &events.JobUpdateCommitted{User: "alice", Job: "web", SpecVersion: 2, Reason: CommittedInPlace}},
 	})
 	if c.s.Job("bob", "bobs").Current != 1 {
 		t.Fatal("alice's selector updated bob's job")
@@ -298,11 +308,11 @@ func TestUpdateBySelectorAndScale(t *testing.T) {
 }
 
 // disruptions counts a job's tasks that a rolling update stopped and whose
-// replacements have not started yet.
-func disruptions(j *projections.Job) int {
+// replacements do not serve yet.
+func disruptions(j *projections.Job, now time.Time) int {
 	n := 0
 	for _, t := range j.Tasks {
-		if t != nil && t.State != projections.TaskDead && t.Replacing {
+		if t != nil && t.Disrupted(now.UnixMicro()) {
 			n++
 		}
 	}

@@ -14,14 +14,14 @@ import (
 // MinTaskMemoryBytes), shared with the agent; the others keep a spec's size
 // in the log sane.
 const (
-	MaxTasks          = events.MaxTasksPerJob
-	MaxPortsPerTask   = events.MaxTaskPorts
-	maxNameLen        = 63
-	maxArgs           = 1024
-	maxTextLen        = 4096
-	maxLabelsOrEnv    = 256
-	maxConstraints    = 64
-	maxRestartBackoff = 24 * 3600 * 1000
+	MaxTasks        = events.MaxTasksPerJob
+	MaxPortsPerTask = events.MaxTaskPorts
+	maxNameLen      = 63
+	maxArgs         = 1024
+	maxTextLen      = 4096
+	maxLabelsOrEnv  = 256
+	maxConstraints  = 64
+	maxPolicyMS     = 24 * 3600 * 1000
 )
 
 // nameRE: a DNS label, since a task's DNS name is index.job.user.cell.
@@ -123,10 +123,10 @@ func validateSpec(spec *events.JobSpec) violations {
 		if r.MaxRestarts < 0 {
 			v.add("restart.max_restarts", "must be >= 0 (0: no limit)")
 		}
-		if r.BackoffInitialMs < 0 || r.BackoffInitialMs > maxRestartBackoff {
+		if r.BackoffInitialMs < 0 || r.BackoffInitialMs > maxPolicyMS {
 			v.add("restart.backoff", "must be between 0 and 24h")
 		}
-		if r.BackoffMaxMs < 0 || r.BackoffMaxMs > maxRestartBackoff {
+		if r.BackoffMaxMs < 0 || r.BackoffMaxMs > maxPolicyMS {
 			v.add("restart.max_backoff", "must be between 0 and 24h")
 		} else if r.BackoffMaxMs > 0 && r.BackoffMaxMs < r.BackoffInitialMs {
 			v.add("restart.max_backoff", "must be >= restart.backoff")
@@ -151,8 +151,19 @@ func validateSpec(spec *events.JobSpec) violations {
 			v.add("health_check.failures_allowed", "must be >= 0")
 		}
 	}
-	if u := spec.Update; u != nil && u.MaxDisruptions < 0 {
-		v.add("update.max_disruptions", "must be >= 0 (0: the default, 1)")
+	if u := spec.Update; u != nil {
+		if u.MaxDisruptions < 0 {
+			v.add("update.max_disruptions", "must be >= 0 (0: the default, 1)")
+		}
+		if u.MinHealthyTimeMs < 0 || u.MinHealthyTimeMs > maxPolicyMS {
+			v.add("update.min_healthy_time", "must be between 0 (the default, 10s) and 24h")
+		}
+		if u.ProgressDeadlineMs < 0 || u.ProgressDeadlineMs > maxPolicyMS {
+			v.add("update.progress_deadline", "must be between 0 (the default, 10m) and 24h")
+		}
+		if u.Canary < 0 || u.Canary > spec.TaskCount {
+			v.add("update.canary", "must be between 0 (no canaries) and the task count, %d", spec.TaskCount)
+		}
 	}
 	if spec.StartAfter != "" {
 		checkName(&v, "start_after", spec.StartAfter)

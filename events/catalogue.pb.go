@@ -444,8 +444,20 @@ func (x *HealthCheck) GetTimeoutMs() int64 {
 type UpdatePolicy struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	MaxDisruptions int32                  `protobuf:"varint,1,opt,name=max_disruptions,json=maxDisruptions,proto3" json:"max_disruptions,omitempty"` // tasks restarted at once during a rolling update
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A replacement counts as disrupted until its health check passes, or,
+	// without a check, until it has run this long (0: 10 s).
+	MinHealthyTimeMs int64 `protobuf:"varint,2,opt,name=min_healthy_time_ms,json=minHealthyTimeMs,proto3" json:"min_healthy_time_ms,omitempty"`
+	// No replacement turning healthy for this long fails the update (0: 10 minutes).
+	ProgressDeadlineMs int64 `protobuf:"varint,3,opt,name=progress_deadline_ms,json=progressDeadlineMs,proto3" json:"progress_deadline_ms,omitempty"`
+	// Roll back by itself when the update fails. Unset: on for services
+	// (restart mode "always"), off for the others.
+	AutoRevert *bool `protobuf:"varint,4,opt,name=auto_revert,json=autoRevert,proto3,oneof" json:"auto_revert,omitempty"`
+	// Commit by itself once every task runs the new version healthy. Unset: on.
+	AutoCommit *bool `protobuf:"varint,5,opt,name=auto_commit,json=autoCommit,proto3,oneof" json:"auto_commit,omitempty"`
+	// Replace this many tasks (the lowest indexes), then wait for a promote.
+	Canary        int32 `protobuf:"varint,6,opt,name=canary,proto3" json:"canary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdatePolicy) Reset() {
@@ -481,6 +493,41 @@ func (*UpdatePolicy) Descriptor() ([]byte, []int) {
 func (x *UpdatePolicy) GetMaxDisruptions() int32 {
 	if x != nil {
 		return x.MaxDisruptions
+	}
+	return 0
+}
+
+func (x *UpdatePolicy) GetMinHealthyTimeMs() int64 {
+	if x != nil {
+		return x.MinHealthyTimeMs
+	}
+	return 0
+}
+
+func (x *UpdatePolicy) GetProgressDeadlineMs() int64 {
+	if x != nil {
+		return x.ProgressDeadlineMs
+	}
+	return 0
+}
+
+func (x *UpdatePolicy) GetAutoRevert() bool {
+	if x != nil && x.AutoRevert != nil {
+		return *x.AutoRevert
+	}
+	return false
+}
+
+func (x *UpdatePolicy) GetAutoCommit() bool {
+	if x != nil && x.AutoCommit != nil {
+		return *x.AutoCommit
+	}
+	return false
+}
+
+func (x *UpdatePolicy) GetCanary() int32 {
+	if x != nil {
+		return x.Canary
 	}
 	return 0
 }
@@ -1247,6 +1294,7 @@ type JobUpdateCommitted struct {
 	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
 	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
 	SpecVersion   int64                  `protobuf:"varint,3,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"` // "" when a user committed it; why the master did otherwise
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1302,6 +1350,13 @@ func (x *JobUpdateCommitted) GetSpecVersion() int64 {
 	return 0
 }
 
+func (x *JobUpdateCommitted) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type JobUpdateRolledBack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
@@ -1309,6 +1364,7 @@ type JobUpdateRolledBack struct {
 	FromVersion   int64                  `protobuf:"varint,3,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
 	ToVersion     int64                  `protobuf:"varint,4,opt,name=to_version,json=toVersion,proto3" json:"to_version,omitempty"`       // the spec version in force again
 	SpecVersion   int64                  `protobuf:"varint,5,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"` // the new version number (a rollback is a new version)
+	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`                               // "" when a user rolled it back; why the master reverted it otherwise
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1378,6 +1434,146 @@ func (x *JobUpdateRolledBack) GetSpecVersion() int64 {
 	return 0
 }
 
+func (x *JobUpdateRolledBack) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// JobUpdateHalted: the update failed (a replacement failed before it was
+// healthy, or made no progress by the deadline). No more tasks roll until a
+// user commits or rolls it back; with auto_revert a JobUpdateRolledBack follows.
+type JobUpdateHalted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	SpecVersion   int64                  `protobuf:"varint,3,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobUpdateHalted) Reset() {
+	*x = JobUpdateHalted{}
+	mi := &file_catalogue_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobUpdateHalted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobUpdateHalted) ProtoMessage() {}
+
+func (x *JobUpdateHalted) ProtoReflect() protoreflect.Message {
+	mi := &file_catalogue_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobUpdateHalted.ProtoReflect.Descriptor instead.
+func (*JobUpdateHalted) Descriptor() ([]byte, []int) {
+	return file_catalogue_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *JobUpdateHalted) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *JobUpdateHalted) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *JobUpdateHalted) GetSpecVersion() int64 {
+	if x != nil {
+		return x.SpecVersion
+	}
+	return 0
+}
+
+func (x *JobUpdateHalted) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// JobUpdatePromoted: the canaries of an update were promoted; the rest of
+// the tasks roll.
+type JobUpdatePromoted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	SpecVersion   int64                  `protobuf:"varint,3,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobUpdatePromoted) Reset() {
+	*x = JobUpdatePromoted{}
+	mi := &file_catalogue_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobUpdatePromoted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobUpdatePromoted) ProtoMessage() {}
+
+func (x *JobUpdatePromoted) ProtoReflect() protoreflect.Message {
+	mi := &file_catalogue_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobUpdatePromoted.ProtoReflect.Descriptor instead.
+func (*JobUpdatePromoted) Descriptor() ([]byte, []int) {
+	return file_catalogue_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *JobUpdatePromoted) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *JobUpdatePromoted) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *JobUpdatePromoted) GetSpecVersion() int64 {
+	if x != nil {
+		return x.SpecVersion
+	}
+	return 0
+}
+
 type JobKilled struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
@@ -1389,7 +1585,7 @@ type JobKilled struct {
 
 func (x *JobKilled) Reset() {
 	*x = JobKilled{}
-	mi := &file_catalogue_proto_msgTypes[19]
+	mi := &file_catalogue_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1597,7 @@ func (x *JobKilled) String() string {
 func (*JobKilled) ProtoMessage() {}
 
 func (x *JobKilled) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[19]
+	mi := &file_catalogue_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1610,7 @@ func (x *JobKilled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobKilled.ProtoReflect.Descriptor instead.
 func (*JobKilled) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{19}
+	return file_catalogue_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *JobKilled) GetUser() string {
@@ -1448,7 +1644,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_catalogue_proto_msgTypes[20]
+	mi := &file_catalogue_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1656,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[20]
+	mi := &file_catalogue_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1669,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{20}
+	return file_catalogue_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *JobFinished) GetUser() string {
@@ -1505,7 +1701,7 @@ type AllocSetCreated struct {
 
 func (x *AllocSetCreated) Reset() {
 	*x = AllocSetCreated{}
-	mi := &file_catalogue_proto_msgTypes[21]
+	mi := &file_catalogue_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1713,7 @@ func (x *AllocSetCreated) String() string {
 func (*AllocSetCreated) ProtoMessage() {}
 
 func (x *AllocSetCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[21]
+	mi := &file_catalogue_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1726,7 @@ func (x *AllocSetCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocSetCreated.ProtoReflect.Descriptor instead.
 func (*AllocSetCreated) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{21}
+	return file_catalogue_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AllocSetCreated) GetUser() string {
@@ -1592,7 +1788,7 @@ type AllocSetRemoved struct {
 
 func (x *AllocSetRemoved) Reset() {
 	*x = AllocSetRemoved{}
-	mi := &file_catalogue_proto_msgTypes[22]
+	mi := &file_catalogue_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1800,7 @@ func (x *AllocSetRemoved) String() string {
 func (*AllocSetRemoved) ProtoMessage() {}
 
 func (x *AllocSetRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[22]
+	mi := &file_catalogue_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1813,7 @@ func (x *AllocSetRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocSetRemoved.ProtoReflect.Descriptor instead.
 func (*AllocSetRemoved) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{22}
+	return file_catalogue_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AllocSetRemoved) GetUser() string {
@@ -1650,7 +1846,7 @@ type AllocScheduled struct {
 
 func (x *AllocScheduled) Reset() {
 	*x = AllocScheduled{}
-	mi := &file_catalogue_proto_msgTypes[23]
+	mi := &file_catalogue_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1858,7 @@ func (x *AllocScheduled) String() string {
 func (*AllocScheduled) ProtoMessage() {}
 
 func (x *AllocScheduled) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[23]
+	mi := &file_catalogue_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1871,7 @@ func (x *AllocScheduled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocScheduled.ProtoReflect.Descriptor instead.
 func (*AllocScheduled) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{23}
+	return file_catalogue_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AllocScheduled) GetUser() string {
@@ -1735,7 +1931,7 @@ type AllocEvicted struct {
 
 func (x *AllocEvicted) Reset() {
 	*x = AllocEvicted{}
-	mi := &file_catalogue_proto_msgTypes[24]
+	mi := &file_catalogue_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1943,7 @@ func (x *AllocEvicted) String() string {
 func (*AllocEvicted) ProtoMessage() {}
 
 func (x *AllocEvicted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[24]
+	mi := &file_catalogue_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1956,7 @@ func (x *AllocEvicted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocEvicted.ProtoReflect.Descriptor instead.
 func (*AllocEvicted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{24}
+	return file_catalogue_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AllocEvicted) GetUser() string {
@@ -1815,7 +2011,7 @@ type TaskSubmitted struct {
 
 func (x *TaskSubmitted) Reset() {
 	*x = TaskSubmitted{}
-	mi := &file_catalogue_proto_msgTypes[25]
+	mi := &file_catalogue_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1827,7 +2023,7 @@ func (x *TaskSubmitted) String() string {
 func (*TaskSubmitted) ProtoMessage() {}
 
 func (x *TaskSubmitted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[25]
+	mi := &file_catalogue_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1840,7 +2036,7 @@ func (x *TaskSubmitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskSubmitted.ProtoReflect.Descriptor instead.
 func (*TaskSubmitted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{25}
+	return file_catalogue_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TaskSubmitted) GetUser() string {
@@ -1911,7 +2107,7 @@ type TaskScheduled struct {
 
 func (x *TaskScheduled) Reset() {
 	*x = TaskScheduled{}
-	mi := &file_catalogue_proto_msgTypes[26]
+	mi := &file_catalogue_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2119,7 @@ func (x *TaskScheduled) String() string {
 func (*TaskScheduled) ProtoMessage() {}
 
 func (x *TaskScheduled) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[26]
+	mi := &file_catalogue_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2132,7 @@ func (x *TaskScheduled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskScheduled.ProtoReflect.Descriptor instead.
 func (*TaskScheduled) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{26}
+	return file_catalogue_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TaskScheduled) GetUser() string {
@@ -2030,7 +2226,7 @@ type TaskStarted struct {
 
 func (x *TaskStarted) Reset() {
 	*x = TaskStarted{}
-	mi := &file_catalogue_proto_msgTypes[27]
+	mi := &file_catalogue_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2238,7 @@ func (x *TaskStarted) String() string {
 func (*TaskStarted) ProtoMessage() {}
 
 func (x *TaskStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[27]
+	mi := &file_catalogue_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2251,7 @@ func (x *TaskStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStarted.ProtoReflect.Descriptor instead.
 func (*TaskStarted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{27}
+	return file_catalogue_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TaskStarted) GetUser() string {
@@ -2115,7 +2311,7 @@ type TaskEvicted struct {
 
 func (x *TaskEvicted) Reset() {
 	*x = TaskEvicted{}
-	mi := &file_catalogue_proto_msgTypes[28]
+	mi := &file_catalogue_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2323,7 @@ func (x *TaskEvicted) String() string {
 func (*TaskEvicted) ProtoMessage() {}
 
 func (x *TaskEvicted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[28]
+	mi := &file_catalogue_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2336,7 @@ func (x *TaskEvicted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEvicted.ProtoReflect.Descriptor instead.
 func (*TaskEvicted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{28}
+	return file_catalogue_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TaskEvicted) GetUser() string {
@@ -2209,7 +2405,7 @@ type TaskFailed struct {
 
 func (x *TaskFailed) Reset() {
 	*x = TaskFailed{}
-	mi := &file_catalogue_proto_msgTypes[29]
+	mi := &file_catalogue_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2417,7 @@ func (x *TaskFailed) String() string {
 func (*TaskFailed) ProtoMessage() {}
 
 func (x *TaskFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[29]
+	mi := &file_catalogue_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2430,7 @@ func (x *TaskFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFailed.ProtoReflect.Descriptor instead.
 func (*TaskFailed) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{29}
+	return file_catalogue_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TaskFailed) GetUser() string {
@@ -2313,7 +2509,7 @@ type TaskFinished struct {
 
 func (x *TaskFinished) Reset() {
 	*x = TaskFinished{}
-	mi := &file_catalogue_proto_msgTypes[30]
+	mi := &file_catalogue_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2521,7 @@ func (x *TaskFinished) String() string {
 func (*TaskFinished) ProtoMessage() {}
 
 func (x *TaskFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[30]
+	mi := &file_catalogue_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2534,7 @@ func (x *TaskFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFinished.ProtoReflect.Descriptor instead.
 func (*TaskFinished) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{30}
+	return file_catalogue_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TaskFinished) GetUser() string {
@@ -2389,7 +2585,7 @@ type TaskKilled struct {
 
 func (x *TaskKilled) Reset() {
 	*x = TaskKilled{}
-	mi := &file_catalogue_proto_msgTypes[31]
+	mi := &file_catalogue_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2597,7 @@ func (x *TaskKilled) String() string {
 func (*TaskKilled) ProtoMessage() {}
 
 func (x *TaskKilled) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[31]
+	mi := &file_catalogue_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2610,7 @@ func (x *TaskKilled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskKilled.ProtoReflect.Descriptor instead.
 func (*TaskKilled) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{31}
+	return file_catalogue_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TaskKilled) GetUser() string {
@@ -2465,7 +2661,7 @@ type TaskLost struct {
 
 func (x *TaskLost) Reset() {
 	*x = TaskLost{}
-	mi := &file_catalogue_proto_msgTypes[32]
+	mi := &file_catalogue_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2673,7 @@ func (x *TaskLost) String() string {
 func (*TaskLost) ProtoMessage() {}
 
 func (x *TaskLost) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[32]
+	mi := &file_catalogue_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2686,7 @@ func (x *TaskLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLost.ProtoReflect.Descriptor instead.
 func (*TaskLost) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{32}
+	return file_catalogue_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TaskLost) GetUser() string {
@@ -2528,6 +2724,92 @@ func (x *TaskLost) GetReason() string {
 	return ""
 }
 
+// TaskHealthChanged: a running task's health check started or stopped
+// passing (transitions only, not every check).
+type TaskHealthChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Index         int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Machine       string                 `protobuf:"bytes,4,opt,name=machine,proto3" json:"machine,omitempty"`
+	Healthy       bool                   `protobuf:"varint,5,opt,name=healthy,proto3" json:"healthy,omitempty"`
+	Message       string                 `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"` // the failing check's last error
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskHealthChanged) Reset() {
+	*x = TaskHealthChanged{}
+	mi := &file_catalogue_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskHealthChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskHealthChanged) ProtoMessage() {}
+
+func (x *TaskHealthChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_catalogue_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskHealthChanged.ProtoReflect.Descriptor instead.
+func (*TaskHealthChanged) Descriptor() ([]byte, []int) {
+	return file_catalogue_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *TaskHealthChanged) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *TaskHealthChanged) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *TaskHealthChanged) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *TaskHealthChanged) GetMachine() string {
+	if x != nil {
+		return x.Machine
+	}
+	return ""
+}
+
+func (x *TaskHealthChanged) GetHealthy() bool {
+	if x != nil {
+		return x.Healthy
+	}
+	return false
+}
+
+func (x *TaskHealthChanged) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type TaskUpdated struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
@@ -2542,7 +2824,7 @@ type TaskUpdated struct {
 
 func (x *TaskUpdated) Reset() {
 	*x = TaskUpdated{}
-	mi := &file_catalogue_proto_msgTypes[33]
+	mi := &file_catalogue_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2836,7 @@ func (x *TaskUpdated) String() string {
 func (*TaskUpdated) ProtoMessage() {}
 
 func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[33]
+	mi := &file_catalogue_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2849,7 @@ func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUpdated.ProtoReflect.Descriptor instead.
 func (*TaskUpdated) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{33}
+	return file_catalogue_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TaskUpdated) GetUser() string {
@@ -2627,7 +2909,7 @@ type TaskUsage struct {
 
 func (x *TaskUsage) Reset() {
 	*x = TaskUsage{}
-	mi := &file_catalogue_proto_msgTypes[34]
+	mi := &file_catalogue_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +2921,7 @@ func (x *TaskUsage) String() string {
 func (*TaskUsage) ProtoMessage() {}
 
 func (x *TaskUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[34]
+	mi := &file_catalogue_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +2934,7 @@ func (x *TaskUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUsage.ProtoReflect.Descriptor instead.
 func (*TaskUsage) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{34}
+	return file_catalogue_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TaskUsage) GetUser() string {
@@ -2717,7 +2999,7 @@ type UsageReported struct {
 
 func (x *UsageReported) Reset() {
 	*x = UsageReported{}
-	mi := &file_catalogue_proto_msgTypes[35]
+	mi := &file_catalogue_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +3011,7 @@ func (x *UsageReported) String() string {
 func (*UsageReported) ProtoMessage() {}
 
 func (x *UsageReported) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[35]
+	mi := &file_catalogue_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +3024,7 @@ func (x *UsageReported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReported.ProtoReflect.Descriptor instead.
 func (*UsageReported) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{35}
+	return file_catalogue_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UsageReported) GetMachine() string {
@@ -2785,7 +3067,7 @@ type TaskReservation struct {
 
 func (x *TaskReservation) Reset() {
 	*x = TaskReservation{}
-	mi := &file_catalogue_proto_msgTypes[36]
+	mi := &file_catalogue_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +3079,7 @@ func (x *TaskReservation) String() string {
 func (*TaskReservation) ProtoMessage() {}
 
 func (x *TaskReservation) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[36]
+	mi := &file_catalogue_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +3092,7 @@ func (x *TaskReservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReservation.ProtoReflect.Descriptor instead.
 func (*TaskReservation) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{36}
+	return file_catalogue_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TaskReservation) GetUser() string {
@@ -2853,7 +3135,7 @@ type ReservationEstimated struct {
 
 func (x *ReservationEstimated) Reset() {
 	*x = ReservationEstimated{}
-	mi := &file_catalogue_proto_msgTypes[37]
+	mi := &file_catalogue_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +3147,7 @@ func (x *ReservationEstimated) String() string {
 func (*ReservationEstimated) ProtoMessage() {}
 
 func (x *ReservationEstimated) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[37]
+	mi := &file_catalogue_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +3160,7 @@ func (x *ReservationEstimated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationEstimated.ProtoReflect.Descriptor instead.
 func (*ReservationEstimated) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{37}
+	return file_catalogue_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReservationEstimated) GetMachine() string {
@@ -2907,7 +3189,7 @@ type LeaderElected struct {
 
 func (x *LeaderElected) Reset() {
 	*x = LeaderElected{}
-	mi := &file_catalogue_proto_msgTypes[38]
+	mi := &file_catalogue_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2919,7 +3201,7 @@ func (x *LeaderElected) String() string {
 func (*LeaderElected) ProtoMessage() {}
 
 func (x *LeaderElected) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[38]
+	mi := &file_catalogue_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2932,7 +3214,7 @@ func (x *LeaderElected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderElected.ProtoReflect.Descriptor instead.
 func (*LeaderElected) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{38}
+	return file_catalogue_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LeaderElected) GetHolder() string {
@@ -2974,7 +3256,7 @@ type CheckpointWritten struct {
 
 func (x *CheckpointWritten) Reset() {
 	*x = CheckpointWritten{}
-	mi := &file_catalogue_proto_msgTypes[39]
+	mi := &file_catalogue_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2986,7 +3268,7 @@ func (x *CheckpointWritten) String() string {
 func (*CheckpointWritten) ProtoMessage() {}
 
 func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[39]
+	mi := &file_catalogue_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2999,7 +3281,7 @@ func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointWritten.ProtoReflect.Descriptor instead.
 func (*CheckpointWritten) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{39}
+	return file_catalogue_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CheckpointWritten) GetName() string {
@@ -3037,7 +3319,7 @@ type CommandRefused struct {
 
 func (x *CommandRefused) Reset() {
 	*x = CommandRefused{}
-	mi := &file_catalogue_proto_msgTypes[40]
+	mi := &file_catalogue_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3331,7 @@ func (x *CommandRefused) String() string {
 func (*CommandRefused) ProtoMessage() {}
 
 func (x *CommandRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[40]
+	mi := &file_catalogue_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3344,7 @@ func (x *CommandRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandRefused.ProtoReflect.Descriptor instead.
 func (*CommandRefused) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{40}
+	return file_catalogue_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CommandRefused) GetActor() string {
@@ -3140,9 +3422,18 @@ const file_catalogue_proto_rawDesc = "" +
 	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\x12)\n" +
 	"\x10failures_allowed\x18\x04 \x01(\x05R\x0ffailuresAllowed\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\"7\n" +
+	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\"\x9c\x02\n" +
 	"\fUpdatePolicy\x12'\n" +
-	"\x0fmax_disruptions\x18\x01 \x01(\x05R\x0emaxDisruptions\"\xa9\b\n" +
+	"\x0fmax_disruptions\x18\x01 \x01(\x05R\x0emaxDisruptions\x12-\n" +
+	"\x13min_healthy_time_ms\x18\x02 \x01(\x03R\x10minHealthyTimeMs\x120\n" +
+	"\x14progress_deadline_ms\x18\x03 \x01(\x03R\x12progressDeadlineMs\x12$\n" +
+	"\vauto_revert\x18\x04 \x01(\bH\x00R\n" +
+	"autoRevert\x88\x01\x01\x12$\n" +
+	"\vauto_commit\x18\x05 \x01(\bH\x01R\n" +
+	"autoCommit\x88\x01\x01\x12\x16\n" +
+	"\x06canary\x18\x06 \x01(\x05R\x06canaryB\x0e\n" +
+	"\f_auto_revertB\x0e\n" +
+	"\f_auto_commit\"\xa9\b\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12\x1a\n" +
@@ -3227,18 +3518,29 @@ const file_catalogue_proto_rawDesc = "" +
 	"\x04spec\x18\x01 \x01(\v2\x19.corral.events.v1.JobSpecR\x04spec\x12!\n" +
 	"\fspec_version\x18\x02 \x01(\x03R\vspecVersion\x12)\n" +
 	"\x10previous_version\x18\x03 \x01(\x03R\x0fpreviousVersion\x12%\n" +
-	"\x0erestart_needed\x18\x04 \x01(\bR\rrestartNeeded\"]\n" +
+	"\x0erestart_needed\x18\x04 \x01(\bR\rrestartNeeded\"u\n" +
 	"\x12JobUpdateCommitted\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12!\n" +
-	"\fspec_version\x18\x03 \x01(\x03R\vspecVersion\"\xa0\x01\n" +
+	"\fspec_version\x18\x03 \x01(\x03R\vspecVersion\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xb8\x01\n" +
 	"\x13JobUpdateRolledBack\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12!\n" +
 	"\ffrom_version\x18\x03 \x01(\x03R\vfromVersion\x12\x1d\n" +
 	"\n" +
 	"to_version\x18\x04 \x01(\x03R\ttoVersion\x12!\n" +
-	"\fspec_version\x18\x05 \x01(\x03R\vspecVersion\"I\n" +
+	"\fspec_version\x18\x05 \x01(\x03R\vspecVersion\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"r\n" +
+	"\x0fJobUpdateHalted\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
+	"\x03job\x18\x02 \x01(\tR\x03job\x12!\n" +
+	"\fspec_version\x18\x03 \x01(\x03R\vspecVersion\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\\\n" +
+	"\x11JobUpdatePromoted\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
+	"\x03job\x18\x02 \x01(\tR\x03job\x12!\n" +
+	"\fspec_version\x18\x03 \x01(\x03R\vspecVersion\"I\n" +
 	"\tJobKilled\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x16\n" +
@@ -3340,7 +3642,14 @@ const file_catalogue_proto_rawDesc = "" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x05R\x05index\x12\x18\n" +
 	"\amachine\x18\x04 \x01(\tR\amachine\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xad\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x9d\x01\n" +
+	"\x11TaskHealthChanged\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
+	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x05R\x05index\x12\x18\n" +
+	"\amachine\x18\x04 \x01(\tR\amachine\x12\x18\n" +
+	"\ahealthy\x18\x05 \x01(\bR\ahealthy\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\xad\x01\n" +
 	"\vTaskUpdated\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -3399,7 +3708,7 @@ func file_catalogue_proto_rawDescGZIP() []byte {
 	return file_catalogue_proto_rawDescData
 }
 
-var file_catalogue_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_catalogue_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_catalogue_proto_goTypes = []any{
 	(*Resources)(nil),            // 0: corral.events.v1.Resources
 	(*TaskRef)(nil),              // 1: corral.events.v1.TaskRef
@@ -3420,62 +3729,65 @@ var file_catalogue_proto_goTypes = []any{
 	(*JobUpdated)(nil),           // 16: corral.events.v1.JobUpdated
 	(*JobUpdateCommitted)(nil),   // 17: corral.events.v1.JobUpdateCommitted
 	(*JobUpdateRolledBack)(nil),  // 18: corral.events.v1.JobUpdateRolledBack
-	(*JobKilled)(nil),            // 19: corral.events.v1.JobKilled
-	(*JobFinished)(nil),          // 20: corral.events.v1.JobFinished
-	(*AllocSetCreated)(nil),      // 21: corral.events.v1.AllocSetCreated
-	(*AllocSetRemoved)(nil),      // 22: corral.events.v1.AllocSetRemoved
-	(*AllocScheduled)(nil),       // 23: corral.events.v1.AllocScheduled
-	(*AllocEvicted)(nil),         // 24: corral.events.v1.AllocEvicted
-	(*TaskSubmitted)(nil),        // 25: corral.events.v1.TaskSubmitted
-	(*TaskScheduled)(nil),        // 26: corral.events.v1.TaskScheduled
-	(*TaskStarted)(nil),          // 27: corral.events.v1.TaskStarted
-	(*TaskEvicted)(nil),          // 28: corral.events.v1.TaskEvicted
-	(*TaskFailed)(nil),           // 29: corral.events.v1.TaskFailed
-	(*TaskFinished)(nil),         // 30: corral.events.v1.TaskFinished
-	(*TaskKilled)(nil),           // 31: corral.events.v1.TaskKilled
-	(*TaskLost)(nil),             // 32: corral.events.v1.TaskLost
-	(*TaskUpdated)(nil),          // 33: corral.events.v1.TaskUpdated
-	(*TaskUsage)(nil),            // 34: corral.events.v1.TaskUsage
-	(*UsageReported)(nil),        // 35: corral.events.v1.UsageReported
-	(*TaskReservation)(nil),      // 36: corral.events.v1.TaskReservation
-	(*ReservationEstimated)(nil), // 37: corral.events.v1.ReservationEstimated
-	(*LeaderElected)(nil),        // 38: corral.events.v1.LeaderElected
-	(*CheckpointWritten)(nil),    // 39: corral.events.v1.CheckpointWritten
-	(*CommandRefused)(nil),       // 40: corral.events.v1.CommandRefused
-	nil,                          // 41: corral.events.v1.TaskOverride.EnvEntry
-	nil,                          // 42: corral.events.v1.JobSpec.LabelsEntry
-	nil,                          // 43: corral.events.v1.JobSpec.EnvEntry
-	nil,                          // 44: corral.events.v1.JobSpec.OverridesEntry
-	nil,                          // 45: corral.events.v1.MachineRegistered.AttributesEntry
-	nil,                          // 46: corral.events.v1.MachineUpdated.AttributesEntry
-	nil,                          // 47: corral.events.v1.AllocSetCreated.LabelsEntry
+	(*JobUpdateHalted)(nil),      // 19: corral.events.v1.JobUpdateHalted
+	(*JobUpdatePromoted)(nil),    // 20: corral.events.v1.JobUpdatePromoted
+	(*JobKilled)(nil),            // 21: corral.events.v1.JobKilled
+	(*JobFinished)(nil),          // 22: corral.events.v1.JobFinished
+	(*AllocSetCreated)(nil),      // 23: corral.events.v1.AllocSetCreated
+	(*AllocSetRemoved)(nil),      // 24: corral.events.v1.AllocSetRemoved
+	(*AllocScheduled)(nil),       // 25: corral.events.v1.AllocScheduled
+	(*AllocEvicted)(nil),         // 26: corral.events.v1.AllocEvicted
+	(*TaskSubmitted)(nil),        // 27: corral.events.v1.TaskSubmitted
+	(*TaskScheduled)(nil),        // 28: corral.events.v1.TaskScheduled
+	(*TaskStarted)(nil),          // 29: corral.events.v1.TaskStarted
+	(*TaskEvicted)(nil),          // 30: corral.events.v1.TaskEvicted
+	(*TaskFailed)(nil),           // 31: corral.events.v1.TaskFailed
+	(*TaskFinished)(nil),         // 32: corral.events.v1.TaskFinished
+	(*TaskKilled)(nil),           // 33: corral.events.v1.TaskKilled
+	(*TaskLost)(nil),             // 34: corral.events.v1.TaskLost
+	(*TaskHealthChanged)(nil),    // 35: corral.events.v1.TaskHealthChanged
+	(*TaskUpdated)(nil),          // 36: corral.events.v1.TaskUpdated
+	(*TaskUsage)(nil),            // 37: corral.events.v1.TaskUsage
+	(*UsageReported)(nil),        // 38: corral.events.v1.UsageReported
+	(*TaskReservation)(nil),      // 39: corral.events.v1.TaskReservation
+	(*ReservationEstimated)(nil), // 40: corral.events.v1.ReservationEstimated
+	(*LeaderElected)(nil),        // 41: corral.events.v1.LeaderElected
+	(*CheckpointWritten)(nil),    // 42: corral.events.v1.CheckpointWritten
+	(*CommandRefused)(nil),       // 43: corral.events.v1.CommandRefused
+	nil,                          // 44: corral.events.v1.TaskOverride.EnvEntry
+	nil,                          // 45: corral.events.v1.JobSpec.LabelsEntry
+	nil,                          // 46: corral.events.v1.JobSpec.EnvEntry
+	nil,                          // 47: corral.events.v1.JobSpec.OverridesEntry
+	nil,                          // 48: corral.events.v1.MachineRegistered.AttributesEntry
+	nil,                          // 49: corral.events.v1.MachineUpdated.AttributesEntry
+	nil,                          // 50: corral.events.v1.AllocSetCreated.LabelsEntry
 }
 var file_catalogue_proto_depIdxs = []int32{
-	41, // 0: corral.events.v1.TaskOverride.env:type_name -> corral.events.v1.TaskOverride.EnvEntry
+	44, // 0: corral.events.v1.TaskOverride.env:type_name -> corral.events.v1.TaskOverride.EnvEntry
 	0,  // 1: corral.events.v1.TaskOverride.resources:type_name -> corral.events.v1.Resources
-	42, // 2: corral.events.v1.JobSpec.labels:type_name -> corral.events.v1.JobSpec.LabelsEntry
-	43, // 3: corral.events.v1.JobSpec.env:type_name -> corral.events.v1.JobSpec.EnvEntry
+	45, // 2: corral.events.v1.JobSpec.labels:type_name -> corral.events.v1.JobSpec.LabelsEntry
+	46, // 3: corral.events.v1.JobSpec.env:type_name -> corral.events.v1.JobSpec.EnvEntry
 	0,  // 4: corral.events.v1.JobSpec.resources:type_name -> corral.events.v1.Resources
 	2,  // 5: corral.events.v1.JobSpec.constraints:type_name -> corral.events.v1.Constraint
-	44, // 6: corral.events.v1.JobSpec.overrides:type_name -> corral.events.v1.JobSpec.OverridesEntry
+	47, // 6: corral.events.v1.JobSpec.overrides:type_name -> corral.events.v1.JobSpec.OverridesEntry
 	4,  // 7: corral.events.v1.JobSpec.restart:type_name -> corral.events.v1.RestartPolicy
 	5,  // 8: corral.events.v1.JobSpec.health_check:type_name -> corral.events.v1.HealthCheck
 	6,  // 9: corral.events.v1.JobSpec.update:type_name -> corral.events.v1.UpdatePolicy
 	0,  // 10: corral.events.v1.MachineRegistered.capacity:type_name -> corral.events.v1.Resources
-	45, // 11: corral.events.v1.MachineRegistered.attributes:type_name -> corral.events.v1.MachineRegistered.AttributesEntry
+	48, // 11: corral.events.v1.MachineRegistered.attributes:type_name -> corral.events.v1.MachineRegistered.AttributesEntry
 	0,  // 12: corral.events.v1.MachineUpdated.capacity:type_name -> corral.events.v1.Resources
-	46, // 13: corral.events.v1.MachineUpdated.attributes:type_name -> corral.events.v1.MachineUpdated.AttributesEntry
+	49, // 13: corral.events.v1.MachineUpdated.attributes:type_name -> corral.events.v1.MachineUpdated.AttributesEntry
 	0,  // 14: corral.events.v1.QuotaSet.resources:type_name -> corral.events.v1.Resources
 	7,  // 15: corral.events.v1.JobSubmitted.spec:type_name -> corral.events.v1.JobSpec
 	7,  // 16: corral.events.v1.JobUpdated.spec:type_name -> corral.events.v1.JobSpec
 	0,  // 17: corral.events.v1.AllocSetCreated.resources:type_name -> corral.events.v1.Resources
 	2,  // 18: corral.events.v1.AllocSetCreated.constraints:type_name -> corral.events.v1.Constraint
-	47, // 19: corral.events.v1.AllocSetCreated.labels:type_name -> corral.events.v1.AllocSetCreated.LabelsEntry
+	50, // 19: corral.events.v1.AllocSetCreated.labels:type_name -> corral.events.v1.AllocSetCreated.LabelsEntry
 	1,  // 20: corral.events.v1.TaskScheduled.preempted:type_name -> corral.events.v1.TaskRef
 	1,  // 21: corral.events.v1.TaskEvicted.preemptor:type_name -> corral.events.v1.TaskRef
-	34, // 22: corral.events.v1.UsageReported.tasks:type_name -> corral.events.v1.TaskUsage
+	37, // 22: corral.events.v1.UsageReported.tasks:type_name -> corral.events.v1.TaskUsage
 	0,  // 23: corral.events.v1.TaskReservation.reservation:type_name -> corral.events.v1.Resources
-	36, // 24: corral.events.v1.ReservationEstimated.tasks:type_name -> corral.events.v1.TaskReservation
+	39, // 24: corral.events.v1.ReservationEstimated.tasks:type_name -> corral.events.v1.TaskReservation
 	3,  // 25: corral.events.v1.JobSpec.OverridesEntry.value:type_name -> corral.events.v1.TaskOverride
 	26, // [26:26] is the sub-list for method output_type
 	26, // [26:26] is the sub-list for method input_type
@@ -3489,13 +3801,14 @@ func file_catalogue_proto_init() {
 	if File_catalogue_proto != nil {
 		return
 	}
+	file_catalogue_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_catalogue_proto_rawDesc), len(file_catalogue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   48,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -103,6 +103,8 @@ func (s *State) fold(pos int64, d events.Payload) bool {
 		return true
 	case *events.TaskUpdated:
 		return s.taskUpdated(pos, p)
+	case *events.TaskHealthChanged:
+		return s.taskHealthChanged(p)
 	case *events.ReservationEstimated:
 		return s.reservationEstimated(pos, p)
 	case *events.JobSubmitted:
@@ -115,6 +117,23 @@ func (s *State) fold(pos int64, d events.Payload) bool {
 			return false
 		}
 		j.Update = nil
+		return true
+	case *events.JobUpdateHalted:
+		j := s.Jobs[JobKey{p.User, p.Job}]
+		if j == nil || j.Update == nil || j.Update.To != p.SpecVersion || j.Update.Halted != "" {
+			return false
+		}
+		j.Update.Halted = p.Reason
+		if j.Update.Halted == "" {
+			j.Update.Halted = "halted"
+		}
+		return true
+	case *events.JobUpdatePromoted:
+		j := s.Jobs[JobKey{p.User, p.Job}]
+		if j == nil || j.Update == nil || j.Update.To != p.SpecVersion || j.Update.Promoted {
+			return false
+		}
+		j.Update.Promoted = true
 		return true
 	case *events.JobUpdateRolledBack:
 		return s.jobRolledBack(p)

@@ -39,7 +39,7 @@ func (s *State) jobUpdated(p *events.JobUpdated) bool {
 		return false
 	}
 	s.newVersion(j, p.SpecVersion, p.Spec)
-	j.Update = &Update{From: p.PreviousVersion, To: p.SpecVersion}
+	j.Update = &Update{From: p.PreviousVersion, To: p.SpecVersion, SinceUS: s.TimeUS}
 	return true
 }
 

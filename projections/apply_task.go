@@ -4,6 +4,11 @@ import "github.com/corralhq/corral/events"
 
 // setState moves t to st, keeping the pending index and the job's counters.
 func (s *State) setState(t *Task, st TaskState) {
+	if t.Replacing && t.State == TaskRunning && st != TaskRunning && t.Settled(s.TimeUS) {
+		// A replacement that served is done replacing: what ends its run
+		// now is not the roll's doing, and does not count against it.
+		t.Replacing = false
+	}
 	switch t.State {
 	case TaskPending:
 		delete(s.pending, t)
@@ -57,6 +62,7 @@ func (s *State) die(t *Task, how TaskEnd, reason string, pos int64) {
 	s.detach(t, pos)
 	s.setState(t, TaskDead)
 	t.End, t.Pid = how, 0
+	t.Health, t.HealthMessage, t.HealthyUS = HealthUnknown, "", 0
 	t.LastEnd, t.LastMachine = how, t.Machine
 	if reason != "" {
 		t.Reason = reason
@@ -128,6 +134,7 @@ func (s *State) taskSubmitted(pos int64, p *events.TaskSubmitted) bool {
 	t.SpecVersion, t.Limit = v, TaskLimit(spec, p.Index)
 	t.Reservation, t.ReservationUS = t.Limit, s.TimeUS
 	t.Machine, t.Ports, t.AllocIndex, t.End, t.Reason, t.Pid = "", nil, -1, NoEnd, p.Reason, 0
+	t.Health, t.HealthMessage, t.HealthyUS = HealthUnknown, "", 0
 	t.NotBeforeUS, t.FailStreak = p.NotBeforeUs, p.FailStreak
 	s.setState(t, TaskPending)
 	if j.Deferred {
@@ -167,7 +174,8 @@ func (s *State) taskStarted(p *events.TaskStarted) bool {
 		return false
 	}
 	s.setState(t, TaskRunning)
-	t.Pid, t.Replacing, t.StartedUS = p.Pid, false, s.TimeUS
+	t.Pid, t.StartedUS = p.Pid, s.TimeUS
+	t.Health, t.HealthMessage, t.HealthyUS = HealthUnknown, "", 0
 	return true
 }
 
@@ -181,10 +189,24 @@ func (s *State) taskFailed(pos int64, p *events.TaskFailed) bool {
 		// The agent restarts it in place: it keeps its resources.
 		t.Restarts++
 		t.Reason, t.Pid = p.Message, 0
+		t.Health, t.HealthMessage, t.HealthyUS = HealthUnknown, "", 0
 		s.setState(t, TaskScheduled)
 		return true
 	}
 	s.die(t, Failed, p.Message, pos)
+	return true
+}
+
+func (s *State) taskHealthChanged(p *events.TaskHealthChanged) bool {
+	t := s.liveTask(p.User, p.Job, p.Index, p.Machine)
+	if t == nil || t.State != TaskRunning {
+		return false
+	}
+	if p.Healthy {
+		t.Health, t.HealthMessage, t.HealthyUS = HealthHealthy, "", s.TimeUS
+	} else {
+		t.Health, t.HealthMessage, t.HealthyUS = HealthUnhealthy, p.Message, 0
+	}
 	return true
 }
 

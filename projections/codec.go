@@ -24,7 +24,7 @@ import (
 
 var codecMagic = [4]byte{'c', 'r', 's', 't'}
 
-const codecVersion = 4
+const codecVersion = 5
 
 // ErrCheckpoint: a checkpoint's bytes are not a state this build can read.
 var ErrCheckpoint = errors.New("projections: unreadable checkpoint")
@@ -124,6 +124,9 @@ func (e *encoder) job(j *Job) {
 	if j.Update != nil {
 		e.int(j.Update.From)
 		e.int(j.Update.To)
+		e.int(j.Update.SinceUS)
+		e.str(j.Update.Halted)
+		e.bool(j.Update.Promoted)
 	}
 	e.uint(uint64(j.End))
 	e.str(j.EndReason)
@@ -172,6 +175,9 @@ func (e *encoder) job(j *Job) {
 			e.int(u.DiskBytes)
 		}
 		e.bool(t.Replacing)
+		e.uint(uint64(t.Health))
+		e.str(t.HealthMessage)
+		e.int(t.HealthyUS)
 		e.int(t.SinceUS)
 		e.int(t.Seq)
 		e.uint(uint64(t.LastEnd))
@@ -298,7 +304,7 @@ func (d *decoder) job() *Job {
 	}
 	j.Current = d.int()
 	if d.bool() {
-		j.Update = &Update{From: d.int(), To: d.int()}
+		j.Update = &Update{From: d.int(), To: d.int(), SinceUS: d.int(), Halted: d.str(), Promoted: d.bool()}
 	}
 	j.End = JobEnd(d.small(2))
 	j.EndReason = d.str()
@@ -351,6 +357,9 @@ func (d *decoder) job() *Job {
 				MemoryBytes: d.int(), MemoryMaxBytes: d.int(), DiskBytes: d.int()}
 		}
 		t.Replacing = d.bool()
+		t.Health = Health(d.small(2))
+		t.HealthMessage = d.str()
+		t.HealthyUS = d.int()
 		t.SinceUS = d.int()
 		t.Seq = d.int()
 		t.LastEnd = TaskEnd(d.small(5))

@@ -74,6 +74,19 @@ func (h TaskEnd) String() string {
 	return [...]string{"", "finished", "failed", "killed", "evicted", "lost"}[h]
 }
 
+// Health is what a running task's health check last said: HealthUnknown
+// until a check passed or failed in this run, and always for tasks without
+// a check.
+type Health int8
+
+const (
+	HealthUnknown Health = iota
+	HealthHealthy
+	HealthUnhealthy
+)
+
+func (h Health) String() string { return [...]string{"", "healthy", "unhealthy"}[h] }
+
 // JobEnd says how a dead job ended; NotEnded while it lives.
 type JobEnd int8
 
@@ -250,6 +263,9 @@ type SpecVersion struct {
 // Update is a job's uncommitted update: it can be rolled back to From.
 type Update struct {
 	From, To int64
+	SinceUS  int64  // when it was opened: the start of its progress deadline
+	Halted   string // why it failed, once it did: nothing more rolls
+	Promoted bool   // its canaries were promoted
 }
 
 // Job is one job; its tasks are indexed by their index.
@@ -385,11 +401,17 @@ type Task struct {
 	// the limit), the start of the estimate's decay (Borg §5.5).
 	ReservationUS int64
 	Usage         Usage // the last window reported
-	// Replacing is set while a rolling update has stopped the task and its
-	// replacement has not started: such tasks count against the update
-	// policy's max_disruptions.
+	// Replacing: this run replaces one a rolling update stopped (set by
+	// the "updated" submission, kept by reschedules). Until it is Settled
+	// it counts against the update policy's max_disruptions.
 	Replacing bool
-	SinceUS   int64 // when it entered its state
+	// Health is what its check last said in this run, HealthMessage the
+	// failing check's error, HealthyUS when it last turned healthy (0: not
+	// in this run).
+	Health        Health
+	HealthMessage string
+	HealthyUS     int64
+	SinceUS       int64 // when it entered its state
 	// Seq is the position of the TaskSubmitted that made it pending last:
 	// the submission order, which the scheduler keeps within a priority.
 	Seq int64
@@ -412,6 +434,33 @@ func (t *Task) Live() bool { return t.State == TaskScheduled || t.State == TaskR
 
 // Priority is the priority of the task's spec version.
 func (t *Task) Priority() int32 { return t.Spec().GetPriority() }
+
+// Disrupted reports whether the task is a roll's replacement that does not
+// serve yet at nowUS: it counts against max_disruptions.
+func (t *Task) Disrupted(nowUS int64) bool {
+	return t.Replacing && t.State != TaskDead && !t.Settled(nowUS)
+}
+
+// Settled reports whether the task serves as its spec wants at nowUS:
+// running and healthy, or, without a health check, running for the update
+// policy's min_healthy_time.
+func (t *Task) Settled(nowUS int64) bool {
+	at, ok := t.SettledAt()
+	return ok && at <= nowUS
+}
+
+// SettledAt is when the task's current run settled or will settle (see
+// Settled); false when it is not running, or runs unhealthy or unchecked.
+func (t *Task) SettledAt() (int64, bool) {
+	if t.State != TaskRunning {
+		return 0, false
+	}
+	spec := t.Spec()
+	if spec.GetHealthCheck().GetPath() != "" {
+		return t.HealthyUS, t.Health == HealthHealthy
+	}
+	return t.StartedUS + spec.GetUpdate().MinHealthyTime().Microseconds(), true
+}
 
 // Spec returns the job spec of the task's version.
 func (t *Task) Spec() *events.JobSpec { return t.Job.SpecOf(t.SpecVersion) }

@@ -1070,8 +1070,9 @@ type TaskStatus struct {
 	Priority       int32                  `protobuf:"varint,18,opt,name=priority,proto3" json:"priority,omitempty"`
 	Appclass       string                 `protobuf:"bytes,19,opt,name=appclass,proto3" json:"appclass,omitempty"`
 	Resources      *events.Resources      `protobuf:"bytes,20,opt,name=resources,proto3" json:"resources,omitempty"`
-	Sandbox        string                 `protobuf:"bytes,21,opt,name=sandbox,proto3" json:"sandbox,omitempty"`  // directory holding work/ and logs/
-	Adopted        bool                   `protobuf:"varint,22,opt,name=adopted,proto3" json:"adopted,omitempty"` // the process was started by a previous agent incarnation
+	Sandbox        string                 `protobuf:"bytes,21,opt,name=sandbox,proto3" json:"sandbox,omitempty"`                                  // directory holding work/ and logs/
+	Adopted        bool                   `protobuf:"varint,22,opt,name=adopted,proto3" json:"adopted,omitempty"`                                 // the process was started by a previous agent incarnation
+	HealthMessage  string                 `protobuf:"bytes,23,opt,name=health_message,json=healthMessage,proto3" json:"health_message,omitempty"` // the last failed check's error, while unhealthy
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1258,6 +1259,13 @@ func (x *TaskStatus) GetAdopted() bool {
 		return x.Adopted
 	}
 	return false
+}
+
+func (x *TaskStatus) GetHealthMessage() string {
+	if x != nil {
+		return x.HealthMessage
+	}
+	return ""
 }
 
 // TaskUsageSample is a task's latest usage. Totals are cumulative over every
@@ -1870,7 +1878,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x04cell\x18\x03 \x01(\tR\x04cell\x124\n" +
 	"\brequests\x18\x04 \x03(\v2\x18.corral.agent.v1.RequestR\brequests\x12!\n" +
 	"\fevents_acked\x18\x05 \x01(\x04R\veventsAcked\x12\x18\n" +
-	"\amachine\x18\x06 \x01(\tR\amachine\"\xff\x05\n" +
+	"\amachine\x18\x06 \x01(\tR\amachine\"\xa6\x06\n" +
 	"\n" +
 	"TaskStatus\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.corral.events.v1.TaskRefR\x04task\x12!\n" +
@@ -1895,7 +1903,8 @@ const file_agent_proto_rawDesc = "" +
 	"\bappclass\x18\x13 \x01(\tR\bappclass\x129\n" +
 	"\tresources\x18\x14 \x01(\v2\x1b.corral.events.v1.ResourcesR\tresources\x12\x18\n" +
 	"\asandbox\x18\x15 \x01(\tR\asandbox\x12\x18\n" +
-	"\aadopted\x18\x16 \x01(\bR\aadopted\"\xc3\x03\n" +
+	"\aadopted\x18\x16 \x01(\bR\aadopted\x12%\n" +
+	"\x0ehealth_message\x18\x17 \x01(\tR\rhealthMessage\"\xc3\x03\n" +
 	"\x0fTaskUsageSample\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.corral.events.v1.TaskRefR\x04task\x12\"\n" +
 	"\rsampled_at_us\x18\x02 \x01(\x03R\vsampledAtUs\x123\n" +

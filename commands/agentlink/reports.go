@@ -140,10 +140,23 @@ func Reports(s *projections.State, machine string, st *agentpb.AgentState, reqs 
 		}
 		full.Tasks = append(full.Tasks, commands.AgentTask{Task: TaskKeyOf(ts.Task), SpecVersion: ts.SpecVersion,
 			State: commands.AgentTaskState(ts.State), Pid: ts.Pid, ExitCode: ts.ExitCode, Signal: ts.Signal,
-			Restarts: ts.Restarts, Reason: ts.Reason, Message: ts.Message})
+			Restarts: ts.Restarts, Reason: ts.Reason, Message: ts.Message,
+			Health: HealthOf(ts.Health), HealthMessage: ts.HealthMessage})
 	}
 	out.Commands = append(out.Commands, full)
 	return out
+}
+
+// HealthOf is the projection's health for the agent's: unknown without a
+// check or before its first answer.
+func HealthOf(h agentpb.Health) projections.Health {
+	switch h {
+	case agentpb.Health_HEALTH_HEALTHY:
+		return projections.HealthHealthy
+	case agentpb.Health_HEALTH_UNHEALTHY:
+		return projections.HealthUnhealthy
+	}
+	return projections.HealthUnknown
 }
 
 // News says whether a report, decided against s now, would append

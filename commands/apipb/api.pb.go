@@ -3499,7 +3499,7 @@ const file_api_proto_rawDesc = "" +
 	"rates_json\x18\x05 \x01(\tR\tratesJson\"7\n" +
 	"\tBillReply\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06format\x18\x02 \x01(\tR\x06format2\xf1\f\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format2\xbb\r\n" +
 	"\x04Cell\x12D\n" +
 	"\x06Submit\x12\x1c.corral.api.v1.SubmitRequest\x1a\x1c.corral.api.v1.MutationReply\x12D\n" +
 	"\x06Update\x12\x1c.corral.api.v1.UpdateRequest\x1a\x1c.corral.api.v1.MutationReply\x12@\n" +
@@ -3507,6 +3507,7 @@ const file_api_proto_rawDesc = "" +
 	"\bKillTask\x12\x1e.corral.api.v1.KillTaskRequest\x1a\x1c.corral.api.v1.MutationReply\x12G\n" +
 	"\fCommitUpdate\x12\x19.corral.api.v1.JobRequest\x1a\x1c.corral.api.v1.MutationReply\x12I\n" +
 	"\x0eRollbackUpdate\x12\x19.corral.api.v1.JobRequest\x1a\x1c.corral.api.v1.MutationReply\x12H\n" +
+	"\rPromoteUpdate\x12\x19.corral.api.v1.JobRequest\x1a\x1c.corral.api.v1.MutationReply\x12H\n" +
 	"\bSetQuota\x12\x1e.corral.api.v1.SetQuotaRequest\x1a\x1c.corral.api.v1.MutationReply\x12P\n" +
 	"\fDrainMachine\x12\".corral.api.v1.DrainMachineRequest\x1a\x1c.corral.api.v1.MutationReply\x12R\n" +
 	"\rRemoveMachine\x12#.corral.api.v1.RemoveMachineRequest\x1a\x1c.corral.api.v1.MutationReply\x12T\n" +
@@ -3625,48 +3626,50 @@ var file_api_proto_depIdxs = []int32{
 	5,  // 35: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
 	6,  // 36: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
 	6,  // 37: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
-	7,  // 38: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
-	8,  // 39: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
-	9,  // 40: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
-	10, // 41: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
-	6,  // 42: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
-	11, // 43: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
-	12, // 44: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
-	13, // 45: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
-	14, // 46: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
-	15, // 47: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
-	16, // 48: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
-	17, // 49: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
-	18, // 50: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
-	18, // 51: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
-	19, // 52: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
-	35, // 53: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
-	38, // 54: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
-	1,  // 55: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
-	1,  // 56: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
-	1,  // 57: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
-	1,  // 58: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
-	1,  // 59: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 60: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 61: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
-	1,  // 62: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 63: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 64: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
-	1,  // 65: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
-	22, // 66: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
-	23, // 67: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
-	24, // 68: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
-	26, // 69: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
-	28, // 70: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
-	31, // 71: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
-	32, // 72: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
-	34, // 73: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
-	33, // 74: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
-	20, // 75: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
-	36, // 76: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
-	39, // 77: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
-	55, // [55:78] is the sub-list for method output_type
-	32, // [32:55] is the sub-list for method input_type
+	6,  // 38: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
+	7,  // 39: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
+	8,  // 40: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
+	9,  // 41: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
+	10, // 42: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
+	6,  // 43: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
+	11, // 44: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
+	12, // 45: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
+	13, // 46: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
+	14, // 47: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
+	15, // 48: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
+	16, // 49: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
+	17, // 50: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
+	18, // 51: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
+	18, // 52: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
+	19, // 53: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
+	35, // 54: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
+	38, // 55: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
+	1,  // 56: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
+	1,  // 57: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
+	1,  // 58: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
+	1,  // 59: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
+	1,  // 60: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 61: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 62: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 63: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
+	1,  // 64: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 65: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 66: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
+	1,  // 67: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
+	22, // 68: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
+	23, // 69: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
+	24, // 70: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
+	26, // 71: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
+	28, // 72: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
+	31, // 73: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
+	32, // 74: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
+	34, // 75: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
+	33, // 76: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
+	20, // 77: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
+	36, // 78: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
+	39, // 79: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
+	56, // [56:80] is the sub-list for method output_type
+	32, // [32:56] is the sub-list for method input_type
 	32, // [32:32] is the sub-list for extension type_name
 	32, // [32:32] is the sub-list for extension extendee
 	0,  // [0:32] is the sub-list for field type_name

@@ -35,6 +35,7 @@ const (
 	Cell_KillTask_FullMethodName       = "/corral.api.v1.Cell/KillTask"
 	Cell_CommitUpdate_FullMethodName   = "/corral.api.v1.Cell/CommitUpdate"
 	Cell_RollbackUpdate_FullMethodName = "/corral.api.v1.Cell/RollbackUpdate"
+	Cell_PromoteUpdate_FullMethodName  = "/corral.api.v1.Cell/PromoteUpdate"
 	Cell_SetQuota_FullMethodName       = "/corral.api.v1.Cell/SetQuota"
 	Cell_DrainMachine_FullMethodName   = "/corral.api.v1.Cell/DrainMachine"
 	Cell_RemoveMachine_FullMethodName  = "/corral.api.v1.Cell/RemoveMachine"
@@ -66,6 +67,7 @@ type CellClient interface {
 	KillTask(ctx context.Context, in *KillTaskRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	CommitUpdate(ctx context.Context, in *JobRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	RollbackUpdate(ctx context.Context, in *JobRequest, opts ...grpc.CallOption) (*MutationReply, error)
+	PromoteUpdate(ctx context.Context, in *JobRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	DrainMachine(ctx context.Context, in *DrainMachineRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	// RemoveMachine retires a machine: its tasks go back to pending. Stop its
@@ -152,6 +154,16 @@ func (c *cellClient) RollbackUpdate(ctx context.Context, in *JobRequest, opts ..
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MutationReply)
 	err := c.cc.Invoke(ctx, Cell_RollbackUpdate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cellClient) PromoteUpdate(ctx context.Context, in *JobRequest, opts ...grpc.CallOption) (*MutationReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MutationReply)
+	err := c.cc.Invoke(ctx, Cell_PromoteUpdate_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -349,6 +361,7 @@ type CellServer interface {
 	KillTask(context.Context, *KillTaskRequest) (*MutationReply, error)
 	CommitUpdate(context.Context, *JobRequest) (*MutationReply, error)
 	RollbackUpdate(context.Context, *JobRequest) (*MutationReply, error)
+	PromoteUpdate(context.Context, *JobRequest) (*MutationReply, error)
 	SetQuota(context.Context, *SetQuotaRequest) (*MutationReply, error)
 	DrainMachine(context.Context, *DrainMachineRequest) (*MutationReply, error)
 	// RemoveMachine retires a machine: its tasks go back to pending. Stop its
@@ -398,6 +411,9 @@ func (UnimplementedCellServer) CommitUpdate(context.Context, *JobRequest) (*Muta
 }
 func (UnimplementedCellServer) RollbackUpdate(context.Context, *JobRequest) (*MutationReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method RollbackUpdate not implemented")
+}
+func (UnimplementedCellServer) PromoteUpdate(context.Context, *JobRequest) (*MutationReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method PromoteUpdate not implemented")
 }
 func (UnimplementedCellServer) SetQuota(context.Context, *SetQuotaRequest) (*MutationReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetQuota not implemented")
@@ -575,6 +591,24 @@ func _Cell_RollbackUpdate_Handler(srv interface{}, ctx context.Context, dec func
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(CellServer).RollbackUpdate(ctx, req.(*JobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cell_PromoteUpdate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).PromoteUpdate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_PromoteUpdate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).PromoteUpdate(ctx, req.(*JobRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -908,6 +942,10 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RollbackUpdate",
 			Handler:    _Cell_RollbackUpdate_Handler,
+		},
+		{
+			MethodName: "PromoteUpdate",
+			Handler:    _Cell_PromoteUpdate_Handler,
 		},
 		{
 			MethodName: "SetQuota",

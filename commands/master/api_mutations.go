@@ -117,6 +117,12 @@ func (s *Service) RollbackUpdate(ctx context.Context, r *apipb.JobRequest) (*api
 	})
 }
 
+func (s *Service) PromoteUpdate(ctx context.Context, r *apipb.JobRequest) (*apipb.MutationReply, error) {
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		return commands.PromoteUpdate{Meta: m, User: r.User, Job: r.Job}, nil
+	})
+}
+
 func (s *Service) SetQuota(ctx context.Context, r *apipb.SetQuotaRequest) (*apipb.MutationReply, error) {
 	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
 		return commands.SetQuota{Meta: m, User: r.User, Band: r.Band, Resources: projections.ResourcesOf(r.Resources)}, nil

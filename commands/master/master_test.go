@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
@@ -132,7 +133,9 @@ func codeOf(err error) codes.Code { return status.Code(err) }
 func webSpec(name string, tasks int32, args ...string) *events.JobSpec {
 	return &events.JobSpec{Name: name, Priority: 9, TaskCount: tasks, Command: "/bin/server", Args: args,
 		Resources: &events.Resources{CpuMilli: 1000, MemoryBytes: gib}, Labels: map[string]string{"team": "web"},
-		Update: &events.UpdatePolicy{MaxDisruptions: 1}}
+		// Replacements serve once they ran a millisecond; the test commits
+		// by hand.
+		Update: &events.UpdatePolicy{MaxDisruptions: 1, MinHealthyTimeMs: 1, AutoCommit: proto.Bool(false)}}
 }
 
 // placeAndStart places every pending task round robin and reports them running,
@@ -265,6 +268,7 @@ func testMasterAPI(t *testing.T, store events.Store) {
 			break
 		}
 		placeAndStart(t, r)
+		time.Sleep(2 * time.Millisecond) // the replacement serves: min_healthy_time passes
 		do(t, r, commands.RollingUpdateStep{Meta: root})
 	}
 	job, _ = c.Get(as("alice"), &apipb.GetRequest{Job: "web", Read: &apipb.ReadOptions{MinPosition: up.LastPosition}})

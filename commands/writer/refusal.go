@@ -56,6 +56,8 @@ func target(cmd commands.Command) string {
 		return "job " + or(c.User) + "/" + c.Job
 	case commands.RollbackUpdate:
 		return "job " + or(c.User) + "/" + c.Job
+	case commands.PromoteUpdate:
+		return "job " + or(c.User) + "/" + c.Job
 	case commands.SetQuota:
 		return "quota " + c.User + " " + c.Band
 	case commands.RemoveAllocSet:

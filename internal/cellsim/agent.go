@@ -37,6 +37,10 @@ type proc struct {
 	alive   bool
 	// Usage shape, drawn at launch.
 	cpuFrac, memFrac float64
+	// Its health check (when its spec has one) passes from healthyAfter
+	// on, or never when sick (a bad version: the agent kills it).
+	healthyAfter time.Duration
+	sick         bool
 }
 
 type atask struct {
@@ -60,6 +64,19 @@ type atask struct {
 	pendingSpec    *agentpb.TaskSpec
 	pendingVersion int64
 	gen            int64 // moves at each launch and end: a stale restart timer finds another gen
+}
+
+// health is what the process's check says after it ran for ranFor.
+func (p *proc) health(h *events.HealthCheck, ranFor time.Duration) (agentpb.Health, string) {
+	switch {
+	case h.GetPath() == "":
+		return agentpb.Health_HEALTH_UNSPECIFIED, ""
+	case p.sick && ranFor >= time.Duration(h.GetPeriodMs())*time.Millisecond:
+		return agentpb.Health_HEALTH_UNHEALTHY, "GET " + h.GetPath() + ": connection refused"
+	case !p.sick && ranFor >= p.healthyAfter:
+		return agentpb.Health_HEALTH_HEALTHY, ""
+	}
+	return agentpb.Health_HEALTH_UNKNOWN, ""
 }
 
 func (t *atask) clone() *atask {
@@ -171,9 +188,10 @@ func (a *Agent) snapshot() *agentpb.AgentState {
 		Capacity: a.capacity, Epoch: a.epoch, LastEventSeq: a.nextSeq - 1, EventsDropped: a.dropped}
 	for _, k := range slices.Sorted(maps.Keys(a.tasks)) {
 		t := a.tasks[k]
-		st.Tasks = append(st.Tasks, &agentpb.TaskStatus{Task: t.ref, SpecVersion: t.version, State: t.state, Pid: t.pid,
+		ts := &agentpb.TaskStatus{Task: t.ref, SpecVersion: t.version, State: t.state, Pid: t.pid,
 			ExitCode: t.exitCode, Restarts: t.restarts, Failures: t.failures, Reason: t.reason, Message: t.msg,
-			StartedAtUs: t.startedAt.UnixMicro(), Priority: t.spec.GetPriority(), Resources: t.spec.GetResources(), Adopted: t.adopted})
+			StartedAtUs: t.startedAt.UnixMicro(), Priority: t.spec.GetPriority(), Resources: t.spec.GetResources(), Adopted: t.adopted}
+		st.Tasks = append(st.Tasks, ts)
 		if t.state != agentpb.TaskState_TASK_STATE_RUNNING {
 			continue
 		}
@@ -181,6 +199,7 @@ func (a *Agent) snapshot() *agentpb.AgentState {
 		if p == nil || !p.alive {
 			continue
 		}
+		ts.Health, ts.HealthMessage = p.health(t.spec.GetHealthCheck(), now.Sub(t.startedAt))
 		from := a.lastPoll
 		if t.startedAt.After(from) {
 			from = t.startedAt

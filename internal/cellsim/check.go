@@ -402,7 +402,8 @@ func (c *checker) final() error {
 	}
 	// No task is left behind on a version its job no longer wants: a live
 	// job whose live tasks run an older spec version has a roll in flight
-	// (a stopped task whose replacement waits to be placed).
+	// (a replacement that does not serve yet: stopped, waiting to be
+	// placed, or running and not yet healthy).
 	for _, j := range s.SortedJobs() {
 		if j.Dead() {
 			continue
@@ -416,7 +417,7 @@ func (c *checker) final() error {
 			if t.SpecVersion != j.Current && behind == nil {
 				behind = t
 			}
-			if t.Replacing && t.State != projections.TaskRunning {
+			if t.Disrupted(c.w.now.UnixMicro()) {
 				inFlight = true
 			}
 		}

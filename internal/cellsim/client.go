@@ -3,6 +3,7 @@ package cellsim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -96,6 +97,9 @@ func withRequestID(cmd commands.Command, id string) commands.Command {
 	case commands.RollbackUpdate:
 		c.RequestID = id
 		return c
+	case commands.PromoteUpdate:
+		c.RequestID = id
+		return c
 	}
 	return cmd
 }
@@ -161,8 +165,13 @@ func (c *Client) command() commands.Command {
 		// (refused if it has ended already).
 		job := c.updating
 		c.updating = ""
-		if w.rng.IntN(2) == 0 {
+		switch w.rng.IntN(3) {
+		case 0:
 			return commands.CommitUpdate{Meta: meta, Job: job}
+		case 1:
+			// Its canaries serve (or not: refused if it has none, or
+			// ended).
+			return commands.PromoteUpdate{Meta: meta, Job: job}
 		}
 		return commands.RollbackUpdate{Meta: meta, Job: job}
 	}
@@ -182,6 +191,21 @@ func (c *Client) command() commands.Command {
 		switch w.rng.IntN(3) {
 		case 0: // a new binary: rolls
 			sp.Args = []string{fmt.Sprintf("--v=%d", c.seq)}
+			sp.Update = proto.Clone(sp.GetUpdate()).(*events.UpdatePolicy)
+			if sp.Update == nil {
+				sp.Update = &events.UpdatePolicy{}
+			}
+			switch w.rng.IntN(4) {
+			case 0: // a bad one: it crashes, or fails its health check
+				sp.Env = maps.Clone(sp.Env)
+				if sp.HealthCheck != nil {
+					sp.Env["SIM_HEALTH"] = "bad"
+				} else {
+					sp.Env["SIM_RUN"] = "crash"
+				}
+			case 1: // a canary first, kept for a promote
+				sp.Update.Canary = 1
+			}
 		case 1: // scale
 			sp.TaskCount = int32(1 + w.rng.IntN(4))
 		default: // priority within the band: in place
@@ -239,6 +263,16 @@ func (c *Client) spec(name string) *events.JobSpec {
 		Resources: &events.Resources{CpuMilli: int64(200 + w.rng.IntN(2800)), MemoryBytes: int64(1+w.rng.IntN(16)) << 28},
 		Update:    &events.UpdatePolicy{MaxDisruptions: int32(w.rng.IntN(3))},
 		Restart:   &events.RestartPolicy{Mode: mode, MaxRestarts: int32(w.rng.IntN(4)), BackoffInitialMs: int64(100 + w.rng.IntN(900)), BackoffMaxMs: 5000},
+	}
+	if run == "service" && w.rng.IntN(2) == 0 {
+		// It serves on a port, checked over HTTP; rolls wait for it.
+		sp.PortNames = []string{"http"}
+		sp.Resources.Ports = 1
+		sp.HealthCheck = &events.HealthCheck{Path: "/healthz", PortName: "http", PeriodMs: int64(500 + w.rng.IntN(2000)), FailuresAllowed: int32(w.rng.IntN(3))}
+	}
+	if w.rng.IntN(3) == 0 {
+		sp.Update.MinHealthyTimeMs = int64(1000 + w.rng.IntN(10000))
+		sp.Update.ProgressDeadlineMs = int64(20000 + w.rng.IntN(100000))
 	}
 	if w.rng.IntN(6) == 0 {
 		sp.Constraints = []*events.Constraint{{Attribute: "rack", Op: "=", Values: []string{"r0"}, Soft: w.rng.IntN(2) == 0}}

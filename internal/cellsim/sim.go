@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/corralhq/corral/agent"
+	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
@@ -262,6 +264,19 @@ func (w *World) spawn(a *Agent, t *atask) int64 {
 	p := &proc{pid: w.pid, machine: a.name, task: t.key, boot: a.boot, alive: true,
 		cpuFrac: 0.1 + 0.8*w.rng.Float64(), memFrac: 0.1 + 0.8*w.rng.Float64()}
 	w.procs[p.pid] = p
+	if h := t.spec.GetHealthCheck(); h.GetPath() != "" {
+		p.healthyAfter = w.between(500*time.Millisecond, 5*time.Second)
+		if p.sick = t.spec.GetEnv()["SIM_HEALTH"] == "bad"; p.sick {
+			// The agent kills it once more checks failed than allowed.
+			after := time.Duration(h.PeriodMs) * time.Millisecond * time.Duration(h.FailuresAllowed+1)
+			w.at(a.node, after, func() {
+				if t := a.tasks[p.task]; !w.healing && t != nil && t.pid == p.pid && p.alive && t.state == agentpb.TaskState_TASK_STATE_RUNNING {
+					t.msg = fmt.Sprintf("health check failed %d times in a row: GET %s: connection refused", h.FailuresAllowed+1, h.Path)
+					a.terminate(t, agent.KillHealth)
+				}
+			})
+		}
+	}
 	var (
 		after time.Duration
 		code  int32
@@ -270,6 +285,8 @@ func (w *World) spawn(a *Agent, t *atask) int64 {
 	switch t.spec.GetEnv()["SIM_RUN"] {
 	case "forever":
 		return p.pid // runs until it is stopped or its machine goes
+	case "crash": // a bad binary
+		after, code = w.between(200*time.Millisecond, 3*time.Second), 1
 	case "batch":
 		after = w.between(3*time.Second, 90*time.Second)
 		if w.chance(0.2) {

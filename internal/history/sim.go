@@ -107,7 +107,11 @@ func (s *Sim) apply(evs []events.Event) {
 			panic(err)
 		}
 		if s.S.Skipped != 0 {
-			panic(fmt.Sprintf("sim: Apply skipped event %d of %d Decide produced, at position %d: %s %v", i, len(evs), s.S.Position, evs[i].Type, evs[i].Data))
+			all := ""
+			for _, e := range evs {
+				all += fmt.Sprintf("\n  %s %s %v", e.Type, e.Stream, e.Data)
+			}
+			panic(fmt.Sprintf("sim: Apply skipped event %d of %d Decide produced, at position %d: %s %v%s", i, len(evs), s.S.Position, evs[i].Type, evs[i].Data, all))
 		}
 		if s.Keep {
 			s.Log = append(s.Log, evs[i])

@@ -24,6 +24,13 @@ func (a *app) jobRollbackCommand() *cobra.Command {
 		})
 }
 
+func (a *app) jobPromoteCommand() *cobra.Command {
+	return a.jobRequestCommand("promote NAME", "promote an update's canaries: the rest of the tasks roll",
+		func(ctx context.Context, c apipb.CellClient, r *apipb.JobRequest, o ...grpc.CallOption) (*apipb.MutationReply, error) {
+			return c.PromoteUpdate(ctx, r, o...)
+		})
+}
+
 func (a *app) jobRequestCommand(use, short string, call func(context.Context, apipb.CellClient, *apipb.JobRequest, ...grpc.CallOption) (*apipb.MutationReply, error)) *cobra.Command {
 	var owner string
 	c := &cobra.Command{

@@ -16,7 +16,7 @@ import (
 func (a *app) jobCommand() *cobra.Command {
 	c := &cobra.Command{Use: "job", Short: "submit, update, kill and inspect jobs"}
 	c.AddCommand(a.jobSubmitCommand(), a.jobUpdateCommand(), a.jobKillCommand(), a.jobListCommand(), a.jobGetCommand(),
-		a.jobRenderCommand(), a.jobCommitCommand(), a.jobRollbackCommand())
+		a.jobRenderCommand(), a.jobCommitCommand(), a.jobRollbackCommand(), a.jobPromoteCommand())
 	c.PersistentFlags().StringArrayVar(&a.jpaths, "jpath", nil, "a folder Jsonnet job files may import from, besides the job file's own (repeatable); imports resolving elsewhere are refused")
 	return c
 }
