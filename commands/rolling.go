@@ -123,46 +123,27 @@ func (b *draft) replaceTask(j *projections.Job, t *projections.Task, version int
 // stepUpdate judges a job's open update at the draft's time: once every
 // task runs the new version settled it commits itself (unless the policy
 // opts out, or canaries wait for a promote); an update in which no
-// replacement settled for the progress deadline has failed.
+// replacement settled for the progress deadline has failed. It reads the
+// projection: call it before the draft changes the job's tasks.
 func (b *draft) stepUpdate(j *projections.Job) {
 	u := b.updateOf(j)
-	if u == nil || u.Halted != "" || b.jobEnded(j) {
+	if u == nil || u.Halted != "" || b.jobEnded(j) || b.currentOf(j).Version != u.To || j.Current != u.To {
 		return
 	}
-	target := b.currentOf(j)
-	if target.Version != u.To {
-		return
-	}
-	policy := target.Spec.GetUpdate()
+	policy := j.Spec().GetUpdate()
 	nowUS := b.now.UnixMicro()
-	progressUS := u.SinceUS
-	complete, canariesSettled := true, true
-	for _, t := range j.Tasks {
-		if t == nil || b.dead(t) {
-			continue
-		}
-		at, ok := t.SettledAt()
-		settled := !b.changed(t) && t.SpecVersion == u.To && ok && at <= nowUS
-		if settled {
-			progressUS = max(progressUS, at)
-		} else {
-			complete = false
-			if t.Index < policy.GetCanary() {
-				canariesSettled = false
-			}
-		}
-	}
+	r := j.Rollout(nowUS)
 	waiting := policy.GetCanary() > 0 && !u.Promoted
 	switch {
-	case waiting && canariesSettled:
+	case waiting && r.CanariesSettled:
 		return // the canaries serve: a person decides
-	case complete && !waiting:
-		if target.Spec.AutoCommit() {
+	case r.Complete() && !waiting:
+		if j.Spec().AutoCommit() {
 			b.commitUpdate(j, fmt.Sprintf("every task runs spec version %d and is healthy", u.To))
 		}
 		return
 	}
-	if deadline := policy.ProgressDeadline(); nowUS-progressUS > deadline.Microseconds() {
+	if deadline := policy.ProgressDeadline(); nowUS-max(u.SinceUS, r.ProgressUS) > deadline.Microseconds() {
 		b.failUpdate(j, fmt.Sprintf("no task turned healthy on spec version %d in %s (progress_deadline)", u.To, deadline))
 	}
 }

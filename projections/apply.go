@@ -117,6 +117,7 @@ func (s *State) fold(pos int64, d events.Payload) bool {
 			return false
 		}
 		j.Update = nil
+		j.LastUpdate = UpdateOutcome{Version: p.SpecVersion, How: "committed", Reason: p.Reason}
 		return true
 	case *events.JobUpdateHalted:
 		j := s.Jobs[JobKey{p.User, p.Job}]

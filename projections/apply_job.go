@@ -54,6 +54,10 @@ func (s *State) jobRolledBack(p *events.JobUpdateRolledBack) bool {
 	}
 	s.newVersion(j, p.SpecVersion, spec)
 	j.Update = nil
+	j.LastUpdate = UpdateOutcome{Version: p.FromVersion, How: "rolled back", Reason: p.Reason}
+	if p.Reason != "" {
+		j.LastUpdate.How = "reverted"
+	}
 	return true
 }
 

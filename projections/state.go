@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/corralhq/corral/events"
 )
@@ -274,6 +275,7 @@ type Job struct {
 	Versions   []SpecVersion // oldest first
 	Current    int64         // the version in force
 	Update     *Update       // nil once committed, rolled back, or never updated
+	LastUpdate UpdateOutcome // how the last closed update ended (zero: none)
 	End        JobEnd
 	EndReason  string
 	// Deferred: the spec's start_after job had not finished when this job
@@ -511,6 +513,45 @@ func (s *State) Task(user, job string, index int32) *Task {
 		return nil
 	}
 	return j.Task(index)
+}
+
+// Status says in words what is happening to the task at nowUS:
+// "running (healthy)", "running (unhealthy: GET /: connection refused)",
+// "backoff until 2026-11-25T20:01:02Z after OOMKilled: ...", "dead
+// (failed: exit 1)".
+func (t *Task) Status(nowUS int64) string {
+	switch t.State {
+	case TaskPending:
+		if t.NotBeforeUS > nowUS {
+			return fmt.Sprintf("backoff until %s after %s", time.UnixMicro(t.NotBeforeUS).UTC().Format(time.RFC3339), t.LastFailure())
+		}
+		return "pending"
+	case TaskScheduled:
+		if t.Pid == 0 && t.Restarts > 0 && t.FailMessage != "" && t.Reason == t.FailMessage {
+			return "restarting after " + t.LastFailure()
+		}
+		return "scheduled"
+	case TaskRunning:
+		switch {
+		case t.Health == HealthHealthy:
+			return "running (healthy)"
+		case t.Health == HealthUnhealthy:
+			return "running (unhealthy: " + t.HealthMessage + ")"
+		case t.Spec().GetHealthCheck().GetPath() != "":
+			return "running (not checked yet)"
+		}
+		return "running"
+	}
+	switch t.End {
+	case Failed:
+		return "dead (failed: " + t.LastFailure() + ")"
+	case Finished:
+		return "dead (finished)"
+	}
+	if t.Reason != "" {
+		return "dead (" + t.End.String() + ": " + t.Reason + ")"
+	}
+	return "dead (" + t.End.String() + ")"
 }
 
 // LastFailure words the task's last failure: its message, exit code or

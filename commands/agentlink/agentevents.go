@@ -29,8 +29,9 @@ func AgentEventTask(ev *agentpb.AgentEvent) (commands.AgentTask, bool) {
 		if ev.WillRestart {
 			at.State = commands.AgentBackoff
 		}
-		// A failure other than a plain exit says why first (OOMKilled: ...).
-		if ev.Reason != "" && ev.Reason != agent.ReasonExited {
+		// A failure other than a plain exit says why first (OOMKilled:
+		// ...); a health kill's message says it already.
+		if ev.Reason != "" && ev.Reason != agent.ReasonExited && ev.Reason != agent.ReasonHealth {
 			at.Message = ev.Reason + ": " + ev.Message
 		}
 	case agentpb.EventKind_EVENT_KIND_FINISHED:

@@ -85,8 +85,9 @@ type MutationReply struct {
 	LastPosition  int64                  `protobuf:"varint,2,opt,name=last_position,json=lastPosition,proto3" json:"last_position,omitempty"`
 	Duplicate     bool                   `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"` // the request id was seen before
 	Events        int32                  `protobuf:"varint,4,opt,name=events,proto3" json:"events,omitempty"`
-	Message       string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"` // what happened, for people
-	Actor         string                 `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`     // the user the master acted as: a job submitted belongs to them
+	Message       string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`                             // what happened, for people
+	Actor         string                 `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`                                 // the user the master acted as: a job submitted belongs to them
+	SpecVersion   int64                  `protobuf:"varint,7,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"` // a submission or update of one job: the spec version it made (0: none)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +162,13 @@ func (x *MutationReply) GetActor() string {
 		return x.Actor
 	}
 	return ""
+}
+
+func (x *MutationReply) GetSpecVersion() int64 {
+	if x != nil {
+		return x.SpecVersion
+	}
+	return 0
 }
 
 type SubmitRequest struct {
@@ -1563,8 +1571,11 @@ type TaskView struct {
 	MemoryBytesUsed int64                  `protobuf:"varint,16,opt,name=memory_bytes_used,json=memoryBytesUsed,proto3" json:"memory_bytes_used,omitempty"`
 	Address         string                 `protobuf:"bytes,17,opt,name=address,proto3" json:"address,omitempty"` // host:port of the task's first port, when placed
 	Priority        int32                  `protobuf:"varint,18,opt,name=priority,proto3" json:"priority,omitempty"`
-	NotBeforeUs     int64                  `protobuf:"varint,19,opt,name=not_before_us,json=notBeforeUs,proto3" json:"not_before_us,omitempty"` // pending in backoff until then, after a failure of its own
-	Signal          string                 `protobuf:"bytes,20,opt,name=signal,proto3" json:"signal,omitempty"`                                 // of the last exit
+	NotBeforeUs     int64                  `protobuf:"varint,19,opt,name=not_before_us,json=notBeforeUs,proto3" json:"not_before_us,omitempty"`    // pending in backoff until then, after a failure of its own
+	Signal          string                 `protobuf:"bytes,20,opt,name=signal,proto3" json:"signal,omitempty"`                                    // of the last exit
+	Health          string                 `protobuf:"bytes,21,opt,name=health,proto3" json:"health,omitempty"`                                    // "healthy", "unhealthy", "" (no check, or none answered in this run)
+	HealthMessage   string                 `protobuf:"bytes,22,opt,name=health_message,json=healthMessage,proto3" json:"health_message,omitempty"` // the failing check's error
+	Status          string                 `protobuf:"bytes,23,opt,name=status,proto3" json:"status,omitempty"`                                    // what is happening, in words: "running (healthy)", "backoff until T after OOMKilled", "dead (failed: exit 1)"
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1739,26 +1750,54 @@ func (x *TaskView) GetSignal() string {
 	return ""
 }
 
+func (x *TaskView) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
+}
+
+func (x *TaskView) GetHealthMessage() string {
+	if x != nil {
+		return x.HealthMessage
+	}
+	return ""
+}
+
+func (x *TaskView) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
 type JobView struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	Spec             *events.JobSpec        `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
-	SpecVersion      int64                  `protobuf:"varint,2,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"`
-	State            string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
-	Pending          int32                  `protobuf:"varint,4,opt,name=pending,proto3" json:"pending,omitempty"`
-	Running          int32                  `protobuf:"varint,5,opt,name=running,proto3" json:"running,omitempty"`
-	Dead             int32                  `protobuf:"varint,6,opt,name=dead,proto3" json:"dead,omitempty"`
-	Scheduled        int32                  `protobuf:"varint,7,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
-	Tasks            []*TaskView            `protobuf:"bytes,8,rep,name=tasks,proto3" json:"tasks,omitempty"`
-	SubmittedUs      int64                  `protobuf:"varint,9,opt,name=submitted_us,json=submittedUs,proto3" json:"submitted_us,omitempty"`
-	EndedUs          int64                  `protobuf:"varint,10,opt,name=ended_us,json=endedUs,proto3" json:"ended_us,omitempty"`
-	EndReason        string                 `protobuf:"bytes,11,opt,name=end_reason,json=endReason,proto3" json:"end_reason,omitempty"`
-	UpdateInProgress bool                   `protobuf:"varint,12,opt,name=update_in_progress,json=updateInProgress,proto3" json:"update_in_progress,omitempty"`
-	UpdateFrom       int64                  `protobuf:"varint,13,opt,name=update_from,json=updateFrom,proto3" json:"update_from,omitempty"`
-	Position         int64                  `protobuf:"varint,14,opt,name=position,proto3" json:"position,omitempty"` // the applied position this view was read at
-	TotalTasks       int32                  `protobuf:"varint,15,opt,name=total_tasks,json=totalTasks,proto3" json:"total_tasks,omitempty"`
-	Deferred         bool                   `protobuf:"varint,16,opt,name=deferred,proto3" json:"deferred,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Spec              *events.JobSpec        `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	SpecVersion       int64                  `protobuf:"varint,2,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"`
+	State             string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Pending           int32                  `protobuf:"varint,4,opt,name=pending,proto3" json:"pending,omitempty"`
+	Running           int32                  `protobuf:"varint,5,opt,name=running,proto3" json:"running,omitempty"`
+	Dead              int32                  `protobuf:"varint,6,opt,name=dead,proto3" json:"dead,omitempty"`
+	Scheduled         int32                  `protobuf:"varint,7,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
+	Tasks             []*TaskView            `protobuf:"bytes,8,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	SubmittedUs       int64                  `protobuf:"varint,9,opt,name=submitted_us,json=submittedUs,proto3" json:"submitted_us,omitempty"`
+	EndedUs           int64                  `protobuf:"varint,10,opt,name=ended_us,json=endedUs,proto3" json:"ended_us,omitempty"`
+	EndReason         string                 `protobuf:"bytes,11,opt,name=end_reason,json=endReason,proto3" json:"end_reason,omitempty"`
+	UpdateInProgress  bool                   `protobuf:"varint,12,opt,name=update_in_progress,json=updateInProgress,proto3" json:"update_in_progress,omitempty"`
+	UpdateFrom        int64                  `protobuf:"varint,13,opt,name=update_from,json=updateFrom,proto3" json:"update_from,omitempty"`
+	Position          int64                  `protobuf:"varint,14,opt,name=position,proto3" json:"position,omitempty"` // the applied position this view was read at
+	TotalTasks        int32                  `protobuf:"varint,15,opt,name=total_tasks,json=totalTasks,proto3" json:"total_tasks,omitempty"`
+	Deferred          bool                   `protobuf:"varint,16,opt,name=deferred,proto3" json:"deferred,omitempty"`
+	UpdateTo          int64                  `protobuf:"varint,17,opt,name=update_to,json=updateTo,proto3" json:"update_to,omitempty"`                              // the open update's version
+	UpdateHalted      string                 `protobuf:"bytes,18,opt,name=update_halted,json=updateHalted,proto3" json:"update_halted,omitempty"`                   // why the open update failed, once it did
+	UpdatePromoted    bool                   `protobuf:"varint,19,opt,name=update_promoted,json=updatePromoted,proto3" json:"update_promoted,omitempty"`            // its canaries were promoted
+	Rollout           *RolloutView           `protobuf:"bytes,20,opt,name=rollout,proto3" json:"rollout,omitempty"`                                                 // the live tasks against the version in force
+	LastUpdateVersion int64                  `protobuf:"varint,21,opt,name=last_update_version,json=lastUpdateVersion,proto3" json:"last_update_version,omitempty"` // the last closed update: its version,
+	LastUpdateHow     string                 `protobuf:"bytes,22,opt,name=last_update_how,json=lastUpdateHow,proto3" json:"last_update_how,omitempty"`              // "committed", "rolled back", "reverted"
+	LastUpdateReason  string                 `protobuf:"bytes,23,opt,name=last_update_reason,json=lastUpdateReason,proto3" json:"last_update_reason,omitempty"`     // and why, when the master closed it
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *JobView) Reset() {
@@ -1903,6 +1942,131 @@ func (x *JobView) GetDeferred() bool {
 	return false
 }
 
+func (x *JobView) GetUpdateTo() int64 {
+	if x != nil {
+		return x.UpdateTo
+	}
+	return 0
+}
+
+func (x *JobView) GetUpdateHalted() string {
+	if x != nil {
+		return x.UpdateHalted
+	}
+	return ""
+}
+
+func (x *JobView) GetUpdatePromoted() bool {
+	if x != nil {
+		return x.UpdatePromoted
+	}
+	return false
+}
+
+func (x *JobView) GetRollout() *RolloutView {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
+}
+
+func (x *JobView) GetLastUpdateVersion() int64 {
+	if x != nil {
+		return x.LastUpdateVersion
+	}
+	return 0
+}
+
+func (x *JobView) GetLastUpdateHow() string {
+	if x != nil {
+		return x.LastUpdateHow
+	}
+	return ""
+}
+
+func (x *JobView) GetLastUpdateReason() string {
+	if x != nil {
+		return x.LastUpdateReason
+	}
+	return ""
+}
+
+type RolloutView struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Live            int32                  `protobuf:"varint,1,opt,name=live,proto3" json:"live,omitempty"`                            // tasks not dead
+	OnVersion       int32                  `protobuf:"varint,2,opt,name=on_version,json=onVersion,proto3" json:"on_version,omitempty"` // of them, on the version in force
+	Settled         int32                  `protobuf:"varint,3,opt,name=settled,proto3" json:"settled,omitempty"`                      // of them, on it and healthy (or run min_healthy_time)
+	Disrupted       int32                  `protobuf:"varint,4,opt,name=disrupted,proto3" json:"disrupted,omitempty"`                  // replacements that do not serve yet
+	CanariesSettled bool                   `protobuf:"varint,5,opt,name=canaries_settled,json=canariesSettled,proto3" json:"canaries_settled,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RolloutView) Reset() {
+	*x = RolloutView{}
+	mi := &file_api_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutView) ProtoMessage() {}
+
+func (x *RolloutView) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutView.ProtoReflect.Descriptor instead.
+func (*RolloutView) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RolloutView) GetLive() int32 {
+	if x != nil {
+		return x.Live
+	}
+	return 0
+}
+
+func (x *RolloutView) GetOnVersion() int32 {
+	if x != nil {
+		return x.OnVersion
+	}
+	return 0
+}
+
+func (x *RolloutView) GetSettled() int32 {
+	if x != nil {
+		return x.Settled
+	}
+	return 0
+}
+
+func (x *RolloutView) GetDisrupted() int32 {
+	if x != nil {
+		return x.Disrupted
+	}
+	return 0
+}
+
+func (x *RolloutView) GetCanariesSettled() bool {
+	if x != nil {
+		return x.CanariesSettled
+	}
+	return false
+}
+
 type JobList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Jobs          []*JobView             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"` // without their tasks
@@ -1914,7 +2078,7 @@ type JobList struct {
 
 func (x *JobList) Reset() {
 	*x = JobList{}
-	mi := &file_api_proto_msgTypes[23]
+	mi := &file_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2090,7 @@ func (x *JobList) String() string {
 func (*JobList) ProtoMessage() {}
 
 func (x *JobList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[23]
+	mi := &file_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2103,7 @@ func (x *JobList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobList.ProtoReflect.Descriptor instead.
 func (*JobList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{23}
+	return file_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *JobList) GetJobs() []*JobView {
@@ -1974,7 +2138,7 @@ type TaskList struct {
 
 func (x *TaskList) Reset() {
 	*x = TaskList{}
-	mi := &file_api_proto_msgTypes[24]
+	mi := &file_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2150,7 @@ func (x *TaskList) String() string {
 func (*TaskList) ProtoMessage() {}
 
 func (x *TaskList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[24]
+	mi := &file_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2163,7 @@ func (x *TaskList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskList.ProtoReflect.Descriptor instead.
 func (*TaskList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{24}
+	return file_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TaskList) GetTasks() []*TaskView {
@@ -2051,7 +2215,7 @@ type MachineView struct {
 
 func (x *MachineView) Reset() {
 	*x = MachineView{}
-	mi := &file_api_proto_msgTypes[25]
+	mi := &file_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2227,7 @@ func (x *MachineView) String() string {
 func (*MachineView) ProtoMessage() {}
 
 func (x *MachineView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[25]
+	mi := &file_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2240,7 @@ func (x *MachineView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineView.ProtoReflect.Descriptor instead.
 func (*MachineView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{25}
+	return file_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MachineView) GetName() string {
@@ -2215,7 +2379,7 @@ type MachineList struct {
 
 func (x *MachineList) Reset() {
 	*x = MachineList{}
-	mi := &file_api_proto_msgTypes[26]
+	mi := &file_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2391,7 @@ func (x *MachineList) String() string {
 func (*MachineList) ProtoMessage() {}
 
 func (x *MachineList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[26]
+	mi := &file_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2404,7 @@ func (x *MachineList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineList.ProtoReflect.Descriptor instead.
 func (*MachineList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{26}
+	return file_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MachineList) GetMachines() []*MachineView {
@@ -2270,7 +2434,7 @@ type QuotaView struct {
 
 func (x *QuotaView) Reset() {
 	*x = QuotaView{}
-	mi := &file_api_proto_msgTypes[27]
+	mi := &file_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2446,7 @@ func (x *QuotaView) String() string {
 func (*QuotaView) ProtoMessage() {}
 
 func (x *QuotaView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[27]
+	mi := &file_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2459,7 @@ func (x *QuotaView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaView.ProtoReflect.Descriptor instead.
 func (*QuotaView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{27}
+	return file_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *QuotaView) GetUser() string {
@@ -2342,7 +2506,7 @@ type QuotaList struct {
 
 func (x *QuotaList) Reset() {
 	*x = QuotaList{}
-	mi := &file_api_proto_msgTypes[28]
+	mi := &file_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2518,7 @@ func (x *QuotaList) String() string {
 func (*QuotaList) ProtoMessage() {}
 
 func (x *QuotaList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[28]
+	mi := &file_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2531,7 @@ func (x *QuotaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaList.ProtoReflect.Descriptor instead.
 func (*QuotaList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{28}
+	return file_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *QuotaList) GetQuotas() []*QuotaView {
@@ -2388,7 +2552,7 @@ type RejectionCount struct {
 
 func (x *RejectionCount) Reset() {
 	*x = RejectionCount{}
-	mi := &file_api_proto_msgTypes[29]
+	mi := &file_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2400,7 +2564,7 @@ func (x *RejectionCount) String() string {
 func (*RejectionCount) ProtoMessage() {}
 
 func (x *RejectionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[29]
+	mi := &file_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2413,7 +2577,7 @@ func (x *RejectionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectionCount.ProtoReflect.Descriptor instead.
 func (*RejectionCount) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{29}
+	return file_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RejectionCount) GetReason() string {
@@ -2444,7 +2608,7 @@ type PendingClass struct {
 
 func (x *PendingClass) Reset() {
 	*x = PendingClass{}
-	mi := &file_api_proto_msgTypes[30]
+	mi := &file_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2620,7 @@ func (x *PendingClass) String() string {
 func (*PendingClass) ProtoMessage() {}
 
 func (x *PendingClass) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[30]
+	mi := &file_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2633,7 @@ func (x *PendingClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingClass.ProtoReflect.Descriptor instead.
 func (*PendingClass) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{30}
+	return file_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PendingClass) GetTaskIndexes() []int32 {
@@ -2521,7 +2685,7 @@ type WhyPendingReply struct {
 
 func (x *WhyPendingReply) Reset() {
 	*x = WhyPendingReply{}
-	mi := &file_api_proto_msgTypes[31]
+	mi := &file_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2533,7 +2697,7 @@ func (x *WhyPendingReply) String() string {
 func (*WhyPendingReply) ProtoMessage() {}
 
 func (x *WhyPendingReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[31]
+	mi := &file_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2546,7 +2710,7 @@ func (x *WhyPendingReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingReply.ProtoReflect.Descriptor instead.
 func (*WhyPendingReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{31}
+	return file_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WhyPendingReply) GetUser() string {
@@ -2606,7 +2770,7 @@ type CellView struct {
 
 func (x *CellView) Reset() {
 	*x = CellView{}
-	mi := &file_api_proto_msgTypes[32]
+	mi := &file_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2782,7 @@ func (x *CellView) String() string {
 func (*CellView) ProtoMessage() {}
 
 func (x *CellView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[32]
+	mi := &file_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2795,7 @@ func (x *CellView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CellView.ProtoReflect.Descriptor instead.
 func (*CellView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{32}
+	return file_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CellView) GetPosition() int64 {
@@ -2703,7 +2867,7 @@ type EventView struct {
 
 func (x *EventView) Reset() {
 	*x = EventView{}
-	mi := &file_api_proto_msgTypes[33]
+	mi := &file_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2715,7 +2879,7 @@ func (x *EventView) String() string {
 func (*EventView) ProtoMessage() {}
 
 func (x *EventView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[33]
+	mi := &file_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2728,7 +2892,7 @@ func (x *EventView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventView.ProtoReflect.Descriptor instead.
 func (*EventView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{33}
+	return file_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *EventView) GetPosition() int64 {
@@ -2826,7 +2990,7 @@ type EventList struct {
 
 func (x *EventList) Reset() {
 	*x = EventList{}
-	mi := &file_api_proto_msgTypes[34]
+	mi := &file_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +3002,7 @@ func (x *EventList) String() string {
 func (*EventList) ProtoMessage() {}
 
 func (x *EventList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[34]
+	mi := &file_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +3015,7 @@ func (x *EventList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventList.ProtoReflect.Descriptor instead.
 func (*EventList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{34}
+	return file_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *EventList) GetEvents() []*EventView {
@@ -2886,7 +3050,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_api_proto_msgTypes[35]
+	mi := &file_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2898,7 +3062,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[35]
+	mi := &file_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2911,7 +3075,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{35}
+	return file_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *QueryRequest) GetSql() string {
@@ -2949,7 +3113,7 @@ type QueryReply struct {
 
 func (x *QueryReply) Reset() {
 	*x = QueryReply{}
-	mi := &file_api_proto_msgTypes[36]
+	mi := &file_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2961,7 +3125,7 @@ func (x *QueryReply) String() string {
 func (*QueryReply) ProtoMessage() {}
 
 func (x *QueryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[36]
+	mi := &file_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2974,7 +3138,7 @@ func (x *QueryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryReply.ProtoReflect.Descriptor instead.
 func (*QueryReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{36}
+	return file_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *QueryReply) GetColumns() []string {
@@ -3029,7 +3193,7 @@ type QueryRow struct {
 
 func (x *QueryRow) Reset() {
 	*x = QueryRow{}
-	mi := &file_api_proto_msgTypes[37]
+	mi := &file_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3205,7 @@ func (x *QueryRow) String() string {
 func (*QueryRow) ProtoMessage() {}
 
 func (x *QueryRow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[37]
+	mi := &file_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3218,7 @@ func (x *QueryRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRow.ProtoReflect.Descriptor instead.
 func (*QueryRow) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{37}
+	return file_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *QueryRow) GetValues() []string {
@@ -3084,7 +3248,7 @@ type BillRequest struct {
 
 func (x *BillRequest) Reset() {
 	*x = BillRequest{}
-	mi := &file_api_proto_msgTypes[38]
+	mi := &file_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3096,7 +3260,7 @@ func (x *BillRequest) String() string {
 func (*BillRequest) ProtoMessage() {}
 
 func (x *BillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[38]
+	mi := &file_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3109,7 +3273,7 @@ func (x *BillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillRequest.ProtoReflect.Descriptor instead.
 func (*BillRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{38}
+	return file_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BillRequest) GetFromUs() int64 {
@@ -3157,7 +3321,7 @@ type BillReply struct {
 
 func (x *BillReply) Reset() {
 	*x = BillReply{}
-	mi := &file_api_proto_msgTypes[39]
+	mi := &file_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +3333,7 @@ func (x *BillReply) String() string {
 func (*BillReply) ProtoMessage() {}
 
 func (x *BillReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[39]
+	mi := &file_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +3346,7 @@ func (x *BillReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillReply.ProtoReflect.Descriptor instead.
 func (*BillReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{39}
+	return file_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BillReply) GetData() []byte {
@@ -3205,14 +3369,15 @@ const file_api_proto_rawDesc = "" +
 	"\n" +
 	"\tapi.proto\x12\rcorral.api.v1\x1a\x0fcatalogue.proto\"0\n" +
 	"\vReadOptions\x12!\n" +
-	"\fmin_position\x18\x01 \x01(\x03R\vminPosition\"\xc1\x01\n" +
+	"\fmin_position\x18\x01 \x01(\x03R\vminPosition\"\xe4\x01\n" +
 	"\rMutationReply\x12%\n" +
 	"\x0efirst_position\x18\x01 \x01(\x03R\rfirstPosition\x12#\n" +
 	"\rlast_position\x18\x02 \x01(\x03R\flastPosition\x12\x1c\n" +
 	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12\x16\n" +
 	"\x06events\x18\x04 \x01(\x05R\x06events\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12\x14\n" +
-	"\x05actor\x18\x06 \x01(\tR\x05actor\"]\n" +
+	"\x05actor\x18\x06 \x01(\tR\x05actor\x12!\n" +
+	"\fspec_version\x18\a \x01(\x03R\vspecVersion\"]\n" +
 	"\rSubmitRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12-\n" +
@@ -3337,7 +3502,7 @@ const file_api_proto_rawDesc = "" +
 	"\vstore_error\x18\r \x01(\tR\n" +
 	"storeError\x12&\n" +
 	"\x0fleader_since_us\x18\x0e \x01(\x03R\rleaderSinceUs\x12\x12\n" +
-	"\x04cell\x18\x0f \x01(\tR\x04cell\"\xe3\x04\n" +
+	"\x04cell\x18\x0f \x01(\tR\x04cell\"\xba\x05\n" +
 	"\bTaskView\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -3359,7 +3524,10 @@ const file_api_proto_rawDesc = "" +
 	"\aaddress\x18\x11 \x01(\tR\aaddress\x12\x1a\n" +
 	"\bpriority\x18\x12 \x01(\x05R\bpriority\x12\"\n" +
 	"\rnot_before_us\x18\x13 \x01(\x03R\vnotBeforeUs\x12\x16\n" +
-	"\x06signal\x18\x14 \x01(\tR\x06signal\"\x8b\x04\n" +
+	"\x06signal\x18\x14 \x01(\tR\x06signal\x12\x16\n" +
+	"\x06health\x18\x15 \x01(\tR\x06health\x12%\n" +
+	"\x0ehealth_message\x18\x16 \x01(\tR\rhealthMessage\x12\x16\n" +
+	"\x06status\x18\x17 \x01(\tR\x06status\"\xb2\x06\n" +
 	"\aJobView\x12-\n" +
 	"\x04spec\x18\x01 \x01(\v2\x19.corral.events.v1.JobSpecR\x04spec\x12!\n" +
 	"\fspec_version\x18\x02 \x01(\x03R\vspecVersion\x12\x14\n" +
@@ -3380,7 +3548,21 @@ const file_api_proto_rawDesc = "" +
 	"\bposition\x18\x0e \x01(\x03R\bposition\x12\x1f\n" +
 	"\vtotal_tasks\x18\x0f \x01(\x05R\n" +
 	"totalTasks\x12\x1a\n" +
-	"\bdeferred\x18\x10 \x01(\bR\bdeferred\"g\n" +
+	"\bdeferred\x18\x10 \x01(\bR\bdeferred\x12\x1b\n" +
+	"\tupdate_to\x18\x11 \x01(\x03R\bupdateTo\x12#\n" +
+	"\rupdate_halted\x18\x12 \x01(\tR\fupdateHalted\x12'\n" +
+	"\x0fupdate_promoted\x18\x13 \x01(\bR\x0eupdatePromoted\x124\n" +
+	"\arollout\x18\x14 \x01(\v2\x1a.corral.api.v1.RolloutViewR\arollout\x12.\n" +
+	"\x13last_update_version\x18\x15 \x01(\x03R\x11lastUpdateVersion\x12&\n" +
+	"\x0flast_update_how\x18\x16 \x01(\tR\rlastUpdateHow\x12,\n" +
+	"\x12last_update_reason\x18\x17 \x01(\tR\x10lastUpdateReason\"\xa3\x01\n" +
+	"\vRolloutView\x12\x12\n" +
+	"\x04live\x18\x01 \x01(\x05R\x04live\x12\x1d\n" +
+	"\n" +
+	"on_version\x18\x02 \x01(\x05R\tonVersion\x12\x18\n" +
+	"\asettled\x18\x03 \x01(\x05R\asettled\x12\x1c\n" +
+	"\tdisrupted\x18\x04 \x01(\x05R\tdisrupted\x12)\n" +
+	"\x10canaries_settled\x18\x05 \x01(\bR\x0fcanariesSettled\"g\n" +
 	"\aJobList\x12*\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x16.corral.api.v1.JobViewR\x04jobs\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\x12\x1a\n" +
@@ -3539,7 +3721,7 @@ func file_api_proto_rawDescGZIP() []byte {
 	return file_api_proto_rawDescData
 }
 
-var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_api_proto_goTypes = []any{
 	(*ReadOptions)(nil),           // 0: corral.api.v1.ReadOptions
 	(*MutationReply)(nil),         // 1: corral.api.v1.MutationReply
@@ -3564,115 +3746,117 @@ var file_api_proto_goTypes = []any{
 	(*StatusReply)(nil),           // 20: corral.api.v1.StatusReply
 	(*TaskView)(nil),              // 21: corral.api.v1.TaskView
 	(*JobView)(nil),               // 22: corral.api.v1.JobView
-	(*JobList)(nil),               // 23: corral.api.v1.JobList
-	(*TaskList)(nil),              // 24: corral.api.v1.TaskList
-	(*MachineView)(nil),           // 25: corral.api.v1.MachineView
-	(*MachineList)(nil),           // 26: corral.api.v1.MachineList
-	(*QuotaView)(nil),             // 27: corral.api.v1.QuotaView
-	(*QuotaList)(nil),             // 28: corral.api.v1.QuotaList
-	(*RejectionCount)(nil),        // 29: corral.api.v1.RejectionCount
-	(*PendingClass)(nil),          // 30: corral.api.v1.PendingClass
-	(*WhyPendingReply)(nil),       // 31: corral.api.v1.WhyPendingReply
-	(*CellView)(nil),              // 32: corral.api.v1.CellView
-	(*EventView)(nil),             // 33: corral.api.v1.EventView
-	(*EventList)(nil),             // 34: corral.api.v1.EventList
-	(*QueryRequest)(nil),          // 35: corral.api.v1.QueryRequest
-	(*QueryReply)(nil),            // 36: corral.api.v1.QueryReply
-	(*QueryRow)(nil),              // 37: corral.api.v1.QueryRow
-	(*BillRequest)(nil),           // 38: corral.api.v1.BillRequest
-	(*BillReply)(nil),             // 39: corral.api.v1.BillReply
-	nil,                           // 40: corral.api.v1.CreateAllocSetRequest.LabelsEntry
-	nil,                           // 41: corral.api.v1.MachineView.AttributesEntry
-	(*events.JobSpec)(nil),        // 42: corral.events.v1.JobSpec
-	(*events.Resources)(nil),      // 43: corral.events.v1.Resources
-	(*events.Constraint)(nil),     // 44: corral.events.v1.Constraint
+	(*RolloutView)(nil),           // 23: corral.api.v1.RolloutView
+	(*JobList)(nil),               // 24: corral.api.v1.JobList
+	(*TaskList)(nil),              // 25: corral.api.v1.TaskList
+	(*MachineView)(nil),           // 26: corral.api.v1.MachineView
+	(*MachineList)(nil),           // 27: corral.api.v1.MachineList
+	(*QuotaView)(nil),             // 28: corral.api.v1.QuotaView
+	(*QuotaList)(nil),             // 29: corral.api.v1.QuotaList
+	(*RejectionCount)(nil),        // 30: corral.api.v1.RejectionCount
+	(*PendingClass)(nil),          // 31: corral.api.v1.PendingClass
+	(*WhyPendingReply)(nil),       // 32: corral.api.v1.WhyPendingReply
+	(*CellView)(nil),              // 33: corral.api.v1.CellView
+	(*EventView)(nil),             // 34: corral.api.v1.EventView
+	(*EventList)(nil),             // 35: corral.api.v1.EventList
+	(*QueryRequest)(nil),          // 36: corral.api.v1.QueryRequest
+	(*QueryReply)(nil),            // 37: corral.api.v1.QueryReply
+	(*QueryRow)(nil),              // 38: corral.api.v1.QueryRow
+	(*BillRequest)(nil),           // 39: corral.api.v1.BillRequest
+	(*BillReply)(nil),             // 40: corral.api.v1.BillReply
+	nil,                           // 41: corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	nil,                           // 42: corral.api.v1.MachineView.AttributesEntry
+	(*events.JobSpec)(nil),        // 43: corral.events.v1.JobSpec
+	(*events.Resources)(nil),      // 44: corral.events.v1.Resources
+	(*events.Constraint)(nil),     // 45: corral.events.v1.Constraint
 }
 var file_api_proto_depIdxs = []int32{
-	42, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
-	42, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
-	43, // 2: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
-	43, // 3: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
-	44, // 4: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
-	40, // 5: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	43, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
+	43, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
+	44, // 2: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
+	44, // 3: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
+	45, // 4: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
+	41, // 5: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
 	0,  // 6: corral.api.v1.GetRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 7: corral.api.v1.ListRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 8: corral.api.v1.ListTasksRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 9: corral.api.v1.ListMachinesRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 10: corral.api.v1.GetQuotaRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 11: corral.api.v1.WhyPendingRequest.read:type_name -> corral.api.v1.ReadOptions
-	43, // 12: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
-	43, // 13: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
-	42, // 14: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
+	44, // 12: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
+	44, // 13: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
+	43, // 14: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
 	21, // 15: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
-	22, // 16: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
-	21, // 17: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
-	43, // 18: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
-	43, // 19: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
-	43, // 20: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
-	41, // 21: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
-	25, // 22: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
-	43, // 23: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
-	43, // 24: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
-	27, // 25: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
-	29, // 26: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
-	30, // 27: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
-	25, // 28: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
-	22, // 29: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
-	33, // 30: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
-	37, // 31: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
-	2,  // 32: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
-	3,  // 33: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
-	4,  // 34: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
-	5,  // 35: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
-	6,  // 36: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
-	6,  // 37: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
-	6,  // 38: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
-	7,  // 39: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
-	8,  // 40: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
-	9,  // 41: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
-	10, // 42: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
-	6,  // 43: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
-	11, // 44: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
-	12, // 45: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
-	13, // 46: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
-	14, // 47: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
-	15, // 48: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
-	16, // 49: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
-	17, // 50: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
-	18, // 51: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
-	18, // 52: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
-	19, // 53: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
-	35, // 54: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
-	38, // 55: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
-	1,  // 56: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
-	1,  // 57: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
-	1,  // 58: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
-	1,  // 59: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
-	1,  // 60: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 61: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 62: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 63: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
-	1,  // 64: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 65: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 66: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
-	1,  // 67: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
-	22, // 68: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
-	23, // 69: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
-	24, // 70: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
-	26, // 71: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
-	28, // 72: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
-	31, // 73: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
-	32, // 74: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
-	34, // 75: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
-	33, // 76: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
-	20, // 77: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
-	36, // 78: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
-	39, // 79: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
-	56, // [56:80] is the sub-list for method output_type
-	32, // [32:56] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	23, // 16: corral.api.v1.JobView.rollout:type_name -> corral.api.v1.RolloutView
+	22, // 17: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
+	21, // 18: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
+	44, // 19: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
+	44, // 20: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
+	44, // 21: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
+	42, // 22: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
+	26, // 23: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
+	44, // 24: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
+	44, // 25: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
+	28, // 26: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
+	30, // 27: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
+	31, // 28: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
+	26, // 29: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
+	22, // 30: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
+	34, // 31: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
+	38, // 32: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
+	2,  // 33: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
+	3,  // 34: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
+	4,  // 35: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
+	5,  // 36: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
+	6,  // 37: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
+	6,  // 38: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
+	6,  // 39: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
+	7,  // 40: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
+	8,  // 41: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
+	9,  // 42: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
+	10, // 43: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
+	6,  // 44: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
+	11, // 45: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
+	12, // 46: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
+	13, // 47: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
+	14, // 48: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
+	15, // 49: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
+	16, // 50: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
+	17, // 51: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
+	18, // 52: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
+	18, // 53: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
+	19, // 54: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
+	36, // 55: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
+	39, // 56: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
+	1,  // 57: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
+	1,  // 58: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
+	1,  // 59: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
+	1,  // 60: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
+	1,  // 61: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 62: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 63: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 64: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
+	1,  // 65: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 66: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 67: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
+	1,  // 68: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
+	22, // 69: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
+	24, // 70: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
+	25, // 71: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
+	27, // 72: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
+	29, // 73: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
+	32, // 74: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
+	33, // 75: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
+	35, // 76: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
+	34, // 77: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
+	20, // 78: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
+	37, // 79: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
+	40, // 80: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
+	57, // [57:81] is the sub-list for method output_type
+	33, // [33:57] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_init() }
@@ -3686,7 +3870,7 @@ func file_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -47,7 +48,16 @@ func (s *Service) mutate(ctx context.Context, r mutation, build func(commands.Me
 	case res.Events > 0 && len(res.Appended) == 0:
 		msg = fmt.Sprintf("appended %d events at %d..%d", res.Events, res.First, res.Last)
 	}
-	return &apipb.MutationReply{FirstPosition: res.First, LastPosition: res.Last, Duplicate: res.Duplicate, Events: int32(res.Events), Message: msg, Actor: a.User}, nil
+	reply := &apipb.MutationReply{FirstPosition: res.First, LastPosition: res.Last, Duplicate: res.Duplicate, Events: int32(res.Events), Message: msg, Actor: a.User}
+	for _, e := range res.Appended {
+		switch p := e.Data.(type) {
+		case *events.JobSubmitted:
+			reply.SpecVersion = p.SpecVersion
+		case *events.JobUpdated:
+			reply.SpecVersion = p.SpecVersion
+		}
+	}
+	return reply, nil
 }
 
 // mutation is a request of a mutating call: each carries a request id.

@@ -26,6 +26,7 @@ func TaskView(s *projections.State, t *projections.Task) *apipb.TaskView {
 		Priority:        t.Priority(),
 	}
 	v.NotBeforeUs, v.Signal = t.NotBeforeUS, t.Signal
+	v.Health, v.HealthMessage, v.Status = t.Health.String(), t.HealthMessage, t.Status(time.Now().UnixMicro())
 	switch {
 	case t.State == projections.TaskDead:
 		v.How = t.End.String()
@@ -58,9 +59,13 @@ func JobView(s *projections.State, j *projections.Job, offset, limit int) *apipb
 		SubmittedUs: j.SubmittedUS, EndedUs: j.EndedUS, EndReason: j.EndReason,
 		Deferred: j.Deferred, Position: s.Position,
 	}
-	if j.Update != nil {
-		v.UpdateInProgress, v.UpdateFrom = true, j.Update.From
+	if u := j.Update; u != nil {
+		v.UpdateInProgress, v.UpdateFrom, v.UpdateTo, v.UpdateHalted, v.UpdatePromoted = true, u.From, u.To, u.Halted, u.Promoted
 	}
+	v.LastUpdateVersion, v.LastUpdateHow, v.LastUpdateReason = j.LastUpdate.Version, j.LastUpdate.How, j.LastUpdate.Reason
+	r := j.Rollout(time.Now().UnixMicro())
+	v.Rollout = &apipb.RolloutView{Live: int32(r.Live), OnVersion: int32(r.OnVersion), Settled: int32(r.Settled),
+		Disrupted: int32(r.Disrupted), CanariesSettled: r.CanariesSettled}
 	for _, t := range j.Tasks {
 		if t == nil {
 			continue
@@ -154,6 +159,19 @@ func Summary(e events.Event) string {
 		return fmt.Sprintf("job %s/%s submitted: %d tasks at priority %d", p.Spec.GetUser(), p.Spec.GetName(), p.Spec.GetTaskCount(), p.Spec.GetPriority())
 	case *events.JobUpdated:
 		return fmt.Sprintf("job %s/%s updated to version %d (restart needed: %v)", p.Spec.GetUser(), p.Spec.GetName(), p.SpecVersion, p.RestartNeeded)
+	case *events.JobUpdateCommitted:
+		return strings.TrimSuffix(fmt.Sprintf("job %s/%s: the update to version %d committed: %s", p.User, p.Job, p.SpecVersion, p.Reason), ": ")
+	case *events.JobUpdateRolledBack:
+		return strings.TrimSuffix(fmt.Sprintf("job %s/%s: the update to version %d rolled back to version %d's spec as version %d: %s", p.User, p.Job, p.FromVersion, p.ToVersion, p.SpecVersion, p.Reason), ": ")
+	case *events.JobUpdateHalted:
+		return fmt.Sprintf("job %s/%s: the update to version %d halted: %s", p.User, p.Job, p.SpecVersion, p.Reason)
+	case *events.JobUpdatePromoted:
+		return fmt.Sprintf("job %s/%s: the canaries of version %d promoted", p.User, p.Job, p.SpecVersion)
+	case *events.TaskHealthChanged:
+		if p.Healthy {
+			return fmt.Sprintf("task %s healthy on %s", task(p.User, p.Job, p.Index), p.Machine)
+		}
+		return fmt.Sprintf("task %s unhealthy on %s: %s", task(p.User, p.Job, p.Index), p.Machine, p.Message)
 	case *events.JobKilled:
 		return fmt.Sprintf("job %s/%s killed: %s", p.User, p.Job, p.Reason)
 	case *events.JobFinished:

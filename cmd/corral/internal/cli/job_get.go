@@ -51,7 +51,10 @@ func (a *app) jobGetCommand() *cobra.Command {
 				fmt.Fprintf(w, "ended:      %s: %s\n", timeText(j.EndedUs), j.EndReason)
 			}
 			if j.UpdateInProgress {
-				fmt.Fprintf(w, "update:     in progress from version %d (`corral job commit %s` or `corral job rollback %s`)\n", j.UpdateFrom, s.GetName(), s.GetName())
+				fmt.Fprintf(w, "update:     %s\n", updateText(j))
+			}
+			if j.LastUpdateHow != "" {
+				fmt.Fprintf(w, "last update: version %d %s%s\n", j.LastUpdateVersion, j.LastUpdateHow, strings.TrimSuffix(": "+j.LastUpdateReason, ": "))
 			}
 			if j.Deferred {
 				fmt.Fprintf(w, "deferred:   starts after %s finishes\n", s.GetStartAfter())
@@ -62,4 +65,20 @@ func (a *app) jobGetCommand() *cobra.Command {
 	}
 	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
 	return c
+}
+
+// updateText words a job's open update: how far it rolled, and what it
+// waits for.
+func updateText(j *apipb.JobView) string {
+	name, r := j.Spec.GetName(), j.Rollout
+	progress := fmt.Sprintf("version %d to %d: %d of %d tasks healthy on it", j.UpdateFrom, j.UpdateTo, r.GetSettled(), r.GetLive())
+	switch {
+	case j.UpdateHalted != "":
+		return fmt.Sprintf("halted, %s: %s (`corral job rollback %s`, or `corral job commit %s` to force it through)", progress, j.UpdateHalted, name, name)
+	case j.Spec.GetUpdate().GetCanary() > 0 && !j.UpdatePromoted && r.GetCanariesSettled():
+		return fmt.Sprintf("canaries healthy, %s: `corral job promote %s` rolls the rest, `corral job rollback %s` undoes them", progress, name, name)
+	case r.GetLive() > 0 && r.GetSettled() == r.GetLive():
+		return fmt.Sprintf("every task healthy, %s: `corral job commit %s` keeps it", progress, name)
+	}
+	return fmt.Sprintf("rolling %s, %d disrupted (`corral job commit %s` or `corral job rollback %s`)", progress, r.GetDisrupted(), name, name)
 }

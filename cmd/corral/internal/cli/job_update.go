@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -14,6 +15,8 @@ func (a *app) jobUpdateCommand() *cobra.Command {
 	var selector string
 	var secrets []string
 	var priority int
+	var wait bool
+	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   "update FILE | --selector SEL --priority N",
 		Short: "change running jobs: a rolling update to the spec of FILE, or the priority of every job matching a selector",
@@ -54,6 +57,8 @@ no update open.`,
 			if err := a.addSecrets(f, secrets); err != nil {
 				return err
 			}
+			var waits []*waited
+			var last int64
 			for _, spec := range f.Jobs {
 				rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
 					return c.Update(ctx, &apipb.UpdateRequest{RequestId: id, Spec: spec}, o...)
@@ -62,6 +67,17 @@ no update open.`,
 					return fmt.Errorf("updating %s: %w", spec.Name, err)
 				}
 				fmt.Fprintf(a.stdout(), "job %s/%s updated: %s\n", cl.user, spec.Name, rep.Message)
+				if rep.SpecVersion != 0 {
+					waits = append(waits, &waited{name: spec.Name, version: rep.SpecVersion})
+					last = max(last, rep.LastPosition)
+				}
+			}
+			if wait {
+				if len(waits) == 0 {
+					fmt.Fprintln(a.stdout(), "nothing changed: nothing to wait for")
+					return nil
+				}
+				return a.waitJobs(ctx, cl, waits, last, timeout)
 			}
 			a.note("next: watch it with `corral job get %s`; a rolling update (a change that restarts tasks) is kept with `corral job commit %s` or undone with `corral job rollback %s`", f.Jobs[0].Name, f.Jobs[0].Name, f.Jobs[0].Name)
 			return nil
@@ -69,6 +85,8 @@ no update open.`,
 	}
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the jobs to change, e.g. team=web,tier!=canary")
 	c.Flags().IntVar(&priority, "priority", 0, "with --selector: the new priority (0-11)")
+	c.Flags().BoolVarP(&wait, "wait", "w", false, "show the roll's progress; exit 0 once every task runs the new version healthy (or canaries wait for a promote), 1 with the reason when the update halts or reverts")
+	c.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "with --wait: give up after this long")
 	c.Flags().StringArrayVar(&secrets, "secret", nil, "NAME: a new value for the secret_env variable NAME from $NAME in your environment (repeat the flag); secrets not given keep their values")
 	return c
 }

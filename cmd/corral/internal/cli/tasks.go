@@ -42,7 +42,7 @@ func taskState(t *apipb.TaskView) string {
 }
 
 func tasksTable(tasks []*apipb.TaskView, now time.Time) *table {
-	t := &table{cols: []string{"TASK", "STATE", "MACHINE", "ADDRESS", "RESTARTS", "CPU", "MEMORY", "SINCE", "REASON"}}
+	t := &table{cols: []string{"TASK", "STATE", "HEALTH", "MACHINE", "ADDRESS", "RESTARTS", "CPU", "MEMORY", "SINCE", "REASON"}}
 	for _, x := range tasks {
 		cpu, mem := "-", "-"
 		if x.CpuCoresUsed > 0 || x.MemoryBytesUsed > 0 {
@@ -51,9 +51,9 @@ func tasksTable(tasks []*apipb.TaskView, now time.Time) *table {
 		}
 		reason := x.Reason
 		if x.State == "running" || x.State == "scheduled" {
-			reason = "" // the reason it last went pending, no longer news
+			reason = x.HealthMessage // the reason it last went pending is no longer news
 		}
-		t.add(fmt.Sprintf("%s/%d", x.Job, x.Index), taskState(x), orDash(x.Machine), orDash(x.Address), strconv.Itoa(int(x.Restarts)),
+		t.add(fmt.Sprintf("%s/%d", x.Job, x.Index), taskState(x), orDash(x.Health), orDash(x.Machine), orDash(x.Address), strconv.Itoa(int(x.Restarts)),
 			cpu, mem, ago(x.SinceUs, now), orDash(reason))
 	}
 	return t
@@ -185,7 +185,7 @@ func (a *app) taskGetCommand() *cobra.Command {
 			w := a.stdout()
 			now := time.Now()
 			fmt.Fprintf(w, "task:         %s/%s/%d\n", t.User, t.Job, t.Index)
-			fmt.Fprintf(w, "state:        %s since %s (%s ago)\n", taskState(t), timeText(t.SinceUs), ago(t.SinceUs, now))
+			fmt.Fprintf(w, "state:        %s since %s (%s ago)\n", t.Status, timeText(t.SinceUs), ago(t.SinceUs, now))
 			if t.Reason != "" {
 				fmt.Fprintf(w, "reason:       %s\n", t.Reason)
 			}

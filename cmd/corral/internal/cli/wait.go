@@ -1,0 +1,237 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/corralhq/corral/commands/apipb"
+)
+
+// waited is one job `--wait` follows: a submission (version 0), or the
+// update to version.
+type waited struct {
+	name    string
+	version int64
+	// restarts are the tasks' restart counts at the first look: a task
+	// that restarts after it fails the wait.
+	restarts map[int32]int32
+}
+
+func waitFor(names []string, version int64) []*waited {
+	out := make([]*waited, len(names))
+	for i, n := range names {
+		out[i] = &waited{name: n, version: version}
+	}
+	return out
+}
+
+// verdict is what one look at a waited job says.
+type verdict struct {
+	progress string
+	done     bool
+	failed   bool
+	message  string // the outcome, once done
+}
+
+// judge looks at j for w. A submission is done when every task runs (and,
+// with a health check, is healthy) or the job finished; an update when its
+// roll is complete and healthy, committed or waiting for a commit or a
+// promote. A task that fails meanwhile, an update that halts or reverts,
+// fail the wait with the reason.
+func (w *waited) judge(j *apipb.JobView) verdict {
+	r := j.Rollout
+	checked := j.Spec.GetHealthCheck().GetPath() != ""
+	v := verdict{progress: fmt.Sprintf("%d pending, %d scheduled, %d running, %d dead", j.Pending, j.Scheduled, j.Running, j.Dead)}
+	if checked || w.version != 0 {
+		v.progress += fmt.Sprintf(", %d healthy", r.GetSettled())
+	}
+	if j.UpdateInProgress {
+		v.progress += fmt.Sprintf(" (version %d to %d)", j.UpdateFrom, j.UpdateTo)
+	}
+	if w.restarts == nil {
+		w.restarts = map[int32]int32{}
+		for _, t := range j.Tasks {
+			w.restarts[t.Index] = t.Restarts
+		}
+	}
+	if w.version != 0 {
+		switch {
+		case j.UpdateInProgress && j.UpdateTo == w.version && j.UpdateHalted != "":
+			return verdict{progress: v.progress, done: true, failed: true, message: "the update halted: " + j.UpdateHalted}
+		case j.UpdateInProgress && j.UpdateTo == w.version:
+			if j.Spec.GetUpdate().GetCanary() > 0 && !j.UpdatePromoted && r.GetCanariesSettled() {
+				v.done, v.message = true, fmt.Sprintf("canaries healthy on version %d: `corral job promote %s` rolls the rest", w.version, w.name)
+			} else if r.GetLive() > 0 && r.GetSettled() == r.GetLive() {
+				v.done, v.message = true, fmt.Sprintf("every task healthy on version %d: `corral job commit %s` keeps it", w.version, w.name)
+			}
+			return v
+		case j.LastUpdateVersion == w.version && j.LastUpdateHow != "committed":
+			return verdict{progress: v.progress, done: true, failed: true,
+				message: fmt.Sprintf("the update was %s%s", j.LastUpdateHow, strings.TrimSuffix(": "+j.LastUpdateReason, ": "))}
+		}
+		if why, failed := w.taskFailed(j); failed {
+			return verdict{progress: v.progress, done: true, failed: true, message: why}
+		}
+		if r.GetSettled() == r.GetLive() && !j.UpdateInProgress {
+			v.done, v.message = true, fmt.Sprintf("version %d committed: every task healthy", j.SpecVersion)
+		}
+		return v
+	}
+	if why, failed := w.taskFailed(j); failed {
+		return verdict{progress: v.progress, done: true, failed: true, message: why}
+	}
+	switch {
+	case j.State == "dead":
+		v.done, v.message = true, fmt.Sprintf("job ended: %d of %d tasks dead", j.Dead, j.TotalTasks)
+		if j.EndReason != "" {
+			v.message += ": " + j.EndReason
+		} else {
+			v.message = fmt.Sprintf("finished: all %d tasks", j.TotalTasks)
+		}
+	case j.Pending+j.Scheduled > 0:
+	case checked && r.GetSettled() == r.GetLive():
+		v.done, v.message = true, fmt.Sprintf("all %d tasks running and healthy", r.GetLive())
+	case !checked && j.Dead == 0:
+		v.done, v.message = true, fmt.Sprintf("all %d tasks running (no health check)", j.Running)
+	case !checked:
+		v.done, v.message = true, fmt.Sprintf("%d running, %d finished, of %d tasks", j.Running, j.Dead, j.TotalTasks)
+	}
+	return v
+}
+
+// taskFailed says which task failed since the first look, if one did: it
+// failed, or restarted (a service's clean exit included).
+func (w *waited) taskFailed(j *apipb.JobView) (string, bool) {
+	for _, t := range j.Tasks {
+		failed := t.How == "failed" || t.Restarts > w.restarts[t.Index]
+		if failed && j.Spec.GetRestart().GetMode() != "always" && t.How == "finished" {
+			failed = false
+		}
+		if failed {
+			why := t.Status
+			if t.How == "" && t.Reason != "" {
+				why = t.Reason
+			}
+			return fmt.Sprintf("task %d failed: %s", t.Index, why), true
+		}
+	}
+	return "", false
+}
+
+// waitJobs shows the jobs' progress until each is done, a task fails, an
+// update halts or reverts, the timeout passes, or a job turns out
+// unschedulable; it exits 1 with the reason on all but the first.
+func (a *app) waitJobs(ctx context.Context, cl *client, jobs []*waited, minPos int64, timeout time.Duration) error {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	live := isTerminal(a.stderr())
+	lastLine := ""
+	prev := map[string]string{}
+	stuck := map[string]int{}
+	clear := func() {
+		if live && lastLine != "" {
+			fmt.Fprint(a.stderr(), "\r\033[K")
+		}
+	}
+	for {
+		verdicts := map[string]verdict{}
+		views := map[string]*apipb.JobView{}
+		for _, w := range jobs {
+			var v *apipb.JobView
+			err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
+				v, err = c.Get(ctx, &apipb.GetRequest{Job: w.name, Read: &apipb.ReadOptions{MinPosition: minPos}, TaskLimit: 10000})
+				return err
+			})
+			if err != nil {
+				clear()
+				return err
+			}
+			views[w.name], verdicts[w.name] = v, w.judge(v)
+		}
+		elapsed := time.Since(start).Truncate(100 * time.Millisecond)
+		var parts []string
+		done, failed := true, false
+		for _, w := range jobs {
+			vd := verdicts[w.name]
+			parts = append(parts, fmt.Sprintf("%s: %s", w.name, vd.progress))
+			done = done && vd.done
+			failed = failed || vd.failed
+		}
+		line := strings.Join(parts, "; ") + fmt.Sprintf(" (%s)", elapsed)
+		if live {
+			fmt.Fprint(a.stderr(), "\r\033[K"+line)
+		} else if stripElapsed(line) != stripElapsed(lastLine) {
+			fmt.Fprintln(a.stderr(), line)
+		}
+		lastLine = line
+		if done || failed {
+			clear()
+			for _, w := range jobs {
+				if vd := verdicts[w.name]; vd.done {
+					fmt.Fprintf(a.stdout(), "%s/%s: %s (%s)\n", cl.user, w.name, vd.message, elapsed)
+				}
+			}
+			if failed {
+				return &silentErr{code: ExitFailed}
+			}
+			return nil
+		}
+		// A job whose pending tasks the scheduler has examined and placed
+		// nowhere, with no progress for three looks, will not start by
+		// waiting: say why and stop.
+		whys := map[string]*apipb.WhyPendingReply{}
+		unschedulable := false
+		for _, w := range jobs {
+			n, vd := w.name, verdicts[w.name]
+			if views[n].Pending == 0 || elapsed < time.Second {
+				stuck[n] = 0
+				continue
+			}
+			var why *apipb.WhyPendingReply
+			err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
+				why, err = c.WhyPending(ctx, &apipb.WhyPendingRequest{Job: n})
+				return err
+			})
+			if err != nil || len(why.Classes) == 0 || vd.progress != prev[n] {
+				stuck[n] = 0
+				continue
+			}
+			whys[n] = why
+			if stuck[n]++; stuck[n] >= 3 {
+				unschedulable = true
+			}
+		}
+		for n, vd := range verdicts {
+			prev[n] = vd.progress
+		}
+		if unschedulable || time.Now().After(deadline) {
+			clear()
+			if unschedulable {
+				fmt.Fprintf(a.stdout(), "stopped waiting after %s: tasks cannot be scheduled\n", elapsed)
+			} else {
+				fmt.Fprintf(a.stdout(), "timed out after %s: %s\n", elapsed, strings.Join(parts, "; "))
+			}
+			for _, w := range jobs {
+				why := whys[w.name]
+				if why == nil && views[w.name].Pending > 0 {
+					_ = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
+						why, err = c.WhyPending(ctx, &apipb.WhyPendingRequest{Job: w.name})
+						return err
+					})
+				}
+				if why != nil {
+					writeWhy(a.stdout(), why)
+				}
+			}
+			return &silentErr{code: ExitFailed}
+		}
+		select {
+		case <-ctx.Done():
+			clear()
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package main_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestHealthGatedRollouts runs examples/web.jsonnet (two replicas of an
+// HTTP server with a health check) on a real `corral up` and pushes
+// updates at it, while a probe asks every task port of the cell for a
+// page ten times a second: a bad release halts at its first replica and
+// reverts by itself, a good one commits itself, a canary waits for its
+// promote, and at no moment do fewer than count - max_disruptions = 1
+// replicas answer.
+func TestHealthGatedRollouts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the corral binary and runs a whole cell")
+	}
+	bin := buildCorral(t)
+	data := t.TempDir()
+	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
+	portBase := 20000 + 1000*rand.IntN(10)
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
+	startUp(t, bin, root, env, []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", strconv.Itoa(portBase)})
+
+	corral := func(args ...string) (string, int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Dir, cmd.Env = root, env
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("corral %s: %v", strings.Join(args, " "), err)
+		}
+		t.Logf("$ corral %s  (exit %d)\n%s", strings.Join(args, " "), code, out)
+		return string(out), code
+	}
+	eventually := func(what string, limit time.Duration, check func() (string, bool)) {
+		t.Helper()
+		deadline := time.Now().Add(limit)
+		for {
+			out, ok := check()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not so after %s; last output:\n%s", what, limit, out)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+
+	out, code := corral("job", "submit", "examples/web.jsonnet", "--wait")
+	if code != 0 || !strings.Contains(out, "alice/web: all 2 tasks running and healthy") {
+		t.Fatalf("submit --wait: exit %d", code)
+	}
+	out, _ = corral("task", "list", "web")
+	if n := len(regexp.MustCompile(`(?m)^web/[01]\s+running\s+healthy\s`).FindAllString(out, -1)); n != 2 {
+		t.Fatalf("task list shows %d healthy tasks, want 2", n)
+	}
+
+	p := startProbe(portBase, 3)
+	defer p.stop()
+	eventually("the probe sees both replicas", 10*time.Second, func() (string, bool) {
+		n := p.now()
+		return fmt.Sprintf("%d answer", n), n == 2
+	})
+	p.reset()
+
+	// A bad release: halts at the first replica, reverts by itself.
+	out, code = corral("job", "update", "examples/web-broken.jsonnet", "--wait")
+	if code != 1 || !strings.Contains(out, "the update was reverted") || !strings.Contains(out, "health check failed") {
+		t.Errorf("update to a bad release --wait: exit %d, want 1 with the revert and its reason", code)
+	}
+	eventually("the revert finishes", time.Minute, func() (string, bool) {
+		out, _ := corral("job", "get", "web")
+		healthy := regexp.MustCompile(`(?m)^web/[01]\s+running\s+healthy\s`).FindAllString(out, -1)
+		return out, strings.Contains(out, "last update: version 2 reverted") && len(healthy) == 2 && !strings.Contains(out, "\nupdate: ")
+	})
+	out, _ = corral("events", "--job", "web", "--type", "JobUpdateHalted")
+	if !strings.Contains(out, "before it was healthy") {
+		t.Errorf("no JobUpdateHalted saying why")
+	}
+
+	// A good release commits itself.
+	out, code = corral("job", "update", "examples/web-v2.jsonnet", "--wait")
+	if code != 0 || !strings.Contains(out, "committed: every task healthy") {
+		t.Errorf("update to a good release --wait: exit %d, want 0 and committed", code)
+	}
+
+	// A canary waits for its promote.
+	out, code = corral("job", "update", "examples/web-canary.jsonnet", "--wait")
+	if code != 0 || !strings.Contains(out, "canaries healthy") {
+		t.Errorf("canary update --wait: exit %d, want 0 once the canary is healthy", code)
+	}
+	time.Sleep(3 * time.Second)
+	out, _ = corral("job", "get", "web")
+	if !strings.Contains(out, "canaries healthy") || !strings.Contains(out, "corral job promote web") {
+		t.Errorf("job get does not show the canary waiting for its promote")
+	}
+	if _, code := corral("job", "promote", "web"); code != 0 {
+		t.Errorf("promote: exit %d", code)
+	}
+	eventually("the promoted update commits itself", time.Minute, func() (string, bool) {
+		out, _ := corral("job", "get", "web")
+		return out, strings.Contains(out, "last update: version 5 committed")
+	})
+
+	low, high := p.stop()
+	if high != 2 || low < 1 {
+		t.Errorf("replicas answering the probe through the updates: between %d and %d, want at least 1 (count 2 - max_disruptions 1) and 2 at times", low, high)
+	}
+}
+
+// probe counts, ten times a second, the task ports of the cell that answer
+// an HTTP GET: the replicas that serve, whatever corral says of them.
+type probe struct {
+	mu        sync.Mutex
+	last      int
+	low, high int
+	done      chan struct{}
+	wg        sync.WaitGroup
+}
+
+func startProbe(portBase, machines int) *probe {
+	p := &probe{done: make(chan struct{}), low: 1 << 30}
+	client := &http.Client{Timeout: 300 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			n := 0
+			for m := range machines {
+				for k := range 8 { // each machine hands out its lowest free ports
+					resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", portBase+1000*m+k))
+					if err == nil {
+						if resp.StatusCode == 200 {
+							n++
+						}
+						resp.Body.Close()
+					}
+				}
+			}
+			p.mu.Lock()
+			p.last, p.low, p.high = n, min(p.low, n), max(p.high, n)
+			p.mu.Unlock()
+			select {
+			case <-p.done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return p
+}
+
+func (p *probe) now() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+func (p *probe) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.low, p.high = 1<<30, 0
+}
+
+// stop ends the probe (once) and returns the fewest and most replicas seen.
+func (p *probe) stop() (low, high int) {
+	select {
+	case <-p.done:
+	default:
+		close(p.done)
+	}
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.low, p.high
+}
