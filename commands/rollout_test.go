@@ -254,3 +254,28 @@ func TestMinHealthyTimeGatesUnchecked(t *testing.T) {
 		t.Fatalf("did not roll on after min_healthy_time:\n%s", dump(evs))
 	}
 }
+
+// A revert pushes an earlier version's spec again as a new update.
+func TestRevertToAnEarlierVersion(t *testing.T) {
+	c := newCell(t)
+	c.machines(2)
+	sp := serviceSpec(2)
+	c.do(SubmitJob{Meta: alice, Spec: sp})
+	c.serve(func(int64) bool { return true })
+	up := proto.Clone(withUser(sp, "alice")).(*events.JobSpec)
+	up.Args = []string{"--v2"}
+	c.do(UpdateJob{Meta: alice, Spec: up})
+	c.do(CommitUpdate{Meta: alice, Job: "web"})
+	evs := c.do(UpdateJob{Meta: alice, Job: "web", RevertTo: 1})
+	u, ok := evs[0].Data.(*events.JobUpdated)
+	if !ok || u.SpecVersion != 3 || !proto.Equal(u.Spec, withUser(sp, "alice")) || !u.RestartNeeded {
+		t.Fatalf("%s", dump(evs))
+	}
+	c.refused(UpdateJob{Meta: alice, Job: "web", RevertTo: 2}, FailedPrecondition) // an update is open
+	c.do(CommitUpdate{Meta: alice, Job: "web"})
+	if e := c.refused(UpdateJob{Meta: alice, Job: "web", RevertTo: 9}, NotFound); e.Field != "revert_to" {
+		t.Fatal(e)
+	}
+	c.refused(UpdateJob{Meta: bob, User: "alice", Job: "web", RevertTo: 1}, PermissionDenied)
+	c.refused(UpdateJob{Meta: alice, Job: "web", RevertTo: 1, Spec: sp}, InvalidArgument)
+}

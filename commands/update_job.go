@@ -24,6 +24,8 @@ type UpdateJob struct {
 	Spec     *events.JobSpec // the whole new spec of the job named Spec.Name
 	Selector string          // or: the jobs to change ...
 	Change   JobChange       // ... and how
+	Job      string          // or: the job whose ...
+	RevertTo int64           // ... spec version RevertTo is pushed again as a new update
 }
 
 // JobChange is a partial update applied to each job a selector matches.
@@ -72,6 +74,20 @@ func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, 
 	switch {
 	case c.Spec != nil && c.Selector != "":
 		return nil, invalid("selector", "give a spec or a selector with a change, not both")
+	case c.RevertTo != 0 && (c.Spec != nil || c.Selector != ""):
+		return nil, invalid("revert_to", "a revert takes a job and a version, not a spec or a selector")
+	case c.RevertTo != 0 || c.Job != "":
+		j, err := liveJob(s, c.Actor, c.User, c.Job)
+		if err != nil {
+			return nil, err
+		}
+		old := j.SpecOf(c.RevertTo)
+		if old == nil {
+			return nil, refuse(NotFound, "revert_to", "%s has no spec version %d (it has 1 to %d)", jobRef(j.User, j.Name), c.RevertTo, j.LatestVersion())
+		}
+		if err := b.updateJob(c.Actor, j, proto.Clone(old).(*events.JobSpec), false); err != nil {
+			return nil, err
+		}
 	case c.Spec != nil:
 		user := owner(c.Actor, c.User)
 		j := s.Job(user, c.Spec.Name)

@@ -114,7 +114,7 @@ func TestNewcomerPath(t *testing.T) {
 
 	// 2. Its tasks, each running on a machine.
 	out, code = corral("task", "list", "hello")
-	running := regexp.MustCompile(`(?m)^hello/[0-4]\s+running\s+m[1-3]\s`).FindAllString(out, -1)
+	running := regexp.MustCompile(`(?m)^hello/[0-4]\s+running\s+-\s+m[1-3]\s`).FindAllString(out, -1)
 	if code != 0 || len(running) != 5 {
 		t.Errorf("task list: exit %d, %d tasks running, want 5", code, len(running))
 	}
@@ -195,7 +195,7 @@ func TestNewcomerPath(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		return string(body), resp.StatusCode == 200 && strings.Contains(string(body), "web task 0 of alice/web")
+		return string(body), resp.StatusCode == 200 && strings.Contains(string(body), "task 0 of alice/web")
 	})
 	checkDNS(t, dnsAddr, m[2])
 

@@ -127,6 +127,27 @@ func TestHealthGatedRollouts(t *testing.T) {
 		return out, strings.Contains(out, "last update: version 5 committed")
 	})
 
+	// History: every version, who made it, how its update ended, what
+	// changed; a revert pushes an old one again.
+	out, code = corral("job", "history", "web")
+	for _, want := range []string{"version 1", "submitted", "version 2", "reverted", "version 3", "rolled back", "to version 1's spec",
+		"version 4", "committed: every task runs spec version 4", "env.WEB_VERSION", "* version 5", "alice"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("job history: exit %d, no %q", code, want)
+		}
+	}
+	if _, code := corral("job", "revert", "web", "4"); code != 0 {
+		t.Errorf("revert: exit %d", code)
+	}
+	eventually("the revert to version 4 commits itself", time.Minute, func() (string, bool) {
+		out, _ := corral("job", "get", "web")
+		return out, strings.Contains(out, "last update: version 6 committed") && strings.Contains(out, "(version 6)")
+	})
+	out, _ = corral("job", "history", "web", "-o", "json")
+	if !strings.Contains(out, `"current": "6"`) && !strings.Contains(out, `"current":"6"`) {
+		t.Errorf("job history -o json does not say version 6 is current")
+	}
+
 	low, high := p.stop()
 	if high != 2 || low < 1 {
 		t.Errorf("replicas answering the probe through the updates: between %d and %d, want at least 1 (count 2 - max_disruptions 1) and 2 at times", low, high)

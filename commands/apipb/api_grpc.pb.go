@@ -36,6 +36,7 @@ const (
 	Cell_CommitUpdate_FullMethodName   = "/corral.api.v1.Cell/CommitUpdate"
 	Cell_RollbackUpdate_FullMethodName = "/corral.api.v1.Cell/RollbackUpdate"
 	Cell_PromoteUpdate_FullMethodName  = "/corral.api.v1.Cell/PromoteUpdate"
+	Cell_JobHistory_FullMethodName     = "/corral.api.v1.Cell/JobHistory"
 	Cell_SetQuota_FullMethodName       = "/corral.api.v1.Cell/SetQuota"
 	Cell_DrainMachine_FullMethodName   = "/corral.api.v1.Cell/DrainMachine"
 	Cell_RemoveMachine_FullMethodName  = "/corral.api.v1.Cell/RemoveMachine"
@@ -68,6 +69,7 @@ type CellClient interface {
 	CommitUpdate(ctx context.Context, in *JobRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	RollbackUpdate(ctx context.Context, in *JobRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	PromoteUpdate(ctx context.Context, in *JobRequest, opts ...grpc.CallOption) (*MutationReply, error)
+	JobHistory(ctx context.Context, in *JobHistoryRequest, opts ...grpc.CallOption) (*JobHistoryReply, error)
 	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	DrainMachine(ctx context.Context, in *DrainMachineRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	// RemoveMachine retires a machine: its tasks go back to pending. Stop its
@@ -164,6 +166,16 @@ func (c *cellClient) PromoteUpdate(ctx context.Context, in *JobRequest, opts ...
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MutationReply)
 	err := c.cc.Invoke(ctx, Cell_PromoteUpdate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cellClient) JobHistory(ctx context.Context, in *JobHistoryRequest, opts ...grpc.CallOption) (*JobHistoryReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JobHistoryReply)
+	err := c.cc.Invoke(ctx, Cell_JobHistory_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -362,6 +374,7 @@ type CellServer interface {
 	CommitUpdate(context.Context, *JobRequest) (*MutationReply, error)
 	RollbackUpdate(context.Context, *JobRequest) (*MutationReply, error)
 	PromoteUpdate(context.Context, *JobRequest) (*MutationReply, error)
+	JobHistory(context.Context, *JobHistoryRequest) (*JobHistoryReply, error)
 	SetQuota(context.Context, *SetQuotaRequest) (*MutationReply, error)
 	DrainMachine(context.Context, *DrainMachineRequest) (*MutationReply, error)
 	// RemoveMachine retires a machine: its tasks go back to pending. Stop its
@@ -414,6 +427,9 @@ func (UnimplementedCellServer) RollbackUpdate(context.Context, *JobRequest) (*Mu
 }
 func (UnimplementedCellServer) PromoteUpdate(context.Context, *JobRequest) (*MutationReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method PromoteUpdate not implemented")
+}
+func (UnimplementedCellServer) JobHistory(context.Context, *JobHistoryRequest) (*JobHistoryReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method JobHistory not implemented")
 }
 func (UnimplementedCellServer) SetQuota(context.Context, *SetQuotaRequest) (*MutationReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetQuota not implemented")
@@ -609,6 +625,24 @@ func _Cell_PromoteUpdate_Handler(srv interface{}, ctx context.Context, dec func(
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(CellServer).PromoteUpdate(ctx, req.(*JobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cell_JobHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JobHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).JobHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_JobHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).JobHistory(ctx, req.(*JobHistoryRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -946,6 +980,10 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PromoteUpdate",
 			Handler:    _Cell_PromoteUpdate_Handler,
+		},
+		{
+			MethodName: "JobHistory",
+			Handler:    _Cell_JobHistory_Handler,
 		},
 		{
 			MethodName: "SetQuota",

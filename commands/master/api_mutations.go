@@ -94,7 +94,7 @@ func (s *Service) Submit(ctx context.Context, r *apipb.SubmitRequest) (*apipb.Mu
 
 func (s *Service) Update(ctx context.Context, r *apipb.UpdateRequest) (*apipb.MutationReply, error) {
 	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
-		c := commands.UpdateJob{Meta: m, Spec: r.Spec, Selector: r.Selector}
+		c := commands.UpdateJob{Meta: m, Spec: r.Spec, Selector: r.Selector, User: r.User, Job: r.Job, RevertTo: r.RevertTo}
 		if r.Selector != "" {
 			p := r.Priority
 			c.Change.Priority = &p

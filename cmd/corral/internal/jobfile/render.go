@@ -217,7 +217,23 @@ func SpecObject(s *events.JobSpec) obj {
 		o.add("health_check", ho)
 	}
 	if u := s.Update; u != nil {
-		o.add("update", obj{{"max_disruptions", u.MaxDisruptions}})
+		uo := obj{{"max_disruptions", u.MaxDisruptions}}
+		if u.MinHealthyTimeMs != 0 {
+			uo.add("min_healthy_time", duration(u.MinHealthyTimeMs))
+		}
+		if u.ProgressDeadlineMs != 0 {
+			uo.add("progress_deadline", duration(u.ProgressDeadlineMs))
+		}
+		if u.AutoRevert != nil {
+			uo.add("auto_revert", *u.AutoRevert)
+		}
+		if u.AutoCommit != nil {
+			uo.add("auto_commit", *u.AutoCommit)
+		}
+		if u.Canary != 0 {
+			uo.add("canary", u.Canary)
+		}
+		o.add("update", uo)
 	}
 	if s.StartAfter != "" {
 		o.add("start_after", s.StartAfter)

@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/events"
+)
+
+func (a *app) jobHistoryCommand() *cobra.Command {
+	var owner string
+	var limit int
+	c := &cobra.Command{
+		Use:               "history NAME",
+		Short:             "every spec version of a job: who changed it, when, how the update ended, and what changed",
+		Args:              args(1, 1, "one job name"),
+		ValidArgsFunction: a.completeJobs,
+		Example:           "  corral job history web\n  corral job revert web 3",
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			var h *apipb.JobHistoryReply
+			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
+				h, err = c.JobHistory(ctx, &apipb.JobHistoryRequest{User: owner, Job: argv[0], Limit: int32(limit)})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if a.output != "table" {
+				t := &table{cols: []string{"VERSION", "TIME", "ACTOR", "HOW", "RESTORES", "OUTCOME"}}
+				for _, v := range h.Versions {
+					t.add(strconv.FormatInt(v.Version, 10), time.UnixMicro(v.AtUs).UTC().Format(time.RFC3339), v.Actor, v.How, strconv.FormatInt(v.Restores, 10), v.Outcome)
+				}
+				return a.show(t, h)
+			}
+			writeHistory(a.stdout(), h)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
+	c.Flags().IntVar(&limit, "limit", 100, "the newest versions to show (at most 1000)")
+	return c
+}
+
+// writeHistory prints each version with the fields it changed from the
+// one before.
+func writeHistory(w io.Writer, h *apipb.JobHistoryReply) {
+	if n := int(h.Total) - len(h.Versions); n > 0 {
+		fmt.Fprintf(w, "(%d older versions not shown)\n", n)
+	}
+	var prev *events.JobSpec
+	for _, v := range h.Versions {
+		mark := " "
+		if v.Version == h.Current {
+			mark = "*"
+		}
+		line := fmt.Sprintf("%s version %d  %s  %s  %s", mark, v.Version, time.UnixMicro(v.AtUs).Local().Format("2006-01-02 15:04:05"), v.Actor, v.How)
+		if v.Restores != 0 {
+			line += fmt.Sprintf(" to version %d's spec", v.Restores)
+		}
+		if v.Outcome != "" {
+			line += " (" + v.Outcome + ")"
+		}
+		fmt.Fprintln(w, line)
+		if prev != nil {
+			for _, d := range specDiff(prev, v.Spec) {
+				fmt.Fprintf(w, "      %s\n", d)
+			}
+		}
+		prev = v.Spec
+	}
+}
+
+// specDiff lists the fields that differ between two specs, by their path
+// in the spec's JSON form: "- args: [...]", "+ args: [...]".
+func specDiff(a, b *events.JobSpec) []string {
+	fa, fb := flatSpec(a), flatSpec(b)
+	keys := map[string]bool{}
+	for k := range fa {
+		keys[k] = true
+	}
+	for k := range fb {
+		keys[k] = true
+	}
+	var out []string
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range keys {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		va, inA := fa[k]
+		vb, inB := fb[k]
+		switch {
+		case inA && inB && va == vb:
+		case inA && inB:
+			out = append(out, fmt.Sprintf("%s: %s -> %s", k, va, vb))
+		case inA:
+			out = append(out, fmt.Sprintf("- %s: %s", k, va))
+		default:
+			out = append(out, fmt.Sprintf("+ %s: %s", k, vb))
+		}
+	}
+	return out
+}
+
+// flatSpec is a spec as path -> JSON value of its leaves (lists whole).
+func flatSpec(s *events.JobSpec) map[string]string {
+	out := map[string]string{}
+	if s == nil {
+		return out
+	}
+	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(s)
+	if err != nil {
+		return out
+	}
+	var m map[string]any
+	if json.Unmarshal(js, &m) != nil {
+		return out
+	}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		if obj, ok := v.(map[string]any); ok && len(obj) > 0 {
+			for k, x := range obj {
+				p := k
+				if prefix != "" {
+					p = prefix + "." + k
+				}
+				walk(p, x)
+			}
+			return
+		}
+		js, _ := json.Marshal(v)
+		out[prefix] = string(js)
+	}
+	walk("", m)
+	return out
+}
+
+func (a *app) jobRevertCommand() *cobra.Command {
+	var owner string
+	c := &cobra.Command{
+		Use:               "revert NAME VERSION",
+		Short:             "push an earlier spec version of a job again, as a new update (see `corral job history`)",
+		Args:              args(2, 2, "a job name and a version"),
+		ValidArgsFunction: a.completeJobs,
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			version, err := strconv.ParseInt(argv[1], 10, 64)
+			if err != nil || version <= 0 {
+				return usageErr("VERSION %q: want a version number from `corral job history %s`", argv[1], argv[0])
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			rep, err := cl.mutate(cmd.Context(), func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
+				return c.Update(ctx, &apipb.UpdateRequest{RequestId: id, User: owner, Job: argv[0], RevertTo: version}, o...)
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout(), "%s: %s\n", argv[0], rep.Message)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
+	return c
+}
