@@ -102,6 +102,7 @@ type machineUse struct {
 
 type planner struct {
 	*draft
+	placedAt  map[*projections.Task]*projections.Machine // placed by this command
 	use       map[*projections.Machine]*machineUse
 	allocAt   map[*projections.Alloc]*projections.Machine // placed by this command
 	allocUsed map[*projections.Alloc]projections.Resources
@@ -117,7 +118,7 @@ func (p *planner) machineUse(m *projections.Machine) *machineUse {
 }
 
 func (c PlaceTasks) plan(s *projections.State, now time.Time) ([]events.Event, []Refusal) {
-	p := &planner{draft: newDraft(s, now), use: map[*projections.Machine]*machineUse{},
+	p := &planner{draft: newDraft(s, now), use: map[*projections.Machine]*machineUse{}, placedAt: map[*projections.Task]*projections.Machine{},
 		allocAt: map[*projections.Alloc]*projections.Machine{}, allocUsed: map[*projections.Alloc]projections.Resources{}}
 	var refused []Refusal
 	next := 0 // the next alloc
@@ -175,6 +176,26 @@ func unmet(m *projections.Machine, cs []*events.Constraint) string {
 	return ""
 }
 
+// sameJobOn is a task of t's job other than t on machine m, placed before
+// this command (and not ended by it) or by it; nil when there is none.
+func (p *planner) sameJobOn(t *projections.Task, m *projections.Machine) *projections.Task {
+	for _, o := range t.Job.Tasks {
+		if o == nil || o == t {
+			continue
+		}
+		if at, ok := p.placedAt[o]; ok {
+			if at == m {
+				return o
+			}
+			continue
+		}
+		if o.Live() && o.Machine == m.Name && !p.dead(o) {
+			return o
+		}
+	}
+	return nil
+}
+
 func (p *planner) placeAlloc(ap AllocPlacement) string {
 	set := p.s.AllocSets[projections.JobKey{User: ap.User, Name: ap.Set}]
 	if set == nil {
@@ -226,6 +247,11 @@ func (p *planner) placeTask(pl Placement) string {
 	spec := t.Spec()
 	if why := unmet(m, spec.Constraints); why != "" {
 		return why
+	}
+	if spec.DistinctHosts {
+		if o := p.sameJobOn(t, m); o != nil {
+			return fmt.Sprintf("distinct_hosts: task %d of the job is on machine %s already", o.Index, m.Name)
+		}
 	}
 	prio := spec.Priority
 	prod := projections.IsProd(prio)
@@ -311,6 +337,7 @@ func (p *planner) placeTask(pl Placement) string {
 	for _, port := range ports {
 		u.ports[port] = true
 	}
+	p.placedAt[t] = m
 	p.add(taskStream(t), &events.TaskScheduled{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: m.Name,
 		SpecVersion: t.SpecVersion, Score: pl.Score, MachinesExamined: pl.MachinesExamined, Preempted: preempted,
 		Ports: ports, MachineVersion: pl.MachineVersion, AllocIndex: max(allocIndex, 0)})

@@ -241,7 +241,7 @@ func (d *specDecoder) quantity(path string, v any, want string, parse func(strin
 }
 
 var specFields = []string{"name", "user", "priority", "count", "labels", "command", "args", "env", "resources",
-	"port_names", "constraints", "tasks", "restart", "health_check", "update", "start_after", "alloc_set",
+	"port_names", "constraints", "tasks", "restart", "health_check", "update", "start_after", "alloc_set", "spread", "distinct_hosts",
 	"appclass", "secret_env", "package"}
 
 func (d *specDecoder) spec(root any, user string) *events.JobSpec {
@@ -288,6 +288,10 @@ func (d *specDecoder) spec(root any, user string) *events.JobSpec {
 			spec.Update = d.updatePolicy(k, v)
 		case "start_after":
 			spec.StartAfter = d.str(k, v)
+		case "spread":
+			spec.Spread = d.strList(k, v)
+		case "distinct_hosts":
+			spec.DistinctHosts = d.boolean(k, v)
 		case "alloc_set":
 			spec.AllocSet = d.str(k, v)
 		case "appclass":

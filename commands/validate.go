@@ -22,6 +22,7 @@ const (
 	maxLabelsOrEnv  = 256
 	maxConstraints  = 64
 	maxPolicyMS     = 24 * 3600 * 1000
+	maxSpread       = 4 // failure-domain attributes a job spreads across
 )
 
 // nameRE: a DNS label, since a task's DNS name is index.job.user.cell.
@@ -173,6 +174,17 @@ func validateSpec(spec *events.JobSpec) violations {
 	}
 	if spec.AllocSet != "" {
 		checkName(&v, "alloc_set", spec.AllocSet)
+	}
+	if len(spec.Spread) > maxSpread {
+		v.add("spread", "at most %d attributes, not %d", maxSpread, len(spec.Spread))
+	}
+	for i, a := range spec.Spread {
+		switch {
+		case !projections.ValidLabelKey(a):
+			v.add(index("spread", i), "%q is not an attribute name", a)
+		case slices.Index(spec.Spread, a) != i:
+			v.add(index("spread", i), "%q is named twice", a)
+		}
 	}
 	switch spec.Appclass {
 	case "", "latency-sensitive", "batch":

@@ -559,7 +559,11 @@ type JobSpec struct {
 	// The values of secret_env, sealed by the master (AES-256-GCM with the
 	// cell's secrets key, bound to user/name): the log never holds them in
 	// the clear. Set only by the master; replies show "<redacted>" instead.
-	SealedEnv     []byte `protobuf:"bytes,21,opt,name=sealed_env,json=sealedEnv,proto3" json:"sealed_env,omitempty"`
+	SealedEnv []byte `protobuf:"bytes,21,opt,name=sealed_env,json=sealedEnv,proto3" json:"sealed_env,omitempty"`
+	// Failure-domain attributes (e.g. "rack", "power") whose values the
+	// job's tasks spread evenly across, the first one first.
+	Spread        []string `protobuf:"bytes,22,rep,name=spread,proto3" json:"spread,omitempty"`
+	DistinctHosts bool     `protobuf:"varint,23,opt,name=distinct_hosts,json=distinctHosts,proto3" json:"distinct_hosts,omitempty"` // no two tasks of the job on one machine
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -739,6 +743,20 @@ func (x *JobSpec) GetSealedEnv() []byte {
 		return x.SealedEnv
 	}
 	return nil
+}
+
+func (x *JobSpec) GetSpread() []string {
+	if x != nil {
+		return x.Spread
+	}
+	return nil
+}
+
+func (x *JobSpec) GetDistinctHosts() bool {
+	if x != nil {
+		return x.DistinctHosts
+	}
+	return false
 }
 
 type MachineRegistered struct {
@@ -3433,7 +3451,7 @@ const file_catalogue_proto_rawDesc = "" +
 	"autoCommit\x88\x01\x01\x12\x16\n" +
 	"\x06canary\x18\x06 \x01(\x05R\x06canaryB\x0e\n" +
 	"\f_auto_revertB\x0e\n" +
-	"\f_auto_commit\"\xa9\b\n" +
+	"\f_auto_commit\"\xe8\b\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12\x1a\n" +
@@ -3461,7 +3479,9 @@ const file_catalogue_proto_rawDesc = "" +
 	"secret_env\x18\x13 \x03(\tR\tsecretEnv\x12\x18\n" +
 	"\apackage\x18\x14 \x01(\tR\apackage\x12\x1d\n" +
 	"\n" +
-	"sealed_env\x18\x15 \x01(\fR\tsealedEnv\x1a9\n" +
+	"sealed_env\x18\x15 \x01(\fR\tsealedEnv\x12\x16\n" +
+	"\x06spread\x18\x16 \x03(\tR\x06spread\x12%\n" +
+	"\x0edistinct_hosts\x18\x17 \x01(\bR\rdistinctHosts\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +

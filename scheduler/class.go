@@ -23,6 +23,11 @@ type class struct {
 	allocSet AllocSetRef
 	isAlloc  bool // a class of pending allocs: placed like tasks, never preempting
 	pkg      string
+	// spread and distinct are the job's placement rules (PendingTask);
+	// a class with either holds the tasks of one job, job.
+	spread   []string
+	distinct bool
+	job      jobKey
 
 	// Relaxed randomization: the class walks the pass's random machine order
 	// from start; scanned counts the machines examined so far.
@@ -185,6 +190,10 @@ func (p *pass) newClass(t *PendingTask) *class {
 			c.hard = append(c.hard, compileConstraint(k))
 		}
 	}
+	if len(t.Spread) > 0 || t.DistinctHosts {
+		c.spread, c.distinct = t.Spread, t.DistinctHosts
+		c.job = jobKey{t.Ref.User, t.Ref.Job, false}
+	}
 	if t.AllocSet != "" {
 		c.inAlloc = true
 		c.allocSet = AllocSetRef{User: t.Ref.User, Name: t.AllocSet}
@@ -207,7 +216,9 @@ func sameRequirements(a, b *PendingTask) bool {
 		slices.EqualFunc(a.Constraints, b.Constraints, func(x, y Constraint) bool {
 			return x.Attribute == y.Attribute && x.Op == y.Op && x.Soft == y.Soft && slices.Equal(x.Values, y.Values)
 		}) &&
-		slices.Equal(a.CrashedOn, b.CrashedOn)
+		slices.Equal(a.CrashedOn, b.CrashedOn) &&
+		slices.Equal(a.Spread, b.Spread) && a.DistinctHosts == b.DistinctHosts &&
+		(len(a.Spread) == 0 && !a.DistinctHosts || a.Ref.Job == b.Ref.Job)
 }
 
 // classKey encodes everything that decides feasibility and the cached score.
@@ -235,6 +246,19 @@ func classKey(b []byte, t *PendingTask) []byte {
 		b = binary.AppendUvarint(b, uint64(len(k.Values)))
 		for _, v := range k.Values {
 			b = appendString(b, v)
+		}
+	}
+	if len(t.Spread) > 0 || t.DistinctHosts {
+		// Spread and distinct hosts count the job's own tasks: one job a class.
+		b = append(b, 'J')
+		b = appendString(b, t.Ref.User)
+		b = appendString(b, t.Ref.Job)
+		b = binary.AppendUvarint(b, uint64(len(t.Spread)))
+		for _, a := range t.Spread {
+			b = appendString(b, a)
+		}
+		if t.DistinctHosts {
+			b = append(b, 1)
 		}
 	}
 	crashed := t.CrashedOn

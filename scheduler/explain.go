@@ -53,7 +53,7 @@ func (p *pass) explain(c *class) Explanation {
 		if r.reason > ReasonConstraint {
 			matchAll++
 			matchUsable++
-			if r.reason != ReasonNoAlloc {
+			if r.reason != ReasonNoAlloc && r.reason != ReasonDistinctHosts {
 				eligible = append(eligible, int32(mi))
 				maxAvail = append(maxAvail, p.maxAvail(c, m))
 			}

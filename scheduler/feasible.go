@@ -36,6 +36,11 @@ func (p *pass) check(c *class, m *machine, mi int32, score bool) checkResult {
 			return checkResult{reason: ReasonConstraint, constraint: i}
 		}
 	}
+	if c.distinct {
+		if js := p.jobs[c.job]; js != nil && js.machines[mi] > 0 {
+			return checkResult{reason: ReasonDistinctHosts}
+		}
+	}
 	if c.inAlloc {
 		return p.checkAlloc(c, m, score)
 	}

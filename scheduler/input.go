@@ -182,6 +182,12 @@ type PendingTask struct {
 	// CrashedOn lists machines where this task (or its job) crashed or
 	// crashed the machine recently; the adapter decides what "recently" is.
 	CrashedOn []string
+	// Spread names machine attributes whose values the job's tasks spread
+	// evenly across (the first one first): a task goes where its job has
+	// the fewest tasks by those values, then by score.
+	Spread []string
+	// DistinctHosts: no two tasks of the job on one machine (a hard rule).
+	DistinctHosts bool
 }
 
 // PendingAlloc is an alloc instance waiting for a machine. Allocs are

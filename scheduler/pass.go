@@ -354,7 +354,9 @@ func (p *pass) pick(c *class, js *jobSpread) (best int, score float64, examined 
 	c.pool = kept
 	examined += p.fill(c)
 	best = -1
-	if js == nil || js.placed == 0 {
+	if len(c.spread) > 0 && js != nil && js.placed > 0 {
+		best, score = p.pickSpread(c, js)
+	} else if js == nil || js.placed == 0 {
 		for i := range c.pool {
 			if s := c.pool[i].score; best < 0 || s > score {
 				best, score = i, s
@@ -371,6 +373,37 @@ func (p *pass) pick(c *class, js *jobSpread) (best int, score float64, examined 
 	return best, score, examined + int32(len(c.pool))
 }
 
+// pickSpread chooses, for a class whose job spreads across attributes, the
+// pool's machine whose values hold the fewest of the job's tasks (by the
+// first attribute, then the next), the best score among those.
+func (p *pass) pickSpread(c *class, js *jobSpread) (best int, score float64) {
+	counts := make([]map[string]int32, len(c.spread))
+	for k, attr := range c.spread {
+		counts[k] = map[string]int32{}
+		for mi, n := range js.machines {
+			counts[k][p.machines[mi].in.Attributes[attr]] += n
+		}
+	}
+	best = -1
+	var bestCounts []int32
+	cur := make([]int32, len(c.spread))
+	for i := range c.pool {
+		e := &c.pool[i]
+		for k, attr := range c.spread {
+			cur[k] = counts[k][p.machines[e.m].in.Attributes[attr]]
+		}
+		s := e.score + p.spread(js, e.m)
+		order := 0
+		if best >= 0 {
+			order = slices.Compare(cur, bestCounts)
+		}
+		if best < 0 || order < 0 || (order == 0 && s > score) {
+			best, score, bestCounts = i, s, slices.Clone(cur)
+		}
+	}
+	return best, score
+}
+
 func (p *pass) cand(mi int32, gen uint32, r *checkResult) cand {
 	e := cand{m: mi, gen: gen, scoresGen: p.scoresGen, alloc: r.alloc, score: r.score, victims: -1}
 	if r.victims != nil {
@@ -385,7 +418,11 @@ func (p *pass) cand(mi int32, gen uint32, r *checkResult) cand {
 // machines it rejected.
 func (p *pass) fill(c *class) (rejected int32) {
 	n := len(p.perm)
-	for len(c.pool) < p.k && c.scanned < n {
+	k := p.k
+	if len(c.spread) > 0 {
+		k = n // an even spread needs every value in view
+	}
+	for len(c.pool) < k && c.scanned < n {
 		mi := p.perm[(c.start+c.scanned)%n]
 		c.scanned++
 		p.plan.Stats.FeasibilityChecks++

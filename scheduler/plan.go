@@ -123,6 +123,7 @@ const (
 	ReasonDraining                  // machine draining
 	ReasonCrashedHere               // the task crashed there recently
 	ReasonConstraint                // a hard constraint does not hold
+	ReasonDistinctHosts             // the job has a task there already (distinct_hosts)
 	ReasonNoAlloc                   // no instance of the task's alloc set there
 	ReasonAllocFull                 // the alloc instance lacks room
 	ReasonCPU                       // not enough CPU, even after preemption
@@ -134,7 +135,7 @@ const (
 )
 
 var reasonText = [numReasons]string{
-	"machine down", "machine draining", "crashed here recently", "constraint",
+	"machine down", "machine draining", "crashed here recently", "constraint", "distinct_hosts: a task of the job runs there",
 	"alloc set not on machine", "alloc full",
 	"not enough cpu", "not enough memory", "not enough disk", "not enough gpu", "not enough ports",
 }

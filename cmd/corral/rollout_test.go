@@ -130,7 +130,7 @@ func TestHealthGatedRollouts(t *testing.T) {
 	// History: every version, who made it, how its update ended, what
 	// changed; a revert pushes an old one again.
 	out, code = corral("job", "history", "web")
-	for _, want := range []string{"version 1", "submitted", "version 2", "reverted", "version 3", "rolled back", "to version 1's spec",
+	for _, want := range []string{"version 1", "submitted", "version 2", "reverted", "version 3", "reverted to version 1's spec",
 		"version 4", "committed: every task runs spec version 4", "env.WEB_VERSION", "* version 5", "alice"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("job history: exit %d, no %q", code, want)

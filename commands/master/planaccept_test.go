@@ -104,6 +104,12 @@ func checkCellPlans(t *testing.T, seed uint64, seen map[string]int) (proposals i
 		if rng.IntN(3) == 0 {
 			sp.Constraints = append(sp.Constraints, constraint())
 		}
+		switch rng.IntN(6) {
+		case 0:
+			sp.DistinctHosts = true
+		case 1:
+			sp.Spread = []string{"rack"}
+		}
 		if sets > 0 && rng.IntN(4) == 0 {
 			sp.AllocSet = fmt.Sprintf("pool%d", 1+rng.IntN(sets))
 			sp.Resources = &events.Resources{CpuMilli: int64(100 + rng.IntN(500)), MemoryBytes: 1 << 28}

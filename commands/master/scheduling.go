@@ -368,7 +368,8 @@ func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, l
 func pendingOf(t *projections.Task, now time.Time, crashMemory time.Duration) scheduler.PendingTask {
 	sp := t.Spec()
 	pt := scheduler.PendingTask{Ref: scheduler.TaskRef{User: t.Job.User, Job: t.Job.Name, Index: t.Index}, Priority: t.Priority(),
-		Seq: t.Seq, SpecVersion: t.SpecVersion, Resources: commands.Sched(t.Limit), AllocSet: sp.GetAllocSet(), Package: sp.GetPackage()}
+		Seq: t.Seq, SpecVersion: t.SpecVersion, Resources: commands.Sched(t.Limit), AllocSet: sp.GetAllocSet(), Package: sp.GetPackage(),
+		Spread: sp.GetSpread(), DistinctHosts: sp.GetDistinctHosts()}
 	for _, c := range sp.GetConstraints() {
 		pt.Constraints = append(pt.Constraints, scheduler.ConstraintFromEvents(c))
 	}

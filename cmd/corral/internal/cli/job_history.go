@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -145,8 +146,11 @@ func flatSpec(s *events.JobSpec) map[string]string {
 			}
 			return
 		}
-		js, _ := json.Marshal(v)
-		out[prefix] = string(js)
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false) // args hold shell, not HTML
+		_ = enc.Encode(v)
+		out[prefix] = strings.TrimSpace(b.String())
 	}
 	walk("", m)
 	return out

@@ -238,6 +238,12 @@ func SpecObject(s *events.JobSpec) obj {
 	if s.StartAfter != "" {
 		o.add("start_after", s.StartAfter)
 	}
+	if len(s.Spread) > 0 {
+		o.add("spread", s.Spread)
+	}
+	if s.DistinctHosts {
+		o.add("distinct_hosts", true)
+	}
 	if s.AllocSet != "" {
 		o.add("alloc_set", s.AllocSet)
 	}
