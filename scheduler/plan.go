@@ -119,14 +119,14 @@ type Stats struct {
 type Reason uint8
 
 const (
-	ReasonDown        Reason = iota // machine down
-	ReasonDraining                  // machine draining
-	ReasonCrashedHere               // the task crashed there recently
-	ReasonConstraint                // a hard constraint does not hold
-	ReasonDistinctHosts             // the job has a task there already (distinct_hosts)
-	ReasonNoAlloc                   // no instance of the task's alloc set there
-	ReasonAllocFull                 // the alloc instance lacks room
-	ReasonCPU                       // not enough CPU, even after preemption
+	ReasonDown          Reason = iota // machine down
+	ReasonDraining                    // machine draining
+	ReasonCrashedHere                 // the task crashed there recently
+	ReasonConstraint                  // a hard constraint does not hold
+	ReasonDistinctHosts               // the job has a task there already (distinct_hosts)
+	ReasonNoAlloc                     // no instance of the task's alloc set there
+	ReasonAllocFull                   // the alloc instance lacks room
+	ReasonCPU                         // not enough CPU, even after preemption
 	ReasonMemory
 	ReasonDisk
 	ReasonGPU
