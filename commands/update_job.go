@@ -26,6 +26,9 @@ type UpdateJob struct {
 	Change   JobChange       // ... and how
 	Job      string          // or: the job whose ...
 	RevertTo int64           // ... spec version RevertTo is pushed again as a new update
+	// IfPosition, when set, refuses the update of a job whose spec or
+	// update changed after that log position (a plan made then is stale).
+	IfPosition int64
 }
 
 // JobChange is a partial update applied to each job a selector matches.
@@ -71,6 +74,7 @@ func (c JobChange) apply(spec *events.JobSpec) {
 
 func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, error) {
 	b := newDraft(s, now)
+	b.ifPosition = c.IfPosition
 	switch {
 	case c.Spec != nil && c.Selector != "":
 		return nil, invalid("selector", "give a spec or a selector with a change, not both")
@@ -144,6 +148,9 @@ func (b *draft) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, sev
 	}
 	if err := mayChange(a, j.User, jobRef(j.User, j.Name)); err != nil {
 		return wrap(err)
+	}
+	if b.ifPosition > 0 && j.ChangedPos > b.ifPosition {
+		return wrap(refuse(FailedPrecondition, "if_position", "%s changed at log position %d, after the plan at %d: plan again", jobRef(j.User, j.Name), j.ChangedPos, b.ifPosition))
 	}
 	if j.Dead() {
 		return wrap(refuse(FailedPrecondition, "", "%s is dead (%s); submit it again instead", jobRef(j.User, j.Name), endName(j)))

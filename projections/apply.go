@@ -44,8 +44,31 @@ func Apply(s *State, e events.Event) error {
 	}
 	if !s.fold(pos, e.Data) {
 		s.Skipped++
+	} else if k, ok := jobChange(e.Data); ok {
+		if j := s.Jobs[k]; j != nil {
+			j.ChangedPos = pos
+		}
 	}
 	return nil
+}
+
+// jobChange names the job whose spec or update an event changes.
+func jobChange(d events.Payload) (JobKey, bool) {
+	switch p := d.(type) {
+	case *events.JobSubmitted:
+		return JobKey{p.Spec.GetUser(), p.Spec.GetName()}, true
+	case *events.JobUpdated:
+		return JobKey{p.Spec.GetUser(), p.Spec.GetName()}, true
+	case *events.JobUpdateCommitted:
+		return JobKey{p.User, p.Job}, true
+	case *events.JobUpdateRolledBack:
+		return JobKey{p.User, p.Job}, true
+	case *events.JobUpdateHalted:
+		return JobKey{p.User, p.Job}, true
+	case *events.JobUpdatePromoted:
+		return JobKey{p.User, p.Job}, true
+	}
+	return JobKey{}, false
 }
 
 // ApplyAll applies events in order and stops at the first error.

@@ -128,6 +128,7 @@ func (e *encoder) job(j *Job) {
 		e.str(j.Update.Halted)
 		e.bool(j.Update.Promoted)
 	}
+	e.int(j.ChangedPos)
 	e.int(j.LastUpdate.Version)
 	e.str(j.LastUpdate.How)
 	e.str(j.LastUpdate.Reason)
@@ -309,6 +310,7 @@ func (d *decoder) job() *Job {
 	if d.bool() {
 		j.Update = &Update{From: d.int(), To: d.int(), SinceUS: d.int(), Halted: d.str(), Promoted: d.bool()}
 	}
+	j.ChangedPos = d.int()
 	j.LastUpdate = UpdateOutcome{Version: d.int(), How: d.istr(), Reason: d.str()}
 	j.End = JobEnd(d.small(2))
 	j.EndReason = d.str()

@@ -276,6 +276,9 @@ type Job struct {
 	Current    int64         // the version in force
 	Update     *Update       // nil once committed, rolled back, or never updated
 	LastUpdate UpdateOutcome // how the last closed update ended (zero: none)
+	// ChangedPos is the position of the last event that changed its spec
+	// or its update: a plan made at an earlier position is stale.
+	ChangedPos int64
 	End        JobEnd
 	EndReason  string
 	// Deferred: the spec's start_after job had not finished when this job

@@ -103,8 +103,18 @@ func TestHealthGatedRollouts(t *testing.T) {
 		t.Errorf("no JobUpdateHalted saying why")
 	}
 
-	// A good release commits itself.
-	out, code = corral("job", "update", "examples/web-v2.jsonnet", "--wait")
+	// A good release: planned first (nothing appended), then applied at
+	// the plan's position; it commits itself.
+	out, code = corral("job", "plan", "examples/web-v2.jsonnet")
+	m := regexp.MustCompile(`planned at position (\d+)`).FindStringSubmatch(out)
+	if code != 0 || m == nil || !strings.Contains(out, "version 3 -> 4") || !strings.Contains(out, `+ env.WEB_VERSION: "2"`) ||
+		!strings.Contains(out, "places alice/web/") {
+		t.Fatalf("job plan: exit %d", code)
+	}
+	if out, _ := corral("job", "get", "web"); !strings.Contains(out, "(version 3)") {
+		t.Fatalf("job plan changed the job")
+	}
+	out, code = corral("job", "update", "examples/web-v2.jsonnet", "--if-position", m[1], "--wait")
 	if code != 0 || !strings.Contains(out, "committed: every task healthy") {
 		t.Errorf("update to a good release --wait: exit %d, want 0 and committed", code)
 	}

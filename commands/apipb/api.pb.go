@@ -231,7 +231,8 @@ type UpdateRequest struct {
 	Priority      int32                  `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"` // with selector
 	Job           string                 `protobuf:"bytes,5,opt,name=job,proto3" json:"job,omitempty"`            // or: put version revert_to of this job's spec back in force
 	RevertTo      int64                  `protobuf:"varint,6,opt,name=revert_to,json=revertTo,proto3" json:"revert_to,omitempty"`
-	User          string                 `protobuf:"bytes,7,opt,name=user,proto3" json:"user,omitempty"` // with job: its owner (default: the caller)
+	User          string                 `protobuf:"bytes,7,opt,name=user,proto3" json:"user,omitempty"`                                // with job: its owner (default: the caller)
+	IfPosition    int64                  `protobuf:"varint,8,opt,name=if_position,json=ifPosition,proto3" json:"if_position,omitempty"` // refuse when the job changed after this position (PlanUpdate's)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +316,191 @@ func (x *UpdateRequest) GetUser() string {
 	return ""
 }
 
+func (x *UpdateRequest) GetIfPosition() int64 {
+	if x != nil {
+		return x.IfPosition
+	}
+	return 0
+}
+
+// PlanReply is what an update would do now, planned on a copy of the cell;
+// nothing is appended.
+type PlanReply struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Position       int64                  `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`                          // the log position planned at: pass it as if_position
+	SpecVersion    int64                  `protobuf:"varint,2,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"` // the version the update would make (0: no change)
+	Current        *events.JobSpec        `protobuf:"bytes,3,opt,name=current,proto3" json:"current,omitempty"`                             // the spec in force now
+	Proposed       *events.JobSpec        `protobuf:"bytes,4,opt,name=proposed,proto3" json:"proposed,omitempty"`
+	RestartNeeded  bool                   `protobuf:"varint,5,opt,name=restart_needed,json=restartNeeded,proto3" json:"restart_needed,omitempty"`
+	Changes        []string               `protobuf:"bytes,6,rep,name=changes,proto3" json:"changes,omitempty"`                                      // what the update itself does, an event a line
+	Placements     []*PlannedPlacement    `protobuf:"bytes,7,rep,name=placements,proto3" json:"placements,omitempty"`                                // what the scheduling pass after it places
+	Pending        *WhyPendingReply       `protobuf:"bytes,8,opt,name=pending,proto3" json:"pending,omitempty"`                                      // the job's tasks that would wait, and why
+	CurrentVersion int64                  `protobuf:"varint,9,opt,name=current_version,json=currentVersion,proto3" json:"current_version,omitempty"` // the version in force now
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PlanReply) Reset() {
+	*x = PlanReply{}
+	mi := &file_api_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanReply) ProtoMessage() {}
+
+func (x *PlanReply) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanReply.ProtoReflect.Descriptor instead.
+func (*PlanReply) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PlanReply) GetPosition() int64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *PlanReply) GetSpecVersion() int64 {
+	if x != nil {
+		return x.SpecVersion
+	}
+	return 0
+}
+
+func (x *PlanReply) GetCurrent() *events.JobSpec {
+	if x != nil {
+		return x.Current
+	}
+	return nil
+}
+
+func (x *PlanReply) GetProposed() *events.JobSpec {
+	if x != nil {
+		return x.Proposed
+	}
+	return nil
+}
+
+func (x *PlanReply) GetRestartNeeded() bool {
+	if x != nil {
+		return x.RestartNeeded
+	}
+	return false
+}
+
+func (x *PlanReply) GetChanges() []string {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *PlanReply) GetPlacements() []*PlannedPlacement {
+	if x != nil {
+		return x.Placements
+	}
+	return nil
+}
+
+func (x *PlanReply) GetPending() *WhyPendingReply {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+func (x *PlanReply) GetCurrentVersion() int64 {
+	if x != nil {
+		return x.CurrentVersion
+	}
+	return 0
+}
+
+type PlannedPlacement struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"` // user/job/index
+	Machine       string                 `protobuf:"bytes,2,opt,name=machine,proto3" json:"machine,omitempty"`
+	Preempts      []string               `protobuf:"bytes,3,rep,name=preempts,proto3" json:"preempts,omitempty"`
+	Score         float64                `protobuf:"fixed64,4,opt,name=score,proto3" json:"score,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlannedPlacement) Reset() {
+	*x = PlannedPlacement{}
+	mi := &file_api_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlannedPlacement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlannedPlacement) ProtoMessage() {}
+
+func (x *PlannedPlacement) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlannedPlacement.ProtoReflect.Descriptor instead.
+func (*PlannedPlacement) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PlannedPlacement) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *PlannedPlacement) GetMachine() string {
+	if x != nil {
+		return x.Machine
+	}
+	return ""
+}
+
+func (x *PlannedPlacement) GetPreempts() []string {
+	if x != nil {
+		return x.Preempts
+	}
+	return nil
+}
+
+func (x *PlannedPlacement) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
 type JobHistoryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"` // the job's owner; default: the caller
@@ -326,7 +512,7 @@ type JobHistoryRequest struct {
 
 func (x *JobHistoryRequest) Reset() {
 	*x = JobHistoryRequest{}
-	mi := &file_api_proto_msgTypes[4]
+	mi := &file_api_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -338,7 +524,7 @@ func (x *JobHistoryRequest) String() string {
 func (*JobHistoryRequest) ProtoMessage() {}
 
 func (x *JobHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[4]
+	mi := &file_api_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -351,7 +537,7 @@ func (x *JobHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobHistoryRequest.ProtoReflect.Descriptor instead.
 func (*JobHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{4}
+	return file_api_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *JobHistoryRequest) GetUser() string {
@@ -393,7 +579,7 @@ type JobVersionView struct {
 
 func (x *JobVersionView) Reset() {
 	*x = JobVersionView{}
-	mi := &file_api_proto_msgTypes[5]
+	mi := &file_api_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +591,7 @@ func (x *JobVersionView) String() string {
 func (*JobVersionView) ProtoMessage() {}
 
 func (x *JobVersionView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[5]
+	mi := &file_api_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +604,7 @@ func (x *JobVersionView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobVersionView.ProtoReflect.Descriptor instead.
 func (*JobVersionView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{5}
+	return file_api_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *JobVersionView) GetVersion() int64 {
@@ -488,7 +674,7 @@ type JobHistoryReply struct {
 
 func (x *JobHistoryReply) Reset() {
 	*x = JobHistoryReply{}
-	mi := &file_api_proto_msgTypes[6]
+	mi := &file_api_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +686,7 @@ func (x *JobHistoryReply) String() string {
 func (*JobHistoryReply) ProtoMessage() {}
 
 func (x *JobHistoryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[6]
+	mi := &file_api_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +699,7 @@ func (x *JobHistoryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobHistoryReply.ProtoReflect.Descriptor instead.
 func (*JobHistoryReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{6}
+	return file_api_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *JobHistoryReply) GetVersions() []*JobVersionView {
@@ -550,7 +736,7 @@ type KillRequest struct {
 
 func (x *KillRequest) Reset() {
 	*x = KillRequest{}
-	mi := &file_api_proto_msgTypes[7]
+	mi := &file_api_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +748,7 @@ func (x *KillRequest) String() string {
 func (*KillRequest) ProtoMessage() {}
 
 func (x *KillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[7]
+	mi := &file_api_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +761,7 @@ func (x *KillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillRequest.ProtoReflect.Descriptor instead.
 func (*KillRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{7}
+	return file_api_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *KillRequest) GetRequestId() string {
@@ -626,7 +812,7 @@ type KillTaskRequest struct {
 
 func (x *KillTaskRequest) Reset() {
 	*x = KillTaskRequest{}
-	mi := &file_api_proto_msgTypes[8]
+	mi := &file_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +824,7 @@ func (x *KillTaskRequest) String() string {
 func (*KillTaskRequest) ProtoMessage() {}
 
 func (x *KillTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[8]
+	mi := &file_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +837,7 @@ func (x *KillTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillTaskRequest.ProtoReflect.Descriptor instead.
 func (*KillTaskRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{8}
+	return file_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *KillTaskRequest) GetRequestId() string {
@@ -700,7 +886,7 @@ type JobRequest struct {
 
 func (x *JobRequest) Reset() {
 	*x = JobRequest{}
-	mi := &file_api_proto_msgTypes[9]
+	mi := &file_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +898,7 @@ func (x *JobRequest) String() string {
 func (*JobRequest) ProtoMessage() {}
 
 func (x *JobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[9]
+	mi := &file_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +911,7 @@ func (x *JobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRequest.ProtoReflect.Descriptor instead.
 func (*JobRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{9}
+	return file_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *JobRequest) GetRequestId() string {
@@ -761,7 +947,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_api_proto_msgTypes[10]
+	mi := &file_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +959,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[10]
+	mi := &file_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +972,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{10}
+	return file_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetQuotaRequest) GetRequestId() string {
@@ -829,7 +1015,7 @@ type DrainMachineRequest struct {
 
 func (x *DrainMachineRequest) Reset() {
 	*x = DrainMachineRequest{}
-	mi := &file_api_proto_msgTypes[11]
+	mi := &file_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +1027,7 @@ func (x *DrainMachineRequest) String() string {
 func (*DrainMachineRequest) ProtoMessage() {}
 
 func (x *DrainMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[11]
+	mi := &file_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +1040,7 @@ func (x *DrainMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainMachineRequest.ProtoReflect.Descriptor instead.
 func (*DrainMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{11}
+	return file_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DrainMachineRequest) GetRequestId() string {
@@ -896,7 +1082,7 @@ type RemoveMachineRequest struct {
 
 func (x *RemoveMachineRequest) Reset() {
 	*x = RemoveMachineRequest{}
-	mi := &file_api_proto_msgTypes[12]
+	mi := &file_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1094,7 @@ func (x *RemoveMachineRequest) String() string {
 func (*RemoveMachineRequest) ProtoMessage() {}
 
 func (x *RemoveMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[12]
+	mi := &file_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1107,7 @@ func (x *RemoveMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMachineRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{12}
+	return file_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RemoveMachineRequest) GetRequestId() string {
@@ -960,7 +1146,7 @@ type CreateAllocSetRequest struct {
 
 func (x *CreateAllocSetRequest) Reset() {
 	*x = CreateAllocSetRequest{}
-	mi := &file_api_proto_msgTypes[13]
+	mi := &file_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1158,7 @@ func (x *CreateAllocSetRequest) String() string {
 func (*CreateAllocSetRequest) ProtoMessage() {}
 
 func (x *CreateAllocSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[13]
+	mi := &file_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1171,7 @@ func (x *CreateAllocSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAllocSetRequest.ProtoReflect.Descriptor instead.
 func (*CreateAllocSetRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{13}
+	return file_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateAllocSetRequest) GetRequestId() string {
@@ -1050,7 +1236,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_api_proto_msgTypes[14]
+	mi := &file_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1248,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[14]
+	mi := &file_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1261,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{14}
+	return file_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetRequest) GetRead() *ReadOptions {
@@ -1127,7 +1313,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_api_proto_msgTypes[15]
+	mi := &file_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1325,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[15]
+	mi := &file_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1338,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{15}
+	return file_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListRequest) GetRead() *ReadOptions {
@@ -1213,7 +1399,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_api_proto_msgTypes[16]
+	mi := &file_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1411,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[16]
+	mi := &file_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1424,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{16}
+	return file_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListTasksRequest) GetRead() *ReadOptions {
@@ -1306,7 +1492,7 @@ type ListMachinesRequest struct {
 
 func (x *ListMachinesRequest) Reset() {
 	*x = ListMachinesRequest{}
-	mi := &file_api_proto_msgTypes[17]
+	mi := &file_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1504,7 @@ func (x *ListMachinesRequest) String() string {
 func (*ListMachinesRequest) ProtoMessage() {}
 
 func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[17]
+	mi := &file_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1517,7 @@ func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesRequest.ProtoReflect.Descriptor instead.
 func (*ListMachinesRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{17}
+	return file_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListMachinesRequest) GetRead() *ReadOptions {
@@ -1351,7 +1537,7 @@ type GetQuotaRequest struct {
 
 func (x *GetQuotaRequest) Reset() {
 	*x = GetQuotaRequest{}
-	mi := &file_api_proto_msgTypes[18]
+	mi := &file_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1549,7 @@ func (x *GetQuotaRequest) String() string {
 func (*GetQuotaRequest) ProtoMessage() {}
 
 func (x *GetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[18]
+	mi := &file_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1562,7 @@ func (x *GetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*GetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{18}
+	return file_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetQuotaRequest) GetRead() *ReadOptions {
@@ -1404,7 +1590,7 @@ type WhyPendingRequest struct {
 
 func (x *WhyPendingRequest) Reset() {
 	*x = WhyPendingRequest{}
-	mi := &file_api_proto_msgTypes[19]
+	mi := &file_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1602,7 @@ func (x *WhyPendingRequest) String() string {
 func (*WhyPendingRequest) ProtoMessage() {}
 
 func (x *WhyPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[19]
+	mi := &file_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1615,7 @@ func (x *WhyPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingRequest.ProtoReflect.Descriptor instead.
 func (*WhyPendingRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{19}
+	return file_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WhyPendingRequest) GetRead() *ReadOptions {
@@ -1464,7 +1650,7 @@ type StateAtRequest struct {
 
 func (x *StateAtRequest) Reset() {
 	*x = StateAtRequest{}
-	mi := &file_api_proto_msgTypes[20]
+	mi := &file_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1662,7 @@ func (x *StateAtRequest) String() string {
 func (*StateAtRequest) ProtoMessage() {}
 
 func (x *StateAtRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[20]
+	mi := &file_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1675,7 @@ func (x *StateAtRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateAtRequest.ProtoReflect.Descriptor instead.
 func (*StateAtRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{20}
+	return file_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StateAtRequest) GetPosition() int64 {
@@ -1528,7 +1714,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_api_proto_msgTypes[21]
+	mi := &file_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +1726,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[21]
+	mi := &file_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +1739,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{21}
+	return file_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EventsRequest) GetFromPosition() int64 {
@@ -1613,7 +1799,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_proto_msgTypes[22]
+	mi := &file_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1811,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[22]
+	mi := &file_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1824,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{22}
+	return file_api_proto_rawDescGZIP(), []int{24}
 }
 
 type StatusReply struct {
@@ -1664,7 +1850,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_api_proto_msgTypes[23]
+	mi := &file_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1862,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[23]
+	mi := &file_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1875,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{23}
+	return file_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatusReply) GetMaster() string {
@@ -1828,7 +2014,7 @@ type TaskView struct {
 
 func (x *TaskView) Reset() {
 	*x = TaskView{}
-	mi := &file_api_proto_msgTypes[24]
+	mi := &file_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +2026,7 @@ func (x *TaskView) String() string {
 func (*TaskView) ProtoMessage() {}
 
 func (x *TaskView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[24]
+	mi := &file_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +2039,7 @@ func (x *TaskView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskView.ProtoReflect.Descriptor instead.
 func (*TaskView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{24}
+	return file_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TaskView) GetUser() string {
@@ -2048,7 +2234,7 @@ type JobView struct {
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_api_proto_msgTypes[25]
+	mi := &file_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2246,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[25]
+	mi := &file_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2259,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{25}
+	return file_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *JobView) GetSpec() *events.JobSpec {
@@ -2250,7 +2436,7 @@ type RolloutView struct {
 
 func (x *RolloutView) Reset() {
 	*x = RolloutView{}
-	mi := &file_api_proto_msgTypes[26]
+	mi := &file_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2448,7 @@ func (x *RolloutView) String() string {
 func (*RolloutView) ProtoMessage() {}
 
 func (x *RolloutView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[26]
+	mi := &file_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2461,7 @@ func (x *RolloutView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutView.ProtoReflect.Descriptor instead.
 func (*RolloutView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{26}
+	return file_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RolloutView) GetLive() int32 {
@@ -2324,7 +2510,7 @@ type JobList struct {
 
 func (x *JobList) Reset() {
 	*x = JobList{}
-	mi := &file_api_proto_msgTypes[27]
+	mi := &file_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2522,7 @@ func (x *JobList) String() string {
 func (*JobList) ProtoMessage() {}
 
 func (x *JobList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[27]
+	mi := &file_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2535,7 @@ func (x *JobList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobList.ProtoReflect.Descriptor instead.
 func (*JobList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{27}
+	return file_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JobList) GetJobs() []*JobView {
@@ -2384,7 +2570,7 @@ type TaskList struct {
 
 func (x *TaskList) Reset() {
 	*x = TaskList{}
-	mi := &file_api_proto_msgTypes[28]
+	mi := &file_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +2582,7 @@ func (x *TaskList) String() string {
 func (*TaskList) ProtoMessage() {}
 
 func (x *TaskList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[28]
+	mi := &file_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2595,7 @@ func (x *TaskList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskList.ProtoReflect.Descriptor instead.
 func (*TaskList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{28}
+	return file_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TaskList) GetTasks() []*TaskView {
@@ -2461,7 +2647,7 @@ type MachineView struct {
 
 func (x *MachineView) Reset() {
 	*x = MachineView{}
-	mi := &file_api_proto_msgTypes[29]
+	mi := &file_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2473,7 +2659,7 @@ func (x *MachineView) String() string {
 func (*MachineView) ProtoMessage() {}
 
 func (x *MachineView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[29]
+	mi := &file_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2486,7 +2672,7 @@ func (x *MachineView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineView.ProtoReflect.Descriptor instead.
 func (*MachineView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{29}
+	return file_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MachineView) GetName() string {
@@ -2625,7 +2811,7 @@ type MachineList struct {
 
 func (x *MachineList) Reset() {
 	*x = MachineList{}
-	mi := &file_api_proto_msgTypes[30]
+	mi := &file_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +2823,7 @@ func (x *MachineList) String() string {
 func (*MachineList) ProtoMessage() {}
 
 func (x *MachineList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[30]
+	mi := &file_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +2836,7 @@ func (x *MachineList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineList.ProtoReflect.Descriptor instead.
 func (*MachineList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{30}
+	return file_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MachineList) GetMachines() []*MachineView {
@@ -2680,7 +2866,7 @@ type QuotaView struct {
 
 func (x *QuotaView) Reset() {
 	*x = QuotaView{}
-	mi := &file_api_proto_msgTypes[31]
+	mi := &file_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2692,7 +2878,7 @@ func (x *QuotaView) String() string {
 func (*QuotaView) ProtoMessage() {}
 
 func (x *QuotaView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[31]
+	mi := &file_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2705,7 +2891,7 @@ func (x *QuotaView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaView.ProtoReflect.Descriptor instead.
 func (*QuotaView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{31}
+	return file_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *QuotaView) GetUser() string {
@@ -2752,7 +2938,7 @@ type QuotaList struct {
 
 func (x *QuotaList) Reset() {
 	*x = QuotaList{}
-	mi := &file_api_proto_msgTypes[32]
+	mi := &file_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +2950,7 @@ func (x *QuotaList) String() string {
 func (*QuotaList) ProtoMessage() {}
 
 func (x *QuotaList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[32]
+	mi := &file_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +2963,7 @@ func (x *QuotaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaList.ProtoReflect.Descriptor instead.
 func (*QuotaList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{32}
+	return file_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *QuotaList) GetQuotas() []*QuotaView {
@@ -2798,7 +2984,7 @@ type RejectionCount struct {
 
 func (x *RejectionCount) Reset() {
 	*x = RejectionCount{}
-	mi := &file_api_proto_msgTypes[33]
+	mi := &file_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +2996,7 @@ func (x *RejectionCount) String() string {
 func (*RejectionCount) ProtoMessage() {}
 
 func (x *RejectionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[33]
+	mi := &file_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +3009,7 @@ func (x *RejectionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectionCount.ProtoReflect.Descriptor instead.
 func (*RejectionCount) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{33}
+	return file_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RejectionCount) GetReason() string {
@@ -2854,7 +3040,7 @@ type PendingClass struct {
 
 func (x *PendingClass) Reset() {
 	*x = PendingClass{}
-	mi := &file_api_proto_msgTypes[34]
+	mi := &file_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +3052,7 @@ func (x *PendingClass) String() string {
 func (*PendingClass) ProtoMessage() {}
 
 func (x *PendingClass) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[34]
+	mi := &file_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +3065,7 @@ func (x *PendingClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingClass.ProtoReflect.Descriptor instead.
 func (*PendingClass) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{34}
+	return file_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PendingClass) GetTaskIndexes() []int32 {
@@ -2931,7 +3117,7 @@ type WhyPendingReply struct {
 
 func (x *WhyPendingReply) Reset() {
 	*x = WhyPendingReply{}
-	mi := &file_api_proto_msgTypes[35]
+	mi := &file_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2943,7 +3129,7 @@ func (x *WhyPendingReply) String() string {
 func (*WhyPendingReply) ProtoMessage() {}
 
 func (x *WhyPendingReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[35]
+	mi := &file_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2956,7 +3142,7 @@ func (x *WhyPendingReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingReply.ProtoReflect.Descriptor instead.
 func (*WhyPendingReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{35}
+	return file_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WhyPendingReply) GetUser() string {
@@ -3016,7 +3202,7 @@ type CellView struct {
 
 func (x *CellView) Reset() {
 	*x = CellView{}
-	mi := &file_api_proto_msgTypes[36]
+	mi := &file_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3214,7 @@ func (x *CellView) String() string {
 func (*CellView) ProtoMessage() {}
 
 func (x *CellView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[36]
+	mi := &file_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3227,7 @@ func (x *CellView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CellView.ProtoReflect.Descriptor instead.
 func (*CellView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{36}
+	return file_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CellView) GetPosition() int64 {
@@ -3113,7 +3299,7 @@ type EventView struct {
 
 func (x *EventView) Reset() {
 	*x = EventView{}
-	mi := &file_api_proto_msgTypes[37]
+	mi := &file_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3311,7 @@ func (x *EventView) String() string {
 func (*EventView) ProtoMessage() {}
 
 func (x *EventView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[37]
+	mi := &file_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3324,7 @@ func (x *EventView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventView.ProtoReflect.Descriptor instead.
 func (*EventView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{37}
+	return file_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *EventView) GetPosition() int64 {
@@ -3236,7 +3422,7 @@ type EventList struct {
 
 func (x *EventList) Reset() {
 	*x = EventList{}
-	mi := &file_api_proto_msgTypes[38]
+	mi := &file_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +3434,7 @@ func (x *EventList) String() string {
 func (*EventList) ProtoMessage() {}
 
 func (x *EventList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[38]
+	mi := &file_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3261,7 +3447,7 @@ func (x *EventList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventList.ProtoReflect.Descriptor instead.
 func (*EventList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{38}
+	return file_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *EventList) GetEvents() []*EventView {
@@ -3296,7 +3482,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_api_proto_msgTypes[39]
+	mi := &file_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3308,7 +3494,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[39]
+	mi := &file_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3321,7 +3507,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{39}
+	return file_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *QueryRequest) GetSql() string {
@@ -3359,7 +3545,7 @@ type QueryReply struct {
 
 func (x *QueryReply) Reset() {
 	*x = QueryReply{}
-	mi := &file_api_proto_msgTypes[40]
+	mi := &file_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3371,7 +3557,7 @@ func (x *QueryReply) String() string {
 func (*QueryReply) ProtoMessage() {}
 
 func (x *QueryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[40]
+	mi := &file_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3384,7 +3570,7 @@ func (x *QueryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryReply.ProtoReflect.Descriptor instead.
 func (*QueryReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{40}
+	return file_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *QueryReply) GetColumns() []string {
@@ -3439,7 +3625,7 @@ type QueryRow struct {
 
 func (x *QueryRow) Reset() {
 	*x = QueryRow{}
-	mi := &file_api_proto_msgTypes[41]
+	mi := &file_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3451,7 +3637,7 @@ func (x *QueryRow) String() string {
 func (*QueryRow) ProtoMessage() {}
 
 func (x *QueryRow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[41]
+	mi := &file_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3464,7 +3650,7 @@ func (x *QueryRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRow.ProtoReflect.Descriptor instead.
 func (*QueryRow) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{41}
+	return file_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *QueryRow) GetValues() []string {
@@ -3494,7 +3680,7 @@ type BillRequest struct {
 
 func (x *BillRequest) Reset() {
 	*x = BillRequest{}
-	mi := &file_api_proto_msgTypes[42]
+	mi := &file_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3506,7 +3692,7 @@ func (x *BillRequest) String() string {
 func (*BillRequest) ProtoMessage() {}
 
 func (x *BillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[42]
+	mi := &file_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3519,7 +3705,7 @@ func (x *BillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillRequest.ProtoReflect.Descriptor instead.
 func (*BillRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{42}
+	return file_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BillRequest) GetFromUs() int64 {
@@ -3567,7 +3753,7 @@ type BillReply struct {
 
 func (x *BillReply) Reset() {
 	*x = BillReply{}
-	mi := &file_api_proto_msgTypes[43]
+	mi := &file_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3579,7 +3765,7 @@ func (x *BillReply) String() string {
 func (*BillReply) ProtoMessage() {}
 
 func (x *BillReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[43]
+	mi := &file_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3592,7 +3778,7 @@ func (x *BillReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillReply.ProtoReflect.Descriptor instead.
 func (*BillReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{43}
+	return file_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BillReply) GetData() []byte {
@@ -3627,7 +3813,7 @@ const file_api_proto_rawDesc = "" +
 	"\rSubmitRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12-\n" +
-	"\x04spec\x18\x02 \x01(\v2\x19.corral.events.v1.JobSpecR\x04spec\"\xd8\x01\n" +
+	"\x04spec\x18\x02 \x01(\v2\x19.corral.events.v1.JobSpecR\x04spec\"\xf9\x01\n" +
 	"\rUpdateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12-\n" +
@@ -3636,7 +3822,26 @@ const file_api_proto_rawDesc = "" +
 	"\bpriority\x18\x04 \x01(\x05R\bpriority\x12\x10\n" +
 	"\x03job\x18\x05 \x01(\tR\x03job\x12\x1b\n" +
 	"\trevert_to\x18\x06 \x01(\x03R\brevertTo\x12\x12\n" +
-	"\x04user\x18\a \x01(\tR\x04user\"O\n" +
+	"\x04user\x18\a \x01(\tR\x04user\x12\x1f\n" +
+	"\vif_position\x18\b \x01(\x03R\n" +
+	"ifPosition\"\x9b\x03\n" +
+	"\tPlanReply\x12\x1a\n" +
+	"\bposition\x18\x01 \x01(\x03R\bposition\x12!\n" +
+	"\fspec_version\x18\x02 \x01(\x03R\vspecVersion\x123\n" +
+	"\acurrent\x18\x03 \x01(\v2\x19.corral.events.v1.JobSpecR\acurrent\x125\n" +
+	"\bproposed\x18\x04 \x01(\v2\x19.corral.events.v1.JobSpecR\bproposed\x12%\n" +
+	"\x0erestart_needed\x18\x05 \x01(\bR\rrestartNeeded\x12\x18\n" +
+	"\achanges\x18\x06 \x03(\tR\achanges\x12?\n" +
+	"\n" +
+	"placements\x18\a \x03(\v2\x1f.corral.api.v1.PlannedPlacementR\n" +
+	"placements\x128\n" +
+	"\apending\x18\b \x01(\v2\x1e.corral.api.v1.WhyPendingReplyR\apending\x12'\n" +
+	"\x0fcurrent_version\x18\t \x01(\x03R\x0ecurrentVersion\"r\n" +
+	"\x10PlannedPlacement\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\x12\x18\n" +
+	"\amachine\x18\x02 \x01(\tR\amachine\x12\x1a\n" +
+	"\bpreempts\x18\x03 \x03(\tR\bpreempts\x12\x14\n" +
+	"\x05score\x18\x04 \x01(\x01R\x05score\"O\n" +
 	"\x11JobHistoryRequest\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -3947,7 +4152,7 @@ const file_api_proto_rawDesc = "" +
 	"rates_json\x18\x05 \x01(\tR\tratesJson\"7\n" +
 	"\tBillReply\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06format\x18\x02 \x01(\tR\x06format2\x8b\x0e\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format2\xd1\x0e\n" +
 	"\x04Cell\x12D\n" +
 	"\x06Submit\x12\x1c.corral.api.v1.SubmitRequest\x1a\x1c.corral.api.v1.MutationReply\x12D\n" +
 	"\x06Update\x12\x1c.corral.api.v1.UpdateRequest\x1a\x1c.corral.api.v1.MutationReply\x12@\n" +
@@ -3957,7 +4162,9 @@ const file_api_proto_rawDesc = "" +
 	"\x0eRollbackUpdate\x12\x19.corral.api.v1.JobRequest\x1a\x1c.corral.api.v1.MutationReply\x12H\n" +
 	"\rPromoteUpdate\x12\x19.corral.api.v1.JobRequest\x1a\x1c.corral.api.v1.MutationReply\x12N\n" +
 	"\n" +
-	"JobHistory\x12 .corral.api.v1.JobHistoryRequest\x1a\x1e.corral.api.v1.JobHistoryReply\x12H\n" +
+	"JobHistory\x12 .corral.api.v1.JobHistoryRequest\x1a\x1e.corral.api.v1.JobHistoryReply\x12D\n" +
+	"\n" +
+	"PlanUpdate\x12\x1c.corral.api.v1.UpdateRequest\x1a\x18.corral.api.v1.PlanReply\x12H\n" +
 	"\bSetQuota\x12\x1e.corral.api.v1.SetQuotaRequest\x1a\x1c.corral.api.v1.MutationReply\x12P\n" +
 	"\fDrainMachine\x12\".corral.api.v1.DrainMachineRequest\x1a\x1c.corral.api.v1.MutationReply\x12R\n" +
 	"\rRemoveMachine\x12#.corral.api.v1.RemoveMachineRequest\x1a\x1c.corral.api.v1.MutationReply\x12T\n" +
@@ -3989,149 +4196,157 @@ func file_api_proto_rawDescGZIP() []byte {
 	return file_api_proto_rawDescData
 }
 
-var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_api_proto_goTypes = []any{
 	(*ReadOptions)(nil),           // 0: corral.api.v1.ReadOptions
 	(*MutationReply)(nil),         // 1: corral.api.v1.MutationReply
 	(*SubmitRequest)(nil),         // 2: corral.api.v1.SubmitRequest
 	(*UpdateRequest)(nil),         // 3: corral.api.v1.UpdateRequest
-	(*JobHistoryRequest)(nil),     // 4: corral.api.v1.JobHistoryRequest
-	(*JobVersionView)(nil),        // 5: corral.api.v1.JobVersionView
-	(*JobHistoryReply)(nil),       // 6: corral.api.v1.JobHistoryReply
-	(*KillRequest)(nil),           // 7: corral.api.v1.KillRequest
-	(*KillTaskRequest)(nil),       // 8: corral.api.v1.KillTaskRequest
-	(*JobRequest)(nil),            // 9: corral.api.v1.JobRequest
-	(*SetQuotaRequest)(nil),       // 10: corral.api.v1.SetQuotaRequest
-	(*DrainMachineRequest)(nil),   // 11: corral.api.v1.DrainMachineRequest
-	(*RemoveMachineRequest)(nil),  // 12: corral.api.v1.RemoveMachineRequest
-	(*CreateAllocSetRequest)(nil), // 13: corral.api.v1.CreateAllocSetRequest
-	(*GetRequest)(nil),            // 14: corral.api.v1.GetRequest
-	(*ListRequest)(nil),           // 15: corral.api.v1.ListRequest
-	(*ListTasksRequest)(nil),      // 16: corral.api.v1.ListTasksRequest
-	(*ListMachinesRequest)(nil),   // 17: corral.api.v1.ListMachinesRequest
-	(*GetQuotaRequest)(nil),       // 18: corral.api.v1.GetQuotaRequest
-	(*WhyPendingRequest)(nil),     // 19: corral.api.v1.WhyPendingRequest
-	(*StateAtRequest)(nil),        // 20: corral.api.v1.StateAtRequest
-	(*EventsRequest)(nil),         // 21: corral.api.v1.EventsRequest
-	(*StatusRequest)(nil),         // 22: corral.api.v1.StatusRequest
-	(*StatusReply)(nil),           // 23: corral.api.v1.StatusReply
-	(*TaskView)(nil),              // 24: corral.api.v1.TaskView
-	(*JobView)(nil),               // 25: corral.api.v1.JobView
-	(*RolloutView)(nil),           // 26: corral.api.v1.RolloutView
-	(*JobList)(nil),               // 27: corral.api.v1.JobList
-	(*TaskList)(nil),              // 28: corral.api.v1.TaskList
-	(*MachineView)(nil),           // 29: corral.api.v1.MachineView
-	(*MachineList)(nil),           // 30: corral.api.v1.MachineList
-	(*QuotaView)(nil),             // 31: corral.api.v1.QuotaView
-	(*QuotaList)(nil),             // 32: corral.api.v1.QuotaList
-	(*RejectionCount)(nil),        // 33: corral.api.v1.RejectionCount
-	(*PendingClass)(nil),          // 34: corral.api.v1.PendingClass
-	(*WhyPendingReply)(nil),       // 35: corral.api.v1.WhyPendingReply
-	(*CellView)(nil),              // 36: corral.api.v1.CellView
-	(*EventView)(nil),             // 37: corral.api.v1.EventView
-	(*EventList)(nil),             // 38: corral.api.v1.EventList
-	(*QueryRequest)(nil),          // 39: corral.api.v1.QueryRequest
-	(*QueryReply)(nil),            // 40: corral.api.v1.QueryReply
-	(*QueryRow)(nil),              // 41: corral.api.v1.QueryRow
-	(*BillRequest)(nil),           // 42: corral.api.v1.BillRequest
-	(*BillReply)(nil),             // 43: corral.api.v1.BillReply
-	nil,                           // 44: corral.api.v1.CreateAllocSetRequest.LabelsEntry
-	nil,                           // 45: corral.api.v1.MachineView.AttributesEntry
-	(*events.JobSpec)(nil),        // 46: corral.events.v1.JobSpec
-	(*events.Resources)(nil),      // 47: corral.events.v1.Resources
-	(*events.Constraint)(nil),     // 48: corral.events.v1.Constraint
+	(*PlanReply)(nil),             // 4: corral.api.v1.PlanReply
+	(*PlannedPlacement)(nil),      // 5: corral.api.v1.PlannedPlacement
+	(*JobHistoryRequest)(nil),     // 6: corral.api.v1.JobHistoryRequest
+	(*JobVersionView)(nil),        // 7: corral.api.v1.JobVersionView
+	(*JobHistoryReply)(nil),       // 8: corral.api.v1.JobHistoryReply
+	(*KillRequest)(nil),           // 9: corral.api.v1.KillRequest
+	(*KillTaskRequest)(nil),       // 10: corral.api.v1.KillTaskRequest
+	(*JobRequest)(nil),            // 11: corral.api.v1.JobRequest
+	(*SetQuotaRequest)(nil),       // 12: corral.api.v1.SetQuotaRequest
+	(*DrainMachineRequest)(nil),   // 13: corral.api.v1.DrainMachineRequest
+	(*RemoveMachineRequest)(nil),  // 14: corral.api.v1.RemoveMachineRequest
+	(*CreateAllocSetRequest)(nil), // 15: corral.api.v1.CreateAllocSetRequest
+	(*GetRequest)(nil),            // 16: corral.api.v1.GetRequest
+	(*ListRequest)(nil),           // 17: corral.api.v1.ListRequest
+	(*ListTasksRequest)(nil),      // 18: corral.api.v1.ListTasksRequest
+	(*ListMachinesRequest)(nil),   // 19: corral.api.v1.ListMachinesRequest
+	(*GetQuotaRequest)(nil),       // 20: corral.api.v1.GetQuotaRequest
+	(*WhyPendingRequest)(nil),     // 21: corral.api.v1.WhyPendingRequest
+	(*StateAtRequest)(nil),        // 22: corral.api.v1.StateAtRequest
+	(*EventsRequest)(nil),         // 23: corral.api.v1.EventsRequest
+	(*StatusRequest)(nil),         // 24: corral.api.v1.StatusRequest
+	(*StatusReply)(nil),           // 25: corral.api.v1.StatusReply
+	(*TaskView)(nil),              // 26: corral.api.v1.TaskView
+	(*JobView)(nil),               // 27: corral.api.v1.JobView
+	(*RolloutView)(nil),           // 28: corral.api.v1.RolloutView
+	(*JobList)(nil),               // 29: corral.api.v1.JobList
+	(*TaskList)(nil),              // 30: corral.api.v1.TaskList
+	(*MachineView)(nil),           // 31: corral.api.v1.MachineView
+	(*MachineList)(nil),           // 32: corral.api.v1.MachineList
+	(*QuotaView)(nil),             // 33: corral.api.v1.QuotaView
+	(*QuotaList)(nil),             // 34: corral.api.v1.QuotaList
+	(*RejectionCount)(nil),        // 35: corral.api.v1.RejectionCount
+	(*PendingClass)(nil),          // 36: corral.api.v1.PendingClass
+	(*WhyPendingReply)(nil),       // 37: corral.api.v1.WhyPendingReply
+	(*CellView)(nil),              // 38: corral.api.v1.CellView
+	(*EventView)(nil),             // 39: corral.api.v1.EventView
+	(*EventList)(nil),             // 40: corral.api.v1.EventList
+	(*QueryRequest)(nil),          // 41: corral.api.v1.QueryRequest
+	(*QueryReply)(nil),            // 42: corral.api.v1.QueryReply
+	(*QueryRow)(nil),              // 43: corral.api.v1.QueryRow
+	(*BillRequest)(nil),           // 44: corral.api.v1.BillRequest
+	(*BillReply)(nil),             // 45: corral.api.v1.BillReply
+	nil,                           // 46: corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	nil,                           // 47: corral.api.v1.MachineView.AttributesEntry
+	(*events.JobSpec)(nil),        // 48: corral.events.v1.JobSpec
+	(*events.Resources)(nil),      // 49: corral.events.v1.Resources
+	(*events.Constraint)(nil),     // 50: corral.events.v1.Constraint
 }
 var file_api_proto_depIdxs = []int32{
-	46, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
-	46, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
-	46, // 2: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
-	5,  // 3: corral.api.v1.JobHistoryReply.versions:type_name -> corral.api.v1.JobVersionView
-	47, // 4: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
-	47, // 5: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
-	48, // 6: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
-	44, // 7: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
-	0,  // 8: corral.api.v1.GetRequest.read:type_name -> corral.api.v1.ReadOptions
-	0,  // 9: corral.api.v1.ListRequest.read:type_name -> corral.api.v1.ReadOptions
-	0,  // 10: corral.api.v1.ListTasksRequest.read:type_name -> corral.api.v1.ReadOptions
-	0,  // 11: corral.api.v1.ListMachinesRequest.read:type_name -> corral.api.v1.ReadOptions
-	0,  // 12: corral.api.v1.GetQuotaRequest.read:type_name -> corral.api.v1.ReadOptions
-	0,  // 13: corral.api.v1.WhyPendingRequest.read:type_name -> corral.api.v1.ReadOptions
-	47, // 14: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
-	47, // 15: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
-	46, // 16: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
-	24, // 17: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
-	26, // 18: corral.api.v1.JobView.rollout:type_name -> corral.api.v1.RolloutView
-	25, // 19: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
-	24, // 20: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
-	47, // 21: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
-	47, // 22: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
-	47, // 23: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
-	45, // 24: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
-	29, // 25: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
-	47, // 26: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
-	47, // 27: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
-	31, // 28: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
-	33, // 29: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
-	34, // 30: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
-	29, // 31: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
-	25, // 32: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
-	37, // 33: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
-	41, // 34: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
-	2,  // 35: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
-	3,  // 36: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
-	7,  // 37: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
-	8,  // 38: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
-	9,  // 39: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
-	9,  // 40: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
-	9,  // 41: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
-	4,  // 42: corral.api.v1.Cell.JobHistory:input_type -> corral.api.v1.JobHistoryRequest
-	10, // 43: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
-	11, // 44: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
-	12, // 45: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
-	13, // 46: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
-	9,  // 47: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
-	14, // 48: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
-	15, // 49: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
-	16, // 50: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
-	17, // 51: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
-	18, // 52: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
-	19, // 53: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
-	20, // 54: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
-	21, // 55: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
-	21, // 56: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
-	22, // 57: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
-	39, // 58: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
-	42, // 59: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
-	1,  // 60: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
-	1,  // 61: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
-	1,  // 62: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
-	1,  // 63: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
-	1,  // 64: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 65: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 66: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
-	6,  // 67: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
-	1,  // 68: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
-	1,  // 69: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 70: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 71: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
-	1,  // 72: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
-	25, // 73: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
-	27, // 74: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
-	28, // 75: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
-	30, // 76: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
-	32, // 77: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
-	35, // 78: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
-	36, // 79: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
-	38, // 80: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
-	37, // 81: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
-	23, // 82: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
-	40, // 83: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
-	43, // 84: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
-	60, // [60:85] is the sub-list for method output_type
-	35, // [35:60] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	48, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
+	48, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
+	48, // 2: corral.api.v1.PlanReply.current:type_name -> corral.events.v1.JobSpec
+	48, // 3: corral.api.v1.PlanReply.proposed:type_name -> corral.events.v1.JobSpec
+	5,  // 4: corral.api.v1.PlanReply.placements:type_name -> corral.api.v1.PlannedPlacement
+	37, // 5: corral.api.v1.PlanReply.pending:type_name -> corral.api.v1.WhyPendingReply
+	48, // 6: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
+	7,  // 7: corral.api.v1.JobHistoryReply.versions:type_name -> corral.api.v1.JobVersionView
+	49, // 8: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
+	49, // 9: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
+	50, // 10: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
+	46, // 11: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	0,  // 12: corral.api.v1.GetRequest.read:type_name -> corral.api.v1.ReadOptions
+	0,  // 13: corral.api.v1.ListRequest.read:type_name -> corral.api.v1.ReadOptions
+	0,  // 14: corral.api.v1.ListTasksRequest.read:type_name -> corral.api.v1.ReadOptions
+	0,  // 15: corral.api.v1.ListMachinesRequest.read:type_name -> corral.api.v1.ReadOptions
+	0,  // 16: corral.api.v1.GetQuotaRequest.read:type_name -> corral.api.v1.ReadOptions
+	0,  // 17: corral.api.v1.WhyPendingRequest.read:type_name -> corral.api.v1.ReadOptions
+	49, // 18: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
+	49, // 19: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
+	48, // 20: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
+	26, // 21: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
+	28, // 22: corral.api.v1.JobView.rollout:type_name -> corral.api.v1.RolloutView
+	27, // 23: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
+	26, // 24: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
+	49, // 25: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
+	49, // 26: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
+	49, // 27: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
+	47, // 28: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
+	31, // 29: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
+	49, // 30: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
+	49, // 31: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
+	33, // 32: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
+	35, // 33: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
+	36, // 34: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
+	31, // 35: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
+	27, // 36: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
+	39, // 37: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
+	43, // 38: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
+	2,  // 39: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
+	3,  // 40: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
+	9,  // 41: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
+	10, // 42: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
+	11, // 43: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
+	11, // 44: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
+	11, // 45: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
+	6,  // 46: corral.api.v1.Cell.JobHistory:input_type -> corral.api.v1.JobHistoryRequest
+	3,  // 47: corral.api.v1.Cell.PlanUpdate:input_type -> corral.api.v1.UpdateRequest
+	12, // 48: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
+	13, // 49: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
+	14, // 50: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
+	15, // 51: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
+	11, // 52: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
+	16, // 53: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
+	17, // 54: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
+	18, // 55: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
+	19, // 56: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
+	20, // 57: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
+	21, // 58: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
+	22, // 59: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
+	23, // 60: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
+	23, // 61: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
+	24, // 62: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
+	41, // 63: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
+	44, // 64: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
+	1,  // 65: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
+	1,  // 66: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
+	1,  // 67: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
+	1,  // 68: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
+	1,  // 69: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 70: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 71: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
+	8,  // 72: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
+	4,  // 73: corral.api.v1.Cell.PlanUpdate:output_type -> corral.api.v1.PlanReply
+	1,  // 74: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
+	1,  // 75: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 76: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 77: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
+	1,  // 78: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
+	27, // 79: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
+	29, // 80: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
+	30, // 81: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
+	32, // 82: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
+	34, // 83: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
+	37, // 84: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
+	38, // 85: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
+	40, // 86: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
+	39, // 87: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
+	25, // 88: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
+	42, // 89: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
+	45, // 90: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
+	65, // [65:91] is the sub-list for method output_type
+	39, // [39:65] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_init() }
@@ -4145,7 +4360,7 @@ func file_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

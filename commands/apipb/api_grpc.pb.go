@@ -37,6 +37,7 @@ const (
 	Cell_RollbackUpdate_FullMethodName = "/corral.api.v1.Cell/RollbackUpdate"
 	Cell_PromoteUpdate_FullMethodName  = "/corral.api.v1.Cell/PromoteUpdate"
 	Cell_JobHistory_FullMethodName     = "/corral.api.v1.Cell/JobHistory"
+	Cell_PlanUpdate_FullMethodName     = "/corral.api.v1.Cell/PlanUpdate"
 	Cell_SetQuota_FullMethodName       = "/corral.api.v1.Cell/SetQuota"
 	Cell_DrainMachine_FullMethodName   = "/corral.api.v1.Cell/DrainMachine"
 	Cell_RemoveMachine_FullMethodName  = "/corral.api.v1.Cell/RemoveMachine"
@@ -70,6 +71,9 @@ type CellClient interface {
 	RollbackUpdate(ctx context.Context, in *JobRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	PromoteUpdate(ctx context.Context, in *JobRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	JobHistory(ctx context.Context, in *JobHistoryRequest, opts ...grpc.CallOption) (*JobHistoryReply, error)
+	// PlanUpdate says what Update would do now (the same request), by the
+	// real command and the real scheduling pass on a copy of the state.
+	PlanUpdate(ctx context.Context, in *UpdateRequest, opts ...grpc.CallOption) (*PlanReply, error)
 	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	DrainMachine(ctx context.Context, in *DrainMachineRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	// RemoveMachine retires a machine: its tasks go back to pending. Stop its
@@ -176,6 +180,16 @@ func (c *cellClient) JobHistory(ctx context.Context, in *JobHistoryRequest, opts
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(JobHistoryReply)
 	err := c.cc.Invoke(ctx, Cell_JobHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cellClient) PlanUpdate(ctx context.Context, in *UpdateRequest, opts ...grpc.CallOption) (*PlanReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlanReply)
+	err := c.cc.Invoke(ctx, Cell_PlanUpdate_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -375,6 +389,9 @@ type CellServer interface {
 	RollbackUpdate(context.Context, *JobRequest) (*MutationReply, error)
 	PromoteUpdate(context.Context, *JobRequest) (*MutationReply, error)
 	JobHistory(context.Context, *JobHistoryRequest) (*JobHistoryReply, error)
+	// PlanUpdate says what Update would do now (the same request), by the
+	// real command and the real scheduling pass on a copy of the state.
+	PlanUpdate(context.Context, *UpdateRequest) (*PlanReply, error)
 	SetQuota(context.Context, *SetQuotaRequest) (*MutationReply, error)
 	DrainMachine(context.Context, *DrainMachineRequest) (*MutationReply, error)
 	// RemoveMachine retires a machine: its tasks go back to pending. Stop its
@@ -430,6 +447,9 @@ func (UnimplementedCellServer) PromoteUpdate(context.Context, *JobRequest) (*Mut
 }
 func (UnimplementedCellServer) JobHistory(context.Context, *JobHistoryRequest) (*JobHistoryReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method JobHistory not implemented")
+}
+func (UnimplementedCellServer) PlanUpdate(context.Context, *UpdateRequest) (*PlanReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method PlanUpdate not implemented")
 }
 func (UnimplementedCellServer) SetQuota(context.Context, *SetQuotaRequest) (*MutationReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetQuota not implemented")
@@ -643,6 +663,24 @@ func _Cell_JobHistory_Handler(srv interface{}, ctx context.Context, dec func(int
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(CellServer).JobHistory(ctx, req.(*JobHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cell_PlanUpdate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).PlanUpdate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_PlanUpdate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).PlanUpdate(ctx, req.(*UpdateRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -984,6 +1022,10 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "JobHistory",
 			Handler:    _Cell_JobHistory_Handler,
+		},
+		{
+			MethodName: "PlanUpdate",
+			Handler:    _Cell_PlanUpdate_Handler,
 		},
 		{
 			MethodName: "SetQuota",

@@ -41,6 +41,9 @@ type Service struct {
 	// Cell is the cell's name, which Status tells clients: the zone of
 	// the tasks' DNS names.
 	Cell string
+	// Scheduler is the scheduling loop's configuration, which PlanUpdate
+	// plans with.
+	Scheduler SchedulerConfig
 }
 
 // Analytics is what the API needs of the Infrastore. It is an interface so

@@ -94,13 +94,18 @@ func (s *Service) Submit(ctx context.Context, r *apipb.SubmitRequest) (*apipb.Mu
 
 func (s *Service) Update(ctx context.Context, r *apipb.UpdateRequest) (*apipb.MutationReply, error) {
 	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
-		c := commands.UpdateJob{Meta: m, Spec: r.Spec, Selector: r.Selector, User: r.User, Job: r.Job, RevertTo: r.RevertTo}
-		if r.Selector != "" {
-			p := r.Priority
-			c.Change.Priority = &p
-		}
-		return c, nil
+		return updateCommand(m, r), nil
 	})
+}
+
+// updateCommand is the UpdateJob an UpdateRequest asks for.
+func updateCommand(m commands.Meta, r *apipb.UpdateRequest) commands.UpdateJob {
+	c := commands.UpdateJob{Meta: m, Spec: r.Spec, Selector: r.Selector, User: r.User, Job: r.Job, RevertTo: r.RevertTo, IfPosition: r.IfPosition}
+	if r.Selector != "" {
+		p := r.Priority
+		c.Change.Priority = &p
+	}
+	return c
 }
 
 func (s *Service) Kill(ctx context.Context, r *apipb.KillRequest) (*apipb.MutationReply, error) {

@@ -15,8 +15,9 @@ func (a *app) jobUpdateCommand() *cobra.Command {
 	var selector string
 	var secrets []string
 	var priority int
-	var wait bool
+	var wait, dryRun bool
 	var timeout time.Duration
+	var ifPosition int64
 	c := &cobra.Command{
 		Use:   "update FILE | --selector SEL --priority N",
 		Short: "change running jobs: a rolling update to the spec of FILE, or the priority of every job matching a selector",
@@ -50,6 +51,9 @@ no update open.`,
 			if len(argv) != 1 {
 				return usageErr("give a job file, or --selector and --priority")
 			}
+			if dryRun {
+				return a.planFile(ctx, argv[0], secrets)
+			}
 			f, err := a.loadFile(argv[0])
 			if err != nil {
 				return err
@@ -61,7 +65,7 @@ no update open.`,
 			var last int64
 			for _, spec := range f.Jobs {
 				rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
-					return c.Update(ctx, &apipb.UpdateRequest{RequestId: id, Spec: spec}, o...)
+					return c.Update(ctx, &apipb.UpdateRequest{RequestId: id, Spec: spec, IfPosition: ifPosition}, o...)
 				})
 				if err != nil {
 					return fmt.Errorf("updating %s: %w", spec.Name, err)
@@ -85,6 +89,8 @@ no update open.`,
 	}
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the jobs to change, e.g. team=web,tier!=canary")
 	c.Flags().IntVar(&priority, "priority", 0, "with --selector: the new priority (0-11)")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "say what the update would do (as `corral job plan`) and change nothing")
+	c.Flags().Int64Var(&ifPosition, "if-position", 0, "refuse if the job changed after this log position (the one `corral job plan` printed)")
 	c.Flags().BoolVarP(&wait, "wait", "w", false, "show the roll's progress; exit 0 once every task runs the new version healthy (or canaries wait for a promote), 1 with the reason when the update halts or reverts")
 	c.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "with --wait: give up after this long")
 	c.Flags().StringArrayVar(&secrets, "secret", nil, "NAME: a new value for the secret_env variable NAME from $NAME in your environment (repeat the flag); secrets not given keep their values")

@@ -99,10 +99,11 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	}
 	authOpts, secrets, linkDial := o.auth.serverOptions(log)
 	explanations := master.NewExplanations()
+	schedCfg := master.SchedulerConfig{Explanations: explanations, Metrics: mops.mm}
 	m, err := master.New(ctx, master.Config{
 		Name: o.name, Advertise: advertise, Store: store, Admins: o.admins, Logger: log,
 		OnLeading: []func(context.Context, *master.Master){
-			master.SchedulerLoop(master.SchedulerConfig{Explanations: explanations, Metrics: mops.mm}),
+			master.SchedulerLoop(schedCfg),
 			master.Link(master.LinkConfig{Cell: o.cell, Dial: linkDial, UsageWindow: o.usageWindow, Interval: o.pollInterval, Metrics: mops.mm}),
 		},
 	})
@@ -115,6 +116,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	svc := master.NewService(m)
 	svc.Explain = explanations.Explain
 	svc.Cell = o.cell
+	svc.Scheduler = master.SchedulerConfig{Pass: schedCfg.Pass} // plans: the same pass, without the loop's hooks
 	var inf *infraProcess
 	infraCtx, stopInfra := context.WithCancel(ctx)
 	defer stopInfra()

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/commands/apipb"
+)
+
+func (a *app) jobPlanCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "plan FILE",
+		Short: "what `corral job update FILE` would do now, appending nothing",
+		Long: `Plan the update of the jobs of FILE: the changes to the spec in force, what
+the update itself does (tasks restarting, killed, added), and what the
+scheduling pass after it would do (placements, preemptions with their
+victims, tasks that would wait and why), computed by the real command and
+the real scheduling pass on a copy of the cell. It prints the log position
+it planned at: ` + "`corral job update FILE --if-position P`" + ` applies the update
+only if the job has not changed since.`,
+		Example: "  corral job plan examples/web-v2.jsonnet\n  corral job update examples/web-v2.jsonnet --if-position 1234",
+		Args:    args(1, 1, "a job file"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			return a.planFile(cmd.Context(), argv[0], nil)
+		},
+	}
+}
+
+// planFile plans the update of every job of the file at path and prints
+// the plans.
+func (a *app) planFile(ctx context.Context, path string, secrets []string) error {
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	f, err := a.loadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := a.addSecrets(f, secrets); err != nil {
+		return err
+	}
+	var plans []*apipb.PlanReply
+	for _, spec := range f.Jobs {
+		var p *apipb.PlanReply
+		err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
+			p, err = c.PlanUpdate(ctx, &apipb.UpdateRequest{Spec: spec})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("planning %s: %w", spec.Name, err)
+		}
+		plans = append(plans, p)
+	}
+	if a.output != "table" {
+		if len(plans) == 1 {
+			return a.show(nil, plans[0])
+		}
+		return a.show(nil, plans)
+	}
+	for i, p := range plans {
+		writePlan(a.stdout(), cl.user+"/"+f.Jobs[i].Name, p)
+	}
+	a.note("apply it unless the job changes meanwhile: `corral job update %s --if-position %d`", path, plans[len(plans)-1].Position)
+	return nil
+}
+
+func writePlan(w io.Writer, job string, p *apipb.PlanReply) {
+	if p.SpecVersion == 0 {
+		fmt.Fprintf(w, "job %s: no change (planned at position %d)\n", job, p.Position)
+		return
+	}
+	how := "changes in place, no task restarts"
+	if p.RestartNeeded {
+		how = fmt.Sprintf("a rolling update, %d task(s) disrupted at a time", max(1, p.Proposed.GetUpdate().GetMaxDisruptions()))
+	}
+	fmt.Fprintf(w, "job %s: version %d -> %d: %s (planned at position %d)\n", job, p.CurrentVersion, p.SpecVersion, how, p.Position)
+	fmt.Fprintln(w, "changes to the spec:")
+	for _, d := range specDiff(p.Current, p.Proposed) {
+		fmt.Fprintf(w, "  %s\n", d)
+	}
+	fmt.Fprintln(w, "the update:")
+	for _, c := range p.Changes {
+		fmt.Fprintf(w, "  %s\n", c)
+	}
+	fmt.Fprintln(w, "then the scheduler:")
+	if len(p.Placements) == 0 {
+		fmt.Fprintln(w, "  places nothing")
+	}
+	for _, pl := range p.Placements {
+		line := fmt.Sprintf("  places %s on %s", pl.Task, pl.Machine)
+		if len(pl.Preempts) > 0 {
+			line += fmt.Sprintf(", preempting %v", pl.Preempts)
+		}
+		fmt.Fprintln(w, line)
+	}
+	if p.Pending != nil && p.Pending.Pending > 0 {
+		fmt.Fprintln(w, "and leaves waiting:")
+		writeWhy(w, p.Pending)
+	}
+}
