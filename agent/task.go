@@ -306,6 +306,7 @@ func (a *Agent) startProcess(t *task) (process, error) {
 	if err := a.prepareSandbox(t); err != nil {
 		return nil, err
 	}
+	markRun(t.sandbox, t.restarts+1, t.startedAt)
 	env := taskEnv(t.ref, a.cell, t.spec, t.sandbox)
 	path, err := lookPath(t.spec.Command, env, work)
 	if err != nil {

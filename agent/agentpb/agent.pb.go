@@ -1805,6 +1805,134 @@ func (x *AgentState) GetMachineUsage() *MachineUsage {
 	return nil
 }
 
+type LogsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          *events.TaskRef        `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	Stderr        bool                   `protobuf:"varint,2,opt,name=stderr,proto3" json:"stderr,omitempty"`                        // stderr rather than stdout
+	TailLines     int32                  `protobuf:"varint,3,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"` // only the last N lines (0: all)
+	TailBytes     int64                  `protobuf:"varint,4,opt,name=tail_bytes,json=tailBytes,proto3" json:"tail_bytes,omitempty"` // only the last N bytes (0: all)
+	Follow        bool                   `protobuf:"varint,5,opt,name=follow,proto3" json:"follow,omitempty"`                        // then what the task writes, until the call ends
+	Previous      bool                   `protobuf:"varint,6,opt,name=previous,proto3" json:"previous,omitempty"`                    // the run before the current one (restarts in place)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsRequest) Reset() {
+	*x = LogsRequest{}
+	mi := &file_agent_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsRequest) ProtoMessage() {}
+
+func (x *LogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
+func (*LogsRequest) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LogsRequest) GetTask() *events.TaskRef {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *LogsRequest) GetStderr() bool {
+	if x != nil {
+		return x.Stderr
+	}
+	return false
+}
+
+func (x *LogsRequest) GetTailLines() int32 {
+	if x != nil {
+		return x.TailLines
+	}
+	return 0
+}
+
+func (x *LogsRequest) GetTailBytes() int64 {
+	if x != nil {
+		return x.TailBytes
+	}
+	return 0
+}
+
+func (x *LogsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+func (x *LogsRequest) GetPrevious() bool {
+	if x != nil {
+		return x.Previous
+	}
+	return false
+}
+
+type LogChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogChunk) Reset() {
+	*x = LogChunk{}
+	mi := &file_agent_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogChunk) ProtoMessage() {}
+
+func (x *LogChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
+func (*LogChunk) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *LogChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_agent_proto protoreflect.FileDescriptor
 
 const file_agent_proto_rawDesc = "" +
@@ -1966,7 +2094,18 @@ const file_agent_proto_rawDesc = "" +
 	"\rmachine_usage\x18\x0f \x01(\v2\x1d.corral.agent.v1.MachineUsageR\fmachineUsage\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*k\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc6\x01\n" +
+	"\vLogsRequest\x12-\n" +
+	"\x04task\x18\x01 \x01(\v2\x19.corral.events.v1.TaskRefR\x04task\x12\x16\n" +
+	"\x06stderr\x18\x02 \x01(\bR\x06stderr\x12\x1d\n" +
+	"\n" +
+	"tail_lines\x18\x03 \x01(\x05R\ttailLines\x12\x1d\n" +
+	"\n" +
+	"tail_bytes\x18\x04 \x01(\x03R\ttailBytes\x12\x16\n" +
+	"\x06follow\x18\x05 \x01(\bR\x06follow\x12\x1a\n" +
+	"\bprevious\x18\x06 \x01(\bR\bprevious\"\x1e\n" +
+	"\bLogChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data*k\n" +
 	"\n" +
 	"CgroupMode\x12\x1b\n" +
 	"\x17CGROUP_MODE_UNSPECIFIED\x10\x00\x12\x12\n" +
@@ -1995,9 +2134,10 @@ const file_agent_proto_rawDesc = "" +
 	"\x11EVENT_KIND_FAILED\x10\x03\x12\x16\n" +
 	"\x12EVENT_KIND_EVICTED\x10\x04\x12\x15\n" +
 	"\x11EVENT_KIND_KILLED\x10\x05\x12\x16\n" +
-	"\x12EVENT_KIND_ADOPTED\x10\x062J\n" +
+	"\x12EVENT_KIND_ADOPTED\x10\x062\x8d\x01\n" +
 	"\x05Agent\x12A\n" +
-	"\x04Poll\x12\x1c.corral.agent.v1.PollRequest\x1a\x1b.corral.agent.v1.AgentState2R\n" +
+	"\x04Poll\x12\x1c.corral.agent.v1.PollRequest\x1a\x1b.corral.agent.v1.AgentState\x12A\n" +
+	"\x04Logs\x12\x1c.corral.agent.v1.LogsRequest\x1a\x19.corral.agent.v1.LogChunk0\x012R\n" +
 	"\x06Master\x12H\n" +
 	"\bRegister\x12\x1c.corral.agent.v1.MachineInfo\x1a\x1e.corral.agent.v1.RegisterReplyB2Z0github.com/corralhq/corral/agent/agentpb;agentpbb\x06proto3"
 
@@ -2014,7 +2154,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_agent_proto_goTypes = []any{
 	(CgroupMode)(0),              // 0: corral.agent.v1.CgroupMode
 	(TaskState)(0),               // 1: corral.agent.v1.TaskState
@@ -2036,62 +2176,67 @@ var file_agent_proto_goTypes = []any{
 	(*RequestResult)(nil),        // 17: corral.agent.v1.RequestResult
 	(*MachineUsage)(nil),         // 18: corral.agent.v1.MachineUsage
 	(*AgentState)(nil),           // 19: corral.agent.v1.AgentState
-	nil,                          // 20: corral.agent.v1.MachineInfo.AttributesEntry
-	nil,                          // 21: corral.agent.v1.TaskSpec.EnvEntry
-	nil,                          // 22: corral.agent.v1.AgentState.AttributesEntry
-	(*events.Resources)(nil),     // 23: corral.events.v1.Resources
-	(*events.RestartPolicy)(nil), // 24: corral.events.v1.RestartPolicy
-	(*events.HealthCheck)(nil),   // 25: corral.events.v1.HealthCheck
-	(*events.TaskRef)(nil),       // 26: corral.events.v1.TaskRef
-	(*events.TaskUsage)(nil),     // 27: corral.events.v1.TaskUsage
+	(*LogsRequest)(nil),          // 20: corral.agent.v1.LogsRequest
+	(*LogChunk)(nil),             // 21: corral.agent.v1.LogChunk
+	nil,                          // 22: corral.agent.v1.MachineInfo.AttributesEntry
+	nil,                          // 23: corral.agent.v1.TaskSpec.EnvEntry
+	nil,                          // 24: corral.agent.v1.AgentState.AttributesEntry
+	(*events.Resources)(nil),     // 25: corral.events.v1.Resources
+	(*events.RestartPolicy)(nil), // 26: corral.events.v1.RestartPolicy
+	(*events.HealthCheck)(nil),   // 27: corral.events.v1.HealthCheck
+	(*events.TaskRef)(nil),       // 28: corral.events.v1.TaskRef
+	(*events.TaskUsage)(nil),     // 29: corral.events.v1.TaskUsage
 }
 var file_agent_proto_depIdxs = []int32{
-	23, // 0: corral.agent.v1.MachineInfo.capacity:type_name -> corral.events.v1.Resources
-	20, // 1: corral.agent.v1.MachineInfo.attributes:type_name -> corral.agent.v1.MachineInfo.AttributesEntry
+	25, // 0: corral.agent.v1.MachineInfo.capacity:type_name -> corral.events.v1.Resources
+	22, // 1: corral.agent.v1.MachineInfo.attributes:type_name -> corral.agent.v1.MachineInfo.AttributesEntry
 	0,  // 2: corral.agent.v1.MachineInfo.cgroup_mode:type_name -> corral.agent.v1.CgroupMode
-	21, // 3: corral.agent.v1.TaskSpec.env:type_name -> corral.agent.v1.TaskSpec.EnvEntry
-	23, // 4: corral.agent.v1.TaskSpec.resources:type_name -> corral.events.v1.Resources
+	23, // 3: corral.agent.v1.TaskSpec.env:type_name -> corral.agent.v1.TaskSpec.EnvEntry
+	25, // 4: corral.agent.v1.TaskSpec.resources:type_name -> corral.events.v1.Resources
 	6,  // 5: corral.agent.v1.TaskSpec.ports:type_name -> corral.agent.v1.Port
-	24, // 6: corral.agent.v1.TaskSpec.restart:type_name -> corral.events.v1.RestartPolicy
-	25, // 7: corral.agent.v1.TaskSpec.health_check:type_name -> corral.events.v1.HealthCheck
-	26, // 8: corral.agent.v1.StartTask.task:type_name -> corral.events.v1.TaskRef
+	26, // 6: corral.agent.v1.TaskSpec.restart:type_name -> corral.events.v1.RestartPolicy
+	27, // 7: corral.agent.v1.TaskSpec.health_check:type_name -> corral.events.v1.HealthCheck
+	28, // 8: corral.agent.v1.StartTask.task:type_name -> corral.events.v1.TaskRef
 	7,  // 9: corral.agent.v1.StartTask.spec:type_name -> corral.agent.v1.TaskSpec
-	26, // 10: corral.agent.v1.StopTask.task:type_name -> corral.events.v1.TaskRef
-	26, // 11: corral.agent.v1.UpdateTask.task:type_name -> corral.events.v1.TaskRef
+	28, // 10: corral.agent.v1.StopTask.task:type_name -> corral.events.v1.TaskRef
+	28, // 11: corral.agent.v1.UpdateTask.task:type_name -> corral.events.v1.TaskRef
 	7,  // 12: corral.agent.v1.UpdateTask.spec:type_name -> corral.agent.v1.TaskSpec
-	26, // 13: corral.agent.v1.ForgetTask.task:type_name -> corral.events.v1.TaskRef
+	28, // 13: corral.agent.v1.ForgetTask.task:type_name -> corral.events.v1.TaskRef
 	8,  // 14: corral.agent.v1.Request.start:type_name -> corral.agent.v1.StartTask
 	9,  // 15: corral.agent.v1.Request.stop:type_name -> corral.agent.v1.StopTask
 	10, // 16: corral.agent.v1.Request.update:type_name -> corral.agent.v1.UpdateTask
 	11, // 17: corral.agent.v1.Request.forget:type_name -> corral.agent.v1.ForgetTask
 	12, // 18: corral.agent.v1.PollRequest.requests:type_name -> corral.agent.v1.Request
-	26, // 19: corral.agent.v1.TaskStatus.task:type_name -> corral.events.v1.TaskRef
+	28, // 19: corral.agent.v1.TaskStatus.task:type_name -> corral.events.v1.TaskRef
 	1,  // 20: corral.agent.v1.TaskStatus.state:type_name -> corral.agent.v1.TaskState
 	2,  // 21: corral.agent.v1.TaskStatus.health:type_name -> corral.agent.v1.Health
 	6,  // 22: corral.agent.v1.TaskStatus.ports:type_name -> corral.agent.v1.Port
-	23, // 23: corral.agent.v1.TaskStatus.resources:type_name -> corral.events.v1.Resources
-	26, // 24: corral.agent.v1.TaskUsageSample.task:type_name -> corral.events.v1.TaskRef
-	27, // 25: corral.agent.v1.TaskUsageSample.window:type_name -> corral.events.v1.TaskUsage
+	25, // 23: corral.agent.v1.TaskStatus.resources:type_name -> corral.events.v1.Resources
+	28, // 24: corral.agent.v1.TaskUsageSample.task:type_name -> corral.events.v1.TaskRef
+	29, // 25: corral.agent.v1.TaskUsageSample.window:type_name -> corral.events.v1.TaskUsage
 	3,  // 26: corral.agent.v1.AgentEvent.kind:type_name -> corral.agent.v1.EventKind
-	26, // 27: corral.agent.v1.AgentEvent.task:type_name -> corral.events.v1.TaskRef
-	26, // 28: corral.agent.v1.RequestResult.task:type_name -> corral.events.v1.TaskRef
-	23, // 29: corral.agent.v1.AgentState.capacity:type_name -> corral.events.v1.Resources
-	22, // 30: corral.agent.v1.AgentState.attributes:type_name -> corral.agent.v1.AgentState.AttributesEntry
+	28, // 27: corral.agent.v1.AgentEvent.task:type_name -> corral.events.v1.TaskRef
+	28, // 28: corral.agent.v1.RequestResult.task:type_name -> corral.events.v1.TaskRef
+	25, // 29: corral.agent.v1.AgentState.capacity:type_name -> corral.events.v1.Resources
+	24, // 30: corral.agent.v1.AgentState.attributes:type_name -> corral.agent.v1.AgentState.AttributesEntry
 	0,  // 31: corral.agent.v1.AgentState.cgroup_mode:type_name -> corral.agent.v1.CgroupMode
 	14, // 32: corral.agent.v1.AgentState.tasks:type_name -> corral.agent.v1.TaskStatus
 	15, // 33: corral.agent.v1.AgentState.usage:type_name -> corral.agent.v1.TaskUsageSample
 	16, // 34: corral.agent.v1.AgentState.events:type_name -> corral.agent.v1.AgentEvent
 	17, // 35: corral.agent.v1.AgentState.results:type_name -> corral.agent.v1.RequestResult
 	18, // 36: corral.agent.v1.AgentState.machine_usage:type_name -> corral.agent.v1.MachineUsage
-	13, // 37: corral.agent.v1.Agent.Poll:input_type -> corral.agent.v1.PollRequest
-	4,  // 38: corral.agent.v1.Master.Register:input_type -> corral.agent.v1.MachineInfo
-	19, // 39: corral.agent.v1.Agent.Poll:output_type -> corral.agent.v1.AgentState
-	5,  // 40: corral.agent.v1.Master.Register:output_type -> corral.agent.v1.RegisterReply
-	39, // [39:41] is the sub-list for method output_type
-	37, // [37:39] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	28, // 37: corral.agent.v1.LogsRequest.task:type_name -> corral.events.v1.TaskRef
+	13, // 38: corral.agent.v1.Agent.Poll:input_type -> corral.agent.v1.PollRequest
+	20, // 39: corral.agent.v1.Agent.Logs:input_type -> corral.agent.v1.LogsRequest
+	4,  // 40: corral.agent.v1.Master.Register:input_type -> corral.agent.v1.MachineInfo
+	19, // 41: corral.agent.v1.Agent.Poll:output_type -> corral.agent.v1.AgentState
+	21, // 42: corral.agent.v1.Agent.Logs:output_type -> corral.agent.v1.LogChunk
+	5,  // 43: corral.agent.v1.Master.Register:output_type -> corral.agent.v1.RegisterReply
+	41, // [41:44] is the sub-list for method output_type
+	38, // [38:41] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -2111,7 +2256,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -31,6 +31,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Agent_Poll_FullMethodName = "/corral.agent.v1.Agent/Poll"
+	Agent_Logs_FullMethodName = "/corral.agent.v1.Agent/Logs"
 )
 
 // AgentClient is the client API for Agent service.
@@ -44,6 +45,10 @@ type AgentClient interface {
 	// why. The call fails (FAILED_PRECONDITION) only when the poll carries an
 	// epoch older than one the agent has already seen: a deposed master.
 	Poll(ctx context.Context, in *PollRequest, opts ...grpc.CallOption) (*AgentState, error)
+	// Logs streams a task's stdout or stderr from its sandbox on this
+	// machine: its current run's (or with previous, the run before), the
+	// whole file or its tail, then with follow what it writes next.
+	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogChunk], error)
 }
 
 type agentClient struct {
@@ -64,6 +69,25 @@ func (c *agentClient) Poll(ctx context.Context, in *PollRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *agentClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Agent_ServiceDesc.Streams[0], Agent_Logs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LogsRequest, LogChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Agent_LogsClient = grpc.ServerStreamingClient[LogChunk]
+
 // AgentServer is the server API for Agent service.
 // All implementations must embed UnimplementedAgentServer
 // for forward compatibility.
@@ -75,6 +99,10 @@ type AgentServer interface {
 	// why. The call fails (FAILED_PRECONDITION) only when the poll carries an
 	// epoch older than one the agent has already seen: a deposed master.
 	Poll(context.Context, *PollRequest) (*AgentState, error)
+	// Logs streams a task's stdout or stderr from its sandbox on this
+	// machine: its current run's (or with previous, the run before), the
+	// whole file or its tail, then with follow what it writes next.
+	Logs(*LogsRequest, grpc.ServerStreamingServer[LogChunk]) error
 	mustEmbedUnimplementedAgentServer()
 }
 
@@ -87,6 +115,9 @@ type UnimplementedAgentServer struct{}
 
 func (UnimplementedAgentServer) Poll(context.Context, *PollRequest) (*AgentState, error) {
 	return nil, status.Error(codes.Unimplemented, "method Poll not implemented")
+}
+func (UnimplementedAgentServer) Logs(*LogsRequest, grpc.ServerStreamingServer[LogChunk]) error {
+	return status.Error(codes.Unimplemented, "method Logs not implemented")
 }
 func (UnimplementedAgentServer) mustEmbedUnimplementedAgentServer() {}
 func (UnimplementedAgentServer) testEmbeddedByValue()               {}
@@ -127,6 +158,17 @@ func _Agent_Poll_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Agent_Logs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(LogsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServer).Logs(m, &grpc.GenericServerStream[LogsRequest, LogChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Agent_LogsServer = grpc.ServerStreamingServer[LogChunk]
+
 // Agent_ServiceDesc is the grpc.ServiceDesc for Agent service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -139,7 +181,13 @@ var Agent_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Agent_Poll_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Logs",
+			Handler:       _Agent_Logs_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "agent.proto",
 }
 

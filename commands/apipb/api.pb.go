@@ -3795,6 +3795,142 @@ func (x *BillReply) GetFormat() string {
 	return ""
 }
 
+type TaskLogsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"` // the job's owner; default: the caller
+	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Index         int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Stderr        bool                   `protobuf:"varint,4,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	TailLines     int32                  `protobuf:"varint,5,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"` // only the last N lines (0: all)
+	Follow        bool                   `protobuf:"varint,6,opt,name=follow,proto3" json:"follow,omitempty"`                        // then what it writes, until the call ends
+	Previous      bool                   `protobuf:"varint,7,opt,name=previous,proto3" json:"previous,omitempty"`                    // the run before the current one (restarts in place)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskLogsRequest) Reset() {
+	*x = TaskLogsRequest{}
+	mi := &file_api_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskLogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskLogsRequest) ProtoMessage() {}
+
+func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskLogsRequest.ProtoReflect.Descriptor instead.
+func (*TaskLogsRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *TaskLogsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *TaskLogsRequest) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *TaskLogsRequest) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *TaskLogsRequest) GetStderr() bool {
+	if x != nil {
+		return x.Stderr
+	}
+	return false
+}
+
+func (x *TaskLogsRequest) GetTailLines() int32 {
+	if x != nil {
+		return x.TailLines
+	}
+	return 0
+}
+
+func (x *TaskLogsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+func (x *TaskLogsRequest) GetPrevious() bool {
+	if x != nil {
+		return x.Previous
+	}
+	return false
+}
+
+type LogChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogChunk) Reset() {
+	*x = LogChunk{}
+	mi := &file_api_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogChunk) ProtoMessage() {}
+
+func (x *LogChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
+func (*LogChunk) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *LogChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_api_proto protoreflect.FileDescriptor
 
 const file_api_proto_rawDesc = "" +
@@ -4152,7 +4288,18 @@ const file_api_proto_rawDesc = "" +
 	"rates_json\x18\x05 \x01(\tR\tratesJson\"7\n" +
 	"\tBillReply\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06format\x18\x02 \x01(\tR\x06format2\xd1\x0e\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format\"\xb8\x01\n" +
+	"\x0fTaskLogsRequest\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
+	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x05R\x05index\x12\x16\n" +
+	"\x06stderr\x18\x04 \x01(\bR\x06stderr\x12\x1d\n" +
+	"\n" +
+	"tail_lines\x18\x05 \x01(\x05R\ttailLines\x12\x16\n" +
+	"\x06follow\x18\x06 \x01(\bR\x06follow\x12\x1a\n" +
+	"\bprevious\x18\a \x01(\bR\bprevious\"\x1e\n" +
+	"\bLogChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data2\x98\x0f\n" +
 	"\x04Cell\x12D\n" +
 	"\x06Submit\x12\x1c.corral.api.v1.SubmitRequest\x1a\x1c.corral.api.v1.MutationReply\x12D\n" +
 	"\x06Update\x12\x1c.corral.api.v1.UpdateRequest\x1a\x1c.corral.api.v1.MutationReply\x12@\n" +
@@ -4164,7 +4311,8 @@ const file_api_proto_rawDesc = "" +
 	"\n" +
 	"JobHistory\x12 .corral.api.v1.JobHistoryRequest\x1a\x1e.corral.api.v1.JobHistoryReply\x12D\n" +
 	"\n" +
-	"PlanUpdate\x12\x1c.corral.api.v1.UpdateRequest\x1a\x18.corral.api.v1.PlanReply\x12H\n" +
+	"PlanUpdate\x12\x1c.corral.api.v1.UpdateRequest\x1a\x18.corral.api.v1.PlanReply\x12E\n" +
+	"\bTaskLogs\x12\x1e.corral.api.v1.TaskLogsRequest\x1a\x17.corral.api.v1.LogChunk0\x01\x12H\n" +
 	"\bSetQuota\x12\x1e.corral.api.v1.SetQuotaRequest\x1a\x1c.corral.api.v1.MutationReply\x12P\n" +
 	"\fDrainMachine\x12\".corral.api.v1.DrainMachineRequest\x1a\x1c.corral.api.v1.MutationReply\x12R\n" +
 	"\rRemoveMachine\x12#.corral.api.v1.RemoveMachineRequest\x1a\x1c.corral.api.v1.MutationReply\x12T\n" +
@@ -4196,7 +4344,7 @@ func file_api_proto_rawDescGZIP() []byte {
 	return file_api_proto_rawDescData
 }
 
-var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_api_proto_goTypes = []any{
 	(*ReadOptions)(nil),           // 0: corral.api.v1.ReadOptions
 	(*MutationReply)(nil),         // 1: corral.api.v1.MutationReply
@@ -4244,45 +4392,47 @@ var file_api_proto_goTypes = []any{
 	(*QueryRow)(nil),              // 43: corral.api.v1.QueryRow
 	(*BillRequest)(nil),           // 44: corral.api.v1.BillRequest
 	(*BillReply)(nil),             // 45: corral.api.v1.BillReply
-	nil,                           // 46: corral.api.v1.CreateAllocSetRequest.LabelsEntry
-	nil,                           // 47: corral.api.v1.MachineView.AttributesEntry
-	(*events.JobSpec)(nil),        // 48: corral.events.v1.JobSpec
-	(*events.Resources)(nil),      // 49: corral.events.v1.Resources
-	(*events.Constraint)(nil),     // 50: corral.events.v1.Constraint
+	(*TaskLogsRequest)(nil),       // 46: corral.api.v1.TaskLogsRequest
+	(*LogChunk)(nil),              // 47: corral.api.v1.LogChunk
+	nil,                           // 48: corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	nil,                           // 49: corral.api.v1.MachineView.AttributesEntry
+	(*events.JobSpec)(nil),        // 50: corral.events.v1.JobSpec
+	(*events.Resources)(nil),      // 51: corral.events.v1.Resources
+	(*events.Constraint)(nil),     // 52: corral.events.v1.Constraint
 }
 var file_api_proto_depIdxs = []int32{
-	48, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
-	48, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
-	48, // 2: corral.api.v1.PlanReply.current:type_name -> corral.events.v1.JobSpec
-	48, // 3: corral.api.v1.PlanReply.proposed:type_name -> corral.events.v1.JobSpec
+	50, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
+	50, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
+	50, // 2: corral.api.v1.PlanReply.current:type_name -> corral.events.v1.JobSpec
+	50, // 3: corral.api.v1.PlanReply.proposed:type_name -> corral.events.v1.JobSpec
 	5,  // 4: corral.api.v1.PlanReply.placements:type_name -> corral.api.v1.PlannedPlacement
 	37, // 5: corral.api.v1.PlanReply.pending:type_name -> corral.api.v1.WhyPendingReply
-	48, // 6: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
+	50, // 6: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
 	7,  // 7: corral.api.v1.JobHistoryReply.versions:type_name -> corral.api.v1.JobVersionView
-	49, // 8: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
-	49, // 9: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
-	50, // 10: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
-	46, // 11: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	51, // 8: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
+	51, // 9: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
+	52, // 10: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
+	48, // 11: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
 	0,  // 12: corral.api.v1.GetRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 13: corral.api.v1.ListRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 14: corral.api.v1.ListTasksRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 15: corral.api.v1.ListMachinesRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 16: corral.api.v1.GetQuotaRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 17: corral.api.v1.WhyPendingRequest.read:type_name -> corral.api.v1.ReadOptions
-	49, // 18: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
-	49, // 19: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
-	48, // 20: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
+	51, // 18: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
+	51, // 19: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
+	50, // 20: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
 	26, // 21: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
 	28, // 22: corral.api.v1.JobView.rollout:type_name -> corral.api.v1.RolloutView
 	27, // 23: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
 	26, // 24: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
-	49, // 25: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
-	49, // 26: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
-	49, // 27: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
-	47, // 28: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
+	51, // 25: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
+	51, // 26: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
+	51, // 27: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
+	49, // 28: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
 	31, // 29: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
-	49, // 30: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
-	49, // 31: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
+	51, // 30: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
+	51, // 31: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
 	33, // 32: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
 	35, // 33: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
 	36, // 34: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
@@ -4299,51 +4449,53 @@ var file_api_proto_depIdxs = []int32{
 	11, // 45: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
 	6,  // 46: corral.api.v1.Cell.JobHistory:input_type -> corral.api.v1.JobHistoryRequest
 	3,  // 47: corral.api.v1.Cell.PlanUpdate:input_type -> corral.api.v1.UpdateRequest
-	12, // 48: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
-	13, // 49: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
-	14, // 50: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
-	15, // 51: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
-	11, // 52: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
-	16, // 53: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
-	17, // 54: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
-	18, // 55: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
-	19, // 56: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
-	20, // 57: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
-	21, // 58: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
-	22, // 59: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
-	23, // 60: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
-	23, // 61: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
-	24, // 62: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
-	41, // 63: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
-	44, // 64: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
-	1,  // 65: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
-	1,  // 66: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
-	1,  // 67: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
-	1,  // 68: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
-	1,  // 69: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 70: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 71: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
-	8,  // 72: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
-	4,  // 73: corral.api.v1.Cell.PlanUpdate:output_type -> corral.api.v1.PlanReply
-	1,  // 74: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
-	1,  // 75: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 76: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 77: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
-	1,  // 78: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
-	27, // 79: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
-	29, // 80: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
-	30, // 81: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
-	32, // 82: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
-	34, // 83: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
-	37, // 84: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
-	38, // 85: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
-	40, // 86: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
-	39, // 87: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
-	25, // 88: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
-	42, // 89: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
-	45, // 90: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
-	65, // [65:91] is the sub-list for method output_type
-	39, // [39:65] is the sub-list for method input_type
+	46, // 48: corral.api.v1.Cell.TaskLogs:input_type -> corral.api.v1.TaskLogsRequest
+	12, // 49: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
+	13, // 50: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
+	14, // 51: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
+	15, // 52: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
+	11, // 53: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
+	16, // 54: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
+	17, // 55: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
+	18, // 56: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
+	19, // 57: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
+	20, // 58: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
+	21, // 59: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
+	22, // 60: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
+	23, // 61: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
+	23, // 62: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
+	24, // 63: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
+	41, // 64: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
+	44, // 65: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
+	1,  // 66: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
+	1,  // 67: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
+	1,  // 68: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
+	1,  // 69: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
+	1,  // 70: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 71: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 72: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
+	8,  // 73: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
+	4,  // 74: corral.api.v1.Cell.PlanUpdate:output_type -> corral.api.v1.PlanReply
+	47, // 75: corral.api.v1.Cell.TaskLogs:output_type -> corral.api.v1.LogChunk
+	1,  // 76: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
+	1,  // 77: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 78: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 79: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
+	1,  // 80: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
+	27, // 81: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
+	29, // 82: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
+	30, // 83: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
+	32, // 84: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
+	34, // 85: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
+	37, // 86: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
+	38, // 87: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
+	40, // 88: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
+	39, // 89: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
+	25, // 90: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
+	42, // 91: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
+	45, // 92: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
+	66, // [66:93] is the sub-list for method output_type
+	39, // [39:66] is the sub-list for method input_type
 	39, // [39:39] is the sub-list for extension type_name
 	39, // [39:39] is the sub-list for extension extendee
 	0,  // [0:39] is the sub-list for field type_name
@@ -4360,7 +4512,7 @@ func file_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   48,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

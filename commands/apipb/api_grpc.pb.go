@@ -38,6 +38,7 @@ const (
 	Cell_PromoteUpdate_FullMethodName  = "/corral.api.v1.Cell/PromoteUpdate"
 	Cell_JobHistory_FullMethodName     = "/corral.api.v1.Cell/JobHistory"
 	Cell_PlanUpdate_FullMethodName     = "/corral.api.v1.Cell/PlanUpdate"
+	Cell_TaskLogs_FullMethodName       = "/corral.api.v1.Cell/TaskLogs"
 	Cell_SetQuota_FullMethodName       = "/corral.api.v1.Cell/SetQuota"
 	Cell_DrainMachine_FullMethodName   = "/corral.api.v1.Cell/DrainMachine"
 	Cell_RemoveMachine_FullMethodName  = "/corral.api.v1.Cell/RemoveMachine"
@@ -74,6 +75,9 @@ type CellClient interface {
 	// PlanUpdate says what Update would do now (the same request), by the
 	// real command and the real scheduling pass on a copy of the state.
 	PlanUpdate(ctx context.Context, in *UpdateRequest, opts ...grpc.CallOption) (*PlanReply, error)
+	// TaskLogs streams a task's stdout or stderr from the agent of the
+	// machine it runs (or last ran) on. The task's owner or an admin only.
+	TaskLogs(ctx context.Context, in *TaskLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogChunk], error)
 	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	DrainMachine(ctx context.Context, in *DrainMachineRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	// RemoveMachine retires a machine: its tasks go back to pending. Stop its
@@ -195,6 +199,25 @@ func (c *cellClient) PlanUpdate(ctx context.Context, in *UpdateRequest, opts ...
 	}
 	return out, nil
 }
+
+func (c *cellClient) TaskLogs(ctx context.Context, in *TaskLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cell_ServiceDesc.Streams[0], Cell_TaskLogs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TaskLogsRequest, LogChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cell_TaskLogsClient = grpc.ServerStreamingClient[LogChunk]
 
 func (c *cellClient) SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*MutationReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -328,7 +351,7 @@ func (c *cellClient) Events(ctx context.Context, in *EventsRequest, opts ...grpc
 
 func (c *cellClient) Watch(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EventView], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Cell_ServiceDesc.Streams[0], Cell_Watch_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Cell_ServiceDesc.Streams[1], Cell_Watch_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -392,6 +415,9 @@ type CellServer interface {
 	// PlanUpdate says what Update would do now (the same request), by the
 	// real command and the real scheduling pass on a copy of the state.
 	PlanUpdate(context.Context, *UpdateRequest) (*PlanReply, error)
+	// TaskLogs streams a task's stdout or stderr from the agent of the
+	// machine it runs (or last ran) on. The task's owner or an admin only.
+	TaskLogs(*TaskLogsRequest, grpc.ServerStreamingServer[LogChunk]) error
 	SetQuota(context.Context, *SetQuotaRequest) (*MutationReply, error)
 	DrainMachine(context.Context, *DrainMachineRequest) (*MutationReply, error)
 	// RemoveMachine retires a machine: its tasks go back to pending. Stop its
@@ -450,6 +476,9 @@ func (UnimplementedCellServer) JobHistory(context.Context, *JobHistoryRequest) (
 }
 func (UnimplementedCellServer) PlanUpdate(context.Context, *UpdateRequest) (*PlanReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method PlanUpdate not implemented")
+}
+func (UnimplementedCellServer) TaskLogs(*TaskLogsRequest, grpc.ServerStreamingServer[LogChunk]) error {
+	return status.Error(codes.Unimplemented, "method TaskLogs not implemented")
 }
 func (UnimplementedCellServer) SetQuota(context.Context, *SetQuotaRequest) (*MutationReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetQuota not implemented")
@@ -684,6 +713,17 @@ func _Cell_PlanUpdate_Handler(srv interface{}, ctx context.Context, dec func(int
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Cell_TaskLogs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(TaskLogsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CellServer).TaskLogs(m, &grpc.GenericServerStream[TaskLogsRequest, LogChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cell_TaskLogsServer = grpc.ServerStreamingServer[LogChunk]
 
 func _Cell_SetQuota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SetQuotaRequest)
@@ -1093,6 +1133,11 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "TaskLogs",
+			Handler:       _Cell_TaskLogs_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "Watch",
 			Handler:       _Cell_Watch_Handler,

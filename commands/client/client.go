@@ -286,18 +286,32 @@ func unreachable(err error) bool {
 // Watch opens a Watch stream on the first master that accepts it. The
 // stream has no time limit: it ends with ctx.
 func (c *Client) Watch(ctx context.Context, req *apipb.EventsRequest) (apipb.Cell_WatchClient, error) {
+	return openStream(c, ctx, func(ctx context.Context, api apipb.CellClient) (apipb.Cell_WatchClient, error) { return api.Watch(ctx, req) })
+}
+
+// Logs opens a task's log stream (TaskLogs) on the first master that
+// answers, with no attempt timeout: a followed log lasts as long as ctx.
+func (c *Client) Logs(ctx context.Context, req *apipb.TaskLogsRequest) (apipb.Cell_TaskLogsClient, error) {
+	return openStream(c, ctx, func(ctx context.Context, api apipb.CellClient) (apipb.Cell_TaskLogsClient, error) {
+		return api.TaskLogs(ctx, req)
+	})
+}
+
+// openStream opens a server stream on the first master that answers.
+func openStream[S any](c *Client, ctx context.Context, open func(context.Context, apipb.CellClient) (S, error)) (S, error) {
+	var zero S
 	var err error
 	for _, addr := range c.order() {
 		var api apipb.CellClient
 		if api, err = c.conn(addr); err != nil {
-			return nil, err
+			return zero, err
 		}
-		var stream apipb.Cell_WatchClient
-		if stream, err = api.Watch(c.Context(ctx), req); err == nil {
+		var stream S
+		if stream, err = open(c.Context(ctx), api); err == nil {
 			c.answered(addr)
 			return stream, nil
 		}
 		c.o.Note("master %s: %v", addr, err)
 	}
-	return nil, err
+	return zero, err
 }

@@ -44,6 +44,8 @@ type Service struct {
 	// Scheduler is the scheduling loop's configuration, which PlanUpdate
 	// plans with.
 	Scheduler SchedulerConfig
+	// Logs reads task logs from the agents (TaskLogs); nil: Unimplemented.
+	Logs *AgentLogs
 }
 
 // Analytics is what the API needs of the Infrastore. It is an interface so

@@ -108,7 +108,7 @@ func TestTaskLogsFromTheAgent(t *testing.T) {
 		t.Fatalf("status %d", code)
 	}
 	mustContain(t, "task", body, "hello &lt;world&gt;", "(stderr is unavailable: agent m0 unreachable)")
-	if strings.Contains(body, "no log RPC") {
+	if strings.Contains(body, "reads no logs") {
 		t.Error("the page says there is no log RPC while one is configured")
 	}
 	if len(logs.asked) != 2 || logs.asked[0] != "m0 alice/web/0 stdout 16384" {

@@ -119,7 +119,7 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 	// Logs from the agent.
 	switch {
 	case h.cfg.Logs == nil:
-		d.LogsNote = "This master cannot show logs: the agent has no log RPC yet. They are on the machine, in the agent's data directory under tasks/" +
+		d.LogsNote = "This master reads no logs from agents. They are on the machine, in the agent's data directory under tasks/" +
 			user + "/" + name + "/" + strconv.Itoa(int(idx)) + "/logs/ (stdout, stderr, and rotated stdout.1, ...)."
 	case d.Task.Machine == "":
 		d.LogsNote = "The task has never been placed on a machine, so it has no logs."

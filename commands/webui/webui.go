@@ -54,8 +54,8 @@ type Streams interface {
 }
 
 // Logs reads the tail of a task's stdout or stderr from the agent of the
-// machine it runs (or last ran) on. Optional: the agent has no log RPC
-// yet, and without one the task page says so.
+// machine it runs (or last ran) on (master.AgentLogs, over the agent
+// protocol). Optional: without it the task page says where the logs are.
 type Logs interface {
 	Tail(ctx context.Context, machine string, task projections.TaskKey, stream string, maxBytes int) ([]byte, error)
 }

@@ -32,7 +32,7 @@ func TestPages(t *testing.T) {
 			`href="/machines/m0"`, "exit 3: exited", "while true; do sleep 1; done", "Timeline", "TaskEvicted"}},
 		{"/jobs/alice/web?state=running", []string{`href="/jobs/alice/web/tasks/0"`}},
 		{"/jobs/alice/web/tasks/1", []string{"TaskEvicted", `preempted by <a href="/jobs/carol/hog/tasks/0">carol/hog/0</a>`,
-			"a monitoring task needed the room", "rescheduled", "no log RPC yet"}},
+			"a monitoring task needed the room", "rescheduled", "reads no logs from agents"}},
 		{"/jobs/alice/web/tasks/0?range=24h", []string{"<polyline", "CPU (cores)", "usage: last 0.5", "reservation: last 0.3", "limit: last 0.5"}},
 		{"/machines/m0", []string{"rack", "amd64", `href="/jobs/alice/web/tasks/0"`, "Share of capacity"}},
 		{"/events", []string{"MachineDown", `href="/machines/m2"`, "data-stream=\"/events/stream?from="}},

@@ -19,7 +19,6 @@ import (
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/nameservice"
-	"github.com/corralhq/corral/commands/webui"
 	"github.com/corralhq/corral/events/storeopen"
 )
 
@@ -56,9 +55,7 @@ type masterOptions struct {
 	usageWindow time.Duration
 	// pollInterval is how often the link polls each agent; 0: its default.
 	pollInterval time.Duration
-	// logs, when set, gives the web UI the tails of task logs.
-	logs webui.Logs
-	log  *slog.Logger
+	log          *slog.Logger
 	// auth is how the API is served; nil: insecure (plaintext, the user
 	// header trusted).
 	auth *masterAuth
@@ -117,6 +114,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	svc.Explain = explanations.Explain
 	svc.Cell = o.cell
 	svc.Scheduler = master.SchedulerConfig{Pass: schedCfg.Pass} // plans: the same pass, without the loop's hooks
+	svc.Logs = master.NewAgentLogs(m, linkDial)                 // logs travel as the link's polls do
 	var inf *infraProcess
 	infraCtx, stopInfra := context.WithCancel(ctx)
 	defer stopInfra()
@@ -173,7 +171,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 		if access.tokens == nil || o.webAnonymous {
 			log.Warn("the web UI asks for no login: anyone who reaches it reads the whole cell", "http", o.http)
 		}
-		handler, closeUI := webHandler(svc, m, store, o.logs, o.cell, access, rm, log)
+		handler, closeUI := webHandler(svc, m, store, svc.Logs, o.cell, access, rm, log)
 		web = &http.Server{Handler: mops.handler(m, handler, log), ReadHeaderTimeout: 10 * time.Second}
 		web.RegisterOnShutdown(closeUI)
 		run("HTTP", func() error {

@@ -6,15 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/nameservice"
 )
@@ -226,22 +224,19 @@ func (a *app) dataDir(flag string) string {
 // DefaultData is the data directory of `corral up`.
 const DefaultData = "./corral-data"
 
-// sandboxOf is where an agent of `corral up` keeps a task's files.
-func sandboxOf(data, machine, user, job string, index int32) string {
-	return filepath.Join(data, "machines", machine, "tasks", user, job, strconv.Itoa(int(index)))
-}
-
 func (a *app) taskLogsCommand() *cobra.Command {
-	var owner, data string
-	var stderr, follow bool
+	var owner string
+	var stderr, follow, previous bool
 	var tail int
 	c := &cobra.Command{
 		Use:   "logs JOB INDEX",
-		Short: "print a task's stdout (or --stderr), from the machines of a `corral up` cell",
-		Long: `Print a task's stdout or stderr. The logs live on the task's machine; this
-reads them from the data directory of a cell started by ` + "`corral up`" + ` on this
-machine (--data, default $CORRAL_DATA or ` + DefaultData + `). On other cells, read
-<agent data dir>/tasks/USER/JOB/INDEX/logs/ on the task's machine.`,
+		Short: "print a task's stdout (or --stderr), streamed from its machine's agent",
+		Long: `Print a task's stdout or stderr, read by the master from the agent of the
+machine the task runs (or last ran) on: its current run, each run starting
+with a "` + strings.TrimSpace(agent.RunMarker) + `..." line; --previous prints the run before (the
+one that crashed, when the agent restarted it in place). The task's owner
+or an admin only.`,
+		Example:           "  corral task logs web 0 -f\n  corral task logs web/1 --stderr -n 50\n  corral task logs web 0 --previous",
 		Args:              args(1, 2, "JOB INDEX or JOB/INDEX"),
 		ValidArgsFunction: a.completeTask,
 		RunE: func(cmd *cobra.Command, argv []string) error {
@@ -249,98 +244,43 @@ machine (--data, default $CORRAL_DATA or ` + DefaultData + `). On other cells, r
 			if err != nil {
 				return err
 			}
+			if tail < 0 {
+				return usageErr("--tail %d: want 0 (all) or more lines", tail)
+			}
+			if previous && follow {
+				return usageErr("--previous and --follow: a previous run writes no more")
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			t, err := a.getTask(cmd.Context(), cl, owner, job, index)
+			req := &apipb.TaskLogsRequest{User: owner, Job: job, Index: index, Stderr: stderr, TailLines: int32(tail), Follow: follow, Previous: previous}
+			ctx := cmd.Context()
+			st, err := cl.Logs(ctx, req)
 			if err != nil {
 				return err
 			}
-			if t.Machine == "" {
-				return fmt.Errorf("task %s/%d has never run (%s): it has no logs yet; `corral why %s` says why", job, index, t.State, job)
-			}
-			stream := "stdout"
-			if stderr {
-				stream = "stderr"
-			}
-			path := filepath.Join(sandboxOf(a.dataDir(data), t.Machine, t.User, t.Job, t.Index), "logs", stream)
-			f, err := os.Open(path)
-			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("no log at %s: the task ran on machine %s, whose files are not under %s here. For a `corral up` cell give its --data; otherwise read logs/%s in the task's sandbox on %s",
-					path, t.Machine, a.dataDir(data), stream, t.Machine)
-			}
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			if tail > 0 {
-				if err := seekTail(f, tail); err != nil {
-					return err
-				}
-			}
-			if _, err := io.Copy(a.stdout(), f); err != nil {
-				return err
-			}
-			for follow {
-				select {
-				case <-cmd.Context().Done():
+			for {
+				chunk, err := st.Recv()
+				if errors.Is(err, io.EOF) || (err != nil && ctx.Err() != nil) {
 					return nil
-				case <-time.After(500 * time.Millisecond):
 				}
-				if _, err := io.Copy(a.stdout(), f); err != nil {
+				if err != nil {
+					return err
+				}
+				if _, err := a.stdout().Write(chunk.Data); err != nil {
 					return err
 				}
 			}
-			return nil
 		},
 	}
 	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
-	c.Flags().StringVar(&data, "data", "", "the data directory of the `corral up` cell (default $CORRAL_DATA or "+DefaultData+")")
 	c.Flags().BoolVar(&stderr, "stderr", false, "print stderr instead of stdout")
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing what the task writes")
+	c.Flags().BoolVar(&previous, "previous", false, "print the run before the current one")
 	c.Flags().IntVarP(&tail, "tail", "n", 0, "print only the last N lines")
 	return c
-}
-
-// seekTail positions f before its last n lines.
-func seekTail(f *os.File, n int) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	size := fi.Size()
-	const chunk = 64 << 10
-	var buf []byte
-	off := size
-	for off > 0 {
-		step := int64(chunk)
-		if off < step {
-			step = off
-		}
-		off -= step
-		b := make([]byte, step)
-		if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		buf = append(b, buf...)
-		if strings.Count(strings.TrimSuffix(string(buf), "\n"), "\n") >= n {
-			break
-		}
-	}
-	text := strings.TrimSuffix(string(buf), "\n")
-	cut := 0
-	for i, seen := len(text)-1, 0; i >= 0; i-- {
-		if text[i] == '\n' {
-			if seen++; seen == n {
-				cut = i + 1
-				break
-			}
-		}
-	}
-	_, err = f.Seek(off+int64(cut), io.SeekStart)
-	return err
 }
 
 func (a *app) whyCommand() *cobra.Command {

@@ -241,7 +241,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 		masterDone <- a.serveMaster(masterCtx, masterOptions{
 			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell,
 			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"), infraLimits: infraLimits, httpHosts: o.httpHosts, webAnonymous: o.webAnonymous,
-			usageWindow: 5 * time.Second, pollInterval: time.Second, logs: localLogs{data: data}, log: log,
+			usageWindow: 5 * time.Second, pollInterval: time.Second, log: log,
 			auth: &masterAuth{creds: local.Master, tokens: local.Tokens, sealer: local.Sealer},
 		}, func(rm *runningMaster) { readyc <- rm })
 	}()

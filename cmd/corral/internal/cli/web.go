@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/corralhq/corral/commands/apipb"
@@ -113,38 +110,6 @@ corral events --follow
 `, html.EscapeString(cell), html.EscapeString(h.Master), role, h.Position, h.Machines, h.Jobs, h.Pending, html.EscapeString(rm.grpc))
 	})
 	return mux, func() {}
-}
-
-// localLogs reads task logs from the machines' data dirs of a `corral up`
-// cell, all on this machine (the agent has no log RPC yet).
-type localLogs struct{ data string }
-
-func (l localLogs) Tail(_ context.Context, machine string, t projections.TaskKey, stream string, maxBytes int) ([]byte, error) {
-	if stream != "stdout" && stream != "stderr" {
-		return nil, fmt.Errorf("stream %q: want stdout or stderr", stream)
-	}
-	for _, part := range []string{machine, t.User, t.Job} {
-		if part == "" || part == "." || part == ".." || strings.ContainsAny(part, "/\\") {
-			return nil, fmt.Errorf("no logs for %q", part)
-		}
-	}
-	f, err := os.Open(filepath.Join(sandboxOf(l.data, machine, t.User, t.Job, t.Index), "logs", stream))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	off := int64(0)
-	if maxBytes > 0 && fi.Size() > int64(maxBytes) {
-		off = fi.Size() - int64(maxBytes)
-	}
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return nil, err
-	}
-	return io.ReadAll(io.LimitReader(f, fi.Size()-off))
 }
 
 // redactedAPI is the Service as the web UI reads it in-process, past the

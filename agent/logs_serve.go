@@ -1,0 +1,195 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/events"
+)
+
+// RunMarker starts the line the agent writes to a task's stdout and stderr
+// before each run: runs are told apart in the logs, and the previous run's
+// output is what lies between the last two markers.
+const RunMarker = "--- corral: run "
+
+// Log serving bounds: a chunk per message, and how much of a file one
+// request reads before following (a task's logs rotate at LogMaxBytes).
+const (
+	logChunk      = 32 << 10
+	logFollowPoll = 250 * time.Millisecond
+)
+
+// markRun appends the run marker to both log files of t's sandbox.
+func markRun(sandbox string, run int32, at time.Time) {
+	line := fmt.Sprintf("%s%d started %s ---\n", RunMarker, run, at.UTC().Format(time.RFC3339))
+	for _, name := range []string{"stdout", "stderr"} {
+		if f, err := openLog(filepath.Join(sandbox, "logs", name)); err == nil {
+			_, _ = f.WriteString(line)
+			f.Close()
+		}
+	}
+}
+
+// Logs streams a task's log file from its sandbox (see agentpb).
+func (a *Agent) Logs(req *agentpb.LogsRequest, stream agentpb.Agent_LogsServer) error {
+	ref := req.GetTask()
+	if err := validRef(ref); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	name := "stdout"
+	if req.Stderr {
+		name = "stderr"
+	}
+	path := filepath.Join(a.sandboxOf(ref), "logs", name)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return status.Errorf(codes.NotFound, "task %s has no %s on machine %s (never ran here, or its sandbox was removed)", TaskKey(ref), name, a.cfg.Name)
+	}
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	defer f.Close()
+	send := func(b []byte) error {
+		for len(b) > 0 {
+			n := min(len(b), logChunk)
+			if err := stream.Send(&agentpb.LogChunk{Data: b[:n]}); err != nil {
+				return err
+			}
+			b = b[n:]
+		}
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	size := fi.Size()
+	start := max(0, size-a.cfg.LogMaxBytes)
+	whole := make([]byte, size-start)
+	if _, err := f.ReadAt(whole, start); err != nil && !errors.Is(err, io.EOF) {
+		return status.Error(codes.Internal, err.Error())
+	}
+	out := SelectRun(whole, req.Previous)
+	out = TailOf(out, int(req.TailLines), req.TailBytes)
+	if err := send(out); err != nil {
+		return err
+	}
+	if !req.Follow || req.Previous {
+		return nil
+	}
+	return followLog(stream.Context(), f, size, send)
+}
+
+// followLog sends what is appended to f from off on until ctx ends. A file
+// that shrank was rotated (copied and truncated): reading starts over.
+func followLog(ctx context.Context, f *os.File, off int64, send func([]byte) error) error {
+	buf := make([]byte, logChunk)
+	for {
+		fi, err := f.Stat()
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		if fi.Size() < off {
+			off = 0
+		}
+		for off < fi.Size() {
+			n, err := f.ReadAt(buf, off)
+			if n > 0 {
+				if err := send(buf[:n]); err != nil {
+					return err
+				}
+				off += int64(n)
+			}
+			if err != nil {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(logFollowPoll):
+		}
+	}
+}
+
+// SelectRun is the current run's part of a log (from its last run marker
+// on), or with previous the run before it (between the last two markers);
+// a log without markers is one run.
+func SelectRun(log []byte, previous bool) []byte {
+	marker := []byte(RunMarker)
+	last := lastMarker(log, len(log), marker)
+	if !previous {
+		if last < 0 {
+			return log
+		}
+		return log[last:]
+	}
+	if last < 0 {
+		return nil
+	}
+	before := lastMarker(log, last, marker)
+	return log[max(before, 0):last]
+}
+
+// lastMarker is the start of the last marker line beginning before end, or -1.
+func lastMarker(log []byte, end int, marker []byte) int {
+	for end > 0 {
+		i := bytes.LastIndex(log[:end], marker)
+		if i < 0 {
+			return -1
+		}
+		if i == 0 || log[i-1] == '\n' {
+			return i
+		}
+		end = i
+	}
+	return -1
+}
+
+// TailOf is the end of b: its last lines lines (0: all), then at most
+// maxBytes (0: no bound).
+func TailOf(b []byte, lines int, maxBytes int64) []byte {
+	if lines > 0 {
+		trimmed := bytes.TrimSuffix(b, []byte("\n"))
+		i := len(trimmed)
+		for n := 0; n < lines && i >= 0; n++ {
+			i = bytes.LastIndexByte(trimmed[:i], '\n')
+		}
+		if i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	if maxBytes > 0 && int64(len(b)) > maxBytes {
+		b = b[int64(len(b))-maxBytes:]
+	}
+	return b
+}
+
+// validRef refuses task references that cannot name a sandbox: a path
+// must not leave the agent's tasks directory.
+func validRef(ref *events.TaskRef) error {
+	if ref == nil {
+		return errors.New("task: missing")
+	}
+	for field, v := range map[string]string{"task.user": ref.User, "task.job": ref.Job} {
+		if v == "" || v == "." || v == ".." || strings.ContainsAny(v, "/\\\x00") {
+			return fmt.Errorf("%s: %q is not a name", field, v)
+		}
+	}
+	if ref.Index < 0 {
+		return fmt.Errorf("task.index: %d is negative", ref.Index)
+	}
+	return nil
+}

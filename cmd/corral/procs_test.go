@@ -1,0 +1,158 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSeparateProcesses runs a cell as an operator would spread it over
+// machines: one `corral master` process and three `corral agent`
+// processes, each agent in a rack of its own. A 6-task job spread by rack
+// lands 2-2-2, and task logs come from the agents' processes through the
+// master: the tail, a follow that sees new lines, and the run before a
+// restart in place.
+func TestSeparateProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the corral binary and runs a cell of four processes")
+	}
+	bin := buildCorral(t)
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	masterAddr := freeTCP(t)
+	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+masterAddr, "CORRAL_CELL=procs", "CORRAL_DATA="+dir)
+	start := func(name string, args ...string) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Dir, cmd.Env = root, env
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		cmd.WaitDelay = 30 * time.Second
+		log, err := os.Create(filepath.Join(dir, name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cancel()
+			_ = cmd.Wait()
+			log.Close()
+			if t.Failed() {
+				b, _ := os.ReadFile(log.Name())
+				t.Logf("%s's log:\n%s", name, b)
+			}
+		})
+	}
+	corral := func(args ...string) (string, int) {
+		t.Helper()
+		out, code := runCorral(t, bin, root, env, args...)
+		t.Logf("$ corral %s  (exit %d)\n%s", strings.Join(args, " "), code, out)
+		return out, code
+	}
+	eventually := func(what string, limit time.Duration, check func() (string, bool)) {
+		t.Helper()
+		deadline := time.Now().Add(limit)
+		for {
+			out, ok := check()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not so after %s; last output:\n%s", what, limit, out)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+
+	start("master", "master", "--insecure", "--name", "m", "--store", filepath.Join(dir, "log.db"), "--listen", masterAddr, "--admins", "root", "--cell", "procs")
+	suffix := fmt.Sprint(rand.IntN(1 << 20))
+	portBase := 40000 + 1000*rand.IntN(8)
+	for i := 1; i <= 3; i++ {
+		name := fmt.Sprintf("p%d-%s", i, suffix)
+		start("agent-"+name, "agent", "--name", name, "--listen", freeTCP(t), "--data", filepath.Join(dir, name),
+			"--cpu", "2", "--memory", "2GiB", "--disk", "10GiB", "--attr", fmt.Sprintf("rack=r%d", i),
+			"--port-first", fmt.Sprint(portBase+i*100), "--ports", "100", "--stop-tasks-on-exit")
+	}
+	eventually("three machines up", 30*time.Second, func() (string, bool) {
+		out, _ := corral("machine", "list")
+		return out, strings.Count(out, " up ") == 3
+	})
+
+	jobs := filepath.Join(dir, "jobs.jsonnet")
+	if err := os.WriteFile(jobs, []byte(`{ jobs: [
+  { name: 'spread', count: 6, command: '/bin/sh', args: ['-c', 'echo serving; exec sleep 3600'],
+    resources: { cpu: '100m', memory: '32MiB' }, spread: ['rack'] },
+  { name: 'crasher', count: 1, command: '/bin/sh',
+    args: ['-c', 'echo "run at $(date +%s%N)"; echo "to stderr" >&2; sleep 3; exit 3'],
+    resources: { cpu: '100m', memory: '32MiB' }, restart: { mode: 'always', backoff: '1s', max_backoff: '1s' } },
+] }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := corral("job", "submit", jobs, "--wait"); code != 0 && !strings.Contains(out, "crasher") {
+		t.Fatalf("submit: exit %d", code)
+	}
+
+	// Spread by rack: 2-2-2.
+	eventually("6 spread tasks running", 30*time.Second, func() (string, bool) {
+		out, _ := corral("task", "list", "spread")
+		return out, len(regexp.MustCompile(`(?m)^spread/\d\s+running`).FindAllString(out, -1)) == 6
+	})
+	out, _ := corral("task", "list", "spread")
+	perMachine := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^spread/\d\s+running\s+\S+\s+(p\d-\d+)\s`).FindAllStringSubmatch(out, -1) {
+		perMachine[m[1]]++
+	}
+	for i := 1; i <= 3; i++ {
+		if n := perMachine[fmt.Sprintf("p%d-%s", i, suffix)]; n != 2 {
+			t.Errorf("rack r%d holds %d of the 6 spread tasks, want 2 (%v)", i, n, perMachine)
+		}
+	}
+
+	// Logs from another process: the current run's tail, stderr.
+	eventually("spread/0's stdout", 20*time.Second, func() (string, bool) {
+		out, code := corral("task", "logs", "spread", "0")
+		return out, code == 0 && strings.Contains(out, "--- corral: run 1 started") && strings.Contains(out, "serving")
+	})
+	// The crasher restarts in place every few seconds: its previous run is
+	// one whole run, apart from the current one.
+	eventually("crasher restarted in place", 30*time.Second, func() (string, bool) {
+		out, _ := corral("task", "logs", "crasher", "0")
+		return out, regexp.MustCompile(`--- corral: run [2-9]\d* started`).MatchString(out)
+	})
+	cur, _ := corral("task", "logs", "crasher", "0")
+	prev, code := corral("task", "logs", "crasher", "0", "--previous")
+	if code != 0 || strings.Count(prev, "--- corral: run ") != 1 || !strings.Contains(prev, "run at ") || prev == cur {
+		t.Errorf("--previous: exit %d, want exactly the run before the current one", code)
+	}
+	if out, _ := corral("task", "logs", "crasher", "0", "--stderr", "-n", "1"); strings.TrimSpace(out) != "to stderr" && !strings.Contains(out, "--- corral: run") {
+		t.Errorf("--stderr -n 1: %q", out)
+	}
+	// Follow: new runs' lines arrive while the command runs.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	follow := exec.CommandContext(ctx, bin, "task", "logs", "crasher", "0", "-f", "-n", "1")
+	follow.Dir, follow.Env = root, env
+	followed, _ := follow.Output()
+	if n := strings.Count(string(followed), "--- corral: run "); n < 1 {
+		t.Errorf("task logs -f over 8 s saw %d new runs' markers:\n%s", n, followed)
+	}
+	// Only the owner or an admin reads a task's logs.
+	bob := exec.Command(bin, "task", "logs", "spread", "0", "--owner", "alice")
+	bob.Dir, bob.Env = root, append(env, "CORRAL_USER=bob")
+	if out, err := bob.CombinedOutput(); err == nil || !strings.Contains(string(out), "only their own") {
+		t.Errorf("bob read alice's logs: %v\n%s", err, out)
+	}
+}
