@@ -286,7 +286,9 @@ func unreachable(err error) bool {
 // Watch opens a Watch stream on the first master that accepts it. The
 // stream has no time limit: it ends with ctx.
 func (c *Client) Watch(ctx context.Context, req *apipb.EventsRequest) (apipb.Cell_WatchClient, error) {
-	return openStream(c, ctx, func(ctx context.Context, api apipb.CellClient) (apipb.Cell_WatchClient, error) { return api.Watch(ctx, req) })
+	return openStream(c, ctx, func(ctx context.Context, api apipb.CellClient) (apipb.Cell_WatchClient, error) {
+		return api.Watch(ctx, req)
+	})
 }
 
 // Logs opens a task's log stream (TaskLogs) on the first master that
