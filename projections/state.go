@@ -518,6 +518,16 @@ func (s *State) Task(user, job string, index int32) *Task {
 	return j.Task(index)
 }
 
+// CrashLoopRestarts is how many restarts of its own make a task that is
+// not dead crash-looping (CrashLooping), when it is not backing off already.
+const CrashLoopRestarts = 3
+
+// CrashLooping reports whether the task, not dead, backs off after a
+// failure of its own at nowUS or has restarted CrashLoopRestarts times.
+func (t *Task) CrashLooping(nowUS int64) bool {
+	return t.State != TaskDead && (t.NotBeforeUS > nowUS || t.Restarts >= CrashLoopRestarts)
+}
+
 // Status says in words what is happening to the task at nowUS:
 // "running (healthy)", "running (unhealthy: GET /: connection refused)",
 // "backoff until 2026-11-25T20:01:02Z after OOMKilled: ...", "dead

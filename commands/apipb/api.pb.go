@@ -2008,6 +2008,7 @@ type TaskView struct {
 	Health          string                 `protobuf:"bytes,21,opt,name=health,proto3" json:"health,omitempty"`                                    // "healthy", "unhealthy", "" (no check, or none answered in this run)
 	HealthMessage   string                 `protobuf:"bytes,22,opt,name=health_message,json=healthMessage,proto3" json:"health_message,omitempty"` // the failing check's error
 	Status          string                 `protobuf:"bytes,23,opt,name=status,proto3" json:"status,omitempty"`                                    // what is happening, in words: "running (healthy)", "backoff until T after OOMKilled", "dead (failed: exit 1)"
+	CrashLooping    bool                   `protobuf:"varint,24,opt,name=crash_looping,json=crashLooping,proto3" json:"crash_looping,omitempty"`   // backing off after a failure of its own, or restarted 3 times or more
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2201,6 +2202,13 @@ func (x *TaskView) GetStatus() string {
 		return x.Status
 	}
 	return ""
+}
+
+func (x *TaskView) GetCrashLooping() bool {
+	if x != nil {
+		return x.CrashLooping
+	}
+	return false
 }
 
 type JobView struct {
@@ -4109,7 +4117,7 @@ const file_api_proto_rawDesc = "" +
 	"\vstore_error\x18\r \x01(\tR\n" +
 	"storeError\x12&\n" +
 	"\x0fleader_since_us\x18\x0e \x01(\x03R\rleaderSinceUs\x12\x12\n" +
-	"\x04cell\x18\x0f \x01(\tR\x04cell\"\xba\x05\n" +
+	"\x04cell\x18\x0f \x01(\tR\x04cell\"\xdf\x05\n" +
 	"\bTaskView\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -4134,7 +4142,8 @@ const file_api_proto_rawDesc = "" +
 	"\x06signal\x18\x14 \x01(\tR\x06signal\x12\x16\n" +
 	"\x06health\x18\x15 \x01(\tR\x06health\x12%\n" +
 	"\x0ehealth_message\x18\x16 \x01(\tR\rhealthMessage\x12\x16\n" +
-	"\x06status\x18\x17 \x01(\tR\x06status\"\xb2\x06\n" +
+	"\x06status\x18\x17 \x01(\tR\x06status\x12#\n" +
+	"\rcrash_looping\x18\x18 \x01(\bR\fcrashLooping\"\xb2\x06\n" +
 	"\aJobView\x12-\n" +
 	"\x04spec\x18\x01 \x01(\v2\x19.corral.events.v1.JobSpecR\x04spec\x12!\n" +
 	"\fspec_version\x18\x02 \x01(\x03R\vspecVersion\x12\x14\n" +

@@ -26,7 +26,8 @@ func TaskView(s *projections.State, t *projections.Task) *apipb.TaskView {
 		Priority:        t.Priority(),
 	}
 	v.NotBeforeUs, v.Signal = t.NotBeforeUS, t.Signal
-	v.Health, v.HealthMessage, v.Status = t.Health.String(), t.HealthMessage, t.Status(time.Now().UnixMicro())
+	nowUS := time.Now().UnixMicro()
+	v.Health, v.HealthMessage, v.Status, v.CrashLooping = t.Health.String(), t.HealthMessage, t.Status(nowUS), t.CrashLooping(nowUS)
 	switch {
 	case t.State == projections.TaskDead:
 		v.How = t.End.String()

@@ -3,17 +3,15 @@ package ops
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/corralhq/corral/commands/apipb"
 )
 
-// crashLoopRestarts is how many restarts of its own make a live task
-// crash-looping in the doctor's eyes, when it is not backing off already.
-const crashLoopRestarts = 3
-
-// checkTasks flags the tasks that are crash-looping: live, and backing off
-// after failures of their own or restarted crashLoopRestarts times or more.
+// checkTasks flags the tasks that are crash-looping (live, and backing off
+// after failures of their own or restarted crashLoopRestarts times or
+// more) and the running tasks whose health check fails.
 // It warns rather than fails: a user's program failing is not the cell's
 // fault, but it is what an operator wants to see first.
 func (d *doctor) checkTasks(ctx context.Context) {
@@ -23,7 +21,7 @@ func (d *doctor) checkTasks(ctx context.Context) {
 		d.add(f)
 		return
 	}
-	var looping []string
+	var looping, unhealthy []string
 	total := 0
 	for offset := int32(0); ; {
 		cctx, cancel := d.ctx(ctx)
@@ -39,10 +37,13 @@ func (d *doctor) checkTasks(ctx context.Context) {
 				continue
 			}
 			total++
-			backoff := t.NotBeforeUs > d.now.UnixMicro()
-			if !backoff && t.Restarts < crashLoopRestarts {
+			if t.Health == "unhealthy" {
+				unhealthy = append(unhealthy, fmt.Sprintf("%s/%s/%d on %s: %s", t.User, t.Job, t.Index, t.Machine, t.HealthMessage))
+			}
+			if !t.CrashLooping {
 				continue
 			}
+			backoff := t.NotBeforeUs > d.now.UnixMicro()
 			line := fmt.Sprintf("%s/%s/%d: %d restarts", t.User, t.Job, t.Index, t.Restarts)
 			if backoff {
 				line += ", backing off until " + time.UnixMicro(t.NotBeforeUs).UTC().Format(time.RFC3339)
@@ -57,17 +58,27 @@ func (d *doctor) checkTasks(ctx context.Context) {
 			break
 		}
 	}
-	switch {
-	case len(looping) > 0:
-		f.Severity = Warn
-		f.Summary = fmt.Sprintf("%d of %d live task(s) crash-looping", len(looping), total)
-		if len(looping) > 10 {
-			looping = append(looping[:10], fmt.Sprintf("and %d more", len(looping)-10))
+	atMost10 := func(lines []string) []string {
+		if len(lines) > 10 {
+			return append(lines[:10:10], fmt.Sprintf("and %d more", len(lines)-10))
 		}
-		f.Details = looping
+		return lines
+	}
+	var parts []string
+	if len(looping) > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d live task(s) crash-looping", len(looping), total))
+		f.Details = append(f.Details, atMost10(looping)...)
 		f.Fix = "see why with `corral task get USER/JOB INDEX` and `corral task logs JOB INDEX --stderr`; fix the program, or give it more memory if it was OOMKilled"
-	default:
-		f.Summary = fmt.Sprintf("none of %d live task(s) is crash-looping", total)
+	}
+	if len(unhealthy) > 0 {
+		parts = append(parts, fmt.Sprintf("%d running task(s) failing their health check", len(unhealthy)))
+		f.Details = append(f.Details, atMost10(unhealthy)...)
+		f.Fix = strings.TrimPrefix(f.Fix+"; an unhealthy task is restarted once its check fails more than failures_allowed times: `corral task logs JOB INDEX --stderr` shows what it answers", "; ")
+	}
+	if len(parts) > 0 {
+		f.Severity, f.Summary = Warn, strings.Join(parts, "; ")
+	} else {
+		f.Summary = fmt.Sprintf("none of %d live task(s) is crash-looping or unhealthy", total)
 	}
 	d.add(f)
 }

@@ -39,7 +39,7 @@ func TestDoctorHealthyCell(t *testing.T) {
 		"clocks":     "the clocks of 2 agent(s) are within 1s",
 		"infrastore": "the Infrastore has ingested position",
 		"disk":       "free of",
-		"tasks":      "none of 0 live task(s) is crash-looping",
+		"tasks":      "none of 0 live task(s) is crash-looping or unhealthy",
 	} {
 		f, ok := rep.Find(check)
 		if !ok {
@@ -74,7 +74,12 @@ func TestDoctorFlagsCrashLoopingTasks(t *testing.T) {
 		Restart:   &events.RestartPolicy{Mode: "always", BackoffInitialMs: 50, BackoffMaxMs: 200}}
 	fine := &events.JobSpec{Name: "sleeper", Priority: 0, TaskCount: 1, Command: "/bin/sh", Args: []string{"-c", "exec sleep 300"},
 		Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 32 << 20}}
-	for i, spec := range []*events.JobSpec{failing, fine} {
+	// Runs, but serves nothing on the port its check asks: unhealthy, and
+	// allowed enough failures to stay so for the test.
+	deaf := &events.JobSpec{Name: "deaf", Priority: 0, TaskCount: 1, Command: "/bin/sh", Args: []string{"-c", "exec sleep 300"},
+		Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 32 << 20, Ports: 1}, PortNames: []string{"http"},
+		HealthCheck: &events.HealthCheck{Path: "/", PortName: "http", PeriodMs: 200, TimeoutMs: 100, FailuresAllowed: 10000}}
+	for i, spec := range []*events.JobSpec{failing, fine, deaf} {
 		if _, err := c.client.Submit(as("alice"), &apipb.SubmitRequest{RequestId: fmt.Sprint("s", i), Spec: spec}); err != nil {
 			t.Fatal(err)
 		}
@@ -84,11 +89,12 @@ func TestDoctorFlagsCrashLoopingTasks(t *testing.T) {
 		rep := ops.Doctor(context.Background(), ops.DoctorConfig{Masters: []string{c.addr}, User: "root", Store: path,
 			DataDir: t.TempDir(), MinFreeBytes: 1 << 20, MinFreeRatio: 0.001})
 		f, _ = rep.Find("tasks")
-		return f.Severity == ops.Warn, fmt.Sprintf("%+v", f)
+		return f.Severity == ops.Warn && len(f.Details) == 2, fmt.Sprintf("%+v", f)
 	})
 	t.Logf("tasks: %s %v", f.Summary, f.Details)
-	if f.Summary != "1 of 2 live task(s) crash-looping" || len(f.Details) != 1 || !strings.HasPrefix(f.Details[0], "alice/crasher/0: ") ||
-		!strings.Contains(f.Details[0], "exit") || f.Fix == "" {
+	if f.Summary != "1 of 3 live task(s) crash-looping; 1 running task(s) failing their health check" || len(f.Details) != 2 ||
+		!strings.HasPrefix(f.Details[0], "alice/crasher/0: ") || !strings.Contains(f.Details[0], "exit") ||
+		!strings.HasPrefix(f.Details[1], "alice/deaf/0 on ") || !strings.Contains(f.Details[1], "connection refused") || f.Fix == "" {
 		t.Errorf("tasks finding: %+v", f)
 	}
 }

@@ -1,9 +1,11 @@
 package webui
 
 import (
+	"fmt"
 	"html/template"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
@@ -27,6 +29,15 @@ type cellData struct {
 	MachineRows                  []*apipb.MachineView
 	Pager                        pager
 	BandRows                     []bandRow
+	// Troubled are the tasks to look at first: crash-looping or failing
+	// their health check (the first ten), of TroubledCount.
+	Troubled      []troubledTask
+	TroubledCount int
+}
+
+type troubledTask struct {
+	Key  projections.TaskKey
+	What string
 }
 
 // bandRow is what the live work of one priority band holds and uses.
@@ -67,13 +78,27 @@ func (h *Handler) cell(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Pager = newPager(r, "offset", offset, h.cfg.PageSize, len(ms))
 		d.Jobs, d.Pending = len(st.Jobs), st.PendingCount()
-		for _, j := range st.Jobs {
+		nowUS := time.Now().UnixMicro()
+		for _, j := range st.SortedJobs() {
 			d.Live += j.LiveTasks()
-			if j.LiveTasks() == 0 {
+			if j.Dead() {
 				continue
 			}
 			for _, t := range j.Tasks {
-				if t == nil || !t.Live() {
+				if t == nil || t.State == projections.TaskDead {
+					continue
+				}
+				if looping, sick := t.CrashLooping(nowUS), t.Health == projections.HealthUnhealthy; looping || sick {
+					d.TroubledCount++
+					if len(d.Troubled) < 10 {
+						what := t.Status(nowUS)
+						if looping {
+							what = fmt.Sprintf("crash-looping (%d restarts): %s", t.Restarts, what)
+						}
+						d.Troubled = append(d.Troubled, troubledTask{Key: t.Key(), What: what})
+					}
+				}
+				if !t.Live() {
 					continue
 				}
 				s := &sums[projections.BandOf(t.Priority())]

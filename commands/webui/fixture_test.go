@@ -83,6 +83,8 @@ func smallCell() []events.Event {
 	}
 	h.add(events.MachineStream("m0"), &events.ReservationEstimated{Machine: "m0", Tasks: []*events.TaskReservation{
 		{User: "alice", Job: "web", Index: 0, Reservation: res(300, 200<<20)}}})
+	h.add(events.TaskStream("alice", "web", 0), &events.TaskHealthChanged{User: "alice", Job: "web", Index: 0, Machine: "m0",
+		Message: "GET /: connection refused"})
 	h.job("bob", "huge", 4, 2, res(100, 64*gib), map[string]string{"team": "data"})
 	h.job("carol", "hog", 11, 1, res(3800, 1*gib), nil)
 	h.add(events.TaskStream("alice", "web", 1), &events.TaskEvicted{User: "alice", Job: "web", Index: 1, Machine: "m1", Reason: "preempted",

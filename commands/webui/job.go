@@ -225,11 +225,13 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 
 func newTaskRow(t *apipb.TaskView, hasHealth bool) taskRow {
 	row := taskRow{TaskView: t}
-	if hasHealth {
-		row.Health = "checked"
-		if strings.Contains(strings.ToLower(t.Reason), "health") {
-			row.Health = "failed: " + t.Reason
-		}
+	switch {
+	case t.Health == "unhealthy":
+		row.Health = "unhealthy: " + t.HealthMessage
+	case t.Health != "":
+		row.Health = t.Health
+	case hasHealth && t.State == "running":
+		row.Health = "not checked yet"
 	}
 	if t.Restarts > 0 || t.State == "dead" {
 		switch {

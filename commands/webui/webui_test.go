@@ -23,7 +23,8 @@ func TestPages(t *testing.T) {
 		path  string
 		wants []string
 	}{
-		{"/", []string{"Machines up", `href="/machines/m0"`, "draining", "monitoring", "CPU by priority band", "<svg", "Events of the log over time"}},
+		{"/", []string{"Machines up", `href="/machines/m0"`, "draining", "monitoring", "CPU by priority band", "<svg", "Events of the log over time",
+			"Tasks to look at", `href="/jobs/alice/web/tasks/0"`, "running (unhealthy: GET /: connection refused)"}},
 		{"/jobs", []string{`href="/jobs/alice/web"`, `href="/jobs/bob/huge"`, "team=web"}},
 		{"/jobs?user=bob", []string{`href="/jobs/bob/huge"`}},
 		{"/jobs?selector=team%3Dweb", []string{`href="/jobs/alice/web"`}},
