@@ -41,7 +41,7 @@ func TestHostileQueriesLeaveTheCellUp(t *testing.T) {
 
 	sql := func(q string) (string, int) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, "sql", "-o", "csv", q)
 		cmd.Dir, cmd.Env = root, env
@@ -195,4 +195,32 @@ func runCorral(t *testing.T, bin, dir string, env []string, args ...string) (str
 		t.Fatalf("corral %s: %v", strings.Join(args, " "), err)
 	}
 	return string(out), 0
+}
+
+// cellCLI returns runCorral for one cell, logging each command and its
+// output as a person would see them.
+func cellCLI(t *testing.T, bin, dir string, env []string) func(args ...string) (string, int) {
+	return func(args ...string) (string, int) {
+		t.Helper()
+		out, code := runCorral(t, bin, dir, env, args...)
+		t.Logf("$ corral %s  (exit %d)\n%s", strings.Join(args, " "), code, out)
+		return out, code
+	}
+}
+
+// eventually retries check every half second until it holds, and fails
+// the test with the last output when limit passes first.
+func eventually(t *testing.T, what string, limit time.Duration, check func() (string, bool)) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		out, ok := check()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not so after %s; last output:\n%s", what, limit, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }

@@ -56,26 +56,7 @@ func TestSeparateProcesses(t *testing.T) {
 			}
 		})
 	}
-	corral := func(args ...string) (string, int) {
-		t.Helper()
-		out, code := runCorral(t, bin, root, env, args...)
-		t.Logf("$ corral %s  (exit %d)\n%s", strings.Join(args, " "), code, out)
-		return out, code
-	}
-	eventually := func(what string, limit time.Duration, check func() (string, bool)) {
-		t.Helper()
-		deadline := time.Now().Add(limit)
-		for {
-			out, ok := check()
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not so after %s; last output:\n%s", what, limit, out)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-	}
+	corral := cellCLI(t, bin, root, env)
 
 	start("master", "master", "--insecure", "--name", "m", "--store", filepath.Join(dir, "log.db"), "--listen", masterAddr, "--admins", "root", "--cell", "procs")
 	suffix := fmt.Sprint(rand.IntN(1 << 20))
@@ -86,7 +67,7 @@ func TestSeparateProcesses(t *testing.T) {
 			"--cpu", "2", "--memory", "2GiB", "--disk", "10GiB", "--attr", fmt.Sprintf("rack=r%d", i),
 			"--port-first", fmt.Sprint(portBase+i*100), "--ports", "100", "--stop-tasks-on-exit")
 	}
-	eventually("three machines up", 30*time.Second, func() (string, bool) {
+	eventually(t, "three machines up", 30*time.Second, func() (string, bool) {
 		out, _ := corral("machine", "list")
 		return out, strings.Count(out, " up ") == 3
 	})
@@ -106,7 +87,7 @@ func TestSeparateProcesses(t *testing.T) {
 	}
 
 	// Spread by rack: 2-2-2.
-	eventually("6 spread tasks running", 30*time.Second, func() (string, bool) {
+	eventually(t, "6 spread tasks running", 30*time.Second, func() (string, bool) {
 		out, _ := corral("task", "list", "spread")
 		return out, len(regexp.MustCompile(`(?m)^spread/\d\s+running`).FindAllString(out, -1)) == 6
 	})
@@ -122,13 +103,13 @@ func TestSeparateProcesses(t *testing.T) {
 	}
 
 	// Logs from another process: the current run's tail, stderr.
-	eventually("spread/0's stdout", 20*time.Second, func() (string, bool) {
+	eventually(t, "spread/0's stdout", 20*time.Second, func() (string, bool) {
 		out, code := corral("task", "logs", "spread", "0")
 		return out, code == 0 && strings.Contains(out, "--- corral: run 1 started") && strings.Contains(out, "serving")
 	})
 	// The crasher restarts in place every few seconds: its previous run is
 	// one whole run, apart from the current one.
-	eventually("crasher restarted in place", 30*time.Second, func() (string, bool) {
+	eventually(t, "crasher restarted in place", 30*time.Second, func() (string, bool) {
 		out, _ := corral("task", "logs", "crasher", "0")
 		return out, regexp.MustCompile(`--- corral: run [2-9]\d* started`).MatchString(out)
 	})

@@ -1,13 +1,10 @@
 package main_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -39,37 +36,7 @@ func TestHealthGatedRollouts(t *testing.T) {
 	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
 	startUp(t, bin, root, env, []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", strconv.Itoa(portBase)})
 
-	corral := func(args ...string) (string, int) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Dir, cmd.Env = root, env
-		out, err := cmd.CombinedOutput()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("corral %s: %v", strings.Join(args, " "), err)
-		}
-		t.Logf("$ corral %s  (exit %d)\n%s", strings.Join(args, " "), code, out)
-		return string(out), code
-	}
-	eventually := func(what string, limit time.Duration, check func() (string, bool)) {
-		t.Helper()
-		deadline := time.Now().Add(limit)
-		for {
-			out, ok := check()
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not so after %s; last output:\n%s", what, limit, out)
-			}
-			time.Sleep(time.Second)
-		}
-	}
+	corral := cellCLI(t, bin, root, env)
 
 	out, code := corral("job", "submit", "examples/web.jsonnet", "--wait")
 	if code != 0 || !strings.Contains(out, "alice/web: all 2 tasks running and healthy") {
@@ -82,7 +49,7 @@ func TestHealthGatedRollouts(t *testing.T) {
 
 	p := startProbe(portBase, 3)
 	defer p.stop()
-	eventually("the probe sees both replicas", 10*time.Second, func() (string, bool) {
+	eventually(t, "the probe sees both replicas", 10*time.Second, func() (string, bool) {
 		n := p.now()
 		return fmt.Sprintf("%d answer", n), n == 2
 	})
@@ -93,7 +60,7 @@ func TestHealthGatedRollouts(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "the update was reverted") || !strings.Contains(out, "health check failed") {
 		t.Errorf("update to a bad release --wait: exit %d, want 1 with the revert and its reason", code)
 	}
-	eventually("the revert finishes", time.Minute, func() (string, bool) {
+	eventually(t, "the revert finishes", time.Minute, func() (string, bool) {
 		out, _ := corral("job", "get", "web")
 		healthy := regexp.MustCompile(`(?m)^web/[01]\s+running\s+healthy\s`).FindAllString(out, -1)
 		return out, strings.Contains(out, "last update: version 2 reverted") && len(healthy) == 2 && !strings.Contains(out, "\nupdate: ")
@@ -132,7 +99,7 @@ func TestHealthGatedRollouts(t *testing.T) {
 	if _, code := corral("job", "promote", "web"); code != 0 {
 		t.Errorf("promote: exit %d", code)
 	}
-	eventually("the promoted update commits itself", time.Minute, func() (string, bool) {
+	eventually(t, "the promoted update commits itself", time.Minute, func() (string, bool) {
 		out, _ := corral("job", "get", "web")
 		return out, strings.Contains(out, "last update: version 5 committed")
 	})
@@ -149,7 +116,7 @@ func TestHealthGatedRollouts(t *testing.T) {
 	if _, code := corral("job", "revert", "web", "4"); code != 0 {
 		t.Errorf("revert: exit %d", code)
 	}
-	eventually("the revert to version 4 commits itself", time.Minute, func() (string, bool) {
+	eventually(t, "the revert to version 4 commits itself", time.Minute, func() (string, bool) {
 		out, _ := corral("job", "get", "web")
 		return out, strings.Contains(out, "last update: version 6 committed") && strings.Contains(out, "(version 6)")
 	})
