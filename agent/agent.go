@@ -30,6 +30,7 @@ type Agent struct {
 	cfg         Config
 	log         *slog.Logger
 	clock       Clock
+	logReads    chan struct{} // bounds the log reads that hold a file's window in memory
 	rt          runtime
 	probe       prober
 	incarnation string
@@ -88,6 +89,7 @@ func newAgent(cfg Config, rt runtime, note string) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{
+		logReads:    make(chan struct{}, maxLogReads),
 		cfg:         cfg,
 		log:         cfg.Logger,
 		clock:       cfg.Clock,

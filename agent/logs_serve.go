@@ -29,6 +29,10 @@ const RunMarker = "--- corral: run "
 const (
 	logChunk      = 32 << 10
 	logFollowPoll = 250 * time.Millisecond
+	// maxLogReads is how many requests at once may hold a log's window
+	// (up to LogMaxBytes) in memory; more wait their turn, so that many
+	// readers cannot exhaust the agent's memory. Following costs a chunk.
+	maxLogReads = 4
 )
 
 // markRun appends the run marker to both log files of t's sandbox.
@@ -71,25 +75,36 @@ func (a *Agent) Logs(req *agentpb.LogsRequest, stream agentpb.Agent_LogsServer) 
 		}
 		return nil
 	}
-	fi, err := f.Stat()
+	select {
+	case a.logReads <- struct{}{}:
+	case <-stream.Context().Done():
+		return status.FromContextError(stream.Context().Err()).Err()
+	}
+	size, err := a.sendWindow(f, req, send)
+	<-a.logReads
 	if err != nil {
-		return status.Error(codes.Internal, err.Error())
-	}
-	size := fi.Size()
-	start := max(0, size-a.cfg.LogMaxBytes)
-	whole := make([]byte, size-start)
-	if _, err := f.ReadAt(whole, start); err != nil && !errors.Is(err, io.EOF) {
-		return status.Error(codes.Internal, err.Error())
-	}
-	out := SelectRun(whole, req.Previous)
-	out = TailOf(out, int(req.TailLines), req.TailBytes)
-	if err := send(out); err != nil {
 		return err
 	}
 	if !req.Follow || req.Previous {
 		return nil
 	}
 	return followLog(stream.Context(), f, size, send)
+}
+
+// sendWindow sends the part of f's last LogMaxBytes that req asks for, and
+// returns the size of f it read up to.
+func (a *Agent) sendWindow(f *os.File, req *agentpb.LogsRequest, send func([]byte) error) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, status.Error(codes.Internal, err.Error())
+	}
+	size := fi.Size()
+	start := max(0, size-a.cfg.LogMaxBytes)
+	window := make([]byte, size-start)
+	if _, err := f.ReadAt(window, start); err != nil && !errors.Is(err, io.EOF) {
+		return 0, status.Error(codes.Internal, err.Error())
+	}
+	return size, send(TailOf(SelectRun(window, req.Previous), int(req.TailLines), req.TailBytes))
 }
 
 // followLog sends what is appended to f from off on until ctx ends. A file

@@ -196,13 +196,29 @@ func sh(script string, mutate ...func(*agentpb.TaskSpec)) *agentpb.TaskSpec {
 	return s
 }
 
+// readLog is what the task wrote to a log file, across its runs: the file
+// without the agent's run markers (runMarkers counts those).
 func readLog(t *testing.T, ts *agentpb.TaskStatus, name string) string {
+	t.Helper()
+	out, _ := readLogRuns(t, ts, name)
+	return out
+}
+
+func readLogRuns(t *testing.T, ts *agentpb.TaskStatus, name string) (output string, runs int) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(ts.Sandbox, "logs", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	var keep []string
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if strings.HasPrefix(line, RunMarker) {
+			runs++
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return strings.Join(keep, ""), runs
 }
 
 func TestRealFailingTaskIsRestartedWithBackoff(t *testing.T) {
@@ -236,8 +252,15 @@ func TestRealFailingTaskIsRestartedWithBackoff(t *testing.T) {
 			t.Errorf("restart %d after %v, want at least %v", i+1, gap, min*time.Millisecond)
 		}
 	}
-	if got := strings.Count(readLog(t, ts, "stdout"), "try\n"); got != 4 {
-		t.Errorf("stdout has %d runs, want 4", got)
+	out, runs := readLogRuns(t, ts, "stdout")
+	if got := strings.Count(out, "try\n"); got != 4 || runs != 4 {
+		t.Errorf("stdout has %d runs' output and %d run markers, want 4 of each", got, runs)
+	}
+	// The previous run is one run, the current one another (task logs --previous).
+	b, _ := os.ReadFile(filepath.Join(ts.Sandbox, "logs", "stdout"))
+	if prev, cur := string(SelectRun(b, true)), string(SelectRun(b, false)); !strings.HasPrefix(prev, RunMarker+"3 ") || !strings.HasPrefix(cur, RunMarker+"4 ") ||
+		!strings.HasSuffix(prev, "try\n") {
+		t.Errorf("previous run %q, current %q", prev, cur)
 	}
 }
 

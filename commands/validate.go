@@ -23,6 +23,8 @@ const (
 	maxConstraints  = 64
 	maxPolicyMS     = 24 * 3600 * 1000
 	maxSpread       = 4 // failure-domain attributes a job spreads across
+	minBackoffMS    = 10
+	minMaxBackoffMS = 100
 )
 
 // nameRE: a DNS label, since a task's DNS name is index.job.user.cell.
@@ -124,11 +126,13 @@ func validateSpec(spec *events.JobSpec) violations {
 		if r.MaxRestarts < 0 {
 			v.add("restart.max_restarts", "must be >= 0 (0: no limit)")
 		}
-		if r.BackoffInitialMs < 0 || r.BackoffInitialMs > maxPolicyMS {
-			v.add("restart.backoff", "must be between 0 and 24h")
+		// Floors: a task that fails at once must not restart thousands of
+		// times a second, each restart two events in the log.
+		if r.BackoffInitialMs != 0 && (r.BackoffInitialMs < minBackoffMS || r.BackoffInitialMs > maxPolicyMS) {
+			v.add("restart.backoff", "must be 0 (the default, 1s) or between %dms and 24h", minBackoffMS)
 		}
-		if r.BackoffMaxMs < 0 || r.BackoffMaxMs > maxPolicyMS {
-			v.add("restart.max_backoff", "must be between 0 and 24h")
+		if r.BackoffMaxMs != 0 && (r.BackoffMaxMs < minMaxBackoffMS || r.BackoffMaxMs > maxPolicyMS) {
+			v.add("restart.max_backoff", "must be 0 (the default, 5m) or between %dms and 24h", minMaxBackoffMS)
 		} else if r.BackoffMaxMs > 0 && r.BackoffMaxMs < r.BackoffInitialMs {
 			v.add("restart.max_backoff", "must be >= restart.backoff")
 		}
@@ -159,8 +163,8 @@ func validateSpec(spec *events.JobSpec) violations {
 		if u.MinHealthyTimeMs < 0 || u.MinHealthyTimeMs > maxPolicyMS {
 			v.add("update.min_healthy_time", "must be between 0 (the default, 10s) and 24h")
 		}
-		if u.ProgressDeadlineMs < 0 || u.ProgressDeadlineMs > maxPolicyMS {
-			v.add("update.progress_deadline", "must be between 0 (the default, 10m) and 24h")
+		if u.ProgressDeadlineMs != 0 && (u.ProgressDeadlineMs < 1000 || u.ProgressDeadlineMs > maxPolicyMS) {
+			v.add("update.progress_deadline", "must be 0 (the default, 10m) or between 1s and 24h")
 		}
 		if u.Canary < 0 || u.Canary > spec.TaskCount {
 			v.add("update.canary", "must be between 0 (no canaries) and the task count, %d", spec.TaskCount)

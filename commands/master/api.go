@@ -46,7 +46,12 @@ type Service struct {
 	Scheduler SchedulerConfig
 	// Logs reads task logs from the agents (TaskLogs); nil: Unimplemented.
 	Logs *AgentLogs
+
+	planSlots chan struct{} // PlanUpdate calls running at once
 }
+
+// maxPlans is how many PlanUpdate calls run at once; more wait.
+const maxPlans = 2
 
 // Analytics is what the API needs of the Infrastore. It is an interface so
 // this package (and its tests) do not link DuckDB.
@@ -78,7 +83,9 @@ func (s *Service) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillRe
 }
 
 // NewService returns the API of m.
-func NewService(m *Master) *Service { return &Service{m: m, ReadWait: 10 * time.Second} }
+func NewService(m *Master) *Service {
+	return &Service{m: m, ReadWait: 10 * time.Second, planSlots: make(chan struct{}, maxPlans)}
+}
 
 // Register adds the service to a gRPC server.
 func (s *Service) Register(g *grpc.Server) { apipb.RegisterCellServer(g, s) }

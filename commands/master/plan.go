@@ -1,7 +1,6 @@
 package master
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/corralhq/corral/commands"
@@ -13,8 +12,7 @@ import (
 
 // Plan is what a command would do at now: its events, and the scheduling
 // pass that would follow them, computed by the writer's own decisions and
-// the scheduling core on a copy of s. s is not changed; nothing is
-// appended. On a cell that does not change meanwhile, the pass that runs
+// the scheduling core on a copy of the cell's state. Nothing is appended. On a cell that does not change meanwhile, the pass that runs
 // after the command is appended is this one: the same input at the same
 // position, which seeds it.
 type Plan struct {
@@ -24,13 +22,10 @@ type Plan struct {
 	After    *projections.State // the copy, after the events and the pass's placements
 }
 
-// PlanCommand plans cmd against s at now with the scheduling config cfg.
-func PlanCommand(s *projections.State, cmd commands.Command, now time.Time, cfg SchedulerConfig) (*Plan, error) {
-	cp, err := projections.Decode(projections.Encode(s))
-	if err != nil {
-		return nil, fmt.Errorf("copying the state to plan on: %w", err)
-	}
-	out := &Plan{Position: s.Position, After: cp}
+// PlanCommand plans cmd at now with the scheduling config cfg on cp, a
+// copy of the cell's state that it changes (Plan.After).
+func PlanCommand(cp *projections.State, cmd commands.Command, now time.Time, cfg SchedulerConfig) (*Plan, error) {
+	out := &Plan{Position: cp.Position, After: cp}
 	b := writer.Plan(cp, []writer.Op{{Cmd: cmd}}, 1, 1, writer.NewRecent(1), func() time.Time { return now })
 	for _, a := range b.Answers {
 		if a.Err != nil {

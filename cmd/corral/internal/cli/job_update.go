@@ -23,10 +23,16 @@ func (a *app) jobUpdateCommand() *cobra.Command {
 		Short: "change running jobs: a rolling update to the spec of FILE, or the priority of every job matching a selector",
 		Long: `Update the jobs of FILE to their new spec. Changes that need a restart
 (command, resources, constraints) replace tasks a few at a time, never more
-than the job's update.max_disruptions at once; keep or undo such an update
-with ` + "`corral job commit`" + ` or ` + "`corral job rollback`" + `. Changes that need no
-restart (count, priority, labels, policies) take effect at once and leave
-no update open.`,
+than the job's update.max_disruptions disrupted at once: a replacement counts
+until its health check passes (or it has run update.min_healthy_time). A
+replacement that fails before it is healthy, or no progress by
+update.progress_deadline, halts the update, and a service (restart always)
+rolls back by itself; once every task runs the new version healthy the
+update commits itself. By hand: ` + "`corral job commit`" + `, ` + "`corral job rollback`" + `,
+` + "`corral job promote`" + ` (canaries). Changes that need no restart (count,
+priority, labels, policies) take effect at once and leave no update open.
+--dry-run says what the update would do (as ` + "`corral job plan`" + `); --wait shows
+the roll and exits 1 with the reason when it halts or reverts.`,
 		Args: args(0, 1, "a job file, or --selector"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			cl, err := a.client()
