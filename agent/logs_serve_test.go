@@ -3,6 +3,8 @@ package agent
 import (
 	"strings"
 	"testing"
+
+	"github.com/corralhq/corral/events"
 )
 
 func TestSelectRunAndTail(t *testing.T) {
@@ -28,5 +30,26 @@ func TestSelectRunAndTail(t *testing.T) {
 	}
 	if got := string(TailOf([]byte("123456"), 0, 4)); got != "3456" {
 		t.Fatalf("tail bytes: %q", got)
+	}
+}
+
+// A log request names a task, never a path: nothing outside the agent's
+// tasks directory can be read through it.
+func TestLogRequestsCannotLeaveTheSandboxes(t *testing.T) {
+	for _, ref := range []*events.TaskRef{
+		nil,
+		{User: "..", Job: "x"},
+		{User: "alice", Job: "../../etc"},
+		{User: "alice", Job: "a/b"},
+		{User: "alice", Job: "x\x00y"},
+		{User: "", Job: "x"},
+		{User: "alice", Job: "x", Index: -1},
+	} {
+		if err := validRef(ref); err == nil {
+			t.Errorf("%v: accepted", ref)
+		}
+	}
+	if err := validRef(&events.TaskRef{User: "alice", Job: "web", Index: 3}); err != nil {
+		t.Error(err)
 	}
 }

@@ -125,6 +125,12 @@ func TestHealthGatedRollouts(t *testing.T) {
 		t.Errorf("job history -o json does not say version 6 is current")
 	}
 
+	// Health is history too: SQL over the log finds every transition.
+	eventually(t, "health transitions in SQL", time.Minute, func() (string, bool) {
+		out, code := corral("sql", "-o", "csv", `SELECT payload->>'healthy' AS healthy, count(*) AS n FROM events WHERE type = 'TaskHealthChanged' AND payload->>'job' = 'web' GROUP BY 1 ORDER BY 1`)
+		return out, code == 0 && regexp.MustCompile(`(?m)^true,\d+$`).MatchString(out)
+	})
+
 	low, high := p.stop()
 	if high != 2 || low < 1 {
 		t.Errorf("replicas answering the probe through the updates: between %d and %d, want at least 1 (count 2 - max_disruptions 1) and 2 at times", low, high)
