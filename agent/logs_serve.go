@@ -75,15 +75,24 @@ func (a *Agent) Logs(req *agentpb.LogsRequest, stream agentpb.Agent_LogsServer) 
 		}
 		return nil
 	}
-	select {
-	case a.logReads <- struct{}{}:
-	case <-stream.Context().Done():
-		return status.FromContextError(stream.Context().Err()).Err()
-	}
-	size, err := a.sendWindow(f, req, send)
-	<-a.logReads
-	if err != nil {
-		return err
+	var size int64
+	if req.OnlyNew && req.Follow {
+		fi, err := f.Stat()
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		size = fi.Size()
+	} else {
+		select {
+		case a.logReads <- struct{}{}:
+		case <-stream.Context().Done():
+			return status.FromContextError(stream.Context().Err()).Err()
+		}
+		size, err = a.sendWindow(f, req, send)
+		<-a.logReads
+		if err != nil {
+			return err
+		}
 	}
 	if !req.Follow || req.Previous {
 		return nil

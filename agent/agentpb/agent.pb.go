@@ -1813,6 +1813,7 @@ type LogsRequest struct {
 	TailBytes     int64                  `protobuf:"varint,4,opt,name=tail_bytes,json=tailBytes,proto3" json:"tail_bytes,omitempty"` // only the last N bytes (0: all)
 	Follow        bool                   `protobuf:"varint,5,opt,name=follow,proto3" json:"follow,omitempty"`                        // then what the task writes, until the call ends
 	Previous      bool                   `protobuf:"varint,6,opt,name=previous,proto3" json:"previous,omitempty"`                    // the run before the current one (restarts in place)
+	OnlyNew       bool                   `protobuf:"varint,7,opt,name=only_new,json=onlyNew,proto3" json:"only_new,omitempty"`       // with follow: none of what is there now, only what comes
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1885,6 +1886,13 @@ func (x *LogsRequest) GetFollow() bool {
 func (x *LogsRequest) GetPrevious() bool {
 	if x != nil {
 		return x.Previous
+	}
+	return false
+}
+
+func (x *LogsRequest) GetOnlyNew() bool {
+	if x != nil {
+		return x.OnlyNew
 	}
 	return false
 }
@@ -2094,7 +2102,7 @@ const file_agent_proto_rawDesc = "" +
 	"\rmachine_usage\x18\x0f \x01(\v2\x1d.corral.agent.v1.MachineUsageR\fmachineUsage\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc6\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe1\x01\n" +
 	"\vLogsRequest\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.corral.events.v1.TaskRefR\x04task\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\bR\x06stderr\x12\x1d\n" +
@@ -2103,7 +2111,8 @@ const file_agent_proto_rawDesc = "" +
 	"\n" +
 	"tail_bytes\x18\x04 \x01(\x03R\ttailBytes\x12\x16\n" +
 	"\x06follow\x18\x05 \x01(\bR\x06follow\x12\x1a\n" +
-	"\bprevious\x18\x06 \x01(\bR\bprevious\"\x1e\n" +
+	"\bprevious\x18\x06 \x01(\bR\bprevious\x12\x19\n" +
+	"\bonly_new\x18\a \x01(\bR\aonlyNew\"\x1e\n" +
 	"\bLogChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data*k\n" +
 	"\n" +

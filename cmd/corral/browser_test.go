@@ -196,6 +196,17 @@ func TestInBrowser(t *testing.T) {
 	if h := text("#history tbody"); !strings.Contains(h, "TaskScheduled") || !strings.Contains(h, "TaskStarted") {
 		t.Errorf("task history: %s", h)
 	}
+	// Its stdout follows what it writes (a line every 5 s), streamed from
+	// its agent through the master.
+	rounds := func() float64 {
+		n, _ := eval("rounds", `(document.querySelector('pre[data-follow$="/stdout"]').textContent.match(/\(round /g) || []).length`).(float64)
+		return n
+	}
+	atLoad := rounds()
+	until("task 0's stdout followed live", 20*time.Second, func() (bool, string) {
+		n := rounds()
+		return n > atLoad, fmt.Sprintf("%v rounds, %v when the page loaded", n, atLoad)
+	})
 	shot("task")
 
 	// unschedulable says why it waits.

@@ -90,6 +90,16 @@ func (l *AgentLogs) Tail(ctx context.Context, machine string, t projections.Task
 	return out, err
 }
 
+// Follow sends what a task writes to its stdout or stderr from now on,
+// until ctx ends (the web UI's webui.Logs).
+func (l *AgentLogs) Follow(ctx context.Context, machine string, t projections.TaskKey, stream string, send func([]byte) error) error {
+	if stream != "stdout" && stream != "stderr" {
+		return fmt.Errorf("stream %q: want stdout or stderr", stream)
+	}
+	return l.Stream(ctx, machine, &agentpb.LogsRequest{Task: &events.TaskRef{User: t.User, Job: t.Job, Index: t.Index},
+		Stderr: stream == "stderr", Follow: true, OnlyNew: true}, send)
+}
+
 // TaskLogs streams a task's log from its machine's agent: the machine it
 // runs on, or last ran on. Only the task's owner or an admin may read it:
 // logs hold what the task prints, which specs and events do not.

@@ -23,7 +23,9 @@
 //   - /jobs/{user}/{job}/tasks/{index}: the task's whole history (where and
 //     why it was scheduled, evictions with reason and preemptor, exits),
 //     CPU and memory per usage window against limit and reservation, and
-//     the tail of its logs when Config.Logs is set.
+//     the tail of its logs when Config.Logs is set, then what it writes
+//     live (/jobs/{user}/{job}/tasks/{index}/logs/{stdout|stderr}: server-
+//     sent events of Config.Logs.Follow, from the task's agent).
 //   - /machines/{name}: attributes, allocs, tasks, and capacity against
 //     limits, reservations and usage.
 //   - /events: the log filtered by user, job, type and stream prefix, newest
@@ -37,9 +39,9 @@
 // # Choices
 //
 // Pages are rendered on the server with html/template; templates, the
-// stylesheet and the one script are embedded in the binary. The UI works
-// without JavaScript; the script (static/events.js, about 100 lines) only
-// adds live rows to the events page.
+// stylesheet and the two scripts are embedded in the binary. The UI works
+// without JavaScript; the scripts only add what arrives live: rows to the
+// events page (static/events.js), lines to a task's logs (static/logs.js).
 //
 // Charts are inline SVG drawn on the server (charts.go), not a vendored
 // charting library: the charts needed (lines over time, bars against a

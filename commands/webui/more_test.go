@@ -1,6 +1,7 @@
 package webui_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -95,6 +97,18 @@ func (f *fakeLogs) Tail(_ context.Context, machine string, task projections.Task
 	return []byte("hello <world>\n"), nil
 }
 
+// Follow sends two writes, then waits for the reader to leave.
+func (f *fakeLogs) Follow(ctx context.Context, machine string, task projections.TaskKey, stream string, send func([]byte) error) error {
+	f.asked = append(f.asked, fmt.Sprintf("follow %s %s %s", machine, task, stream))
+	for _, s := range []string{"later <line>\n", "and \"another\"\n"} {
+		if err := send([]byte(s)); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
 func TestTaskLogsFromTheAgent(t *testing.T) {
 	c := openCell(t, smallCell())
 	logs := &fakeLogs{}
@@ -114,9 +128,42 @@ func TestTaskLogsFromTheAgent(t *testing.T) {
 	if len(logs.asked) != 2 || logs.asked[0] != "m0 alice/web/0 stdout 16384" {
 		t.Errorf("asked %q", logs.asked)
 	}
+	mustContain(t, "task", body, `data-follow="/jobs/alice/web/tasks/0/logs/stdout"`, `src="/static/logs.js"`)
 	// A task never placed has no logs to ask for.
 	_, body = c.get(t, "/jobs/bob/huge/tasks/0")
 	mustContain(t, "pending task", body, "never been placed")
+
+	// The live stream: what the task writes, as server-sent events of
+	// JSON strings, until the reader leaves.
+	srv := httptest.NewServer(c.ui)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/jobs/alice/web/tasks/0/logs/stdout", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("follow: %s %s", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	var got strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && strings.Count(got.String(), "data: ") < 2 {
+		got.WriteString(sc.Text() + "\n")
+	}
+	cancel()
+	resp.Body.Close()
+	mustContain(t, "followed stdout", got.String(), `data: "later \u003cline\u003e\n"`, `data: "and \"another\"\n"`)
+	for path, want := range map[string]int{
+		"/jobs/alice/web/tasks/0/logs/secrets": http.StatusBadRequest,
+		"/jobs/alice/web/tasks/-1/logs/stdout": http.StatusBadRequest,
+		"/jobs/bob/huge/tasks/0/logs/stdout":   http.StatusNotFound,
+	} {
+		if code, _ := c.get(t, path); code != want {
+			t.Errorf("GET %s: %d, want %d", path, code, want)
+		}
+	}
 }
 
 // Without the store's stream index the history comes from a scan of the

@@ -43,6 +43,7 @@ type taskData struct {
 	Stderr      string
 	LogsNote    string
 	HasLogs     bool
+	FollowURL   string // the logs' live streams, under /stdout and /stderr
 	Health      string
 }
 
@@ -125,6 +126,7 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 		d.LogsNote = "The task has never been placed on a machine, so it has no logs."
 	default:
 		d.HasLogs = true
+		d.FollowURL = taskURL(user, name, int32(idx)) + "/logs"
 		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		for _, s := range []struct {
 			name string
@@ -139,7 +141,7 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 		}
 		cancel()
 	}
-	h.render(w, r, "task", page{Title: fmt.Sprintf("Task %s/%s/%d", user, name, idx), Nav: "jobs", Data: d})
+	h.render(w, r, "task", page{Title: fmt.Sprintf("Task %s/%s/%d", user, name, idx), Nav: "jobs", Script: "logs.js", Data: d})
 }
 
 // taskHistory reads a task's events: by stream when the store is at hand,

@@ -58,6 +58,8 @@ type Streams interface {
 // protocol). Optional: without it the task page says where the logs are.
 type Logs interface {
 	Tail(ctx context.Context, machine string, task projections.TaskKey, stream string, maxBytes int) ([]byte, error)
+	// Follow sends what the task writes from now on, until ctx ends.
+	Follow(ctx context.Context, machine string, task projections.TaskKey, stream string, send func([]byte) error) error
 }
 
 // Config says where the UI reads from.
@@ -148,6 +150,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /jobs", h.jobs)
 	h.mux.HandleFunc("GET /jobs/{user}/{job}", h.job)
 	h.mux.HandleFunc("GET /jobs/{user}/{job}/tasks/{index}", h.task)
+	h.mux.HandleFunc("GET /jobs/{user}/{job}/tasks/{index}/logs/{stream}", h.taskLogStream)
 	h.mux.HandleFunc("GET /machines/{name}", h.machine)
 	h.mux.HandleFunc("GET /events", h.events)
 	h.mux.HandleFunc("GET /events/stream", h.eventStream)
