@@ -127,7 +127,8 @@ func TestHealthGatedRollouts(t *testing.T) {
 
 	// Health is history too: SQL over the log finds every transition.
 	eventually(t, "health transitions in SQL", time.Minute, func() (string, bool) {
-		out, code := corral("sql", "-o", "csv", `SELECT payload->>'healthy' AS healthy, count(*) AS n FROM events WHERE type = 'TaskHealthChanged' AND payload->>'job' = 'web' GROUP BY 1 ORDER BY 1`)
+		out, code := corral("sql", "-o", "csv", `SELECT json_extract_string(payload, '$.healthy') AS healthy, count(*) AS n FROM events `+
+			`WHERE type = 'TaskHealthChanged' AND json_extract_string(payload, '$.job') = 'web' GROUP BY 1 ORDER BY 1`)
 		return out, code == 0 && regexp.MustCompile(`(?m)^true,\d+$`).MatchString(out)
 	})
 

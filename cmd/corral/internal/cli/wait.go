@@ -63,7 +63,9 @@ func (w *waited) judge(j *apipb.JobView) verdict {
 		case j.UpdateInProgress && j.UpdateTo == w.version:
 			if j.Spec.GetUpdate().GetCanary() > 0 && !j.UpdatePromoted && r.GetCanariesSettled() {
 				v.done, v.message = true, fmt.Sprintf("canaries healthy on version %d: `corral job promote %s` rolls the rest", w.version, w.name)
-			} else if r.GetLive() > 0 && r.GetSettled() == r.GetLive() {
+			} else if r.GetLive() > 0 && r.GetSettled() == r.GetLive() && !j.Spec.AutoCommit() {
+				// (With auto_commit the master commits it at its next
+				// step: wait for that.)
 				v.done, v.message = true, fmt.Sprintf("every task healthy on version %d: `corral job commit %s` keeps it", w.version, w.name)
 			}
 			return v
