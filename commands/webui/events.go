@@ -178,13 +178,7 @@ func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request) {
 		from = int(head + 1)
 	}
 	req.FromPosition = int64(from)
-	rc := http.NewResponseController(w)
-	// A stream outlives any write timeout the server sets for pages.
-	_ = rc.SetWriteDeadline(time.Time{})
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	rc := startEventStream(w)
 	// The stream ends when the browser leaves or the handler is closed.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -217,6 +211,18 @@ func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request) {
 }
 
 // sseStream adapts an HTTP response to the API's Watch stream.
+// startEventStream answers with a server-sent event stream, which
+// outlives any write timeout the server sets for pages.
+func startEventStream(w http.ResponseWriter) *http.ResponseController {
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return rc
+}
+
 type sseStream struct {
 	ctx context.Context
 	mu  sync.Mutex

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/corralhq/corral/projections"
 )
@@ -42,12 +41,7 @@ func (h *Handler) taskLogStream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("task %s does not run on a machine", key), http.StatusNotFound)
 		return
 	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the pages' write timeout
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	rc := startEventStream(w)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go func() {
