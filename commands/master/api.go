@@ -132,6 +132,11 @@ func Status(ctx context.Context, err error) error {
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled) && ctx.Err() == nil:
+		// Not the caller's cancel: this master stopped the write (it is
+		// shutting down or lost the lead). Another may take it; whether
+		// this one committed, the request id tells.
+		return status.Error(codes.Unavailable, "this master stopped writing (shutting down or deposed): "+err.Error()+"; retry with the same request id")
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, projections.ErrNoPosition):
