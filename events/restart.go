@@ -42,3 +42,20 @@ func (p *RestartPolicy) backoffBounds() (initial, ceiling time.Duration) {
 	}
 	return initial, max(ceiling, initial)
 }
+
+// CountsAsRestart reports whether an event restarts a task, for the task's
+// count of restarts: a failure the agent restarts in place, or a
+// resubmission after the task's run ended by itself (endedByItself: it
+// failed, or finished under an always policy). Evictions and losses are
+// not the task's doing and do not count. It is the projection's rule
+// (Task.Restarts), kept here for any other reader of the log to count the
+// same way.
+func CountsAsRestart(p Payload, endedByItself bool) bool {
+	switch e := p.(type) {
+	case *TaskFailed:
+		return e.WillRestart
+	case *TaskSubmitted:
+		return e.Reason == "rescheduled" && endedByItself
+	}
+	return false
+}

@@ -124,7 +124,7 @@ func (s *State) taskSubmitted(pos int64, p *events.TaskSubmitted) bool {
 	}
 	// Restarts count what the task did to itself (failing, exiting under
 	// an always policy), not evictions and losses; max_restarts bounds them.
-	if p.Reason == "rescheduled" && t.State == TaskDead && (t.End == Failed || t.End == Finished) {
+	if events.CountsAsRestart(p, t.State == TaskDead && (t.End == Failed || t.End == Finished)) {
 		t.Restarts++
 	}
 	t.Seq = pos
@@ -185,7 +185,7 @@ func (s *State) taskFailed(pos int64, p *events.TaskFailed) bool {
 		return false
 	}
 	t.ExitCode, t.Signal, t.FailMessage = p.ExitCode, p.Signal, p.Message
-	if p.WillRestart {
+	if events.CountsAsRestart(p, false) {
 		// The agent restarts it in place: it keeps its resources.
 		t.Restarts++
 		t.Reason, t.Pid = p.Message, 0
