@@ -41,7 +41,13 @@
 //     constraints, the package already on the machine, a mix of prod and
 //     non-prod, minus the cost of preemption (one unit per victim plus its
 //     priority share) and minus a share for the job's tasks already on the
-//     machine, its rack and its power domain.
+//     machine, its rack and its power domain. A job that names spread
+//     attributes (PendingTask.Spread) takes, among every feasible machine
+//     (its class's pool is filled from all of them), one whose values hold
+//     the fewest of its tasks, the first attribute first, then the best
+//     score; DistinctHosts is a feasibility check (a machine already
+//     holding a task of the job is rejected, ReasonDistinctHosts). Classes
+//     of such jobs hold one job each.
 //  6. Score caching: a pool entry keeps its score until the machine changes
 //     in this pass (each machine carries a change counter) or the hybrid
 //     policy's picture of pending demand changes; only stale entries are
