@@ -25,8 +25,6 @@ type draft struct {
 	seen    map[*projections.Job]bool
 	ended   map[*projections.Job]bool
 	charged map[projections.UserBand]projections.Resources
-	// ifPosition: an update refuses jobs changed after it (UpdateJob).
-	ifPosition int64
 }
 
 func newDraft(s *projections.State, now time.Time) *draft {

@@ -127,25 +127,19 @@ func (b *draft) replaceTask(j *projections.Job, t *projections.Task, version int
 // replacement settled for the progress deadline has failed. It reads the
 // projection: call it before the draft changes the job's tasks.
 func (b *draft) stepUpdate(j *projections.Job) {
-	u := b.updateOf(j)
-	if u == nil || u.Halted != "" || b.jobEnded(j) || b.currentOf(j).Version != u.To || j.Current != u.To {
+	if _, changed := b.updates[j]; changed || b.jobEnded(j) {
 		return
 	}
-	policy := j.Spec().GetUpdate()
-	nowUS := b.now.UnixMicro()
-	r := j.Rollout(nowUS)
-	waiting := policy.GetCanary() > 0 && !u.Promoted
-	switch {
-	case waiting && r.CanariesSettled:
-		return // the canaries serve: a person decides
-	case r.Complete() && !waiting:
-		if j.Spec().AutoCommit() {
-			b.commitUpdate(j, fmt.Sprintf("every task runs spec version %d and is healthy", u.To))
+	u := j.Update
+	phase, r := j.UpdatePhase(b.now.UnixMicro())
+	switch phase {
+	case projections.UpdateComplete:
+		b.commitUpdate(j, fmt.Sprintf("every task runs spec version %d and is healthy", u.To))
+	case projections.UpdateRolling:
+		deadline := j.Spec().GetUpdate().ProgressDeadline()
+		if b.now.UnixMicro()-max(u.SinceUS, r.ProgressUS) > deadline.Microseconds() {
+			b.failUpdate(j, fmt.Sprintf("no task turned healthy on spec version %d in %s (progress_deadline)", u.To, deadline))
 		}
-		return
-	}
-	if deadline := policy.ProgressDeadline(); nowUS-max(u.SinceUS, r.ProgressUS) > deadline.Microseconds() {
-		b.failUpdate(j, fmt.Sprintf("no task turned healthy on spec version %d in %s (progress_deadline)", u.To, deadline))
 	}
 }
 

@@ -74,7 +74,6 @@ func (c JobChange) apply(spec *events.JobSpec) {
 
 func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, error) {
 	b := newDraft(s, now)
-	b.ifPosition = c.IfPosition
 	switch {
 	case c.Spec != nil && c.Selector != "":
 		return nil, invalid("selector", "give a spec or a selector with a change, not both")
@@ -89,7 +88,7 @@ func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, 
 		if old == nil {
 			return nil, refuse(NotFound, "revert_to", "%s has no spec version %d (it has 1 to %d)", jobRef(j.User, j.Name), c.RevertTo, j.LatestVersion())
 		}
-		if err := b.updateJob(c.Actor, j, proto.Clone(old).(*events.JobSpec), false); err != nil {
+		if err := b.updateJob(c, j, proto.Clone(old).(*events.JobSpec), false); err != nil {
 			return nil, err
 		}
 	case c.Spec != nil:
@@ -102,7 +101,7 @@ func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, 
 			return nil, refuse(NotFound, "name", "%s does not exist; submit it first", jobRef(user, c.Spec.Name))
 		}
 		spec := proto.Clone(c.Spec).(*events.JobSpec)
-		if err := b.updateJob(c.Actor, j, spec, false); err != nil {
+		if err := b.updateJob(c, j, spec, false); err != nil {
 			return nil, err
 		}
 	case c.Selector != "":
@@ -116,7 +115,7 @@ func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, 
 		for _, j := range jobs {
 			spec := proto.Clone(j.Spec()).(*events.JobSpec)
 			c.Change.apply(spec)
-			if err := b.updateJob(c.Actor, j, spec, true); err != nil {
+			if err := b.updateJob(c, j, spec, true); err != nil {
 				return nil, err
 			}
 		}
@@ -128,7 +127,8 @@ func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, 
 }
 
 // updateJob adds the events of one job's update to b.
-func (b *draft) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, several bool) error {
+func (b *draft) updateJob(c UpdateJob, j *projections.Job, spec *events.JobSpec, several bool) error {
+	a := c.Actor
 	// When several jobs are updated, errors say which one: fields become
 	// jobs[user/name].field, messages start with the job.
 	wrap := func(err error) error {
@@ -149,8 +149,8 @@ func (b *draft) updateJob(a Actor, j *projections.Job, spec *events.JobSpec, sev
 	if err := mayChange(a, j.User, jobRef(j.User, j.Name)); err != nil {
 		return wrap(err)
 	}
-	if b.ifPosition > 0 && j.ChangedPos > b.ifPosition {
-		return wrap(refuse(FailedPrecondition, "if_position", "%s changed at log position %d, after the plan at %d: plan again", jobRef(j.User, j.Name), j.ChangedPos, b.ifPosition))
+	if c.IfPosition > 0 && j.ChangedPos > c.IfPosition {
+		return wrap(refuse(FailedPrecondition, "if_position", "%s changed at log position %d, after the plan at %d: plan again", jobRef(j.User, j.Name), j.ChangedPos, c.IfPosition))
 	}
 	if j.Dead() {
 		return wrap(refuse(FailedPrecondition, "", "%s is dead (%s); submit it again instead", jobRef(j.User, j.Name), endName(j)))

@@ -54,3 +54,39 @@ type UpdateOutcome struct {
 	How     string // "committed", "rolled back" (by a user), "reverted" (by the master)
 	Reason  string // why, when the master did it
 }
+
+// UpdatePhase is where a job's open update stands.
+type UpdatePhase string
+
+const (
+	UpdateRolling         UpdatePhase = "rolling"          // tasks still to replace or not yet healthy
+	UpdateHalted          UpdatePhase = "halted"           // failed: nothing more rolls
+	UpdateAwaitingPromote UpdatePhase = "awaiting-promote" // its canaries serve; a person decides
+	UpdateAwaitingCommit  UpdatePhase = "awaiting-commit"  // every task serves it; auto_commit is off
+	UpdateComplete        UpdatePhase = "complete"         // every task serves it; it commits itself at the next step
+)
+
+// UpdatePhase is the phase of j's open update at nowUS ("" without one),
+// with the rollout it was judged on: the one rule the update step, the
+// API and the CLI's --wait follow.
+func (j *Job) UpdatePhase(nowUS int64) (UpdatePhase, Rollout) {
+	r := j.Rollout(nowUS)
+	u := j.Update
+	switch {
+	case u == nil || j.Current != u.To:
+		return "", r
+	case u.Halted != "":
+		return UpdateHalted, r
+	}
+	spec := j.Spec()
+	waiting := spec.GetUpdate().GetCanary() > 0 && !u.Promoted
+	switch {
+	case waiting && r.CanariesSettled:
+		return UpdateAwaitingPromote, r
+	case waiting || !r.Complete():
+		return UpdateRolling, r
+	case spec.AutoCommit():
+		return UpdateComplete, r
+	}
+	return UpdateAwaitingCommit, r
+}

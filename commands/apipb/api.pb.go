@@ -2236,6 +2236,7 @@ type JobView struct {
 	LastUpdateVersion int64                  `protobuf:"varint,21,opt,name=last_update_version,json=lastUpdateVersion,proto3" json:"last_update_version,omitempty"` // the last closed update: its version,
 	LastUpdateHow     string                 `protobuf:"bytes,22,opt,name=last_update_how,json=lastUpdateHow,proto3" json:"last_update_how,omitempty"`              // "committed", "rolled back", "reverted"
 	LastUpdateReason  string                 `protobuf:"bytes,23,opt,name=last_update_reason,json=lastUpdateReason,proto3" json:"last_update_reason,omitempty"`     // and why, when the master closed it
+	UpdatePhase       string                 `protobuf:"bytes,24,opt,name=update_phase,json=updatePhase,proto3" json:"update_phase,omitempty"`                      // rolling, halted, awaiting-promote, awaiting-commit, complete (commits itself)
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -2427,6 +2428,13 @@ func (x *JobView) GetLastUpdateHow() string {
 func (x *JobView) GetLastUpdateReason() string {
 	if x != nil {
 		return x.LastUpdateReason
+	}
+	return ""
+}
+
+func (x *JobView) GetUpdatePhase() string {
+	if x != nil {
+		return x.UpdatePhase
 	}
 	return ""
 }
@@ -4143,7 +4151,7 @@ const file_api_proto_rawDesc = "" +
 	"\x06health\x18\x15 \x01(\tR\x06health\x12%\n" +
 	"\x0ehealth_message\x18\x16 \x01(\tR\rhealthMessage\x12\x16\n" +
 	"\x06status\x18\x17 \x01(\tR\x06status\x12#\n" +
-	"\rcrash_looping\x18\x18 \x01(\bR\fcrashLooping\"\xb2\x06\n" +
+	"\rcrash_looping\x18\x18 \x01(\bR\fcrashLooping\"\xd5\x06\n" +
 	"\aJobView\x12-\n" +
 	"\x04spec\x18\x01 \x01(\v2\x19.corral.events.v1.JobSpecR\x04spec\x12!\n" +
 	"\fspec_version\x18\x02 \x01(\x03R\vspecVersion\x12\x14\n" +
@@ -4171,7 +4179,8 @@ const file_api_proto_rawDesc = "" +
 	"\arollout\x18\x14 \x01(\v2\x1a.corral.api.v1.RolloutViewR\arollout\x12.\n" +
 	"\x13last_update_version\x18\x15 \x01(\x03R\x11lastUpdateVersion\x12&\n" +
 	"\x0flast_update_how\x18\x16 \x01(\tR\rlastUpdateHow\x12,\n" +
-	"\x12last_update_reason\x18\x17 \x01(\tR\x10lastUpdateReason\"\xa3\x01\n" +
+	"\x12last_update_reason\x18\x17 \x01(\tR\x10lastUpdateReason\x12!\n" +
+	"\fupdate_phase\x18\x18 \x01(\tR\vupdatePhase\"\xa3\x01\n" +
 	"\vRolloutView\x12\x12\n" +
 	"\x04live\x18\x01 \x01(\x05R\x04live\x12\x1d\n" +
 	"\n" +

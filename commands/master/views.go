@@ -64,7 +64,8 @@ func JobView(s *projections.State, j *projections.Job, offset, limit int) *apipb
 		v.UpdateInProgress, v.UpdateFrom, v.UpdateTo, v.UpdateHalted, v.UpdatePromoted = true, u.From, u.To, u.Halted, u.Promoted
 	}
 	v.LastUpdateVersion, v.LastUpdateHow, v.LastUpdateReason = j.LastUpdate.Version, j.LastUpdate.How, j.LastUpdate.Reason
-	r := j.Rollout(time.Now().UnixMicro())
+	phase, r := j.UpdatePhase(time.Now().UnixMicro())
+	v.UpdatePhase = string(phase)
 	v.Rollout = &apipb.RolloutView{Live: int32(r.Live), OnVersion: int32(r.OnVersion), Settled: int32(r.Settled),
 		Disrupted: int32(r.Disrupted), CanariesSettled: r.CanariesSettled}
 	for _, t := range j.Tasks {

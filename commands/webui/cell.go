@@ -1,9 +1,11 @@
 package webui
 
 import (
+	"cmp"
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -79,7 +81,8 @@ func (h *Handler) cell(w http.ResponseWriter, r *http.Request) {
 		d.Pager = newPager(r, "offset", offset, h.cfg.PageSize, len(ms))
 		d.Jobs, d.Pending = len(st.Jobs), st.PendingCount()
 		nowUS := time.Now().UnixMicro()
-		for _, j := range st.SortedJobs() {
+		var troubled []*projections.Task
+		for _, j := range st.Jobs {
 			d.Live += j.LiveTasks()
 			if j.Dead() {
 				continue
@@ -88,15 +91,8 @@ func (h *Handler) cell(w http.ResponseWriter, r *http.Request) {
 				if t == nil || t.State == projections.TaskDead {
 					continue
 				}
-				if looping, sick := t.CrashLooping(nowUS), t.Health == projections.HealthUnhealthy; looping || sick {
-					d.TroubledCount++
-					if len(d.Troubled) < 10 {
-						what := t.Status(nowUS)
-						if looping {
-							what = fmt.Sprintf("crash-looping (%d restarts): %s", t.Restarts, what)
-						}
-						d.Troubled = append(d.Troubled, troubledTask{Key: t.Key(), What: what})
-					}
+				if t.CrashLooping(nowUS) || t.Health == projections.HealthUnhealthy {
+					troubled = append(troubled, t)
 				}
 				if !t.Live() {
 					continue
@@ -120,6 +116,19 @@ func (h *Handler) cell(w http.ResponseWriter, r *http.Request) {
 					s.Reserved = s.Reserved.Add(as.Resources)
 				}
 			}
+		}
+		// The first ten troubled tasks by key, worded; the rest counted.
+		d.TroubledCount = len(troubled)
+		slices.SortFunc(troubled, func(a, b *projections.Task) int {
+			x, y := a.Key(), b.Key()
+			return cmp.Or(cmp.Compare(x.User, y.User), cmp.Compare(x.Job, y.Job), cmp.Compare(x.Index, y.Index))
+		})
+		for _, t := range troubled[:min(len(troubled), 10)] {
+			what := t.Status(nowUS)
+			if t.CrashLooping(nowUS) {
+				what = fmt.Sprintf("crash-looping (%d restarts): %s", t.Restarts, what)
+			}
+			d.Troubled = append(d.Troubled, troubledTask{Key: t.Key(), What: what})
 		}
 	})
 	// Highest band first, as people read priority.

@@ -72,13 +72,15 @@ func (a *app) jobGetCommand() *cobra.Command {
 func updateText(j *apipb.JobView) string {
 	name, r := j.Spec.GetName(), j.Rollout
 	progress := fmt.Sprintf("version %d to %d: %d of %d tasks healthy on it", j.UpdateFrom, j.UpdateTo, r.GetSettled(), r.GetLive())
-	switch {
-	case j.UpdateHalted != "":
+	switch projections.UpdatePhase(j.UpdatePhase) {
+	case projections.UpdateHalted:
 		return fmt.Sprintf("halted, %s: %s (`corral job rollback %s`, or `corral job commit %s` to force it through)", progress, j.UpdateHalted, name, name)
-	case j.Spec.GetUpdate().GetCanary() > 0 && !j.UpdatePromoted && r.GetCanariesSettled():
+	case projections.UpdateAwaitingPromote:
 		return fmt.Sprintf("canaries healthy, %s: `corral job promote %s` rolls the rest, `corral job rollback %s` undoes them", progress, name, name)
-	case r.GetLive() > 0 && r.GetSettled() == r.GetLive():
+	case projections.UpdateAwaitingCommit:
 		return fmt.Sprintf("every task healthy, %s: `corral job commit %s` keeps it", progress, name)
+	case projections.UpdateComplete:
+		return fmt.Sprintf("every task healthy, %s: it commits itself", progress)
 	}
 	return fmt.Sprintf("rolling %s, %d disrupted (`corral job commit %s` or `corral job rollback %s`)", progress, r.GetDisrupted(), name, name)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -244,8 +245,8 @@ or an admin only.`,
 			if err != nil {
 				return err
 			}
-			if tail < 0 {
-				return usageErr("--tail %d: want 0 (all) or more lines", tail)
+			if tail < 0 || tail > math.MaxInt32 {
+				return usageErr("--tail %d: want 0 (all) to %d lines", tail, math.MaxInt32)
 			}
 			if previous && follow {
 				return usageErr("--previous and --follow: a previous run writes no more")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/projections"
 )
 
 // waited is one job `--wait` follows: a submission (version 0), or the
@@ -58,14 +59,15 @@ func (w *waited) judge(j *apipb.JobView) verdict {
 	}
 	if w.version != 0 {
 		switch {
-		case j.UpdateInProgress && j.UpdateTo == w.version && j.UpdateHalted != "":
-			return verdict{progress: v.progress, done: true, failed: true, message: "the update halted: " + j.UpdateHalted}
 		case j.UpdateInProgress && j.UpdateTo == w.version:
-			if j.Spec.GetUpdate().GetCanary() > 0 && !j.UpdatePromoted && r.GetCanariesSettled() {
+			// An update that commits itself (complete) is waited for
+			// until it has.
+			switch projections.UpdatePhase(j.UpdatePhase) {
+			case projections.UpdateHalted:
+				return verdict{progress: v.progress, done: true, failed: true, message: "the update halted: " + j.UpdateHalted}
+			case projections.UpdateAwaitingPromote:
 				v.done, v.message = true, fmt.Sprintf("canaries healthy on version %d: `corral job promote %s` rolls the rest", w.version, w.name)
-			} else if r.GetLive() > 0 && r.GetSettled() == r.GetLive() && !j.Spec.AutoCommit() {
-				// (With auto_commit the master commits it at its next
-				// step: wait for that.)
+			case projections.UpdateAwaitingCommit:
 				v.done, v.message = true, fmt.Sprintf("every task healthy on version %d: `corral job commit %s` keeps it", w.version, w.name)
 			}
 			return v
