@@ -51,9 +51,18 @@ func (l *AgentLogs) Stream(ctx context.Context, machine string, req *agentpb.Log
 		return status.Errorf(codes.Unavailable, "machine %s: %v", machine, err)
 	}
 	defer c.Close()
+	// An agent that does not answer is the machine's trouble, not this
+	// master's: FailedPrecondition, so that clients neither retry another
+	// master nor blame their connection to this one.
+	agentErr := func(err error) error {
+		if s, ok := status.FromError(err); ok && (s.Code() == codes.Unavailable || s.Code() == codes.DeadlineExceeded) {
+			return status.Errorf(codes.FailedPrecondition, "machine %s (%s) does not answer, and the task's logs are on it: %s", machine, addr, s.Message())
+		}
+		return err
+	}
 	st, err := c.Logs(ctx, req)
 	if err != nil {
-		return err
+		return agentErr(err)
 	}
 	for {
 		chunk, err := st.Recv()
@@ -64,10 +73,7 @@ func (l *AgentLogs) Stream(ctx context.Context, machine string, req *agentpb.Log
 			if ctx.Err() != nil {
 				return nil
 			}
-			if s, ok := status.FromError(err); ok && s.Code() == codes.Unavailable {
-				return status.Errorf(codes.Unavailable, "machine %s (%s) does not answer: %s", machine, addr, s.Message())
-			}
-			return err
+			return agentErr(err)
 		}
 		if err := send(chunk.Data); err != nil {
 			return err

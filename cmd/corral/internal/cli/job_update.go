@@ -89,7 +89,7 @@ the roll and exits 1 with the reason when it halts or reverts.`,
 				}
 				return a.waitJobs(ctx, cl, waits, last, timeout)
 			}
-			a.note("next: watch it with `corral job get %s`; a rolling update (a change that restarts tasks) is kept with `corral job commit %s` or undone with `corral job rollback %s`", f.Jobs[0].Name, f.Jobs[0].Name, f.Jobs[0].Name)
+			a.note("next: watch it with `corral job get %s` (or update with --wait); a rolling update commits itself once every task is healthy, or halts on a failure; `corral job rollback %s` undoes it meanwhile", f.Jobs[0].Name, f.Jobs[0].Name)
 			return nil
 		},
 	}
