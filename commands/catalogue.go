@@ -10,9 +10,9 @@ import (
 // command" (the simulation's coverage test) cannot miss a new one.
 func Names() []string {
 	return []string{
-		"CommitUpdate", "CreateAllocSet", "DrainMachine", "KillJob", "KillTask",
+		"CloseBillingPeriod", "CommitUpdate", "CreateAllocSet", "DrainMachine", "KillJob", "KillTask",
 		"PlaceTasks", "PromoteUpdate", "RegisterMachine", "RemoveAllocSet", "RemoveMachine",
-		"ReportAgentState", "RollbackUpdate", "RollingUpdateStep", "SetQuota",
+		"ReportAgentState", "RollbackUpdate", "RollingUpdateStep", "SetPriceSheet", "SetQuota",
 		"SubmitJob", "UpdateJob", "UpdateMachine",
 	}
 }

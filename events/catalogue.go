@@ -146,6 +146,8 @@ func init() {
 		{&TaskHealthChanged{}, NoTraceCode},
 		{&UsageReported{}, NoTraceCode},
 		{&ReservationEstimated{}, NoTraceCode},
+		{&PriceSheetSet{}, NoTraceCode},
+		{&BillingPeriodClosed{}, NoTraceCode},
 		{&LeaderElected{}, NoTraceCode},
 		{&CheckpointWritten{}, NoTraceCode},
 		{&CommandRefused{}, NoTraceCode},

@@ -3195,6 +3195,220 @@ func (x *ReservationEstimated) GetTasks() []*TaskReservation {
 	return nil
 }
 
+// Prices is what one unit-hour of each resource costs, as exact decimal
+// strings in the sheet's currency (e.g. "0.048"), and, for a band, what
+// its tasks are charged on.
+type Prices struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Basis         string                 `protobuf:"bytes,1,opt,name=basis,proto3" json:"basis,omitempty"` // limit, reservation or usage (bands only)
+	CpuCoreHour   string                 `protobuf:"bytes,2,opt,name=cpu_core_hour,json=cpuCoreHour,proto3" json:"cpu_core_hour,omitempty"`
+	MemoryGibHour string                 `protobuf:"bytes,3,opt,name=memory_gib_hour,json=memoryGibHour,proto3" json:"memory_gib_hour,omitempty"`
+	DiskGibHour   string                 `protobuf:"bytes,4,opt,name=disk_gib_hour,json=diskGibHour,proto3" json:"disk_gib_hour,omitempty"`
+	GpuHour       string                 `protobuf:"bytes,5,opt,name=gpu_hour,json=gpuHour,proto3" json:"gpu_hour,omitempty"` // per whole GPU
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Prices) Reset() {
+	*x = Prices{}
+	mi := &file_catalogue_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Prices) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Prices) ProtoMessage() {}
+
+func (x *Prices) ProtoReflect() protoreflect.Message {
+	mi := &file_catalogue_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Prices.ProtoReflect.Descriptor instead.
+func (*Prices) Descriptor() ([]byte, []int) {
+	return file_catalogue_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *Prices) GetBasis() string {
+	if x != nil {
+		return x.Basis
+	}
+	return ""
+}
+
+func (x *Prices) GetCpuCoreHour() string {
+	if x != nil {
+		return x.CpuCoreHour
+	}
+	return ""
+}
+
+func (x *Prices) GetMemoryGibHour() string {
+	if x != nil {
+		return x.MemoryGibHour
+	}
+	return ""
+}
+
+func (x *Prices) GetDiskGibHour() string {
+	if x != nil {
+		return x.DiskGibHour
+	}
+	return ""
+}
+
+func (x *Prices) GetGpuHour() string {
+	if x != nil {
+		return x.GpuHour
+	}
+	return ""
+}
+
+// PriceSheetSet is the cell's price sheet from effective_us on, until the
+// next sheet takes effect. Sheets never take effect before they are set,
+// so a new sheet never reprices a window already billed.
+type PriceSheetSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Currency      string                 `protobuf:"bytes,1,opt,name=currency,proto3" json:"currency,omitempty"`                                                                     // ISO 4217, e.g. USD
+	EffectiveUs   int64                  `protobuf:"varint,2,opt,name=effective_us,json=effectiveUs,proto3" json:"effective_us,omitempty"`                                           // microseconds since the Unix epoch
+	Bands         map[string]*Prices     `protobuf:"bytes,3,rep,name=bands,proto3" json:"bands,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // band name -> prices
+	Machine       *Prices                `protobuf:"bytes,4,opt,name=machine,proto3" json:"machine,omitempty"`                                                                       // what a unit-hour of machine capacity costs the cell (idle cost)
+	Note          string                 `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PriceSheetSet) Reset() {
+	*x = PriceSheetSet{}
+	mi := &file_catalogue_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PriceSheetSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PriceSheetSet) ProtoMessage() {}
+
+func (x *PriceSheetSet) ProtoReflect() protoreflect.Message {
+	mi := &file_catalogue_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PriceSheetSet.ProtoReflect.Descriptor instead.
+func (*PriceSheetSet) Descriptor() ([]byte, []int) {
+	return file_catalogue_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *PriceSheetSet) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *PriceSheetSet) GetEffectiveUs() int64 {
+	if x != nil {
+		return x.EffectiveUs
+	}
+	return 0
+}
+
+func (x *PriceSheetSet) GetBands() map[string]*Prices {
+	if x != nil {
+		return x.Bands
+	}
+	return nil
+}
+
+func (x *PriceSheetSet) GetMachine() *Prices {
+	if x != nil {
+		return x.Machine
+	}
+	return nil
+}
+
+func (x *PriceSheetSet) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// BillingPeriodClosed closes a billing period [period_start_us,
+// period_end_us): its bill is then what the log held at this event's
+// position, and usage of the period recorded later is billed in a later
+// period as a correction.
+type BillingPeriodClosed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeriodStartUs int64                  `protobuf:"varint,1,opt,name=period_start_us,json=periodStartUs,proto3" json:"period_start_us,omitempty"`
+	PeriodEndUs   int64                  `protobuf:"varint,2,opt,name=period_end_us,json=periodEndUs,proto3" json:"period_end_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BillingPeriodClosed) Reset() {
+	*x = BillingPeriodClosed{}
+	mi := &file_catalogue_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BillingPeriodClosed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BillingPeriodClosed) ProtoMessage() {}
+
+func (x *BillingPeriodClosed) ProtoReflect() protoreflect.Message {
+	mi := &file_catalogue_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BillingPeriodClosed.ProtoReflect.Descriptor instead.
+func (*BillingPeriodClosed) Descriptor() ([]byte, []int) {
+	return file_catalogue_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *BillingPeriodClosed) GetPeriodStartUs() int64 {
+	if x != nil {
+		return x.PeriodStartUs
+	}
+	return 0
+}
+
+func (x *BillingPeriodClosed) GetPeriodEndUs() int64 {
+	if x != nil {
+		return x.PeriodEndUs
+	}
+	return 0
+}
+
 type LeaderElected struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Holder        string                 `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"` // the replica's name
@@ -3207,7 +3421,7 @@ type LeaderElected struct {
 
 func (x *LeaderElected) Reset() {
 	*x = LeaderElected{}
-	mi := &file_catalogue_proto_msgTypes[41]
+	mi := &file_catalogue_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3219,7 +3433,7 @@ func (x *LeaderElected) String() string {
 func (*LeaderElected) ProtoMessage() {}
 
 func (x *LeaderElected) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[41]
+	mi := &file_catalogue_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3232,7 +3446,7 @@ func (x *LeaderElected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderElected.ProtoReflect.Descriptor instead.
 func (*LeaderElected) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{41}
+	return file_catalogue_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LeaderElected) GetHolder() string {
@@ -3274,7 +3488,7 @@ type CheckpointWritten struct {
 
 func (x *CheckpointWritten) Reset() {
 	*x = CheckpointWritten{}
-	mi := &file_catalogue_proto_msgTypes[42]
+	mi := &file_catalogue_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3286,7 +3500,7 @@ func (x *CheckpointWritten) String() string {
 func (*CheckpointWritten) ProtoMessage() {}
 
 func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[42]
+	mi := &file_catalogue_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3299,7 +3513,7 @@ func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointWritten.ProtoReflect.Descriptor instead.
 func (*CheckpointWritten) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{42}
+	return file_catalogue_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CheckpointWritten) GetName() string {
@@ -3337,7 +3551,7 @@ type CommandRefused struct {
 
 func (x *CommandRefused) Reset() {
 	*x = CommandRefused{}
-	mi := &file_catalogue_proto_msgTypes[43]
+	mi := &file_catalogue_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3349,7 +3563,7 @@ func (x *CommandRefused) String() string {
 func (*CommandRefused) ProtoMessage() {}
 
 func (x *CommandRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[43]
+	mi := &file_catalogue_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3362,7 +3576,7 @@ func (x *CommandRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandRefused.ProtoReflect.Descriptor instead.
 func (*CommandRefused) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{43}
+	return file_catalogue_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CommandRefused) GetActor() string {
@@ -3698,7 +3912,26 @@ const file_catalogue_proto_rawDesc = "" +
 	"\vreservation\x18\x04 \x01(\v2\x1b.corral.events.v1.ResourcesR\vreservation\"i\n" +
 	"\x14ReservationEstimated\x12\x18\n" +
 	"\amachine\x18\x01 \x01(\tR\amachine\x127\n" +
-	"\x05tasks\x18\x02 \x03(\v2!.corral.events.v1.TaskReservationR\x05tasks\"y\n" +
+	"\x05tasks\x18\x02 \x03(\v2!.corral.events.v1.TaskReservationR\x05tasks\"\xa9\x01\n" +
+	"\x06Prices\x12\x14\n" +
+	"\x05basis\x18\x01 \x01(\tR\x05basis\x12\"\n" +
+	"\rcpu_core_hour\x18\x02 \x01(\tR\vcpuCoreHour\x12&\n" +
+	"\x0fmemory_gib_hour\x18\x03 \x01(\tR\rmemoryGibHour\x12\"\n" +
+	"\rdisk_gib_hour\x18\x04 \x01(\tR\vdiskGibHour\x12\x19\n" +
+	"\bgpu_hour\x18\x05 \x01(\tR\agpuHour\"\xac\x02\n" +
+	"\rPriceSheetSet\x12\x1a\n" +
+	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12!\n" +
+	"\feffective_us\x18\x02 \x01(\x03R\veffectiveUs\x12@\n" +
+	"\x05bands\x18\x03 \x03(\v2*.corral.events.v1.PriceSheetSet.BandsEntryR\x05bands\x122\n" +
+	"\amachine\x18\x04 \x01(\v2\x18.corral.events.v1.PricesR\amachine\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\x1aR\n" +
+	"\n" +
+	"BandsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.corral.events.v1.PricesR\x05value:\x028\x01\"a\n" +
+	"\x13BillingPeriodClosed\x12&\n" +
+	"\x0fperiod_start_us\x18\x01 \x01(\x03R\rperiodStartUs\x12\"\n" +
+	"\rperiod_end_us\x18\x02 \x01(\x03R\vperiodEndUs\"y\n" +
 	"\rLeaderElected\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
@@ -3728,7 +3961,7 @@ func file_catalogue_proto_rawDescGZIP() []byte {
 	return file_catalogue_proto_rawDescData
 }
 
-var file_catalogue_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_catalogue_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_catalogue_proto_goTypes = []any{
 	(*Resources)(nil),            // 0: corral.events.v1.Resources
 	(*TaskRef)(nil),              // 1: corral.events.v1.TaskRef
@@ -3771,49 +4004,56 @@ var file_catalogue_proto_goTypes = []any{
 	(*UsageReported)(nil),        // 38: corral.events.v1.UsageReported
 	(*TaskReservation)(nil),      // 39: corral.events.v1.TaskReservation
 	(*ReservationEstimated)(nil), // 40: corral.events.v1.ReservationEstimated
-	(*LeaderElected)(nil),        // 41: corral.events.v1.LeaderElected
-	(*CheckpointWritten)(nil),    // 42: corral.events.v1.CheckpointWritten
-	(*CommandRefused)(nil),       // 43: corral.events.v1.CommandRefused
-	nil,                          // 44: corral.events.v1.TaskOverride.EnvEntry
-	nil,                          // 45: corral.events.v1.JobSpec.LabelsEntry
-	nil,                          // 46: corral.events.v1.JobSpec.EnvEntry
-	nil,                          // 47: corral.events.v1.JobSpec.OverridesEntry
-	nil,                          // 48: corral.events.v1.MachineRegistered.AttributesEntry
-	nil,                          // 49: corral.events.v1.MachineUpdated.AttributesEntry
-	nil,                          // 50: corral.events.v1.AllocSetCreated.LabelsEntry
+	(*Prices)(nil),               // 41: corral.events.v1.Prices
+	(*PriceSheetSet)(nil),        // 42: corral.events.v1.PriceSheetSet
+	(*BillingPeriodClosed)(nil),  // 43: corral.events.v1.BillingPeriodClosed
+	(*LeaderElected)(nil),        // 44: corral.events.v1.LeaderElected
+	(*CheckpointWritten)(nil),    // 45: corral.events.v1.CheckpointWritten
+	(*CommandRefused)(nil),       // 46: corral.events.v1.CommandRefused
+	nil,                          // 47: corral.events.v1.TaskOverride.EnvEntry
+	nil,                          // 48: corral.events.v1.JobSpec.LabelsEntry
+	nil,                          // 49: corral.events.v1.JobSpec.EnvEntry
+	nil,                          // 50: corral.events.v1.JobSpec.OverridesEntry
+	nil,                          // 51: corral.events.v1.MachineRegistered.AttributesEntry
+	nil,                          // 52: corral.events.v1.MachineUpdated.AttributesEntry
+	nil,                          // 53: corral.events.v1.AllocSetCreated.LabelsEntry
+	nil,                          // 54: corral.events.v1.PriceSheetSet.BandsEntry
 }
 var file_catalogue_proto_depIdxs = []int32{
-	44, // 0: corral.events.v1.TaskOverride.env:type_name -> corral.events.v1.TaskOverride.EnvEntry
+	47, // 0: corral.events.v1.TaskOverride.env:type_name -> corral.events.v1.TaskOverride.EnvEntry
 	0,  // 1: corral.events.v1.TaskOverride.resources:type_name -> corral.events.v1.Resources
-	45, // 2: corral.events.v1.JobSpec.labels:type_name -> corral.events.v1.JobSpec.LabelsEntry
-	46, // 3: corral.events.v1.JobSpec.env:type_name -> corral.events.v1.JobSpec.EnvEntry
+	48, // 2: corral.events.v1.JobSpec.labels:type_name -> corral.events.v1.JobSpec.LabelsEntry
+	49, // 3: corral.events.v1.JobSpec.env:type_name -> corral.events.v1.JobSpec.EnvEntry
 	0,  // 4: corral.events.v1.JobSpec.resources:type_name -> corral.events.v1.Resources
 	2,  // 5: corral.events.v1.JobSpec.constraints:type_name -> corral.events.v1.Constraint
-	47, // 6: corral.events.v1.JobSpec.overrides:type_name -> corral.events.v1.JobSpec.OverridesEntry
+	50, // 6: corral.events.v1.JobSpec.overrides:type_name -> corral.events.v1.JobSpec.OverridesEntry
 	4,  // 7: corral.events.v1.JobSpec.restart:type_name -> corral.events.v1.RestartPolicy
 	5,  // 8: corral.events.v1.JobSpec.health_check:type_name -> corral.events.v1.HealthCheck
 	6,  // 9: corral.events.v1.JobSpec.update:type_name -> corral.events.v1.UpdatePolicy
 	0,  // 10: corral.events.v1.MachineRegistered.capacity:type_name -> corral.events.v1.Resources
-	48, // 11: corral.events.v1.MachineRegistered.attributes:type_name -> corral.events.v1.MachineRegistered.AttributesEntry
+	51, // 11: corral.events.v1.MachineRegistered.attributes:type_name -> corral.events.v1.MachineRegistered.AttributesEntry
 	0,  // 12: corral.events.v1.MachineUpdated.capacity:type_name -> corral.events.v1.Resources
-	49, // 13: corral.events.v1.MachineUpdated.attributes:type_name -> corral.events.v1.MachineUpdated.AttributesEntry
+	52, // 13: corral.events.v1.MachineUpdated.attributes:type_name -> corral.events.v1.MachineUpdated.AttributesEntry
 	0,  // 14: corral.events.v1.QuotaSet.resources:type_name -> corral.events.v1.Resources
 	7,  // 15: corral.events.v1.JobSubmitted.spec:type_name -> corral.events.v1.JobSpec
 	7,  // 16: corral.events.v1.JobUpdated.spec:type_name -> corral.events.v1.JobSpec
 	0,  // 17: corral.events.v1.AllocSetCreated.resources:type_name -> corral.events.v1.Resources
 	2,  // 18: corral.events.v1.AllocSetCreated.constraints:type_name -> corral.events.v1.Constraint
-	50, // 19: corral.events.v1.AllocSetCreated.labels:type_name -> corral.events.v1.AllocSetCreated.LabelsEntry
+	53, // 19: corral.events.v1.AllocSetCreated.labels:type_name -> corral.events.v1.AllocSetCreated.LabelsEntry
 	1,  // 20: corral.events.v1.TaskScheduled.preempted:type_name -> corral.events.v1.TaskRef
 	1,  // 21: corral.events.v1.TaskEvicted.preemptor:type_name -> corral.events.v1.TaskRef
 	37, // 22: corral.events.v1.UsageReported.tasks:type_name -> corral.events.v1.TaskUsage
 	0,  // 23: corral.events.v1.TaskReservation.reservation:type_name -> corral.events.v1.Resources
 	39, // 24: corral.events.v1.ReservationEstimated.tasks:type_name -> corral.events.v1.TaskReservation
-	3,  // 25: corral.events.v1.JobSpec.OverridesEntry.value:type_name -> corral.events.v1.TaskOverride
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	54, // 25: corral.events.v1.PriceSheetSet.bands:type_name -> corral.events.v1.PriceSheetSet.BandsEntry
+	41, // 26: corral.events.v1.PriceSheetSet.machine:type_name -> corral.events.v1.Prices
+	3,  // 27: corral.events.v1.JobSpec.OverridesEntry.value:type_name -> corral.events.v1.TaskOverride
+	41, // 28: corral.events.v1.PriceSheetSet.BandsEntry.value:type_name -> corral.events.v1.Prices
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_catalogue_proto_init() }
@@ -3828,7 +4068,7 @@ func file_catalogue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_catalogue_proto_rawDesc), len(file_catalogue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   51,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -50,6 +50,9 @@ func TaskStream(user, job string, index int32) string {
 	return "task/" + user + "/" + job + "/" + strconv.Itoa(int(index))
 }
 
+// BillingStream holds the cell's price sheets and closed billing periods.
+const BillingStream = "billing"
+
 // CellStream holds events about the cell as a whole: leaders, checkpoints.
 const CellStream = "cell"
 

@@ -19,6 +19,8 @@ import (
 var (
 	// ErrInvalid: bad input to the API; the message names the field.
 	ErrInvalid = errors.New("infrastore: invalid input")
+	// ErrNotFound: what was asked for (a bill's row) does not exist.
+	ErrNotFound = errors.New("infrastore: not found")
 	// ErrBusy: another ingester (Run, CatchUp, Rebuild) is running on this store.
 	ErrBusy = errors.New("infrastore: an ingester is already running")
 	// ErrReadOnly: the store was opened read-only.
@@ -192,6 +194,9 @@ func createSchema(ctx context.Context, conn *sql.Conn) error {
 	}
 	if _, err := conn.ExecContext(ctx, ddlMacros); err != nil {
 		return fmt.Errorf("macros: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, ddlPricing); err != nil {
+		return fmt.Errorf("pricing views: %w", err)
 	}
 	_, err := conn.ExecContext(ctx, `INSERT INTO ingest_state SELECT ?, 0 WHERE NOT EXISTS (SELECT 1 FROM ingest_state)`, schemaVersion)
 	return err

@@ -518,11 +518,11 @@ var queryAppends = map[string]queryAppend{
 	"task_usage": {
 		insert: `INSERT INTO task_usage SELECT c1, c2, c3, c4, c5, c6, '` + SourceLog + `', c7, c8, c9, c10, ` + bandSQL("c10") + `,
 			c11, c12, c13, c14, ((greatest(c12, 0)::HUGEINT * greatest(c2 - c1, 0))::DECIMAL(38,0) * 0.000001::DECIMAL(7,6))::DECIMAL(38,6),
-			c15, c16, c17, c18, c19, c20, c21, c22, c23, c24, c25, c26, c27
+			c15, c16, c17, c18, c19, c20, c21, c22, c23, c24, c25, c26, c27, c28, c29
 		FROM appended_data`,
 		types: []duckdb.Type{tBigint, tBigint, tVarchar, tInt, tVarchar, tVarchar, tBigint, tBigint, tBigint, tInt,
 			tDouble, tBigint, tBigint, tBigint, tBigint, tBigint, tBigint, tBigint, tBigint, tBigint,
-			tHours, tHours, tHours, tHours, tHours, tHours, tHours},
+			tHours, tHours, tHours, tHours, tHours, tHours, tHours, tBigint, tHours},
 	},
 }
 

@@ -567,6 +567,8 @@ func (m *model) usage(b *batch, p *events.UsageReported, u *events.TaskUsage, po
 		scaledRatio(res.GetMemoryBytes(), dur, byteMicrosPerGiBHour),
 		scaledRatio(u.MemoryBytes, dur, byteMicrosPerGiBHour),
 		scaledRatio(u.DiskBytes, dur, byteMicrosPerGiBHour),
+		limit.GetGpuMilli(),
+		scaledRatio(limit.GetGpuMilli(), dur, milliCoreMicrosPerCoreHour),
 	))
 }
 

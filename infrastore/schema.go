@@ -6,7 +6,7 @@ package infrastore
 // until a Rebuild re-derives everything from the log.
 
 // schemaVersion is stored in ingest_state.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // Sources of rows in the trace-shaped tables.
 const (
@@ -232,7 +232,9 @@ const ddlTaskUsage = `CREATE TABLE IF NOT EXISTS task_usage (
 	memory_limit_gib_hours       DECIMAL(18,9),
 	memory_reservation_gib_hours DECIMAL(18,9),
 	memory_usage_gib_hours       DECIMAL(18,9),
-	disk_usage_gib_hours         DECIMAL(18,9)
+	disk_usage_gib_hours         DECIMAL(18,9),
+	gpu_limit_milli              BIGINT,
+	gpu_limit_hours              DECIMAL(18,9) -- GPUs are charged as allocated: agents do not measure them
 )`
 
 const ddlSchedulingDecisions = `CREATE TABLE IF NOT EXISTS scheduling_decisions (

@@ -216,6 +216,15 @@ func (s *State) fold(pos int64, d events.Payload) bool {
 		}
 		setOrDelete(s.Quotas, UserBand{p.User, b}, ResourcesOf(p.Resources))
 		return true
+	case *events.PriceSheetSet:
+		s.PriceSheets = append(s.PriceSheets, PriceSheet{Position: pos, SetUS: s.TimeUS, Sheet: p})
+		return true
+	case *events.BillingPeriodClosed:
+		if _, closed := s.ClosedPeriods[p.PeriodStartUs]; closed {
+			return false
+		}
+		s.ClosedPeriods[p.PeriodStartUs] = pos
+		return true
 	case *events.AllocSetCreated:
 		return s.allocSetCreated(p)
 	case *events.AllocSetRemoved:

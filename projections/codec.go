@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -24,7 +25,7 @@ import (
 
 var codecMagic = [4]byte{'c', 'r', 's', 't'}
 
-const codecVersion = 5
+const codecVersion = 6
 
 // ErrCheckpoint: a checkpoint's bytes are not a state this build can read.
 var ErrCheckpoint = errors.New("projections: unreadable checkpoint")
@@ -95,6 +96,19 @@ func Encode(s *State) []byte {
 	e.uint(uint64(len(s.Jobs)))
 	for _, j := range s.SortedJobs() {
 		e.job(j)
+	}
+
+	e.uint(uint64(len(s.PriceSheets)))
+	for _, p := range s.PriceSheets {
+		e.int(p.Position)
+		e.int(p.SetUS)
+		e.proto(p.Sheet)
+	}
+	closed := slices.Sorted(maps.Keys(s.ClosedPeriods))
+	e.uint(uint64(len(closed)))
+	for _, start := range closed {
+		e.int(start)
+		e.int(s.ClosedPeriods[start])
 	}
 	return e.buf
 }
@@ -283,6 +297,15 @@ func Decode(b []byte) (*State, error) {
 		if j != nil {
 			s.Jobs[j.Key()] = j
 		}
+	}
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		p := PriceSheet{Position: d.int(), SetUS: d.int(), Sheet: &events.PriceSheetSet{}}
+		d.proto(p.Sheet)
+		s.PriceSheets = append(s.PriceSheets, p)
+	}
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		start := d.int()
+		s.ClosedPeriods[start] = d.int()
 	}
 	if d.err == nil && d.off != len(b) {
 		d.fail("%d bytes after the state", len(b)-d.off)

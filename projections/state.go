@@ -125,6 +125,12 @@ type State struct {
 	Quotas    map[UserBand]Resources // granted; best-effort is unlimited and absent
 	Charged   map[UserBand]Resources // in use: the limits of live jobs and alloc sets
 
+	// PriceSheets are every price sheet set, in log order (a handful a
+	// year); ClosedPeriods maps a closed billing period's start to the
+	// position of its BillingPeriodClosed.
+	PriceSheets   []PriceSheet
+	ClosedPeriods map[int64]int64
+
 	// Skipped counts events that named something unknown or were out of
 	// place; they moved only the position. Non-zero means a writer bug.
 	Skipped int64
@@ -150,6 +156,8 @@ func New() *State {
 		AllocSets: map[JobKey]*AllocSet{},
 		Quotas:    map[UserBand]Resources{},
 		Charged:   map[UserBand]Resources{},
+
+		ClosedPeriods: map[int64]int64{},
 	}
 	s.resetIndexes()
 	return s

@@ -1527,6 +1527,342 @@ func (x *ListMachinesRequest) GetRead() *ReadOptions {
 	return nil
 }
 
+type SetPriceSheetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Sheet         *events.PriceSheetSet  `protobuf:"bytes,2,opt,name=sheet,proto3" json:"sheet,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPriceSheetRequest) Reset() {
+	*x = SetPriceSheetRequest{}
+	mi := &file_api_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPriceSheetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPriceSheetRequest) ProtoMessage() {}
+
+func (x *SetPriceSheetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPriceSheetRequest.ProtoReflect.Descriptor instead.
+func (*SetPriceSheetRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SetPriceSheetRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SetPriceSheetRequest) GetSheet() *events.PriceSheetSet {
+	if x != nil {
+		return x.Sheet
+	}
+	return nil
+}
+
+type CloseBillingPeriodRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	PeriodStartUs int64                  `protobuf:"varint,2,opt,name=period_start_us,json=periodStartUs,proto3" json:"period_start_us,omitempty"` // the first of a month, 00:00 UTC
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseBillingPeriodRequest) Reset() {
+	*x = CloseBillingPeriodRequest{}
+	mi := &file_api_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseBillingPeriodRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseBillingPeriodRequest) ProtoMessage() {}
+
+func (x *CloseBillingPeriodRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseBillingPeriodRequest.ProtoReflect.Descriptor instead.
+func (*CloseBillingPeriodRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CloseBillingPeriodRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CloseBillingPeriodRequest) GetPeriodStartUs() int64 {
+	if x != nil {
+		return x.PeriodStartUs
+	}
+	return 0
+}
+
+type GetPriceSheetsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Read          *ReadOptions           `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	AtUs          int64                  `protobuf:"varint,2,opt,name=at_us,json=atUs,proto3" json:"at_us,omitempty"` // the sheet in force then (0: now)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPriceSheetsRequest) Reset() {
+	*x = GetPriceSheetsRequest{}
+	mi := &file_api_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPriceSheetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPriceSheetsRequest) ProtoMessage() {}
+
+func (x *GetPriceSheetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPriceSheetsRequest.ProtoReflect.Descriptor instead.
+func (*GetPriceSheetsRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetPriceSheetsRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+func (x *GetPriceSheetsRequest) GetAtUs() int64 {
+	if x != nil {
+		return x.AtUs
+	}
+	return 0
+}
+
+type PriceSheetView struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Position      int64                  `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"` // of its PriceSheetSet
+	SetUs         int64                  `protobuf:"varint,2,opt,name=set_us,json=setUs,proto3" json:"set_us,omitempty"`
+	Sheet         *events.PriceSheetSet  `protobuf:"bytes,3,opt,name=sheet,proto3" json:"sheet,omitempty"`
+	InForce       bool                   `protobuf:"varint,4,opt,name=in_force,json=inForce,proto3" json:"in_force,omitempty"` // at at_us
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PriceSheetView) Reset() {
+	*x = PriceSheetView{}
+	mi := &file_api_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PriceSheetView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PriceSheetView) ProtoMessage() {}
+
+func (x *PriceSheetView) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PriceSheetView.ProtoReflect.Descriptor instead.
+func (*PriceSheetView) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PriceSheetView) GetPosition() int64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *PriceSheetView) GetSetUs() int64 {
+	if x != nil {
+		return x.SetUs
+	}
+	return 0
+}
+
+func (x *PriceSheetView) GetSheet() *events.PriceSheetSet {
+	if x != nil {
+		return x.Sheet
+	}
+	return nil
+}
+
+func (x *PriceSheetView) GetInForce() bool {
+	if x != nil {
+		return x.InForce
+	}
+	return false
+}
+
+type ClosedPeriodView struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeriodStartUs int64                  `protobuf:"varint,1,opt,name=period_start_us,json=periodStartUs,proto3" json:"period_start_us,omitempty"`
+	PeriodEndUs   int64                  `protobuf:"varint,2,opt,name=period_end_us,json=periodEndUs,proto3" json:"period_end_us,omitempty"`
+	Position      int64                  `protobuf:"varint,3,opt,name=position,proto3" json:"position,omitempty"` // of its BillingPeriodClosed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClosedPeriodView) Reset() {
+	*x = ClosedPeriodView{}
+	mi := &file_api_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClosedPeriodView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClosedPeriodView) ProtoMessage() {}
+
+func (x *ClosedPeriodView) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClosedPeriodView.ProtoReflect.Descriptor instead.
+func (*ClosedPeriodView) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ClosedPeriodView) GetPeriodStartUs() int64 {
+	if x != nil {
+		return x.PeriodStartUs
+	}
+	return 0
+}
+
+func (x *ClosedPeriodView) GetPeriodEndUs() int64 {
+	if x != nil {
+		return x.PeriodEndUs
+	}
+	return 0
+}
+
+func (x *ClosedPeriodView) GetPosition() int64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+type PriceSheetList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sheets        []*PriceSheetView      `protobuf:"bytes,1,rep,name=sheets,proto3" json:"sheets,omitempty"` // every sheet, in log order
+	Closed        []*ClosedPeriodView    `protobuf:"bytes,2,rep,name=closed,proto3" json:"closed,omitempty"` // by period
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PriceSheetList) Reset() {
+	*x = PriceSheetList{}
+	mi := &file_api_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PriceSheetList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PriceSheetList) ProtoMessage() {}
+
+func (x *PriceSheetList) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PriceSheetList.ProtoReflect.Descriptor instead.
+func (*PriceSheetList) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PriceSheetList) GetSheets() []*PriceSheetView {
+	if x != nil {
+		return x.Sheets
+	}
+	return nil
+}
+
+func (x *PriceSheetList) GetClosed() []*ClosedPeriodView {
+	if x != nil {
+		return x.Closed
+	}
+	return nil
+}
+
 type GetQuotaRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Read          *ReadOptions           `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
@@ -1537,7 +1873,7 @@ type GetQuotaRequest struct {
 
 func (x *GetQuotaRequest) Reset() {
 	*x = GetQuotaRequest{}
-	mi := &file_api_proto_msgTypes[20]
+	mi := &file_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1885,7 @@ func (x *GetQuotaRequest) String() string {
 func (*GetQuotaRequest) ProtoMessage() {}
 
 func (x *GetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[20]
+	mi := &file_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1898,7 @@ func (x *GetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*GetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{20}
+	return file_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetQuotaRequest) GetRead() *ReadOptions {
@@ -1590,7 +1926,7 @@ type WhyPendingRequest struct {
 
 func (x *WhyPendingRequest) Reset() {
 	*x = WhyPendingRequest{}
-	mi := &file_api_proto_msgTypes[21]
+	mi := &file_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1938,7 @@ func (x *WhyPendingRequest) String() string {
 func (*WhyPendingRequest) ProtoMessage() {}
 
 func (x *WhyPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[21]
+	mi := &file_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1951,7 @@ func (x *WhyPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingRequest.ProtoReflect.Descriptor instead.
 func (*WhyPendingRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{21}
+	return file_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WhyPendingRequest) GetRead() *ReadOptions {
@@ -1650,7 +1986,7 @@ type StateAtRequest struct {
 
 func (x *StateAtRequest) Reset() {
 	*x = StateAtRequest{}
-	mi := &file_api_proto_msgTypes[22]
+	mi := &file_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1998,7 @@ func (x *StateAtRequest) String() string {
 func (*StateAtRequest) ProtoMessage() {}
 
 func (x *StateAtRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[22]
+	mi := &file_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +2011,7 @@ func (x *StateAtRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateAtRequest.ProtoReflect.Descriptor instead.
 func (*StateAtRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{22}
+	return file_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StateAtRequest) GetPosition() int64 {
@@ -1714,7 +2050,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_api_proto_msgTypes[23]
+	mi := &file_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +2062,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[23]
+	mi := &file_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +2075,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{23}
+	return file_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EventsRequest) GetFromPosition() int64 {
@@ -1799,7 +2135,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_proto_msgTypes[24]
+	mi := &file_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +2147,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[24]
+	mi := &file_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +2160,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{24}
+	return file_api_proto_rawDescGZIP(), []int{30}
 }
 
 type StatusReply struct {
@@ -1850,7 +2186,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_api_proto_msgTypes[25]
+	mi := &file_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +2198,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[25]
+	mi := &file_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +2211,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{25}
+	return file_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StatusReply) GetMaster() string {
@@ -2015,7 +2351,7 @@ type TaskView struct {
 
 func (x *TaskView) Reset() {
 	*x = TaskView{}
-	mi := &file_api_proto_msgTypes[26]
+	mi := &file_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2363,7 @@ func (x *TaskView) String() string {
 func (*TaskView) ProtoMessage() {}
 
 func (x *TaskView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[26]
+	mi := &file_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2376,7 @@ func (x *TaskView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskView.ProtoReflect.Descriptor instead.
 func (*TaskView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{26}
+	return file_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TaskView) GetUser() string {
@@ -2243,7 +2579,7 @@ type JobView struct {
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_api_proto_msgTypes[27]
+	mi := &file_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2591,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[27]
+	mi := &file_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2604,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{27}
+	return file_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *JobView) GetSpec() *events.JobSpec {
@@ -2452,7 +2788,7 @@ type RolloutView struct {
 
 func (x *RolloutView) Reset() {
 	*x = RolloutView{}
-	mi := &file_api_proto_msgTypes[28]
+	mi := &file_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2800,7 @@ func (x *RolloutView) String() string {
 func (*RolloutView) ProtoMessage() {}
 
 func (x *RolloutView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[28]
+	mi := &file_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2813,7 @@ func (x *RolloutView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutView.ProtoReflect.Descriptor instead.
 func (*RolloutView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{28}
+	return file_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RolloutView) GetLive() int32 {
@@ -2526,7 +2862,7 @@ type JobList struct {
 
 func (x *JobList) Reset() {
 	*x = JobList{}
-	mi := &file_api_proto_msgTypes[29]
+	mi := &file_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2874,7 @@ func (x *JobList) String() string {
 func (*JobList) ProtoMessage() {}
 
 func (x *JobList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[29]
+	mi := &file_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2887,7 @@ func (x *JobList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobList.ProtoReflect.Descriptor instead.
 func (*JobList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{29}
+	return file_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *JobList) GetJobs() []*JobView {
@@ -2586,7 +2922,7 @@ type TaskList struct {
 
 func (x *TaskList) Reset() {
 	*x = TaskList{}
-	mi := &file_api_proto_msgTypes[30]
+	mi := &file_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2934,7 @@ func (x *TaskList) String() string {
 func (*TaskList) ProtoMessage() {}
 
 func (x *TaskList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[30]
+	mi := &file_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2947,7 @@ func (x *TaskList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskList.ProtoReflect.Descriptor instead.
 func (*TaskList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{30}
+	return file_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TaskList) GetTasks() []*TaskView {
@@ -2663,7 +2999,7 @@ type MachineView struct {
 
 func (x *MachineView) Reset() {
 	*x = MachineView{}
-	mi := &file_api_proto_msgTypes[31]
+	mi := &file_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +3011,7 @@ func (x *MachineView) String() string {
 func (*MachineView) ProtoMessage() {}
 
 func (x *MachineView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[31]
+	mi := &file_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +3024,7 @@ func (x *MachineView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineView.ProtoReflect.Descriptor instead.
 func (*MachineView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{31}
+	return file_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MachineView) GetName() string {
@@ -2827,7 +3163,7 @@ type MachineList struct {
 
 func (x *MachineList) Reset() {
 	*x = MachineList{}
-	mi := &file_api_proto_msgTypes[32]
+	mi := &file_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2839,7 +3175,7 @@ func (x *MachineList) String() string {
 func (*MachineList) ProtoMessage() {}
 
 func (x *MachineList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[32]
+	mi := &file_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2852,7 +3188,7 @@ func (x *MachineList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineList.ProtoReflect.Descriptor instead.
 func (*MachineList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{32}
+	return file_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MachineList) GetMachines() []*MachineView {
@@ -2882,7 +3218,7 @@ type QuotaView struct {
 
 func (x *QuotaView) Reset() {
 	*x = QuotaView{}
-	mi := &file_api_proto_msgTypes[33]
+	mi := &file_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2894,7 +3230,7 @@ func (x *QuotaView) String() string {
 func (*QuotaView) ProtoMessage() {}
 
 func (x *QuotaView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[33]
+	mi := &file_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2907,7 +3243,7 @@ func (x *QuotaView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaView.ProtoReflect.Descriptor instead.
 func (*QuotaView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{33}
+	return file_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *QuotaView) GetUser() string {
@@ -2954,7 +3290,7 @@ type QuotaList struct {
 
 func (x *QuotaList) Reset() {
 	*x = QuotaList{}
-	mi := &file_api_proto_msgTypes[34]
+	mi := &file_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2966,7 +3302,7 @@ func (x *QuotaList) String() string {
 func (*QuotaList) ProtoMessage() {}
 
 func (x *QuotaList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[34]
+	mi := &file_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2979,7 +3315,7 @@ func (x *QuotaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaList.ProtoReflect.Descriptor instead.
 func (*QuotaList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{34}
+	return file_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *QuotaList) GetQuotas() []*QuotaView {
@@ -3000,7 +3336,7 @@ type RejectionCount struct {
 
 func (x *RejectionCount) Reset() {
 	*x = RejectionCount{}
-	mi := &file_api_proto_msgTypes[35]
+	mi := &file_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3348,7 @@ func (x *RejectionCount) String() string {
 func (*RejectionCount) ProtoMessage() {}
 
 func (x *RejectionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[35]
+	mi := &file_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3361,7 @@ func (x *RejectionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectionCount.ProtoReflect.Descriptor instead.
 func (*RejectionCount) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{35}
+	return file_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RejectionCount) GetReason() string {
@@ -3056,7 +3392,7 @@ type PendingClass struct {
 
 func (x *PendingClass) Reset() {
 	*x = PendingClass{}
-	mi := &file_api_proto_msgTypes[36]
+	mi := &file_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3068,7 +3404,7 @@ func (x *PendingClass) String() string {
 func (*PendingClass) ProtoMessage() {}
 
 func (x *PendingClass) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[36]
+	mi := &file_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3081,7 +3417,7 @@ func (x *PendingClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingClass.ProtoReflect.Descriptor instead.
 func (*PendingClass) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{36}
+	return file_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PendingClass) GetTaskIndexes() []int32 {
@@ -3133,7 +3469,7 @@ type WhyPendingReply struct {
 
 func (x *WhyPendingReply) Reset() {
 	*x = WhyPendingReply{}
-	mi := &file_api_proto_msgTypes[37]
+	mi := &file_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3481,7 @@ func (x *WhyPendingReply) String() string {
 func (*WhyPendingReply) ProtoMessage() {}
 
 func (x *WhyPendingReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[37]
+	mi := &file_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3494,7 @@ func (x *WhyPendingReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingReply.ProtoReflect.Descriptor instead.
 func (*WhyPendingReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{37}
+	return file_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WhyPendingReply) GetUser() string {
@@ -3218,7 +3554,7 @@ type CellView struct {
 
 func (x *CellView) Reset() {
 	*x = CellView{}
-	mi := &file_api_proto_msgTypes[38]
+	mi := &file_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3566,7 @@ func (x *CellView) String() string {
 func (*CellView) ProtoMessage() {}
 
 func (x *CellView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[38]
+	mi := &file_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3579,7 @@ func (x *CellView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CellView.ProtoReflect.Descriptor instead.
 func (*CellView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{38}
+	return file_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CellView) GetPosition() int64 {
@@ -3315,7 +3651,7 @@ type EventView struct {
 
 func (x *EventView) Reset() {
 	*x = EventView{}
-	mi := &file_api_proto_msgTypes[39]
+	mi := &file_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3327,7 +3663,7 @@ func (x *EventView) String() string {
 func (*EventView) ProtoMessage() {}
 
 func (x *EventView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[39]
+	mi := &file_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3340,7 +3676,7 @@ func (x *EventView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventView.ProtoReflect.Descriptor instead.
 func (*EventView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{39}
+	return file_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *EventView) GetPosition() int64 {
@@ -3438,7 +3774,7 @@ type EventList struct {
 
 func (x *EventList) Reset() {
 	*x = EventList{}
-	mi := &file_api_proto_msgTypes[40]
+	mi := &file_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3450,7 +3786,7 @@ func (x *EventList) String() string {
 func (*EventList) ProtoMessage() {}
 
 func (x *EventList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[40]
+	mi := &file_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3463,7 +3799,7 @@ func (x *EventList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventList.ProtoReflect.Descriptor instead.
 func (*EventList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{40}
+	return file_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *EventList) GetEvents() []*EventView {
@@ -3498,7 +3834,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_api_proto_msgTypes[41]
+	mi := &file_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3846,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[41]
+	mi := &file_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3859,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{41}
+	return file_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *QueryRequest) GetSql() string {
@@ -3561,7 +3897,7 @@ type QueryReply struct {
 
 func (x *QueryReply) Reset() {
 	*x = QueryReply{}
-	mi := &file_api_proto_msgTypes[42]
+	mi := &file_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3573,7 +3909,7 @@ func (x *QueryReply) String() string {
 func (*QueryReply) ProtoMessage() {}
 
 func (x *QueryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[42]
+	mi := &file_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3586,7 +3922,7 @@ func (x *QueryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryReply.ProtoReflect.Descriptor instead.
 func (*QueryReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{42}
+	return file_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *QueryReply) GetColumns() []string {
@@ -3641,7 +3977,7 @@ type QueryRow struct {
 
 func (x *QueryRow) Reset() {
 	*x = QueryRow{}
-	mi := &file_api_proto_msgTypes[43]
+	mi := &file_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3653,7 +3989,7 @@ func (x *QueryRow) String() string {
 func (*QueryRow) ProtoMessage() {}
 
 func (x *QueryRow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[43]
+	mi := &file_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3666,7 +4002,7 @@ func (x *QueryRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRow.ProtoReflect.Descriptor instead.
 func (*QueryRow) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{43}
+	return file_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *QueryRow) GetValues() []string {
@@ -3689,14 +4025,18 @@ type BillRequest struct {
 	ToUs          int64                  `protobuf:"varint,2,opt,name=to_us,json=toUs,proto3" json:"to_us,omitempty"`
 	GroupBy       string                 `protobuf:"bytes,3,opt,name=group_by,json=groupBy,proto3" json:"group_by,omitempty"`       // user, job or label:KEY
 	Format        string                 `protobuf:"bytes,4,opt,name=format,proto3" json:"format,omitempty"`                        // csv, json or parquet
-	RatesJson     string                 `protobuf:"bytes,5,opt,name=rates_json,json=ratesJson,proto3" json:"rates_json,omitempty"` // optional rate table overriding the master's
+	RatesJson     string                 `protobuf:"bytes,5,opt,name=rates_json,json=ratesJson,proto3" json:"rates_json,omitempty"` // unused: prices come from the log's price sheets
+	Granularity   string                 `protobuf:"bytes,6,opt,name=granularity,proto3" json:"granularity,omitempty"`              // FOCUS rows per task (default) or job
+	AccountBy     string                 `protobuf:"bytes,7,opt,name=account_by,json=accountBy,proto3" json:"account_by,omitempty"` // FOCUS SubAccount: user (default) or label:KEY
+	Idle          string                 `protobuf:"bytes,8,opt,name=idle,proto3" json:"idle,omitempty"`                            // idle cost: none, separate (default) or share
+	Explain       string                 `protobuf:"bytes,9,opt,name=explain,proto3" json:"explain,omitempty"`                      // one FOCUS row's x_RowId: how it was computed
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BillRequest) Reset() {
 	*x = BillRequest{}
-	mi := &file_api_proto_msgTypes[44]
+	mi := &file_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3708,7 +4048,7 @@ func (x *BillRequest) String() string {
 func (*BillRequest) ProtoMessage() {}
 
 func (x *BillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[44]
+	mi := &file_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3721,7 +4061,7 @@ func (x *BillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillRequest.ProtoReflect.Descriptor instead.
 func (*BillRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{44}
+	return file_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *BillRequest) GetFromUs() int64 {
@@ -3759,6 +4099,78 @@ func (x *BillRequest) GetRatesJson() string {
 	return ""
 }
 
+func (x *BillRequest) GetGranularity() string {
+	if x != nil {
+		return x.Granularity
+	}
+	return ""
+}
+
+func (x *BillRequest) GetAccountBy() string {
+	if x != nil {
+		return x.AccountBy
+	}
+	return ""
+}
+
+func (x *BillRequest) GetIdle() string {
+	if x != nil {
+		return x.Idle
+	}
+	return ""
+}
+
+func (x *BillRequest) GetExplain() string {
+	if x != nil {
+		return x.Explain
+	}
+	return ""
+}
+
+type BillChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BillChunk) Reset() {
+	*x = BillChunk{}
+	mi := &file_api_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BillChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BillChunk) ProtoMessage() {}
+
+func (x *BillChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BillChunk.ProtoReflect.Descriptor instead.
+func (*BillChunk) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *BillChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 type BillReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"` // the bill, in the requested format
@@ -3769,7 +4181,7 @@ type BillReply struct {
 
 func (x *BillReply) Reset() {
 	*x = BillReply{}
-	mi := &file_api_proto_msgTypes[45]
+	mi := &file_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3781,7 +4193,7 @@ func (x *BillReply) String() string {
 func (*BillReply) ProtoMessage() {}
 
 func (x *BillReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[45]
+	mi := &file_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3794,7 +4206,7 @@ func (x *BillReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillReply.ProtoReflect.Descriptor instead.
 func (*BillReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{45}
+	return file_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *BillReply) GetData() []byte {
@@ -3826,7 +4238,7 @@ type TaskLogsRequest struct {
 
 func (x *TaskLogsRequest) Reset() {
 	*x = TaskLogsRequest{}
-	mi := &file_api_proto_msgTypes[46]
+	mi := &file_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3838,7 +4250,7 @@ func (x *TaskLogsRequest) String() string {
 func (*TaskLogsRequest) ProtoMessage() {}
 
 func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[46]
+	mi := &file_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3851,7 +4263,7 @@ func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsRequest.ProtoReflect.Descriptor instead.
 func (*TaskLogsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{46}
+	return file_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TaskLogsRequest) GetUser() string {
@@ -3912,7 +4324,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_api_proto_msgTypes[47]
+	mi := &file_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3924,7 +4336,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[47]
+	mi := &file_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3937,7 +4349,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{47}
+	return file_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -4086,7 +4498,30 @@ const file_api_proto_rawDesc = "" +
 	"\x06offset\x18\a \x01(\x05R\x06offset\x12\x14\n" +
 	"\x05limit\x18\b \x01(\x05R\x05limit\"E\n" +
 	"\x13ListMachinesRequest\x12.\n" +
-	"\x04read\x18\x01 \x01(\v2\x1a.corral.api.v1.ReadOptionsR\x04read\"U\n" +
+	"\x04read\x18\x01 \x01(\v2\x1a.corral.api.v1.ReadOptionsR\x04read\"l\n" +
+	"\x14SetPriceSheetRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x125\n" +
+	"\x05sheet\x18\x02 \x01(\v2\x1f.corral.events.v1.PriceSheetSetR\x05sheet\"b\n" +
+	"\x19CloseBillingPeriodRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12&\n" +
+	"\x0fperiod_start_us\x18\x02 \x01(\x03R\rperiodStartUs\"\\\n" +
+	"\x15GetPriceSheetsRequest\x12.\n" +
+	"\x04read\x18\x01 \x01(\v2\x1a.corral.api.v1.ReadOptionsR\x04read\x12\x13\n" +
+	"\x05at_us\x18\x02 \x01(\x03R\x04atUs\"\x95\x01\n" +
+	"\x0ePriceSheetView\x12\x1a\n" +
+	"\bposition\x18\x01 \x01(\x03R\bposition\x12\x15\n" +
+	"\x06set_us\x18\x02 \x01(\x03R\x05setUs\x125\n" +
+	"\x05sheet\x18\x03 \x01(\v2\x1f.corral.events.v1.PriceSheetSetR\x05sheet\x12\x19\n" +
+	"\bin_force\x18\x04 \x01(\bR\ainForce\"z\n" +
+	"\x10ClosedPeriodView\x12&\n" +
+	"\x0fperiod_start_us\x18\x01 \x01(\x03R\rperiodStartUs\x12\"\n" +
+	"\rperiod_end_us\x18\x02 \x01(\x03R\vperiodEndUs\x12\x1a\n" +
+	"\bposition\x18\x03 \x01(\x03R\bposition\"\x80\x01\n" +
+	"\x0ePriceSheetList\x125\n" +
+	"\x06sheets\x18\x01 \x03(\v2\x1d.corral.api.v1.PriceSheetViewR\x06sheets\x127\n" +
+	"\x06closed\x18\x02 \x03(\v2\x1f.corral.api.v1.ClosedPeriodViewR\x06closed\"U\n" +
 	"\x0fGetQuotaRequest\x12.\n" +
 	"\x04read\x18\x01 \x01(\v2\x1a.corral.api.v1.ReadOptionsR\x04read\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\"i\n" +
@@ -4296,14 +4731,21 @@ const file_api_proto_rawDesc = "" +
 	"\ftruncated_by\x18\x06 \x01(\tR\vtruncatedBy\"6\n" +
 	"\bQueryRow\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\tR\x06values\x12\x12\n" +
-	"\x04null\x18\x02 \x03(\bR\x04null\"\x8d\x01\n" +
+	"\x04null\x18\x02 \x03(\bR\x04null\"\xfc\x01\n" +
 	"\vBillRequest\x12\x17\n" +
 	"\afrom_us\x18\x01 \x01(\x03R\x06fromUs\x12\x13\n" +
 	"\x05to_us\x18\x02 \x01(\x03R\x04toUs\x12\x19\n" +
 	"\bgroup_by\x18\x03 \x01(\tR\agroupBy\x12\x16\n" +
 	"\x06format\x18\x04 \x01(\tR\x06format\x12\x1d\n" +
 	"\n" +
-	"rates_json\x18\x05 \x01(\tR\tratesJson\"7\n" +
+	"rates_json\x18\x05 \x01(\tR\tratesJson\x12 \n" +
+	"\vgranularity\x18\x06 \x01(\tR\vgranularity\x12\x1d\n" +
+	"\n" +
+	"account_by\x18\a \x01(\tR\taccountBy\x12\x12\n" +
+	"\x04idle\x18\b \x01(\tR\x04idle\x12\x18\n" +
+	"\aexplain\x18\t \x01(\tR\aexplain\"\x1f\n" +
+	"\tBillChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"7\n" +
 	"\tBillReply\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
 	"\x06format\x18\x02 \x01(\tR\x06format\"\xb8\x01\n" +
@@ -4317,7 +4759,7 @@ const file_api_proto_rawDesc = "" +
 	"\x06follow\x18\x06 \x01(\bR\x06follow\x12\x1a\n" +
 	"\bprevious\x18\a \x01(\bR\bprevious\"\x1e\n" +
 	"\bLogChunk\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data2\x98\x0f\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data2\xe7\x11\n" +
 	"\x04Cell\x12D\n" +
 	"\x06Submit\x12\x1c.corral.api.v1.SubmitRequest\x1a\x1c.corral.api.v1.MutationReply\x12D\n" +
 	"\x06Update\x12\x1c.corral.api.v1.UpdateRequest\x1a\x1c.corral.api.v1.MutationReply\x12@\n" +
@@ -4331,7 +4773,9 @@ const file_api_proto_rawDesc = "" +
 	"\n" +
 	"PlanUpdate\x12\x1c.corral.api.v1.UpdateRequest\x1a\x18.corral.api.v1.PlanReply\x12E\n" +
 	"\bTaskLogs\x12\x1e.corral.api.v1.TaskLogsRequest\x1a\x17.corral.api.v1.LogChunk0\x01\x12H\n" +
-	"\bSetQuota\x12\x1e.corral.api.v1.SetQuotaRequest\x1a\x1c.corral.api.v1.MutationReply\x12P\n" +
+	"\bSetQuota\x12\x1e.corral.api.v1.SetQuotaRequest\x1a\x1c.corral.api.v1.MutationReply\x12R\n" +
+	"\rSetPriceSheet\x12#.corral.api.v1.SetPriceSheetRequest\x1a\x1c.corral.api.v1.MutationReply\x12\\\n" +
+	"\x12CloseBillingPeriod\x12(.corral.api.v1.CloseBillingPeriodRequest\x1a\x1c.corral.api.v1.MutationReply\x12P\n" +
 	"\fDrainMachine\x12\".corral.api.v1.DrainMachineRequest\x1a\x1c.corral.api.v1.MutationReply\x12R\n" +
 	"\rRemoveMachine\x12#.corral.api.v1.RemoveMachineRequest\x1a\x1c.corral.api.v1.MutationReply\x12T\n" +
 	"\x0eCreateAllocSet\x12$.corral.api.v1.CreateAllocSetRequest\x1a\x1c.corral.api.v1.MutationReply\x12I\n" +
@@ -4340,7 +4784,8 @@ const file_api_proto_rawDesc = "" +
 	"\x04List\x12\x1a.corral.api.v1.ListRequest\x1a\x16.corral.api.v1.JobList\x12E\n" +
 	"\tListTasks\x12\x1f.corral.api.v1.ListTasksRequest\x1a\x17.corral.api.v1.TaskList\x12N\n" +
 	"\fListMachines\x12\".corral.api.v1.ListMachinesRequest\x1a\x1a.corral.api.v1.MachineList\x12D\n" +
-	"\bGetQuota\x12\x1e.corral.api.v1.GetQuotaRequest\x1a\x18.corral.api.v1.QuotaList\x12N\n" +
+	"\bGetQuota\x12\x1e.corral.api.v1.GetQuotaRequest\x1a\x18.corral.api.v1.QuotaList\x12U\n" +
+	"\x0eGetPriceSheets\x12$.corral.api.v1.GetPriceSheetsRequest\x1a\x1d.corral.api.v1.PriceSheetList\x12N\n" +
 	"\n" +
 	"WhyPending\x12 .corral.api.v1.WhyPendingRequest\x1a\x1e.corral.api.v1.WhyPendingReply\x12A\n" +
 	"\aStateAt\x12\x1d.corral.api.v1.StateAtRequest\x1a\x17.corral.api.v1.CellView\x12@\n" +
@@ -4348,7 +4793,9 @@ const file_api_proto_rawDesc = "" +
 	"\x05Watch\x12\x1c.corral.api.v1.EventsRequest\x1a\x18.corral.api.v1.EventView0\x01\x12B\n" +
 	"\x06Status\x12\x1c.corral.api.v1.StatusRequest\x1a\x1a.corral.api.v1.StatusReply\x12?\n" +
 	"\x05Query\x12\x1b.corral.api.v1.QueryRequest\x1a\x19.corral.api.v1.QueryReply\x12<\n" +
-	"\x04Bill\x12\x1a.corral.api.v1.BillRequest\x1a\x18.corral.api.v1.BillReplyB1Z/github.com/corralhq/corral/commands/apipb;apipbb\x06proto3"
+	"\x04Bill\x12\x1a.corral.api.v1.BillRequest\x1a\x18.corral.api.v1.BillReply\x12D\n" +
+	"\n" +
+	"ExportBill\x12\x1a.corral.api.v1.BillRequest\x1a\x18.corral.api.v1.BillChunk0\x01B1Z/github.com/corralhq/corral/commands/apipb;apipbb\x06proto3"
 
 var (
 	file_api_proto_rawDescOnce sync.Once
@@ -4362,161 +4809,182 @@ func file_api_proto_rawDescGZIP() []byte {
 	return file_api_proto_rawDescData
 }
 
-var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_api_proto_goTypes = []any{
-	(*ReadOptions)(nil),           // 0: corral.api.v1.ReadOptions
-	(*MutationReply)(nil),         // 1: corral.api.v1.MutationReply
-	(*SubmitRequest)(nil),         // 2: corral.api.v1.SubmitRequest
-	(*UpdateRequest)(nil),         // 3: corral.api.v1.UpdateRequest
-	(*PlanReply)(nil),             // 4: corral.api.v1.PlanReply
-	(*PlannedPlacement)(nil),      // 5: corral.api.v1.PlannedPlacement
-	(*JobHistoryRequest)(nil),     // 6: corral.api.v1.JobHistoryRequest
-	(*JobVersionView)(nil),        // 7: corral.api.v1.JobVersionView
-	(*JobHistoryReply)(nil),       // 8: corral.api.v1.JobHistoryReply
-	(*KillRequest)(nil),           // 9: corral.api.v1.KillRequest
-	(*KillTaskRequest)(nil),       // 10: corral.api.v1.KillTaskRequest
-	(*JobRequest)(nil),            // 11: corral.api.v1.JobRequest
-	(*SetQuotaRequest)(nil),       // 12: corral.api.v1.SetQuotaRequest
-	(*DrainMachineRequest)(nil),   // 13: corral.api.v1.DrainMachineRequest
-	(*RemoveMachineRequest)(nil),  // 14: corral.api.v1.RemoveMachineRequest
-	(*CreateAllocSetRequest)(nil), // 15: corral.api.v1.CreateAllocSetRequest
-	(*GetRequest)(nil),            // 16: corral.api.v1.GetRequest
-	(*ListRequest)(nil),           // 17: corral.api.v1.ListRequest
-	(*ListTasksRequest)(nil),      // 18: corral.api.v1.ListTasksRequest
-	(*ListMachinesRequest)(nil),   // 19: corral.api.v1.ListMachinesRequest
-	(*GetQuotaRequest)(nil),       // 20: corral.api.v1.GetQuotaRequest
-	(*WhyPendingRequest)(nil),     // 21: corral.api.v1.WhyPendingRequest
-	(*StateAtRequest)(nil),        // 22: corral.api.v1.StateAtRequest
-	(*EventsRequest)(nil),         // 23: corral.api.v1.EventsRequest
-	(*StatusRequest)(nil),         // 24: corral.api.v1.StatusRequest
-	(*StatusReply)(nil),           // 25: corral.api.v1.StatusReply
-	(*TaskView)(nil),              // 26: corral.api.v1.TaskView
-	(*JobView)(nil),               // 27: corral.api.v1.JobView
-	(*RolloutView)(nil),           // 28: corral.api.v1.RolloutView
-	(*JobList)(nil),               // 29: corral.api.v1.JobList
-	(*TaskList)(nil),              // 30: corral.api.v1.TaskList
-	(*MachineView)(nil),           // 31: corral.api.v1.MachineView
-	(*MachineList)(nil),           // 32: corral.api.v1.MachineList
-	(*QuotaView)(nil),             // 33: corral.api.v1.QuotaView
-	(*QuotaList)(nil),             // 34: corral.api.v1.QuotaList
-	(*RejectionCount)(nil),        // 35: corral.api.v1.RejectionCount
-	(*PendingClass)(nil),          // 36: corral.api.v1.PendingClass
-	(*WhyPendingReply)(nil),       // 37: corral.api.v1.WhyPendingReply
-	(*CellView)(nil),              // 38: corral.api.v1.CellView
-	(*EventView)(nil),             // 39: corral.api.v1.EventView
-	(*EventList)(nil),             // 40: corral.api.v1.EventList
-	(*QueryRequest)(nil),          // 41: corral.api.v1.QueryRequest
-	(*QueryReply)(nil),            // 42: corral.api.v1.QueryReply
-	(*QueryRow)(nil),              // 43: corral.api.v1.QueryRow
-	(*BillRequest)(nil),           // 44: corral.api.v1.BillRequest
-	(*BillReply)(nil),             // 45: corral.api.v1.BillReply
-	(*TaskLogsRequest)(nil),       // 46: corral.api.v1.TaskLogsRequest
-	(*LogChunk)(nil),              // 47: corral.api.v1.LogChunk
-	nil,                           // 48: corral.api.v1.CreateAllocSetRequest.LabelsEntry
-	nil,                           // 49: corral.api.v1.MachineView.AttributesEntry
-	(*events.JobSpec)(nil),        // 50: corral.events.v1.JobSpec
-	(*events.Resources)(nil),      // 51: corral.events.v1.Resources
-	(*events.Constraint)(nil),     // 52: corral.events.v1.Constraint
+	(*ReadOptions)(nil),               // 0: corral.api.v1.ReadOptions
+	(*MutationReply)(nil),             // 1: corral.api.v1.MutationReply
+	(*SubmitRequest)(nil),             // 2: corral.api.v1.SubmitRequest
+	(*UpdateRequest)(nil),             // 3: corral.api.v1.UpdateRequest
+	(*PlanReply)(nil),                 // 4: corral.api.v1.PlanReply
+	(*PlannedPlacement)(nil),          // 5: corral.api.v1.PlannedPlacement
+	(*JobHistoryRequest)(nil),         // 6: corral.api.v1.JobHistoryRequest
+	(*JobVersionView)(nil),            // 7: corral.api.v1.JobVersionView
+	(*JobHistoryReply)(nil),           // 8: corral.api.v1.JobHistoryReply
+	(*KillRequest)(nil),               // 9: corral.api.v1.KillRequest
+	(*KillTaskRequest)(nil),           // 10: corral.api.v1.KillTaskRequest
+	(*JobRequest)(nil),                // 11: corral.api.v1.JobRequest
+	(*SetQuotaRequest)(nil),           // 12: corral.api.v1.SetQuotaRequest
+	(*DrainMachineRequest)(nil),       // 13: corral.api.v1.DrainMachineRequest
+	(*RemoveMachineRequest)(nil),      // 14: corral.api.v1.RemoveMachineRequest
+	(*CreateAllocSetRequest)(nil),     // 15: corral.api.v1.CreateAllocSetRequest
+	(*GetRequest)(nil),                // 16: corral.api.v1.GetRequest
+	(*ListRequest)(nil),               // 17: corral.api.v1.ListRequest
+	(*ListTasksRequest)(nil),          // 18: corral.api.v1.ListTasksRequest
+	(*ListMachinesRequest)(nil),       // 19: corral.api.v1.ListMachinesRequest
+	(*SetPriceSheetRequest)(nil),      // 20: corral.api.v1.SetPriceSheetRequest
+	(*CloseBillingPeriodRequest)(nil), // 21: corral.api.v1.CloseBillingPeriodRequest
+	(*GetPriceSheetsRequest)(nil),     // 22: corral.api.v1.GetPriceSheetsRequest
+	(*PriceSheetView)(nil),            // 23: corral.api.v1.PriceSheetView
+	(*ClosedPeriodView)(nil),          // 24: corral.api.v1.ClosedPeriodView
+	(*PriceSheetList)(nil),            // 25: corral.api.v1.PriceSheetList
+	(*GetQuotaRequest)(nil),           // 26: corral.api.v1.GetQuotaRequest
+	(*WhyPendingRequest)(nil),         // 27: corral.api.v1.WhyPendingRequest
+	(*StateAtRequest)(nil),            // 28: corral.api.v1.StateAtRequest
+	(*EventsRequest)(nil),             // 29: corral.api.v1.EventsRequest
+	(*StatusRequest)(nil),             // 30: corral.api.v1.StatusRequest
+	(*StatusReply)(nil),               // 31: corral.api.v1.StatusReply
+	(*TaskView)(nil),                  // 32: corral.api.v1.TaskView
+	(*JobView)(nil),                   // 33: corral.api.v1.JobView
+	(*RolloutView)(nil),               // 34: corral.api.v1.RolloutView
+	(*JobList)(nil),                   // 35: corral.api.v1.JobList
+	(*TaskList)(nil),                  // 36: corral.api.v1.TaskList
+	(*MachineView)(nil),               // 37: corral.api.v1.MachineView
+	(*MachineList)(nil),               // 38: corral.api.v1.MachineList
+	(*QuotaView)(nil),                 // 39: corral.api.v1.QuotaView
+	(*QuotaList)(nil),                 // 40: corral.api.v1.QuotaList
+	(*RejectionCount)(nil),            // 41: corral.api.v1.RejectionCount
+	(*PendingClass)(nil),              // 42: corral.api.v1.PendingClass
+	(*WhyPendingReply)(nil),           // 43: corral.api.v1.WhyPendingReply
+	(*CellView)(nil),                  // 44: corral.api.v1.CellView
+	(*EventView)(nil),                 // 45: corral.api.v1.EventView
+	(*EventList)(nil),                 // 46: corral.api.v1.EventList
+	(*QueryRequest)(nil),              // 47: corral.api.v1.QueryRequest
+	(*QueryReply)(nil),                // 48: corral.api.v1.QueryReply
+	(*QueryRow)(nil),                  // 49: corral.api.v1.QueryRow
+	(*BillRequest)(nil),               // 50: corral.api.v1.BillRequest
+	(*BillChunk)(nil),                 // 51: corral.api.v1.BillChunk
+	(*BillReply)(nil),                 // 52: corral.api.v1.BillReply
+	(*TaskLogsRequest)(nil),           // 53: corral.api.v1.TaskLogsRequest
+	(*LogChunk)(nil),                  // 54: corral.api.v1.LogChunk
+	nil,                               // 55: corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	nil,                               // 56: corral.api.v1.MachineView.AttributesEntry
+	(*events.JobSpec)(nil),            // 57: corral.events.v1.JobSpec
+	(*events.Resources)(nil),          // 58: corral.events.v1.Resources
+	(*events.Constraint)(nil),         // 59: corral.events.v1.Constraint
+	(*events.PriceSheetSet)(nil),      // 60: corral.events.v1.PriceSheetSet
 }
 var file_api_proto_depIdxs = []int32{
-	50, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
-	50, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
-	50, // 2: corral.api.v1.PlanReply.current:type_name -> corral.events.v1.JobSpec
-	50, // 3: corral.api.v1.PlanReply.proposed:type_name -> corral.events.v1.JobSpec
+	57, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
+	57, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
+	57, // 2: corral.api.v1.PlanReply.current:type_name -> corral.events.v1.JobSpec
+	57, // 3: corral.api.v1.PlanReply.proposed:type_name -> corral.events.v1.JobSpec
 	5,  // 4: corral.api.v1.PlanReply.placements:type_name -> corral.api.v1.PlannedPlacement
-	37, // 5: corral.api.v1.PlanReply.pending:type_name -> corral.api.v1.WhyPendingReply
-	50, // 6: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
+	43, // 5: corral.api.v1.PlanReply.pending:type_name -> corral.api.v1.WhyPendingReply
+	57, // 6: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
 	7,  // 7: corral.api.v1.JobHistoryReply.versions:type_name -> corral.api.v1.JobVersionView
-	51, // 8: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
-	51, // 9: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
-	52, // 10: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
-	48, // 11: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	58, // 8: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
+	58, // 9: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
+	59, // 10: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
+	55, // 11: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
 	0,  // 12: corral.api.v1.GetRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 13: corral.api.v1.ListRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 14: corral.api.v1.ListTasksRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 15: corral.api.v1.ListMachinesRequest.read:type_name -> corral.api.v1.ReadOptions
-	0,  // 16: corral.api.v1.GetQuotaRequest.read:type_name -> corral.api.v1.ReadOptions
-	0,  // 17: corral.api.v1.WhyPendingRequest.read:type_name -> corral.api.v1.ReadOptions
-	51, // 18: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
-	51, // 19: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
-	50, // 20: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
-	26, // 21: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
-	28, // 22: corral.api.v1.JobView.rollout:type_name -> corral.api.v1.RolloutView
-	27, // 23: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
-	26, // 24: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
-	51, // 25: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
-	51, // 26: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
-	51, // 27: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
-	49, // 28: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
-	31, // 29: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
-	51, // 30: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
-	51, // 31: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
-	33, // 32: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
-	35, // 33: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
-	36, // 34: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
-	31, // 35: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
-	27, // 36: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
-	39, // 37: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
-	43, // 38: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
-	2,  // 39: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
-	3,  // 40: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
-	9,  // 41: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
-	10, // 42: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
-	11, // 43: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
-	11, // 44: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
-	11, // 45: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
-	6,  // 46: corral.api.v1.Cell.JobHistory:input_type -> corral.api.v1.JobHistoryRequest
-	3,  // 47: corral.api.v1.Cell.PlanUpdate:input_type -> corral.api.v1.UpdateRequest
-	46, // 48: corral.api.v1.Cell.TaskLogs:input_type -> corral.api.v1.TaskLogsRequest
-	12, // 49: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
-	13, // 50: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
-	14, // 51: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
-	15, // 52: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
-	11, // 53: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
-	16, // 54: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
-	17, // 55: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
-	18, // 56: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
-	19, // 57: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
-	20, // 58: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
-	21, // 59: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
-	22, // 60: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
-	23, // 61: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
-	23, // 62: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
-	24, // 63: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
-	41, // 64: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
-	44, // 65: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
-	1,  // 66: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
-	1,  // 67: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
-	1,  // 68: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
-	1,  // 69: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
-	1,  // 70: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 71: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 72: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
-	8,  // 73: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
-	4,  // 74: corral.api.v1.Cell.PlanUpdate:output_type -> corral.api.v1.PlanReply
-	47, // 75: corral.api.v1.Cell.TaskLogs:output_type -> corral.api.v1.LogChunk
-	1,  // 76: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
-	1,  // 77: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 78: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 79: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
-	1,  // 80: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
-	27, // 81: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
-	29, // 82: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
-	30, // 83: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
-	32, // 84: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
-	34, // 85: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
-	37, // 86: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
-	38, // 87: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
-	40, // 88: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
-	39, // 89: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
-	25, // 90: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
-	42, // 91: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
-	45, // 92: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
-	66, // [66:93] is the sub-list for method output_type
-	39, // [39:66] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	60, // 16: corral.api.v1.SetPriceSheetRequest.sheet:type_name -> corral.events.v1.PriceSheetSet
+	0,  // 17: corral.api.v1.GetPriceSheetsRequest.read:type_name -> corral.api.v1.ReadOptions
+	60, // 18: corral.api.v1.PriceSheetView.sheet:type_name -> corral.events.v1.PriceSheetSet
+	23, // 19: corral.api.v1.PriceSheetList.sheets:type_name -> corral.api.v1.PriceSheetView
+	24, // 20: corral.api.v1.PriceSheetList.closed:type_name -> corral.api.v1.ClosedPeriodView
+	0,  // 21: corral.api.v1.GetQuotaRequest.read:type_name -> corral.api.v1.ReadOptions
+	0,  // 22: corral.api.v1.WhyPendingRequest.read:type_name -> corral.api.v1.ReadOptions
+	58, // 23: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
+	58, // 24: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
+	57, // 25: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
+	32, // 26: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
+	34, // 27: corral.api.v1.JobView.rollout:type_name -> corral.api.v1.RolloutView
+	33, // 28: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
+	32, // 29: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
+	58, // 30: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
+	58, // 31: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
+	58, // 32: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
+	56, // 33: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
+	37, // 34: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
+	58, // 35: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
+	58, // 36: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
+	39, // 37: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
+	41, // 38: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
+	42, // 39: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
+	37, // 40: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
+	33, // 41: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
+	45, // 42: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
+	49, // 43: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
+	2,  // 44: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
+	3,  // 45: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
+	9,  // 46: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
+	10, // 47: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
+	11, // 48: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
+	11, // 49: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
+	11, // 50: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
+	6,  // 51: corral.api.v1.Cell.JobHistory:input_type -> corral.api.v1.JobHistoryRequest
+	3,  // 52: corral.api.v1.Cell.PlanUpdate:input_type -> corral.api.v1.UpdateRequest
+	53, // 53: corral.api.v1.Cell.TaskLogs:input_type -> corral.api.v1.TaskLogsRequest
+	12, // 54: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
+	20, // 55: corral.api.v1.Cell.SetPriceSheet:input_type -> corral.api.v1.SetPriceSheetRequest
+	21, // 56: corral.api.v1.Cell.CloseBillingPeriod:input_type -> corral.api.v1.CloseBillingPeriodRequest
+	13, // 57: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
+	14, // 58: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
+	15, // 59: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
+	11, // 60: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
+	16, // 61: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
+	17, // 62: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
+	18, // 63: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
+	19, // 64: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
+	26, // 65: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
+	22, // 66: corral.api.v1.Cell.GetPriceSheets:input_type -> corral.api.v1.GetPriceSheetsRequest
+	27, // 67: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
+	28, // 68: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
+	29, // 69: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
+	29, // 70: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
+	30, // 71: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
+	47, // 72: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
+	50, // 73: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
+	50, // 74: corral.api.v1.Cell.ExportBill:input_type -> corral.api.v1.BillRequest
+	1,  // 75: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
+	1,  // 76: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
+	1,  // 77: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
+	1,  // 78: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
+	1,  // 79: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 80: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 81: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
+	8,  // 82: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
+	4,  // 83: corral.api.v1.Cell.PlanUpdate:output_type -> corral.api.v1.PlanReply
+	54, // 84: corral.api.v1.Cell.TaskLogs:output_type -> corral.api.v1.LogChunk
+	1,  // 85: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
+	1,  // 86: corral.api.v1.Cell.SetPriceSheet:output_type -> corral.api.v1.MutationReply
+	1,  // 87: corral.api.v1.Cell.CloseBillingPeriod:output_type -> corral.api.v1.MutationReply
+	1,  // 88: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 89: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 90: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
+	1,  // 91: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
+	33, // 92: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
+	35, // 93: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
+	36, // 94: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
+	38, // 95: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
+	40, // 96: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
+	25, // 97: corral.api.v1.Cell.GetPriceSheets:output_type -> corral.api.v1.PriceSheetList
+	43, // 98: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
+	44, // 99: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
+	46, // 100: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
+	45, // 101: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
+	31, // 102: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
+	48, // 103: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
+	52, // 104: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
+	51, // 105: corral.api.v1.Cell.ExportBill:output_type -> corral.api.v1.BillChunk
+	75, // [75:106] is the sub-list for method output_type
+	44, // [44:75] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_init() }
@@ -4530,7 +4998,7 @@ func file_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   50,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,33 +29,37 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Cell_Submit_FullMethodName         = "/corral.api.v1.Cell/Submit"
-	Cell_Update_FullMethodName         = "/corral.api.v1.Cell/Update"
-	Cell_Kill_FullMethodName           = "/corral.api.v1.Cell/Kill"
-	Cell_KillTask_FullMethodName       = "/corral.api.v1.Cell/KillTask"
-	Cell_CommitUpdate_FullMethodName   = "/corral.api.v1.Cell/CommitUpdate"
-	Cell_RollbackUpdate_FullMethodName = "/corral.api.v1.Cell/RollbackUpdate"
-	Cell_PromoteUpdate_FullMethodName  = "/corral.api.v1.Cell/PromoteUpdate"
-	Cell_JobHistory_FullMethodName     = "/corral.api.v1.Cell/JobHistory"
-	Cell_PlanUpdate_FullMethodName     = "/corral.api.v1.Cell/PlanUpdate"
-	Cell_TaskLogs_FullMethodName       = "/corral.api.v1.Cell/TaskLogs"
-	Cell_SetQuota_FullMethodName       = "/corral.api.v1.Cell/SetQuota"
-	Cell_DrainMachine_FullMethodName   = "/corral.api.v1.Cell/DrainMachine"
-	Cell_RemoveMachine_FullMethodName  = "/corral.api.v1.Cell/RemoveMachine"
-	Cell_CreateAllocSet_FullMethodName = "/corral.api.v1.Cell/CreateAllocSet"
-	Cell_RemoveAllocSet_FullMethodName = "/corral.api.v1.Cell/RemoveAllocSet"
-	Cell_Get_FullMethodName            = "/corral.api.v1.Cell/Get"
-	Cell_List_FullMethodName           = "/corral.api.v1.Cell/List"
-	Cell_ListTasks_FullMethodName      = "/corral.api.v1.Cell/ListTasks"
-	Cell_ListMachines_FullMethodName   = "/corral.api.v1.Cell/ListMachines"
-	Cell_GetQuota_FullMethodName       = "/corral.api.v1.Cell/GetQuota"
-	Cell_WhyPending_FullMethodName     = "/corral.api.v1.Cell/WhyPending"
-	Cell_StateAt_FullMethodName        = "/corral.api.v1.Cell/StateAt"
-	Cell_Events_FullMethodName         = "/corral.api.v1.Cell/Events"
-	Cell_Watch_FullMethodName          = "/corral.api.v1.Cell/Watch"
-	Cell_Status_FullMethodName         = "/corral.api.v1.Cell/Status"
-	Cell_Query_FullMethodName          = "/corral.api.v1.Cell/Query"
-	Cell_Bill_FullMethodName           = "/corral.api.v1.Cell/Bill"
+	Cell_Submit_FullMethodName             = "/corral.api.v1.Cell/Submit"
+	Cell_Update_FullMethodName             = "/corral.api.v1.Cell/Update"
+	Cell_Kill_FullMethodName               = "/corral.api.v1.Cell/Kill"
+	Cell_KillTask_FullMethodName           = "/corral.api.v1.Cell/KillTask"
+	Cell_CommitUpdate_FullMethodName       = "/corral.api.v1.Cell/CommitUpdate"
+	Cell_RollbackUpdate_FullMethodName     = "/corral.api.v1.Cell/RollbackUpdate"
+	Cell_PromoteUpdate_FullMethodName      = "/corral.api.v1.Cell/PromoteUpdate"
+	Cell_JobHistory_FullMethodName         = "/corral.api.v1.Cell/JobHistory"
+	Cell_PlanUpdate_FullMethodName         = "/corral.api.v1.Cell/PlanUpdate"
+	Cell_TaskLogs_FullMethodName           = "/corral.api.v1.Cell/TaskLogs"
+	Cell_SetQuota_FullMethodName           = "/corral.api.v1.Cell/SetQuota"
+	Cell_SetPriceSheet_FullMethodName      = "/corral.api.v1.Cell/SetPriceSheet"
+	Cell_CloseBillingPeriod_FullMethodName = "/corral.api.v1.Cell/CloseBillingPeriod"
+	Cell_DrainMachine_FullMethodName       = "/corral.api.v1.Cell/DrainMachine"
+	Cell_RemoveMachine_FullMethodName      = "/corral.api.v1.Cell/RemoveMachine"
+	Cell_CreateAllocSet_FullMethodName     = "/corral.api.v1.Cell/CreateAllocSet"
+	Cell_RemoveAllocSet_FullMethodName     = "/corral.api.v1.Cell/RemoveAllocSet"
+	Cell_Get_FullMethodName                = "/corral.api.v1.Cell/Get"
+	Cell_List_FullMethodName               = "/corral.api.v1.Cell/List"
+	Cell_ListTasks_FullMethodName          = "/corral.api.v1.Cell/ListTasks"
+	Cell_ListMachines_FullMethodName       = "/corral.api.v1.Cell/ListMachines"
+	Cell_GetQuota_FullMethodName           = "/corral.api.v1.Cell/GetQuota"
+	Cell_GetPriceSheets_FullMethodName     = "/corral.api.v1.Cell/GetPriceSheets"
+	Cell_WhyPending_FullMethodName         = "/corral.api.v1.Cell/WhyPending"
+	Cell_StateAt_FullMethodName            = "/corral.api.v1.Cell/StateAt"
+	Cell_Events_FullMethodName             = "/corral.api.v1.Cell/Events"
+	Cell_Watch_FullMethodName              = "/corral.api.v1.Cell/Watch"
+	Cell_Status_FullMethodName             = "/corral.api.v1.Cell/Status"
+	Cell_Query_FullMethodName              = "/corral.api.v1.Cell/Query"
+	Cell_Bill_FullMethodName               = "/corral.api.v1.Cell/Bill"
+	Cell_ExportBill_FullMethodName         = "/corral.api.v1.Cell/ExportBill"
 )
 
 // CellClient is the client API for Cell service.
@@ -79,6 +83,8 @@ type CellClient interface {
 	// machine it runs (or last ran) on. The task's owner or an admin only.
 	TaskLogs(ctx context.Context, in *TaskLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogChunk], error)
 	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*MutationReply, error)
+	SetPriceSheet(ctx context.Context, in *SetPriceSheetRequest, opts ...grpc.CallOption) (*MutationReply, error)
+	CloseBillingPeriod(ctx context.Context, in *CloseBillingPeriodRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	DrainMachine(ctx context.Context, in *DrainMachineRequest, opts ...grpc.CallOption) (*MutationReply, error)
 	// RemoveMachine retires a machine: its tasks go back to pending. Stop its
 	// agent first, or the agent registers the machine again.
@@ -91,6 +97,7 @@ type CellClient interface {
 	ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*TaskList, error)
 	ListMachines(ctx context.Context, in *ListMachinesRequest, opts ...grpc.CallOption) (*MachineList, error)
 	GetQuota(ctx context.Context, in *GetQuotaRequest, opts ...grpc.CallOption) (*QuotaList, error)
+	GetPriceSheets(ctx context.Context, in *GetPriceSheetsRequest, opts ...grpc.CallOption) (*PriceSheetList, error)
 	WhyPending(ctx context.Context, in *WhyPendingRequest, opts ...grpc.CallOption) (*WhyPendingReply, error)
 	StateAt(ctx context.Context, in *StateAtRequest, opts ...grpc.CallOption) (*CellView, error)
 	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventList, error)
@@ -100,6 +107,9 @@ type CellClient interface {
 	// Infrastore: read-only SQL over the cell's whole history, and bills.
 	Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryReply, error)
 	Bill(ctx context.Context, in *BillRequest, opts ...grpc.CallOption) (*BillReply, error)
+	// ExportBill streams a bill (FOCUS with format focus-csv or
+	// focus-parquet, or the summary) in chunks, never whole in memory.
+	ExportBill(ctx context.Context, in *BillRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BillChunk], error)
 }
 
 type cellClient struct {
@@ -229,6 +239,26 @@ func (c *cellClient) SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...
 	return out, nil
 }
 
+func (c *cellClient) SetPriceSheet(ctx context.Context, in *SetPriceSheetRequest, opts ...grpc.CallOption) (*MutationReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MutationReply)
+	err := c.cc.Invoke(ctx, Cell_SetPriceSheet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cellClient) CloseBillingPeriod(ctx context.Context, in *CloseBillingPeriodRequest, opts ...grpc.CallOption) (*MutationReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MutationReply)
+	err := c.cc.Invoke(ctx, Cell_CloseBillingPeriod_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *cellClient) DrainMachine(ctx context.Context, in *DrainMachineRequest, opts ...grpc.CallOption) (*MutationReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MutationReply)
@@ -319,6 +349,16 @@ func (c *cellClient) GetQuota(ctx context.Context, in *GetQuotaRequest, opts ...
 	return out, nil
 }
 
+func (c *cellClient) GetPriceSheets(ctx context.Context, in *GetPriceSheetsRequest, opts ...grpc.CallOption) (*PriceSheetList, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PriceSheetList)
+	err := c.cc.Invoke(ctx, Cell_GetPriceSheets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *cellClient) WhyPending(ctx context.Context, in *WhyPendingRequest, opts ...grpc.CallOption) (*WhyPendingReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WhyPendingReply)
@@ -398,6 +438,25 @@ func (c *cellClient) Bill(ctx context.Context, in *BillRequest, opts ...grpc.Cal
 	return out, nil
 }
 
+func (c *cellClient) ExportBill(ctx context.Context, in *BillRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BillChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cell_ServiceDesc.Streams[2], Cell_ExportBill_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BillRequest, BillChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cell_ExportBillClient = grpc.ServerStreamingClient[BillChunk]
+
 // CellServer is the server API for Cell service.
 // All implementations must embed UnimplementedCellServer
 // for forward compatibility.
@@ -419,6 +478,8 @@ type CellServer interface {
 	// machine it runs (or last ran) on. The task's owner or an admin only.
 	TaskLogs(*TaskLogsRequest, grpc.ServerStreamingServer[LogChunk]) error
 	SetQuota(context.Context, *SetQuotaRequest) (*MutationReply, error)
+	SetPriceSheet(context.Context, *SetPriceSheetRequest) (*MutationReply, error)
+	CloseBillingPeriod(context.Context, *CloseBillingPeriodRequest) (*MutationReply, error)
 	DrainMachine(context.Context, *DrainMachineRequest) (*MutationReply, error)
 	// RemoveMachine retires a machine: its tasks go back to pending. Stop its
 	// agent first, or the agent registers the machine again.
@@ -431,6 +492,7 @@ type CellServer interface {
 	ListTasks(context.Context, *ListTasksRequest) (*TaskList, error)
 	ListMachines(context.Context, *ListMachinesRequest) (*MachineList, error)
 	GetQuota(context.Context, *GetQuotaRequest) (*QuotaList, error)
+	GetPriceSheets(context.Context, *GetPriceSheetsRequest) (*PriceSheetList, error)
 	WhyPending(context.Context, *WhyPendingRequest) (*WhyPendingReply, error)
 	StateAt(context.Context, *StateAtRequest) (*CellView, error)
 	Events(context.Context, *EventsRequest) (*EventList, error)
@@ -440,6 +502,9 @@ type CellServer interface {
 	// Infrastore: read-only SQL over the cell's whole history, and bills.
 	Query(context.Context, *QueryRequest) (*QueryReply, error)
 	Bill(context.Context, *BillRequest) (*BillReply, error)
+	// ExportBill streams a bill (FOCUS with format focus-csv or
+	// focus-parquet, or the summary) in chunks, never whole in memory.
+	ExportBill(*BillRequest, grpc.ServerStreamingServer[BillChunk]) error
 	mustEmbedUnimplementedCellServer()
 }
 
@@ -483,6 +548,12 @@ func (UnimplementedCellServer) TaskLogs(*TaskLogsRequest, grpc.ServerStreamingSe
 func (UnimplementedCellServer) SetQuota(context.Context, *SetQuotaRequest) (*MutationReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetQuota not implemented")
 }
+func (UnimplementedCellServer) SetPriceSheet(context.Context, *SetPriceSheetRequest) (*MutationReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetPriceSheet not implemented")
+}
+func (UnimplementedCellServer) CloseBillingPeriod(context.Context, *CloseBillingPeriodRequest) (*MutationReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method CloseBillingPeriod not implemented")
+}
 func (UnimplementedCellServer) DrainMachine(context.Context, *DrainMachineRequest) (*MutationReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method DrainMachine not implemented")
 }
@@ -510,6 +581,9 @@ func (UnimplementedCellServer) ListMachines(context.Context, *ListMachinesReques
 func (UnimplementedCellServer) GetQuota(context.Context, *GetQuotaRequest) (*QuotaList, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetQuota not implemented")
 }
+func (UnimplementedCellServer) GetPriceSheets(context.Context, *GetPriceSheetsRequest) (*PriceSheetList, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPriceSheets not implemented")
+}
 func (UnimplementedCellServer) WhyPending(context.Context, *WhyPendingRequest) (*WhyPendingReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method WhyPending not implemented")
 }
@@ -530,6 +604,9 @@ func (UnimplementedCellServer) Query(context.Context, *QueryRequest) (*QueryRepl
 }
 func (UnimplementedCellServer) Bill(context.Context, *BillRequest) (*BillReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Bill not implemented")
+}
+func (UnimplementedCellServer) ExportBill(*BillRequest, grpc.ServerStreamingServer[BillChunk]) error {
+	return status.Error(codes.Unimplemented, "method ExportBill not implemented")
 }
 func (UnimplementedCellServer) mustEmbedUnimplementedCellServer() {}
 func (UnimplementedCellServer) testEmbeddedByValue()              {}
@@ -743,6 +820,42 @@ func _Cell_SetQuota_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cell_SetPriceSheet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetPriceSheetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).SetPriceSheet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_SetPriceSheet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).SetPriceSheet(ctx, req.(*SetPriceSheetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cell_CloseBillingPeriod_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CloseBillingPeriodRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).CloseBillingPeriod(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_CloseBillingPeriod_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).CloseBillingPeriod(ctx, req.(*CloseBillingPeriodRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Cell_DrainMachine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DrainMachineRequest)
 	if err := dec(in); err != nil {
@@ -905,6 +1018,24 @@ func _Cell_GetQuota_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cell_GetPriceSheets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPriceSheetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).GetPriceSheets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_GetPriceSheets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).GetPriceSheets(ctx, req.(*GetPriceSheetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Cell_WhyPending_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(WhyPendingRequest)
 	if err := dec(in); err != nil {
@@ -1024,6 +1155,17 @@ func _Cell_Bill_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cell_ExportBill_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BillRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CellServer).ExportBill(m, &grpc.GenericServerStream[BillRequest, BillChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cell_ExportBillServer = grpc.ServerStreamingServer[BillChunk]
+
 // Cell_ServiceDesc is the grpc.ServiceDesc for Cell service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1072,6 +1214,14 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Cell_SetQuota_Handler,
 		},
 		{
+			MethodName: "SetPriceSheet",
+			Handler:    _Cell_SetPriceSheet_Handler,
+		},
+		{
+			MethodName: "CloseBillingPeriod",
+			Handler:    _Cell_CloseBillingPeriod_Handler,
+		},
+		{
 			MethodName: "DrainMachine",
 			Handler:    _Cell_DrainMachine_Handler,
 		},
@@ -1108,6 +1258,10 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Cell_GetQuota_Handler,
 		},
 		{
+			MethodName: "GetPriceSheets",
+			Handler:    _Cell_GetPriceSheets_Handler,
+		},
+		{
 			MethodName: "WhyPending",
 			Handler:    _Cell_WhyPending_Handler,
 		},
@@ -1141,6 +1295,11 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Watch",
 			Handler:       _Cell_Watch_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ExportBill",
+			Handler:       _Cell_ExportBill_Handler,
 			ServerStreams: true,
 		},
 	},

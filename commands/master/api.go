@@ -58,6 +58,8 @@ const maxPlans = 2
 type Analytics interface {
 	Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error)
 	Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error)
+	// ExportBill writes a bill in chunks through send, in order.
+	ExportBill(ctx context.Context, r *apipb.BillRequest, send func([]byte) error) error
 }
 
 func (s *Service) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {

@@ -44,6 +44,9 @@ type Config struct {
 	MaxBatch int
 	// Logger, default slog.Default().
 	Logger *slog.Logger
+	// PriceSheet is the price sheet a new cell starts with (nil: the
+	// default, commands.DefaultPriceSheet); the first leader writes it.
+	PriceSheet *events.PriceSheetSet
 	// OnLeading, when set, runs while this replica leads: it is started
 	// with a context that ends when leadership does. The scheduler loop and
 	// the agent link hang here.
@@ -333,15 +336,20 @@ func (m *Master) becomeLeader(ctx context.Context, l events.Lease) error {
 		}
 		m.recent.Note(evs)
 	}
-	ev := events.New(events.CellStream, m.clock(), &events.LeaderElected{Holder: m.cfg.Name, Epoch: l.Epoch, Address: m.cfg.Advertise, Incarnation: m.cfg.Incarnation})
-	ev.Actor = m.cfg.Name
-	res, err := m.store.Append(ctx, events.AppendRequest{ExpectedPosition: m.state.Position, Epoch: l.Epoch, Events: []events.Event{ev}})
+	evs, err := commands.ElectionEvents(m.state, m.clock(),
+		&events.LeaderElected{Holder: m.cfg.Name, Epoch: l.Epoch, Address: m.cfg.Advertise, Incarnation: m.cfg.Incarnation}, m.cfg.PriceSheet)
+	if err != nil {
+		return fmt.Errorf("the price sheet: %w", err)
+	}
+	res, err := m.store.Append(ctx, events.AppendRequest{ExpectedPosition: m.state.Position, Epoch: l.Epoch, Events: evs})
 	if err != nil {
 		return err
 	}
-	ev.Position = res.First
-	if err := projections.Apply(m.state, ev); err != nil {
-		return err
+	for i := range evs {
+		evs[i].Position = res.First + int64(i)
+		if err := projections.Apply(m.state, evs[i]); err != nil {
+			return err
+		}
 	}
 	m.heldEpoch.Store(l.Epoch)
 	m.leading.Store(true)

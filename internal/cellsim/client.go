@@ -226,6 +226,16 @@ func (c *Client) command() commands.Command {
 			u := w.clients[w.rng.IntN(len(w.clients))].user
 			return commands.SetQuota{Meta: meta, User: u, Band: "batch", Resources: projections.Resources{
 				CPUMilli: int64(4000 + w.rng.IntN(16000)), MemoryBytes: int64(8+w.rng.IntN(56)) << 30, DiskBytes: 100 << 30, Ports: 100}}
+		case 3:
+			// New prices from a minute on; the bills price each window by
+			// the sheet in force when it started.
+			sheet := commands.DefaultPriceSheet()
+			sheet.EffectiveUs = w.now.Add(time.Minute).UnixMicro()
+			sheet.Bands["batch"].CpuCoreHour = fmt.Sprintf("0.0%d", 10+w.rng.IntN(40))
+			return commands.SetPriceSheet{Meta: meta, Sheet: sheet}
+		case 4:
+			// The month before the cell began: once, then AlreadyExists.
+			return commands.CloseBillingPeriod{Meta: meta, Start: epoch0.AddDate(0, -1, 0)}
 		}
 		return commands.DrainMachine{Meta: meta, Machine: m, Draining: w.rng.IntN(3) == 0, Reason: "maintenance"}
 	case r < 90:

@@ -283,9 +283,12 @@ func (m *Master) becomeLeader() {
 			return
 		}
 		m.noteRequests(evs)
-		ev := events.New(events.CellStream, m.now(), &events.LeaderElected{Holder: m.name, Epoch: l.Epoch, Address: m.name, Incarnation: m.incarnation})
-		ev.Actor = m.name
-		req := events.AppendRequest{ExpectedPosition: m.st.Position, Epoch: l.Epoch, Events: []events.Event{ev}}
+		evs, err = commands.ElectionEvents(m.st, m.now(), &events.LeaderElected{Holder: m.name, Epoch: l.Epoch, Address: m.name, Incarnation: m.incarnation}, nil)
+		if err != nil {
+			fail(err)
+			return
+		}
+		req := events.AppendRequest{ExpectedPosition: m.st.Position, Epoch: l.Epoch, Events: evs}
 		m.store(func(conn *memstore.Store) (any, error) { return conn.Append(context.Background(), req) }, func(v any, err error) {
 			if err != nil {
 				if errors.Is(err, events.ErrFenced) {
@@ -294,10 +297,13 @@ func (m *Master) becomeLeader() {
 				fail(err)
 				return
 			}
-			ev.Position = v.(events.AppendResult).First
-			if err := projections.Apply(m.st, ev); err != nil {
-				fail(err)
-				return
+			first := v.(events.AppendResult).First
+			for i := range evs {
+				evs[i].Position = first + int64(i)
+				if err := projections.Apply(m.st, evs[i]); err != nil {
+					fail(err)
+					return
+				}
 			}
 			if m.term != term || !m.elected {
 				m.unlock()
@@ -306,7 +312,7 @@ func (m *Master) becomeLeader() {
 			m.leading = true
 			m.link = newLink(m)
 			m.sched = newSched(m)
-			m.logf("leading at epoch %d from position %d", l.Epoch, ev.Position)
+			m.logf("leading at epoch %d from position %d", l.Epoch, first)
 			m.w.elected(m, l.Epoch)
 			m.unlock()
 			m.link.start()

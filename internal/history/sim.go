@@ -489,3 +489,37 @@ func meetsHard(attrs map[string]string, cs []*events.Constraint) bool {
 	}
 	return true
 }
+
+// Do decides cmd against the cell and applies its events; it reports
+// whether any came out. Tests use it to add what the random steps do not
+// (price sheets, closing a billing period) to a history.
+func (s *Sim) Do(cmd commands.Command) bool { return s.do(cmd) }
+
+// LateUsage has one machine's agent report a usage window [from, to) for
+// its running tasks, leaving their states as they are: what an agent that
+// was partitioned sends when it is heard again. It reports whether a
+// machine had running tasks to report.
+func (s *Sim) LateUsage(from, to time.Time) bool {
+	for _, m := range s.machineList() {
+		if m.State == projections.MachineDown {
+			continue
+		}
+		cmd := commands.ReportAgentState{Meta: admin, Machine: m.Name}
+		window := commands.UsageWindow{StartUS: from.UnixMicro(), EndUS: to.UnixMicro()}
+		for _, t := range m.Tasks() {
+			if t.State != projections.TaskRunning {
+				continue
+			}
+			cmd.Tasks = append(cmd.Tasks, commands.AgentTask{Task: t.Key(), SpecVersion: t.SpecVersion, Pid: t.Pid, State: commands.AgentRunning})
+			window.Tasks = append(window.Tasks, &events.TaskUsage{User: t.Job.User, Job: t.Job.Name, Index: t.Index,
+				CpuCoreSeconds: float64(t.Limit.CPUMilli) / 1000 * to.Sub(from).Seconds() / 2, MemoryBytes: t.Limit.MemoryBytes / 2,
+				MemoryMaxBytes: t.Limit.MemoryBytes / 2})
+		}
+		if len(window.Tasks) == 0 || len(cmd.Tasks) != len(m.Tasks()) {
+			continue
+		}
+		cmd.Usage = []commands.UsageWindow{window}
+		return s.do(cmd)
+	}
+	return false
+}

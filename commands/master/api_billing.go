@@ -1,0 +1,69 @@
+package master
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/projections"
+)
+
+func (s *Service) SetPriceSheet(ctx context.Context, r *apipb.SetPriceSheetRequest) (*apipb.MutationReply, error) {
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		return commands.SetPriceSheet{Meta: m, Sheet: r.Sheet}, nil
+	})
+}
+
+func (s *Service) CloseBillingPeriod(ctx context.Context, r *apipb.CloseBillingPeriodRequest) (*apipb.MutationReply, error) {
+	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
+		var start time.Time
+		if r.PeriodStartUs != 0 {
+			start = time.UnixMicro(r.PeriodStartUs).UTC()
+		}
+		return commands.CloseBillingPeriod{Meta: m, Start: start}, nil
+	})
+}
+
+// GetPriceSheets returns every price sheet the log holds, the one in force
+// at at_us marked, and the closed billing periods.
+func (s *Service) GetPriceSheets(ctx context.Context, r *apipb.GetPriceSheetsRequest) (*apipb.PriceSheetList, error) {
+	out := &apipb.PriceSheetList{}
+	err := s.read(ctx, r.Read, func(st *projections.State) error {
+		at := r.AtUs
+		if at == 0 {
+			at = s.m.clock().UnixMicro()
+		}
+		inForce, ok := st.SheetAt(at)
+		for _, p := range st.PriceSheets {
+			out.Sheets = append(out.Sheets, &apipb.PriceSheetView{Position: p.Position, SetUs: p.SetUS, Sheet: p.Sheet,
+				InForce: ok && p.Position == inForce.Position})
+		}
+		for start, pos := range st.ClosedPeriods {
+			_, end := projections.BillingPeriodOf(time.UnixMicro(start))
+			out.Closed = append(out.Closed, &apipb.ClosedPeriodView{PeriodStartUs: start, PeriodEndUs: end.UnixMicro(), Position: pos})
+		}
+		slices.SortFunc(out.Closed, func(a, b *apipb.ClosedPeriodView) int { return cmp.Compare(a.PeriodStartUs, b.PeriodStartUs) })
+		return nil
+	})
+	return out, err
+}
+
+// ExportBill streams a bill from the Infrastore in chunks: a month of a
+// large cell's FOCUS rows is gigabytes, which no reply may hold.
+func (s *Service) ExportBill(r *apipb.BillRequest, stream apipb.Cell_ExportBillServer) error {
+	ctx := stream.Context()
+	if _, err := s.actor(ctx); err != nil {
+		return err
+	}
+	if s.Analytics == nil {
+		return status.Error(codes.Unimplemented, "this master runs no Infrastore")
+	}
+	err := s.Analytics.ExportBill(ctx, r, func(b []byte) error { return stream.Send(&apipb.BillChunk{Data: b}) })
+	return Status(ctx, err)
+}

@@ -1,0 +1,577 @@
+package infrastore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/csv"
+	"errors"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/history"
+)
+
+// billingHistory is a real cell's log across a month's end: the cell's
+// first price sheet, hours of jobs of three users in every band, a price
+// change in each month, January closed after it ended, and then usage of
+// January that a partitioned agent reports late (a correction).
+type billingLog struct {
+	evs                []events.Event
+	jan, feb, mar      time.Time
+	closedAt, lateFrom int64 // positions
+	lateStart, lateEnd time.Time
+}
+
+var billingStart = time.Date(2026, 1, 31, 21, 0, 0, 0, time.UTC)
+
+func billingHistory(t testing.TB) billingLog {
+	t.Helper()
+	admin := commands.Meta{Actor: commands.Actor{User: "root", Admin: true}}
+	s := history.New(history.Hours, 17)
+	s.Now = billingStart
+	first := commands.DefaultPriceSheet()
+	if !s.Do(commands.SetPriceSheet{Meta: admin, Sheet: first}) {
+		t.Fatal("the first price sheet was refused")
+	}
+	feb := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	priceAt := func(at time.Time, batchCPU string) {
+		for s.Now.Before(at) {
+			s.Step()
+		}
+		sheet := commands.DefaultPriceSheet()
+		sheet.EffectiveUs = s.Now.Add(7 * time.Minute).UnixMicro()
+		sheet.Bands["batch"].CpuCoreHour = batchCPU
+		sheet.Bands["production"].MemoryGibHour = "0.0070"
+		if !s.Do(commands.SetPriceSheet{Meta: admin, Sheet: sheet}) {
+			t.Fatal("a price change was refused")
+		}
+	}
+	priceAt(billingStart.Add(90*time.Minute), "0.030")
+	priceAt(feb.Add(40*time.Minute), "0.036")
+	for s.Now.Before(feb.Add(75 * time.Minute)) {
+		s.Step()
+	}
+	if !s.Do(commands.CloseBillingPeriod{Meta: admin, Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}) {
+		t.Fatal("closing January was refused")
+	}
+	closedAt := s.S.Position
+	lateStart, lateEnd := feb.Add(-10*time.Minute), feb.Add(-5*time.Minute)
+	for i := 0; i < 50 && !s.LateUsage(lateStart, lateEnd); i++ {
+		s.Step()
+	}
+	var lateFrom int64
+	for _, e := range s.Log[closedAt:] {
+		if u, ok := e.Data.(*events.UsageReported); ok && u.WindowStartUs == lateStart.UnixMicro() {
+			lateFrom = e.Position
+		}
+	}
+	if lateFrom == 0 {
+		t.Fatal("no machine reported the late usage")
+	}
+	for s.Now.Before(feb.Add(3 * time.Hour)) {
+		s.Step()
+	}
+	return billingLog{evs: s.Log, jan: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), feb: feb, mar: feb.AddDate(0, 1, 0),
+		closedAt: closedAt, lateFrom: lateFrom, lateStart: lateStart, lateEnd: lateEnd}
+}
+
+// billingStores ingests the billing history into a store and returns it
+// with the log.
+func billingStore(t *testing.T) (billingLog, *Infrastore, events.Store) {
+	t.Helper()
+	h := billingHistory(t)
+	store := newSQLiteLog(t, h.evs)
+	s := openStore(t, Options{})
+	if _, err := s.CatchUp(context.Background(), store); err != nil {
+		t.Fatal(err)
+	}
+	return h, s, store
+}
+
+func exportFocus(t *testing.T, s *Infrastore, req FocusRequest) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := s.ExportFocus(context.Background(), req, &buf); err != nil {
+		t.Fatalf("export %+v: %v", req, err)
+	}
+	return buf.Bytes()
+}
+
+// readCSV parses an export into its header and rows, as maps.
+func readCSV(t *testing.T, data []byte) []map[string]string {
+	t.Helper()
+	recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]string
+	for _, r := range recs[1:] {
+		m := map[string]string{}
+		for i, c := range recs[0] {
+			m[c] = r[i]
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func dec(t *testing.T, s string) *big.Rat {
+	t.Helper()
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		t.Fatalf("%q is not a decimal", s)
+	}
+	return r
+}
+
+// TestFocusConformance writes a FOCUS export of a cell with several users,
+// bands, label values, price changes, a closed month and a correction, as
+// Parquet and CSV, reads it back with DuckDB and checks every Mandatory
+// column's presence, type and nullability and the specification's rules.
+func TestFocusConformance(t *testing.T) {
+	h, s, _ := billingStore(t)
+	dir := t.TempDir()
+	pq := filepath.Join(dir, "focus.parquet")
+	for _, idle := range []string{IdleSeparate, IdleShare} {
+		req := FocusRequest{From: h.jan, To: h.mar, Cell: "cell-a", Idle: idle, Format: FormatParquet, AccountBy: "label:team"}
+		if err := os.WriteFile(pq, exportFocus(t, s, req), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		db, err := sql.Open("duckdb", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Exec(`SET TimeZone = 'UTC'; CREATE VIEW f AS SELECT * FROM read_parquet('` + pq + `')`); err != nil {
+			t.Fatal(err)
+		}
+		types := map[string]string{}
+		rows, err := db.Query(`SELECT column_name, column_type FROM (DESCRIBE f)`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var n, ty string
+			if err := rows.Scan(&n, &ty); err != nil {
+				t.Fatal(err)
+			}
+			types[n] = ty
+		}
+		rows.Close()
+		// Every Mandatory column of FOCUS, with its type and whether it
+		// may be null (columns/*.md).
+		mandatory := []struct {
+			col, kind string
+			nullable  bool
+		}{
+			{"BilledCost", "Decimal", false}, {"BillingAccountId", "String", false}, {"BillingAccountName", "String", true},
+			{"BillingCurrency", "String", false}, {"BillingPeriodEnd", "Date/Time", false}, {"BillingPeriodStart", "Date/Time", false},
+			{"ChargeCategory", "String", false}, {"ChargeClass", "String", true}, {"ChargeDescription", "String", true},
+			{"ChargePeriodEnd", "Date/Time", false}, {"ChargePeriodStart", "Date/Time", false}, {"ContractedCost", "Decimal", false},
+			{"EffectiveCost", "Decimal", false}, {"InvoiceIssuerName", "String", false}, {"ListCost", "Decimal", false},
+			{"PricingQuantity", "Decimal", true}, {"PricingUnit", "String", true}, {"ProviderName", "String", false},
+			{"PublisherName", "String", false}, {"ServiceCategory", "String", false}, {"ServiceName", "String", false},
+		}
+		conditional := []string{"ConsumedQuantity", "ConsumedUnit", "ListUnitPrice", "ContractedUnitPrice", "ResourceId", "ResourceName",
+			"ResourceType", "SubAccountId", "SubAccountName", "SubAccountType", "Tags", "RegionId", "RegionName", "InvoiceId", "PricingCategory"}
+		want := map[string]string{"Decimal": "DECIMAL", "String": "VARCHAR", "Date/Time": "TIMESTAMP WITH TIME ZONE"}
+		for _, m := range mandatory {
+			ty, ok := types[m.col]
+			if !ok {
+				t.Errorf("%s: Mandatory column %s is missing", idle, m.col)
+				continue
+			}
+			if !strings.HasPrefix(ty, want[m.kind]) {
+				t.Errorf("%s: %s is %s, want %s", idle, m.col, ty, m.kind)
+			}
+			if !m.nullable {
+				var nulls int
+				if err := db.QueryRow(`SELECT count(*) FROM f WHERE "` + m.col + `" IS NULL`).Scan(&nulls); err != nil {
+					t.Fatal(err)
+				}
+				if nulls > 0 {
+					t.Errorf("%s: %s is null in %d rows", idle, m.col, nulls)
+				}
+			}
+		}
+		for _, c := range conditional {
+			if _, ok := types[c]; !ok {
+				t.Errorf("%s: conditional column %s is missing", idle, c)
+			}
+		}
+		focusNames := append([]string{"ChargeFrequency", "SkuId", "SkuPriceId"}, conditional...)
+		for _, m := range mandatory {
+			focusNames = append(focusNames, m.col)
+		}
+		for c := range types {
+			if !strings.HasPrefix(c, "x_") && !slicesContains(focusNames, c) {
+				t.Errorf("%s: column %s is neither FOCUS's nor x_-prefixed", idle, c)
+			}
+		}
+		// The rules, each a query that must find no row.
+		for _, rule := range []struct{ what, where string }{
+			{"charge periods are hours with an exclusive end", `"ChargePeriodEnd" <> "ChargePeriodStart" + INTERVAL 1 HOUR OR date_trunc('hour', "ChargePeriodStart") <> "ChargePeriodStart"`},
+			{"billing periods are months with an exclusive end", `"BillingPeriodEnd" <> "BillingPeriodStart" + INTERVAL 1 MONTH OR date_trunc('month', "BillingPeriodStart") <> "BillingPeriodStart"`},
+			{"a regular charge lies in its billing period", `"ChargeClass" IS NULL AND ("ChargePeriodStart" < "BillingPeriodStart" OR "ChargePeriodEnd" > "BillingPeriodEnd")`},
+			{"a correction corrects an earlier billing period", `"ChargeClass" IS NOT NULL AND ("ChargeClass" <> 'Correction' OR "ChargePeriodStart" >= "BillingPeriodStart" OR x_CorrectsBillingPeriodStart >= "BillingPeriodStart")`},
+			{"ListCost = ListUnitPrice x PricingQuantity", `"ChargeClass" IS NULL AND "ListCost" <> "ListUnitPrice" * "PricingQuantity"`},
+			{"ContractedCost = ContractedUnitPrice x PricingQuantity", `"ChargeClass" IS NULL AND "ContractedCost" <> "ContractedUnitPrice" * "PricingQuantity"`},
+			{"BilledCost = EffectiveCost = ListCost (no discounts)", `"BilledCost" <> "EffectiveCost" OR "BilledCost" <> "ListCost"`},
+			{"usage rows carry their quantities, units and prices", `"ChargeClass" IS NULL AND ("PricingQuantity" IS NULL OR "PricingUnit" IS NULL OR "ListUnitPrice" IS NULL OR "ConsumedQuantity" IS NULL OR "ConsumedUnit" IS NULL OR "PricingCategory" IS NULL)`},
+			{"allowed values", `"ChargeCategory" <> 'Usage' OR "ServiceCategory" <> 'Compute' OR "PricingCategory" <> 'Standard'`},
+			{"SubAccountType is null exactly when SubAccountId is", `("SubAccountId" IS NULL) <> ("SubAccountType" IS NULL)`},
+			{"Tags are a JSON object of scalars", `"Tags" IS NOT NULL AND (json_type("Tags"::JSON) <> 'OBJECT' OR EXISTS (SELECT 1 FROM (SELECT unnest(json_keys("Tags"::JSON)) AS k) WHERE json_type("Tags"::JSON, '$."' || k || '"') IN ('OBJECT', 'ARRAY')))`},
+			{"currencies are ISO 4217", `NOT regexp_full_match("BillingCurrency", '[A-Z]{3}')`},
+			{"x_RowId is unique", `x_RowId IN (SELECT x_RowId FROM f GROUP BY x_RowId HAVING count(*) > 1)`},
+			{"the invoice is the cell's and the month's", `"InvoiceId" <> 'cell-a-' || strftime("BillingPeriodStart", '%Y-%m')`},
+		} {
+			var n int
+			if err := db.QueryRow(`SELECT count(*) FROM f WHERE ` + rule.where).Scan(&n); err != nil {
+				t.Fatalf("%s: %v", rule.what, err)
+			}
+			if n > 0 {
+				t.Errorf("%s: %s: %d rows break it", idle, rule.what, n)
+			}
+		}
+		// Variety: the export covers what the test claims it does.
+		var users, bands, sheets, corrections, idleRows, months int
+		if err := db.QueryRow(`SELECT count(DISTINCT split_part("ResourceId", '/', 1)) FILTER (WHERE "ResourceType" = 'Task'),
+			count(DISTINCT x_Band), count(DISTINCT x_PriceSheetPosition), count(*) FILTER (WHERE "ChargeClass" = 'Correction'),
+			count(*) FILTER (WHERE "ResourceType" = 'Idle capacity'), count(DISTINCT "InvoiceId") FROM f`).Scan(&users, &bands, &sheets, &corrections, &idleRows, &months); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d users, %d bands, %d sheets, %d corrections, %d idle rows, %d invoices", idle, users, bands, sheets, corrections, idleRows, months)
+		if users < 3 || bands < 3 || sheets < 3 || corrections == 0 || idleRows == 0 || months != 2 {
+			t.Errorf("%s: the export lacks variety", idle)
+		}
+
+		// The invoice total: every window billed in the month at its price,
+		// straight from task_usage and the sheets, plus the idle capacity.
+		for _, month := range []time.Time{h.jan, h.feb} {
+			var got string
+			if err := db.QueryRow(`SELECT sum("BilledCost")::VARCHAR FROM f WHERE "InvoiceId" = ?`, "cell-a-"+month.Format("2006-01")).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			want := invoiceTotal(t, s, h, month, idle)
+			if dec(t, got).Cmp(want) != 0 {
+				t.Errorf("%s: invoice %s: the rows sum to %s, the windows and idle capacity to %s", idle, month.Format("2006-01"), got, want.FloatString(18))
+			}
+		}
+	}
+}
+
+// invoiceTotal is a month's invoice computed apart from the export: the
+// cost of every window billed in it (those that started in it, recorded
+// before it closed, and January's recorded after January closed), priced
+// window by window, plus the idle capacity of the separate export.
+func invoiceTotal(t *testing.T, s *Infrastore, h billingLog, month time.Time, idle string) *big.Rat {
+	t.Helper()
+	where := `start_time >= ? AND start_time < ? AND position <= ?`
+	args := []any{h.jan.UnixMicro(), h.feb.UnixMicro(), h.closedAt}
+	if month.Equal(h.feb) {
+		where = `(start_time >= ? AND start_time < ?) OR (start_time >= ? AND start_time < ? AND position > ?)`
+		args = []any{h.feb.UnixMicro(), h.mar.UnixMicro(), h.jan.UnixMicro(), h.feb.UnixMicro(), h.closedAt}
+	}
+	var usage sql.NullString
+	if err := s.db.QueryRow(`SELECT sum(cpu_core_hours * cpu_price + memory_gib_hours * memory_price + disk_gib_hours * disk_price
+		+ gpu_hours * gpu_price)::VARCHAR FROM priced_usage WHERE `+where, args...).Scan(&usage); err != nil {
+		t.Fatal(err)
+	}
+	total := dec(t, usage.String)
+	sep := readCSV(t, exportFocus(t, s, FocusRequest{From: h.jan, To: h.mar, Cell: "cell-a", Idle: IdleSeparate}))
+	for _, r := range sep {
+		if r["ResourceType"] == "Idle capacity" && r["BillingPeriodStart"] == month.Format("2006-01-02T15:04:05Z") {
+			total.Add(total, dec(t, r["BilledCost"]))
+		}
+	}
+	_ = idle
+	return total
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TestClosedBillReproduces: January's bill, computed once January closed,
+// is byte for byte the bill computed after more usage came in (some of it
+// January's, late) and the bill of a fresh Infrastore rebuilt from the
+// log; and each of its rows cites the log positions it came from.
+func TestClosedBillReproduces(t *testing.T) {
+	ctx := context.Background()
+	h := billingHistory(t)
+	jan := func(format string) FocusRequest {
+		return FocusRequest{From: h.jan, To: h.feb, Cell: "cell-a", Format: format, Idle: IdleShare, AccountBy: "label:team"}
+	}
+
+	// At the close: the log up to BillingPeriodClosed.
+	atClose := openStore(t, Options{})
+	if _, err := atClose.CatchUp(ctx, newSQLiteLog(t, h.evs[:h.closedAt])); err != nil {
+		t.Fatal(err)
+	}
+	csv0, pq0 := exportFocus(t, atClose, jan(FormatCSV)), exportFocus(t, atClose, jan(FormatParquet))
+
+	// Later, on the same file: the whole log, late usage included.
+	if _, err := atClose.CatchUp(ctx, newSQLiteLog(t, h.evs)); err != nil {
+		t.Fatal(err)
+	}
+	if got := exportFocus(t, atClose, jan(FormatCSV)); !bytes.Equal(got, csv0) {
+		t.Errorf("January's CSV changed after it closed:\n%s", firstDiff(csv0, got))
+	}
+
+	// Elsewhere: a fresh Infrastore rebuilt from the log.
+	fresh := openStore(t, Options{})
+	store := newSQLiteLog(t, h.evs)
+	if _, err := fresh.Rebuild(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	if got := exportFocus(t, fresh, jan(FormatCSV)); !bytes.Equal(got, csv0) {
+		t.Errorf("January's CSV differs on a rebuilt Infrastore:\n%s", firstDiff(csv0, got))
+	}
+	if got := exportFocus(t, fresh, jan(FormatParquet)); !bytes.Equal(got, pq0) {
+		t.Errorf("January's Parquet differs on a rebuilt Infrastore (%d and %d bytes)", len(pq0), len(got))
+	}
+
+	// Every usage row cites positions of its windows, in the month, before
+	// the close; --explain lists them and their costs add up to the row.
+	rows := readCSV(t, csv0)
+	explained := 0
+	for _, r := range rows {
+		if r["ResourceType"] == "Idle capacity" {
+			continue
+		}
+		first, last := r["x_UsagePositionFirst"], r["x_UsagePositionLast"]
+		if first == "" || last == "" || r["x_BillingPeriodClosedAt"] != itoa(h.closedAt) || dec(t, last).Cmp(dec(t, itoa(h.closedAt))) > 0 {
+			t.Fatalf("row %s cites %s..%s, closed at %s", r["x_RowId"], first, last, r["x_BillingPeriodClosedAt"])
+		}
+		if explained < 5 {
+			explained++
+			req := jan(FormatCSV)
+			req.Explain = r["x_RowId"]
+			ws := readCSV(t, exportFocus(t, fresh, req))
+			sum := new(big.Rat)
+			for _, w := range ws {
+				sum.Add(sum, dec(t, w["cost"]))
+			}
+			if len(ws) != int(dec(t, r["x_UsageWindows"]).Num().Int64()) || sum.Cmp(dec(t, r["BilledCost"])) != 0 {
+				t.Errorf("explain %s: %d windows costing %s; the row says %s windows, %s", r["x_RowId"], len(ws), sum.FloatString(18), r["x_UsageWindows"], r["BilledCost"])
+			}
+		}
+	}
+	req := jan(FormatCSV)
+	req.Explain = "2026-01|Regular|nope|cpu"
+	if err := fresh.ExportFocus(ctx, req, &bytes.Buffer{}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("explaining a row that does not exist: %v", err)
+	}
+}
+
+// TestLateUsageIsACorrection: January's usage recorded after January
+// closed leaves January's bill alone and appears in February's as
+// Correction rows naming the period they correct.
+func TestLateUsageIsACorrection(t *testing.T) {
+	h, s, _ := billingStore(t)
+	rows := readCSV(t, exportFocus(t, s, FocusRequest{From: h.feb, To: h.mar, Cell: "cell-a", Idle: IdleNone}))
+	late := new(big.Rat)
+	n := 0
+	for _, r := range rows {
+		if r["ChargeClass"] == "" {
+			continue
+		}
+		n++
+		late.Add(late, dec(t, r["BilledCost"]))
+		if r["ChargeClass"] != "Correction" || r["x_CorrectsBillingPeriodStart"] != "2026-01-01T00:00:00Z" ||
+			r["ChargePeriodStart"] != h.lateStart.Truncate(time.Hour).Format("2006-01-02T15:04:05Z") ||
+			r["BillingPeriodStart"] != "2026-02-01T00:00:00Z" || r["x_UsagePositionFirst"] != itoa(h.lateFrom) {
+			t.Errorf("correction row %s: class %s, corrects %s, charged %s, billed %s, cites %s (late usage at %d)", r["x_RowId"], r["ChargeClass"],
+				r["x_CorrectsBillingPeriodStart"], r["ChargePeriodStart"], r["BillingPeriodStart"], r["x_UsagePositionFirst"], h.lateFrom)
+		}
+		if !strings.Contains(r["ChargeDescription"], "correcting 2026-01") {
+			t.Errorf("the description does not name the period: %q", r["ChargeDescription"])
+		}
+	}
+	if n == 0 {
+		t.Fatal("no correction rows in February")
+	}
+	var want string
+	if err := s.db.QueryRow(`SELECT sum(cpu_core_hours * cpu_price + memory_gib_hours * memory_price + disk_gib_hours * disk_price
+		+ gpu_hours * gpu_price)::VARCHAR FROM priced_usage WHERE position = ?`, h.lateFrom).Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	if late.Cmp(dec(t, want)) != 0 {
+		t.Errorf("the corrections cost %s, the late windows %s", late.FloatString(18), want)
+	}
+	for _, r := range readCSV(t, exportFocus(t, s, FocusRequest{From: h.jan, To: h.feb, Cell: "cell-a"})) {
+		if r["ChargeClass"] != "" || r["x_UsagePositionLast"] == itoa(h.lateFrom) {
+			t.Errorf("January's bill holds late usage: %s", r["x_RowId"])
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// firstDiff shows where two exports part.
+func firstDiff(a, b []byte) string {
+	al, bl := bytes.Split(a, []byte("\n")), bytes.Split(b, []byte("\n"))
+	for i := 0; i < len(al) && i < len(bl); i++ {
+		if !bytes.Equal(al[i], bl[i]) {
+			x, y := string(al[i]), string(bl[i])
+			j := 0
+			for j < len(x) && j < len(y) && x[j] == y[j] {
+				j++
+			}
+			return "line " + strconv.Itoa(i+1) + " from byte " + strconv.Itoa(j) + ":\n  " + x[j:] + "\n  " + y[j:]
+		}
+	}
+	return "lengths " + strconv.Itoa(len(al)) + " and " + strconv.Itoa(len(bl))
+}
+
+// TestIdleCost: each hour's idle quantity is what the machines not removed
+// could hold (computed here from the log's machine events) less what the
+// hour's charges took, never below zero; its cost is at the sheet's
+// machine prices; and --idle share splits it among the hour's accounts
+// in proportion to their charges, adding up to it exactly.
+func TestIdleCost(t *testing.T) {
+	h, s, _ := billingStore(t)
+	type machine struct {
+		cpu      int64
+		from, to time.Time
+	}
+	var ms []*machine
+	live := map[string]*machine{}
+	end := h.mar
+	for _, e := range h.evs {
+		switch p := e.Data.(type) {
+		case *events.MachineRegistered:
+			m := &machine{cpu: p.Capacity.GetCpuMilli(), from: e.OccurredAt, to: end}
+			live[p.Machine], ms = m, append(ms, m)
+		case *events.MachineUpdated:
+			if old := live[p.Machine]; old != nil {
+				old.to = e.OccurredAt
+				m := &machine{cpu: p.Capacity.GetCpuMilli(), from: e.OccurredAt, to: end}
+				live[p.Machine], ms = m, append(ms, m)
+			}
+		case *events.MachineRemoved:
+			if old := live[p.Machine]; old != nil {
+				old.to = e.OccurredAt
+				delete(live, p.Machine)
+			}
+		}
+	}
+	last := h.evs[len(h.evs)-1].OccurredAt
+	for _, m := range ms {
+		if m.to.After(last) {
+			m.to = last
+		}
+	}
+	// Core-hours of capacity in an hour, exact.
+	capacity := func(hour time.Time) *big.Rat {
+		sum := new(big.Rat)
+		for _, m := range ms {
+			from, to := maxTime(m.from, hour), minTime(m.to, hour.Add(time.Hour))
+			if to.After(from) {
+				sum.Add(sum, new(big.Rat).SetFrac64(m.cpu*to.Sub(from).Microseconds(), 1000*3_600_000_000))
+			}
+		}
+		return sum
+	}
+	from, to := h.feb.Add(-3*time.Hour), h.feb.Add(3*time.Hour)
+	sep := readCSV(t, exportFocus(t, s, FocusRequest{From: from, To: to, Cell: "c", Idle: IdleSeparate}))
+	share := readCSV(t, exportFocus(t, s, FocusRequest{From: from, To: to, Cell: "c", Idle: IdleShare}))
+	checked := 0
+	for hour := from; hour.Before(to); hour = hour.Add(time.Hour) {
+		stamp := hour.Format("2006-01-02T15:04:05Z")
+		alloc, idle, idleCost, shared := new(big.Rat), new(big.Rat), new(big.Rat), new(big.Rat)
+		charged := map[string]*big.Rat{}
+		var price string
+		for _, r := range sep {
+			if r["ChargePeriodStart"] != stamp || r["ChargeClass"] != "" {
+				continue
+			}
+			switch {
+			case r["ResourceType"] == "Idle capacity" && r["x_Meter"] == "cpu":
+				idle.Add(idle, dec(t, r["PricingQuantity"]))
+				idleCost.Add(idleCost, dec(t, r["BilledCost"]))
+				price = r["ListUnitPrice"]
+			case r["ResourceType"] == "Task" && r["x_Meter"] == "cpu":
+				alloc.Add(alloc, dec(t, r["PricingQuantity"]))
+			}
+			if r["ResourceType"] == "Task" {
+				if charged[r["SubAccountId"]] == nil {
+					charged[r["SubAccountId"]] = new(big.Rat)
+				}
+				charged[r["SubAccountId"]].Add(charged[r["SubAccountId"]], dec(t, r["BilledCost"]))
+			}
+		}
+		want := new(big.Rat).Sub(capacity(hour), alloc)
+		if want.Sign() < 0 {
+			want.SetInt64(0)
+		}
+		// Quantities are kept to 1e-9 core-hours: allow one unit.
+		if diff := new(big.Rat).Sub(idle, want); diff.Abs(diff).Cmp(big.NewRat(1, 1_000_000_000)) > 0 {
+			t.Errorf("%s: idle %s core-hours; capacity %s less the charges' %s is %s", stamp, idle.FloatString(9),
+				capacity(hour).FloatString(9), alloc.FloatString(9), want.FloatString(9))
+		}
+		if idle.Sign() > 0 {
+			checked++
+			if price != "0.020000000" || new(big.Rat).Mul(idle, dec(t, price)).Cmp(idleCost) != 0 {
+				t.Errorf("%s: idle costs %s at %s a core-hour", stamp, idleCost.FloatString(18), price)
+			}
+		}
+		// Shared: the same quantity, split by what each account was charged.
+		var total, chargedAll = new(big.Rat), new(big.Rat)
+		for _, c := range charged {
+			chargedAll.Add(chargedAll, c)
+		}
+		for _, r := range share {
+			if r["ChargePeriodStart"] != stamp || r["ResourceType"] != "Idle capacity" || r["x_Meter"] != "cpu" {
+				continue
+			}
+			q := dec(t, r["PricingQuantity"])
+			total.Add(total, q)
+			shared.Add(shared, dec(t, r["BilledCost"]))
+			if c := charged[r["SubAccountId"]]; c != nil && chargedAll.Sign() > 0 {
+				exact := new(big.Rat).Mul(idle, new(big.Rat).Quo(c, chargedAll))
+				if diff := new(big.Rat).Sub(q, exact); diff.Abs(diff).Cmp(big.NewRat(2, 1_000_000_000)) > 0 {
+					t.Errorf("%s: %s's share is %s core-hours, in proportion it is %s", stamp, r["SubAccountId"], q.FloatString(9), exact.FloatString(12))
+				}
+			} else if r["SubAccountId"] != "" {
+				t.Errorf("%s: %s shares idle capacity without being charged", stamp, r["SubAccountId"])
+			}
+		}
+		if total.Cmp(idle) != 0 || shared.Cmp(idleCost) != 0 {
+			t.Errorf("%s: shares total %s core-hours costing %s; idle is %s costing %s", stamp, total.FloatString(9), shared.FloatString(18),
+				idle.FloatString(9), idleCost.FloatString(18))
+		}
+	}
+	if checked < 4 {
+		t.Errorf("only %d hours had idle CPU", checked)
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
