@@ -1,6 +1,7 @@
 package infrastore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -67,8 +68,11 @@ type Bill struct {
 }
 
 // Bill computes the bill of a period from task_usage (rows from the log
-// only). Every quantity is an exact sum of task_usage's decimal columns, and
-// a line's charge is, on its band's basis,
+// only). Every quantity is an exact sum of task_usage's decimal columns.
+// Without Rates, each window is priced by the log's price sheet in force
+// when it started (priced_usage, as the FOCUS export), and a line's charge
+// is the exact sum of its windows' costs rounded once to 6 decimals. With
+// Rates (a what-if), a line's charge is, on its band's basis,
 //
 //	round(core-hours × cpu_core_hour + memory GiB-hours × memory_gib_hour
 //	      + disk GiB-hours × disk_gib_hour, 6 decimals)
@@ -81,10 +85,6 @@ func (s *Infrastore) Bill(ctx context.Context, req BillRequest) (*Bill, error) {
 	if req.GroupBy == "" {
 		req.GroupBy = "user"
 	}
-	rates := req.Rates
-	if rates == nil {
-		rates = DefaultRates()
-	}
 	switch {
 	case req.From.IsZero():
 		return nil, fmt.Errorf("%w: from: must be set", ErrInvalid)
@@ -93,6 +93,10 @@ func (s *Infrastore) Bill(ctx context.Context, req BillRequest) (*Bill, error) {
 	case !req.From.Before(req.To):
 		return nil, fmt.Errorf("%w: to: %s is not after from (%s)", ErrInvalid, req.To.UTC().Format(time.RFC3339), req.From.UTC().Format(time.RFC3339))
 	}
+	if req.Rates == nil {
+		return s.billFromSheets(ctx, req)
+	}
+	rates := req.Rates
 	if err := rates.Validate(); err != nil {
 		return nil, err
 	}
@@ -104,7 +108,7 @@ func (s *Infrastore) Bill(ctx context.Context, req BillRequest) (*Bill, error) {
 		count(DISTINCT (user, job, task_index)), count(*),
 		sum(cpu_limit_core_hours), sum(cpu_reservation_core_hours), sum(cpu_usage_core_hours),
 		sum(memory_limit_gib_hours), sum(memory_reservation_gib_hours), sum(memory_usage_gib_hours),
-		sum(disk_usage_gib_hours)
+		sum(disk_usage_gib_hours), NULL, NULL
 	FROM (
 		SELECT ` + group + ` AS grp, coalesce(u.band, '` + UnknownBand + `') AS band, u.*
 		FROM task_usage u ` + join + `
@@ -112,8 +116,44 @@ func (s *Infrastore) Bill(ctx context.Context, req BillRequest) (*Bill, error) {
 	)
 	GROUP BY GROUPING SETS ((grp, band), ())`
 	args = append(args, req.From.UnixMicro(), req.To.UnixMicro())
+	return s.billLines(ctx, req, rates.Currency, rates, q, args)
+}
 
-	b := &Bill{From: req.From.UTC(), To: req.To.UTC(), GroupBy: req.GroupBy, Currency: rates.Currency, Lines: []BillLine{}, Rates: rates}
+// billFromSheets prices each window by the log's price sheet in force
+// when it started (priced_usage, the rule the FOCUS export follows): a
+// line's charge is the exact sum of its windows' costs, rounded once.
+func (s *Infrastore) billFromSheets(ctx context.Context, req BillRequest) (*Bill, error) {
+	group, join, args, err := groupExpr(req.GroupBy)
+	if err != nil {
+		return nil, err
+	}
+	var currency sql.NullString
+	if err := s.db.QueryRowContext(ctx, `SELECT arg_max(currency, effective_time) FROM price_sheets WHERE effective_time < ?`,
+		req.To.UnixMicro()).Scan(&currency); err != nil {
+		return nil, fmt.Errorf("infrastore: bill: %w", err)
+	}
+	q := `SELECT grouping(grp, band) = 0 AS line, grp, band,
+		count(DISTINCT (user, job, task_index)), count(*),
+		sum(cpu_limit_core_hours), sum(cpu_reservation_core_hours), sum(cpu_usage_core_hours),
+		sum(memory_limit_gib_hours), sum(memory_reservation_gib_hours), sum(memory_usage_gib_hours),
+		sum(disk_usage_gib_hours),
+		string_agg(DISTINCT basis, '+' ORDER BY basis),
+		sum(cpu_core_hours * cpu_price + memory_gib_hours * memory_price + disk_gib_hours * disk_price + gpu_hours * gpu_price)
+	FROM (
+		SELECT ` + group + ` AS grp, u.billed_band AS band, u.*
+		FROM priced_usage u ` + join + `
+		WHERE u.start_time >= ? AND u.start_time < ?
+	)
+	GROUP BY GROUPING SETS ((grp, band), ())`
+	args = append(args, req.From.UnixMicro(), req.To.UnixMicro())
+	return s.billLines(ctx, req, cmp.Or(currency.String, "USD"), nil, q, args)
+}
+
+// billLines runs a bill's query and sums its lines: with rates, each line
+// is priced on its band's basis; without, the query's last two columns
+// are the basis and the exact charge.
+func (s *Infrastore) billLines(ctx context.Context, req BillRequest, currency string, rates *Rates, q string, args []any) (*Bill, error) {
+	b := &Bill{From: req.From.UTC(), To: req.To.UTC(), GroupBy: req.GroupBy, Currency: currency, Lines: []BillLine{}, Rates: rates}
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("infrastore: bill: %w", err)
@@ -125,8 +165,10 @@ func (s *Infrastore) Bill(ctx context.Context, req BillRequest) (*Bill, error) {
 		var grp, band sql.NullString
 		var l BillLine
 		var sums [7]any
+		var basis sql.NullString
+		var exact any
 		if err := rows.Scan(&isLine, &grp, &band, &l.Tasks, &l.Windows,
-			&sums[0], &sums[1], &sums[2], &sums[3], &sums[4], &sums[5], &sums[6]); err != nil {
+			&sums[0], &sums[1], &sums[2], &sums[3], &sums[4], &sums[5], &sums[6], &basis, &exact); err != nil {
 			return nil, fmt.Errorf("infrastore: bill: %w", err)
 		}
 		q := make([]Decimal, len(sums))
@@ -141,7 +183,11 @@ func (s *Infrastore) Bill(ctx context.Context, req BillRequest) (*Bill, error) {
 			continue
 		}
 		l.Group, l.Band = grp.String, band.String
-		l.Basis, l.Charge = charge(rates, &l)
+		if rates != nil {
+			l.Basis, l.Charge = charge(rates, &l)
+		} else {
+			l.Basis, l.Charge = basis.String, costOf(exact)
+		}
 		b.Lines = append(b.Lines, l)
 	}
 	if err := rows.Err(); err != nil {
@@ -220,6 +266,15 @@ func groupExpr(groupBy string) (expr, join string, args []any, err error) {
 		return "coalesce(s.labels[?], '')", "LEFT JOIN job_specs s ON s.position = u.spec_position", []any{key}, nil
 	}
 	return "", "", nil, fmt.Errorf("%w: group_by: %q is not user, job or label:KEY", ErrInvalid, groupBy)
+}
+
+// costOf reads an exact sum of costs as a charge, rounded half away from
+// zero to ChargeScale.
+func costOf(v any) Decimal {
+	if d, ok := v.(duckdb.Decimal); ok && d.Value != nil {
+		return Decimal{Unscaled: new(big.Int).Set(d.Value), Scale: int32(d.Scale)}.Round(ChargeScale)
+	}
+	return newDecimal(0, ChargeScale)
 }
 
 // quantity reads a DECIMAL(38,9) sum.

@@ -54,7 +54,7 @@ func TestBillReconcilesWithTaskUsage(t *testing.T) {
 	}
 
 	for _, groupBy := range []string{"user", "job", "label:team", "label:nope"} {
-		b, err := s.Bill(ctx, BillRequest{From: from, To: to, GroupBy: groupBy})
+		b, err := s.Bill(ctx, BillRequest{From: from, To: to, GroupBy: groupBy, Rates: DefaultRates()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func ratOf(q, rate Decimal) *big.Rat {
 
 func TestBillScenario(t *testing.T) {
 	s := ingestScenario(t)
-	b, err := s.Bill(context.Background(), BillRequest{From: t0, To: t0.Add(24 * time.Hour), GroupBy: "label:team"})
+	b, err := s.Bill(context.Background(), BillRequest{From: t0, To: t0.Add(24 * time.Hour), GroupBy: "label:team", Rates: DefaultRates()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -575,3 +575,40 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// TestSummaryBillPricesBySheets: `corral bill` (the summary) prices each
+// window by the sheet in force when it started, as the FOCUS export does:
+// per user and band its charge is the export's usage rows of the windows
+// that started in the period, rounded once.
+func TestSummaryBillPricesBySheets(t *testing.T) {
+	h, s, _ := billingStore(t)
+	from, to := h.feb, h.feb.Add(3*time.Hour)
+	b, err := s.Bill(context.Background(), BillRequest{From: from, To: to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*big.Rat{}
+	for _, r := range readCSV(t, exportFocus(t, s, FocusRequest{From: from, To: to, Idle: IdleNone})) {
+		if r["ChargeClass"] != "" {
+			continue
+		}
+		k := r["SubAccountId"] + " " + r["x_Band"]
+		if want[k] == nil {
+			want[k] = new(big.Rat)
+		}
+		want[k].Add(want[k], dec(t, r["BilledCost"]))
+	}
+	if len(b.Lines) != len(want) || len(want) < 6 {
+		t.Fatalf("%d lines, the export has %d user-bands", len(b.Lines), len(want))
+	}
+	for _, l := range b.Lines {
+		w := want[l.Group+" "+l.Band]
+		got := new(big.Rat).SetFrac(l.Charge.Unscaled, pow10(l.Charge.Scale))
+		if w == nil || new(big.Rat).Sub(got, w).Abs(new(big.Rat).Sub(got, w)).Cmp(big.NewRat(1, 2_000_000)) > 0 {
+			t.Errorf("%s %s: charge %s, the export's rows %v", l.Group, l.Band, l.Charge, w)
+		}
+	}
+	if b.Currency != "USD" {
+		t.Errorf("currency %q", b.Currency)
+	}
+}

@@ -13,7 +13,7 @@ func main() {
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
 		OpenInfra: func(ctx context.Context, path string, o cli.InfraOptions) (cli.Infra, error) {
-			return infrastoreapi.Open(ctx, path, infrastoreapi.Options{ReadOnly: o.ReadOnly, Rates: o.Rates, MemoryLimit: o.MemoryLimit,
+			return infrastoreapi.Open(ctx, path, infrastoreapi.Options{ReadOnly: o.ReadOnly, Cell: o.Cell, MemoryLimit: o.MemoryLimit,
 				Threads: o.Threads, MaxRows: o.MaxRows, MaxResultBytes: o.MaxResultBytes, QueryTimeout: o.QueryTimeout})
 		},
 	}))

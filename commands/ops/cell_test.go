@@ -68,6 +68,10 @@ func (f fakeAnalytics) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb
 	return &apipb.QueryReply{Columns: []string{"1"}, Rows: []*apipb.QueryRow{{Values: []string{"1"}, Null: []bool{false}}}, Position: f.position()}, nil
 }
 
+func (f fakeAnalytics) ExportBill(context.Context, *apipb.BillRequest, func([]byte) error) error {
+	return nil
+}
+
 func (f fakeAnalytics) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {
 	return &apipb.BillReply{}, nil
 }

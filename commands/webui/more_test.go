@@ -34,6 +34,10 @@ func (f *fakeAnalytics) Query(_ context.Context, r *apipb.QueryRequest) (*apipb.
 	}}, nil
 }
 
+func (f *fakeAnalytics) ExportBill(context.Context, *apipb.BillRequest, func([]byte) error) error {
+	return errors.New("no bills here")
+}
+
 func (f *fakeAnalytics) Bill(context.Context, *apipb.BillRequest) (*apipb.BillReply, error) {
 	return nil, errors.New("no bills here")
 }

@@ -168,17 +168,27 @@ func isNumber(s string) bool {
 }
 
 func (a *app) billCommand() *cobra.Command {
-	var from, to, groupBy, format, out, rates, db string
+	var from, to, groupBy, format, out, rates, db, period string
+	var focus focusFlags
 	c := &cobra.Command{
 		Use:   "bill",
 		Short: "usage-based bill of a period, per user, job or label, and priority band",
 		Long: `Compute the bill of [--from, --to) from the cell's measured usage: per group and
 band, CPU core-hours and memory GiB-hours on limit, reservation and usage,
 disk GiB-hours, and the charge from the rate table. Print it as a table, or
-export it with --format csv, json or parquet (--out FILE). A closed period
-exports the same bytes every time.`,
+export it with --format csv, json or parquet (--out FILE). Each usage
+window is priced by the price sheet in force when it started (corral price).
+
+--format focus exports the FinOps FOCUS dataset (CSV; focus-parquet for
+Parquet): a row per hour, task (or job) and meter, with idle capacity
+(--idle), corrections of closed months, and the log positions each row came
+from; --explain ROW_ID lists the usage windows behind one row. A closed
+billing period (corral bill close) exports the same bytes every time.`,
 		Example: `  corral bill                              # today so far
-  corral bill --from yesterday --to today --group-by job --format csv --out bill.csv`,
+  corral bill --from yesterday --to today --group-by job --format csv --out bill.csv
+  corral bill --period 2026-10 --format focus --out october.csv
+  corral bill --period 2026-10 --format focus-parquet --idle share --account-by label:team --out october.parquet
+  corral bill close 2026-10`,
 		Args: args(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			now := time.Now()
@@ -190,13 +200,25 @@ exports the same bytes every time.`,
 			if err != nil {
 				return usageErr("--to: %v", err)
 			}
+			if period != "" {
+				p, err := time.Parse("2006-01", period)
+				if err != nil {
+					return usageErr("--period %q: want a month, e.g. 2026-10", period)
+				}
+				f, t = p, p.AddDate(0, 1, 0)
+			}
 			if !f.Before(t) {
 				return usageErr("--to (%s) must be after --from (%s)", t.Format(time.RFC3339), f.Format(time.RFC3339))
 			}
 			switch format {
 			case "", "csv", "json", "parquet":
+			case "focus", "focus-parquet":
+				return a.exportFocus(cmd.Context(), f, t, format, out, db, focus)
 			default:
-				return usageErr("--format %q: want csv, json or parquet", format)
+				return usageErr("--format %q: want csv, json, parquet, focus or focus-parquet", format)
+			}
+			if focus.explain != "" {
+				return usageErr("--explain needs --format focus")
 			}
 			if format == "parquet" && out == "" && isTerminal(a.stdout()) {
 				return usageErr("parquet is binary: give --out FILE")
@@ -303,6 +325,12 @@ exports the same bytes every time.`,
 	c.Flags().StringVar(&out, "out", "", "write the export to this file")
 	c.Flags().StringVar(&rates, "rates", "", "rate table file (JSON or YAML) instead of the master's")
 	c.Flags().StringVar(&db, "db", "", "bill from this Infrastore (DuckDB) file directly rather than the master's")
+	c.Flags().StringVar(&period, "period", "", "a billing period (month, UTC) instead of --from/--to, e.g. 2026-10")
+	c.Flags().StringVar(&focus.granularity, "granularity", "task", "FOCUS rows per task or job")
+	c.Flags().StringVar(&focus.accountBy, "account-by", "user", "FOCUS SubAccount: user or label:KEY")
+	c.Flags().StringVar(&focus.idle, "idle", "separate", "idle capacity in FOCUS: none, separate or share")
+	c.Flags().StringVar(&focus.explain, "explain", "", "with --format focus: the usage windows behind the row with this x_RowId")
+	c.AddCommand(a.billCloseCommand())
 	return c
 }
 
@@ -483,7 +511,7 @@ func (a *app) infrastoreServeCommand() *cobra.Command {
 	f.StringVar(&db, "db", "", "the Infrastore file")
 	f.StringVar(&store, "store", "", "the event log")
 	f.StringVar(&sock, "socket", "", "the unix socket to answer on")
-	f.StringVar(&opts.Rates, "rates", "", "rate table file for bills")
+	f.StringVar(&opts.Cell, "cell", "", "the cell's name, in FOCUS exports")
 	f.StringVar(&opts.MemoryLimit, "memory-limit", "", "DuckDB's memory_limit")
 	f.IntVar(&opts.Threads, "threads", 0, "DuckDB's threads")
 	f.IntVar(&opts.MaxRows, "max-rows", 0, "rows per result")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -109,9 +110,9 @@ const queryGrace = 15 * time.Second
 // exhausts memory or will not stop kills only the child, which is
 // restarted; the master, scheduler, agents and DNS do not notice.
 type infraProcess struct {
-	self, db, store, rates string
-	limits                 infraLimits
-	log                    *slog.Logger
+	self, db, store, cell string
+	limits                infraLimits
+	log                   *slog.Logger
 
 	dir, sock string
 	cg        cgroup.Container // nil where the machine offers no cgroups
@@ -125,7 +126,7 @@ type infraProcess struct {
 
 // startInfraProcess starts the supervisor; the child is (re)started until
 // ctx ends.
-func startInfraProcess(ctx context.Context, db, store, rates string, limits infraLimits, log *slog.Logger) (*infraProcess, error) {
+func startInfraProcess(ctx context.Context, db, store, cell string, limits infraLimits, log *slog.Logger) (*infraProcess, error) {
 	limits.defaults()
 	self, err := os.Executable()
 	if err != nil {
@@ -140,7 +141,7 @@ func startInfraProcess(ctx context.Context, db, store, rates string, limits infr
 	if err != nil {
 		return nil, err
 	}
-	p := &infraProcess{self: self, db: db, store: store, rates: rates, limits: limits, log: log,
+	p := &infraProcess{self: self, db: db, store: store, cell: cell, limits: limits, log: log,
 		dir: dir, sock: filepath.Join(dir, "sock"), done: make(chan struct{})}
 	p.cg = p.container()
 	p.conn, err = grpc.NewClient("unix://"+p.sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -172,7 +173,7 @@ func (p *infraProcess) container() cgroup.Container {
 
 func (p *infraProcess) args() []string {
 	return []string{"infrastore", "serve", "--db", p.db, "--store", p.store, "--socket", p.sock,
-		"--rates", p.rates, "--memory-limit", duckDBMemory(p.limits.memoryBytes), "--threads", strconv.Itoa(p.limits.threads),
+		"--cell", p.cell, "--memory-limit", duckDBMemory(p.limits.memoryBytes), "--threads", strconv.Itoa(p.limits.threads),
 		"--max-rows", strconv.Itoa(p.limits.maxRows), "--max-result-bytes", strconv.FormatInt(p.limits.maxResultBytes, 10),
 		"--query-timeout", p.limits.queryTimeout.String()}
 }
@@ -261,6 +262,26 @@ func (p *infraProcess) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.B
 	return out, nil
 }
 
+// ExportBill streams a bill from the child (master.Analytics).
+func (p *infraProcess) ExportBill(ctx context.Context, r *apipb.BillRequest, send func([]byte) error) error {
+	stream, err := p.client.ExportBill(ctx, r)
+	if err != nil {
+		return p.unavailable(err)
+	}
+	for {
+		chunk, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return p.unavailable(err)
+		}
+		if err := send(chunk.Data); err != nil {
+			return err
+		}
+	}
+}
+
 // Position is the position the child has ingested.
 func (p *infraProcess) Position(ctx context.Context) (int64, error) {
 	out, err := p.client.Query(ctx, &apipb.QueryRequest{Sql: "SELECT 1", TimeoutMs: 2000})
@@ -322,6 +343,16 @@ func (s *infraServer) watchdog(what string) func() bool {
 func (s *infraServer) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {
 	defer s.watchdog("query")()
 	return s.inf.Query(ctx, r)
+}
+
+// exportLimit bounds one export: a month of a large cell takes seconds,
+// and a stuck one must not hold the process.
+const exportLimit = 10 * time.Minute
+
+func (s *infraServer) ExportBill(r *apipb.BillRequest, stream apipb.Cell_ExportBillServer) error {
+	ctx, cancel := context.WithTimeout(stream.Context(), exportLimit)
+	defer cancel()
+	return s.inf.ExportBill(ctx, r, func(b []byte) error { return stream.Send(&apipb.BillChunk{Data: b}) })
 }
 
 func (s *infraServer) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {

@@ -42,7 +42,7 @@ type Infra interface {
 // InfraOptions are given to OpenInfra.
 type InfraOptions struct {
 	ReadOnly bool
-	Rates    string // rate table file for bills; "" for the defaults
+	Cell     string // the cell's name, in FOCUS exports
 	// The limits of queries; zero values are the Infrastore's defaults.
 	MemoryLimit    string // DuckDB's memory_limit, e.g. "1536MiB"
 	Threads        int
@@ -280,7 +280,7 @@ Environment:
 		c.GroupID = "cell"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.eventsCommand(), a.stateCommand(), a.sqlCommand(), a.billCommand(), a.infrastoreCommand()} {
+	for _, c := range []*cobra.Command{a.eventsCommand(), a.stateCommand(), a.sqlCommand(), a.billCommand(), a.priceCommand(), a.infrastoreCommand()} {
 		c.GroupID = "history"
 		root.AddCommand(c)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/nameservice"
+	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/storeopen"
 )
 
@@ -97,8 +98,14 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	authOpts, secrets, linkDial := o.auth.serverOptions(log)
 	explanations := master.NewExplanations()
 	schedCfg := master.SchedulerConfig{Explanations: explanations, Metrics: mops.mm}
+	var sheet *events.PriceSheetSet
+	if o.rates != "" {
+		if sheet, err = loadPriceSheet(o.rates); err != nil {
+			return fmt.Errorf("--prices: %w", err)
+		}
+	}
 	m, err := master.New(ctx, master.Config{
-		Name: o.name, Advertise: advertise, Store: store, Admins: o.admins, Logger: log,
+		Name: o.name, Advertise: advertise, Store: store, Admins: o.admins, Logger: log, PriceSheet: sheet,
 		OnLeading: []func(context.Context, *master.Master){
 			master.SchedulerLoop(schedCfg),
 			master.Link(master.LinkConfig{Cell: o.cell, Dial: linkDial, UsageWindow: o.usageWindow, Interval: o.pollInterval, Metrics: mops.mm}),
@@ -123,7 +130,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 			return fmt.Errorf("--infrastore %s: this corral binary was built without the Infrastore", o.infrastore)
 		}
 		// User SQL runs in a child process, never in this one.
-		inf, err = startInfraProcess(infraCtx, o.infrastore, o.store, o.rates, o.infraLimits, log)
+		inf, err = startInfraProcess(infraCtx, o.infrastore, o.store, o.cell, o.infraLimits, log)
 		if err != nil {
 			return fmt.Errorf("--infrastore %s: %w", o.infrastore, err)
 		}
@@ -335,7 +342,7 @@ plaintext and believes whatever user a client names: a trusted machine only.`,
 	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
 	f.StringVar(&admins, "admins", "", "users with the admin capability, comma-separated")
 	f.StringVar(&o.infrastore, "infrastore", "", "Infrastore (DuckDB) file to keep and serve `corral sql` and `corral bill` from (default none)")
-	f.StringVar(&o.rates, "rates", "", "rate table file (JSON or YAML) for bills (default the built-in rates)")
+	f.StringVar(&o.rates, "prices", "", "price sheet file (JSON or YAML, as `corral price set`) a new cell starts with (default the built-in sheet)")
 	f.DurationVar(&o.usageWindow, "usage-window", 0, "how often each machine's usage becomes an event (default 5m)")
 	f.StringVar(&certs, "certs", "", "the cell directory (corral certs init): serve TLS with masters/NAME.crt, tokens and secrets")
 	f.BoolVar(&insecureMode, "insecure", false, "serve plaintext and trust the user clients name (development on a trusted machine only)")

@@ -18,9 +18,8 @@ import (
 // Options for Open.
 type Options struct {
 	ReadOnly bool
-	// Rates is a rate table file (JSON or YAML) for bills; "" uses the
-	// Infrastore's defaults.
-	Rates string
+	// Cell names the cell in FOCUS exports (billing account, region).
+	Cell string
 	// MaxRows bounds a query's reply (default 10,000).
 	MaxRows int
 	// QueryTimeout is the default and maximum time of a query (default 30 s).
@@ -36,7 +35,7 @@ type Options struct {
 // Store is an open Infrastore file.
 type Store struct {
 	is      *infrastore.Infrastore
-	rates   *infrastore.Rates
+	cell    string
 	timeout time.Duration
 }
 
@@ -48,20 +47,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.QueryTimeout <= 0 {
 		opts.QueryTimeout = 30 * time.Second
 	}
-	var rates *infrastore.Rates
-	if opts.Rates != "" {
-		r, err := infrastore.LoadRates(opts.Rates)
-		if err != nil {
-			return nil, fmt.Errorf("--rates %s: %w", opts.Rates, err)
-		}
-		rates = r
-	}
 	is, err := infrastore.Open(ctx, path, infrastore.Options{ReadOnly: opts.ReadOnly, MaxRows: opts.MaxRows,
 		QueryTimeout: opts.QueryTimeout, MaxResultBytes: opts.MaxResultBytes, MemoryLimit: opts.MemoryLimit, Threads: opts.Threads})
 	if err != nil {
 		return nil, err
 	}
-	return &Store{is: is, rates: rates, timeout: opts.QueryTimeout}, nil
+	return &Store{is: is, cell: opts.Cell, timeout: opts.QueryTimeout}, nil
 }
 
 // Close closes the file.
@@ -134,7 +125,7 @@ func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryR
 
 // Bill computes and exports a bill (master.Analytics).
 func (s *Store) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {
-	req := infrastore.BillRequest{From: time.UnixMicro(r.FromUs), To: time.UnixMicro(r.ToUs), GroupBy: r.GroupBy, Rates: s.rates}
+	req := infrastore.BillRequest{From: time.UnixMicro(r.FromUs), To: time.UnixMicro(r.ToUs), GroupBy: r.GroupBy}
 	if r.FromUs == 0 {
 		req.From = time.Time{}
 	}
@@ -163,11 +154,80 @@ func (s *Store) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillRepl
 	return &apipb.BillReply{Data: buf.Bytes(), Format: format}, nil
 }
 
+// Bill formats of the FOCUS export.
+const (
+	FormatFocus        = "focus"         // FOCUS as CSV
+	FormatFocusParquet = "focus-parquet" // FOCUS as Parquet
+)
+
+// ExportBill writes a bill through send in chunks of at most 1 MiB: the
+// FOCUS export (format focus or focus-parquet) row by row, or the summary.
+func (s *Store) ExportBill(ctx context.Context, r *apipb.BillRequest, send func([]byte) error) error {
+	w := &chunkWriter{send: send, buf: make([]byte, 0, 1<<20)}
+	switch r.Format {
+	case FormatFocus, FormatFocusParquet:
+		req := infrastore.FocusRequest{Cell: s.cell, Granularity: r.Granularity, AccountBy: r.AccountBy, Idle: r.Idle, Explain: r.Explain}
+		if r.FromUs != 0 {
+			req.From = time.UnixMicro(r.FromUs)
+		}
+		if r.ToUs != 0 {
+			req.To = time.UnixMicro(r.ToUs)
+		}
+		if r.Format == FormatFocusParquet {
+			req.Format = infrastore.FormatParquet
+		}
+		if err := s.is.ExportFocus(ctx, req, w); err != nil {
+			return statusOf(err)
+		}
+	default:
+		rep, err := s.Bill(ctx, r)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(rep.Data); err != nil {
+			return err
+		}
+	}
+	return w.flush()
+}
+
+// chunkWriter sends what is written in chunks.
+type chunkWriter struct {
+	send func([]byte) error
+	buf  []byte
+}
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		k := min(len(p), cap(w.buf)-len(w.buf))
+		w.buf = append(w.buf, p[:k]...)
+		p = p[k:]
+		if len(w.buf) == cap(w.buf) {
+			if err := w.flush(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (w *chunkWriter) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	err := w.send(w.buf)
+	w.buf = w.buf[:0]
+	return err
+}
+
 // statusOf maps the Infrastore's errors to gRPC statuses.
 func statusOf(err error) error {
 	switch {
 	case errors.Is(err, infrastore.ErrQueryRefused), errors.Is(err, infrastore.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, infrastore.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, infrastore.ErrQueryTooBig):
 		return status.Error(codes.ResourceExhausted, err.Error()+"; narrow the query")
 	case errors.Is(err, infrastore.ErrQueryTimeout), errors.Is(err, context.DeadlineExceeded):

@@ -1,0 +1,80 @@
+package infrastore
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkFocusExport exports a month of hourly usage windows as FOCUS
+// (CSV, rows per job, hour and meter, idle capacity separate), reporting
+// rows/s and seconds per export. The cell is generated in SQL, not timed:
+// CORRAL_FOCUS_TASKS tasks (default 10,000; the issue's figure is for
+// 100,000) of 100 tasks a job, each with a window every hour of March 2026,
+// on 1,000 machines, priced by one sheet.
+func BenchmarkFocusExport(b *testing.B) {
+	tasks := 10_000
+	if v, err := strconv.Atoi(os.Getenv("CORRAL_FOCUS_TASKS")); err == nil && v > 0 {
+		tasks = v
+	}
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(b.TempDir(), "focus.duckdb"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	gen := strings.Replace(genTaskUsage, "range(7200000)", "range("+strconv.Itoa(tasks*720)+")", 1)
+	if gen == genTaskUsage && tasks != 10_000 {
+		b.Fatal("the generator's size did not change")
+	}
+	start := time.Now()
+	for _, q := range []string{gen,
+		`INSERT INTO events (position, time, type, stream, payload) VALUES (0, TIMESTAMP '2026-01-01', 'PriceSheetSet', 'billing',
+			'{"currency":"USD","bands":{"monitoring":{"basis":"limit","cpu_core_hour":"0.06","memory_gib_hour":"0.008"},
+			"production":{"basis":"limit","cpu_core_hour":"0.048","memory_gib_hour":"0.0064","disk_gib_hour":"0.00016"},
+			"batch":{"basis":"reservation","cpu_core_hour":"0.024","memory_gib_hour":"0.0032"},
+			"best-effort":{"basis":"usage","cpu_core_hour":"0.008","memory_gib_hour":"0.0011"}},
+			"machine":{"cpu_core_hour":"0.02","memory_gib_hour":"0.0025"}}'),
+			(1, TIMESTAMP '2026-04-02', 'LeaderElected', 'cell', '{}')`,
+		`INSERT INTO machine_events (time, machine, event_type, source, position, cpu_milli, memory_bytes, disk_bytes, gpu_milli, state)
+			SELECT epoch_us(TIMESTAMP '2026-02-28'), 'm' || i, 0, 'log', i, 32000, 137438953472, 1099511627776, 0, 'up' FROM range(1000) t(i)`,
+		"CHECKPOINT",
+	} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("generated %d usage windows of %d tasks in %s", tasks*720, tasks, time.Since(start).Round(time.Millisecond))
+	march := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var rows int64
+	for b.Loop() {
+		w := &countingWriter{}
+		if err := s.ExportFocus(ctx, FocusRequest{From: march, To: march.AddDate(0, 1, 0), Granularity: "job", Cell: "bench"}, w); err != nil {
+			b.Fatal(err)
+		}
+		rows = w.lines - 1
+	}
+	per := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(rows)/per, "rows/s")
+	b.ReportMetric(per, "s/export")
+	b.ReportMetric(float64(rows), "rows")
+	b.ReportMetric(float64(tasks*720), "windows")
+}
+
+type countingWriter struct{ lines int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	for _, c := range p {
+		if c == '\n' {
+			w.lines++
+		}
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = (*countingWriter)(nil)
