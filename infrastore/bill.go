@@ -369,18 +369,11 @@ func (b *Bill) WriteParquet(ctx context.Context, w io.Writer) error {
 		return fmt.Errorf("infrastore: parquet: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	connector, err := duckdb.NewConnector(":memory:?threads=1&autoinstall_known_extensions=false&autoload_known_extensions=false", nil)
+	conn, closeDB, err := privateDuckDB(ctx, ":memory:")
 	if err != nil {
 		return fmt.Errorf("infrastore: parquet: %w", err)
 	}
-	defer connector.Close()
-	db := sql.OpenDB(connector)
-	defer db.Close()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("infrastore: parquet: %w", err)
-	}
-	defer conn.Close()
+	defer closeDB()
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE bill (
 		period_from TIMESTAMP, period_to TIMESTAMP, "group" VARCHAR, band VARCHAR, basis VARCHAR,
 		tasks BIGINT, windows BIGINT,

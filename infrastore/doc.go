@@ -19,8 +19,9 @@
 //     a time (ErrBusy).
 //  3. Query(ctx, sql, timeout) answers read-only SQL; Result.WriteTable,
 //     WriteCSV and WriteJSON print the answer.
-//  4. Bill(ctx, BillRequest{From, To, GroupBy, Rates}) prices a period;
-//     Bill.Export writes it as csv, json or parquet.
+//  4. Bill(ctx, BillRequest{From, To, GroupBy}) prices a period by the
+//     log's price sheets; Bill.Export writes it as csv, json or parquet.
+//     ExportFocus(ctx, FocusRequest{...}, w) streams the FOCUS dataset.
 //  5. ImportGoogleTrace(ctx, dir) loads clusterdata-2011-2 task_events and
 //     job_events; Rebuild(ctx, store) re-derives everything from the log.
 //  6. WaitPosition(ctx, p) waits until position p is applied, so a client
@@ -152,10 +153,32 @@
 //
 // # Bills
 //
-// Bill groups task_usage by user, job (user/job) or label:KEY (the label of
-// the spec version the task ran) and by priority band (monitoring,
-// production, batch, best-effort; "unknown" for usage of jobs never seen).
-// A window belongs to the period it starts in. The rate table (DefaultRates,
-// or ParseRates/LoadRates from JSON or YAML) prices each band on its basis:
-// limit, reservation or usage.
+// Prices come from the log: PriceSheetSet events (the views price_sheets,
+// band_prices, machine_prices) and BillingPeriodClosed (the view
+// billing_periods_closed). The view priced_usage is the one pricing rule:
+// each task_usage window is priced by the sheet in force when it started
+// (latest effective time at or before it, the later of two equal ones), on
+// its band's basis (limit, reservation or usage for CPU and memory; disk
+// as used; GPUs as allocated). A window belongs to the period it starts in.
+//
+// Bill groups priced_usage by user, job (user/job) or label:KEY (the label
+// of the spec version the task ran) and priority band (monitoring,
+// production, batch, best-effort; "unknown" for usage of jobs never seen);
+// with a Rates table (ParseRates) it prices a what-if instead.
+//
+// ExportFocus writes the FinOps FOCUS dataset (focus.go): a row per billing
+// period, charge hour, task or job, account, band, priority, sheet, charge
+// class and meter, each citing the log positions of its windows; idle
+// capacity (machines not removed, at the sheet's machine prices, less what
+// the hour's charges took) as rows of its own or shared by charge. A closed
+// month bills only windows recorded at or before its closing position, so
+// its export is the same bytes on any store rebuilt from the log; a window
+// recorded later is billed as a Correction in the first open month from its
+// arrival. Exports stream (CSV formatted by DuckDB, one value per row into
+// Go); Parquet is converted from that CSV by a private one-thread DuckDB in
+// a scratch directory beside the file (PATH.exports, swept of what a killed
+// export left when the store opens for writing).
+//
+// preemption_losses: per preempted task, the priced usage of the run the
+// eviction ended, and who preempted it.
 package infrastore

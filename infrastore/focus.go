@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	duckdb "github.com/duckdb/duckdb-go/v2"
 )
 
 // FocusRequest asks for a FOCUS export (the FinOps Open Cost and Usage
@@ -444,47 +442,39 @@ func (s *Infrastore) ExportFocus(ctx context.Context, req FocusRequest, w io.Wri
 }
 
 func (s *Infrastore) focusCSV(ctx context.Context, req FocusRequest, w io.Writer) error {
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION READ ONLY"); err != nil {
-		return err
-	}
-	defer func() { _, _ = conn.ExecContext(context.Background(), "ROLLBACK") }()
-	horizon, err := focusHorizon(ctx, conn)
-	if err != nil {
-		return fmt.Errorf("infrastore: focus: %w", err)
-	}
-	bw := bufio.NewWriterSize(w, 1<<16)
-	cols := focusColumns(req.Cell)
-	for i, c := range cols {
-		if i > 0 {
-			bw.WriteByte(',')
-		}
-		bw.WriteString(c.name)
-	}
-	bw.WriteByte('\n')
-	rows, err := conn.QueryContext(ctx, focusQuery(&req, horizon))
-	if err != nil {
-		return fmt.Errorf("infrastore: focus: %w", err)
-	}
-	defer rows.Close()
-	var line sql.RawBytes
-	for rows.Next() {
-		if err := rows.Scan(&line); err != nil {
+	return s.inReadOnly(ctx, func(conn *sql.Conn) error {
+		horizon, err := focusHorizon(ctx, conn)
+		if err != nil {
 			return fmt.Errorf("infrastore: focus: %w", err)
 		}
-		bw.Write(line)
-		if err := bw.WriteByte('\n'); err != nil {
-			return err
+		bw := bufio.NewWriterSize(w, 1<<16)
+		for i, c := range focusColumns(req.Cell) {
+			if i > 0 {
+				bw.WriteByte(',')
+			}
+			bw.WriteString(c.name)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("infrastore: focus: %w", err)
-	}
-	return bw.Flush()
+		bw.WriteByte('\n')
+		rows, err := conn.QueryContext(ctx, focusQuery(&req, horizon))
+		if err != nil {
+			return fmt.Errorf("infrastore: focus: %w", err)
+		}
+		defer rows.Close()
+		var line sql.RawBytes
+		for rows.Next() {
+			if err := rows.Scan(&line); err != nil {
+				return fmt.Errorf("infrastore: focus: %w", err)
+			}
+			bw.Write(line)
+			if err := bw.WriteByte('\n'); err != nil {
+				return err
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("infrastore: focus: %w", err)
+		}
+		return bw.Flush()
+	})
 }
 
 // focusHorizon is how far the log tells the machines' state: the time of
@@ -508,55 +498,48 @@ func (s *Infrastore) explainFocus(ctx context.Context, req FocusRequest, w io.Wr
 		return fmt.Errorf("%w: explain: %q is not an x_RowId of the export (it ends in the meter: cpu, memory, disk or gpu)", ErrInvalid, req.Explain)
 	}
 	q, price := "r."+cols[0], "r."+cols[1]
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION READ ONLY"); err != nil {
-		return err
-	}
-	defer func() { _, _ = conn.ExecContext(context.Background(), "ROLLBACK") }()
-	horizon, err := focusHorizon(ctx, conn)
-	if err != nil {
-		return err
-	}
-	noIdle := req
-	noIdle.Idle = IdleNone
-	rows, err := conn.QueryContext(ctx, focusRows(&noIdle, horizon)+`
+	return s.inReadOnly(ctx, func(conn *sql.Conn) error {
+		horizon, err := focusHorizon(ctx, conn)
+		if err != nil {
+			return err
+		}
+		noIdle := req
+		noIdle.Idle = IdleNone
+		rows, err := conn.QueryContext(ctx, focusRows(&noIdle, horizon)+`
 SELECT r.position, strftime(make_timestamp(r.start_time), '%Y-%m-%dT%H:%M:%S.%fZ'), strftime(make_timestamp(r.end_time), '%Y-%m-%dT%H:%M:%S.%fZ'),
 	r.user || '/' || r.job || '/' || r.task_index, coalesce(r.machine, ''), r.spec_version, r.billed_band, r.basis,
 	coalesce(r.sheet_position::VARCHAR, ''), `+q+`::VARCHAR, `+price+`::VARCHAR, (`+q+` * `+price+`)::VARCHAR
 FROM sel r WHERE `+rowKey("r.billed_band")+` = ?
 ORDER BY r.position`, id)
-	if err != nil {
-		return fmt.Errorf("infrastore: explain: %w", err)
-	}
-	defer rows.Close()
-	bw := bufio.NewWriter(w)
-	bw.WriteString("position,window_start,window_end,task,machine,spec_version,band,basis,price_sheet_position,quantity,unit_price,cost\n")
-	n := 0
-	for rows.Next() {
-		vals := make([]string, 12)
-		ptrs := make([]any, len(vals))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		if err != nil {
 			return fmt.Errorf("infrastore: explain: %w", err)
 		}
-		bw.WriteString(strings.Join(vals, ","))
-		bw.WriteByte('\n')
-		n++
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("infrastore: explain: %w", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("%w: explain: no usage row of [%s, %s) has the id %q (idle rows come from machine capacity, not windows)",
-			ErrNotFound, req.From.UTC().Format(time.RFC3339), req.To.UTC().Format(time.RFC3339), req.Explain)
-	}
-	return bw.Flush()
+		defer rows.Close()
+		bw := bufio.NewWriter(w)
+		bw.WriteString("position,window_start,window_end,task,machine,spec_version,band,basis,price_sheet_position,quantity,unit_price,cost\n")
+		n := 0
+		for rows.Next() {
+			vals := make([]string, 12)
+			ptrs := make([]any, len(vals))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				return fmt.Errorf("infrastore: explain: %w", err)
+			}
+			bw.WriteString(strings.Join(vals, ","))
+			bw.WriteByte('\n')
+			n++
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("infrastore: explain: %w", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: explain: no usage row of [%s, %s) has the id %q (idle rows come from machine capacity, not windows)",
+				ErrNotFound, req.From.UTC().Format(time.RFC3339), req.To.UTC().Format(time.RFC3339), req.Explain)
+		}
+		return bw.Flush()
+	})
 }
 
 // meterColumns are a meter's quantity and price in priced_usage.
@@ -579,7 +562,7 @@ func cutLast(s, sep string) (before, after string, ok bool) {
 // temporary file, which a private DuckDB (one thread, so the file is the
 // same bytes every time) converts with every column typed.
 func (s *Infrastore) focusParquet(ctx context.Context, req FocusRequest, w io.Writer) error {
-	dir, err := os.MkdirTemp("", "corral-focus-*")
+	dir, err := s.newExportDir()
 	if err != nil {
 		return fmt.Errorf("infrastore: parquet: %w", err)
 	}
@@ -596,18 +579,11 @@ func (s *Infrastore) focusParquet(ctx context.Context, req FocusRequest, w io.Wr
 	if err != nil {
 		return err
 	}
-	connector, err := duckdb.NewConnector(filepath.Join(dir, "convert.duckdb")+"?threads=1&memory_limit=256MB&autoinstall_known_extensions=false&autoload_known_extensions=false", nil)
+	conn, closeDB, err := privateDuckDB(ctx, filepath.Join(dir, "convert.duckdb"))
 	if err != nil {
 		return fmt.Errorf("infrastore: parquet: %w", err)
 	}
-	defer connector.Close()
-	db := sql.OpenDB(connector)
-	defer db.Close()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("infrastore: parquet: %w", err)
-	}
-	defer conn.Close()
+	defer closeDB()
 	cols := focusColumns(req.Cell)
 	sel := make([]string, len(cols))
 	types := make([]string, len(cols))

@@ -612,3 +612,36 @@ func TestSummaryBillPricesBySheets(t *testing.T) {
 		t.Errorf("currency %q", b.Currency)
 	}
 }
+
+// TestKilledExportsAreSwept: a Parquet export's scratch files live beside
+// the store's file, and what an export killed with -9 left there is
+// removed when the store next opens for writing; a running export's
+// (recent) directory is kept.
+func TestKilledExportsAreSwept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "infra.duckdb")
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, _ := s.newExportDir()
+	fresh, _ := s.newExportDir()
+	if err := os.WriteFile(filepath.Join(stale, "focus.csv"), []byte("rows"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * staleExport)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the killed export's files are still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a running export's files were removed: %v", err)
+	}
+}

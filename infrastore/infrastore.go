@@ -161,6 +161,7 @@ func Open(ctx context.Context, path string, opts Options) (*Infrastore, error) {
 // init creates the schema (when writable) and reads the stored position.
 func (s *Infrastore) init(ctx context.Context) error {
 	if !s.opts.ReadOnly {
+		s.sweepExports()
 		conn, err := s.db.Conn(ctx)
 		if err != nil {
 			return err

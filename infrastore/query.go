@@ -145,13 +145,24 @@ func (s *Infrastore) Query(ctx context.Context, query string, timeout time.Durat
 // readOnly runs fn on a fresh connection inside a READ ONLY transaction,
 // always rolled back.
 func (s *Infrastore) readOnly(ctx context.Context, fn func(conn *sql.Conn) (*Result, error)) (*Result, error) {
+	var res *Result
+	err := s.inReadOnly(ctx, func(conn *sql.Conn) (err error) {
+		res, err = fn(conn)
+		return err
+	})
+	return res, err
+}
+
+// inReadOnly runs fn on a fresh connection inside a READ ONLY transaction:
+// it sees the last committed batch and never blocks ingestion.
+func (s *Infrastore) inReadOnly(ctx context.Context, fn func(conn *sql.Conn) error) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION READ ONLY"); err != nil {
-		return nil, err
+		return err
 	}
 	defer func() {
 		// Nothing to keep, and the connection goes back to the pool clean.

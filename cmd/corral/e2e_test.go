@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -156,6 +157,59 @@ func TestNewcomerPath(t *testing.T) {
 		out, code := corral("bill")
 		return out, code == 0 && strings.Contains(out, "bill of ") && regexp.MustCompile(`(?m)^alice\s+batch\s+reservation\s+5\s`).MatchString(out)
 	})
+
+	// 6b. Prices and the FOCUS export: the cell's first sheet, written at
+	// its creation, prices the bill; a sheet in the past and closing the
+	// month still running are refused, naming the field; the export holds
+	// hello's tasks and the idle capacity, and one row explains itself.
+	out, code = corral("price", "get")
+	if code != 0 || !regexp.MustCompile(`(?m)^production\s+limit\s+0\.048\s`).MatchString(out) || !strings.Contains(out, "from the cell's start") {
+		t.Errorf("price get: exit %d:\n%s", code, out)
+	}
+	sheet := filepath.Join(t.TempDir(), "prices.yaml")
+	if err := os.WriteFile(sheet, []byte("currency: EUR\nbands:\n  batch: {basis: usage, cpu_core_hour: 0.01}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code = corral("price", "set", sheet, "--effective", "2020-01-01T00:00:00Z"); code == 0 || !strings.Contains(out, "effective") {
+		t.Errorf("price set in the past: exit %d:\n%s", code, out)
+	}
+	if out, code = corral("bill", "close", time.Now().UTC().Format("2006-01")); code == 0 || !strings.Contains(out, "has not ended") {
+		t.Errorf("bill close of the month running: exit %d:\n%s", code, out)
+	}
+	focus := filepath.Join(t.TempDir(), "focus.csv")
+	if out, code = corral("bill", "--format", "focus", "--from", "1d", "--to", "+1h", "--account-by", "label:x'); DROP TABLE events; --", "--out", focus); code != 0 {
+		t.Fatalf("bill --format focus: exit %d:\n%s", code, out)
+	}
+	export, err := os.ReadFile(focus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(export)).ReadAll()
+	if err != nil || len(rows) < 3 || rows[0][0] != "BilledCost" {
+		t.Fatalf("the FOCUS export is not a CSV with rows (%v):\n%s", err, export)
+	}
+	col := map[string]int{}
+	for i, c := range rows[0] {
+		col[c] = i
+	}
+	var taskRow []string
+	idle := false
+	for _, r := range rows[1:] {
+		switch {
+		case r[col["ResourceType"]] == "Idle capacity":
+			idle = true
+		case strings.HasPrefix(r[col["ResourceId"]], "alice/hello/") && taskRow == nil:
+			taskRow = r
+		}
+	}
+	if taskRow == nil || !idle {
+		t.Fatalf("the FOCUS export lacks hello's tasks or idle capacity:\n%s", export)
+	}
+	out, code = corral("bill", "--format", "focus", "--from", "1d", "--to", "+1h", "--account-by", "label:x'); DROP TABLE events; --",
+		"--explain", taskRow[col["x_RowId"]])
+	if code != 0 || !strings.HasPrefix(out, "position,window_start") || strings.Count(out, "\n") < 2 {
+		t.Errorf("bill --explain: exit %d:\n%s", code, out)
+	}
 
 	// 7. The cell five minutes ago: this one did not exist yet. At the
 	// position of hello's submission, hello is there with its tasks pending.

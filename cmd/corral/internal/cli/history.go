@@ -323,7 +323,7 @@ billing period (corral bill close) exports the same bytes every time.`,
 	c.Flags().StringVar(&groupBy, "group-by", "user", "user, job or label:KEY")
 	c.Flags().StringVar(&format, "format", "", "export as csv, json or parquet instead of a table")
 	c.Flags().StringVar(&out, "out", "", "write the export to this file")
-	c.Flags().StringVar(&rates, "rates", "", "rate table file (JSON or YAML) instead of the master's")
+	c.Flags().StringVar(&rates, "rates", "", "what-if: price the period by this rate table (JSON or YAML) instead of the cell's price sheets")
 	c.Flags().StringVar(&db, "db", "", "bill from this Infrastore (DuckDB) file directly rather than the master's")
 	c.Flags().StringVar(&period, "period", "", "a billing period (month, UTC) instead of --from/--to, e.g. 2026-10")
 	c.Flags().StringVar(&focus.granularity, "granularity", "task", "FOCUS rows per task or job")

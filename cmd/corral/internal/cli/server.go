@@ -17,10 +17,12 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/corralhq/corral/agent"
+	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/nameservice"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/storeopen"
+	"github.com/corralhq/corral/projections"
 )
 
 func splitComma(s string) []string {
@@ -49,7 +51,7 @@ type masterOptions struct {
 	cell        string
 	admins      []string
 	infrastore  string // "" runs no Infrastore
-	rates       string
+	prices      string // the price sheet file a new cell starts with
 	infraLimits infraLimits
 	// usageWindow is how often machines' usage becomes an event; 0 is the
 	// link's default (5 minutes).
@@ -99,9 +101,17 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	explanations := master.NewExplanations()
 	schedCfg := master.SchedulerConfig{Explanations: explanations, Metrics: mops.mm}
 	var sheet *events.PriceSheetSet
-	if o.rates != "" {
-		if sheet, err = loadPriceSheet(o.rates); err != nil {
+	if o.prices != "" {
+		if sheet, err = loadPriceSheet(o.prices); err != nil {
 			return fmt.Errorf("--prices: %w", err)
+		}
+		// Refuse a bad sheet now: the first leader writes it with its
+		// election, and a sheet the command refuses would stop every
+		// election of a new cell.
+		sheet.EffectiveUs = 0
+		check := commands.SetPriceSheet{Meta: commands.Meta{Actor: commands.Actor{User: o.name, Admin: true}}, Sheet: sheet}
+		if _, err := commands.Decide(projections.New(), check, commands.FixedClock(time.Now())); err != nil {
+			return fmt.Errorf("--prices %s: %w", o.prices, err)
 		}
 	}
 	m, err := master.New(ctx, master.Config{
@@ -342,7 +352,7 @@ plaintext and believes whatever user a client names: a trusted machine only.`,
 	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
 	f.StringVar(&admins, "admins", "", "users with the admin capability, comma-separated")
 	f.StringVar(&o.infrastore, "infrastore", "", "Infrastore (DuckDB) file to keep and serve `corral sql` and `corral bill` from (default none)")
-	f.StringVar(&o.rates, "prices", "", "price sheet file (JSON or YAML, as `corral price set`) a new cell starts with (default the built-in sheet)")
+	f.StringVar(&o.prices, "prices", "", "price sheet file (JSON or YAML, as `corral price set`) a new cell starts with (default the built-in sheet)")
 	f.DurationVar(&o.usageWindow, "usage-window", 0, "how often each machine's usage becomes an event (default 5m)")
 	f.StringVar(&certs, "certs", "", "the cell directory (corral certs init): serve TLS with masters/NAME.crt, tokens and secrets")
 	f.BoolVar(&insecureMode, "insecure", false, "serve plaintext and trust the user clients name (development on a trusted machine only)")

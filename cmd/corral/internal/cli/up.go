@@ -118,13 +118,13 @@ stops; the next agent on the same --data adopts them.`,
 
 // upOptions are the flags of `corral up`.
 type upOptions struct {
-	data, store, listen, http, dns, cell, admin string
-	agents                                      int
-	portBase                                    int
-	dnsOptional                                 bool
-	infra                                       infraFlags
-	httpHosts                                   []string
-	webAnonymous                                bool
+	data, store, listen, http, dns, cell, admin, prices string
+	agents                                              int
+	portBase                                            int
+	dnsOptional                                         bool
+	infra                                               infraFlags
+	httpHosts                                           []string
+	webAnonymous                                        bool
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -158,6 +158,7 @@ admin and gets quota to run examples in every band.`,
 	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
 	f.StringVar(&o.admin, "admin", "", "the cell's admin (default you: $CORRAL_USER or $USER)")
 	f.IntVar(&o.portBase, "port-base", 20000, "first port given to tasks; each machine gets 1000 ports from here on")
+	f.StringVar(&o.prices, "prices", "", "price sheet file (JSON or YAML, as `corral price set`) a new cell starts with (default the built-in sheet)")
 	o.infra.add(f)
 	return c
 }
@@ -239,7 +240,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	readyc := make(chan *runningMaster, 1)
 	go func() {
 		masterDone <- a.serveMaster(masterCtx, masterOptions{
-			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell,
+			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell, prices: o.prices,
 			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"), infraLimits: infraLimits, httpHosts: o.httpHosts, webAnonymous: o.webAnonymous,
 			usageWindow: 5 * time.Second, pollInterval: time.Second, log: log,
 			auth: &masterAuth{creds: local.Master, tokens: local.Tokens, sealer: local.Sealer},
