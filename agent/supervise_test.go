@@ -213,6 +213,51 @@ func TestHealthCheckFailuresRestartTheTask(t *testing.T) {
 	}
 }
 
+// A healthy task replaced by a new release is not healthy until the new
+// process passes its own check: the old process's health must not carry
+// over, or a release that never serves would look healthy and its rolling
+// update commit.
+func TestReplacedProcessStartsUnchecked(t *testing.T) {
+	h := newHarness(t)
+	serving := true
+	h.a.mu.Lock()
+	h.a.probe = func(context.Context, string) error {
+		if serving {
+			return nil
+		}
+		return errors.New("connection refused")
+	}
+	h.a.mu.Unlock()
+	r := ref("web", 0)
+	withCheck := func(args ...string) *agentpb.TaskSpec {
+		return spec(func(s *agentpb.TaskSpec) {
+			s.Ports = []*agentpb.Port{{Name: "http", Number: 8080}}
+			s.HealthCheck = &events.HealthCheck{Path: "/", PortName: "http", PeriodMs: 1000, FailuresAllowed: 2}
+			if len(args) > 0 {
+				s.Args = args
+			}
+		})
+	}
+	h.poll(StartRequest(h.id(), r, 1, withCheck()))
+	h.clock.Advance(time.Second)
+	if ts := h.task(r); ts.Health != agentpb.Health_HEALTH_HEALTHY {
+		t.Fatalf("version 1 after its first check: %v", ts.Health)
+	}
+	serving = false
+	h.poll(StartRequest(h.id(), r, 2, withCheck("-c", "exec sleep 3600")))
+	ts := h.waitState(r, running)
+	if ts.SpecVersion != 2 || h.rt.count() != 2 {
+		t.Fatalf("the release did not replace the process: %v, %d processes", ts, h.rt.count())
+	}
+	if ts.Health != agentpb.Health_HEALTH_UNKNOWN {
+		t.Errorf("the new process reports %v before any check of its own", ts.Health)
+	}
+	h.clock.Advance(time.Second)
+	if ts := h.task(r); ts.Health != agentpb.Health_HEALTH_UNHEALTHY {
+		t.Errorf("after its first failed check: %v", ts.Health)
+	}
+}
+
 func TestHealthyTaskStaysUp(t *testing.T) {
 	h := newHarness(t)
 	h.a.mu.Lock()

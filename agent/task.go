@@ -293,7 +293,9 @@ func (a *Agent) launch(t *task) {
 	t.proc, t.pid, t.ticks = p, p.pid(), p.startTicks()
 	t.state = agentpb.TaskState_TASK_STATE_RUNNING
 	t.reason, t.message = "", ""
-	t.healthFailures, t.healthMessage = 0, ""
+	// A new process has passed no check yet, whatever the one it replaces
+	// had (a release relaunched in place must not inherit "healthy").
+	t.health, t.healthFailures, t.healthMessage = agentpb.Health_HEALTH_UNSPECIFIED, 0, ""
 	t.u.begin(t.startedAt)
 	a.emit(agentpb.EventKind_EVENT_KIND_STARTED, t, nil)
 	a.watch(t)
