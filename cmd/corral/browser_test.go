@@ -58,7 +58,7 @@ func TestInBrowser(t *testing.T) {
 	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
 	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
 	startUp(t, bin, root, env, []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr,
-		"--port-base", "32000", "--agents", "2"})
+		"--port-base", strconv.Itoa(freeTaskPorts(t, 2)), "--agents", "2"})
 	web := "http://" + httpAddr
 	// Two jobs: hello runs, unschedulable asks for more memory than any
 	// machine has.

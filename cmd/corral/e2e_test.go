@@ -35,7 +35,7 @@ func TestNewcomerPath(t *testing.T) {
 	bin := buildCorral(t)
 	data := t.TempDir()
 	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
-	portBase := 20000 + 1000*rand.IntN(10) // below the kernel's ephemeral ports
+	portBase := freeTaskPorts(t, 3)
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -491,6 +491,35 @@ func freeTCP(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// freeTaskPorts returns a --port-base for a cell of machines agents (each
+// gets 1000 ports from base + 1000 x its index) whose ports nobody on this
+// machine listens on: a developer's cell at the default 20000, another test
+// run, or what a killed one left behind. A task's health check that found
+// someone else's listener would pass when it must not. The ranges stay
+// below the kernel's ephemeral ports (32768).
+func freeTaskPorts(t *testing.T, machines int) int {
+	t.Helper()
+	for range 50 {
+		base := 20000 + 100*rand.IntN((32768-20000-1000*machines)/100)
+		free := true
+		for m := 0; m < machines && free; m++ {
+			for k := 0; k < 20 && free; k++ {
+				l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+1000*m+k))
+				if err != nil {
+					free = false
+					break
+				}
+				l.Close()
+			}
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("no free range of task ports below 32768")
+	return 0
 }
 
 // freeUDPAndTCP is a port free for both, as the name service needs.

@@ -36,7 +36,7 @@ func TestHostileQueriesLeaveTheCellUp(t *testing.T) {
 	}
 	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
 	up := startUp(t, bin, root, env, []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr,
-		"--port-base", "29000", "--agents", "1", "--infra-memory", "512MiB", "--query-timeout", "5s", "--query-max-bytes", "1MiB"})
+		"--port-base", strconv.Itoa(freeTaskPorts(t, 1)), "--agents", "1", "--infra-memory", "512MiB", "--query-timeout", "5s", "--query-max-bytes", "1MiB"})
 	pid := up.cmd.Process.Pid
 
 	sql := func(q string) (string, int) {

@@ -28,7 +28,7 @@ func TestRestartWithManyTasksLosesNone(t *testing.T) {
 	data := t.TempDir()
 	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
 	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
-	args := []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", "30000", "--agents", "3"}
+	args := []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", strconv.Itoa(freeTaskPorts(t, 3)), "--agents", "3"}
 	up := startUp(t, bin, root, env, args)
 	corral := func(args ...string) (string, int) { return runCorral(t, bin, root, env, args...) }
 

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,7 +27,7 @@ func TestHealthGatedRollouts(t *testing.T) {
 	bin := buildCorral(t)
 	data := t.TempDir()
 	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
-	portBase := 20000 + 1000*rand.IntN(10)
+	portBase := freeTaskPorts(t, 3)
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
