@@ -122,15 +122,17 @@ FROM (
 	FROM range(` + "10000000" + `) t(i)
 )`
 
-// genTaskUsage fills task_usage: billTasks tasks of 100 jobs, one row per
-// task per hour of March 2026.
-const genTaskUsage = `
+// genTaskUsage fills task_usage: tasks tasks of 100 a job, one row per
+// task per hour of March 2026, in the order a cell records them (hour by
+// hour), each job's spec at position 1e12 + job.
+func genTaskUsage(tasks int) string {
+	return fmt.Sprintf(`
 INSERT INTO task_usage BY NAME
 SELECT
 	epoch_us(TIMESTAMP '2026-03-01') + w * 3600000000 AS start_time,
 	epoch_us(TIMESTAMP '2026-03-01') + (w + 1) * 3600000000 AS end_time,
-	'job' || (task // 100) AS job, (task % 100)::INTEGER AS task_index, 'm' || (hash(task) % 12500) AS machine,
-	'user' || ((task // 100) % 200) AS user, 'log' AS source, i + 1 AS position, 1 AS spec_version,
+	'job' || (task // 100) AS job, (task %% 100)::INTEGER AS task_index, 'm' || (hash(task) %% 12500) AS machine,
+	'user' || ((task // 100) %% 200) AS user, 'log' AS source, i + 1 AS position, 1 AS spec_version, 1000000000000 + task // 100 AS spec_position,
 	prio AS priority,
 	CASE WHEN prio >= 11 THEN 'monitoring' WHEN prio >= 9 THEN 'production' WHEN prio >= 2 THEN 'batch' ELSE 'best-effort' END AS band,
 	cpu * 3600 * 0.4 AS cpu_core_seconds, 1073741824 AS memory_mean_bytes,
@@ -140,11 +142,20 @@ SELECT
 	(cpu * 0.4)::DECIMAL(18,9) AS cpu_usage_core_hours,
 	2 AS memory_limit_gib_hours, 1.5 AS memory_reservation_gib_hours, 1 AS memory_usage_gib_hours, 0.5 AS disk_usage_gib_hours
 FROM (
-	SELECT i, i // ` + "720" + ` AS task, i % ` + "720" + ` AS w,
-		(250 * (1 + hash(i // 72000, 3) % 8))::BIGINT AS cpu_milli, 0.25 * (1 + hash(i // 72000, 3) % 8) AS cpu,
-		[0, 1, 3, 4, 6, 9, 10, 11][(1 + hash(i // 72000, 5) % 8)::BIGINT]::INTEGER AS prio
-	FROM range(` + "7200000" + `) t(i)
-)`
+	SELECT i, i %% %[1]d AS task, i // %[1]d AS w,
+		(250 * (1 + hash(i %% %[1]d // 100, 3) %% 8))::BIGINT AS cpu_milli, 0.25 * (1 + hash(i %% %[1]d // 100, 3) %% 8) AS cpu,
+		[0, 1, 3, 4, 6, 9, 10, 11][(1 + hash(i %% %[1]d // 100, 5) %% 8)::BIGINT]::INTEGER AS prio
+	FROM range(%[2]d) t(i)
+)`, tasks, tasks*billWindows)
+}
+
+// genJobSpecs fills job_specs with the specs genTaskUsage cites, labelled
+// by team, environment and cost centre.
+func genJobSpecs(tasks int) string {
+	return fmt.Sprintf(`INSERT INTO job_specs (position, time, user, job, spec_version, priority, labels)
+		SELECT 1000000000000 + j, 0, 'user' || (j %% 200), 'job' || j, 1, 0,
+			MAP {'team': 'team' || (j %% 17), 'env': 'prod', 'cost-center': 'cc-' || (j %% 5)} FROM range(%d) t(j)`, (tasks+99)/100)
+}
 
 // BenchmarkLargeCell times the queries of the issue on the large cell;
 // generating it takes a minute and is not timed. Run with
@@ -160,7 +171,7 @@ func BenchmarkLargeCell(b *testing.B) {
 	}
 	defer s.Close()
 	start := time.Now()
-	for _, q := range []string{genTaskEvents, genTaskUsage} {
+	for _, q := range []string{genTaskEvents, genTaskUsage(billTasks), genJobSpecs(billTasks)} {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			b.Fatal(err)
 		}

@@ -174,10 +174,43 @@
 // month bills only windows recorded at or before its closing position, so
 // its export is the same bytes on any store rebuilt from the log; a window
 // recorded later is billed as a Correction in the first open month from its
-// arrival. Exports stream (CSV formatted by DuckDB, one value per row into
-// Go); Parquet is converted from that CSV by a private one-thread DuckDB in
+// arrival. An export is computed in slices of hours (about 250,000 rows
+// each, a month's corrections first), all in one read-only transaction:
+// DuckDB formats the CSV, Go copies it out slice by slice, so memory holds
+// a slice, never the month. Parquet is converted from that CSV by a
+// private one-thread DuckDB in
 // a scratch directory beside the file (PATH.exports, swept of what a killed
 // export left when the store opens for writing).
+//
+// The hourly rollup (rollup.go, table usage_hours): the ingester appends,
+// in the batch's transaction, partial sums of the windows recorded since
+// the last roll per hour, job, spec, band and priority, rolling once the
+// log's time has moved on an hour or a million windows wait, and always up
+// to a BillingPeriodClosed before going past it. A bill per job reads the
+// partials for the positions they hold and task_usage for the tail after
+// them and for the hours a sheet takes effect within (a partial keeps an
+// hour whole, those windows are priced by two sheets); late windows are
+// read from task_usage too. How the windows were cut into rolls never
+// shows: the bill is the same bytes on a store rolled otherwise.
+//
+// Costs (costs.go) is the showback of a period, the web UI's costs page:
+// the FOCUS rows per job grouped by bucket and user, team label or band,
+// idle capacity, corrections and the top jobs.
+//
+// What a month's FOCUS export spends its time on, measured with DuckDB's
+// profiler (the README's Performance section has the figures): summing
+// every window per hour, which the rollup cuts to its partials; then
+// formatting, now most of it: each row's meter-independent columns are
+// computed once and its lines (a meter each, returned as a column each)
+// share them; times come from a per-hour table; quantities under a
+// billion are turned into text through DECIMAL(18,9), seven times faster
+// than DuckDB's 128-bit DECIMAL(38,9); lines are joined with concat_ws,
+// not ||, which copied the growing line once per column; count(DISTINCT)
+// per row was dropped (it cost five times the sums). What remains: the
+// text of the costs (128-bit), the copy of 1.6 GB of lines into Go, and
+// DuckDB's driver materializing each result before it is read, so that a
+// slice's formatting and its copy into Go do not overlap, and small slices
+// lose DuckDB's second thread.
 //
 // preemption_losses: per preempted task, the priced usage of the run the
 // eviction ended, and who preempted it.

@@ -645,3 +645,190 @@ func TestKilledExportsAreSwept(t *testing.T) {
 		t.Errorf("a running export's files were removed: %v", err)
 	}
 }
+
+// TestRollupBillsAsTheWindows bills a cell per job from the hourly rollup
+// (rolled in one batch, or hour by hour and at the close while ingesting
+// an event at a time) and from the windows alone: the bytes are the same.
+// And the job rows add up, hour by hour and meter by meter, to the task
+// rows, which never read the rollup.
+func TestRollupBillsAsTheWindows(t *testing.T) {
+	ctx := context.Background()
+	h, oneBatch, store := billingStore(t)
+	eventByEvent := openStore(t, Options{BatchSize: 5})
+	if _, err := eventByEvent.CatchUp(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	windowsOnly := openStore(t, Options{})
+	if _, err := windowsOnly.CatchUp(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := windowsOnly.db.ExecContext(ctx, `DELETE FROM usage_hours`); err != nil {
+		t.Fatal(err)
+	}
+	partials := queryInt(t, eventByEvent, `SELECT count(*) FROM usage_hours`)
+	keys := queryInt(t, eventByEvent, `SELECT count(*) FROM (SELECT DISTINCT hour, user, job, spec_position, band, priority FROM usage_hours)`)
+	tail := queryInt(t, eventByEvent, `SELECT count(*) FROM task_usage WHERE position > (SELECT max(plast) FROM usage_hours)`)
+	t.Logf("five by five: %d partials of %d keys, %d windows unrolled", partials, keys, tail)
+	if partials <= keys {
+		t.Errorf("ingesting five events at a time made %d partials of %d keys: the rolls were not cut across hours", partials, keys)
+	}
+	for _, idle := range []string{IdleSeparate, IdleShare} {
+		req := FocusRequest{From: h.jan, To: h.mar, Cell: "cell-a", Granularity: "job", AccountBy: "label:team", Idle: idle}
+		want := exportFocus(t, windowsOnly, req)
+		for name, s := range map[string]*Infrastore{"one batch": oneBatch, "five by five": eventByEvent} {
+			if got := exportFocus(t, s, req); !bytes.Equal(got, want) {
+				t.Errorf("%s, idle %s: the bill from the rollup differs from the bill from the windows:\n%s\n---\n%s", name, idle, got, want)
+			}
+		}
+	}
+
+	sums := func(data []byte, job func(string) string) map[string]*big.Rat {
+		out := map[string]*big.Rat{}
+		for _, r := range readCSV(t, data) {
+			if r["ResourceType"] == "Idle capacity" {
+				continue
+			}
+			k := strings.Join([]string{r["InvoiceId"], r["ChargeClass"], r["ChargePeriodStart"], job(r["ResourceId"]), r["x_Meter"]}, "|")
+			if out[k] == nil {
+				out[k] = new(big.Rat)
+			}
+			out[k].Add(out[k], dec(t, r["BilledCost"]))
+		}
+		return out
+	}
+	req := FocusRequest{From: h.jan, To: h.mar, Cell: "cell-a", Idle: IdleNone}
+	tasks := sums(exportFocus(t, oneBatch, req), func(id string) string { return id[:strings.LastIndexByte(id, '/')] })
+	req.Granularity = "job"
+	jobs := sums(exportFocus(t, oneBatch, req), func(id string) string { return id })
+	if len(jobs) != len(tasks) || len(jobs) == 0 {
+		t.Fatalf("%d job keys, %d task keys", len(jobs), len(tasks))
+	}
+	for k, v := range jobs {
+		if tasks[k] == nil || tasks[k].Cmp(v) != 0 {
+			t.Errorf("%s: the job rows cost %s, its tasks' rows %v", k, v.FloatString(18), tasks[k])
+		}
+	}
+}
+
+// TestCostsAreTheBill checks the costs page's figures against the FOCUS
+// export of the same period: the total is the invoice, the users', teams'
+// and bands' series each add up to the usage rows, idle capacity to the
+// idle rows, corrections to the correction rows, and a top job's total to
+// its rows.
+func TestCostsAreTheBill(t *testing.T) {
+	h, s, _ := billingStore(t)
+	ctx := context.Background()
+	for _, period := range [][2]time.Time{{h.feb, h.mar}, {h.feb, h.feb.Add(6 * time.Hour)}} {
+		c, err := s.Costs(ctx, CostsRequest{From: period[0], To: period[1], Cell: "cell-a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := readCSV(t, exportFocus(t, s, FocusRequest{From: period[0], To: period[1], Cell: "cell-a", Granularity: "job"}))
+		invoice, usage, idle, corrections := new(big.Rat), new(big.Rat), new(big.Rat), new(big.Rat)
+		perJob := map[string]*big.Rat{}
+		for _, r := range rows {
+			cost := dec(t, r["BilledCost"])
+			invoice.Add(invoice, cost)
+			switch {
+			case r["ResourceType"] == "Idle capacity":
+				idle.Add(idle, cost)
+			case r["ChargeClass"] == "Correction":
+				corrections.Add(corrections, cost)
+			default:
+				usage.Add(usage, cost)
+			}
+			if r["ResourceType"] == "Job" {
+				if perJob[r["ResourceId"]] == nil {
+					perJob[r["ResourceId"]] = new(big.Rat)
+				}
+				perJob[r["ResourceId"]].Add(perJob[r["ResourceId"]], cost)
+			}
+		}
+		same := func(what string, got Decimal, want *big.Rat) {
+			t.Helper()
+			if dec(t, got.String()).Cmp(want) != 0 {
+				t.Errorf("%s..%s: %s: the costs say %s, the bill %s", period[0], period[1], what, got, want.FloatString(18))
+			}
+		}
+		same("total", c.Total, invoice)
+		same("idle", c.Idle.Total, idle)
+		same("corrections", c.Corrections, corrections)
+		for name, series := range map[string][]CostSeries{"users": c.Users, "teams": c.Teams, "bands": c.Bands} {
+			var sum Decimal
+			for _, cs := range series {
+				sum = sum.Add(cs.Total)
+				if len(cs.Costs) != len(c.Buckets) {
+					t.Errorf("%s %q: %d buckets of %d", name, cs.Name, len(cs.Costs), len(c.Buckets))
+				}
+			}
+			same(name, sum, usage)
+		}
+		if len(c.TopJobs) == 0 {
+			t.Fatal("no top jobs")
+		}
+		for i, j := range c.TopJobs {
+			same("job "+j.User+"/"+j.Job, j.Total, perJob[j.User+"/"+j.Job])
+			if i > 0 && j.Total.Cmp(c.TopJobs[i-1].Total) > 0 {
+				t.Errorf("top jobs out of order: %v after %v", j, c.TopJobs[i-1])
+			}
+		}
+		wantStep := time.Hour
+		if period[1].Sub(period[0]) > 48*time.Hour {
+			wantStep = 24 * time.Hour
+		}
+		if c.Step != wantStep || len(c.Buckets) != int(period[1].Sub(period[0])/wantStep) || c.Currency != "USD" {
+			t.Errorf("step %s, %d buckets, currency %q", c.Step, len(c.Buckets), c.Currency)
+		}
+		if len(c.Users) < 3 || len(c.Teams) < 2 || len(c.Bands) < 3 {
+			t.Errorf("%d users, %d teams, %d bands: the cell has more", len(c.Users), len(c.Teams), len(c.Bands))
+		}
+		t.Logf("%s..%s: total %s, idle %s, corrections %s, %d users, %d teams, top job %s/%s %s", period[0], period[1],
+			c.Total, c.Idle.Total, c.Corrections, len(c.Users), len(c.Teams), c.TopJobs[0].User, c.TopJobs[0].Job, c.TopJobs[0].Total)
+	}
+	if c, _ := s.Costs(ctx, CostsRequest{From: h.feb, To: h.mar}); c.Corrections.IsZero() {
+		t.Error("February holds January's late usage, but the costs show no correction")
+	}
+	for _, bad := range []struct {
+		req   CostsRequest
+		field string
+	}{
+		{CostsRequest{From: h.feb, To: h.mar, Label: "team'); DROP TABLE events; --"}, "label"},
+		{CostsRequest{From: h.feb, To: h.mar, Top: 1000}, "top"},
+		{CostsRequest{From: h.mar, To: h.feb}, "to"},
+		{CostsRequest{From: h.feb.Add(time.Minute), To: h.mar}, "from"},
+	} {
+		if _, err := s.Costs(ctx, bad.req); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad.field+":") {
+			t.Errorf("%+v: %v, want an error naming %s", bad.req, err, bad.field)
+		}
+	}
+}
+
+// TestFocusRefusesBadRequests: each bad field is named, and nothing is
+// written.
+func TestFocusRefusesBadRequests(t *testing.T) {
+	s := openStore(t, Options{})
+	feb, mar := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for _, bad := range []struct {
+		req   FocusRequest
+		field string
+	}{
+		{FocusRequest{To: mar}, "from"},
+		{FocusRequest{From: feb}, "to"},
+		{FocusRequest{From: mar, To: feb}, "to"},
+		{FocusRequest{From: feb.Add(time.Second), To: mar}, "from"},
+		{FocusRequest{From: feb, To: feb.AddDate(2, 0, 0)}, "to"},
+		{FocusRequest{From: feb, To: mar, Granularity: "machine"}, "granularity"},
+		{FocusRequest{From: feb, To: mar, AccountBy: "label:x'); DROP TABLE events; --"}, "account_by"},
+		{FocusRequest{From: feb, To: mar, AccountBy: "label:a,b"}, "account_by"},
+		{FocusRequest{From: feb, To: mar, AccountBy: "team"}, "account_by"},
+		{FocusRequest{From: feb, To: mar, Idle: "some"}, "idle"},
+		{FocusRequest{From: feb, To: mar, Format: "xlsx"}, "format"},
+		{FocusRequest{From: feb, To: mar, Explain: strings.Repeat("x", 2000)}, "explain"},
+		{FocusRequest{From: feb, To: mar, Explain: "no-meter"}, "explain"},
+	} {
+		var buf bytes.Buffer
+		if err := s.ExportFocus(context.Background(), bad.req, &buf); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad.field+":") || buf.Len() != 0 {
+			t.Errorf("%+v: %v (%d bytes written), want an error naming %s", bad.req, err, buf.Len(), bad.field)
+		}
+	}
+}

@@ -98,6 +98,11 @@ type Infrastore struct {
 	// (re)loaded, e.g. after a batch that did not commit.
 	m     *model
 	stale bool // stored schema version differs from schemaVersion
+
+	// The hourly rollup's pace (rollup.go), kept by the writer: windows
+	// appended since the last roll, and the log's time at it.
+	unrolled int
+	lastRoll time.Time
 	// hook, set by tests, is called at each step of a batch so that a test
 	// can crash the ingester between any two of them.
 	hook func(point string)

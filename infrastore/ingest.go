@@ -191,6 +191,7 @@ func (s *Infrastore) reset(ctx context.Context, conn *sql.Conn) error {
 		return err
 	}
 	s.m, s.stale = newModel(), false
+	s.unrolled, s.lastRoll = 0, time.Time{}
 	s.setPosition(0)
 	return nil
 }
@@ -434,6 +435,9 @@ func (s *Infrastore) writeBatch(ctx context.Context, conn *sql.Conn, b *batch, p
 			return err
 		}
 		if err := s.replaceCurrent(ctx, conn, b, prev); err != nil {
+			return err
+		}
+		if err := s.rollBatch(ctx, conn, b, last); err != nil {
 			return err
 		}
 		s.hookAt("position")

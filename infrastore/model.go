@@ -3,6 +3,7 @@ package infrastore
 import (
 	"database/sql/driver"
 	"strconv"
+	"time"
 
 	"github.com/corralhq/corral/events"
 )
@@ -173,6 +174,11 @@ type batch struct {
 	// the end of the batch.
 	jobs, tasks, machines []row
 
+	// For the hourly rollup of usage (rollup.go): the positions of the
+	// billing periods closed in the batch, and when its last event occurred.
+	closes   []int64
+	lastTime time.Time
+
 	slab []driver.Value
 }
 
@@ -181,6 +187,12 @@ func (m *model) build(evs []events.Event, payloads []string) *batch {
 	b := newBatch()
 	for i := range evs {
 		m.apply(b, &evs[i], payloads[i])
+		if _, ok := evs[i].Data.(*events.BillingPeriodClosed); ok {
+			b.closes = append(b.closes, evs[i].Position)
+		}
+	}
+	if len(evs) > 0 {
+		b.lastTime = evs[len(evs)-1].OccurredAt
 	}
 	for k := range b.dirtyJobs {
 		b.jobs = append(b.jobs, m.jobRow(k))

@@ -12,7 +12,7 @@ package infrastore
 //     (ordered by effective time, then position: of two sheets with the
 //     same effective time the later one wins, as projections.SheetAt).
 //   - A usage window is priced by the sheet in force at its start, on its
-//     band's basis: limit, reservation or usage for CPU and memory; disk
+//     band's basis (billed_quantity): limit, reservation or usage for CPU and memory; disk
 //     space as used; GPUs as allocated (agents do not measure them). A band
 //     the sheet does not price is charged nothing (basis "none", its
 //     quantities on the limit).
@@ -51,12 +51,13 @@ SELECT (payload->>'$.period_start_us')::BIGINT AS period_start,
 	position AS closed_at, time AS closed_time, actor
 FROM events WHERE type = 'BillingPeriodClosed';
 
+CREATE OR REPLACE MACRO billed_quantity(basis, limit_q, reservation_q, usage_q) AS
+	CASE basis WHEN 'reservation' THEN reservation_q WHEN 'usage' THEN usage_q ELSE limit_q END;
+
 CREATE OR REPLACE VIEW priced_usage AS
 SELECT u.*, coalesce(u.band, 'unknown') AS billed_band, coalesce(p.basis, 'none') AS basis, p.sheet_position,
-	CASE p.basis WHEN 'reservation' THEN u.cpu_reservation_core_hours WHEN 'usage' THEN u.cpu_usage_core_hours
-		ELSE u.cpu_limit_core_hours END AS cpu_core_hours,
-	CASE p.basis WHEN 'reservation' THEN u.memory_reservation_gib_hours WHEN 'usage' THEN u.memory_usage_gib_hours
-		ELSE u.memory_limit_gib_hours END AS memory_gib_hours,
+	billed_quantity(p.basis, u.cpu_limit_core_hours, u.cpu_reservation_core_hours, u.cpu_usage_core_hours) AS cpu_core_hours,
+	billed_quantity(p.basis, u.memory_limit_gib_hours, u.memory_reservation_gib_hours, u.memory_usage_gib_hours) AS memory_gib_hours,
 	u.disk_usage_gib_hours AS disk_gib_hours,
 	coalesce(u.gpu_limit_hours, 0::DECIMAL(18,9)) AS gpu_hours,
 	coalesce(p.cpu_core_hour, 0::DECIMAL(18,9)) AS cpu_price,

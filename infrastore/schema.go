@@ -6,7 +6,7 @@ package infrastore
 // until a Rebuild re-derives everything from the log.
 
 // schemaVersion is stored in ingest_state.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // Sources of rows in the trace-shaped tables.
 const (
@@ -316,4 +316,5 @@ var tables = []struct{ name, ddl string }{
 	{"machine_events", ddlMachineEvents},
 	{"task_usage", ddlTaskUsage},
 	{"scheduling_decisions", ddlSchedulingDecisions},
+	{"usage_hours", ddlUsageHours},
 }

@@ -177,7 +177,10 @@ func TestNewcomerPath(t *testing.T) {
 		t.Errorf("bill close of the month running: exit %d:\n%s", code, out)
 	}
 	focus := filepath.Join(t.TempDir(), "focus.csv")
-	if out, code = corral("bill", "--format", "focus", "--from", "1d", "--to", "+1h", "--account-by", "label:x'); DROP TABLE events; --", "--out", focus); code != 0 {
+	if out, code = corral("bill", "--format", "focus", "--from", "1d", "--to", "+1h", "--account-by", "label:x'); DROP TABLE events; --", "--out", focus); code == 0 || !strings.Contains(out, "account_by") {
+		t.Errorf("bill --account-by with a hostile label key: exit %d:\n%s", code, out)
+	}
+	if out, code = corral("bill", "--format", "focus", "--from", "1d", "--to", "+1h", "--account-by", "label:team", "--out", focus); code != 0 {
 		t.Fatalf("bill --format focus: exit %d:\n%s", code, out)
 	}
 	export, err := os.ReadFile(focus)
@@ -205,7 +208,7 @@ func TestNewcomerPath(t *testing.T) {
 	if taskRow == nil || !idle {
 		t.Fatalf("the FOCUS export lacks hello's tasks or idle capacity:\n%s", export)
 	}
-	out, code = corral("bill", "--format", "focus", "--from", "1d", "--to", "+1h", "--account-by", "label:x'); DROP TABLE events; --",
+	out, code = corral("bill", "--format", "focus", "--from", "1d", "--to", "+1h", "--account-by", "label:team",
 		"--explain", taskRow[col["x_RowId"]])
 	if code != 0 || !strings.HasPrefix(out, "position,window_start") || strings.Count(out, "\n") < 2 {
 		t.Errorf("bill --explain: exit %d:\n%s", code, out)
