@@ -236,6 +236,36 @@ func TestInBrowser(t *testing.T) {
 	}
 	shot("sql")
 
+	// The costs page: the month so far, priced by the cell's first sheet;
+	// hello appears among the top jobs once its usage is ingested, and the
+	// month's FOCUS file comes from the page's own download form.
+	run("costs page", chromedp.Navigate(web+"/costs"), chromedp.WaitVisible(chromedp.CSS(`#cost-summary`)))
+	until("hello's spend on the costs page", 60*time.Second, func() (bool, string) {
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`main`)))
+		return err == nil && strings.Contains(s, "alice/hello"), s
+	})
+	if s := strings.TrimSpace(text(`#cost-total`)); !regexp.MustCompile(`^[0-9]+\.[0-9]+ USD$`).MatchString(s) || regexp.MustCompile(`^0\.0+ `).MatchString(s) {
+		t.Errorf("costs total %q, want a positive amount in USD", s)
+	}
+	if s := text(`#cost-idle`); !strings.Contains(s, "% of the total") {
+		t.Errorf("idle capacity %q: no share", s)
+	}
+	if n := eval("charts", `document.querySelectorAll('figure.chart svg polyline').length`); n.(float64) < 3 {
+		t.Errorf("%v lines drawn on the costs page", n)
+	}
+	got := eval("FOCUS download", `(() => {
+		const x = new XMLHttpRequest();
+		x.open('POST', '/costs/focus', false);
+		x.setRequestHeader('Content-Type', 'application/x-www-form-urlencoded');
+		x.send(new URLSearchParams(new FormData(document.querySelector('form.download'))).toString());
+		return x.status + ' ' + x.getResponseHeader('Content-Disposition') + '\n' + x.responseText.slice(0, 100000);
+	})()`).(string)
+	if !strings.HasPrefix(got, "200 attachment; filename=\"corral-focus-") || !strings.Contains(got, "\nBilledCost,") ||
+		!strings.Contains(got, ",alice/hello,") || !strings.Contains(got, "Idle capacity") {
+		t.Errorf("the FOCUS download: %.2000s", got)
+	}
+	shot("costs")
+
 	// The cell page, and the events page receiving live events.
 	run("cell page", chromedp.Navigate(web+"/"), chromedp.WaitVisible(chromedp.CSS(`#alloc-h`)))
 	if s := text(".stats"); !regexp.MustCompile(`Machines up\s*2`).MatchString(s) {

@@ -4127,6 +4127,326 @@ func (x *BillRequest) GetExplain() string {
 	return ""
 }
 
+type CostsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromUs        int64                  `protobuf:"varint,1,opt,name=from_us,json=fromUs,proto3" json:"from_us,omitempty"` // whole hours, UTC
+	ToUs          int64                  `protobuf:"varint,2,opt,name=to_us,json=toUs,proto3" json:"to_us,omitempty"`
+	Label         string                 `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"` // the label whose values are teams; default team
+	Top           int32                  `protobuf:"varint,4,opt,name=top,proto3" json:"top,omitempty"`    // jobs; default 10, at most 100
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CostsRequest) Reset() {
+	*x = CostsRequest{}
+	mi := &file_api_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CostsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CostsRequest) ProtoMessage() {}
+
+func (x *CostsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CostsRequest.ProtoReflect.Descriptor instead.
+func (*CostsRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *CostsRequest) GetFromUs() int64 {
+	if x != nil {
+		return x.FromUs
+	}
+	return 0
+}
+
+func (x *CostsRequest) GetToUs() int64 {
+	if x != nil {
+		return x.ToUs
+	}
+	return 0
+}
+
+func (x *CostsRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *CostsRequest) GetTop() int32 {
+	if x != nil {
+		return x.Top
+	}
+	return 0
+}
+
+type CostSeries struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Costs         []float64              `protobuf:"fixed64,2,rep,packed,name=costs,proto3" json:"costs,omitempty"` // per bucket, for charts
+	Total         string                 `protobuf:"bytes,3,opt,name=total,proto3" json:"total,omitempty"`          // exact decimal
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CostSeries) Reset() {
+	*x = CostSeries{}
+	mi := &file_api_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CostSeries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CostSeries) ProtoMessage() {}
+
+func (x *CostSeries) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CostSeries.ProtoReflect.Descriptor instead.
+func (*CostSeries) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *CostSeries) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CostSeries) GetCosts() []float64 {
+	if x != nil {
+		return x.Costs
+	}
+	return nil
+}
+
+func (x *CostSeries) GetTotal() string {
+	if x != nil {
+		return x.Total
+	}
+	return ""
+}
+
+type JobCost struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Team          string                 `protobuf:"bytes,3,opt,name=team,proto3" json:"team,omitempty"`
+	Total         string                 `protobuf:"bytes,4,opt,name=total,proto3" json:"total,omitempty"` // exact decimal, corrections included
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobCost) Reset() {
+	*x = JobCost{}
+	mi := &file_api_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobCost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobCost) ProtoMessage() {}
+
+func (x *JobCost) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobCost.ProtoReflect.Descriptor instead.
+func (*JobCost) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *JobCost) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *JobCost) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *JobCost) GetTeam() string {
+	if x != nil {
+		return x.Team
+	}
+	return ""
+}
+
+func (x *JobCost) GetTotal() string {
+	if x != nil {
+		return x.Total
+	}
+	return ""
+}
+
+type CostsReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Currency      string                 `protobuf:"bytes,1,opt,name=currency,proto3" json:"currency,omitempty"`
+	StepUs        int64                  `protobuf:"varint,2,opt,name=step_us,json=stepUs,proto3" json:"step_us,omitempty"`              // a bucket's length: an hour or a day
+	BucketUs      []int64                `protobuf:"varint,3,rep,packed,name=bucket_us,json=bucketUs,proto3" json:"bucket_us,omitempty"` // each bucket's start
+	Users         []*CostSeries          `protobuf:"bytes,4,rep,name=users,proto3" json:"users,omitempty"`                               // by total, the largest first; the rest as "(others)"
+	Teams         []*CostSeries          `protobuf:"bytes,5,rep,name=teams,proto3" json:"teams,omitempty"`                               // "" for jobs without the label
+	Bands         []*CostSeries          `protobuf:"bytes,6,rep,name=bands,proto3" json:"bands,omitempty"`
+	Idle          *CostSeries            `protobuf:"bytes,7,opt,name=idle,proto3" json:"idle,omitempty"`               // capacity nothing reserved or used
+	Corrections   string                 `protobuf:"bytes,8,opt,name=corrections,proto3" json:"corrections,omitempty"` // late usage of closed months billed in the period
+	Total         string                 `protobuf:"bytes,9,opt,name=total,proto3" json:"total,omitempty"`             // usage + corrections + idle: the invoices' sum
+	TopJobs       []*JobCost             `protobuf:"bytes,10,rep,name=top_jobs,json=topJobs,proto3" json:"top_jobs,omitempty"`
+	Label         string                 `protobuf:"bytes,11,opt,name=label,proto3" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CostsReply) Reset() {
+	*x = CostsReply{}
+	mi := &file_api_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CostsReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CostsReply) ProtoMessage() {}
+
+func (x *CostsReply) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CostsReply.ProtoReflect.Descriptor instead.
+func (*CostsReply) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *CostsReply) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *CostsReply) GetStepUs() int64 {
+	if x != nil {
+		return x.StepUs
+	}
+	return 0
+}
+
+func (x *CostsReply) GetBucketUs() []int64 {
+	if x != nil {
+		return x.BucketUs
+	}
+	return nil
+}
+
+func (x *CostsReply) GetUsers() []*CostSeries {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+func (x *CostsReply) GetTeams() []*CostSeries {
+	if x != nil {
+		return x.Teams
+	}
+	return nil
+}
+
+func (x *CostsReply) GetBands() []*CostSeries {
+	if x != nil {
+		return x.Bands
+	}
+	return nil
+}
+
+func (x *CostsReply) GetIdle() *CostSeries {
+	if x != nil {
+		return x.Idle
+	}
+	return nil
+}
+
+func (x *CostsReply) GetCorrections() string {
+	if x != nil {
+		return x.Corrections
+	}
+	return ""
+}
+
+func (x *CostsReply) GetTotal() string {
+	if x != nil {
+		return x.Total
+	}
+	return ""
+}
+
+func (x *CostsReply) GetTopJobs() []*JobCost {
+	if x != nil {
+		return x.TopJobs
+	}
+	return nil
+}
+
+func (x *CostsReply) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
 type BillChunk struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
@@ -4136,7 +4456,7 @@ type BillChunk struct {
 
 func (x *BillChunk) Reset() {
 	*x = BillChunk{}
-	mi := &file_api_proto_msgTypes[51]
+	mi := &file_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4148,7 +4468,7 @@ func (x *BillChunk) String() string {
 func (*BillChunk) ProtoMessage() {}
 
 func (x *BillChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[51]
+	mi := &file_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4161,7 +4481,7 @@ func (x *BillChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillChunk.ProtoReflect.Descriptor instead.
 func (*BillChunk) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{51}
+	return file_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BillChunk) GetData() []byte {
@@ -4181,7 +4501,7 @@ type BillReply struct {
 
 func (x *BillReply) Reset() {
 	*x = BillReply{}
-	mi := &file_api_proto_msgTypes[52]
+	mi := &file_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4193,7 +4513,7 @@ func (x *BillReply) String() string {
 func (*BillReply) ProtoMessage() {}
 
 func (x *BillReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[52]
+	mi := &file_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4206,7 +4526,7 @@ func (x *BillReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillReply.ProtoReflect.Descriptor instead.
 func (*BillReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{52}
+	return file_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BillReply) GetData() []byte {
@@ -4238,7 +4558,7 @@ type TaskLogsRequest struct {
 
 func (x *TaskLogsRequest) Reset() {
 	*x = TaskLogsRequest{}
-	mi := &file_api_proto_msgTypes[53]
+	mi := &file_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4250,7 +4570,7 @@ func (x *TaskLogsRequest) String() string {
 func (*TaskLogsRequest) ProtoMessage() {}
 
 func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[53]
+	mi := &file_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4263,7 +4583,7 @@ func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsRequest.ProtoReflect.Descriptor instead.
 func (*TaskLogsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{53}
+	return file_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TaskLogsRequest) GetUser() string {
@@ -4324,7 +4644,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_api_proto_msgTypes[54]
+	mi := &file_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4336,7 +4656,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[54]
+	mi := &file_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4349,7 +4669,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{54}
+	return file_api_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -4743,7 +5063,36 @@ const file_api_proto_rawDesc = "" +
 	"\n" +
 	"account_by\x18\a \x01(\tR\taccountBy\x12\x12\n" +
 	"\x04idle\x18\b \x01(\tR\x04idle\x12\x18\n" +
-	"\aexplain\x18\t \x01(\tR\aexplain\"\x1f\n" +
+	"\aexplain\x18\t \x01(\tR\aexplain\"d\n" +
+	"\fCostsRequest\x12\x17\n" +
+	"\afrom_us\x18\x01 \x01(\x03R\x06fromUs\x12\x13\n" +
+	"\x05to_us\x18\x02 \x01(\x03R\x04toUs\x12\x14\n" +
+	"\x05label\x18\x03 \x01(\tR\x05label\x12\x10\n" +
+	"\x03top\x18\x04 \x01(\x05R\x03top\"L\n" +
+	"\n" +
+	"CostSeries\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05costs\x18\x02 \x03(\x01R\x05costs\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\tR\x05total\"Y\n" +
+	"\aJobCost\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
+	"\x03job\x18\x02 \x01(\tR\x03job\x12\x12\n" +
+	"\x04team\x18\x03 \x01(\tR\x04team\x12\x14\n" +
+	"\x05total\x18\x04 \x01(\tR\x05total\"\xa1\x03\n" +
+	"\n" +
+	"CostsReply\x12\x1a\n" +
+	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12\x17\n" +
+	"\astep_us\x18\x02 \x01(\x03R\x06stepUs\x12\x1b\n" +
+	"\tbucket_us\x18\x03 \x03(\x03R\bbucketUs\x12/\n" +
+	"\x05users\x18\x04 \x03(\v2\x19.corral.api.v1.CostSeriesR\x05users\x12/\n" +
+	"\x05teams\x18\x05 \x03(\v2\x19.corral.api.v1.CostSeriesR\x05teams\x12/\n" +
+	"\x05bands\x18\x06 \x03(\v2\x19.corral.api.v1.CostSeriesR\x05bands\x12-\n" +
+	"\x04idle\x18\a \x01(\v2\x19.corral.api.v1.CostSeriesR\x04idle\x12 \n" +
+	"\vcorrections\x18\b \x01(\tR\vcorrections\x12\x14\n" +
+	"\x05total\x18\t \x01(\tR\x05total\x121\n" +
+	"\btop_jobs\x18\n" +
+	" \x03(\v2\x16.corral.api.v1.JobCostR\atopJobs\x12\x14\n" +
+	"\x05label\x18\v \x01(\tR\x05label\"\x1f\n" +
 	"\tBillChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"7\n" +
 	"\tBillReply\x12\x12\n" +
@@ -4759,7 +5108,7 @@ const file_api_proto_rawDesc = "" +
 	"\x06follow\x18\x06 \x01(\bR\x06follow\x12\x1a\n" +
 	"\bprevious\x18\a \x01(\bR\bprevious\"\x1e\n" +
 	"\bLogChunk\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data2\xe7\x11\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data2\xa8\x12\n" +
 	"\x04Cell\x12D\n" +
 	"\x06Submit\x12\x1c.corral.api.v1.SubmitRequest\x1a\x1c.corral.api.v1.MutationReply\x12D\n" +
 	"\x06Update\x12\x1c.corral.api.v1.UpdateRequest\x1a\x1c.corral.api.v1.MutationReply\x12@\n" +
@@ -4795,7 +5144,8 @@ const file_api_proto_rawDesc = "" +
 	"\x05Query\x12\x1b.corral.api.v1.QueryRequest\x1a\x19.corral.api.v1.QueryReply\x12<\n" +
 	"\x04Bill\x12\x1a.corral.api.v1.BillRequest\x1a\x18.corral.api.v1.BillReply\x12D\n" +
 	"\n" +
-	"ExportBill\x12\x1a.corral.api.v1.BillRequest\x1a\x18.corral.api.v1.BillChunk0\x01B1Z/github.com/corralhq/corral/commands/apipb;apipbb\x06proto3"
+	"ExportBill\x12\x1a.corral.api.v1.BillRequest\x1a\x18.corral.api.v1.BillChunk0\x01\x12?\n" +
+	"\x05Costs\x12\x1b.corral.api.v1.CostsRequest\x1a\x19.corral.api.v1.CostsReplyB1Z/github.com/corralhq/corral/commands/apipb;apipbb\x06proto3"
 
 var (
 	file_api_proto_rawDescOnce sync.Once
@@ -4809,7 +5159,7 @@ func file_api_proto_rawDescGZIP() []byte {
 	return file_api_proto_rawDescData
 }
 
-var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_api_proto_goTypes = []any{
 	(*ReadOptions)(nil),               // 0: corral.api.v1.ReadOptions
 	(*MutationReply)(nil),             // 1: corral.api.v1.MutationReply
@@ -4862,55 +5212,59 @@ var file_api_proto_goTypes = []any{
 	(*QueryReply)(nil),                // 48: corral.api.v1.QueryReply
 	(*QueryRow)(nil),                  // 49: corral.api.v1.QueryRow
 	(*BillRequest)(nil),               // 50: corral.api.v1.BillRequest
-	(*BillChunk)(nil),                 // 51: corral.api.v1.BillChunk
-	(*BillReply)(nil),                 // 52: corral.api.v1.BillReply
-	(*TaskLogsRequest)(nil),           // 53: corral.api.v1.TaskLogsRequest
-	(*LogChunk)(nil),                  // 54: corral.api.v1.LogChunk
-	nil,                               // 55: corral.api.v1.CreateAllocSetRequest.LabelsEntry
-	nil,                               // 56: corral.api.v1.MachineView.AttributesEntry
-	(*events.JobSpec)(nil),            // 57: corral.events.v1.JobSpec
-	(*events.Resources)(nil),          // 58: corral.events.v1.Resources
-	(*events.Constraint)(nil),         // 59: corral.events.v1.Constraint
-	(*events.PriceSheetSet)(nil),      // 60: corral.events.v1.PriceSheetSet
+	(*CostsRequest)(nil),              // 51: corral.api.v1.CostsRequest
+	(*CostSeries)(nil),                // 52: corral.api.v1.CostSeries
+	(*JobCost)(nil),                   // 53: corral.api.v1.JobCost
+	(*CostsReply)(nil),                // 54: corral.api.v1.CostsReply
+	(*BillChunk)(nil),                 // 55: corral.api.v1.BillChunk
+	(*BillReply)(nil),                 // 56: corral.api.v1.BillReply
+	(*TaskLogsRequest)(nil),           // 57: corral.api.v1.TaskLogsRequest
+	(*LogChunk)(nil),                  // 58: corral.api.v1.LogChunk
+	nil,                               // 59: corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	nil,                               // 60: corral.api.v1.MachineView.AttributesEntry
+	(*events.JobSpec)(nil),            // 61: corral.events.v1.JobSpec
+	(*events.Resources)(nil),          // 62: corral.events.v1.Resources
+	(*events.Constraint)(nil),         // 63: corral.events.v1.Constraint
+	(*events.PriceSheetSet)(nil),      // 64: corral.events.v1.PriceSheetSet
 }
 var file_api_proto_depIdxs = []int32{
-	57, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
-	57, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
-	57, // 2: corral.api.v1.PlanReply.current:type_name -> corral.events.v1.JobSpec
-	57, // 3: corral.api.v1.PlanReply.proposed:type_name -> corral.events.v1.JobSpec
+	61, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
+	61, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
+	61, // 2: corral.api.v1.PlanReply.current:type_name -> corral.events.v1.JobSpec
+	61, // 3: corral.api.v1.PlanReply.proposed:type_name -> corral.events.v1.JobSpec
 	5,  // 4: corral.api.v1.PlanReply.placements:type_name -> corral.api.v1.PlannedPlacement
 	43, // 5: corral.api.v1.PlanReply.pending:type_name -> corral.api.v1.WhyPendingReply
-	57, // 6: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
+	61, // 6: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
 	7,  // 7: corral.api.v1.JobHistoryReply.versions:type_name -> corral.api.v1.JobVersionView
-	58, // 8: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
-	58, // 9: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
-	59, // 10: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
-	55, // 11: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	62, // 8: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
+	62, // 9: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
+	63, // 10: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
+	59, // 11: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
 	0,  // 12: corral.api.v1.GetRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 13: corral.api.v1.ListRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 14: corral.api.v1.ListTasksRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 15: corral.api.v1.ListMachinesRequest.read:type_name -> corral.api.v1.ReadOptions
-	60, // 16: corral.api.v1.SetPriceSheetRequest.sheet:type_name -> corral.events.v1.PriceSheetSet
+	64, // 16: corral.api.v1.SetPriceSheetRequest.sheet:type_name -> corral.events.v1.PriceSheetSet
 	0,  // 17: corral.api.v1.GetPriceSheetsRequest.read:type_name -> corral.api.v1.ReadOptions
-	60, // 18: corral.api.v1.PriceSheetView.sheet:type_name -> corral.events.v1.PriceSheetSet
+	64, // 18: corral.api.v1.PriceSheetView.sheet:type_name -> corral.events.v1.PriceSheetSet
 	23, // 19: corral.api.v1.PriceSheetList.sheets:type_name -> corral.api.v1.PriceSheetView
 	24, // 20: corral.api.v1.PriceSheetList.closed:type_name -> corral.api.v1.ClosedPeriodView
 	0,  // 21: corral.api.v1.GetQuotaRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 22: corral.api.v1.WhyPendingRequest.read:type_name -> corral.api.v1.ReadOptions
-	58, // 23: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
-	58, // 24: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
-	57, // 25: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
+	62, // 23: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
+	62, // 24: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
+	61, // 25: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
 	32, // 26: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
 	34, // 27: corral.api.v1.JobView.rollout:type_name -> corral.api.v1.RolloutView
 	33, // 28: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
 	32, // 29: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
-	58, // 30: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
-	58, // 31: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
-	58, // 32: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
-	56, // 33: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
+	62, // 30: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
+	62, // 31: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
+	62, // 32: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
+	60, // 33: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
 	37, // 34: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
-	58, // 35: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
-	58, // 36: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
+	62, // 35: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
+	62, // 36: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
 	39, // 37: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
 	41, // 38: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
 	42, // 39: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
@@ -4918,73 +5272,80 @@ var file_api_proto_depIdxs = []int32{
 	33, // 41: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
 	45, // 42: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
 	49, // 43: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
-	2,  // 44: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
-	3,  // 45: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
-	9,  // 46: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
-	10, // 47: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
-	11, // 48: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
-	11, // 49: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
-	11, // 50: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
-	6,  // 51: corral.api.v1.Cell.JobHistory:input_type -> corral.api.v1.JobHistoryRequest
-	3,  // 52: corral.api.v1.Cell.PlanUpdate:input_type -> corral.api.v1.UpdateRequest
-	53, // 53: corral.api.v1.Cell.TaskLogs:input_type -> corral.api.v1.TaskLogsRequest
-	12, // 54: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
-	20, // 55: corral.api.v1.Cell.SetPriceSheet:input_type -> corral.api.v1.SetPriceSheetRequest
-	21, // 56: corral.api.v1.Cell.CloseBillingPeriod:input_type -> corral.api.v1.CloseBillingPeriodRequest
-	13, // 57: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
-	14, // 58: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
-	15, // 59: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
-	11, // 60: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
-	16, // 61: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
-	17, // 62: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
-	18, // 63: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
-	19, // 64: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
-	26, // 65: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
-	22, // 66: corral.api.v1.Cell.GetPriceSheets:input_type -> corral.api.v1.GetPriceSheetsRequest
-	27, // 67: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
-	28, // 68: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
-	29, // 69: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
-	29, // 70: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
-	30, // 71: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
-	47, // 72: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
-	50, // 73: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
-	50, // 74: corral.api.v1.Cell.ExportBill:input_type -> corral.api.v1.BillRequest
-	1,  // 75: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
-	1,  // 76: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
-	1,  // 77: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
-	1,  // 78: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
-	1,  // 79: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 80: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 81: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
-	8,  // 82: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
-	4,  // 83: corral.api.v1.Cell.PlanUpdate:output_type -> corral.api.v1.PlanReply
-	54, // 84: corral.api.v1.Cell.TaskLogs:output_type -> corral.api.v1.LogChunk
-	1,  // 85: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
-	1,  // 86: corral.api.v1.Cell.SetPriceSheet:output_type -> corral.api.v1.MutationReply
-	1,  // 87: corral.api.v1.Cell.CloseBillingPeriod:output_type -> corral.api.v1.MutationReply
-	1,  // 88: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 89: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 90: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
-	1,  // 91: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
-	33, // 92: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
-	35, // 93: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
-	36, // 94: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
-	38, // 95: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
-	40, // 96: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
-	25, // 97: corral.api.v1.Cell.GetPriceSheets:output_type -> corral.api.v1.PriceSheetList
-	43, // 98: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
-	44, // 99: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
-	46, // 100: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
-	45, // 101: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
-	31, // 102: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
-	48, // 103: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
-	52, // 104: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
-	51, // 105: corral.api.v1.Cell.ExportBill:output_type -> corral.api.v1.BillChunk
-	75, // [75:106] is the sub-list for method output_type
-	44, // [44:75] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	52, // 44: corral.api.v1.CostsReply.users:type_name -> corral.api.v1.CostSeries
+	52, // 45: corral.api.v1.CostsReply.teams:type_name -> corral.api.v1.CostSeries
+	52, // 46: corral.api.v1.CostsReply.bands:type_name -> corral.api.v1.CostSeries
+	52, // 47: corral.api.v1.CostsReply.idle:type_name -> corral.api.v1.CostSeries
+	53, // 48: corral.api.v1.CostsReply.top_jobs:type_name -> corral.api.v1.JobCost
+	2,  // 49: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
+	3,  // 50: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
+	9,  // 51: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
+	10, // 52: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
+	11, // 53: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
+	11, // 54: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
+	11, // 55: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
+	6,  // 56: corral.api.v1.Cell.JobHistory:input_type -> corral.api.v1.JobHistoryRequest
+	3,  // 57: corral.api.v1.Cell.PlanUpdate:input_type -> corral.api.v1.UpdateRequest
+	57, // 58: corral.api.v1.Cell.TaskLogs:input_type -> corral.api.v1.TaskLogsRequest
+	12, // 59: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
+	20, // 60: corral.api.v1.Cell.SetPriceSheet:input_type -> corral.api.v1.SetPriceSheetRequest
+	21, // 61: corral.api.v1.Cell.CloseBillingPeriod:input_type -> corral.api.v1.CloseBillingPeriodRequest
+	13, // 62: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
+	14, // 63: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
+	15, // 64: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
+	11, // 65: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
+	16, // 66: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
+	17, // 67: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
+	18, // 68: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
+	19, // 69: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
+	26, // 70: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
+	22, // 71: corral.api.v1.Cell.GetPriceSheets:input_type -> corral.api.v1.GetPriceSheetsRequest
+	27, // 72: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
+	28, // 73: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
+	29, // 74: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
+	29, // 75: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
+	30, // 76: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
+	47, // 77: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
+	50, // 78: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
+	50, // 79: corral.api.v1.Cell.ExportBill:input_type -> corral.api.v1.BillRequest
+	51, // 80: corral.api.v1.Cell.Costs:input_type -> corral.api.v1.CostsRequest
+	1,  // 81: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
+	1,  // 82: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
+	1,  // 83: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
+	1,  // 84: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
+	1,  // 85: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 86: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 87: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
+	8,  // 88: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
+	4,  // 89: corral.api.v1.Cell.PlanUpdate:output_type -> corral.api.v1.PlanReply
+	58, // 90: corral.api.v1.Cell.TaskLogs:output_type -> corral.api.v1.LogChunk
+	1,  // 91: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
+	1,  // 92: corral.api.v1.Cell.SetPriceSheet:output_type -> corral.api.v1.MutationReply
+	1,  // 93: corral.api.v1.Cell.CloseBillingPeriod:output_type -> corral.api.v1.MutationReply
+	1,  // 94: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 95: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 96: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
+	1,  // 97: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
+	33, // 98: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
+	35, // 99: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
+	36, // 100: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
+	38, // 101: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
+	40, // 102: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
+	25, // 103: corral.api.v1.Cell.GetPriceSheets:output_type -> corral.api.v1.PriceSheetList
+	43, // 104: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
+	44, // 105: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
+	46, // 106: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
+	45, // 107: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
+	31, // 108: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
+	48, // 109: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
+	56, // 110: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
+	55, // 111: corral.api.v1.Cell.ExportBill:output_type -> corral.api.v1.BillChunk
+	54, // 112: corral.api.v1.Cell.Costs:output_type -> corral.api.v1.CostsReply
+	81, // [81:113] is the sub-list for method output_type
+	49, // [49:81] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_init() }
@@ -4998,7 +5359,7 @@ func file_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   57,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

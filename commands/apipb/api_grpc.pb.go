@@ -60,6 +60,7 @@ const (
 	Cell_Query_FullMethodName              = "/corral.api.v1.Cell/Query"
 	Cell_Bill_FullMethodName               = "/corral.api.v1.Cell/Bill"
 	Cell_ExportBill_FullMethodName         = "/corral.api.v1.Cell/ExportBill"
+	Cell_Costs_FullMethodName              = "/corral.api.v1.Cell/Costs"
 )
 
 // CellClient is the client API for Cell service.
@@ -110,6 +111,10 @@ type CellClient interface {
 	// ExportBill streams a bill (FOCUS with format focus-csv or
 	// focus-parquet, or the summary) in chunks, never whole in memory.
 	ExportBill(ctx context.Context, in *BillRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BillChunk], error)
+	// Costs is a period's showback, priced as the FOCUS export prices it:
+	// spend over time per user, team label and band, idle capacity, and the
+	// top jobs (the web UI's costs page).
+	Costs(ctx context.Context, in *CostsRequest, opts ...grpc.CallOption) (*CostsReply, error)
 }
 
 type cellClient struct {
@@ -457,6 +462,16 @@ func (c *cellClient) ExportBill(ctx context.Context, in *BillRequest, opts ...gr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cell_ExportBillClient = grpc.ServerStreamingClient[BillChunk]
 
+func (c *cellClient) Costs(ctx context.Context, in *CostsRequest, opts ...grpc.CallOption) (*CostsReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CostsReply)
+	err := c.cc.Invoke(ctx, Cell_Costs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CellServer is the server API for Cell service.
 // All implementations must embed UnimplementedCellServer
 // for forward compatibility.
@@ -505,6 +520,10 @@ type CellServer interface {
 	// ExportBill streams a bill (FOCUS with format focus-csv or
 	// focus-parquet, or the summary) in chunks, never whole in memory.
 	ExportBill(*BillRequest, grpc.ServerStreamingServer[BillChunk]) error
+	// Costs is a period's showback, priced as the FOCUS export prices it:
+	// spend over time per user, team label and band, idle capacity, and the
+	// top jobs (the web UI's costs page).
+	Costs(context.Context, *CostsRequest) (*CostsReply, error)
 	mustEmbedUnimplementedCellServer()
 }
 
@@ -607,6 +626,9 @@ func (UnimplementedCellServer) Bill(context.Context, *BillRequest) (*BillReply, 
 }
 func (UnimplementedCellServer) ExportBill(*BillRequest, grpc.ServerStreamingServer[BillChunk]) error {
 	return status.Error(codes.Unimplemented, "method ExportBill not implemented")
+}
+func (UnimplementedCellServer) Costs(context.Context, *CostsRequest) (*CostsReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Costs not implemented")
 }
 func (UnimplementedCellServer) mustEmbedUnimplementedCellServer() {}
 func (UnimplementedCellServer) testEmbeddedByValue()              {}
@@ -1166,6 +1188,24 @@ func _Cell_ExportBill_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cell_ExportBillServer = grpc.ServerStreamingServer[BillChunk]
 
+func _Cell_Costs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CostsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).Costs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_Costs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).Costs(ctx, req.(*CostsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cell_ServiceDesc is the grpc.ServiceDesc for Cell service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1284,6 +1324,10 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Bill",
 			Handler:    _Cell_Bill_Handler,
+		},
+		{
+			MethodName: "Costs",
+			Handler:    _Cell_Costs_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

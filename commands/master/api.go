@@ -60,6 +60,8 @@ type Analytics interface {
 	Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error)
 	// ExportBill writes a bill in chunks through send, in order.
 	ExportBill(ctx context.Context, r *apipb.BillRequest, send func([]byte) error) error
+	// Costs is a period's showback (the web UI's costs page).
+	Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.CostsReply, error)
 }
 
 func (s *Service) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {

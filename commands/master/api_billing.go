@@ -54,6 +54,18 @@ func (s *Service) GetPriceSheets(ctx context.Context, r *apipb.GetPriceSheetsReq
 	return out, err
 }
 
+// Costs answers a period's showback from the Infrastore.
+func (s *Service) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.CostsReply, error) {
+	if _, err := s.actor(ctx); err != nil {
+		return nil, err
+	}
+	if s.Analytics == nil {
+		return nil, status.Error(codes.Unimplemented, "this master runs no Infrastore")
+	}
+	out, err := s.Analytics.Costs(ctx, r)
+	return out, Status(ctx, err)
+}
+
 // ExportBill streams a bill from the Infrastore in chunks: a month of a
 // large cell's FOCUS rows is gigabytes, which no reply may hold.
 func (s *Service) ExportBill(r *apipb.BillRequest, stream apipb.Cell_ExportBillServer) error {

@@ -3,6 +3,7 @@ package ops_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -70,6 +71,10 @@ func (f fakeAnalytics) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb
 
 func (f fakeAnalytics) ExportBill(context.Context, *apipb.BillRequest, func([]byte) error) error {
 	return nil
+}
+
+func (f fakeAnalytics) Costs(context.Context, *apipb.CostsRequest) (*apipb.CostsReply, error) {
+	return nil, errors.New("no costs here")
 }
 
 func (f fakeAnalytics) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {

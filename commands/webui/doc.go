@@ -31,6 +31,11 @@
 //   - /events: the log filtered by user, job, type and stream prefix, newest
 //     first and paged back; new events arrive live as server-sent events
 //     (/events/stream, through the API's Watch).
+//   - /costs: a month's showback through the API's Costs: spend per day by
+//     user, team label (?label=, default team) and band, idle capacity and
+//     its share, corrections, the top jobs; and the month's FOCUS file
+//     (POST /costs/focus with the page's CSRF token, streamed through the
+//     API's ExportBill).
 //   - /sql: a console on the Infrastore through the API's Query (the
 //     Infrastore's read-only guards apply), results as a table, and a CSV
 //     download. GET shows the form (a link's ?q= fills it in); only a POST
@@ -50,8 +55,8 @@
 // and can carry their numbers as an HTML table for screen readers.
 //
 // Reads go through the Cell API in-process (List, Get, ListTasks,
-// WhyPending, Events, Watch, Query), so the pages show what `corral`
-// shows. Cell.View is used only for what the API does not serve: sums per
+// WhyPending, Events, Watch, Query, Costs, ExportBill), so the pages show
+// what `corral` shows. Cell.View is used only for what the API does not serve: sums per
 // band, one task or machine, a rolling update's progress.
 //
 // # Invariants

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,108 @@ func (f *fakeAnalytics) ExportBill(context.Context, *apipb.BillRequest, func([]b
 
 func (f *fakeAnalytics) Bill(context.Context, *apipb.BillRequest) (*apipb.BillReply, error) {
 	return nil, errors.New("no bills here")
+}
+
+func (f *fakeAnalytics) Costs(context.Context, *apipb.CostsRequest) (*apipb.CostsReply, error) {
+	return nil, errors.New("no costs here")
+}
+
+// fakeCosts answers Costs with a fixed month and exports a fixed file,
+// recording what was asked.
+type fakeCosts struct {
+	fakeAnalytics
+	asked   []*apipb.CostsRequest
+	exports []*apipb.BillRequest
+}
+
+func (f *fakeCosts) Costs(_ context.Context, r *apipb.CostsRequest) (*apipb.CostsReply, error) {
+	f.asked = append(f.asked, r)
+	days := make([]int64, 30)
+	for i := range days {
+		days[i] = r.FromUs + int64(i)*24*3600*1e6
+	}
+	flat := func(v float64) []float64 {
+		out := make([]float64, len(days))
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	return &apipb.CostsReply{Currency: "EUR", StepUs: 24 * 3600 * 1e6, BucketUs: days, Label: r.Label,
+		Users: []*apipb.CostSeries{{Name: "alice", Costs: flat(2), Total: "60.000000000000000000"}, {Name: "bob", Costs: flat(1), Total: "30.000000000000000000"}},
+		Teams: []*apipb.CostSeries{{Name: "ads", Costs: flat(3), Total: "90.000000000000000000"}},
+		Bands: []*apipb.CostSeries{{Name: "production", Costs: flat(3), Total: "90.000000000000000000"}},
+		Idle:  &apipb.CostSeries{Name: "idle", Costs: flat(7), Total: "210.000000000000000000"}, Corrections: "0.5", Total: "300.500000000000000000",
+		TopJobs: []*apipb.JobCost{{User: "alice", Job: "web", Team: "ads", Total: "60.000000000000000000"}}}, nil
+}
+
+func (f *fakeCosts) ExportBill(_ context.Context, r *apipb.BillRequest, send func([]byte) error) error {
+	f.exports = append(f.exports, r)
+	if err := send([]byte("BilledCost,BillingAccountId\n")); err != nil {
+		return err
+	}
+	return send([]byte("1.5,cell\n"))
+}
+
+func TestCostsPage(t *testing.T) {
+	c := openCell(t, smallCell())
+	fc := &fakeCosts{}
+	c.svc.Analytics = fc
+	code, body := c.get(t, "/costs?month=2026-02&label=tier")
+	if code != http.StatusOK {
+		t.Fatalf("status %d\n%s", code, body)
+	}
+	mustContain(t, "costs", body, "Costs of 2026-02", `id="cost-total">300.50 EUR`, `id="cost-idle">210.00 EUR (69.9% of the total)`,
+		`id="cost-usage">90.00 EUR`, `id="cost-corrections">0.50 EUR`, `<figure class="chart" aria-labelledby="by-user-cap">`,
+		"Spend per day by the label tier", `class="line s0"`, `class="line idle"`, `<a href="/jobs/alice/web">alice/web</a>`,
+		`action="/costs/focus"`, `name="month" value="2026-02"`, `name="csrf" value="`, `href="/costs?month=2026-01&amp;label=tier"`,
+		`href="/costs?month=2026-03&amp;label=tier"`)
+	checkAccessible(t, "costs", body)
+	if len(fc.asked) != 1 || fc.asked[0].FromUs != time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC).UnixMicro() ||
+		fc.asked[0].ToUs != time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixMicro() || fc.asked[0].Label != "tier" {
+		t.Errorf("asked %v", fc.asked)
+	}
+	for _, bad := range []struct{ path, field string }{
+		{"/costs?month=2026-13", "month"}, {"/costs?month=next", "month"}, {"/costs?label=%27%29%3B+DROP", "label"},
+	} {
+		if code, body := c.get(t, bad.path); code != http.StatusBadRequest || !strings.Contains(body, bad.field+":") {
+			t.Errorf("%s: %d, want 400 naming %s\n%s", bad.path, code, bad.field, body)
+		}
+	}
+	if len(fc.asked) != 1 {
+		t.Errorf("bad requests reached the Infrastore: %d asks", len(fc.asked))
+	}
+
+	post := func(form url.Values, cookie string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/costs/focus", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(&http.Cookie{Name: "corral_csrf", Value: cookie})
+		rec := httptest.NewRecorder()
+		c.ui.ServeHTTP(rec, req)
+		return rec
+	}
+	const tok = "0123456789abcdef0123456789abcdef-token"
+	rec := post(url.Values{"month": {"2026-02"}, "csrf": {"forged-forged-forged-forged-forged-forged"}}, tok)
+	if rec.Code != http.StatusForbidden || len(fc.exports) != 0 {
+		t.Errorf("a download with a forged token: %d, %d exports", rec.Code, len(fc.exports))
+	}
+	rec = post(url.Values{"month": {"2026-02"}, "csrf": {tok}, "format": {"csv"}}, tok)
+	if rec.Code != http.StatusOK || rec.Body.String() != "BilledCost,BillingAccountId\n1.5,cell\n" ||
+		rec.Header().Get("Content-Disposition") != `attachment; filename="corral-focus-2026-02.csv"` {
+		t.Errorf("download: %d %q %v", rec.Code, rec.Body.String(), rec.Header())
+	}
+	if len(fc.exports) != 1 || fc.exports[0].Format != "focus" || fc.exports[0].Granularity != "job" ||
+		fc.exports[0].FromUs != time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC).UnixMicro() {
+		t.Errorf("exports %v", fc.exports)
+	}
+	if rec = post(url.Values{"month": {"2026-02"}, "csrf": {tok}, "format": {"xlsx"}}, tok); rec.Code != http.StatusBadRequest {
+		t.Errorf("format xlsx: %d", rec.Code)
+	}
+	// Without an Infrastore the page says so.
+	c.svc.Analytics = nil
+	if code, body = c.get(t, "/costs"); code != http.StatusNotImplemented || !strings.Contains(body, "runs no Infrastore") {
+		t.Errorf("no Infrastore: %d\n%s", code, body)
+	}
 }
 
 func TestSQLConsoleTableAndCSV(t *testing.T) {

@@ -36,6 +36,8 @@ type API interface {
 	Events(context.Context, *apipb.EventsRequest) (*apipb.EventList, error)
 	Watch(*apipb.EventsRequest, apipb.Cell_WatchServer) error
 	Query(context.Context, *apipb.QueryRequest) (*apipb.QueryReply, error)
+	Costs(context.Context, *apipb.CostsRequest) (*apipb.CostsReply, error)
+	ExportBill(*apipb.BillRequest, apipb.Cell_ExportBillServer) error
 }
 
 // Cell gives a consistent read of the cell's state, for what the API does
@@ -159,6 +161,8 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("POST /logout", h.logout)
 	h.mux.HandleFunc("GET /sql", h.sqlForm)
 	h.mux.HandleFunc("POST /sql", h.sql)
+	h.mux.HandleFunc("GET /costs", h.costs)
+	h.mux.HandleFunc("POST /costs/focus", h.costsExport)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no page at %s", r.URL.Path))
 	})

@@ -262,6 +262,15 @@ func (p *infraProcess) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.B
 	return out, nil
 }
 
+// Costs answers through the child (master.Analytics).
+func (p *infraProcess) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.CostsReply, error) {
+	out, err := p.client.Costs(ctx, r)
+	if err != nil {
+		return nil, p.unavailable(err)
+	}
+	return out, nil
+}
+
 // ExportBill streams a bill from the child (master.Analytics).
 func (p *infraProcess) ExportBill(ctx context.Context, r *apipb.BillRequest, send func([]byte) error) error {
 	stream, err := p.client.ExportBill(ctx, r)
@@ -353,6 +362,13 @@ func (s *infraServer) ExportBill(r *apipb.BillRequest, stream apipb.Cell_ExportB
 	ctx, cancel := context.WithTimeout(stream.Context(), exportLimit)
 	defer cancel()
 	return s.inf.ExportBill(ctx, r, func(b []byte) error { return stream.Send(&apipb.BillChunk{Data: b}) })
+}
+
+func (s *infraServer) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.CostsReply, error) {
+	defer s.watchdog("costs")()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.inf.Costs(ctx, r)
 }
 
 func (s *infraServer) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {

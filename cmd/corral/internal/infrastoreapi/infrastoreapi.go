@@ -154,6 +154,41 @@ func (s *Store) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillRepl
 	return &apipb.BillReply{Data: buf.Bytes(), Format: format}, nil
 }
 
+// Costs computes a period's showback (master.Analytics).
+func (s *Store) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.CostsReply, error) {
+	req := infrastore.CostsRequest{Cell: s.cell, Label: r.Label, Top: int(r.Top)}
+	if r.FromUs != 0 {
+		req.From = time.UnixMicro(r.FromUs)
+	}
+	if r.ToUs != 0 {
+		req.To = time.UnixMicro(r.ToUs)
+	}
+	c, err := s.is.Costs(ctx, req)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	series := func(cs infrastore.CostSeries) *apipb.CostSeries {
+		return &apipb.CostSeries{Name: cs.Name, Costs: cs.Costs, Total: cs.Total.String()}
+	}
+	out := &apipb.CostsReply{Currency: c.Currency, Label: c.Label, StepUs: c.Step.Microseconds(), Idle: series(c.Idle),
+		Corrections: c.Corrections.String(), Total: c.Total.String()}
+	for _, b := range c.Buckets {
+		out.BucketUs = append(out.BucketUs, b.UnixMicro())
+	}
+	for _, group := range []struct {
+		from []infrastore.CostSeries
+		to   *[]*apipb.CostSeries
+	}{{c.Users, &out.Users}, {c.Teams, &out.Teams}, {c.Bands, &out.Bands}} {
+		for _, cs := range group.from {
+			*group.to = append(*group.to, series(cs))
+		}
+	}
+	for _, j := range c.TopJobs {
+		out.TopJobs = append(out.TopJobs, &apipb.JobCost{User: j.User, Job: j.Job, Team: j.Team, Total: j.Total.String()})
+	}
+	return out, nil
+}
+
 // Bill formats of the FOCUS export.
 const (
 	FormatFocus        = "focus"         // FOCUS as CSV
