@@ -153,7 +153,9 @@ func (s *Infrastore) focusCSV(ctx context.Context, req FocusRequest, w io.Writer
 }
 
 // writeLines writes the result of q a line per value, row by row and
-// column by column, leaving out NULLs.
+// column by column, leaving out NULLs. The driver hands a value over as a
+// string, which is written as it is (scanning into RawBytes would copy it
+// once more).
 func writeLines(ctx context.Context, conn *sql.Conn, q string, w *bufio.Writer) error {
 	rows, err := conn.QueryContext(ctx, q)
 	if err != nil {
@@ -164,7 +166,7 @@ func writeLines(ctx context.Context, conn *sql.Conn, q string, w *bufio.Writer) 
 	if err != nil {
 		return err
 	}
-	lines := make([]sql.RawBytes, len(cols))
+	lines := make([]sql.NullString, len(cols))
 	dest := make([]any, len(cols))
 	for i := range lines {
 		dest[i] = &lines[i]
@@ -174,10 +176,10 @@ func writeLines(ctx context.Context, conn *sql.Conn, q string, w *bufio.Writer) 
 			return err
 		}
 		for _, line := range lines {
-			if line == nil {
+			if !line.Valid {
 				continue
 			}
-			w.Write(line)
+			w.WriteString(line.String)
 			if err := w.WriteByte('\n'); err != nil {
 				return err
 			}
