@@ -166,6 +166,14 @@ UNION ALL SELECT 'currency', 0, min(currency), NULL, NULL FROM costed`,
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		if out.Currency == "" {
+			// Nothing charged: the currency of the sheet in force at the start.
+			err := conn.QueryRowContext(ctx, `SELECT coalesce((SELECT currency FROM price_sheets WHERE effective_time <= ?
+				ORDER BY effective_time DESC, position DESC LIMIT 1), 'USD')`, req.From.UnixMicro()).Scan(&out.Currency)
+			if err != nil {
+				return err
+			}
+		}
 		out.Users, out.Teams, out.Bands = bySize(series["user"], len(out.Buckets)), bySize(series["team"], len(out.Buckets)), bySize(series["band"], len(out.Buckets))
 		out.TopJobs = topJobs(out.TopJobs, req.Top)
 		return nil

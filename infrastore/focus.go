@@ -200,6 +200,27 @@ func (s *Infrastore) explainFocus(ctx context.Context, req FocusRequest, w io.Wr
 	if !slices.Contains(meters, meter) {
 		return fmt.Errorf("%w: explain: %q is not an x_RowId of the export (it ends in the meter: cpu, memory, disk or gpu)", ErrInvalid, req.Explain)
 	}
+	// The id names its billing month, charge class and hour (rowKey): only
+	// that hour's windows, or that month's corrections, can make the row.
+	noRow := fmt.Errorf("%w: explain: no usage row of [%s, %s) has the id %q (idle rows come from machine capacity, not windows)",
+		ErrNotFound, req.From.UTC().Format(time.RFC3339), req.To.UTC().Format(time.RFC3339), req.Explain)
+	key := strings.SplitN(id, "|", 4)
+	if len(key) < 4 {
+		return noRow
+	}
+	month, err1 := time.Parse("2006-01", key[0])
+	hour, err2 := time.Parse(time.RFC3339, key[2])
+	if err1 != nil || err2 != nil {
+		return noRow
+	}
+	sl := focusSlice{from: hour.UnixMicro(), to: hour.UnixMicro() + hourUS}
+	if key[1] != "Regular" {
+		sl = focusSlice{lateFrom: month.UnixMicro(), lateTo: month.UnixMicro() + 1}
+	}
+	// Outside the request, nothing.
+	r0, r1 := req.From.UnixMicro(), req.To.UnixMicro()
+	sl.from, sl.to = max(sl.from, r0), min(sl.to, r1)
+	sl.lateFrom, sl.lateTo = max(sl.lateFrom, r0), min(sl.lateTo, r1)
 	return s.inReadOnly(ctx, func(conn *sql.Conn) error {
 		in, err := readFocusInputs(ctx, conn, &req)
 		if err != nil {
@@ -208,7 +229,7 @@ func (s *Infrastore) explainFocus(ctx context.Context, req FocusRequest, w io.Wr
 		noIdle := req
 		noIdle.Idle = IdleNone
 		q, price := "r."+meter+"_q", "r."+meter+"_p"
-		rows, err := conn.QueryContext(ctx, focusRows(&noIdle, &in, whole(&noIdle), true)+`
+		rows, err := conn.QueryContext(ctx, focusRows(&noIdle, &in, sl, true)+`
 SELECT r.position, strftime(make_timestamp(r.start_time), '%Y-%m-%dT%H:%M:%S.%fZ'), strftime(make_timestamp(r.end_time), '%Y-%m-%dT%H:%M:%S.%fZ'),
 	r.user || '/' || r.job || '/' || r.task_index, coalesce(r.machine, ''), coalesce(r.spec_version::VARCHAR, ''), r.band, r.basis,
 	coalesce(r.sheet_position::VARCHAR, ''), `+q+`::VARCHAR, `+price+`::VARCHAR, (`+q+` * `+price+`)::VARCHAR
@@ -238,8 +259,7 @@ ORDER BY r.position`, id)
 			return fmt.Errorf("infrastore: explain: %w", err)
 		}
 		if n == 0 {
-			return fmt.Errorf("%w: explain: no usage row of [%s, %s) has the id %q (idle rows come from machine capacity, not windows)",
-				ErrNotFound, req.From.UTC().Format(time.RFC3339), req.To.UTC().Format(time.RFC3339), req.Explain)
+			return noRow
 		}
 		return bw.Flush()
 	})

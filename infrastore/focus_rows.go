@@ -28,6 +28,80 @@ type focusInputs struct {
 	closed      []closedPeriod
 	minClosedAt sql.NullInt64 // the earliest closing of any month: windows after it may be corrections
 	rolled      int64         // the last window's position the hourly rollup holds
+	// views are the pricing views' rows as CTEs of literal rows, read once:
+	// the views read the whole event log, and an export runs a query per
+	// slice.
+	views string
+}
+
+// pricingViews are the views an export reads, with the columns and types
+// it reads of them; the export's SQL holds their rows (snapshotViews).
+var pricingViews = []struct {
+	name string
+	cols [][2]string
+}{
+	{"price_sheets", [][2]string{{"position", "BIGINT"}, {"effective_time", "BIGINT"}, {"valid_to", "BIGINT"}, {"currency", "VARCHAR"}}},
+	{"band_prices", [][2]string{{"sheet_position", "BIGINT"}, {"band", "VARCHAR"}, {"basis", "VARCHAR"},
+		{"cpu_core_hour", "DECIMAL(18,9)"}, {"memory_gib_hour", "DECIMAL(18,9)"}, {"disk_gib_hour", "DECIMAL(18,9)"}, {"gpu_hour", "DECIMAL(18,9)"}}},
+	{"machine_prices", [][2]string{{"sheet_position", "BIGINT"}, {"valid_from", "BIGINT"}, {"valid_to", "BIGINT"},
+		{"cpu_core_hour", "DECIMAL(18,9)"}, {"memory_gib_hour", "DECIMAL(18,9)"}, {"disk_gib_hour", "DECIMAL(18,9)"}, {"gpu_hour", "DECIMAL(18,9)"}}},
+	{"billing_periods_closed", [][2]string{{"period_start", "BIGINT"}, {"period_end", "BIGINT"}, {"closed_at", "BIGINT"}}},
+}
+
+// snapshotViews reads the pricing views' rows (a few: one per sheet, band
+// and closed month) and returns them as CTEs of the views' names, which
+// the export's queries then read instead of the views.
+func snapshotViews(ctx context.Context, conn *sql.Conn) (string, error) {
+	var ctes []string
+	for _, v := range pricingViews {
+		names := make([]string, len(v.cols))
+		for i, c := range v.cols {
+			names[i] = c[0] + "::VARCHAR"
+		}
+		rows, err := conn.QueryContext(ctx, "SELECT "+strings.Join(names, ", ")+" FROM "+v.name)
+		if err != nil {
+			return "", err
+		}
+		var tuples []string
+		vals := make([]sql.NullString, len(v.cols))
+		dest := make([]any, len(vals))
+		for i := range vals {
+			dest[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				rows.Close()
+				return "", err
+			}
+			lits := make([]string, len(vals))
+			for i, val := range vals {
+				lits[i] = "NULL::" + v.cols[i][1]
+				if val.Valid {
+					lits[i] = sqlString(val.String) + "::" + v.cols[i][1]
+				}
+			}
+			tuples = append(tuples, "("+strings.Join(lits, ", ")+")")
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return "", err
+		}
+		where := ""
+		if len(tuples) == 0 {
+			// No rows: one of NULLs, kept out, so that the columns have types.
+			lits := make([]string, len(v.cols))
+			for i, c := range v.cols {
+				lits[i] = "NULL::" + c[1]
+			}
+			tuples, where = []string{"(" + strings.Join(lits, ", ") + ")"}, " WHERE false"
+		}
+		cols := make([]string, len(v.cols))
+		for i, c := range v.cols {
+			cols[i] = c[0]
+		}
+		ctes = append(ctes, fmt.Sprintf("%s AS (SELECT * FROM (VALUES %s) AS t(%s)%s)", v.name, strings.Join(tuples, ", "), strings.Join(cols, ", "), where))
+	}
+	return strings.Join(ctes, ",\n"), nil
 }
 
 type sheetSpan struct{ position, from, to int64 }
@@ -79,7 +153,10 @@ func readFocusInputs(ctx context.Context, conn *sql.Conn, r *FocusRequest) (focu
 	if err := conn.QueryRowContext(ctx, `SELECT min(closed_at) FROM billing_periods_closed`).Scan(&in.minClosedAt); err != nil {
 		return in, err
 	}
-	in.rolled, err = rolled(ctx, conn)
+	if in.rolled, err = rolled(ctx, conn); err != nil {
+		return in, err
+	}
+	in.views, err = snapshotViews(ctx, conn)
 	return in, err
 }
 
@@ -295,7 +372,8 @@ func focusRows(r *FocusRequest, in *focusInputs, sl focusSlice, perWindow bool) 
 		unformatted += " UNION ALL BY NAME SELECT * FROM idle"
 	}
 	return fmt.Sprintf(`
-WITH closed AS (SELECT period_start, period_end, closed_at FROM billing_periods_closed),
+WITH %[12]s,
+closed AS (SELECT period_start, period_end, closed_at FROM billing_periods_closed),
 windows AS (%[1]s%[2]s
 ),
 g AS (%[3]s),
@@ -342,7 +420,7 @@ rows AS (
 	LEFT JOIN price_sheets ps ON ps.position = u.sheet_position
 	LEFT JOIN closed bc ON bc.period_start = u.billing_period
 )`, regular, late, g,
-		resource, resourceType, account, accountType, idle, unformatted, isoTime, hourUS)
+		resource, resourceType, account, accountType, idle, unformatted, isoTime, hourUS, in.views)
 }
 
 // idleRows extends focusRows with the idle capacity of the hours

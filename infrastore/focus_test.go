@@ -832,3 +832,16 @@ func TestFocusRefusesBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestCostsOfAnEmptyMonth: nothing charged still names the currency.
+func TestCostsOfAnEmptyMonth(t *testing.T) {
+	_, s, _ := billingStore(t)
+	from := time.Date(2030, 5, 1, 0, 0, 0, 0, time.UTC)
+	c, err := s.Costs(context.Background(), CostsRequest{From: from, To: from.AddDate(0, 1, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Currency != "USD" || !c.Total.IsZero() || len(c.Users) != 0 || len(c.TopJobs) != 0 {
+		t.Errorf("an empty month: currency %q, total %s, %d users, %d jobs", c.Currency, c.Total, len(c.Users), len(c.TopJobs))
+	}
+}

@@ -89,9 +89,6 @@ func (s *Infrastore) rollBatch(ctx context.Context, conn *sql.Conn, b *batch, la
 		}
 	}
 	s.unrolled += len(b.taskUsage)
-	if len(b.closes) > 0 {
-		s.unrolled = 0 // at most the windows after the close: a bound, not a count
-	}
 	if s.unrolled < rollWindows && b.lastTime.Sub(s.lastRoll) < rollInterval {
 		return nil
 	}
