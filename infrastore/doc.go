@@ -206,7 +206,10 @@
 // billion are turned into text through DECIMAL(18,9), seven times faster
 // than DuckDB's 128-bit DECIMAL(38,9); lines are joined with concat_ws,
 // not ||, which copied the growing line once per column; count(DISTINCT)
-// per row was dropped (it cost five times the sums). What remains: the
+// per row was dropped (it cost five times the sums). A slice of 250,000
+// rows takes DuckDB about 0.9 s, of which the two formatting projections
+// are 1 CPU-second and the grouping and the sort 0.15 s each; reading its
+// half gigabyte of lines into Go takes another 0.5 s. What remains: the
 // text of the costs (128-bit), the copy of 1.6 GB of lines into Go, and
 // DuckDB's driver materializing each result before it is read, so that a
 // slice's formatting and its copy into Go do not overlap, and small slices

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,6 +66,8 @@ func BenchmarkFocusExport(b *testing.B) {
 	b.Logf("generated %d usage windows of %d tasks in %s", tasks*720, tasks, time.Since(start).Round(time.Millisecond))
 	march := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	var rows int64
+	peak := peakRSS(b)
+	b.Logf("resident before the first export: %d MiB", peak()>>20)
 	for b.Loop() {
 		w := &countingWriter{}
 		if err := s.ExportFocus(ctx, FocusRequest{From: march, To: march.AddDate(0, 1, 0), Granularity: "job", Cell: "bench"}, w); err != nil {
@@ -77,6 +80,33 @@ func BenchmarkFocusExport(b *testing.B) {
 	b.ReportMetric(per, "s/export")
 	b.ReportMetric(float64(rows), "rows")
 	b.ReportMetric(float64(tasks*720), "windows")
+	b.ReportMetric(float64(peak()>>20), "peak-RSS-MiB")
+}
+
+// peakRSS resets the process's resident high-water mark (the generation
+// of the cell before it does not count) and returns a function reading
+// it, in bytes, from /proc/self/status.
+func peakRSS(b *testing.B) func() int64 {
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Fatalf("reset the peak RSS: %v", err)
+	}
+	return func() int64 {
+		status, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for line := range strings.Lines(string(status)) {
+			if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return n << 10
+			}
+		}
+		b.Fatal("no VmHWM in /proc/self/status")
+		return 0
+	}
 }
 
 type countingWriter struct{ lines int64 }
