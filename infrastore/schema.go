@@ -6,7 +6,7 @@ package infrastore
 // until a Rebuild re-derives everything from the log.
 
 // schemaVersion is stored in ingest_state.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // Sources of rows in the trace-shaped tables.
 const (
@@ -84,7 +84,8 @@ const ddlJobs = `CREATE TABLE IF NOT EXISTS jobs (
 	end_time         BIGINT,
 	submit_position  BIGINT, -- the JobSubmitted of this job (a name can be used again)
 	time             BIGINT,
-	position         BIGINT NOT NULL
+	position         BIGINT NOT NULL,
+	PRIMARY KEY (user, job) -- a batch replaces its jobs' rows by key (replaceCurrent)
 )`
 
 const ddlTasks = `CREATE TABLE IF NOT EXISTS tasks (
@@ -109,7 +110,8 @@ const ddlTasks = `CREATE TABLE IF NOT EXISTS tasks (
 	submit_time              BIGINT,
 	start_time               BIGINT,
 	time                     BIGINT,
-	position                 BIGINT NOT NULL
+	position                 BIGINT NOT NULL,
+	PRIMARY KEY (user, job, task_index)
 )`
 
 const ddlMachines = `CREATE TABLE IF NOT EXISTS machines (
@@ -124,7 +126,8 @@ const ddlMachines = `CREATE TABLE IF NOT EXISTS machines (
 	state        VARCHAR, -- up, down, removed
 	draining     BOOLEAN,
 	time         BIGINT,
-	position     BIGINT NOT NULL
+	position     BIGINT NOT NULL,
+	PRIMARY KEY (machine)
 )`
 
 // task_events starts with the thirteen columns of the Google trace's

@@ -387,12 +387,26 @@ func (a *app) infrastoreCommand() *cobra.Command {
 				return err
 			}
 			defer inf.Close()
+			head, err := log.Head(ctx)
+			if err != nil {
+				return fmt.Errorf("--store %s: %w", st, err)
+			}
 			start := time.Now()
+			showing, stop := context.WithCancel(ctx)
+			shown := make(chan struct{})
+			go func() {
+				defer close(shown)
+				showProgress(showing, a.stderr(), isTerminal(a.stderr()), head, func() (int64, error) { return inf.Position(showing) })
+			}()
 			pos, err := inf.Rebuild(ctx, log)
+			stop()
+			<-shown
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout(), "%s rebuilt from %s up to position %d in %s\n", dbp, st, pos, time.Since(start).Truncate(time.Millisecond))
+			took := time.Since(start)
+			fmt.Fprintf(a.stdout(), "%s rebuilt from %s up to position %d in %s (%s events/s)\n", dbp, st, pos,
+				took.Truncate(time.Millisecond), groupDigits(int64(float64(pos)/max(took.Seconds(), 1e-9))))
 			return nil
 		},
 	}
