@@ -40,6 +40,14 @@ checkpoint at or before p, then the events up to p. StateAtTime finds the
 last event recorded at or before a time by binary search over positions
 (PositionAt) and returns StateAt that position.
 
+Diff(before, after, user) lists what differs between two states of one
+cell (diff.go): jobs submitted, changed (the spec fields that differ) or
+ended; tasks started, moved, restarted, ended or resubmitted; machines
+added, removed, down, up, drained, resized; quotas and price sheets set.
+It reads the two states only, in a fixed order, so the same two states
+always give the same changes; `corral state diff` and the master's
+StateDiff call it on two replays of the log.
+
 # Invariants
 
   - s.Position is the position of the last event applied; the state equals

@@ -230,6 +230,11 @@ func TestNewcomerPath(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`alice/hello\s+pending\s+4\s+0\s+5\s+0\s+5`).MatchString(out) {
 		t.Errorf("state --at %s: exit %d, want hello with 5 pending tasks", submitted, code)
 	}
+	// From hello's submission to now: its five tasks started.
+	out, code = corral("state", "diff", "--from", submitted)
+	if code != 0 || !strings.Contains(out, "task started 5") || !regexp.MustCompile(`task\s+alice/hello/0\s+started\s+pending\s+running on `).MatchString(out) {
+		t.Errorf("state diff --from %s: exit %d, want hello's five tasks started:\n%s", submitted, code, out)
+	}
 
 	// A web server: its tasks get ports, serve HTTP there, and the name
 	// service gives the same host and port as task get.

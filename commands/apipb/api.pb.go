@@ -2035,6 +2035,261 @@ func (x *StateAtRequest) GetUser() string {
 	return ""
 }
 
+type StateDiffRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Each end is a position or a time (microseconds since the Unix epoch).
+	FromPosition  int64  `protobuf:"varint,1,opt,name=from_position,json=fromPosition,proto3" json:"from_position,omitempty"`
+	FromTimeUs    int64  `protobuf:"varint,2,opt,name=from_time_us,json=fromTimeUs,proto3" json:"from_time_us,omitempty"`
+	ToPosition    int64  `protobuf:"varint,3,opt,name=to_position,json=toPosition,proto3" json:"to_position,omitempty"`
+	ToTimeUs      int64  `protobuf:"varint,4,opt,name=to_time_us,json=toTimeUs,proto3" json:"to_time_us,omitempty"`
+	User          string `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`    // only this user's jobs, tasks and quotas
+	Limit         int32  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"` // most changes listed: default 1000, at most 100000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateDiffRequest) Reset() {
+	*x = StateDiffRequest{}
+	mi := &file_api_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateDiffRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateDiffRequest) ProtoMessage() {}
+
+func (x *StateDiffRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateDiffRequest.ProtoReflect.Descriptor instead.
+func (*StateDiffRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *StateDiffRequest) GetFromPosition() int64 {
+	if x != nil {
+		return x.FromPosition
+	}
+	return 0
+}
+
+func (x *StateDiffRequest) GetFromTimeUs() int64 {
+	if x != nil {
+		return x.FromTimeUs
+	}
+	return 0
+}
+
+func (x *StateDiffRequest) GetToPosition() int64 {
+	if x != nil {
+		return x.ToPosition
+	}
+	return 0
+}
+
+func (x *StateDiffRequest) GetToTimeUs() int64 {
+	if x != nil {
+		return x.ToTimeUs
+	}
+	return 0
+}
+
+func (x *StateDiffRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *StateDiffRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// StateChange is one difference: an entity, what happened to it, and what
+// it was before and after.
+type StateChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"` // job, task, machine, quota, prices
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // user/job, user/job/index, machine, user/band
+	What          string                 `protobuf:"bytes,3,opt,name=what,proto3" json:"what,omitempty"` // submitted, spec changed, started, moved, failed, down, ...
+	Before        string                 `protobuf:"bytes,4,opt,name=before,proto3" json:"before,omitempty"`
+	After         string                 `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateChange) Reset() {
+	*x = StateChange{}
+	mi := &file_api_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateChange) ProtoMessage() {}
+
+func (x *StateChange) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateChange.ProtoReflect.Descriptor instead.
+func (*StateChange) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *StateChange) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *StateChange) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StateChange) GetWhat() string {
+	if x != nil {
+		return x.What
+	}
+	return ""
+}
+
+func (x *StateChange) GetBefore() string {
+	if x != nil {
+		return x.Before
+	}
+	return ""
+}
+
+func (x *StateChange) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+type StateDiffView struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromPosition  int64                  `protobuf:"varint,1,opt,name=from_position,json=fromPosition,proto3" json:"from_position,omitempty"`
+	FromTimeUs    int64                  `protobuf:"varint,2,opt,name=from_time_us,json=fromTimeUs,proto3" json:"from_time_us,omitempty"` // occurred_at of the last event at each end
+	ToPosition    int64                  `protobuf:"varint,3,opt,name=to_position,json=toPosition,proto3" json:"to_position,omitempty"`
+	ToTimeUs      int64                  `protobuf:"varint,4,opt,name=to_time_us,json=toTimeUs,proto3" json:"to_time_us,omitempty"`
+	Changes       []*StateChange         `protobuf:"bytes,5,rep,name=changes,proto3" json:"changes,omitempty"`
+	Total         int32                  `protobuf:"varint,6,opt,name=total,proto3" json:"total,omitempty"`                                                                             // changes in all; more than listed when limit cut the list
+	Counts        map[string]int32       `protobuf:"bytes,7,rep,name=counts,proto3" json:"counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // "kind what" -> changes of all, e.g. "task started"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateDiffView) Reset() {
+	*x = StateDiffView{}
+	mi := &file_api_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateDiffView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateDiffView) ProtoMessage() {}
+
+func (x *StateDiffView) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateDiffView.ProtoReflect.Descriptor instead.
+func (*StateDiffView) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *StateDiffView) GetFromPosition() int64 {
+	if x != nil {
+		return x.FromPosition
+	}
+	return 0
+}
+
+func (x *StateDiffView) GetFromTimeUs() int64 {
+	if x != nil {
+		return x.FromTimeUs
+	}
+	return 0
+}
+
+func (x *StateDiffView) GetToPosition() int64 {
+	if x != nil {
+		return x.ToPosition
+	}
+	return 0
+}
+
+func (x *StateDiffView) GetToTimeUs() int64 {
+	if x != nil {
+		return x.ToTimeUs
+	}
+	return 0
+}
+
+func (x *StateDiffView) GetChanges() []*StateChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *StateDiffView) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *StateDiffView) GetCounts() map[string]int32 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
 type EventsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FromPosition  int64                  `protobuf:"varint,1,opt,name=from_position,json=fromPosition,proto3" json:"from_position,omitempty"` // first position wanted (default 1)
@@ -2050,7 +2305,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_api_proto_msgTypes[29]
+	mi := &file_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2317,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[29]
+	mi := &file_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2330,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{29}
+	return file_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EventsRequest) GetFromPosition() int64 {
@@ -2135,7 +2390,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_proto_msgTypes[30]
+	mi := &file_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2402,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[30]
+	mi := &file_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2415,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{30}
+	return file_api_proto_rawDescGZIP(), []int{33}
 }
 
 type StatusReply struct {
@@ -2186,7 +2441,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_api_proto_msgTypes[31]
+	mi := &file_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2453,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[31]
+	mi := &file_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2466,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{31}
+	return file_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StatusReply) GetMaster() string {
@@ -2351,7 +2606,7 @@ type TaskView struct {
 
 func (x *TaskView) Reset() {
 	*x = TaskView{}
-	mi := &file_api_proto_msgTypes[32]
+	mi := &file_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2363,7 +2618,7 @@ func (x *TaskView) String() string {
 func (*TaskView) ProtoMessage() {}
 
 func (x *TaskView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[32]
+	mi := &file_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2376,7 +2631,7 @@ func (x *TaskView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskView.ProtoReflect.Descriptor instead.
 func (*TaskView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{32}
+	return file_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TaskView) GetUser() string {
@@ -2579,7 +2834,7 @@ type JobView struct {
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_api_proto_msgTypes[33]
+	mi := &file_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2846,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[33]
+	mi := &file_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2859,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{33}
+	return file_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *JobView) GetSpec() *events.JobSpec {
@@ -2788,7 +3043,7 @@ type RolloutView struct {
 
 func (x *RolloutView) Reset() {
 	*x = RolloutView{}
-	mi := &file_api_proto_msgTypes[34]
+	mi := &file_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2800,7 +3055,7 @@ func (x *RolloutView) String() string {
 func (*RolloutView) ProtoMessage() {}
 
 func (x *RolloutView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[34]
+	mi := &file_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2813,7 +3068,7 @@ func (x *RolloutView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutView.ProtoReflect.Descriptor instead.
 func (*RolloutView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{34}
+	return file_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RolloutView) GetLive() int32 {
@@ -2862,7 +3117,7 @@ type JobList struct {
 
 func (x *JobList) Reset() {
 	*x = JobList{}
-	mi := &file_api_proto_msgTypes[35]
+	mi := &file_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +3129,7 @@ func (x *JobList) String() string {
 func (*JobList) ProtoMessage() {}
 
 func (x *JobList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[35]
+	mi := &file_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +3142,7 @@ func (x *JobList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobList.ProtoReflect.Descriptor instead.
 func (*JobList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{35}
+	return file_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JobList) GetJobs() []*JobView {
@@ -2922,7 +3177,7 @@ type TaskList struct {
 
 func (x *TaskList) Reset() {
 	*x = TaskList{}
-	mi := &file_api_proto_msgTypes[36]
+	mi := &file_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3189,7 @@ func (x *TaskList) String() string {
 func (*TaskList) ProtoMessage() {}
 
 func (x *TaskList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[36]
+	mi := &file_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3202,7 @@ func (x *TaskList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskList.ProtoReflect.Descriptor instead.
 func (*TaskList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{36}
+	return file_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TaskList) GetTasks() []*TaskView {
@@ -2999,7 +3254,7 @@ type MachineView struct {
 
 func (x *MachineView) Reset() {
 	*x = MachineView{}
-	mi := &file_api_proto_msgTypes[37]
+	mi := &file_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3011,7 +3266,7 @@ func (x *MachineView) String() string {
 func (*MachineView) ProtoMessage() {}
 
 func (x *MachineView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[37]
+	mi := &file_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3279,7 @@ func (x *MachineView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineView.ProtoReflect.Descriptor instead.
 func (*MachineView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{37}
+	return file_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MachineView) GetName() string {
@@ -3163,7 +3418,7 @@ type MachineList struct {
 
 func (x *MachineList) Reset() {
 	*x = MachineList{}
-	mi := &file_api_proto_msgTypes[38]
+	mi := &file_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3175,7 +3430,7 @@ func (x *MachineList) String() string {
 func (*MachineList) ProtoMessage() {}
 
 func (x *MachineList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[38]
+	mi := &file_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3188,7 +3443,7 @@ func (x *MachineList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineList.ProtoReflect.Descriptor instead.
 func (*MachineList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{38}
+	return file_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MachineList) GetMachines() []*MachineView {
@@ -3218,7 +3473,7 @@ type QuotaView struct {
 
 func (x *QuotaView) Reset() {
 	*x = QuotaView{}
-	mi := &file_api_proto_msgTypes[39]
+	mi := &file_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3485,7 @@ func (x *QuotaView) String() string {
 func (*QuotaView) ProtoMessage() {}
 
 func (x *QuotaView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[39]
+	mi := &file_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3498,7 @@ func (x *QuotaView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaView.ProtoReflect.Descriptor instead.
 func (*QuotaView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{39}
+	return file_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *QuotaView) GetUser() string {
@@ -3290,7 +3545,7 @@ type QuotaList struct {
 
 func (x *QuotaList) Reset() {
 	*x = QuotaList{}
-	mi := &file_api_proto_msgTypes[40]
+	mi := &file_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3302,7 +3557,7 @@ func (x *QuotaList) String() string {
 func (*QuotaList) ProtoMessage() {}
 
 func (x *QuotaList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[40]
+	mi := &file_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3315,7 +3570,7 @@ func (x *QuotaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaList.ProtoReflect.Descriptor instead.
 func (*QuotaList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{40}
+	return file_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *QuotaList) GetQuotas() []*QuotaView {
@@ -3336,7 +3591,7 @@ type RejectionCount struct {
 
 func (x *RejectionCount) Reset() {
 	*x = RejectionCount{}
-	mi := &file_api_proto_msgTypes[41]
+	mi := &file_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3348,7 +3603,7 @@ func (x *RejectionCount) String() string {
 func (*RejectionCount) ProtoMessage() {}
 
 func (x *RejectionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[41]
+	mi := &file_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3361,7 +3616,7 @@ func (x *RejectionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectionCount.ProtoReflect.Descriptor instead.
 func (*RejectionCount) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{41}
+	return file_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RejectionCount) GetReason() string {
@@ -3392,7 +3647,7 @@ type PendingClass struct {
 
 func (x *PendingClass) Reset() {
 	*x = PendingClass{}
-	mi := &file_api_proto_msgTypes[42]
+	mi := &file_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3404,7 +3659,7 @@ func (x *PendingClass) String() string {
 func (*PendingClass) ProtoMessage() {}
 
 func (x *PendingClass) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[42]
+	mi := &file_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3417,7 +3672,7 @@ func (x *PendingClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingClass.ProtoReflect.Descriptor instead.
 func (*PendingClass) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{42}
+	return file_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PendingClass) GetTaskIndexes() []int32 {
@@ -3469,7 +3724,7 @@ type WhyPendingReply struct {
 
 func (x *WhyPendingReply) Reset() {
 	*x = WhyPendingReply{}
-	mi := &file_api_proto_msgTypes[43]
+	mi := &file_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3481,7 +3736,7 @@ func (x *WhyPendingReply) String() string {
 func (*WhyPendingReply) ProtoMessage() {}
 
 func (x *WhyPendingReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[43]
+	mi := &file_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3494,7 +3749,7 @@ func (x *WhyPendingReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingReply.ProtoReflect.Descriptor instead.
 func (*WhyPendingReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{43}
+	return file_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WhyPendingReply) GetUser() string {
@@ -3554,7 +3809,7 @@ type CellView struct {
 
 func (x *CellView) Reset() {
 	*x = CellView{}
-	mi := &file_api_proto_msgTypes[44]
+	mi := &file_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3566,7 +3821,7 @@ func (x *CellView) String() string {
 func (*CellView) ProtoMessage() {}
 
 func (x *CellView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[44]
+	mi := &file_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3579,7 +3834,7 @@ func (x *CellView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CellView.ProtoReflect.Descriptor instead.
 func (*CellView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{44}
+	return file_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CellView) GetPosition() int64 {
@@ -3651,7 +3906,7 @@ type EventView struct {
 
 func (x *EventView) Reset() {
 	*x = EventView{}
-	mi := &file_api_proto_msgTypes[45]
+	mi := &file_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3663,7 +3918,7 @@ func (x *EventView) String() string {
 func (*EventView) ProtoMessage() {}
 
 func (x *EventView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[45]
+	mi := &file_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3676,7 +3931,7 @@ func (x *EventView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventView.ProtoReflect.Descriptor instead.
 func (*EventView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{45}
+	return file_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *EventView) GetPosition() int64 {
@@ -3774,7 +4029,7 @@ type EventList struct {
 
 func (x *EventList) Reset() {
 	*x = EventList{}
-	mi := &file_api_proto_msgTypes[46]
+	mi := &file_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3786,7 +4041,7 @@ func (x *EventList) String() string {
 func (*EventList) ProtoMessage() {}
 
 func (x *EventList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[46]
+	mi := &file_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3799,7 +4054,7 @@ func (x *EventList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventList.ProtoReflect.Descriptor instead.
 func (*EventList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{46}
+	return file_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EventList) GetEvents() []*EventView {
@@ -3834,7 +4089,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_api_proto_msgTypes[47]
+	mi := &file_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3846,7 +4101,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[47]
+	mi := &file_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3859,7 +4114,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{47}
+	return file_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *QueryRequest) GetSql() string {
@@ -3897,7 +4152,7 @@ type QueryReply struct {
 
 func (x *QueryReply) Reset() {
 	*x = QueryReply{}
-	mi := &file_api_proto_msgTypes[48]
+	mi := &file_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3909,7 +4164,7 @@ func (x *QueryReply) String() string {
 func (*QueryReply) ProtoMessage() {}
 
 func (x *QueryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[48]
+	mi := &file_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3922,7 +4177,7 @@ func (x *QueryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryReply.ProtoReflect.Descriptor instead.
 func (*QueryReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{48}
+	return file_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *QueryReply) GetColumns() []string {
@@ -3977,7 +4232,7 @@ type QueryRow struct {
 
 func (x *QueryRow) Reset() {
 	*x = QueryRow{}
-	mi := &file_api_proto_msgTypes[49]
+	mi := &file_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3989,7 +4244,7 @@ func (x *QueryRow) String() string {
 func (*QueryRow) ProtoMessage() {}
 
 func (x *QueryRow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[49]
+	mi := &file_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4002,7 +4257,7 @@ func (x *QueryRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRow.ProtoReflect.Descriptor instead.
 func (*QueryRow) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{49}
+	return file_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *QueryRow) GetValues() []string {
@@ -4036,7 +4291,7 @@ type BillRequest struct {
 
 func (x *BillRequest) Reset() {
 	*x = BillRequest{}
-	mi := &file_api_proto_msgTypes[50]
+	mi := &file_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4048,7 +4303,7 @@ func (x *BillRequest) String() string {
 func (*BillRequest) ProtoMessage() {}
 
 func (x *BillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[50]
+	mi := &file_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4061,7 +4316,7 @@ func (x *BillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillRequest.ProtoReflect.Descriptor instead.
 func (*BillRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{50}
+	return file_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *BillRequest) GetFromUs() int64 {
@@ -4139,7 +4394,7 @@ type CostsRequest struct {
 
 func (x *CostsRequest) Reset() {
 	*x = CostsRequest{}
-	mi := &file_api_proto_msgTypes[51]
+	mi := &file_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4151,7 +4406,7 @@ func (x *CostsRequest) String() string {
 func (*CostsRequest) ProtoMessage() {}
 
 func (x *CostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[51]
+	mi := &file_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4164,7 +4419,7 @@ func (x *CostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostsRequest.ProtoReflect.Descriptor instead.
 func (*CostsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{51}
+	return file_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CostsRequest) GetFromUs() int64 {
@@ -4206,7 +4461,7 @@ type CostSeries struct {
 
 func (x *CostSeries) Reset() {
 	*x = CostSeries{}
-	mi := &file_api_proto_msgTypes[52]
+	mi := &file_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4218,7 +4473,7 @@ func (x *CostSeries) String() string {
 func (*CostSeries) ProtoMessage() {}
 
 func (x *CostSeries) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[52]
+	mi := &file_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4231,7 +4486,7 @@ func (x *CostSeries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostSeries.ProtoReflect.Descriptor instead.
 func (*CostSeries) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{52}
+	return file_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CostSeries) GetName() string {
@@ -4267,7 +4522,7 @@ type JobCost struct {
 
 func (x *JobCost) Reset() {
 	*x = JobCost{}
-	mi := &file_api_proto_msgTypes[53]
+	mi := &file_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4279,7 +4534,7 @@ func (x *JobCost) String() string {
 func (*JobCost) ProtoMessage() {}
 
 func (x *JobCost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[53]
+	mi := &file_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4292,7 +4547,7 @@ func (x *JobCost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobCost.ProtoReflect.Descriptor instead.
 func (*JobCost) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{53}
+	return file_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *JobCost) GetUser() string {
@@ -4342,7 +4597,7 @@ type CostsReply struct {
 
 func (x *CostsReply) Reset() {
 	*x = CostsReply{}
-	mi := &file_api_proto_msgTypes[54]
+	mi := &file_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4354,7 +4609,7 @@ func (x *CostsReply) String() string {
 func (*CostsReply) ProtoMessage() {}
 
 func (x *CostsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[54]
+	mi := &file_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4367,7 +4622,7 @@ func (x *CostsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostsReply.ProtoReflect.Descriptor instead.
 func (*CostsReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{54}
+	return file_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CostsReply) GetCurrency() string {
@@ -4456,7 +4711,7 @@ type BillChunk struct {
 
 func (x *BillChunk) Reset() {
 	*x = BillChunk{}
-	mi := &file_api_proto_msgTypes[55]
+	mi := &file_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4468,7 +4723,7 @@ func (x *BillChunk) String() string {
 func (*BillChunk) ProtoMessage() {}
 
 func (x *BillChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[55]
+	mi := &file_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4481,7 +4736,7 @@ func (x *BillChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillChunk.ProtoReflect.Descriptor instead.
 func (*BillChunk) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{55}
+	return file_api_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *BillChunk) GetData() []byte {
@@ -4501,7 +4756,7 @@ type BillReply struct {
 
 func (x *BillReply) Reset() {
 	*x = BillReply{}
-	mi := &file_api_proto_msgTypes[56]
+	mi := &file_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4513,7 +4768,7 @@ func (x *BillReply) String() string {
 func (*BillReply) ProtoMessage() {}
 
 func (x *BillReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[56]
+	mi := &file_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4526,7 +4781,7 @@ func (x *BillReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillReply.ProtoReflect.Descriptor instead.
 func (*BillReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{56}
+	return file_api_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *BillReply) GetData() []byte {
@@ -4558,7 +4813,7 @@ type TaskLogsRequest struct {
 
 func (x *TaskLogsRequest) Reset() {
 	*x = TaskLogsRequest{}
-	mi := &file_api_proto_msgTypes[57]
+	mi := &file_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4570,7 +4825,7 @@ func (x *TaskLogsRequest) String() string {
 func (*TaskLogsRequest) ProtoMessage() {}
 
 func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[57]
+	mi := &file_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4583,7 +4838,7 @@ func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsRequest.ProtoReflect.Descriptor instead.
 func (*TaskLogsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{57}
+	return file_api_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *TaskLogsRequest) GetUser() string {
@@ -4644,7 +4899,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_api_proto_msgTypes[58]
+	mi := &file_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4656,7 +4911,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[58]
+	mi := &file_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4669,7 +4924,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{58}
+	return file_api_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -4852,7 +5107,37 @@ const file_api_proto_rawDesc = "" +
 	"\x0eStateAtRequest\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\x03R\bposition\x12\x17\n" +
 	"\atime_us\x18\x02 \x01(\x03R\x06timeUs\x12\x12\n" +
-	"\x04user\x18\x03 \x01(\tR\x04user\"\xc4\x01\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\"\xc2\x01\n" +
+	"\x10StateDiffRequest\x12#\n" +
+	"\rfrom_position\x18\x01 \x01(\x03R\ffromPosition\x12 \n" +
+	"\ffrom_time_us\x18\x02 \x01(\x03R\n" +
+	"fromTimeUs\x12\x1f\n" +
+	"\vto_position\x18\x03 \x01(\x03R\n" +
+	"toPosition\x12\x1c\n" +
+	"\n" +
+	"to_time_us\x18\x04 \x01(\x03R\btoTimeUs\x12\x12\n" +
+	"\x04user\x18\x05 \x01(\tR\x04user\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x05R\x05limit\"w\n" +
+	"\vStateChange\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04what\x18\x03 \x01(\tR\x04what\x12\x16\n" +
+	"\x06before\x18\x04 \x01(\tR\x06before\x12\x14\n" +
+	"\x05after\x18\x05 \x01(\tR\x05after\"\xde\x02\n" +
+	"\rStateDiffView\x12#\n" +
+	"\rfrom_position\x18\x01 \x01(\x03R\ffromPosition\x12 \n" +
+	"\ffrom_time_us\x18\x02 \x01(\x03R\n" +
+	"fromTimeUs\x12\x1f\n" +
+	"\vto_position\x18\x03 \x01(\x03R\n" +
+	"toPosition\x12\x1c\n" +
+	"\n" +
+	"to_time_us\x18\x04 \x01(\x03R\btoTimeUs\x124\n" +
+	"\achanges\x18\x05 \x03(\v2\x1a.corral.api.v1.StateChangeR\achanges\x12\x14\n" +
+	"\x05total\x18\x06 \x01(\x05R\x05total\x12@\n" +
+	"\x06counts\x18\a \x03(\v2(.corral.api.v1.StateDiffView.CountsEntryR\x06counts\x1a9\n" +
+	"\vCountsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xc4\x01\n" +
 	"\rEventsRequest\x12#\n" +
 	"\rfrom_position\x18\x01 \x01(\x03R\ffromPosition\x12\x19\n" +
 	"\bsince_us\x18\x02 \x01(\x03R\asinceUs\x12\x12\n" +
@@ -5108,7 +5393,7 @@ const file_api_proto_rawDesc = "" +
 	"\x06follow\x18\x06 \x01(\bR\x06follow\x12\x1a\n" +
 	"\bprevious\x18\a \x01(\bR\bprevious\"\x1e\n" +
 	"\bLogChunk\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data2\xa8\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data2\xf4\x12\n" +
 	"\x04Cell\x12D\n" +
 	"\x06Submit\x12\x1c.corral.api.v1.SubmitRequest\x1a\x1c.corral.api.v1.MutationReply\x12D\n" +
 	"\x06Update\x12\x1c.corral.api.v1.UpdateRequest\x1a\x1c.corral.api.v1.MutationReply\x12@\n" +
@@ -5137,7 +5422,8 @@ const file_api_proto_rawDesc = "" +
 	"\x0eGetPriceSheets\x12$.corral.api.v1.GetPriceSheetsRequest\x1a\x1d.corral.api.v1.PriceSheetList\x12N\n" +
 	"\n" +
 	"WhyPending\x12 .corral.api.v1.WhyPendingRequest\x1a\x1e.corral.api.v1.WhyPendingReply\x12A\n" +
-	"\aStateAt\x12\x1d.corral.api.v1.StateAtRequest\x1a\x17.corral.api.v1.CellView\x12@\n" +
+	"\aStateAt\x12\x1d.corral.api.v1.StateAtRequest\x1a\x17.corral.api.v1.CellView\x12J\n" +
+	"\tStateDiff\x12\x1f.corral.api.v1.StateDiffRequest\x1a\x1c.corral.api.v1.StateDiffView\x12@\n" +
 	"\x06Events\x12\x1c.corral.api.v1.EventsRequest\x1a\x18.corral.api.v1.EventList\x12A\n" +
 	"\x05Watch\x12\x1c.corral.api.v1.EventsRequest\x1a\x18.corral.api.v1.EventView0\x01\x12B\n" +
 	"\x06Status\x12\x1c.corral.api.v1.StatusRequest\x1a\x1a.corral.api.v1.StatusReply\x12?\n" +
@@ -5159,7 +5445,7 @@ func file_api_proto_rawDescGZIP() []byte {
 	return file_api_proto_rawDescData
 }
 
-var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_api_proto_goTypes = []any{
 	(*ReadOptions)(nil),               // 0: corral.api.v1.ReadOptions
 	(*MutationReply)(nil),             // 1: corral.api.v1.MutationReply
@@ -5190,162 +5476,170 @@ var file_api_proto_goTypes = []any{
 	(*GetQuotaRequest)(nil),           // 26: corral.api.v1.GetQuotaRequest
 	(*WhyPendingRequest)(nil),         // 27: corral.api.v1.WhyPendingRequest
 	(*StateAtRequest)(nil),            // 28: corral.api.v1.StateAtRequest
-	(*EventsRequest)(nil),             // 29: corral.api.v1.EventsRequest
-	(*StatusRequest)(nil),             // 30: corral.api.v1.StatusRequest
-	(*StatusReply)(nil),               // 31: corral.api.v1.StatusReply
-	(*TaskView)(nil),                  // 32: corral.api.v1.TaskView
-	(*JobView)(nil),                   // 33: corral.api.v1.JobView
-	(*RolloutView)(nil),               // 34: corral.api.v1.RolloutView
-	(*JobList)(nil),                   // 35: corral.api.v1.JobList
-	(*TaskList)(nil),                  // 36: corral.api.v1.TaskList
-	(*MachineView)(nil),               // 37: corral.api.v1.MachineView
-	(*MachineList)(nil),               // 38: corral.api.v1.MachineList
-	(*QuotaView)(nil),                 // 39: corral.api.v1.QuotaView
-	(*QuotaList)(nil),                 // 40: corral.api.v1.QuotaList
-	(*RejectionCount)(nil),            // 41: corral.api.v1.RejectionCount
-	(*PendingClass)(nil),              // 42: corral.api.v1.PendingClass
-	(*WhyPendingReply)(nil),           // 43: corral.api.v1.WhyPendingReply
-	(*CellView)(nil),                  // 44: corral.api.v1.CellView
-	(*EventView)(nil),                 // 45: corral.api.v1.EventView
-	(*EventList)(nil),                 // 46: corral.api.v1.EventList
-	(*QueryRequest)(nil),              // 47: corral.api.v1.QueryRequest
-	(*QueryReply)(nil),                // 48: corral.api.v1.QueryReply
-	(*QueryRow)(nil),                  // 49: corral.api.v1.QueryRow
-	(*BillRequest)(nil),               // 50: corral.api.v1.BillRequest
-	(*CostsRequest)(nil),              // 51: corral.api.v1.CostsRequest
-	(*CostSeries)(nil),                // 52: corral.api.v1.CostSeries
-	(*JobCost)(nil),                   // 53: corral.api.v1.JobCost
-	(*CostsReply)(nil),                // 54: corral.api.v1.CostsReply
-	(*BillChunk)(nil),                 // 55: corral.api.v1.BillChunk
-	(*BillReply)(nil),                 // 56: corral.api.v1.BillReply
-	(*TaskLogsRequest)(nil),           // 57: corral.api.v1.TaskLogsRequest
-	(*LogChunk)(nil),                  // 58: corral.api.v1.LogChunk
-	nil,                               // 59: corral.api.v1.CreateAllocSetRequest.LabelsEntry
-	nil,                               // 60: corral.api.v1.MachineView.AttributesEntry
-	(*events.JobSpec)(nil),            // 61: corral.events.v1.JobSpec
-	(*events.Resources)(nil),          // 62: corral.events.v1.Resources
-	(*events.Constraint)(nil),         // 63: corral.events.v1.Constraint
-	(*events.PriceSheetSet)(nil),      // 64: corral.events.v1.PriceSheetSet
+	(*StateDiffRequest)(nil),          // 29: corral.api.v1.StateDiffRequest
+	(*StateChange)(nil),               // 30: corral.api.v1.StateChange
+	(*StateDiffView)(nil),             // 31: corral.api.v1.StateDiffView
+	(*EventsRequest)(nil),             // 32: corral.api.v1.EventsRequest
+	(*StatusRequest)(nil),             // 33: corral.api.v1.StatusRequest
+	(*StatusReply)(nil),               // 34: corral.api.v1.StatusReply
+	(*TaskView)(nil),                  // 35: corral.api.v1.TaskView
+	(*JobView)(nil),                   // 36: corral.api.v1.JobView
+	(*RolloutView)(nil),               // 37: corral.api.v1.RolloutView
+	(*JobList)(nil),                   // 38: corral.api.v1.JobList
+	(*TaskList)(nil),                  // 39: corral.api.v1.TaskList
+	(*MachineView)(nil),               // 40: corral.api.v1.MachineView
+	(*MachineList)(nil),               // 41: corral.api.v1.MachineList
+	(*QuotaView)(nil),                 // 42: corral.api.v1.QuotaView
+	(*QuotaList)(nil),                 // 43: corral.api.v1.QuotaList
+	(*RejectionCount)(nil),            // 44: corral.api.v1.RejectionCount
+	(*PendingClass)(nil),              // 45: corral.api.v1.PendingClass
+	(*WhyPendingReply)(nil),           // 46: corral.api.v1.WhyPendingReply
+	(*CellView)(nil),                  // 47: corral.api.v1.CellView
+	(*EventView)(nil),                 // 48: corral.api.v1.EventView
+	(*EventList)(nil),                 // 49: corral.api.v1.EventList
+	(*QueryRequest)(nil),              // 50: corral.api.v1.QueryRequest
+	(*QueryReply)(nil),                // 51: corral.api.v1.QueryReply
+	(*QueryRow)(nil),                  // 52: corral.api.v1.QueryRow
+	(*BillRequest)(nil),               // 53: corral.api.v1.BillRequest
+	(*CostsRequest)(nil),              // 54: corral.api.v1.CostsRequest
+	(*CostSeries)(nil),                // 55: corral.api.v1.CostSeries
+	(*JobCost)(nil),                   // 56: corral.api.v1.JobCost
+	(*CostsReply)(nil),                // 57: corral.api.v1.CostsReply
+	(*BillChunk)(nil),                 // 58: corral.api.v1.BillChunk
+	(*BillReply)(nil),                 // 59: corral.api.v1.BillReply
+	(*TaskLogsRequest)(nil),           // 60: corral.api.v1.TaskLogsRequest
+	(*LogChunk)(nil),                  // 61: corral.api.v1.LogChunk
+	nil,                               // 62: corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	nil,                               // 63: corral.api.v1.StateDiffView.CountsEntry
+	nil,                               // 64: corral.api.v1.MachineView.AttributesEntry
+	(*events.JobSpec)(nil),            // 65: corral.events.v1.JobSpec
+	(*events.Resources)(nil),          // 66: corral.events.v1.Resources
+	(*events.Constraint)(nil),         // 67: corral.events.v1.Constraint
+	(*events.PriceSheetSet)(nil),      // 68: corral.events.v1.PriceSheetSet
 }
 var file_api_proto_depIdxs = []int32{
-	61, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
-	61, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
-	61, // 2: corral.api.v1.PlanReply.current:type_name -> corral.events.v1.JobSpec
-	61, // 3: corral.api.v1.PlanReply.proposed:type_name -> corral.events.v1.JobSpec
+	65, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
+	65, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
+	65, // 2: corral.api.v1.PlanReply.current:type_name -> corral.events.v1.JobSpec
+	65, // 3: corral.api.v1.PlanReply.proposed:type_name -> corral.events.v1.JobSpec
 	5,  // 4: corral.api.v1.PlanReply.placements:type_name -> corral.api.v1.PlannedPlacement
-	43, // 5: corral.api.v1.PlanReply.pending:type_name -> corral.api.v1.WhyPendingReply
-	61, // 6: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
+	46, // 5: corral.api.v1.PlanReply.pending:type_name -> corral.api.v1.WhyPendingReply
+	65, // 6: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
 	7,  // 7: corral.api.v1.JobHistoryReply.versions:type_name -> corral.api.v1.JobVersionView
-	62, // 8: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
-	62, // 9: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
-	63, // 10: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
-	59, // 11: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	66, // 8: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
+	66, // 9: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
+	67, // 10: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
+	62, // 11: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
 	0,  // 12: corral.api.v1.GetRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 13: corral.api.v1.ListRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 14: corral.api.v1.ListTasksRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 15: corral.api.v1.ListMachinesRequest.read:type_name -> corral.api.v1.ReadOptions
-	64, // 16: corral.api.v1.SetPriceSheetRequest.sheet:type_name -> corral.events.v1.PriceSheetSet
+	68, // 16: corral.api.v1.SetPriceSheetRequest.sheet:type_name -> corral.events.v1.PriceSheetSet
 	0,  // 17: corral.api.v1.GetPriceSheetsRequest.read:type_name -> corral.api.v1.ReadOptions
-	64, // 18: corral.api.v1.PriceSheetView.sheet:type_name -> corral.events.v1.PriceSheetSet
+	68, // 18: corral.api.v1.PriceSheetView.sheet:type_name -> corral.events.v1.PriceSheetSet
 	23, // 19: corral.api.v1.PriceSheetList.sheets:type_name -> corral.api.v1.PriceSheetView
 	24, // 20: corral.api.v1.PriceSheetList.closed:type_name -> corral.api.v1.ClosedPeriodView
 	0,  // 21: corral.api.v1.GetQuotaRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 22: corral.api.v1.WhyPendingRequest.read:type_name -> corral.api.v1.ReadOptions
-	62, // 23: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
-	62, // 24: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
-	61, // 25: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
-	32, // 26: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
-	34, // 27: corral.api.v1.JobView.rollout:type_name -> corral.api.v1.RolloutView
-	33, // 28: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
-	32, // 29: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
-	62, // 30: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
-	62, // 31: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
-	62, // 32: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
-	60, // 33: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
-	37, // 34: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
-	62, // 35: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
-	62, // 36: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
-	39, // 37: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
-	41, // 38: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
-	42, // 39: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
-	37, // 40: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
-	33, // 41: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
-	45, // 42: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
-	49, // 43: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
-	52, // 44: corral.api.v1.CostsReply.users:type_name -> corral.api.v1.CostSeries
-	52, // 45: corral.api.v1.CostsReply.teams:type_name -> corral.api.v1.CostSeries
-	52, // 46: corral.api.v1.CostsReply.bands:type_name -> corral.api.v1.CostSeries
-	52, // 47: corral.api.v1.CostsReply.idle:type_name -> corral.api.v1.CostSeries
-	53, // 48: corral.api.v1.CostsReply.top_jobs:type_name -> corral.api.v1.JobCost
-	2,  // 49: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
-	3,  // 50: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
-	9,  // 51: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
-	10, // 52: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
-	11, // 53: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
-	11, // 54: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
-	11, // 55: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
-	6,  // 56: corral.api.v1.Cell.JobHistory:input_type -> corral.api.v1.JobHistoryRequest
-	3,  // 57: corral.api.v1.Cell.PlanUpdate:input_type -> corral.api.v1.UpdateRequest
-	57, // 58: corral.api.v1.Cell.TaskLogs:input_type -> corral.api.v1.TaskLogsRequest
-	12, // 59: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
-	20, // 60: corral.api.v1.Cell.SetPriceSheet:input_type -> corral.api.v1.SetPriceSheetRequest
-	21, // 61: corral.api.v1.Cell.CloseBillingPeriod:input_type -> corral.api.v1.CloseBillingPeriodRequest
-	13, // 62: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
-	14, // 63: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
-	15, // 64: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
-	11, // 65: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
-	16, // 66: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
-	17, // 67: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
-	18, // 68: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
-	19, // 69: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
-	26, // 70: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
-	22, // 71: corral.api.v1.Cell.GetPriceSheets:input_type -> corral.api.v1.GetPriceSheetsRequest
-	27, // 72: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
-	28, // 73: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
-	29, // 74: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
-	29, // 75: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
-	30, // 76: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
-	47, // 77: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
-	50, // 78: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
-	50, // 79: corral.api.v1.Cell.ExportBill:input_type -> corral.api.v1.BillRequest
-	51, // 80: corral.api.v1.Cell.Costs:input_type -> corral.api.v1.CostsRequest
-	1,  // 81: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
-	1,  // 82: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
-	1,  // 83: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
-	1,  // 84: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
-	1,  // 85: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 86: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 87: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
-	8,  // 88: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
-	4,  // 89: corral.api.v1.Cell.PlanUpdate:output_type -> corral.api.v1.PlanReply
-	58, // 90: corral.api.v1.Cell.TaskLogs:output_type -> corral.api.v1.LogChunk
-	1,  // 91: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
-	1,  // 92: corral.api.v1.Cell.SetPriceSheet:output_type -> corral.api.v1.MutationReply
-	1,  // 93: corral.api.v1.Cell.CloseBillingPeriod:output_type -> corral.api.v1.MutationReply
-	1,  // 94: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 95: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 96: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
-	1,  // 97: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
-	33, // 98: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
-	35, // 99: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
-	36, // 100: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
-	38, // 101: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
-	40, // 102: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
-	25, // 103: corral.api.v1.Cell.GetPriceSheets:output_type -> corral.api.v1.PriceSheetList
-	43, // 104: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
-	44, // 105: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
-	46, // 106: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
-	45, // 107: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
-	31, // 108: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
-	48, // 109: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
-	56, // 110: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
-	55, // 111: corral.api.v1.Cell.ExportBill:output_type -> corral.api.v1.BillChunk
-	54, // 112: corral.api.v1.Cell.Costs:output_type -> corral.api.v1.CostsReply
-	81, // [81:113] is the sub-list for method output_type
-	49, // [49:81] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	30, // 23: corral.api.v1.StateDiffView.changes:type_name -> corral.api.v1.StateChange
+	63, // 24: corral.api.v1.StateDiffView.counts:type_name -> corral.api.v1.StateDiffView.CountsEntry
+	66, // 25: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
+	66, // 26: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
+	65, // 27: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
+	35, // 28: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
+	37, // 29: corral.api.v1.JobView.rollout:type_name -> corral.api.v1.RolloutView
+	36, // 30: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
+	35, // 31: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
+	66, // 32: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
+	66, // 33: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
+	66, // 34: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
+	64, // 35: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
+	40, // 36: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
+	66, // 37: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
+	66, // 38: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
+	42, // 39: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
+	44, // 40: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
+	45, // 41: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
+	40, // 42: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
+	36, // 43: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
+	48, // 44: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
+	52, // 45: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
+	55, // 46: corral.api.v1.CostsReply.users:type_name -> corral.api.v1.CostSeries
+	55, // 47: corral.api.v1.CostsReply.teams:type_name -> corral.api.v1.CostSeries
+	55, // 48: corral.api.v1.CostsReply.bands:type_name -> corral.api.v1.CostSeries
+	55, // 49: corral.api.v1.CostsReply.idle:type_name -> corral.api.v1.CostSeries
+	56, // 50: corral.api.v1.CostsReply.top_jobs:type_name -> corral.api.v1.JobCost
+	2,  // 51: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
+	3,  // 52: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
+	9,  // 53: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
+	10, // 54: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
+	11, // 55: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
+	11, // 56: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
+	11, // 57: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
+	6,  // 58: corral.api.v1.Cell.JobHistory:input_type -> corral.api.v1.JobHistoryRequest
+	3,  // 59: corral.api.v1.Cell.PlanUpdate:input_type -> corral.api.v1.UpdateRequest
+	60, // 60: corral.api.v1.Cell.TaskLogs:input_type -> corral.api.v1.TaskLogsRequest
+	12, // 61: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
+	20, // 62: corral.api.v1.Cell.SetPriceSheet:input_type -> corral.api.v1.SetPriceSheetRequest
+	21, // 63: corral.api.v1.Cell.CloseBillingPeriod:input_type -> corral.api.v1.CloseBillingPeriodRequest
+	13, // 64: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
+	14, // 65: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
+	15, // 66: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
+	11, // 67: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
+	16, // 68: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
+	17, // 69: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
+	18, // 70: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
+	19, // 71: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
+	26, // 72: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
+	22, // 73: corral.api.v1.Cell.GetPriceSheets:input_type -> corral.api.v1.GetPriceSheetsRequest
+	27, // 74: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
+	28, // 75: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
+	29, // 76: corral.api.v1.Cell.StateDiff:input_type -> corral.api.v1.StateDiffRequest
+	32, // 77: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
+	32, // 78: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
+	33, // 79: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
+	50, // 80: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
+	53, // 81: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
+	53, // 82: corral.api.v1.Cell.ExportBill:input_type -> corral.api.v1.BillRequest
+	54, // 83: corral.api.v1.Cell.Costs:input_type -> corral.api.v1.CostsRequest
+	1,  // 84: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
+	1,  // 85: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
+	1,  // 86: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
+	1,  // 87: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
+	1,  // 88: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 89: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 90: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
+	8,  // 91: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
+	4,  // 92: corral.api.v1.Cell.PlanUpdate:output_type -> corral.api.v1.PlanReply
+	61, // 93: corral.api.v1.Cell.TaskLogs:output_type -> corral.api.v1.LogChunk
+	1,  // 94: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
+	1,  // 95: corral.api.v1.Cell.SetPriceSheet:output_type -> corral.api.v1.MutationReply
+	1,  // 96: corral.api.v1.Cell.CloseBillingPeriod:output_type -> corral.api.v1.MutationReply
+	1,  // 97: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 98: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 99: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
+	1,  // 100: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
+	36, // 101: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
+	38, // 102: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
+	39, // 103: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
+	41, // 104: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
+	43, // 105: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
+	25, // 106: corral.api.v1.Cell.GetPriceSheets:output_type -> corral.api.v1.PriceSheetList
+	46, // 107: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
+	47, // 108: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
+	31, // 109: corral.api.v1.Cell.StateDiff:output_type -> corral.api.v1.StateDiffView
+	49, // 110: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
+	48, // 111: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
+	34, // 112: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
+	51, // 113: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
+	59, // 114: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
+	58, // 115: corral.api.v1.Cell.ExportBill:output_type -> corral.api.v1.BillChunk
+	57, // 116: corral.api.v1.Cell.Costs:output_type -> corral.api.v1.CostsReply
+	84, // [84:117] is the sub-list for method output_type
+	51, // [51:84] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_init() }
@@ -5359,7 +5653,7 @@ func file_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   61,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -54,6 +54,7 @@ const (
 	Cell_GetPriceSheets_FullMethodName     = "/corral.api.v1.Cell/GetPriceSheets"
 	Cell_WhyPending_FullMethodName         = "/corral.api.v1.Cell/WhyPending"
 	Cell_StateAt_FullMethodName            = "/corral.api.v1.Cell/StateAt"
+	Cell_StateDiff_FullMethodName          = "/corral.api.v1.Cell/StateDiff"
 	Cell_Events_FullMethodName             = "/corral.api.v1.Cell/Events"
 	Cell_Watch_FullMethodName              = "/corral.api.v1.Cell/Watch"
 	Cell_Status_FullMethodName             = "/corral.api.v1.Cell/Status"
@@ -101,6 +102,8 @@ type CellClient interface {
 	GetPriceSheets(ctx context.Context, in *GetPriceSheetsRequest, opts ...grpc.CallOption) (*PriceSheetList, error)
 	WhyPending(ctx context.Context, in *WhyPendingRequest, opts ...grpc.CallOption) (*WhyPendingReply, error)
 	StateAt(ctx context.Context, in *StateAtRequest, opts ...grpc.CallOption) (*CellView, error)
+	// StateDiff: what differs between the cell at two points of its log.
+	StateDiff(ctx context.Context, in *StateDiffRequest, opts ...grpc.CallOption) (*StateDiffView, error)
 	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventList, error)
 	// Watch streams events from a position on, following new ones.
 	Watch(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EventView], error)
@@ -384,6 +387,16 @@ func (c *cellClient) StateAt(ctx context.Context, in *StateAtRequest, opts ...gr
 	return out, nil
 }
 
+func (c *cellClient) StateDiff(ctx context.Context, in *StateDiffRequest, opts ...grpc.CallOption) (*StateDiffView, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StateDiffView)
+	err := c.cc.Invoke(ctx, Cell_StateDiff_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *cellClient) Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventList, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(EventList)
@@ -510,6 +523,8 @@ type CellServer interface {
 	GetPriceSheets(context.Context, *GetPriceSheetsRequest) (*PriceSheetList, error)
 	WhyPending(context.Context, *WhyPendingRequest) (*WhyPendingReply, error)
 	StateAt(context.Context, *StateAtRequest) (*CellView, error)
+	// StateDiff: what differs between the cell at two points of its log.
+	StateDiff(context.Context, *StateDiffRequest) (*StateDiffView, error)
 	Events(context.Context, *EventsRequest) (*EventList, error)
 	// Watch streams events from a position on, following new ones.
 	Watch(*EventsRequest, grpc.ServerStreamingServer[EventView]) error
@@ -608,6 +623,9 @@ func (UnimplementedCellServer) WhyPending(context.Context, *WhyPendingRequest) (
 }
 func (UnimplementedCellServer) StateAt(context.Context, *StateAtRequest) (*CellView, error) {
 	return nil, status.Error(codes.Unimplemented, "method StateAt not implemented")
+}
+func (UnimplementedCellServer) StateDiff(context.Context, *StateDiffRequest) (*StateDiffView, error) {
+	return nil, status.Error(codes.Unimplemented, "method StateDiff not implemented")
 }
 func (UnimplementedCellServer) Events(context.Context, *EventsRequest) (*EventList, error) {
 	return nil, status.Error(codes.Unimplemented, "method Events not implemented")
@@ -1094,6 +1112,24 @@ func _Cell_StateAt_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cell_StateDiff_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StateDiffRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).StateDiff(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_StateDiff_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).StateDiff(ctx, req.(*StateDiffRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Cell_Events_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(EventsRequest)
 	if err := dec(in); err != nil {
@@ -1308,6 +1344,10 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "StateAt",
 			Handler:    _Cell_StateAt_Handler,
+		},
+		{
+			MethodName: "StateDiff",
+			Handler:    _Cell_StateDiff_Handler,
 		},
 		{
 			MethodName: "Events",

@@ -47,11 +47,26 @@ type Service struct {
 	// Logs reads task logs from the agents (TaskLogs); nil: Unimplemented.
 	Logs *AgentLogs
 
-	planSlots chan struct{} // PlanUpdate calls running at once
+	planSlots   chan struct{} // PlanUpdate calls running at once
+	replaySlots chan struct{} // replays of the log for StateAt and StateDiff running at once
 }
 
 // maxPlans is how many PlanUpdate calls run at once; more wait.
 const maxPlans = 2
+
+// maxReplays is how many replays of the log (a past state each) run at
+// once; more wait. Each holds a whole state of the cell in memory.
+const maxReplays = 2
+
+// takeSlot waits for a slot of slots until ctx ends; release gives it back.
+func takeSlot(ctx context.Context, slots chan struct{}) (release func(), err error) {
+	select {
+	case slots <- struct{}{}:
+		return func() { <-slots }, nil
+	case <-ctx.Done():
+		return nil, Status(ctx, ctx.Err())
+	}
+}
 
 // Analytics is what the API needs of the Infrastore. It is an interface so
 // this package (and its tests) do not link DuckDB.
@@ -88,7 +103,7 @@ func (s *Service) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillRe
 
 // NewService returns the API of m.
 func NewService(m *Master) *Service {
-	return &Service{m: m, ReadWait: 10 * time.Second, planSlots: make(chan struct{}, maxPlans)}
+	return &Service{m: m, ReadWait: 10 * time.Second, planSlots: make(chan struct{}, maxPlans), replaySlots: make(chan struct{}, maxReplays)}
 }
 
 // Register adds the service to a gRPC server.

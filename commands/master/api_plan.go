@@ -28,12 +28,11 @@ func (s *Service) PlanUpdate(ctx context.Context, r *apipb.UpdateRequest) (*apip
 	// Plans run a few at a time, and off the state's lock: the copy is
 	// taken under it (milliseconds for 100,000 tasks), the pass runs on
 	// the copy, so that no plan holds up the writer.
-	select {
-	case s.planSlots <- struct{}{}:
-		defer func() { <-s.planSlots }()
-	case <-ctx.Done():
-		return nil, Status(ctx, ctx.Err())
+	release, err := takeSlot(ctx, s.planSlots)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	var snapshot []byte
 	if err := s.read(ctx, nil, func(st *projections.State) error {
 		snapshot = projections.Encode(st)

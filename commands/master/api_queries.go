@@ -203,24 +203,83 @@ func (s *Service) StateAt(ctx context.Context, r *apipb.StateAtRequest) (*apipb.
 	if _, err := s.actor(ctx); err != nil {
 		return nil, err
 	}
-	var (
-		st  *projections.State
-		err error
-	)
+	st, err := s.stateAtPoint(ctx, r.Position, r.TimeUs, "position", "time_us")
+	if err != nil {
+		return nil, err
+	}
+	return CellView(st, r.User), nil
+}
+
+// stateAtPoint replays the log up to a position or a time, whichever the
+// request gave (the fields are named in errors), a few replays at a time.
+func (s *Service) stateAtPoint(ctx context.Context, pos, timeUs int64, posField, timeField string) (*projections.State, error) {
 	switch {
-	case r.Position > 0 && r.TimeUs != 0:
-		return nil, status.Error(codes.InvalidArgument, "give a position or a time, not both")
-	case r.Position > 0:
-		st, err = projections.StateAt(ctx, s.m.store, r.Position)
-	case r.TimeUs != 0:
-		st, _, err = projections.StateAtTime(ctx, s.m.store, time.UnixMicro(r.TimeUs))
-	default:
-		return nil, status.Error(codes.InvalidArgument, "position or time_us: one must be set")
+	case pos < 0:
+		return nil, status.Errorf(codes.InvalidArgument, "%s: %d is not a log position", posField, pos)
+	case pos > 0 && timeUs != 0:
+		return nil, status.Errorf(codes.InvalidArgument, "give %s or %s, not both", posField, timeField)
+	case pos == 0 && timeUs == 0:
+		return nil, status.Errorf(codes.InvalidArgument, "%s or %s: one must be set", posField, timeField)
+	}
+	release, err := takeSlot(ctx, s.replaySlots)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var st *projections.State
+	if pos > 0 {
+		st, err = projections.StateAt(ctx, s.m.store, pos)
+	} else {
+		st, _, err = projections.StateAtTime(ctx, s.m.store, time.UnixMicro(timeUs))
 	}
 	if err != nil {
 		return nil, Status(ctx, err)
 	}
-	return CellView(st, r.User), nil
+	return st, nil
+}
+
+// maxStateChanges bounds the changes one StateDiff lists; the counts cover
+// them all.
+const maxStateChanges = 100_000
+
+// StateDiff lists what differs between the cell at two points of its log:
+// both states come from the log by the same replay as StateAt, and
+// projections.Diff compares them.
+func (s *Service) StateDiff(ctx context.Context, r *apipb.StateDiffRequest) (*apipb.StateDiffView, error) {
+	if _, err := s.actor(ctx); err != nil {
+		return nil, err
+	}
+	limit := int(r.Limit)
+	switch {
+	case limit < 0 || limit > maxStateChanges:
+		return nil, status.Errorf(codes.InvalidArgument, "limit: %d is outside 0-%d", limit, maxStateChanges)
+	case limit == 0:
+		limit = 1000
+	}
+	from, err := s.stateAtPoint(ctx, r.FromPosition, r.FromTimeUs, "from_position", "from_time_us")
+	if err != nil {
+		return nil, err
+	}
+	to, err := s.stateAtPoint(ctx, r.ToPosition, r.ToTimeUs, "to_position", "to_time_us")
+	if err != nil {
+		return nil, err
+	}
+	if from.Position > to.Position {
+		return nil, status.Errorf(codes.InvalidArgument, "from (position %d) is after to (position %d)", from.Position, to.Position)
+	}
+	changes := projections.Diff(from, to, r.User)
+	out := &apipb.StateDiffView{
+		FromPosition: from.Position, FromTimeUs: from.TimeUS,
+		ToPosition: to.Position, ToTimeUs: to.TimeUS,
+		Total: int32(len(changes)), Counts: map[string]int32{},
+	}
+	for i, ch := range changes {
+		out.Counts[ch.Kind+" "+ch.What]++
+		if i < limit {
+			out.Changes = append(out.Changes, &apipb.StateChange{Kind: ch.Kind, Name: ch.Name, What: ch.What, Before: ch.Before, After: ch.After})
+		}
+	}
+	return out, nil
 }
 
 // filter selects events for Events and Watch.

@@ -334,6 +334,39 @@ func testMasterAPI(t *testing.T, store events.Store) {
 		t.Fatalf("state beyond the head: %v", err)
 	}
 
+	// What changed between two points: the kill of both jobs, their
+	// tasks, and the update of web.
+	diff, err := c.StateDiff(as("alice"), &apipb.StateDiffRequest{FromPosition: beforeKill, ToPosition: kill.LastPosition})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff.FromPosition != beforeKill || diff.ToPosition != kill.LastPosition || diff.Counts["job killed"] != 2 || diff.Counts["task killed"] == 0 {
+		t.Fatalf("diff across the kill: %v", diff)
+	}
+	upd, err := c.StateDiff(as("alice"), &apipb.StateDiffRequest{FromPosition: beforeUpdate, ToPosition: beforeKill, User: "alice", Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if upd.Counts["job spec changed"] != 1 || len(upd.Changes) != 1 || upd.Total < 2 {
+		t.Fatalf("diff across the update (limit 1): %v", upd)
+	}
+	for _, bad := range []struct {
+		req  *apipb.StateDiffRequest
+		want string
+	}{
+		{&apipb.StateDiffRequest{ToPosition: 2}, "from_position or from_time_us"},
+		{&apipb.StateDiffRequest{FromPosition: 2, FromTimeUs: 5, ToPosition: 3}, "not both"},
+		{&apipb.StateDiffRequest{FromPosition: -1, ToPosition: 3}, "from_position"},
+		{&apipb.StateDiffRequest{FromPosition: kill.LastPosition, ToPosition: beforeKill}, "after"},
+		{&apipb.StateDiffRequest{FromPosition: 1, ToPosition: 2, Limit: -3}, "limit"},
+		{&apipb.StateDiffRequest{FromPosition: 1, ToPosition: 2, Limit: 1 << 30}, "limit"},
+	} {
+		_, err := c.StateDiff(as("alice"), bad.req)
+		if codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("StateDiff(%v): %v, want InvalidArgument naming %q", bad.req, err, bad.want)
+		}
+	}
+
 	// The job's history, filtered.
 	evs, err := c.Events(as("alice"), &apipb.EventsRequest{Job: "web"})
 	if err != nil {

@@ -499,6 +499,7 @@ func (a *app) stateCommand() *cobra.Command {
 	}
 	c.Flags().StringVar(&at, "at", "", "a time (RFC 3339; 5m or -5m for five minutes ago; today) or a log position")
 	c.Flags().StringVar(&owner, "owner", "", "show only this user's jobs")
+	c.AddCommand(a.stateDiffCommand())
 	return c
 }
 

@@ -113,6 +113,11 @@ func TestExitCodes(t *testing.T) {
 		{"-o", "xml", "job", "list"},
 		{"state"},
 		{"state", "--at", "soon"},
+		{"state", "diff"},
+		{"state", "diff", "--from", "soon"},
+		{"state", "diff", "--from", "1", "--to", "0"},
+		{"state", "diff", "--from", "1", "--limit", "0"},
+		{"state", "diff", "--from", "1", "extra"},
 		{"job", "kill"},
 		{"task", "get", "hello", "x"},
 	} {
