@@ -272,6 +272,14 @@ func TestInBrowser(t *testing.T) {
 		t.Errorf("cell summary: %s", s)
 	}
 	shot("cell")
+	// What changed since the log's first event, from the cell page's form.
+	run("diff page", chromedp.SendKeys(chromedp.CSS(`#c-from`), "1"), chromedp.Submit(chromedp.CSS(`#c-from`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff-span`)))
+	if s := text("main"); !strings.Contains(s, "alice/hello") || !strings.Contains(s, "machine added") {
+		t.Errorf("the diff page from position 1: %.2000s", s)
+	}
+	shot("diff")
+	run("cell page again", chromedp.Navigate(web+"/"), chromedp.WaitVisible(chromedp.CSS(`#alloc-h`)))
 	run("machine page", chromedp.Click(chromedp.CSS(`a[href="/machines/m1"]`)), chromedp.WaitVisible(chromedp.CSS(`#cap-h`)))
 	shot("machine")
 	run("events page", chromedp.Navigate(web+"/events"), chromedp.WaitVisible(chromedp.CSS(`#events`)))

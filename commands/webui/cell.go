@@ -35,6 +35,7 @@ type cellData struct {
 	// their health check (the first ten), of TroubledCount.
 	Troubled      []troubledTask
 	TroubledCount int
+	DiffForm      diffData // the empty form of the diff page
 }
 
 type troubledTask struct {
@@ -57,7 +58,7 @@ func (h *Handler) cell(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	d := cellData{}
+	d := cellData{DiffForm: diffData{IDPrefix: "c"}}
 	var sums [len(projectionsBands)]bandRow
 	h.cfg.Cell.View(func(st *projections.State) {
 		d.Position, d.TimeUS, d.Leader = st.Position, st.TimeUS, st.Leader

@@ -36,6 +36,10 @@
 //     its share, corrections, the top jobs; and the month's FOCUS file
 //     (POST /costs/focus with the page's CSRF token, streamed through the
 //     API's ExportBill).
+//   - /diff?from=&to=: what changed between two points of the log (times
+//     in UTC or positions; to defaults to now), through the API's
+//     StateDiff, with links to the jobs, tasks and machines; the cell page
+//     holds its form.
 //   - /sql: a console on the Infrastore through the API's Query (the
 //     Infrastore's read-only guards apply), results as a table, and a CSV
 //     download. GET shows the form (a link's ?q= fills it in); only a POST
@@ -55,7 +59,7 @@
 // and can carry their numbers as an HTML table for screen readers.
 //
 // Reads go through the Cell API in-process (List, Get, ListTasks,
-// WhyPending, Events, Watch, Query, Costs, ExportBill), so the pages show
+// WhyPending, Events, Watch, Query, Costs, ExportBill, StateDiff), so the pages show
 // what `corral` shows. Cell.View is used only for what the API does not serve: sums per
 // band, one task or machine, a rolling update's progress.
 //

@@ -316,3 +316,35 @@ func TestRollingUpdateProgress(t *testing.T) {
 	_, body = c.get(t, "/jobs")
 	mustContain(t, "jobs", body, "updating")
 }
+
+// The diff page, from the cell page's form: what changed between two
+// positions of the small cell, by the master's replay of its log.
+func TestDiffPage(t *testing.T) {
+	c := openCell(t, smallCell())
+	code, body := c.get(t, "/")
+	if code != http.StatusOK {
+		t.Fatalf("cell page: %d", code)
+	}
+	mustContain(t, "cell", body, `action="/diff"`, `id="c-from" name="from"`)
+	head := c.m.Position()
+	code, body = c.get(t, fmt.Sprintf("/diff?from=13&to=%d", head))
+	if code != http.StatusOK {
+		t.Fatalf("status %d\n%s", code, body)
+	}
+	mustContain(t, "diff", body, "What changed", "From log position 13", fmt.Sprintf("to log position %d", head),
+		`<a href="/jobs/bob/huge">bob/huge</a>`, `<a href="/jobs/alice/web/tasks/1">alice/web/1</a>`, "task pending again: 1",
+		`<a href="/machines/m2">m2</a>`, "missed 3 polls", "job submitted: 2", `value="13"`)
+	checkAccessible(t, "diff", body)
+	// The same point twice: nothing changed.
+	if code, body := c.get(t, "/diff?from=5&to=5"); code != http.StatusOK || !strings.Contains(body, `id="diff-empty"`) {
+		t.Errorf("from 5 to 5: %d\n%s", code, body)
+	}
+	for _, bad := range []struct{ path, field string }{
+		{"/diff", "from"}, {"/diff?from=0", "from"}, {"/diff?from=yesterday-ish", "from"}, {"/diff?from=3&to=%3Cscript%3E", "to"},
+		{"/diff?from=1999-01-01T00:00", "from"}, {fmt.Sprintf("/diff?from=%d&to=2", head), "after"},
+	} {
+		if code, body := c.get(t, bad.path); code != http.StatusBadRequest || !strings.Contains(body, bad.field) {
+			t.Errorf("%s: %d, want 400 naming %s\n%s", bad.path, code, bad.field, body)
+		}
+	}
+}

@@ -37,6 +37,7 @@ type API interface {
 	Watch(*apipb.EventsRequest, apipb.Cell_WatchServer) error
 	Query(context.Context, *apipb.QueryRequest) (*apipb.QueryReply, error)
 	Costs(context.Context, *apipb.CostsRequest) (*apipb.CostsReply, error)
+	StateDiff(context.Context, *apipb.StateDiffRequest) (*apipb.StateDiffView, error)
 	ExportBill(*apipb.BillRequest, apipb.Cell_ExportBillServer) error
 }
 
@@ -162,6 +163,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /sql", h.sqlForm)
 	h.mux.HandleFunc("POST /sql", h.sql)
 	h.mux.HandleFunc("GET /costs", h.costs)
+	h.mux.HandleFunc("GET /diff", h.diff)
 	h.mux.HandleFunc("POST /costs/focus", h.costsExport)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no page at %s", r.URL.Path))
