@@ -18,15 +18,15 @@ import (
 // log to both points and compares them (projections.Diff).
 
 type diffData struct {
-	From, To   string // as given, for the form
-	FromPos    int64
-	FromUS     int64
-	ToPos      int64
-	ToUS       int64
-	Total      int
-	Counts     []diffCount
-	Rows       []diffRow
-	Truncated  bool
+	From, To  string // as given, for the form
+	FromPos   int64
+	FromUS    int64
+	ToPos     int64
+	ToUS      int64
+	Total     int
+	Counts    []diffCount
+	Rows      []diffRow
+	Truncated bool
 	// IDPrefix keeps the form's element ids apart from the page's.
 	IDPrefix string
 }
