@@ -230,6 +230,13 @@ func TestNewcomerPath(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`alice/hello\s+pending\s+4\s+0\s+5\s+0\s+5`).MatchString(out) {
 		t.Errorf("state --at %s: exit %d, want hello with 5 pending tasks", submitted, code)
 	}
+	// Would hello have fit just before it was submitted? Planned on the
+	// cell as it was then: a new job, its five tasks placed.
+	first, _ := strconv.Atoi(positions[0][1])
+	out, code = corral("job", "plan", "examples/hello.jsonnet", "--at", strconv.Itoa(first-2))
+	if code != 0 || !strings.Contains(out, "job alice/hello: a new job") || strings.Count(out, "places alice/hello/") != 5 {
+		t.Errorf("job plan --at %d: exit %d, want hello as a new job with five placements:\n%s", first-2, code, out)
+	}
 	// From hello's submission to now: its five tasks started.
 	out, code = corral("state", "diff", "--from", submitted)
 	if code != 0 || !strings.Contains(out, "task started 5") || !regexp.MustCompile(`task\s+alice/hello/0\s+started\s+pending\s+running on `).MatchString(out) {

@@ -224,15 +224,20 @@ func (x *SubmitRequest) GetSpec() *events.JobSpec {
 }
 
 type UpdateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Spec          *events.JobSpec        `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
-	Selector      string                 `protobuf:"bytes,3,opt,name=selector,proto3" json:"selector,omitempty"`  // update every job matching (priority changes only)
-	Priority      int32                  `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"` // with selector
-	Job           string                 `protobuf:"bytes,5,opt,name=job,proto3" json:"job,omitempty"`            // or: put version revert_to of this job's spec back in force
-	RevertTo      int64                  `protobuf:"varint,6,opt,name=revert_to,json=revertTo,proto3" json:"revert_to,omitempty"`
-	User          string                 `protobuf:"bytes,7,opt,name=user,proto3" json:"user,omitempty"`                                // with job: its owner (default: the caller)
-	IfPosition    int64                  `protobuf:"varint,8,opt,name=if_position,json=ifPosition,proto3" json:"if_position,omitempty"` // refuse when the job changed after this position (PlanUpdate's)
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RequestId  string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Spec       *events.JobSpec        `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Selector   string                 `protobuf:"bytes,3,opt,name=selector,proto3" json:"selector,omitempty"`  // update every job matching (priority changes only)
+	Priority   int32                  `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"` // with selector
+	Job        string                 `protobuf:"bytes,5,opt,name=job,proto3" json:"job,omitempty"`            // or: put version revert_to of this job's spec back in force
+	RevertTo   int64                  `protobuf:"varint,6,opt,name=revert_to,json=revertTo,proto3" json:"revert_to,omitempty"`
+	User       string                 `protobuf:"bytes,7,opt,name=user,proto3" json:"user,omitempty"`                                // with job: its owner (default: the caller)
+	IfPosition int64                  `protobuf:"varint,8,opt,name=if_position,json=ifPosition,proto3" json:"if_position,omitempty"` // refuse when the job changed after this position (PlanUpdate's)
+	// PlanUpdate only: plan on the cell as it was at this log position or
+	// time (microseconds since the Unix epoch) instead of now. A job that
+	// did not live then is planned as a submission: would it have fit?
+	AtPosition    int64 `protobuf:"varint,9,opt,name=at_position,json=atPosition,proto3" json:"at_position,omitempty"`
+	AtTimeUs      int64 `protobuf:"varint,10,opt,name=at_time_us,json=atTimeUs,proto3" json:"at_time_us,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -319,6 +324,20 @@ func (x *UpdateRequest) GetUser() string {
 func (x *UpdateRequest) GetIfPosition() int64 {
 	if x != nil {
 		return x.IfPosition
+	}
+	return 0
+}
+
+func (x *UpdateRequest) GetAtPosition() int64 {
+	if x != nil {
+		return x.AtPosition
+	}
+	return 0
+}
+
+func (x *UpdateRequest) GetAtTimeUs() int64 {
+	if x != nil {
+		return x.AtTimeUs
 	}
 	return 0
 }
@@ -4952,7 +4971,7 @@ const file_api_proto_rawDesc = "" +
 	"\rSubmitRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12-\n" +
-	"\x04spec\x18\x02 \x01(\v2\x19.corral.events.v1.JobSpecR\x04spec\"\xf9\x01\n" +
+	"\x04spec\x18\x02 \x01(\v2\x19.corral.events.v1.JobSpecR\x04spec\"\xb8\x02\n" +
 	"\rUpdateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12-\n" +
@@ -4963,7 +4982,12 @@ const file_api_proto_rawDesc = "" +
 	"\trevert_to\x18\x06 \x01(\x03R\brevertTo\x12\x12\n" +
 	"\x04user\x18\a \x01(\tR\x04user\x12\x1f\n" +
 	"\vif_position\x18\b \x01(\x03R\n" +
-	"ifPosition\"\x9b\x03\n" +
+	"ifPosition\x12\x1f\n" +
+	"\vat_position\x18\t \x01(\x03R\n" +
+	"atPosition\x12\x1c\n" +
+	"\n" +
+	"at_time_us\x18\n" +
+	" \x01(\x03R\batTimeUs\"\x9b\x03\n" +
 	"\tPlanReply\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\x03R\bposition\x12!\n" +
 	"\fspec_version\x18\x02 \x01(\x03R\vspecVersion\x123\n" +

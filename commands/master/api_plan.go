@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -23,6 +24,9 @@ func (s *Service) PlanUpdate(ctx context.Context, r *apipb.UpdateRequest) (*apip
 	a, err := s.actor(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if r.AtPosition != 0 || r.AtTimeUs != 0 {
+		return s.planAt(ctx, commands.Meta{Actor: a}, r)
 	}
 	cmd := updateCommand(commands.Meta{Actor: a}, r)
 	// Plans run a few at a time, and off the state's lock: the copy is
@@ -51,18 +55,57 @@ func (s *Service) PlanUpdate(ctx context.Context, r *apipb.UpdateRequest) (*apip
 	return planReply(p), nil
 }
 
+// planAt plans r on the cell as the log had it at a past point, by the
+// same command and scheduling pass, at that point's time: the update of a
+// job that lived then, or else its submission. The replay is the plan's
+// own copy.
+func (s *Service) planAt(ctx context.Context, m commands.Meta, r *apipb.UpdateRequest) (*apipb.PlanReply, error) {
+	if r.Spec == nil {
+		return nil, status.Error(codes.InvalidArgument, "spec: a plan at a past point needs the job's spec")
+	}
+	if r.IfPosition != 0 {
+		return nil, status.Error(codes.InvalidArgument, "if_position: a plan at a past point cannot be applied")
+	}
+	release, err := takeSlot(ctx, s.planSlots)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	st, err := s.stateAtPoint(ctx, r.AtPosition, r.AtTimeUs, "at_position", "at_time_us")
+	if err != nil {
+		return nil, err
+	}
+	user := r.Spec.GetUser()
+	if user == "" {
+		user = m.Actor.User
+	}
+	var cmd commands.Command = updateCommand(m, r)
+	if j := st.Jobs[projections.JobKey{User: user, Name: r.Spec.GetName()}]; j == nil || j.Dead() {
+		cmd = commands.SubmitJob{Meta: m, Spec: r.Spec}
+	}
+	p, err := PlanCommand(st, cmd, time.UnixMicro(st.TimeUS), s.Scheduler)
+	if err != nil {
+		return nil, Status(ctx, err)
+	}
+	return planReply(p), nil
+}
+
 // planReply words a plan for the API.
 func planReply(p *Plan) *apipb.PlanReply {
 	out := &apipb.PlanReply{Position: p.Position}
 	var job projections.JobKey
 	for _, e := range p.Events {
 		out.Changes = append(out.Changes, Summary(e))
-		if u, ok := e.Data.(*events.JobUpdated); ok {
+		switch u := e.Data.(type) {
+		case *events.JobUpdated:
 			out.SpecVersion, out.Proposed, out.RestartNeeded = u.SpecVersion, u.Spec, u.RestartNeeded
 			job = projections.JobKey{User: u.Spec.GetUser(), Name: u.Spec.GetName()}
 			if j := p.After.Jobs[job]; j != nil {
 				out.Current, out.CurrentVersion = j.SpecOf(u.PreviousVersion), u.PreviousVersion
 			}
+		case *events.JobSubmitted:
+			out.SpecVersion, out.Proposed = u.SpecVersion, u.Spec
+			job = projections.JobKey{User: u.Spec.GetUser(), Name: u.Spec.GetName()}
 		}
 	}
 	if p.Pass != nil {

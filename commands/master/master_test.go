@@ -350,6 +350,32 @@ func testMasterAPI(t *testing.T, store events.Store) {
 	if upd.Counts["job spec changed"] != 1 || len(upd.Changes) != 1 || upd.Total < 2 {
 		t.Fatalf("diff across the update (limit 1): %v", upd)
 	}
+	// A plan on the cell as it was: web at beforeUpdate is an update from
+	// version 1; a job that never lived is planned as its submission.
+	then, err := c.PlanUpdate(as("alice"), &apipb.UpdateRequest{Spec: webSpec("web", 3), AtPosition: beforeUpdate})
+	if err != nil || then.Position != beforeUpdate || then.CurrentVersion != 1 || then.SpecVersion != 2 {
+		t.Fatalf("plan of web at %d: %v %v", beforeUpdate, then, err)
+	}
+	// Three more tasks would not have been admitted then: alice's quota was
+	// in use by web and api.
+	if _, err := c.PlanUpdate(as("alice"), &apipb.UpdateRequest{Spec: webSpec("fresh", 3), AtPosition: beforeKill}); codeOf(err) != codes.ResourceExhausted {
+		t.Fatalf("plan of three more tasks at %d: %v, want over quota", beforeKill, err)
+	}
+	fresh, err := c.PlanUpdate(as("alice"), &apipb.UpdateRequest{Spec: webSpec("fresh", 1), AtPosition: beforeKill})
+	if err != nil || fresh.Position != beforeKill || fresh.CurrentVersion != 0 || fresh.SpecVersion != 1 || len(fresh.Changes) == 0 ||
+		!strings.Contains(fresh.Changes[0], "submitted") {
+		t.Fatalf("plan of a new job at %d: %v %v", beforeKill, fresh, err)
+	}
+	for _, bad := range []*apipb.UpdateRequest{
+		{Spec: webSpec("web", 3), AtPosition: -1},
+		{Spec: webSpec("web", 3), AtPosition: 3, AtTimeUs: 5},
+		{Spec: webSpec("web", 3), AtPosition: 3, IfPosition: 3},
+		{AtPosition: 3, Job: "web", RevertTo: 1},
+	} {
+		if _, err := c.PlanUpdate(as("alice"), bad); codeOf(err) != codes.InvalidArgument {
+			t.Errorf("PlanUpdate(%v): %v, want InvalidArgument", bad, err)
+		}
+	}
 	for _, bad := range []struct {
 		req  *apipb.StateDiffRequest
 		want string

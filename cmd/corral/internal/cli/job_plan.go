@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,27 +12,44 @@ import (
 )
 
 func (a *app) jobPlanCommand() *cobra.Command {
-	return &cobra.Command{
+	var at string
+	c := &cobra.Command{
 		Use:   "plan FILE",
-		Short: "what `corral job update FILE` would do now, appending nothing",
+		Short: "what `corral job update FILE` would do now (or would have done at --at), appending nothing",
 		Long: `Plan the update of the jobs of FILE: the changes to the spec in force, what
 the update itself does (tasks restarting, killed, added), and what the
 scheduling pass after it would do (placements, preemptions with their
 victims, tasks that would wait and why), computed by the real command and
 the real scheduling pass on a copy of the cell. It prints the log position
 it planned at: ` + "`corral job update FILE --if-position P`" + ` applies the update
-only if the job has not changed since.`,
-		Example: "  corral job plan examples/web-v2.jsonnet\n  corral job update examples/web-v2.jsonnet --if-position 1234",
+only if the job has not changed since.
+
+With --at, the plan is made on the cell as the log had it at that time or
+position: would this job have fit then? A job that did not live then is
+planned as its submission.`,
+		Example: "  corral job plan examples/web-v2.jsonnet\n  corral job update examples/web-v2.jsonnet --if-position 1234\n  corral job plan examples/hello.jsonnet --at 2026-11-26T14:02:00Z",
 		Args:    args(1, 1, "a job file"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			return a.planFile(cmd.Context(), argv[0], nil)
+			var pos, us int64
+			if at != "" {
+				p, t, err := parsePoint(at, time.Now())
+				if err != nil {
+					return usageErr("--at: %v", err)
+				}
+				if pos = p; p == 0 {
+					us = t.UnixMicro()
+				}
+			}
+			return a.planFile(cmd.Context(), argv[0], nil, pos, us)
 		},
 	}
+	c.Flags().StringVar(&at, "at", "", "plan on the cell as it was then: a time (RFC 3339; 1h for an hour ago) or a log position")
+	return c
 }
 
 // planFile plans the update of every job of the file at path and prints
-// the plans.
-func (a *app) planFile(ctx context.Context, path string, secrets []string) error {
+// the plans: on the cell now, or as it was at position atPos or time atUS.
+func (a *app) planFile(ctx context.Context, path string, secrets []string, atPos, atUS int64) error {
 	cl, err := a.client()
 	if err != nil {
 		return err
@@ -48,7 +66,7 @@ func (a *app) planFile(ctx context.Context, path string, secrets []string) error
 	for _, spec := range f.Jobs {
 		var p *apipb.PlanReply
 		err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-			p, err = c.PlanUpdate(ctx, &apipb.UpdateRequest{Spec: spec})
+			p, err = c.PlanUpdate(ctx, &apipb.UpdateRequest{Spec: spec, AtPosition: atPos, AtTimeUs: atUS})
 			return err
 		})
 		if err != nil {
@@ -65,7 +83,9 @@ func (a *app) planFile(ctx context.Context, path string, secrets []string) error
 	for i, p := range plans {
 		writePlan(a.stdout(), cl.user+"/"+f.Jobs[i].Name, p)
 	}
-	a.note("apply it unless the job changes meanwhile: `corral job update %s --if-position %d`", path, plans[len(plans)-1].Position)
+	if atPos == 0 && atUS == 0 {
+		a.note("apply it unless the job changes meanwhile: `corral job update %s --if-position %d`", path, plans[len(plans)-1].Position)
+	}
 	return nil
 }
 
@@ -78,12 +98,17 @@ func writePlan(w io.Writer, job string, p *apipb.PlanReply) {
 	if p.RestartNeeded {
 		how = fmt.Sprintf("a rolling update, %d task(s) disrupted at a time", max(1, p.Proposed.GetUpdate().GetMaxDisruptions()))
 	}
-	fmt.Fprintf(w, "job %s: version %d -> %d: %s (planned at position %d)\n", job, p.CurrentVersion, p.SpecVersion, how, p.Position)
-	fmt.Fprintln(w, "changes to the spec:")
-	for _, d := range specDiff(p.Current, p.Proposed) {
-		fmt.Fprintf(w, "  %s\n", d)
+	if p.CurrentVersion == 0 {
+		fmt.Fprintf(w, "job %s: a new job (planned at position %d)\n", job, p.Position)
+		fmt.Fprintln(w, "the submission:")
+	} else {
+		fmt.Fprintf(w, "job %s: version %d -> %d: %s (planned at position %d)\n", job, p.CurrentVersion, p.SpecVersion, how, p.Position)
+		fmt.Fprintln(w, "changes to the spec:")
+		for _, d := range specDiff(p.Current, p.Proposed) {
+			fmt.Fprintf(w, "  %s\n", d)
+		}
+		fmt.Fprintln(w, "the update:")
 	}
-	fmt.Fprintln(w, "the update:")
 	for _, c := range p.Changes {
 		fmt.Fprintf(w, "  %s\n", c)
 	}
