@@ -1,6 +1,7 @@
 package infrastore
 
 import (
+	"cmp"
 	"encoding/base64"
 	"math"
 	"math/bits"
@@ -139,40 +140,19 @@ func appendMapJSON(buf []byte, m protoreflect.Map, fd protoreflect.FieldDescript
 func compareMapKeys(a, b protoreflect.MapKey) int {
 	switch x := a.Interface().(type) {
 	case string:
-		y := b.String()
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
+		return cmp.Compare(x, b.String())
 	case bool:
-		if x == b.Bool() {
+		switch {
+		case x == b.Bool():
 			return 0
-		}
-		if !x {
+		case !x:
 			return -1
 		}
 		return 1
 	case int32, int64:
-		x64, y64 := a.Int(), b.Int()
-		switch {
-		case x64 < y64:
-			return -1
-		case x64 > y64:
-			return 1
-		}
-		return 0
+		return cmp.Compare(a.Int(), b.Int())
 	default:
-		x64, y64 := a.Uint(), b.Uint()
-		switch {
-		case x64 < y64:
-			return -1
-		case x64 > y64:
-			return 1
-		}
-		return 0
+		return cmp.Compare(a.Uint(), b.Uint())
 	}
 }
 

@@ -32,12 +32,9 @@ planned as its submission.`,
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			var pos, us int64
 			if at != "" {
-				p, t, err := parsePoint(at, time.Now())
-				if err != nil {
+				var err error
+				if pos, us, err = parsePointUS(at, time.Now()); err != nil {
 					return usageErr("--at: %v", err)
-				}
-				if pos = p; p == 0 {
-					us = t.UnixMicro()
 				}
 			}
 			return a.planFile(cmd.Context(), argv[0], nil, pos, us)

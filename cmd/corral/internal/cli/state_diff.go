@@ -37,23 +37,14 @@ drained; quotas and price sheets set. Both states are replayed from the log.`,
 			if limit < 1 || limit > 100_000 {
 				return usageErr("--limit: %d is outside 1-100000", limit)
 			}
-			pos, t, err := parsePoint(from, now)
-			if err != nil {
+			var err error
+			if req.FromPosition, req.FromTimeUs, err = parsePointUS(from, now); err != nil {
 				return usageErr("--from: %v", err)
-			}
-			if req.FromPosition = pos; pos == 0 {
-				req.FromTimeUs = t.UnixMicro()
 			}
 			if to == "" {
 				req.ToTimeUs = now.UnixMicro()
-			} else {
-				pos, t, err := parsePoint(to, now)
-				if err != nil {
-					return usageErr("--to: %v", err)
-				}
-				if req.ToPosition = pos; pos == 0 {
-					req.ToTimeUs = t.UnixMicro()
-				}
+			} else if req.ToPosition, req.ToTimeUs, err = parsePointUS(to, now); err != nil {
+				return usageErr("--to: %v", err)
 			}
 			cl, err := a.client()
 			if err != nil {

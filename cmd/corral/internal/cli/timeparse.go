@@ -92,3 +92,13 @@ func parsePoint(s string, now time.Time) (position int64, t time.Time, err error
 	t, err = parseTime(s, now)
 	return 0, t, err
 }
+
+// parsePointUS is parsePoint with the time as microseconds since the
+// epoch, as the API takes it: one of position and us is set.
+func parsePointUS(s string, now time.Time) (position, us int64, err error) {
+	position, t, err := parsePoint(s, now)
+	if err != nil || position > 0 {
+		return position, 0, err
+	}
+	return 0, t.UnixMicro(), nil
+}
