@@ -335,6 +335,14 @@ func TestDiffPage(t *testing.T) {
 		`<a href="/jobs/bob/huge">bob/huge</a>`, `<a href="/jobs/alice/web/tasks/1">alice/web/1</a>`, "task pending again: 1",
 		`<a href="/machines/m2">m2</a>`, "missed 3 polls", "job submitted: 2", `value="13"`)
 	checkAccessible(t, "diff", body)
+	// Times as the browser's datetime-local sends them (UTC), and RFC 3339:
+	// from before the first event to long after the last (the head).
+	for _, q := range []string{"from=2001-01-01T00:00&to=2099-01-01T00:00", "from=2001-01-01T00%3A00%3A00Z&to=2099-01-01T00%3A00%3A00Z"} {
+		code, body := c.get(t, "/diff?"+q)
+		if code != http.StatusOK || !strings.Contains(body, "From the empty log") || !strings.Contains(body, "machine added: 3") {
+			t.Errorf("/diff?%s: %d\n%s", q, code, body)
+		}
+	}
 	// The same point twice: nothing changed.
 	if code, body := c.get(t, "/diff?from=5&to=5"); code != http.StatusOK || !strings.Contains(body, `id="diff-empty"`) {
 		t.Errorf("from 5 to 5: %d\n%s", code, body)
