@@ -115,6 +115,15 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 			// or a revert earlier in this report replaced it already.
 			continue
 		}
+		if t.State == projections.TaskScheduled && at.SpecVersion != 0 && at.SpecVersion != t.SpecVersion {
+			// A process of another spec version than this placement's:
+			// the run it replaces on the same machine, seen by a poll
+			// answered before the agent heard of the new run. Its running
+			// is not this run's start, nor its exit this run's failure (a
+			// rolling update halted on the stop of the version it
+			// replaced).
+			continue
+		}
 		b.reportTask(t, at)
 	}
 	for _, t := range m.Tasks() {

@@ -327,3 +327,39 @@ func mustParseSelector(text string) projections.Selector {
 	}
 	return s
 }
+
+// A task rolled onto the machine it ran on: a poll answered before the
+// agent heard of the new run still shows the old version's process, then
+// its stop. Neither is the new run's start or failure, so the roll goes on
+// instead of halting on the stop of the version it replaces.
+func TestStaleReportOfTheReplacedVersionIsNotTheNewRun(t *testing.T) {
+	c := newCell(t)
+	c.machines(1)
+	sp := c.runningJob("web", 2, 1)
+	old := c.task("alice", "web", 0).Pid
+	up := proto.Clone(sp).(*events.JobSpec)
+	up.Args = []string{"--v2"}
+	c.do(UpdateJob{Meta: alice, Spec: up})
+	if tk := c.task("alice", "web", 0); tk.State != projections.TaskPending || tk.SpecVersion != 2 {
+		t.Fatalf("the roll did not take task 0 first: %+v", tk)
+	}
+	c.place("alice", "web", 0, "m0")
+	for _, at := range []AgentTask{
+		{Task: key("alice", "web", 0), State: AgentRunning, Pid: old, SpecVersion: 1},
+		{Task: key("alice", "web", 0), State: AgentKilled, ExitCode: -1, Signal: "SIGTERM", SpecVersion: 1},
+	} {
+		report := c.running("m0")[1:] // task 1 as it is
+		report = append(report, at)
+		if evs := c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: report}); len(evs) != 0 {
+			t.Fatalf("a report of version 1's process (%v) wrote %s", at.State, dump(evs))
+		}
+	}
+	if j := c.s.Job("alice", "web"); j.Update == nil || j.Update.Halted != "" {
+		t.Fatalf("the update: %+v", j.Update)
+	}
+	report := append(c.running("m0")[1:], AgentTask{Task: key("alice", "web", 0), State: AgentRunning, Pid: old + 100, SpecVersion: 2})
+	evs := c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: report})
+	checkEvents(t, evs, []expect{
+		{"task/alice/web/0", &events.TaskStarted{User: "alice", Job: "web", Index: 0, Machine: "m0", Pid: old + 100}},
+	})
+}

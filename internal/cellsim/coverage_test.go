@@ -55,7 +55,7 @@ func TestSimCoversTheCatalogue(t *testing.T) {
 	}
 }
 
-const simCoverageSeeds = 6
+const simCoverageSeeds = 10
 
 // notSimulated are the catalogue's types no simulated history writes, each
 // for a reason.
