@@ -144,6 +144,7 @@ func init() {
 		{&TaskLost{}, TraceLost},
 		{&TaskUpdated{}, traceCodeUnresolved},
 		{&TaskHealthChanged{}, NoTraceCode},
+		{&PendingReasonsChanged{}, NoTraceCode},
 		{&UsageReported{}, NoTraceCode},
 		{&ReservationEstimated{}, NoTraceCode},
 		{&PriceSheetSet{}, NoTraceCode},

@@ -2106,6 +2106,131 @@ func (x *TaskSubmitted) GetFailStreak() int32 {
 	return 0
 }
 
+// PendingReasonsChanged records why pending tasks wait, for the tasks whose
+// reason changed since it was last recorded: the scheduler writes it after
+// a pass, at most once per task per pass and only on change, so the log
+// does not grow with how long the queue waits. A task's reason is
+// forgotten when it is placed; its next wait is recorded afresh.
+type PendingReasonsChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reasons       []*PendingReason       `protobuf:"bytes,1,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingReasonsChanged) Reset() {
+	*x = PendingReasonsChanged{}
+	mi := &file_catalogue_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingReasonsChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingReasonsChanged) ProtoMessage() {}
+
+func (x *PendingReasonsChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_catalogue_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingReasonsChanged.ProtoReflect.Descriptor instead.
+func (*PendingReasonsChanged) Descriptor() ([]byte, []int) {
+	return file_catalogue_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *PendingReasonsChanged) GetReasons() []*PendingReason {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+type PendingReason struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Indexes       []int32                `protobuf:"varint,3,rep,packed,name=indexes,proto3" json:"indexes,omitempty"` // the job's tasks that wait for this reason
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`           // what kept the most machines out, e.g. "memory on 1200 of 1523 machines"
+	Hint          string                 `protobuf:"bytes,5,opt,name=hint,proto3" json:"hint,omitempty"`               // what would help, "" when the pass had no hint
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingReason) Reset() {
+	*x = PendingReason{}
+	mi := &file_catalogue_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingReason) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingReason) ProtoMessage() {}
+
+func (x *PendingReason) ProtoReflect() protoreflect.Message {
+	mi := &file_catalogue_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
+func (*PendingReason) Descriptor() ([]byte, []int) {
+	return file_catalogue_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PendingReason) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *PendingReason) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *PendingReason) GetIndexes() []int32 {
+	if x != nil {
+		return x.Indexes
+	}
+	return nil
+}
+
+func (x *PendingReason) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PendingReason) GetHint() string {
+	if x != nil {
+		return x.Hint
+	}
+	return ""
+}
+
 type TaskScheduled struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	User             string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
@@ -2125,7 +2250,7 @@ type TaskScheduled struct {
 
 func (x *TaskScheduled) Reset() {
 	*x = TaskScheduled{}
-	mi := &file_catalogue_proto_msgTypes[28]
+	mi := &file_catalogue_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2262,7 @@ func (x *TaskScheduled) String() string {
 func (*TaskScheduled) ProtoMessage() {}
 
 func (x *TaskScheduled) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[28]
+	mi := &file_catalogue_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2275,7 @@ func (x *TaskScheduled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskScheduled.ProtoReflect.Descriptor instead.
 func (*TaskScheduled) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{28}
+	return file_catalogue_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TaskScheduled) GetUser() string {
@@ -2244,7 +2369,7 @@ type TaskStarted struct {
 
 func (x *TaskStarted) Reset() {
 	*x = TaskStarted{}
-	mi := &file_catalogue_proto_msgTypes[29]
+	mi := &file_catalogue_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +2381,7 @@ func (x *TaskStarted) String() string {
 func (*TaskStarted) ProtoMessage() {}
 
 func (x *TaskStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[29]
+	mi := &file_catalogue_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +2394,7 @@ func (x *TaskStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStarted.ProtoReflect.Descriptor instead.
 func (*TaskStarted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{29}
+	return file_catalogue_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TaskStarted) GetUser() string {
@@ -2329,7 +2454,7 @@ type TaskEvicted struct {
 
 func (x *TaskEvicted) Reset() {
 	*x = TaskEvicted{}
-	mi := &file_catalogue_proto_msgTypes[30]
+	mi := &file_catalogue_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2466,7 @@ func (x *TaskEvicted) String() string {
 func (*TaskEvicted) ProtoMessage() {}
 
 func (x *TaskEvicted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[30]
+	mi := &file_catalogue_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2479,7 @@ func (x *TaskEvicted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEvicted.ProtoReflect.Descriptor instead.
 func (*TaskEvicted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{30}
+	return file_catalogue_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TaskEvicted) GetUser() string {
@@ -2423,7 +2548,7 @@ type TaskFailed struct {
 
 func (x *TaskFailed) Reset() {
 	*x = TaskFailed{}
-	mi := &file_catalogue_proto_msgTypes[31]
+	mi := &file_catalogue_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2435,7 +2560,7 @@ func (x *TaskFailed) String() string {
 func (*TaskFailed) ProtoMessage() {}
 
 func (x *TaskFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[31]
+	mi := &file_catalogue_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2448,7 +2573,7 @@ func (x *TaskFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFailed.ProtoReflect.Descriptor instead.
 func (*TaskFailed) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{31}
+	return file_catalogue_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TaskFailed) GetUser() string {
@@ -2527,7 +2652,7 @@ type TaskFinished struct {
 
 func (x *TaskFinished) Reset() {
 	*x = TaskFinished{}
-	mi := &file_catalogue_proto_msgTypes[32]
+	mi := &file_catalogue_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2664,7 @@ func (x *TaskFinished) String() string {
 func (*TaskFinished) ProtoMessage() {}
 
 func (x *TaskFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[32]
+	mi := &file_catalogue_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2677,7 @@ func (x *TaskFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFinished.ProtoReflect.Descriptor instead.
 func (*TaskFinished) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{32}
+	return file_catalogue_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TaskFinished) GetUser() string {
@@ -2603,7 +2728,7 @@ type TaskKilled struct {
 
 func (x *TaskKilled) Reset() {
 	*x = TaskKilled{}
-	mi := &file_catalogue_proto_msgTypes[33]
+	mi := &file_catalogue_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2740,7 @@ func (x *TaskKilled) String() string {
 func (*TaskKilled) ProtoMessage() {}
 
 func (x *TaskKilled) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[33]
+	mi := &file_catalogue_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2753,7 @@ func (x *TaskKilled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskKilled.ProtoReflect.Descriptor instead.
 func (*TaskKilled) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{33}
+	return file_catalogue_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TaskKilled) GetUser() string {
@@ -2679,7 +2804,7 @@ type TaskLost struct {
 
 func (x *TaskLost) Reset() {
 	*x = TaskLost{}
-	mi := &file_catalogue_proto_msgTypes[34]
+	mi := &file_catalogue_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2691,7 +2816,7 @@ func (x *TaskLost) String() string {
 func (*TaskLost) ProtoMessage() {}
 
 func (x *TaskLost) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[34]
+	mi := &file_catalogue_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2704,7 +2829,7 @@ func (x *TaskLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLost.ProtoReflect.Descriptor instead.
 func (*TaskLost) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{34}
+	return file_catalogue_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TaskLost) GetUser() string {
@@ -2758,7 +2883,7 @@ type TaskHealthChanged struct {
 
 func (x *TaskHealthChanged) Reset() {
 	*x = TaskHealthChanged{}
-	mi := &file_catalogue_proto_msgTypes[35]
+	mi := &file_catalogue_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +2895,7 @@ func (x *TaskHealthChanged) String() string {
 func (*TaskHealthChanged) ProtoMessage() {}
 
 func (x *TaskHealthChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[35]
+	mi := &file_catalogue_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +2908,7 @@ func (x *TaskHealthChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskHealthChanged.ProtoReflect.Descriptor instead.
 func (*TaskHealthChanged) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{35}
+	return file_catalogue_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TaskHealthChanged) GetUser() string {
@@ -2842,7 +2967,7 @@ type TaskUpdated struct {
 
 func (x *TaskUpdated) Reset() {
 	*x = TaskUpdated{}
-	mi := &file_catalogue_proto_msgTypes[36]
+	mi := &file_catalogue_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2854,7 +2979,7 @@ func (x *TaskUpdated) String() string {
 func (*TaskUpdated) ProtoMessage() {}
 
 func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[36]
+	mi := &file_catalogue_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2867,7 +2992,7 @@ func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUpdated.ProtoReflect.Descriptor instead.
 func (*TaskUpdated) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{36}
+	return file_catalogue_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TaskUpdated) GetUser() string {
@@ -2927,7 +3052,7 @@ type TaskUsage struct {
 
 func (x *TaskUsage) Reset() {
 	*x = TaskUsage{}
-	mi := &file_catalogue_proto_msgTypes[37]
+	mi := &file_catalogue_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2939,7 +3064,7 @@ func (x *TaskUsage) String() string {
 func (*TaskUsage) ProtoMessage() {}
 
 func (x *TaskUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[37]
+	mi := &file_catalogue_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2952,7 +3077,7 @@ func (x *TaskUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUsage.ProtoReflect.Descriptor instead.
 func (*TaskUsage) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{37}
+	return file_catalogue_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TaskUsage) GetUser() string {
@@ -3017,7 +3142,7 @@ type UsageReported struct {
 
 func (x *UsageReported) Reset() {
 	*x = UsageReported{}
-	mi := &file_catalogue_proto_msgTypes[38]
+	mi := &file_catalogue_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3029,7 +3154,7 @@ func (x *UsageReported) String() string {
 func (*UsageReported) ProtoMessage() {}
 
 func (x *UsageReported) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[38]
+	mi := &file_catalogue_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3042,7 +3167,7 @@ func (x *UsageReported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReported.ProtoReflect.Descriptor instead.
 func (*UsageReported) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{38}
+	return file_catalogue_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UsageReported) GetMachine() string {
@@ -3085,7 +3210,7 @@ type TaskReservation struct {
 
 func (x *TaskReservation) Reset() {
 	*x = TaskReservation{}
-	mi := &file_catalogue_proto_msgTypes[39]
+	mi := &file_catalogue_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3097,7 +3222,7 @@ func (x *TaskReservation) String() string {
 func (*TaskReservation) ProtoMessage() {}
 
 func (x *TaskReservation) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[39]
+	mi := &file_catalogue_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3110,7 +3235,7 @@ func (x *TaskReservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReservation.ProtoReflect.Descriptor instead.
 func (*TaskReservation) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{39}
+	return file_catalogue_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TaskReservation) GetUser() string {
@@ -3153,7 +3278,7 @@ type ReservationEstimated struct {
 
 func (x *ReservationEstimated) Reset() {
 	*x = ReservationEstimated{}
-	mi := &file_catalogue_proto_msgTypes[40]
+	mi := &file_catalogue_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3165,7 +3290,7 @@ func (x *ReservationEstimated) String() string {
 func (*ReservationEstimated) ProtoMessage() {}
 
 func (x *ReservationEstimated) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[40]
+	mi := &file_catalogue_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3178,7 +3303,7 @@ func (x *ReservationEstimated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationEstimated.ProtoReflect.Descriptor instead.
 func (*ReservationEstimated) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{40}
+	return file_catalogue_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReservationEstimated) GetMachine() string {
@@ -3211,7 +3336,7 @@ type Prices struct {
 
 func (x *Prices) Reset() {
 	*x = Prices{}
-	mi := &file_catalogue_proto_msgTypes[41]
+	mi := &file_catalogue_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3223,7 +3348,7 @@ func (x *Prices) String() string {
 func (*Prices) ProtoMessage() {}
 
 func (x *Prices) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[41]
+	mi := &file_catalogue_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3236,7 +3361,7 @@ func (x *Prices) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prices.ProtoReflect.Descriptor instead.
 func (*Prices) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{41}
+	return file_catalogue_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Prices) GetBasis() string {
@@ -3290,7 +3415,7 @@ type PriceSheetSet struct {
 
 func (x *PriceSheetSet) Reset() {
 	*x = PriceSheetSet{}
-	mi := &file_catalogue_proto_msgTypes[42]
+	mi := &file_catalogue_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3302,7 +3427,7 @@ func (x *PriceSheetSet) String() string {
 func (*PriceSheetSet) ProtoMessage() {}
 
 func (x *PriceSheetSet) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[42]
+	mi := &file_catalogue_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3315,7 +3440,7 @@ func (x *PriceSheetSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PriceSheetSet.ProtoReflect.Descriptor instead.
 func (*PriceSheetSet) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{42}
+	return file_catalogue_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PriceSheetSet) GetCurrency() string {
@@ -3367,7 +3492,7 @@ type BillingPeriodClosed struct {
 
 func (x *BillingPeriodClosed) Reset() {
 	*x = BillingPeriodClosed{}
-	mi := &file_catalogue_proto_msgTypes[43]
+	mi := &file_catalogue_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3379,7 +3504,7 @@ func (x *BillingPeriodClosed) String() string {
 func (*BillingPeriodClosed) ProtoMessage() {}
 
 func (x *BillingPeriodClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[43]
+	mi := &file_catalogue_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3392,7 +3517,7 @@ func (x *BillingPeriodClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillingPeriodClosed.ProtoReflect.Descriptor instead.
 func (*BillingPeriodClosed) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{43}
+	return file_catalogue_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BillingPeriodClosed) GetPeriodStartUs() int64 {
@@ -3421,7 +3546,7 @@ type LeaderElected struct {
 
 func (x *LeaderElected) Reset() {
 	*x = LeaderElected{}
-	mi := &file_catalogue_proto_msgTypes[44]
+	mi := &file_catalogue_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3433,7 +3558,7 @@ func (x *LeaderElected) String() string {
 func (*LeaderElected) ProtoMessage() {}
 
 func (x *LeaderElected) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[44]
+	mi := &file_catalogue_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3446,7 +3571,7 @@ func (x *LeaderElected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderElected.ProtoReflect.Descriptor instead.
 func (*LeaderElected) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{44}
+	return file_catalogue_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LeaderElected) GetHolder() string {
@@ -3488,7 +3613,7 @@ type CheckpointWritten struct {
 
 func (x *CheckpointWritten) Reset() {
 	*x = CheckpointWritten{}
-	mi := &file_catalogue_proto_msgTypes[45]
+	mi := &file_catalogue_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3500,7 +3625,7 @@ func (x *CheckpointWritten) String() string {
 func (*CheckpointWritten) ProtoMessage() {}
 
 func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[45]
+	mi := &file_catalogue_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3513,7 +3638,7 @@ func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointWritten.ProtoReflect.Descriptor instead.
 func (*CheckpointWritten) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{45}
+	return file_catalogue_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CheckpointWritten) GetName() string {
@@ -3551,7 +3676,7 @@ type CommandRefused struct {
 
 func (x *CommandRefused) Reset() {
 	*x = CommandRefused{}
-	mi := &file_catalogue_proto_msgTypes[46]
+	mi := &file_catalogue_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3563,7 +3688,7 @@ func (x *CommandRefused) String() string {
 func (*CommandRefused) ProtoMessage() {}
 
 func (x *CommandRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[46]
+	mi := &file_catalogue_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3576,7 +3701,7 @@ func (x *CommandRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandRefused.ProtoReflect.Descriptor instead.
 func (*CommandRefused) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{46}
+	return file_catalogue_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CommandRefused) GetActor() string {
@@ -3817,7 +3942,15 @@ const file_catalogue_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\"\n" +
 	"\rnot_before_us\x18\x06 \x01(\x03R\vnotBeforeUs\x12\x1f\n" +
 	"\vfail_streak\x18\a \x01(\x05R\n" +
-	"failStreak\"\xe4\x02\n" +
+	"failStreak\"R\n" +
+	"\x15PendingReasonsChanged\x129\n" +
+	"\areasons\x18\x01 \x03(\v2\x1f.corral.events.v1.PendingReasonR\areasons\"{\n" +
+	"\rPendingReason\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
+	"\x03job\x18\x02 \x01(\tR\x03job\x12\x18\n" +
+	"\aindexes\x18\x03 \x03(\x05R\aindexes\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04hint\x18\x05 \x01(\tR\x04hint\"\xe4\x02\n" +
 	"\rTaskScheduled\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -3961,99 +4094,102 @@ func file_catalogue_proto_rawDescGZIP() []byte {
 	return file_catalogue_proto_rawDescData
 }
 
-var file_catalogue_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_catalogue_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_catalogue_proto_goTypes = []any{
-	(*Resources)(nil),            // 0: corral.events.v1.Resources
-	(*TaskRef)(nil),              // 1: corral.events.v1.TaskRef
-	(*Constraint)(nil),           // 2: corral.events.v1.Constraint
-	(*TaskOverride)(nil),         // 3: corral.events.v1.TaskOverride
-	(*RestartPolicy)(nil),        // 4: corral.events.v1.RestartPolicy
-	(*HealthCheck)(nil),          // 5: corral.events.v1.HealthCheck
-	(*UpdatePolicy)(nil),         // 6: corral.events.v1.UpdatePolicy
-	(*JobSpec)(nil),              // 7: corral.events.v1.JobSpec
-	(*MachineRegistered)(nil),    // 8: corral.events.v1.MachineRegistered
-	(*MachineUpdated)(nil),       // 9: corral.events.v1.MachineUpdated
-	(*MachineDrainSet)(nil),      // 10: corral.events.v1.MachineDrainSet
-	(*MachineDown)(nil),          // 11: corral.events.v1.MachineDown
-	(*MachineUp)(nil),            // 12: corral.events.v1.MachineUp
-	(*MachineRemoved)(nil),       // 13: corral.events.v1.MachineRemoved
-	(*QuotaSet)(nil),             // 14: corral.events.v1.QuotaSet
-	(*JobSubmitted)(nil),         // 15: corral.events.v1.JobSubmitted
-	(*JobUpdated)(nil),           // 16: corral.events.v1.JobUpdated
-	(*JobUpdateCommitted)(nil),   // 17: corral.events.v1.JobUpdateCommitted
-	(*JobUpdateRolledBack)(nil),  // 18: corral.events.v1.JobUpdateRolledBack
-	(*JobUpdateHalted)(nil),      // 19: corral.events.v1.JobUpdateHalted
-	(*JobUpdatePromoted)(nil),    // 20: corral.events.v1.JobUpdatePromoted
-	(*JobKilled)(nil),            // 21: corral.events.v1.JobKilled
-	(*JobFinished)(nil),          // 22: corral.events.v1.JobFinished
-	(*AllocSetCreated)(nil),      // 23: corral.events.v1.AllocSetCreated
-	(*AllocSetRemoved)(nil),      // 24: corral.events.v1.AllocSetRemoved
-	(*AllocScheduled)(nil),       // 25: corral.events.v1.AllocScheduled
-	(*AllocEvicted)(nil),         // 26: corral.events.v1.AllocEvicted
-	(*TaskSubmitted)(nil),        // 27: corral.events.v1.TaskSubmitted
-	(*TaskScheduled)(nil),        // 28: corral.events.v1.TaskScheduled
-	(*TaskStarted)(nil),          // 29: corral.events.v1.TaskStarted
-	(*TaskEvicted)(nil),          // 30: corral.events.v1.TaskEvicted
-	(*TaskFailed)(nil),           // 31: corral.events.v1.TaskFailed
-	(*TaskFinished)(nil),         // 32: corral.events.v1.TaskFinished
-	(*TaskKilled)(nil),           // 33: corral.events.v1.TaskKilled
-	(*TaskLost)(nil),             // 34: corral.events.v1.TaskLost
-	(*TaskHealthChanged)(nil),    // 35: corral.events.v1.TaskHealthChanged
-	(*TaskUpdated)(nil),          // 36: corral.events.v1.TaskUpdated
-	(*TaskUsage)(nil),            // 37: corral.events.v1.TaskUsage
-	(*UsageReported)(nil),        // 38: corral.events.v1.UsageReported
-	(*TaskReservation)(nil),      // 39: corral.events.v1.TaskReservation
-	(*ReservationEstimated)(nil), // 40: corral.events.v1.ReservationEstimated
-	(*Prices)(nil),               // 41: corral.events.v1.Prices
-	(*PriceSheetSet)(nil),        // 42: corral.events.v1.PriceSheetSet
-	(*BillingPeriodClosed)(nil),  // 43: corral.events.v1.BillingPeriodClosed
-	(*LeaderElected)(nil),        // 44: corral.events.v1.LeaderElected
-	(*CheckpointWritten)(nil),    // 45: corral.events.v1.CheckpointWritten
-	(*CommandRefused)(nil),       // 46: corral.events.v1.CommandRefused
-	nil,                          // 47: corral.events.v1.TaskOverride.EnvEntry
-	nil,                          // 48: corral.events.v1.JobSpec.LabelsEntry
-	nil,                          // 49: corral.events.v1.JobSpec.EnvEntry
-	nil,                          // 50: corral.events.v1.JobSpec.OverridesEntry
-	nil,                          // 51: corral.events.v1.MachineRegistered.AttributesEntry
-	nil,                          // 52: corral.events.v1.MachineUpdated.AttributesEntry
-	nil,                          // 53: corral.events.v1.AllocSetCreated.LabelsEntry
-	nil,                          // 54: corral.events.v1.PriceSheetSet.BandsEntry
+	(*Resources)(nil),             // 0: corral.events.v1.Resources
+	(*TaskRef)(nil),               // 1: corral.events.v1.TaskRef
+	(*Constraint)(nil),            // 2: corral.events.v1.Constraint
+	(*TaskOverride)(nil),          // 3: corral.events.v1.TaskOverride
+	(*RestartPolicy)(nil),         // 4: corral.events.v1.RestartPolicy
+	(*HealthCheck)(nil),           // 5: corral.events.v1.HealthCheck
+	(*UpdatePolicy)(nil),          // 6: corral.events.v1.UpdatePolicy
+	(*JobSpec)(nil),               // 7: corral.events.v1.JobSpec
+	(*MachineRegistered)(nil),     // 8: corral.events.v1.MachineRegistered
+	(*MachineUpdated)(nil),        // 9: corral.events.v1.MachineUpdated
+	(*MachineDrainSet)(nil),       // 10: corral.events.v1.MachineDrainSet
+	(*MachineDown)(nil),           // 11: corral.events.v1.MachineDown
+	(*MachineUp)(nil),             // 12: corral.events.v1.MachineUp
+	(*MachineRemoved)(nil),        // 13: corral.events.v1.MachineRemoved
+	(*QuotaSet)(nil),              // 14: corral.events.v1.QuotaSet
+	(*JobSubmitted)(nil),          // 15: corral.events.v1.JobSubmitted
+	(*JobUpdated)(nil),            // 16: corral.events.v1.JobUpdated
+	(*JobUpdateCommitted)(nil),    // 17: corral.events.v1.JobUpdateCommitted
+	(*JobUpdateRolledBack)(nil),   // 18: corral.events.v1.JobUpdateRolledBack
+	(*JobUpdateHalted)(nil),       // 19: corral.events.v1.JobUpdateHalted
+	(*JobUpdatePromoted)(nil),     // 20: corral.events.v1.JobUpdatePromoted
+	(*JobKilled)(nil),             // 21: corral.events.v1.JobKilled
+	(*JobFinished)(nil),           // 22: corral.events.v1.JobFinished
+	(*AllocSetCreated)(nil),       // 23: corral.events.v1.AllocSetCreated
+	(*AllocSetRemoved)(nil),       // 24: corral.events.v1.AllocSetRemoved
+	(*AllocScheduled)(nil),        // 25: corral.events.v1.AllocScheduled
+	(*AllocEvicted)(nil),          // 26: corral.events.v1.AllocEvicted
+	(*TaskSubmitted)(nil),         // 27: corral.events.v1.TaskSubmitted
+	(*PendingReasonsChanged)(nil), // 28: corral.events.v1.PendingReasonsChanged
+	(*PendingReason)(nil),         // 29: corral.events.v1.PendingReason
+	(*TaskScheduled)(nil),         // 30: corral.events.v1.TaskScheduled
+	(*TaskStarted)(nil),           // 31: corral.events.v1.TaskStarted
+	(*TaskEvicted)(nil),           // 32: corral.events.v1.TaskEvicted
+	(*TaskFailed)(nil),            // 33: corral.events.v1.TaskFailed
+	(*TaskFinished)(nil),          // 34: corral.events.v1.TaskFinished
+	(*TaskKilled)(nil),            // 35: corral.events.v1.TaskKilled
+	(*TaskLost)(nil),              // 36: corral.events.v1.TaskLost
+	(*TaskHealthChanged)(nil),     // 37: corral.events.v1.TaskHealthChanged
+	(*TaskUpdated)(nil),           // 38: corral.events.v1.TaskUpdated
+	(*TaskUsage)(nil),             // 39: corral.events.v1.TaskUsage
+	(*UsageReported)(nil),         // 40: corral.events.v1.UsageReported
+	(*TaskReservation)(nil),       // 41: corral.events.v1.TaskReservation
+	(*ReservationEstimated)(nil),  // 42: corral.events.v1.ReservationEstimated
+	(*Prices)(nil),                // 43: corral.events.v1.Prices
+	(*PriceSheetSet)(nil),         // 44: corral.events.v1.PriceSheetSet
+	(*BillingPeriodClosed)(nil),   // 45: corral.events.v1.BillingPeriodClosed
+	(*LeaderElected)(nil),         // 46: corral.events.v1.LeaderElected
+	(*CheckpointWritten)(nil),     // 47: corral.events.v1.CheckpointWritten
+	(*CommandRefused)(nil),        // 48: corral.events.v1.CommandRefused
+	nil,                           // 49: corral.events.v1.TaskOverride.EnvEntry
+	nil,                           // 50: corral.events.v1.JobSpec.LabelsEntry
+	nil,                           // 51: corral.events.v1.JobSpec.EnvEntry
+	nil,                           // 52: corral.events.v1.JobSpec.OverridesEntry
+	nil,                           // 53: corral.events.v1.MachineRegistered.AttributesEntry
+	nil,                           // 54: corral.events.v1.MachineUpdated.AttributesEntry
+	nil,                           // 55: corral.events.v1.AllocSetCreated.LabelsEntry
+	nil,                           // 56: corral.events.v1.PriceSheetSet.BandsEntry
 }
 var file_catalogue_proto_depIdxs = []int32{
-	47, // 0: corral.events.v1.TaskOverride.env:type_name -> corral.events.v1.TaskOverride.EnvEntry
+	49, // 0: corral.events.v1.TaskOverride.env:type_name -> corral.events.v1.TaskOverride.EnvEntry
 	0,  // 1: corral.events.v1.TaskOverride.resources:type_name -> corral.events.v1.Resources
-	48, // 2: corral.events.v1.JobSpec.labels:type_name -> corral.events.v1.JobSpec.LabelsEntry
-	49, // 3: corral.events.v1.JobSpec.env:type_name -> corral.events.v1.JobSpec.EnvEntry
+	50, // 2: corral.events.v1.JobSpec.labels:type_name -> corral.events.v1.JobSpec.LabelsEntry
+	51, // 3: corral.events.v1.JobSpec.env:type_name -> corral.events.v1.JobSpec.EnvEntry
 	0,  // 4: corral.events.v1.JobSpec.resources:type_name -> corral.events.v1.Resources
 	2,  // 5: corral.events.v1.JobSpec.constraints:type_name -> corral.events.v1.Constraint
-	50, // 6: corral.events.v1.JobSpec.overrides:type_name -> corral.events.v1.JobSpec.OverridesEntry
+	52, // 6: corral.events.v1.JobSpec.overrides:type_name -> corral.events.v1.JobSpec.OverridesEntry
 	4,  // 7: corral.events.v1.JobSpec.restart:type_name -> corral.events.v1.RestartPolicy
 	5,  // 8: corral.events.v1.JobSpec.health_check:type_name -> corral.events.v1.HealthCheck
 	6,  // 9: corral.events.v1.JobSpec.update:type_name -> corral.events.v1.UpdatePolicy
 	0,  // 10: corral.events.v1.MachineRegistered.capacity:type_name -> corral.events.v1.Resources
-	51, // 11: corral.events.v1.MachineRegistered.attributes:type_name -> corral.events.v1.MachineRegistered.AttributesEntry
+	53, // 11: corral.events.v1.MachineRegistered.attributes:type_name -> corral.events.v1.MachineRegistered.AttributesEntry
 	0,  // 12: corral.events.v1.MachineUpdated.capacity:type_name -> corral.events.v1.Resources
-	52, // 13: corral.events.v1.MachineUpdated.attributes:type_name -> corral.events.v1.MachineUpdated.AttributesEntry
+	54, // 13: corral.events.v1.MachineUpdated.attributes:type_name -> corral.events.v1.MachineUpdated.AttributesEntry
 	0,  // 14: corral.events.v1.QuotaSet.resources:type_name -> corral.events.v1.Resources
 	7,  // 15: corral.events.v1.JobSubmitted.spec:type_name -> corral.events.v1.JobSpec
 	7,  // 16: corral.events.v1.JobUpdated.spec:type_name -> corral.events.v1.JobSpec
 	0,  // 17: corral.events.v1.AllocSetCreated.resources:type_name -> corral.events.v1.Resources
 	2,  // 18: corral.events.v1.AllocSetCreated.constraints:type_name -> corral.events.v1.Constraint
-	53, // 19: corral.events.v1.AllocSetCreated.labels:type_name -> corral.events.v1.AllocSetCreated.LabelsEntry
-	1,  // 20: corral.events.v1.TaskScheduled.preempted:type_name -> corral.events.v1.TaskRef
-	1,  // 21: corral.events.v1.TaskEvicted.preemptor:type_name -> corral.events.v1.TaskRef
-	37, // 22: corral.events.v1.UsageReported.tasks:type_name -> corral.events.v1.TaskUsage
-	0,  // 23: corral.events.v1.TaskReservation.reservation:type_name -> corral.events.v1.Resources
-	39, // 24: corral.events.v1.ReservationEstimated.tasks:type_name -> corral.events.v1.TaskReservation
-	54, // 25: corral.events.v1.PriceSheetSet.bands:type_name -> corral.events.v1.PriceSheetSet.BandsEntry
-	41, // 26: corral.events.v1.PriceSheetSet.machine:type_name -> corral.events.v1.Prices
-	3,  // 27: corral.events.v1.JobSpec.OverridesEntry.value:type_name -> corral.events.v1.TaskOverride
-	41, // 28: corral.events.v1.PriceSheetSet.BandsEntry.value:type_name -> corral.events.v1.Prices
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	55, // 19: corral.events.v1.AllocSetCreated.labels:type_name -> corral.events.v1.AllocSetCreated.LabelsEntry
+	29, // 20: corral.events.v1.PendingReasonsChanged.reasons:type_name -> corral.events.v1.PendingReason
+	1,  // 21: corral.events.v1.TaskScheduled.preempted:type_name -> corral.events.v1.TaskRef
+	1,  // 22: corral.events.v1.TaskEvicted.preemptor:type_name -> corral.events.v1.TaskRef
+	39, // 23: corral.events.v1.UsageReported.tasks:type_name -> corral.events.v1.TaskUsage
+	0,  // 24: corral.events.v1.TaskReservation.reservation:type_name -> corral.events.v1.Resources
+	41, // 25: corral.events.v1.ReservationEstimated.tasks:type_name -> corral.events.v1.TaskReservation
+	56, // 26: corral.events.v1.PriceSheetSet.bands:type_name -> corral.events.v1.PriceSheetSet.BandsEntry
+	43, // 27: corral.events.v1.PriceSheetSet.machine:type_name -> corral.events.v1.Prices
+	3,  // 28: corral.events.v1.JobSpec.OverridesEntry.value:type_name -> corral.events.v1.TaskOverride
+	43, // 29: corral.events.v1.PriceSheetSet.BandsEntry.value:type_name -> corral.events.v1.Prices
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_catalogue_proto_init() }
@@ -4068,7 +4204,7 @@ func file_catalogue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_catalogue_proto_rawDesc), len(file_catalogue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   55,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -53,6 +53,10 @@ func TaskStream(user, job string, index int32) string {
 // BillingStream holds the cell's price sheets and closed billing periods.
 const BillingStream = "billing"
 
+// SchedulerStream holds what the scheduler records of its passes (why
+// tasks wait).
+const SchedulerStream = "scheduler"
+
 // CellStream holds events about the cell as a whole: leaders, checkpoints.
 const CellStream = "cell"
 

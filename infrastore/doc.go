@@ -247,6 +247,12 @@
 // slice's formatting and its copy into Go do not overlap, and small slices
 // lose DuckDB's second thread.
 //
+// pending_reasons (waits.go): why each task waited, as intervals of the
+// reasons and hints the scheduler recorded (PendingReasonsChanged, only on
+// change): user, job, task_index, reason, hint, since, until (NULL while it
+// still waits), position. "Why was X pending between 13:50 and 14:10" and
+// "which reason cost the most pending task-hours" are queries of it.
+//
 // preemption_losses: per preempted task, the priced usage of the run the
 // eviction ended, and who preempted it.
 package infrastore

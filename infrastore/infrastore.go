@@ -204,6 +204,9 @@ func createSchema(ctx context.Context, conn *sql.Conn) error {
 	if _, err := conn.ExecContext(ctx, ddlPricing); err != nil {
 		return fmt.Errorf("pricing views: %w", err)
 	}
+	if _, err := conn.ExecContext(ctx, ddlWaits); err != nil {
+		return fmt.Errorf("pending_reasons: %w", err)
+	}
 	_, err := conn.ExecContext(ctx, `INSERT INTO ingest_state SELECT ?, 0 WHERE NOT EXISTS (SELECT 1 FROM ingest_state)`, schemaVersion)
 	return err
 }

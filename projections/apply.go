@@ -128,6 +128,8 @@ func (s *State) fold(pos int64, d events.Payload) bool {
 		return s.taskUpdated(pos, p)
 	case *events.TaskHealthChanged:
 		return s.taskHealthChanged(p)
+	case *events.PendingReasonsChanged:
+		return s.pendingReasons(p)
 	case *events.ReservationEstimated:
 		return s.reservationEstimated(pos, p)
 	case *events.JobSubmitted:

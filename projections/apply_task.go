@@ -13,6 +13,8 @@ func (s *State) setState(t *Task, st TaskState) {
 	case TaskPending:
 		delete(s.pending, t)
 		t.Job.pending--
+		// Its wait is over: the next one is recorded afresh.
+		t.WaitReason, t.WaitHint = "", ""
 	case TaskScheduled, TaskRunning:
 		t.Job.live--
 	}
@@ -195,6 +197,23 @@ func (s *State) taskFailed(pos int64, p *events.TaskFailed) bool {
 	}
 	s.die(t, Failed, p.Message, pos)
 	return true
+}
+
+// pendingReasons records why tasks wait; a task no longer pending is a
+// writer's mistake (the command filters on the same state).
+func (s *State) pendingReasons(p *events.PendingReasonsChanged) bool {
+	ok := true
+	for _, r := range p.Reasons {
+		for _, i := range r.Indexes {
+			t := s.task(r.User, r.Job, i)
+			if t == nil || t.State != TaskPending {
+				ok = false
+				continue
+			}
+			t.WaitReason, t.WaitHint = r.Reason, r.Hint
+		}
+	}
+	return ok
 }
 
 func (s *State) taskHealthChanged(p *events.TaskHealthChanged) bool {

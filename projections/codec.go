@@ -25,7 +25,7 @@ import (
 
 var codecMagic = [4]byte{'c', 'r', 's', 't'}
 
-const codecVersion = 6
+const codecVersion = 7
 
 // ErrCheckpoint: a checkpoint's bytes are not a state this build can read.
 var ErrCheckpoint = errors.New("projections: unreadable checkpoint")
@@ -198,6 +198,8 @@ func (e *encoder) job(j *Job) {
 		e.int(t.HealthyUS)
 		e.int(t.SinceUS)
 		e.int(t.Seq)
+		e.str(t.WaitReason)
+		e.str(t.WaitHint)
 		e.uint(uint64(t.LastEnd))
 		e.str(t.LastMachine)
 	}
@@ -391,6 +393,8 @@ func (d *decoder) job() *Job {
 		t.HealthyUS = d.int()
 		t.SinceUS = d.int()
 		t.Seq = d.int()
+		t.WaitReason = d.istr()
+		t.WaitHint = d.istr()
 		t.LastEnd = TaskEnd(d.small(5))
 		t.LastMachine = d.istr()
 		j.Tasks[i] = t

@@ -434,6 +434,11 @@ type Task struct {
 	// failed on.
 	LastEnd     TaskEnd
 	LastMachine string
+	// WaitReason and WaitHint are why it waits, as the scheduler last
+	// recorded it (PendingReasonsChanged) in its current pending spell;
+	// empty while it is not pending or before a pass explained it.
+	WaitReason string
+	WaitHint   string
 
 	machine *Machine
 	alloc   *Alloc

@@ -129,6 +129,14 @@ func TestNewcomerPath(t *testing.T) {
 		out, code := corral("why", "unschedulable")
 		return out, code == 0 && strings.Contains(out, "fit on none of 3 machines") && strings.Contains(out, "3 machine(s): not enough memory")
 	})
+	// Why it waited is history: recorded once, asked at a position.
+	out, _ = corral("events", "--type", "PendingReasonsChanged", "-o", "csv")
+	if m := regexp.MustCompile(`(?m)^(\d+),`).FindStringSubmatch(out); m == nil {
+		t.Errorf("no PendingReasonsChanged in the log:\n%s", out)
+	} else if out, code := corral("why", "unschedulable", "--at", m[1]); code != 0 ||
+		!strings.Contains(out, "tasks 0: not enough memory") || !strings.Contains(out, "hint: with memory") {
+		t.Errorf("why unschedulable --at %s: exit %d:\n%s", m[1], code, out)
+	}
 	out, code = corral("job", "submit", "examples/unschedulable.jsonnet", "--wait")
 	if code != 1 || !strings.Contains(out, "exists") {
 		t.Errorf("submitting it again: exit %d, want 1 and the name taken", code)

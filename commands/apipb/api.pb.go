@@ -1935,10 +1935,15 @@ func (x *GetQuotaRequest) GetUser() string {
 }
 
 type WhyPendingRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Read          *ReadOptions           `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
-	User          string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
-	Job           string                 `protobuf:"bytes,3,opt,name=job,proto3" json:"job,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Read  *ReadOptions           `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	User  string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	Job   string                 `protobuf:"bytes,3,opt,name=job,proto3" json:"job,omitempty"`
+	// Why it waited at a past log position or time (microseconds since the
+	// Unix epoch): the reasons the scheduler recorded (PendingReasonsChanged)
+	// as the log had them then.
+	AtPosition    int64 `protobuf:"varint,4,opt,name=at_position,json=atPosition,proto3" json:"at_position,omitempty"`
+	AtTimeUs      int64 `protobuf:"varint,5,opt,name=at_time_us,json=atTimeUs,proto3" json:"at_time_us,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1992,6 +1997,20 @@ func (x *WhyPendingRequest) GetJob() string {
 		return x.Job
 	}
 	return ""
+}
+
+func (x *WhyPendingRequest) GetAtPosition() int64 {
+	if x != nil {
+		return x.AtPosition
+	}
+	return 0
+}
+
+func (x *WhyPendingRequest) GetAtTimeUs() int64 {
+	if x != nil {
+		return x.AtTimeUs
+	}
+	return 0
 }
 
 type StateAtRequest struct {
@@ -5123,11 +5142,15 @@ const file_api_proto_rawDesc = "" +
 	"\x06closed\x18\x02 \x03(\v2\x1f.corral.api.v1.ClosedPeriodViewR\x06closed\"U\n" +
 	"\x0fGetQuotaRequest\x12.\n" +
 	"\x04read\x18\x01 \x01(\v2\x1a.corral.api.v1.ReadOptionsR\x04read\x12\x12\n" +
-	"\x04user\x18\x02 \x01(\tR\x04user\"i\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\"\xa8\x01\n" +
 	"\x11WhyPendingRequest\x12.\n" +
 	"\x04read\x18\x01 \x01(\v2\x1a.corral.api.v1.ReadOptionsR\x04read\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12\x10\n" +
-	"\x03job\x18\x03 \x01(\tR\x03job\"Y\n" +
+	"\x03job\x18\x03 \x01(\tR\x03job\x12\x1f\n" +
+	"\vat_position\x18\x04 \x01(\x03R\n" +
+	"atPosition\x12\x1c\n" +
+	"\n" +
+	"at_time_us\x18\x05 \x01(\x03R\batTimeUs\"Y\n" +
 	"\x0eStateAtRequest\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\x03R\bposition\x12\x17\n" +
 	"\atime_us\x18\x02 \x01(\x03R\x06timeUs\x12\x12\n" +

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -182,6 +183,9 @@ func (s *Service) GetQuota(ctx context.Context, r *apipb.GetQuotaRequest) (*apip
 }
 
 func (s *Service) WhyPending(ctx context.Context, r *apipb.WhyPendingRequest) (*apipb.WhyPendingReply, error) {
+	if r.AtPosition != 0 || r.AtTimeUs != 0 {
+		return s.whyPendingAt(ctx, r)
+	}
 	var out *apipb.WhyPendingReply
 	err := s.read(ctx, r.Read, func(st *projections.State) error {
 		user := userOr(ctx, r.User)
@@ -197,6 +201,67 @@ func (s *Service) WhyPending(ctx context.Context, r *apipb.WhyPendingRequest) (*
 		return nil
 	})
 	return out, err
+}
+
+// whyPendingAt answers why a job's tasks waited at a past point: the
+// reasons and hints the scheduler recorded, as the log had them then,
+// grouped by reason and hint.
+func (s *Service) whyPendingAt(ctx context.Context, r *apipb.WhyPendingRequest) (*apipb.WhyPendingReply, error) {
+	if _, err := s.actor(ctx); err != nil {
+		return nil, err
+	}
+	st, err := s.stateAtPoint(ctx, r.AtPosition, r.AtTimeUs, "at_position", "at_time_us")
+	if err != nil {
+		return nil, err
+	}
+	user := userOr(ctx, r.User)
+	j := st.Job(user, r.Job)
+	if j == nil {
+		return nil, status.Errorf(codes.NotFound, "job %s/%s did not exist at position %d", user, r.Job, st.Position)
+	}
+	return WhyPendingAt(st, j), nil
+}
+
+// WhyPendingAt words the reasons recorded for a job's pending tasks in s.
+func WhyPendingAt(s *projections.State, j *projections.Job) *apipb.WhyPendingReply {
+	out := &apipb.WhyPendingReply{User: j.User, Job: j.Name, Pending: int32(j.PendingTasks()), Position: s.Position}
+	if j.PendingTasks() == 0 {
+		out.Summary = fmt.Sprintf("at position %d, job %s/%s had no pending task (%s)", s.Position, j.User, j.Name, j.State())
+		return out
+	}
+	type key struct{ reason, hint string }
+	groups := map[key]*apipb.PendingClass{}
+	var order []key
+	unexplained := 0
+	for _, t := range j.Tasks {
+		if t == nil || t.State != projections.TaskPending {
+			continue
+		}
+		if t.WaitReason == "" {
+			unexplained++
+			continue
+		}
+		k := key{t.WaitReason, t.WaitHint}
+		g := groups[k]
+		if g == nil {
+			g = &apipb.PendingClass{Summary: t.WaitReason}
+			if t.WaitHint != "" {
+				g.Hints = []string{t.WaitHint}
+			}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.TaskIndexes = append(g.TaskIndexes, t.Index)
+	}
+	for _, k := range order {
+		out.Classes = append(out.Classes, groups[k])
+	}
+	out.Summary = fmt.Sprintf("at position %d (%s), %d task(s) of %s/%s were pending", s.Position,
+		time.UnixMicro(s.TimeUS).UTC().Format(time.RFC3339), j.PendingTasks(), j.User, j.Name)
+	if unexplained > 0 {
+		out.Summary += fmt.Sprintf("; %d not yet explained by a scheduling pass", unexplained)
+	}
+	return out
 }
 
 func (s *Service) StateAt(ctx context.Context, r *apipb.StateAtRequest) (*apipb.CellView, error) {

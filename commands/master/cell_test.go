@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/commands/apipb"
@@ -189,6 +191,31 @@ func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 		}
 		return strings.Contains(text, "memory") && why.Classes[0].Rejections[0].Machines == 2, text
 	})
+	// The reason is history: recorded once, and there to ask at a later
+	// position, after the job is gone.
+	var recorded int64
+	eventually(t, 10*time.Second, "the reason recorded in the log", func() (bool, string) {
+		evs, err := c.client.Events(as("alice"), &apipb.EventsRequest{Type: "PendingReasonsChanged"})
+		if err != nil || len(evs.Events) == 0 {
+			return false, fmt.Sprint(evs, err)
+		}
+		recorded = evs.Events[0].Position
+		return strings.Contains(evs.Events[0].PayloadJson, `"reason":"not enough memory"`), evs.Events[0].PayloadJson
+	})
+	if _, err := c.client.Kill(as("alice"), &apipb.KillRequest{RequestId: "k0", Job: "huge"}); err != nil {
+		t.Fatal(err)
+	}
+	then, err := c.client.WhyPending(as("alice"), &apipb.WhyPendingRequest{Job: "huge", AtPosition: recorded})
+	if err != nil || len(then.Classes) != 1 || then.Classes[0].Summary != "not enough memory" || len(then.Classes[0].TaskIndexes) != 1 ||
+		!strings.Contains(then.Summary, fmt.Sprintf("at position %d", recorded)) {
+		t.Fatalf("why huge was pending at %d: %v %v", recorded, then, err)
+	}
+	if evs, _ := c.client.Events(as("alice"), &apipb.EventsRequest{Type: "PendingReasonsChanged"}); len(evs.Events) != 1 {
+		t.Errorf("the same reason was recorded %d times", len(evs.Events))
+	}
+	if _, err := c.client.WhyPending(as("alice"), &apipb.WhyPendingRequest{Job: "huge", AtPosition: 1}); status.Code(err) != codes.NotFound {
+		t.Errorf("why huge was pending before it existed: %v", err)
+	}
 
 	// Killing the job stops its processes.
 	if _, err := c.client.Kill(as("alice"), &apipb.KillRequest{RequestId: "k1", Job: "sleeper"}); err != nil {

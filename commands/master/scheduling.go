@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 	"github.com/corralhq/corral/scheduler"
 )
@@ -151,9 +152,10 @@ func (e *Explanations) Explain(s *projections.State, j *projections.Job) *apipb.
 }
 
 // SchedulingCore is the scheduling loop's decisions, pure: what the pass
-// reads from the projection, the pass itself, and the command that
-// proposes its plan. The leader's loop (SchedulerLoop) and the simulation
-// drive the same core; they own only the waiting, the locking and the I/O.
+// reads from the projection, the pass itself, the command that proposes
+// its plan, and the one that records why the tasks it left wait. The
+// leader's loop (SchedulerLoop) and the simulation drive the same core;
+// they own only the waiting, the locking and the I/O.
 type SchedulingCore struct {
 	cfg         SchedulerConfig
 	sched       *scheduler.Scheduler
@@ -242,13 +244,63 @@ func (c *SchedulingCore) Plan(cell *scheduler.Cell, position int64) (*scheduler.
 	return plan, placeCommand(c.meta, plan)
 }
 
+// Reasons is the command that records why the pass left tasks pending, nil
+// when it left none (pending allocs aside): for each class, per job, the
+// check that rejected the most machines and the pass's first hint. The
+// command keeps only what changed since the last record.
+func (c *SchedulingCore) Reasons(plan *scheduler.Plan) *commands.RecordPendingReasons {
+	var out []*events.PendingReason
+	for i := range plan.Pending {
+		ex := &plan.Pending[i]
+		if len(ex.Tasks) == 0 {
+			continue
+		}
+		reason, hint := mainReason(ex), ""
+		if len(ex.Hints) > 0 {
+			hint = ex.Hints[0]
+		}
+		byJob := map[projections.JobKey]*events.PendingReason{}
+		for _, t := range ex.Tasks {
+			k := projections.JobKey{User: t.User, Name: t.Job}
+			r := byJob[k]
+			if r == nil {
+				r = &events.PendingReason{User: t.User, Job: t.Job, Reason: reason, Hint: hint}
+				byJob[k] = r
+				out = append(out, r)
+			}
+			r.Indexes = append(r.Indexes, t.Index)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return &commands.RecordPendingReasons{Meta: c.meta, Reasons: out}
+}
+
+// mainReason is what kept a class off the most machines, without counts (so
+// that it changes when the reason does, not with every placement).
+func mainReason(ex *scheduler.Explanation) string {
+	if len(ex.Rejections) == 0 {
+		if ex.Machines == 0 {
+			return "no machine in the cell"
+		}
+		return "every machine that fits was taken by tasks placed before it in the pass"
+	}
+	r := ex.Rejections[0]
+	if r.Reason == scheduler.ReasonConstraint {
+		return "constraint " + r.Constraint
+	}
+	return r.Reason.String()
+}
+
 // Retry forgets the last planned position: the interval's tick plans
 // pending work again even without news.
 func (c *SchedulingCore) Retry() { c.lastPlanned = -1 }
 
 // SchedulerLoop returns the leader's scheduling loop, for Config.OnLeading:
 // on news or every interval, the core's input read under a view, its pass
-// run outside it, and its command proposed through Do.
+// run outside it, and its commands (placements, then why the rest wait)
+// proposed through Do.
 func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
 	return func(ctx context.Context, m *Master) {
 		core := NewSchedulingCore(cfg)
@@ -272,6 +324,11 @@ func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
 				if cmd != nil {
 					if _, err := m.Do(ctx, *cmd); err != nil && ctx.Err() == nil && commands.CodeOf(err) != commands.Aborted {
 						m.log.Warn("placing tasks", "err", err, "placements", len(cmd.Placements)+len(cmd.Allocs))
+					}
+				}
+				if why := core.Reasons(plan); why != nil {
+					if _, err := m.Do(ctx, *why); err != nil && ctx.Err() == nil {
+						m.log.Warn("recording why tasks wait", "err", err)
 					}
 				}
 			}

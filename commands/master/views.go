@@ -169,6 +169,16 @@ func Summary(e events.Event) string {
 		return fmt.Sprintf("job %s/%s: the update to version %d halted: %s", p.User, p.Job, p.SpecVersion, p.Reason)
 	case *events.JobUpdatePromoted:
 		return fmt.Sprintf("job %s/%s: the canaries of version %d promoted", p.User, p.Job, p.SpecVersion)
+	case *events.PendingReasonsChanged:
+		parts := make([]string, 0, min(len(p.Reasons), 4))
+		for i, r := range p.Reasons {
+			if i == 3 {
+				parts = append(parts, fmt.Sprintf("and %d more", len(p.Reasons)-3))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%s/%s tasks %v wait: %s", r.User, r.Job, r.Indexes, r.Reason))
+		}
+		return strings.Join(parts, "; ")
 	case *events.TaskHealthChanged:
 		if p.Healthy {
 			return fmt.Sprintf("task %s healthy on %s", task(p.User, p.Job, p.Index), p.Machine)

@@ -9,7 +9,8 @@ import (
 // simSched is the leader's scheduling loop (master.SchedulerLoop) in
 // simulated time: on news or every interval, the real core
 // (master.SchedulingCore: the adapter, the pass, the command) under a view,
-// its PlaceTasks proposed, rolling updates stepped while any job updates.
+// its PlaceTasks and RecordPendingReasons proposed, rolling updates stepped
+// while any job updates.
 type simSched struct {
 	m      *Master
 	term   int
@@ -50,12 +51,20 @@ func (s *simSched) run(retry bool) {
 			return
 		}
 		cell, position, rolling := s.core.Input(st, s.m.now())
-		var cmd *commands.PlaceTasks
+		// What the pass proposes, in the loop's order: its placements,
+		// then why the tasks it left wait.
+		var cmds []commands.Command
 		if cell != nil {
 			s.Passes++
-			_, cmd = s.core.Plan(cell, position)
+			plan, place := s.core.Plan(cell, position)
+			if place != nil {
+				cmds = append(cmds, *place)
+			}
+			if why := s.core.Reasons(plan); why != nil {
+				cmds = append(cmds, *why)
+			}
 		}
-		if cmd == nil && !rolling {
+		if len(cmds) == 0 && !rolling {
 			return
 		}
 		s.busy = true
@@ -66,15 +75,19 @@ func (s *simSched) run(retry bool) {
 			}
 			s.m.do(commands.RollingUpdateStep{Meta: s.core.Meta()}, func(master.Result, error) { s.busy = false })
 		}
-		if cmd == nil {
-			step()
-			return
-		}
-		s.m.do(*cmd, func(_ master.Result, err error) {
-			if err != nil && commands.CodeOf(err) != commands.Aborted {
-				s.m.logf("placing tasks: %v", err)
+		var next func(i int)
+		next = func(i int) {
+			if i == len(cmds) {
+				step()
+				return
 			}
-			step()
-		})
+			s.m.do(cmds[i], func(_ master.Result, err error) {
+				if err != nil && commands.CodeOf(err) != commands.Aborted {
+					s.m.logf("%s: %v", commands.Name(cmds[i]), err)
+				}
+				next(i + 1)
+			})
+		}
+		next(0)
 	})
 }

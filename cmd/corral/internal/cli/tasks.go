@@ -285,10 +285,10 @@ or an admin only.`,
 }
 
 func (a *app) whyCommand() *cobra.Command {
-	var owner string
+	var owner, at string
 	c := &cobra.Command{
-		Use:   "why JOB",
-		Short: "say why a job's tasks are pending",
+		Use:   "why JOB [--at TIME|POSITION]",
+		Short: "say why a job's tasks are pending (or were, at a past time)",
 		Args:  args(1, 1, "one job name"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			cl, err := a.client()
@@ -296,9 +296,15 @@ func (a *app) whyCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
+			req := &apipb.WhyPendingRequest{User: owner, Job: argv[0]}
+			if at != "" {
+				if req.AtPosition, req.AtTimeUs, err = parsePointUS(at, time.Now()); err != nil {
+					return usageErr("--at: %v", err)
+				}
+			}
 			var why *apipb.WhyPendingReply
 			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-				why, err = c.WhyPending(ctx, &apipb.WhyPendingRequest{User: owner, Job: argv[0]})
+				why, err = c.WhyPending(ctx, req)
 				return err
 			})
 			if err != nil {
@@ -312,6 +318,7 @@ func (a *app) whyCommand() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
+	c.Flags().StringVar(&at, "at", "", "why they waited then: a time (RFC 3339; 1h for an hour ago) or a log position")
 	return c
 }
 
@@ -319,7 +326,12 @@ func (a *app) whyCommand() *cobra.Command {
 func writeWhy(w io.Writer, why *apipb.WhyPendingReply) {
 	fmt.Fprintf(w, "%s/%s: %s\n", why.User, why.Job, why.Summary)
 	for _, c := range why.Classes {
-		fmt.Fprintf(w, "  tasks %s: %d machines considered\n", indexRanges(c.TaskIndexes), c.MachinesConsidered)
+		if c.MachinesConsidered == 0 && len(c.Rejections) == 0 {
+			// A reason recorded in the log (why --at): its words only.
+			fmt.Fprintf(w, "  tasks %s: %s\n", indexRanges(c.TaskIndexes), c.Summary)
+		} else {
+			fmt.Fprintf(w, "  tasks %s: %d machines considered\n", indexRanges(c.TaskIndexes), c.MachinesConsidered)
+		}
 		for _, r := range c.Rejections {
 			fmt.Fprintf(w, "    %d machine(s): %s\n", r.Machines, r.Reason)
 		}
