@@ -361,6 +361,11 @@ func filter(r *apipb.EventsRequest) func(e events.Event) bool {
 		if r.Type != "" && !strings.EqualFold(e.Type, r.Type) {
 			return false
 		}
+		if w, ok := e.Data.(*events.PendingReasonsChanged); ok && r.StreamPrefix == "" && r.User != "" {
+			// Why tasks wait is recorded for many jobs at once, on the
+			// scheduler's stream: it belongs to each job it names.
+			return waitsOf(w, r.User, r.Job)
+		}
 		if r.User != "" && r.Job == "" && e.Actor != r.User && !strings.HasPrefix(e.Stream, "job/"+r.User+"/") && !strings.HasPrefix(e.Stream, "task/"+r.User+"/") {
 			return false
 		}
@@ -374,6 +379,17 @@ func filter(r *apipb.EventsRequest) func(e events.Event) bool {
 		}
 		return false
 	}
+}
+
+// waitsOf reports whether a record of why tasks wait names a task of the
+// user (and of the job, when one is given).
+func waitsOf(w *events.PendingReasonsChanged, user, job string) bool {
+	for _, r := range w.Reasons {
+		if r.User == user && (job == "" || r.Job == job) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Service) start(ctx context.Context, r *apipb.EventsRequest) (int64, error) {

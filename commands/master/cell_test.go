@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -212,6 +213,13 @@ func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 	}
 	if evs, _ := c.client.Events(as("alice"), &apipb.EventsRequest{Type: "PendingReasonsChanged"}); len(evs.Events) != 1 {
 		t.Errorf("the same reason was recorded %d times", len(evs.Events))
+	}
+	// The record belongs to the job's history, and to no other job's.
+	if evs, _ := c.client.Events(as("alice"), &apipb.EventsRequest{Job: "huge"}); !slices.ContainsFunc(evs.GetEvents(), func(e *apipb.EventView) bool { return e.Type == "PendingReasonsChanged" }) {
+		t.Errorf("events --job huge lacks why it waited: %v", evs)
+	}
+	if evs, _ := c.client.Events(as("alice"), &apipb.EventsRequest{Job: "sleeper"}); slices.ContainsFunc(evs.GetEvents(), func(e *apipb.EventView) bool { return e.Type == "PendingReasonsChanged" }) {
+		t.Errorf("events --job sleeper shows huge's wait")
 	}
 	if _, err := c.client.WhyPending(as("alice"), &apipb.WhyPendingRequest{Job: "huge", AtPosition: 1}); status.Code(err) != codes.NotFound {
 		t.Errorf("why huge was pending before it existed: %v", err)
