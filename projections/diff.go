@@ -6,9 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"github.com/corralhq/corral/events"
 )
 
 // Change is one difference between two states of a cell: an entity (a job,
@@ -31,14 +29,19 @@ type Change struct {
 // resized; quotas and price sheets set. With user set, only that user's
 // jobs, tasks and quotas. Changes come in a fixed order (machines, jobs
 // and their tasks, quotas, prices, each by name), so the same two states
-// always give the same list.
-func Diff(before, after *State, user string) []Change {
+// always give the same list. A spec change is listed by SpecChanges of the
+// two specs as redact returns them (the API's redaction of secrets; nil
+// shows them as they are).
+func Diff(before, after *State, user string, redact func(*events.JobSpec) *events.JobSpec) []Change {
+	if redact == nil {
+		redact = func(s *events.JobSpec) *events.JobSpec { return s }
+	}
 	var out []Change
 	add := func(kind, name, what, b, a string) {
 		out = append(out, Change{Kind: kind, Name: name, What: what, Before: b, After: a})
 	}
 	diffMachines(before, after, add)
-	diffJobs(before, after, user, add)
+	diffJobs(before, after, user, redact, add)
 	diffQuotas(before, after, user, add)
 	if n, m := len(before.PriceSheets), len(after.PriceSheets); m > n {
 		for _, ps := range after.PriceSheets[n:] {
@@ -91,7 +94,7 @@ func reasonSuffix(reason string) string {
 	return ": " + reason
 }
 
-func diffJobs(before, after *State, user string, add func(kind, name, what, b, a string)) {
+func diffJobs(before, after *State, user string, redact func(*events.JobSpec) *events.JobSpec, add func(kind, name, what, b, a string)) {
 	keys := make([]JobKey, 0, len(after.Jobs))
 	for k := range after.Jobs {
 		if user == "" || k.User == user {
@@ -117,7 +120,11 @@ func diffJobs(before, after *State, user string, add func(kind, name, what, b, a
 			continue
 		}
 		if b.Current != a.Current {
-			add("job", name, "spec changed", fmt.Sprintf("version %d", b.Current), fmt.Sprintf("version %d: %s", a.Current, specFieldsChanged(b.Spec(), a.Spec())))
+			changes := SpecChanges(redact(b.Spec()), redact(a.Spec()))
+			if len(changes) == 0 {
+				changes = []string{"no field differs"}
+			}
+			add("job", name, "spec changed", fmt.Sprintf("version %d", b.Current), fmt.Sprintf("version %d: %s", a.Current, strings.Join(changes, "; ")))
 		}
 		if !b.Dead() && a.Dead() {
 			what := "killed"
@@ -192,92 +199,6 @@ func taskWhere(t *Task) string {
 		return t.State.String()
 	}
 	return t.State.String() + " on " + t.Machine
-}
-
-// specFieldsChanged names the top-level fields of a spec that differ, with
-// their values before and after as JSON: "task_count 5 -> 10".
-func specFieldsChanged(b, a proto.Message) string {
-	if b == nil || a == nil {
-		return "spec replaced"
-	}
-	bm, am := b.ProtoReflect(), a.ProtoReflect()
-	var parts []string
-	fields := am.Descriptor().Fields()
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		if !bm.Has(fd) && !am.Has(fd) {
-			continue
-		}
-		bv, av := fieldJSON(bm, fd), fieldJSON(am, fd)
-		if bv == av {
-			continue
-		}
-		if withheld[fd.TextName()] {
-			// Values that may be secrets are not shown: the names that
-			// changed are.
-			parts = append(parts, fd.TextName()+" changed"+changedKeys(bm, am, fd))
-			continue
-		}
-		parts = append(parts, fmt.Sprintf("%s %s -> %s", fd.TextName(), bv, av))
-	}
-	if len(parts) == 0 {
-		return "no field differs"
-	}
-	return strings.Join(parts, "; ")
-}
-
-// withheld are the spec fields whose values a diff does not show: the
-// environment (secret_env names which of it are secrets, and a diff shows
-// no value of it rather than decide), the sealed environment, and the
-// per-task overrides, which carry environments of their own.
-var withheld = map[string]bool{"env": true, "sealed_env": true, "overrides": true}
-
-// changedKeys names the keys of a map field that were added, removed or
-// changed: " (A, B)"; nothing for other fields.
-func changedKeys(b, a protoreflect.Message, fd protoreflect.FieldDescriptor) string {
-	if !fd.IsMap() {
-		return ""
-	}
-	var keys []string
-	bm, am := b.Get(fd).Map(), a.Get(fd).Map()
-	am.Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
-		if !bm.Has(k) || !bm.Get(k).Equal(v) {
-			keys = append(keys, k.String())
-		}
-		return true
-	})
-	bm.Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
-		if !am.Has(k) {
-			keys = append(keys, k.String())
-		}
-		return true
-	})
-	if len(keys) == 0 {
-		return ""
-	}
-	slices.Sort(keys)
-	return " (" + strings.Join(keys, ", ") + ")"
-}
-
-// fieldJSON is one field's value as compact JSON, or "unset".
-func fieldJSON(m protoreflect.Message, fd protoreflect.FieldDescriptor) string {
-	if !m.Has(fd) {
-		return "unset"
-	}
-	// Wrap the field alone in a fresh message of the same type, so that
-	// protojson writes its value the way the spec's own JSON would.
-	one := m.Type().New()
-	one.Set(fd, m.Get(fd))
-	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(one.Interface())
-	if err != nil {
-		return "?"
-	}
-	s := strings.ReplaceAll(string(raw), ", ", ",")
-	// {"name":VALUE} -> VALUE
-	if i := strings.IndexByte(s, ':'); i >= 0 && strings.HasSuffix(s, "}") {
-		s = strings.TrimSpace(s[i+1 : len(s)-1])
-	}
-	return s
 }
 
 func diffQuotas(before, after *State, user string, add func(kind, name, what, b, a string)) {

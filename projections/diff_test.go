@@ -2,11 +2,13 @@ package projections_test
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/events"
 	sim "github.com/corralhq/corral/internal/history"
 	"github.com/corralhq/corral/projections"
@@ -34,7 +36,7 @@ func TestDiffAgreesWithTheEventsBetween(t *testing.T) {
 	evs := c.Log
 	for _, span := range [][2]int{{0, 800}, {1500, 3000}, {3000, 3001}, {2000, 6000}} {
 		before, after := stateAfter(t, evs, span[0]), stateAfter(t, evs, span[1])
-		changes := projections.Diff(before, after, "")
+		changes := projections.Diff(before, after, "", nil)
 		listed := map[string]bool{}
 		for _, ch := range changes {
 			listed[ch.Kind+" "+ch.Name+" "+ch.What] = true
@@ -89,7 +91,7 @@ func TestDiffAgreesWithTheEventsBetween(t *testing.T) {
 		if len(want) == 0 && span[1]-span[0] > 1 {
 			t.Errorf("positions %d-%d: the events say nothing to check", span[0], span[1])
 		}
-		if again := projections.Diff(before, after, ""); fmt.Sprint(again) != fmt.Sprint(changes) {
+		if again := projections.Diff(before, after, "", nil); fmt.Sprint(again) != fmt.Sprint(changes) {
 			t.Errorf("positions %d-%d: two diffs of the same states differ", span[0], span[1])
 		}
 	}
@@ -101,11 +103,11 @@ func TestDiffOfAStateWithItselfAndOfAUser(t *testing.T) {
 	c := sim.New(sim.Small, 5)
 	c.Run(3000)
 	before, after := stateAfter(t, c.Log, 1000), stateAfter(t, c.Log, 3000)
-	if d := projections.Diff(after, after, ""); len(d) != 0 {
+	if d := projections.Diff(after, after, "", nil); len(d) != 0 {
 		t.Fatalf("a state differs from itself: %v", d)
 	}
-	all := projections.Diff(before, after, "")
-	mine := projections.Diff(before, after, "u1")
+	all := projections.Diff(before, after, "", nil)
+	mine := projections.Diff(before, after, "u1", nil)
 	if len(mine) == 0 || len(mine) >= len(all) {
 		t.Fatalf("u1's diff has %d changes of %d", len(mine), len(all))
 	}
@@ -132,9 +134,12 @@ func TestDiffNamesTheSpecFieldsThatChanged(t *testing.T) {
 		t.Fatal("no JobUpdated in the history")
 	}
 	before, after := stateAfter(t, c.Log, n-1), stateAfter(t, c.Log, n)
-	for _, ch := range projections.Diff(before, after, "") {
+	for _, ch := range projections.Diff(before, after, "", nil) {
 		if ch.Kind == "job" && ch.What == "spec changed" {
-			if ch.Before != fmt.Sprintf("version %d", u.PreviousVersion) || !strings.Contains(ch.After, " -> ") {
+			// A field by its path with its values: "args: [..] -> [..]",
+			// "+ priority: 1" (unset before), "- labels.x: ..." (unset after).
+			field := regexp.MustCompile(`^version \d+: (\+ |- )?[a-z_][a-z_.0-9]*: \S`)
+			if ch.Before != fmt.Sprintf("version %d", u.PreviousVersion) || !field.MatchString(ch.After) {
 				t.Fatalf("spec change: %+v", ch)
 			}
 			return
@@ -143,22 +148,18 @@ func TestDiffNamesTheSpecFieldsThatChanged(t *testing.T) {
 	t.Fatalf("the update at %d is not in the diff", n)
 }
 
-// A change of environment names the variables, never their values (they
-// may be secrets).
-func TestDiffWithholdsEnvironmentValues(t *testing.T) {
+// A spec change is listed field by field, as the API shows specs: through
+// its redaction, so a secret's value (in env while a client sends it, sealed
+// once admitted) never appears, and the sealed bytes do not either.
+func TestDiffShowsSpecChangesRedacted(t *testing.T) {
 	c := sim.New(sim.Small, 3)
 	c.Run(2000)
 	before := stateAfter(t, c.Log, 2000)
 	after := stateAfter(t, c.Log, 2000)
 	var job *projections.Job
-	for _, k := range []string{"u0", "u1", "u2"} {
-		for _, j := range after.Jobs {
-			if j.User == k && !j.Dead() {
-				job = j
-				break
-			}
-		}
-		if job != nil {
+	for _, j := range after.SortedJobs() {
+		if !j.Dead() {
+			job = j
 			break
 		}
 	}
@@ -168,25 +169,24 @@ func TestDiffWithholdsEnvironmentValues(t *testing.T) {
 	spec := proto.Clone(job.Spec()).(*events.JobSpec)
 	spec.Env = map[string]string{"DB_PASSWORD": "hunter2", "MODE": "fast"}
 	spec.SecretEnv = []string{"DB_PASSWORD"}
-	spec.Overrides = map[int32]*events.TaskOverride{0: {Env: map[string]string{"TOKEN": "s3cr3t"}}}
+	spec.Overrides = map[int32]*events.TaskOverride{0: {Env: map[string]string{"SHARD": "zero"}}}
 	spec.SealedEnv = []byte("sealed-bytes")
-	version := job.Current + 1
 	e := events.Event{Position: after.Position + 1, Type: "JobUpdated", Stream: "job/" + job.User + "/" + job.Name,
-		OccurredAt: c.Now, Data: &events.JobUpdated{Spec: spec, SpecVersion: version, PreviousVersion: job.Current}}
+		OccurredAt: c.Now, Data: &events.JobUpdated{Spec: spec, SpecVersion: job.Current + 1, PreviousVersion: job.Current}}
 	if err := projections.Apply(after, e); err != nil {
 		t.Fatal(err)
 	}
 	var found bool
-	for _, ch := range projections.Diff(before, after, "") {
+	for _, ch := range projections.Diff(before, after, "", auth.RedactSpec) {
 		text := fmt.Sprint(ch)
-		for _, secret := range []string{"hunter2", "s3cr3t", "sealed-bytes", "c2VhbGVk", "fast"} {
+		for _, secret := range []string{"hunter2", "sealed-bytes", "c2VhbGVk"} {
 			if strings.Contains(text, secret) {
 				t.Errorf("the diff shows %q: %s", secret, text)
 			}
 		}
 		if ch.What == "spec changed" {
-			found = strings.Contains(ch.After, "env changed (DB_PASSWORD, MODE)") && strings.Contains(ch.After, "overrides changed (0)") &&
-				strings.Contains(ch.After, "sealed_env changed") && strings.Contains(ch.After, `secret_env unset -> ["DB_PASSWORD"]`)
+			found = strings.Contains(ch.After, `+ env.DB_PASSWORD: "<redacted>"`) && strings.Contains(ch.After, `+ env.MODE: "fast"`) &&
+				strings.Contains(ch.After, `+ overrides.0.env.SHARD: "zero"`) && strings.Contains(ch.After, `+ secret_env: ["DB_PASSWORD"]`)
 			if !found {
 				t.Errorf("spec change: %s", ch.After)
 			}

@@ -332,7 +332,7 @@ func (s *Service) StateDiff(ctx context.Context, r *apipb.StateDiffRequest) (*ap
 	if from.Position > to.Position {
 		return nil, status.Errorf(codes.InvalidArgument, "from (position %d) is after to (position %d)", from.Position, to.Position)
 	}
-	changes := projections.Diff(from, to, r.User)
+	changes := projections.Diff(from, to, r.User, auth.RedactSpec)
 	out := &apipb.StateDiffView{
 		FromPosition: from.Position, FromTimeUs: from.TimeUS,
 		ToPosition: to.Position, ToTimeUs: to.TimeUS,

@@ -2,20 +2,17 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
 )
 
 func (a *app) jobHistoryCommand() *cobra.Command {
@@ -78,82 +75,12 @@ func writeHistory(w io.Writer, h *apipb.JobHistoryReply) {
 		}
 		fmt.Fprintln(w, line)
 		if prev != nil {
-			for _, d := range specDiff(prev, v.Spec) {
+			for _, d := range projections.SpecChanges(prev, v.Spec) {
 				fmt.Fprintf(w, "      %s\n", d)
 			}
 		}
 		prev = v.Spec
 	}
-}
-
-// specDiff lists the fields that differ between two specs, by their path
-// in the spec's JSON form: "- args: [...]", "+ args: [...]".
-func specDiff(a, b *events.JobSpec) []string {
-	fa, fb := flatSpec(a), flatSpec(b)
-	keys := map[string]bool{}
-	for k := range fa {
-		keys[k] = true
-	}
-	for k := range fb {
-		keys[k] = true
-	}
-	var out []string
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range keys {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		va, inA := fa[k]
-		vb, inB := fb[k]
-		switch {
-		case inA && inB && va == vb:
-		case inA && inB:
-			out = append(out, fmt.Sprintf("%s: %s -> %s", k, va, vb))
-		case inA:
-			out = append(out, fmt.Sprintf("- %s: %s", k, va))
-		default:
-			out = append(out, fmt.Sprintf("+ %s: %s", k, vb))
-		}
-	}
-	return out
-}
-
-// flatSpec is a spec as path -> JSON value of its leaves (lists whole).
-func flatSpec(s *events.JobSpec) map[string]string {
-	out := map[string]string{}
-	if s == nil {
-		return out
-	}
-	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(s)
-	if err != nil {
-		return out
-	}
-	var m map[string]any
-	if json.Unmarshal(js, &m) != nil {
-		return out
-	}
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
-		if obj, ok := v.(map[string]any); ok && len(obj) > 0 {
-			for k, x := range obj {
-				p := k
-				if prefix != "" {
-					p = prefix + "." + k
-				}
-				walk(p, x)
-			}
-			return
-		}
-		var b strings.Builder
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false) // args hold shell, not HTML
-		_ = enc.Encode(v)
-		out[prefix] = strings.TrimSpace(b.String())
-	}
-	walk("", m)
-	return out
 }
 
 func (a *app) jobRevertCommand() *cobra.Command {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/projections"
 )
 
 func (a *app) jobPlanCommand() *cobra.Command {
@@ -101,7 +102,7 @@ func writePlan(w io.Writer, job string, p *apipb.PlanReply) {
 	} else {
 		fmt.Fprintf(w, "job %s: version %d -> %d: %s (planned at position %d)\n", job, p.CurrentVersion, p.SpecVersion, how, p.Position)
 		fmt.Fprintln(w, "changes to the spec:")
-		for _, d := range specDiff(p.Current, p.Proposed) {
+		for _, d := range projections.SpecChanges(p.Current, p.Proposed) {
 			fmt.Fprintf(w, "  %s\n", d)
 		}
 		fmt.Fprintln(w, "the update:")
