@@ -217,6 +217,9 @@ func (s *Service) whyPendingAt(ctx context.Context, r *apipb.WhyPendingRequest) 
 	user := userOr(ctx, r.User)
 	j := st.Job(user, r.Job)
 	if j == nil {
+		if st.Position == 0 {
+			return nil, status.Errorf(codes.NotFound, "job %s/%s did not exist then: the log was still empty", user, r.Job)
+		}
 		return nil, status.Errorf(codes.NotFound, "job %s/%s did not exist at position %d", user, r.Job, st.Position)
 	}
 	return WhyPendingAt(st, j), nil
@@ -293,7 +296,9 @@ func (s *Service) stateAtPoint(ctx context.Context, pos, timeUs int64, posField,
 	defer release()
 	var st *projections.State
 	if pos > 0 {
-		st, err = projections.StateAt(ctx, s.m.store, pos)
+		if st, err = projections.StateAt(ctx, s.m.store, pos); err != nil {
+			err = fmt.Errorf("%s: %w", posField, err) // which end was beyond the head
+		}
 	} else {
 		st, _, err = projections.StateAtTime(ctx, s.m.store, time.UnixMicro(timeUs))
 	}

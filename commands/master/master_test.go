@@ -333,6 +333,9 @@ func testMasterAPI(t *testing.T, store events.Store) {
 	if _, err := c.StateAt(as("alice"), &apipb.StateAtRequest{Position: 1 << 40}); codeOf(err) != codes.OutOfRange {
 		t.Fatalf("state beyond the head: %v", err)
 	}
+	if _, err := c.StateDiff(as("alice"), &apipb.StateDiffRequest{FromPosition: 1, ToPosition: 1 << 40}); codeOf(err) != codes.OutOfRange || !strings.Contains(err.Error(), "to_position") {
+		t.Fatalf("a diff to beyond the head: %v, want OutOfRange naming to_position", err)
+	}
 
 	// What changed between two points: the kill of both jobs, their
 	// tasks, and the update of web.
