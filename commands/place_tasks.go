@@ -23,6 +23,9 @@ type PlaceTasks struct {
 	// names, so the plan is applied in the order the pass made it.
 	Allocs     []AllocPlacement
 	Placements []Placement
+	// PassPosition is the log position the pass read, its seed, recorded
+	// with each placement so that the pass replays (fauxmaster).
+	PassPosition int64
 }
 
 // Placement puts one pending task on a machine.
@@ -106,6 +109,7 @@ type planner struct {
 	use       map[*projections.Machine]*machineUse
 	allocAt   map[*projections.Alloc]*projections.Machine // placed by this command
 	allocUsed map[*projections.Alloc]projections.Resources
+	pass      int64 // PlaceTasks.PassPosition
 }
 
 func (p *planner) machineUse(m *projections.Machine) *machineUse {
@@ -119,7 +123,7 @@ func (p *planner) machineUse(m *projections.Machine) *machineUse {
 
 func (c PlaceTasks) plan(s *projections.State, now time.Time) ([]events.Event, []Refusal) {
 	p := &planner{draft: newDraft(s, now), use: map[*projections.Machine]*machineUse{}, placedAt: map[*projections.Task]*projections.Machine{},
-		allocAt: map[*projections.Alloc]*projections.Machine{}, allocUsed: map[*projections.Alloc]projections.Resources{}}
+		allocAt: map[*projections.Alloc]*projections.Machine{}, allocUsed: map[*projections.Alloc]projections.Resources{}, pass: c.PassPosition}
 	var refused []Refusal
 	next := 0 // the next alloc
 	allocsBefore := func(n int) {
@@ -222,7 +226,7 @@ func (p *planner) placeAlloc(ap AllocPlacement) string {
 	u.limits, u.reserved = u.limits.Add(set.Resources), u.reserved.Add(set.Resources)
 	p.allocAt[a] = m
 	p.add(events.AllocSetStream(ap.User, ap.Set), &events.AllocScheduled{User: ap.User, Name: ap.Set, Index: ap.Index,
-		Machine: m.Name, MachineVersion: ap.MachineVersion, Score: ap.Score})
+		Machine: m.Name, MachineVersion: ap.MachineVersion, Score: ap.Score, PassPosition: p.pass})
 	return ""
 }
 
@@ -340,7 +344,7 @@ func (p *planner) placeTask(pl Placement) string {
 	p.placedAt[t] = m
 	p.add(taskStream(t), &events.TaskScheduled{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: m.Name,
 		SpecVersion: t.SpecVersion, Score: pl.Score, MachinesExamined: pl.MachinesExamined, Preempted: preempted,
-		Ports: ports, MachineVersion: pl.MachineVersion, AllocIndex: max(allocIndex, 0)})
+		Ports: ports, MachineVersion: pl.MachineVersion, AllocIndex: max(allocIndex, 0), PassPosition: p.pass})
 	p.status[t] = projections.TaskScheduled
 	p.touch(t.Job)
 	return ""

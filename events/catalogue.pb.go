@@ -1858,6 +1858,7 @@ type AllocScheduled struct {
 	Machine        string                 `protobuf:"bytes,4,opt,name=machine,proto3" json:"machine,omitempty"`
 	MachineVersion int64                  `protobuf:"varint,5,opt,name=machine_version,json=machineVersion,proto3" json:"machine_version,omitempty"` // the machine state the placement was computed against
 	Score          float64                `protobuf:"fixed64,6,opt,name=score,proto3" json:"score,omitempty"`
+	PassPosition   int64                  `protobuf:"varint,7,opt,name=pass_position,json=passPosition,proto3" json:"pass_position,omitempty"` // the log position the pass read, its seed (TaskScheduled.pass_position)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1930,6 +1931,13 @@ func (x *AllocScheduled) GetMachineVersion() int64 {
 func (x *AllocScheduled) GetScore() float64 {
 	if x != nil {
 		return x.Score
+	}
+	return 0
+}
+
+func (x *AllocScheduled) GetPassPosition() int64 {
+	if x != nil {
+		return x.PassPosition
 	}
 	return 0
 }
@@ -2244,8 +2252,11 @@ type TaskScheduled struct {
 	Ports            []int32                `protobuf:"varint,9,rep,packed,name=ports,proto3" json:"ports,omitempty"`
 	MachineVersion   int64                  `protobuf:"varint,10,opt,name=machine_version,json=machineVersion,proto3" json:"machine_version,omitempty"` // the machine state the placement was computed against
 	AllocIndex       int32                  `protobuf:"varint,11,opt,name=alloc_index,json=allocIndex,proto3" json:"alloc_index,omitempty"`             // the alloc instance, for tasks inside an alloc set
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// pass_position is the log position the scheduling pass read, its seed:
+	// the pass replays from the log (corral sim). 0 when placed otherwise.
+	PassPosition  int64 `protobuf:"varint,12,opt,name=pass_position,json=passPosition,proto3" json:"pass_position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskScheduled) Reset() {
@@ -2351,6 +2362,13 @@ func (x *TaskScheduled) GetMachineVersion() int64 {
 func (x *TaskScheduled) GetAllocIndex() int32 {
 	if x != nil {
 		return x.AllocIndex
+	}
+	return 0
+}
+
+func (x *TaskScheduled) GetPassPosition() int64 {
+	if x != nil {
+		return x.PassPosition
 	}
 	return 0
 }
@@ -3920,14 +3938,15 @@ const file_catalogue_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"9\n" +
 	"\x0fAllocSetRemoved\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xa7\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xcc\x01\n" +
 	"\x0eAllocScheduled\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x05R\x05index\x12\x18\n" +
 	"\amachine\x18\x04 \x01(\tR\amachine\x12'\n" +
 	"\x0fmachine_version\x18\x05 \x01(\x03R\x0emachineVersion\x12\x14\n" +
-	"\x05score\x18\x06 \x01(\x01R\x05score\"~\n" +
+	"\x05score\x18\x06 \x01(\x01R\x05score\x12#\n" +
+	"\rpass_position\x18\a \x01(\x03R\fpassPosition\"~\n" +
 	"\fAllocEvicted\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3950,7 +3969,7 @@ const file_catalogue_proto_rawDesc = "" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x18\n" +
 	"\aindexes\x18\x03 \x03(\x05R\aindexes\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x12\n" +
-	"\x04hint\x18\x05 \x01(\tR\x04hint\"\xe4\x02\n" +
+	"\x04hint\x18\x05 \x01(\tR\x04hint\"\x89\x03\n" +
 	"\rTaskScheduled\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -3964,7 +3983,8 @@ const file_catalogue_proto_rawDesc = "" +
 	"\x0fmachine_version\x18\n" +
 	" \x01(\x03R\x0emachineVersion\x12\x1f\n" +
 	"\valloc_index\x18\v \x01(\x05R\n" +
-	"allocIndex\"\x91\x01\n" +
+	"allocIndex\x12#\n" +
+	"\rpass_position\x18\f \x01(\x03R\fpassPosition\"\x91\x01\n" +
 	"\vTaskStarted\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +

@@ -241,7 +241,11 @@ func (c *SchedulingCore) Input(s *projections.State, now time.Time) (cell *sched
 // next pass reconsiders them.
 func (c *SchedulingCore) Plan(cell *scheduler.Cell, position int64) (*scheduler.Plan, *commands.PlaceTasks) {
 	plan := c.sched.Schedule(cell, uint64(position))
-	return plan, placeCommand(c.meta, plan)
+	cmd := placeCommand(c.meta, plan)
+	if cmd != nil {
+		cmd.PassPosition = position
+	}
+	return plan, cmd
 }
 
 // Reasons is the command that records why the pass left tasks pending, nil
