@@ -377,3 +377,7 @@ func (w *World) counts() string {
 		w.Elections, w.Requests, w.Acked, w.Refused, w.GaveUp, w.Messages, w.Lost,
 		w.Crashes, w.Pauses, w.SameNameRestarts, w.Jumps, w.StoreOutages, w.Partitions, w.AgentCrashes, w.Reboots, w.Fenced, w.Loads, w.Checkpoints, w.SweptOwn)
 }
+
+// Log is the cell's event log, to read what the run recorded (the
+// Fauxmaster's tests replay it).
+func (w *World) Log() *memstore.Log { return w.log }

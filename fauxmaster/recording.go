@@ -1,0 +1,524 @@
+package fauxmaster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/agentlink"
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// Recording is a window of a cell's log taken apart into what a replay
+// needs: the state at the window's start, the requests people and
+// operators made (as the commands that made them), the scheduler's passes
+// (when each read the log, at which position, its seed, and when its
+// placements landed), every task's runs (where, when they started, how
+// they ended) and the usage reports that moved a reservation. Recorded is
+// the window's report, computed by the same observer the simulation feeds.
+type Recording struct {
+	Start              *projections.State // after the event at From
+	From, To           int64              // the window is the events (From, To]
+	StartTime, EndTime time.Time
+	Events             int
+
+	inputs  []input
+	passes  []recordedPass
+	steps   []step // the recorded scheduler's rolling-update steps
+	runs    map[taskID][]*recordedRun
+	initial map[taskID]bool // live at the window's start: their run 0 is under way
+	// machines lists every machine the window knows (at its start or
+	// registered in it), sorted: the change's removals draw from it.
+	machines []string
+	// startDelay is the median time from a placement to its start, for
+	// runs the recording does not have.
+	startDelay time.Duration
+	// healthyAfter is the median time from a run's start to its first
+	// healthy answer, for runs of jobs with a health check that the
+	// recording does not have.
+	healthyAfter time.Duration
+	// NotReplayed counts the requests of kinds a replay does not make
+	// again, by event type (see doc.go).
+	NotReplayed map[string]int
+	Recorded    *Metrics
+	placements  []placement // the window's placements, in log order
+}
+
+// taskID names a task of one incarnation of its job: a job name used
+// again after the job ended is another job. inc counts the job's
+// submissions in the window (0: the job at the window's start).
+type taskID struct {
+	projections.TaskKey
+	inc int
+}
+
+// input is one recorded request, replayed at its time as the command
+// that made it.
+type input struct {
+	atUS     int64
+	position int64
+	cmd      commands.Command
+	machine  string // the machine it names, if any (removals skip it)
+	down, up bool   // the machine stopped or resumed answering polls
+	job      projections.JobKey
+	inc      int // a submission: the incarnation it starts
+}
+
+// recordedPass is one pass of the recorded scheduler that placed
+// something: it read the log at Seed (its seed) at readUS, and its
+// placements landed at commitUS from commitPosition on.
+type recordedPass struct {
+	seed           int64
+	readUS         int64
+	commitUS       int64
+	commitPosition int64
+}
+
+// step is a moment the recorded scheduler moved a rolling update on.
+type step struct{ atUS, position int64 }
+
+// recordedRun is one placement of a task and how it ended.
+type recordedRun struct {
+	machine       string
+	scheduledUS   int64 // 0 for the run under way at the window's start
+	startedUS     int64 // 0: never started
+	startPosition int64
+	endedUS       int64 // 0: still running at the window's end
+	end           runEnd
+	exitCode      int32
+	endPosition   int64
+	passSeed      int64 // the pass that placed it (0: not recorded)
+	usage         []usageSample
+	health        []healthSample
+	restarts      []restartSample
+}
+
+// restartSample is an exit of the run's process that its agent restarted
+// in place (backoff), or that restart, at an offset from the run's start.
+type restartSample struct {
+	offsetUS int64
+	position int64
+	started  bool // the restart; else the exit
+	exitCode int32
+	signal   string
+	message  string
+}
+
+// healthSample is a change of the run's health check's answer, at an
+// offset from its start.
+type healthSample struct {
+	offsetUS int64
+	position int64
+	healthy  bool
+	message  string
+}
+
+type runEnd int8
+
+const (
+	runOpen     runEnd = iota
+	runFinished        // exited 0
+	runFailed          // failed, not restarted in place
+	runEvicted
+	runLost
+	runKilled
+)
+
+// own says the run ended by the task's own doing: that is what a replay
+// reproduces (a task runs as long as it really ran); evictions, losses
+// and kills come from the replayed cell itself.
+func (e runEnd) own() bool { return e == runFinished || e == runFailed }
+
+// duration is how long the run ran, from its start (its placement when it
+// never started) to its end.
+func (r *recordedRun) duration() int64 {
+	from := r.startedUS
+	if from == 0 {
+		from = r.scheduledUS
+	}
+	return max(r.endedUS-from, 0)
+}
+
+// usageSample is a usage window that moved the task's reservation in the
+// recording, at an offset from its run's start.
+type usageSample struct {
+	offsetUS, lengthUS int64
+	position           int64
+	usage              *events.TaskUsage
+}
+
+// placement is one recorded or simulated placement of a task's run.
+type placement struct {
+	task    taskID
+	run     int
+	machine string
+	atUS    int64
+	seed    int64 // the pass's seed; 0: a pass the recording does not have
+}
+
+// Source is what Load reads: a cell's log.
+type Source = projections.Source
+
+// Load takes the window (from, to] of src apart. from may be 0 (the
+// log's beginning); to beyond the head is an error.
+func Load(ctx context.Context, src Source, from, to int64) (*Recording, error) {
+	head, err := src.Head(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case from < 0:
+		return nil, fmt.Errorf("from: position %d is negative", from)
+	case to <= from:
+		return nil, fmt.Errorf("to: position %d is not after from %d", to, from)
+	case to > head:
+		return nil, fmt.Errorf("to: position %d is beyond the log's head %d", to, head)
+	}
+	start, err := projections.StateAt(ctx, src, from)
+	if err != nil {
+		return nil, fmt.Errorf("the state at position %d: %w", from, err)
+	}
+	folded, err := projections.StateAt(ctx, src, from)
+	if err != nil {
+		return nil, err
+	}
+	r := newRecorder(start, folded)
+	for pos := from + 1; pos <= to; {
+		evs, err := src.Read(ctx, pos, int(min(to-pos+1, 2000)))
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) == 0 {
+			return nil, fmt.Errorf("the log has no event at position %d below %d", pos, to)
+		}
+		for i := range evs {
+			if evs[i].Position > to {
+				break
+			}
+			if err := r.add(evs[i]); err != nil {
+				return nil, err
+			}
+			pos = evs[i].Position + 1
+		}
+	}
+	return r.finish(), nil
+}
+
+// FromEvents takes apart the window of evs after start (a state the
+// caller gives up): the events must follow start's position without gaps.
+func FromEvents(start *projections.State, evs []events.Event) (*Recording, error) {
+	folded, err := projections.Decode(projections.Encode(start))
+	if err != nil {
+		return nil, err
+	}
+	r := newRecorder(start, folded)
+	for i := range evs {
+		if err := r.add(evs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return r.finish(), nil
+}
+
+// recorder builds a Recording event by event, folding its own copy of the
+// state for the observer.
+type recorder struct {
+	rec      *Recording
+	folded   *projections.State
+	obs      *observer
+	times    []int64 // occurred_at of each event of the window, by position-From-1
+	machines map[string]bool
+	// usage is the last UsageReported: a ReservationEstimated right after
+	// it, on its machine and in its command, was moved by its windows.
+	usage    *events.UsageReported
+	usagePos int64
+	usageUS  int64
+	inc      map[projections.JobKey]int // each job's current incarnation
+}
+
+func newRecorder(start, folded *projections.State) *recorder {
+	at := time.UnixMicro(start.TimeUS).UTC()
+	r := &recorder{
+		rec: &Recording{Start: start, From: start.Position, To: start.Position, StartTime: at, EndTime: at,
+			runs: map[taskID][]*recordedRun{}, initial: map[taskID]bool{}, NotReplayed: map[string]int{}},
+		folded: folded, machines: map[string]bool{}, inc: map[projections.JobKey]int{},
+	}
+	for name := range start.Machines {
+		r.machines[name] = true
+	}
+	for _, j := range start.Jobs {
+		for _, t := range j.Tasks {
+			if t == nil || !t.Live() {
+				continue
+			}
+			run := &recordedRun{machine: t.Machine}
+			if t.State == projections.TaskRunning {
+				run.startedUS = t.StartedUS
+			}
+			id := taskID{t.Key(), 0}
+			r.rec.runs[id] = []*recordedRun{run}
+			r.rec.initial[id] = true
+		}
+	}
+	r.obs = newObserver(folded)
+	return r
+}
+
+// System actors: what they append is the cell's own doing, which a replay
+// recomputes.
+func systemActor(a string) bool {
+	return a == "scheduler" || a == agentlink.Meta.Actor.User || a == ""
+}
+
+func (r *recorder) add(e events.Event) error {
+	if e.Position != r.folded.Position+1 {
+		return fmt.Errorf("the window has a gap: event %d after position %d", e.Position, r.folded.Position)
+	}
+	us := e.OccurredAt.UnixMicro()
+	if r.rec.Events == 0 && r.rec.From == 0 {
+		// A window from the log's beginning starts with its first event.
+		r.rec.StartTime, r.rec.EndTime = e.OccurredAt.UTC(), e.OccurredAt.UTC()
+		r.rec.Start.TimeUS, r.obs.lastUS = us, us
+	}
+	r.times = append(r.times, us)
+	r.rec.Events++
+	r.rec.To = e.Position
+	if t := e.OccurredAt.UTC(); t.After(r.rec.EndTime) {
+		r.rec.EndTime = t
+	}
+	r.input(e, us)
+	r.task(e, us)
+	if err := projections.Apply(r.folded, e); err != nil {
+		return err
+	}
+	r.obs.observe(e)
+	return nil
+}
+
+// input records a request people or operators made.
+func (r *recorder) input(e events.Event, us int64) {
+	admin := commands.Meta{Actor: commands.Actor{User: "fauxmaster", Admin: true}}
+	user := func(owner string) commands.Meta {
+		return commands.Meta{Actor: commands.Actor{User: e.Actor, Admin: e.Actor != owner}}
+	}
+	in := input{atUS: us, position: e.Position}
+	switch p := e.Data.(type) {
+	case *events.MachineRegistered:
+		r.machines[p.Machine] = true
+		in.machine = p.Machine
+		in.cmd = commands.RegisterMachine{Meta: admin, Machine: p.Machine, Address: p.Address,
+			Capacity: projections.ResourcesOf(p.Capacity), Attributes: p.Attributes, PortBase: p.PortBase}
+	case *events.MachineUpdated:
+		in.machine = p.Machine
+		in.cmd = commands.UpdateMachine{Meta: admin, Machine: p.Machine, Address: p.Address,
+			Capacity: projections.ResourcesOf(p.Capacity), Attributes: p.Attributes, PortBase: p.PortBase}
+	case *events.MachineDown:
+		in.machine, in.down = p.Machine, true
+	case *events.MachineUp:
+		in.machine, in.up = p.Machine, true
+	case *events.MachineDrainSet:
+		in.machine = p.Machine
+		in.cmd = commands.DrainMachine{Meta: admin, Machine: p.Machine, Draining: p.Draining, Reason: p.Reason}
+	case *events.MachineRemoved:
+		if systemActor(e.Actor) {
+			return
+		}
+		in.machine = p.Machine
+		in.cmd = commands.RemoveMachine{Meta: admin, Machine: p.Machine, Reason: p.Reason}
+	case *events.QuotaSet:
+		in.cmd = commands.SetQuota{Meta: admin, User: p.User, Band: p.Band, Resources: projections.ResourcesOf(p.Resources)}
+	case *events.JobSubmitted:
+		if e.Actor == "" || p.Spec == nil {
+			return
+		}
+		in.job = projections.JobKey{User: p.Spec.User, Name: p.Spec.Name}
+		r.inc[in.job]++
+		in.inc = r.inc[in.job]
+		in.cmd = commands.SubmitJob{Meta: commands.Meta{Actor: commands.Actor{User: p.Spec.User}}, Spec: p.Spec}
+	case *events.JobUpdated:
+		if systemActor(e.Actor) || p.Spec == nil {
+			return
+		}
+		in.cmd = commands.UpdateJob{Meta: user(p.Spec.User), User: p.Spec.User, Spec: p.Spec}
+	case *events.JobKilled:
+		// A job killed because the one it waited for was: the kill that
+		// started it is replayed, and this follows from it.
+		if systemActor(e.Actor) || strings.Contains(p.Reason, "which it was to start after") {
+			return
+		}
+		in.cmd = commands.KillJob{Meta: user(p.User), User: p.User, Name: p.Job, Reason: p.Reason}
+	case *events.TaskKilled:
+		if systemActor(e.Actor) || p.Reason == "job killed" {
+			return // part of a job's kill
+		}
+		in.cmd = commands.KillTask{Meta: user(p.User), User: p.User, Job: p.Job, Index: p.Index, Reason: p.Reason}
+	case *events.AllocSetCreated:
+		in.cmd = commands.CreateAllocSet{Meta: commands.Meta{Actor: commands.Actor{User: p.User}}, Name: p.Name, Count: p.Count,
+			Priority: p.Priority, Resources: projections.ResourcesOf(p.Resources), Constraints: p.Constraints, Labels: p.Labels}
+	case *events.AllocSetRemoved:
+		if systemActor(e.Actor) {
+			return
+		}
+		in.cmd = commands.RemoveAllocSet{Meta: user(p.User), User: p.User, Name: p.Name}
+	case *events.JobUpdateCommitted, *events.JobUpdateRolledBack, *events.JobUpdatePromoted, *events.JobUpdateHalted,
+		*events.PriceSheetSet, *events.BillingPeriodClosed:
+		if !systemActor(e.Actor) {
+			r.rec.NotReplayed[e.Type]++
+		}
+		return
+	default:
+		return
+	}
+	r.rec.inputs = append(r.rec.inputs, in)
+}
+
+// task records runs, passes and the usage that moved reservations.
+func (r *recorder) task(e events.Event, us int64) {
+	current := func(user, job string, index int32) *recordedRun {
+		runs := r.rec.runs[r.id(user, job, index)]
+		if len(runs) == 0 {
+			return nil
+		}
+		if run := runs[len(runs)-1]; run.end == runOpen {
+			return run
+		}
+		return nil
+	}
+	end := func(run *recordedRun, how runEnd, code int32) {
+		if run != nil {
+			run.end, run.endedUS, run.exitCode, run.endPosition = how, us, code, e.Position
+		}
+	}
+	switch p := e.Data.(type) {
+	case *events.TaskScheduled:
+		k := r.id(p.User, p.Job, p.Index)
+		run := &recordedRun{machine: p.Machine, scheduledUS: us, passSeed: p.PassPosition}
+		r.rec.runs[k] = append(r.rec.runs[k], run)
+		r.rec.placements = append(r.rec.placements, placement{task: k, run: len(r.rec.runs[k]) - 1, machine: p.Machine, atUS: us, seed: p.PassPosition})
+		r.passOf(p.PassPosition, e, us)
+	case *events.AllocScheduled:
+		r.passOf(p.PassPosition, e, us)
+	case *events.TaskUpdated, *events.JobUpdateCommitted, *events.JobUpdateRolledBack, *events.JobUpdateHalted, *events.JobUpdatePromoted:
+		r.stepAt(e, us)
+	case *events.TaskStarted:
+		if run := current(p.User, p.Job, p.Index); run != nil && run.startedUS == 0 {
+			run.startedUS, run.startPosition = us, e.Position
+		} else if run != nil {
+			run.restarts = append(run.restarts, restartSample{offsetUS: us - run.startedUS, position: e.Position, started: true})
+		}
+	case *events.TaskFinished:
+		end(current(p.User, p.Job, p.Index), runFinished, p.ExitCode)
+	case *events.TaskFailed:
+		run := current(p.User, p.Job, p.Index)
+		if !p.WillRestart {
+			end(run, runFailed, p.ExitCode)
+		} else if run != nil && run.startedUS > 0 {
+			run.restarts = append(run.restarts, restartSample{offsetUS: us - run.startedUS, position: e.Position,
+				exitCode: p.ExitCode, signal: p.Signal, message: p.Message})
+		}
+	case *events.TaskEvicted:
+		end(current(p.User, p.Job, p.Index), runEvicted, 0)
+		if p.Reason == "update" {
+			r.stepAt(e, us)
+		}
+	case *events.TaskLost:
+		end(current(p.User, p.Job, p.Index), runLost, 0)
+	case *events.TaskKilled:
+		end(current(p.User, p.Job, p.Index), runKilled, 0)
+	case *events.TaskHealthChanged:
+		if run := current(p.User, p.Job, p.Index); run != nil && run.startedUS > 0 {
+			run.health = append(run.health, healthSample{offsetUS: us - run.startedUS, position: e.Position, healthy: p.Healthy, message: p.Message})
+		}
+	case *events.UsageReported:
+		r.usage, r.usagePos, r.usageUS = p, e.Position, us
+	case *events.ReservationEstimated:
+		if r.usage == nil || r.usage.Machine != p.Machine || r.usageUS != us {
+			return
+		}
+		for _, moved := range p.Tasks {
+			run := current(moved.User, moved.Job, moved.Index)
+			if run == nil || run.startedUS == 0 {
+				continue
+			}
+			for _, u := range r.usage.Tasks {
+				if u.GetUser() == moved.User && u.GetJob() == moved.Job && u.GetIndex() == moved.Index {
+					run.usage = append(run.usage, usageSample{offsetUS: us - run.startedUS,
+						lengthUS: r.usage.WindowEndUs - r.usage.WindowStartUs, position: r.usagePos, usage: u})
+					break
+				}
+			}
+		}
+	}
+}
+
+func (r *recorder) id(user, job string, index int32) taskID {
+	return taskID{projections.TaskKey{User: user, Job: job, Index: index}, r.inc[projections.JobKey{User: user, Name: job}]}
+}
+
+// stepAt records a rolling-update step of the scheduler's: one per
+// instant.
+func (r *recorder) stepAt(e events.Event, us int64) {
+	if e.Actor != "scheduler" {
+		return
+	}
+	if n := len(r.rec.steps); n > 0 && r.rec.steps[n-1].atUS == us {
+		return
+	}
+	r.rec.steps = append(r.rec.steps, step{atUS: us, position: e.Position})
+}
+
+// passOf files a placement under its pass: consecutive placements of one
+// seed and time are one pass's.
+func (r *recorder) passOf(seed int64, e events.Event, us int64) {
+	if seed <= 0 {
+		return
+	}
+	if n := len(r.rec.passes); n > 0 && r.rec.passes[n-1].seed == seed && r.rec.passes[n-1].commitUS == us {
+		return // the same command's placements (evictions come between)
+	}
+	read := r.rec.Start.TimeUS
+	if i := seed - r.rec.From - 1; i >= 0 && i < int64(len(r.times)) {
+		read = r.times[i]
+	}
+	r.rec.passes = append(r.rec.passes, recordedPass{seed: seed, readUS: read, commitUS: us, commitPosition: e.Position})
+}
+
+func (r *recorder) finish() *Recording {
+	rec := r.rec
+	rec.Recorded = r.obs.finish(rec.EndTime.UnixMicro())
+	rec.machines = make([]string, 0, len(r.machines))
+	for m := range r.machines {
+		rec.machines = append(rec.machines, m)
+	}
+	slices.Sort(rec.machines)
+	var delays, healthy []int64
+	for _, runs := range rec.runs {
+		for _, run := range runs {
+			if run.scheduledUS > 0 && run.startedUS > 0 {
+				delays = append(delays, run.startedUS-run.scheduledUS)
+			}
+			for _, h := range run.health {
+				if h.healthy {
+					healthy = append(healthy, h.offsetUS)
+					break
+				}
+			}
+		}
+	}
+	rec.startDelay = median(delays)
+	rec.healthyAfter = median(healthy)
+	r.times = nil
+	return rec
+}
+
+func median(xs []int64) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	return time.Duration(xs[len(xs)/2]) * time.Microsecond
+}

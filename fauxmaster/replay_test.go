@@ -1,0 +1,166 @@
+package fauxmaster_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/fauxmaster"
+	"github.com/corralhq/corral/internal/cellsim"
+)
+
+// recordCell runs the whole-cell simulation (the real commands, scheduling
+// core and link decisions; simulated agents and processes) without faults
+// and returns its log: a recorded cell with submissions, updates, rolling
+// updates, kills, alloc sets, drains, health checks and failures.
+func recordCell(t *testing.T, seed uint64) events.Store {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if log := recorded[seed]; log != nil {
+		return log
+	}
+	w := cellsim.New(cellsim.Config{Seed: seed, Calm: true, Machines: 12, Clients: 3, Duration: 6 * time.Minute})
+	if err := w.Run(); err != nil {
+		t.Fatalf("recording the cell (seed %d): %v", seed, err)
+	}
+	recorded[seed] = w.Log().Open(time.Now)
+	return recorded[seed]
+}
+
+// recorded keeps each seed's cell for the tests that replay it (the
+// replays only read it).
+var (
+	mu       sync.Mutex
+	recorded = map[uint64]events.Store{}
+)
+
+func replay(t *testing.T, log events.Store, from int64, opt fauxmaster.Options) *fauxmaster.Report {
+	t.Helper()
+	ctx := context.Background()
+	head, err := log.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := fauxmaster.Load(ctx, log, from, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := fauxmaster.Run(rec, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if testing.Verbose() {
+		if err := rep.WriteText(os.Stdout, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rep
+}
+
+// minSameShare is what an unchanged replay of these cells reproduces today
+// (26-36%): the recorded passes replay with their seeds, and the cells
+// agree until something the replay does not model yet moves them apart
+// (see doc.go). It guards against regressions; the target is 99%.
+const minSameShare = 0.20
+
+func TestUnchangedReplay(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		log := recordCell(t, seed)
+		for _, from := range []int64{0, 400} {
+			rep := replay(t, log, from, fauxmaster.Options{})
+			pl := rep.Placements
+			if pl.Recorded < 300 {
+				t.Fatalf("seed %d from %d: only %d placements recorded: not a test", seed, from, pl.Recorded)
+			}
+			if pl.SameShare() < minSameShare {
+				t.Errorf("seed %d from %d: %d of %d placements on the recorded machine (%.1f%%), want %.0f%%",
+					seed, from, pl.Same, pl.Recorded, 100*pl.SameShare(), 100*minSameShare)
+			}
+			for _, d := range pl.Differences {
+				if d.Why == "" || d.Task == "" {
+					t.Fatalf("a difference without its task or cause: %+v", d)
+				}
+			}
+			if rep.Recorded.MachinesUsed != rep.Simulated.MachinesUsed {
+				t.Errorf("seed %d from %d: machines used %d recorded, %d simulated", seed, from, rep.Recorded.MachinesUsed, rep.Simulated.MachinesUsed)
+			}
+		}
+	}
+}
+
+func TestReplayIsDeterministic(t *testing.T) {
+	log := recordCell(t, 1)
+	opt := fauxmaster.Options{Seed: 9, Change: fauxmaster.Change{RemovePercent: 30}}
+	a, b := replay(t, log, 0, opt), replay(t, log, 0, opt)
+	a.WallSeconds, b.WallSeconds = 0, 0
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if !bytes.Equal(ja, jb) {
+		t.Fatal("two replays of one recording, change and seed differ")
+	}
+}
+
+func TestRemovingHalfTheMachinesMakesTasksWait(t *testing.T) {
+	for _, seed := range []uint64{2, 3} {
+		log := recordCell(t, seed)
+		same := replay(t, log, 0, fauxmaster.Options{})
+		half := replay(t, log, 0, fauxmaster.Options{Seed: seed, Change: fauxmaster.Change{RemovePercent: 50}})
+		if half.Simulated.Pending.Mean <= same.Simulated.Pending.Mean || half.Simulated.Pending.P90 < same.Simulated.Pending.P90 {
+			t.Errorf("seed %d: pending mean %.2f s, p90 %.2f s with half the machines; %.2f s, %.2f s with all",
+				seed, half.Simulated.Pending.Mean, half.Simulated.Pending.P90, same.Simulated.Pending.Mean, same.Simulated.Pending.P90)
+		}
+		if half.Simulated.MachinesUsed > 6 {
+			t.Errorf("seed %d: %d machines used of the 6 left", seed, half.Simulated.MachinesUsed)
+		}
+		if half.Placements.SameShare() >= same.Placements.SameShare() {
+			t.Errorf("seed %d: half the machines gone, yet %.2f of placements as recorded (unchanged: %.2f)", seed,
+				half.Placements.SameShare(), same.Placements.SameShare())
+		}
+	}
+}
+
+func TestAddedMachinesAreUsed(t *testing.T) {
+	log := recordCell(t, 1)
+	g, err := fauxmaster.ParseMachines("4x64c256g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := replay(t, log, 0, fauxmaster.Options{Change: fauxmaster.Change{Add: []fauxmaster.MachineGroup{g}, Policy: "worst-fit"}})
+	if rep.Simulated.MachinesUsed <= rep.Recorded.MachinesUsed {
+		t.Errorf("4 big machines added under worst-fit: %d machines used, recorded %d", rep.Simulated.MachinesUsed, rep.Recorded.MachinesUsed)
+	}
+}
+
+func TestBadChangesAreRefused(t *testing.T) {
+	for _, s := range []string{"", "x", "0x4c4g", "-1x4c4g", "4x0c4g", "4x4c", "100001x1c1g", "4x4c4g99gpu", "4x1e9c4g"} {
+		if _, err := fauxmaster.ParseMachines(s); err == nil {
+			t.Errorf("--add %q accepted", s)
+		}
+	}
+	for _, s := range []string{"", "-1%", "101%", "NaN", "ten"} {
+		if _, err := fauxmaster.ParseRemove(s); err == nil {
+			t.Errorf("--remove %q accepted", s)
+		}
+	}
+	log := recordCell(t, 2)
+	ctx := context.Background()
+	head, _ := log.Head(ctx)
+	for _, w := range [][2]int64{{-1, head}, {10, 10}, {head, head + 1}, {20, 10}} {
+		if _, err := fauxmaster.Load(ctx, log, w[0], w[1]); err == nil {
+			t.Errorf("window (%d, %d] of a %d-event log accepted", w[0], w[1], head)
+		}
+	}
+	rec, err := fauxmaster.Load(ctx, log, 0, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fauxmaster.Run(rec, fauxmaster.Options{Change: fauxmaster.Change{Policy: "fastest"}}); err == nil {
+		t.Error("policy \"fastest\" accepted")
+	}
+}
