@@ -33,7 +33,9 @@
 //   - Requests (submissions, updates, kills of jobs and tasks, machines
 //     registered, drained or removed, quotas) are made again at their
 //     recorded times, by their recorded actors. A machine that stopped
-//     answering in the recording stops answering at the same moment.
+//     answering in the recording stops answering at the same moment, and
+//     a process its agent lost (an agent restarted) is lost then, if the
+//     replay runs it on that machine.
 //   - Passes run when the recorded passes did, on the state just after the
 //     position each read, seeded with it, and their placements land when
 //     the recorded ones did (the handler re-checks them against the state
@@ -47,18 +49,25 @@
 //     that run ran; a task with none left runs past the window's end.
 //     Evictions, losses and kills are not replayed as outcomes: they come
 //     from the simulated cell (its passes, its machines, the replayed
-//     kills). Usage windows that moved a reservation in the recording are
-//     reported at the same offset into the run, so reservations move as
-//     they did.
+//     kills). Usage windows that moved a reservation in the recording, the
+//     health check's answers and the exits the agent restarted in place
+//     are reported at the same offsets into the run, so reservations,
+//     rolling updates and their rollbacks move as they did; a run the
+//     recording does not have turns healthy after the recording's median.
+//   - The recorded scheduler's rolling-update steps run when they ran;
+//     the simulation adds its own only when none is due.
 //   - Unchanged, a replay reproduces the recorded placements: the same
 //     passes read the same states with the same seeds.
 //
 // # What it does not model
 //
-//   - Restarts in place (a run that failed and was restarted by its agent
-//     is one run), health checks, usage other than the windows that moved
-//     a reservation (held resources are limits), agents refusing a start,
-//     the link's polling delays, master failovers.
+//   - Usage other than the windows that moved a reservation (held
+//     resources are limits), agents refusing a start, the link's polling
+//     delays, master failovers; the pass's own clock is not in the log, so
+//     a recorded pass runs at its placements' time.
+//   - An unchanged replay does not yet reproduce every placement: the
+//     cells agree at the recorded passes for a while, then something not
+//     modelled moves them apart (TestUnchangedReplay keeps the share).
 //   - Requests replayed by outcome only: update commits, rollbacks and
 //     canary promotions made by hand, alloc sets, price sheets and machine
 //     attribute updates are counted in Report.NotReplayed, not made.

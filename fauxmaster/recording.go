@@ -64,8 +64,11 @@ type input struct {
 	cmd      commands.Command
 	machine  string // the machine it names, if any (removals skip it)
 	down, up bool   // the machine stopped or resumed answering polls
-	job      projections.JobKey
-	inc      int // a submission: the incarnation it starts
+	// lost: the machine's agent stopped reporting this task's process
+	// while the machine answered (the agent restarted and lost it).
+	lost *projections.TaskKey
+	job  projections.JobKey
+	inc  int // a submission: the incarnation it starts
 }
 
 // recordedPass is one pass of the recorded scheduler that placed
@@ -318,6 +321,11 @@ func (r *recorder) input(e events.Event, us int64) {
 			Capacity: projections.ResourcesOf(p.Capacity), Attributes: p.Attributes, PortBase: p.PortBase}
 	case *events.MachineDown:
 		in.machine, in.down = p.Machine, true
+	case *events.TaskLost:
+		if m := r.folded.Machines[p.Machine]; m == nil || m.State != projections.MachineUp {
+			return // lost with its machine, which the replay takes down too
+		}
+		in.machine, in.lost = p.Machine, &projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}
 	case *events.MachineUp:
 		in.machine, in.up = p.Machine, true
 	case *events.MachineDrainSet:

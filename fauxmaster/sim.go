@@ -246,6 +246,15 @@ func (s *Sim) setUp() error {
 // replay makes a recorded request again.
 func (s *Sim) replay(in *input) {
 	switch {
+	case in.lost != nil:
+		a := s.agents[in.machine]
+		if a == nil {
+			return
+		}
+		if ar := a.tasks[*in.lost]; ar != nil && ar.started {
+			delete(a.tasks, *in.lost)
+			s.poll(a, nil, nil)
+		}
 	case in.down:
 		if s.agents[in.machine] != nil {
 			s.do(commands.ReportAgentState{Meta: agentlink.Meta, Machine: in.machine, Unreachable: true, MissedPolls: 3})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -312,6 +313,27 @@ func TestNewcomerPath(t *testing.T) {
 	out, code = corral("bill", "--db", db, "--from", "1d", "--to", "+1h", "--group-by", "job", "--format", "json")
 	if code != 0 || !strings.Contains(out, `"group_by": "job"`) || !strings.Contains(out, `"group": "alice/hello"`) {
 		t.Errorf("bill --db --format json: exit %d", code)
+	}
+
+	// What if: the cell's history replayed through its own code. Unchanged,
+	// every placement lands where it did; without its machine, nothing runs.
+	out, code = corral("sim", "--data", data)
+	if code != 0 || !regexp.MustCompile(`placements: (\d+) of (\d+) recorded runs on the same machine \(100\.0%\)`).MatchString(out) ||
+		!regexp.MustCompile(`alice\s+batch\s+\S+\s+\d+\s+0\s+`).MatchString(out) {
+		t.Errorf("sim: exit %d, want every placement as recorded:\n%s", code, out)
+	}
+	out, code = corral("sim", "--data", data, "--remove", "100%", "-o", "json")
+	var rep struct {
+		Simulated struct {
+			Placed int `json:"placed"`
+			Never  int `json:"pending_at_end"`
+		} `json:"simulated"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Simulated.Placed != 0 || rep.Simulated.Never == 0 {
+		t.Errorf("sim --remove 100%%: exit %d, want nothing placed:\n%s", code, out)
+	}
+	if out, code = corral("sim", "--data", data, "--add", "2x0c4g"); code != 2 || !strings.Contains(out, "add:") {
+		t.Errorf("sim --add 2x0c4g: exit %d, want a usage error naming --add:\n%s", code, out)
 	}
 }
 

@@ -280,7 +280,7 @@ Environment:
 		c.GroupID = "cell"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.eventsCommand(), a.stateCommand(), a.sqlCommand(), a.billCommand(), a.priceCommand(), a.infrastoreCommand()} {
+	for _, c := range []*cobra.Command{a.eventsCommand(), a.stateCommand(), a.sqlCommand(), a.billCommand(), a.priceCommand(), a.infrastoreCommand(), a.simCommand()} {
 		c.GroupID = "history"
 		root.AddCommand(c)
 	}

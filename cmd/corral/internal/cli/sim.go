@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/events/storeopen"
+	"github.com/corralhq/corral/fauxmaster"
+	"github.com/corralhq/corral/projections"
+	"github.com/corralhq/corral/scheduler"
+)
+
+// simCommand is the Fauxmaster: a window of the cell's log replayed
+// through the cell's own code with a change, recorded against simulated.
+func (a *app) simCommand() *cobra.Command {
+	var (
+		store, data, from, to, remove, policy string
+		add                                   []string
+		pool, diffs                           int
+		seed                                  uint64
+	)
+	c := &cobra.Command{
+		Use:   "sim",
+		Short: "replay a window of the cell's history with a change (machines, policy) and compare with what happened",
+		Long: `sim replays a window of the cell's log through the cell's own commands and
+scheduling pass, with a change, and reports recorded against simulated: pending
+time per user and band, tasks placed and left pending, evictions, CPU and
+memory held, machines used, and each placement that differs and why. It reads
+the log directly (the master need not run) and writes nothing.`,
+		Example: `  corral sim --from 2026-11-20T00:00:00Z --to 2026-11-27T00:00:00Z --remove 10%
+  corral sim --add 200x32c128g --policy best-fit -o json`,
+		Args: args(0, 0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			var change fauxmaster.Change
+			var err error
+			if remove != "" {
+				if change.RemovePercent, err = fauxmaster.ParseRemove(remove); err != nil {
+					return usageErr("--%v", err)
+				}
+			}
+			for _, s := range add {
+				g, err := fauxmaster.ParseMachines(s)
+				if err != nil {
+					return usageErr("--%v", err)
+				}
+				change.Add = append(change.Add, g)
+			}
+			if policy != "" {
+				p, err := scheduler.ParsePolicy(policy)
+				if err != nil {
+					return usageErr("--policy: %v", err)
+				}
+				change.Policy = p
+			}
+			if pool < -1 {
+				return usageErr("--pool %d: want -1 (every feasible machine), 0 (the default) or a pool size", pool)
+			}
+			change.PoolSize = pool
+			st := store
+			if st == "" {
+				st = a.getenv("CORRAL_STORE")
+			}
+			if st == "" {
+				st = filepath.Join(a.dataDir(data), "events.db")
+			}
+			log, err := storeopen.Open(ctx, st, storeopen.Options{NoMigrate: true})
+			if err != nil {
+				return fmt.Errorf("--store %s: %w", st, err)
+			}
+			defer log.Close()
+			head, err := log.Head(ctx)
+			if err != nil {
+				return fmt.Errorf("--store %s: %w", st, err)
+			}
+			fromPos, err := logPoint(cmd, log, "from", from, 0)
+			if err != nil {
+				return err
+			}
+			toPos, err := logPoint(cmd, log, "to", to, head)
+			if err != nil {
+				return err
+			}
+			rec, err := fauxmaster.Load(ctx, log, fromPos, toPos)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			rep, err := fauxmaster.Run(rec, fauxmaster.Options{Change: change, Seed: seed})
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			if a.output == "json" {
+				enc := json.NewEncoder(a.stdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			return rep.WriteText(a.stdout(), diffs)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&store, "store", "", "the event log: postgres://... or a SQLite file (default $CORRAL_STORE or DATA/events.db)")
+	f.StringVar(&data, "data", "", "the data directory of a `corral up` cell (default $CORRAL_DATA or "+DefaultData+")")
+	f.StringVar(&from, "from", "", "the window's start: a log position or an RFC 3339 time (default the log's beginning)")
+	f.StringVar(&to, "to", "", "the window's end: a log position or an RFC 3339 time (default the log's head)")
+	f.StringVar(&remove, "remove", "", "remove this share of the machines at the window's start, e.g. 10%")
+	f.StringArrayVar(&add, "add", nil, "add machines at the window's start: COUNTxCORESc<GiB>g[<N>gpu], e.g. 200x32c128g (repeatable)")
+	f.StringVar(&policy, "policy", "", "the pass's policy: worst-fit, best-fit or hybrid (default the cell's)")
+	f.IntVar(&pool, "pool", 0, "the pass's pool of feasible machines per class (0: the cell's; -1: every feasible machine)")
+	f.Uint64Var(&seed, "seed", 1, "draws the machines --remove takes")
+	f.IntVar(&diffs, "differences", 20, "list at most this many differing placements (-o json lists them all)")
+	return c
+}
+
+// logPoint reads a window end: a position, or a time resolved to the last
+// event at or before it.
+func logPoint(cmd *cobra.Command, log events.Store, flag, v string, def int64) (int64, error) {
+	if v == "" {
+		return def, nil
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, usageErr("--%s %d: a position is not negative", flag, n)
+		}
+		return n, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return 0, usageErr("--%s %q: want a log position or an RFC 3339 time such as 2026-11-20T14:02:00Z", flag, v)
+	}
+	pos, err := projections.PositionAt(cmd.Context(), log, t)
+	if err != nil {
+		return 0, fmt.Errorf("--%s: %w", flag, err)
+	}
+	return pos, nil
+}
