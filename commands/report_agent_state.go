@@ -224,6 +224,13 @@ func (b *draft) reportTask(t *projections.Task, at AgentTask) {
 		}
 		b.evict(t, reason, at.Message, nil)
 	case AgentKilled:
+		if t.State == projections.TaskScheduled {
+			// Not yet started: the stop the link asked for was of the run
+			// this placement follows on the same machine (a job killed
+			// and submitted again under its name), reported before the
+			// agent heard of the new one. Nothing here was lost.
+			return
+		}
 		// The projection still has it: nothing here asked for that.
 		b.lose(t, strings.TrimSuffix("the agent reports it killed: "+at.Message, ": "))
 	}

@@ -363,3 +363,22 @@ func TestStaleReportOfTheReplacedVersionIsNotTheNewRun(t *testing.T) {
 		{"task/alice/web/0", &events.TaskStarted{User: "alice", Job: "web", Index: 0, Machine: "m0", Pid: old + 100}},
 	})
 }
+
+// A job killed and submitted again under its name, placed on the machine
+// where its predecessor's process is being stopped: the agent's report of
+// that stop (same task, same spec version 1) is not the new placement's.
+func TestKilledReportOfThePredecessorIsNotALoss(t *testing.T) {
+	c := newCell(t)
+	c.machines(1)
+	sp := c.runningJob("batch", 1, 1)
+	c.do(KillJob{Meta: alice, Name: "batch"})
+	c.do(SubmitJob{Meta: alice, Spec: sp})
+	c.place("alice", "batch", 0, "m0")
+	stopped := AgentTask{Task: key("alice", "batch", 0), State: AgentKilled, ExitCode: -1, Signal: "SIGTERM", SpecVersion: 1}
+	if evs := c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: []AgentTask{stopped}}); len(evs) != 0 {
+		t.Fatalf("the predecessor's stop wrote %s", dump(evs))
+	}
+	if tk := c.task("alice", "batch", 0); tk.State != projections.TaskScheduled {
+		t.Fatalf("the new placement: %+v", tk)
+	}
+}

@@ -181,6 +181,9 @@ func Load(ctx context.Context, src Source, from, to int64) (*Recording, error) {
 	case to > head:
 		return nil, fmt.Errorf("to: position %d is beyond the log's head %d", to, head)
 	}
+	if from, err = commandBoundary(ctx, src, from, to); err != nil {
+		return nil, err
+	}
 	start, err := projections.StateAt(ctx, src, from)
 	if err != nil {
 		return nil, fmt.Errorf("the state at position %d: %w", from, err)
@@ -209,6 +212,31 @@ func Load(ctx context.Context, src Source, from, to int64) (*Recording, error) {
 		}
 	}
 	return r.finish(), nil
+}
+
+// commandBoundary moves from past the rest of the command its event
+// belongs to: a window that split one command's events would start from
+// a state no command left (a job without its tasks). A command's events
+// share their time.
+func commandBoundary(ctx context.Context, src Source, from, to int64) (int64, error) {
+	if from == 0 {
+		return 0, nil
+	}
+	evs, err := src.Read(ctx, from, 64)
+	if err != nil {
+		return 0, err
+	}
+	if len(evs) == 0 || evs[0].Position != from {
+		return 0, fmt.Errorf("from: the log has no event at position %d", from)
+	}
+	at := evs[0].OccurredAt
+	for _, e := range evs[1:] {
+		if !e.OccurredAt.Equal(at) || e.Position >= to {
+			break
+		}
+		from = e.Position
+	}
+	return from, nil
 }
 
 // FromEvents takes apart the window of evs after start (a state the
@@ -372,8 +400,23 @@ func (r *recorder) input(e events.Event, us int64) {
 			return
 		}
 		in.cmd = commands.RemoveAllocSet{Meta: user(p.User), User: p.User, Name: p.Name}
-	case *events.JobUpdateCommitted, *events.JobUpdateRolledBack, *events.JobUpdatePromoted, *events.JobUpdateHalted,
-		*events.PriceSheetSet, *events.BillingPeriodClosed:
+	case *events.JobUpdateCommitted:
+		// A reason says the master (or the update's own command) ended it.
+		if systemActor(e.Actor) || p.Reason != "" {
+			return
+		}
+		in.cmd = commands.CommitUpdate{Meta: user(p.User), User: p.User, Job: p.Job}
+	case *events.JobUpdateRolledBack:
+		if systemActor(e.Actor) || p.Reason != "" {
+			return
+		}
+		in.cmd = commands.RollbackUpdate{Meta: user(p.User), User: p.User, Job: p.Job}
+	case *events.JobUpdatePromoted:
+		if systemActor(e.Actor) {
+			return
+		}
+		in.cmd = commands.PromoteUpdate{Meta: user(p.User), User: p.User, Job: p.Job}
+	case *events.JobUpdateHalted, *events.PriceSheetSet, *events.BillingPeriodClosed:
 		if !systemActor(e.Actor) {
 			r.rec.NotReplayed[e.Type]++
 		}

@@ -57,6 +57,9 @@ type Sim struct {
 	currentSeed int64
 	refused     map[string]int
 	commands    int
+	// Tests: each event the replay folds; a recorded pass about to read.
+	trace  func(events.Event)
+	onRead func(seed int64)
 }
 
 type simAgent struct {
@@ -284,6 +287,9 @@ func (s *Sim) queueRead() {
 		// The pass's own clock is not in the log: its placements' time is
 		// the nearest after it (a pass retried when a backoff ran out
 		// reads an old position at a later time).
+		if s.onRead != nil {
+			s.onRead(p.seed)
+		}
 		s.core.Retry()
 		cell, _, rolling := s.core.Input(s.st, time.UnixMicro(p.commitUS))
 		s.rolling = rolling
@@ -389,6 +395,9 @@ func (s *Sim) decide(cmd commands.Command) error {
 		}
 		s.obs.observe(evs[i])
 		s.react(evs[i])
+		if s.trace != nil {
+			s.trace(evs[i])
+		}
 	}
 	if _, ok := cmd.(commands.UpdateJob); ok {
 		s.rolling = true
@@ -414,6 +423,15 @@ func (s *Sim) react(e events.Event) {
 		ar := &agentRun{id: id, key: k, run: run, spec: p.SpecVersion}
 		a.tasks[k] = ar
 		s.startLater(a, ar)
+	case *events.TaskUpdated:
+		// Changed in place: the agent runs the new spec version from now.
+		if t := s.st.Task(p.User, p.Job, p.Index); t != nil && t.Live() {
+			if a := s.agents[t.Machine]; a != nil {
+				if ar := a.tasks[t.Key()]; ar != nil {
+					ar.spec = p.SpecVersion
+				}
+			}
+		}
 	case *events.TaskFinished:
 		s.forget(p.Machine, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index})
 	case *events.TaskFailed:
