@@ -126,9 +126,18 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 		}
 		b.reportTask(t, at)
 	}
-	for _, t := range m.Tasks() {
-		if t.State == projections.TaskRunning && !reported[t.Key()] && !b.changed(t) {
-			b.lose(t, "the agent no longer reports it")
+	// Most polls report every running task: find out before sorting the
+	// machine's tasks (the losses go to the log in task order).
+	missing := false
+	m.RangeTasks(func(t *projections.Task) bool {
+		missing = t.State == projections.TaskRunning && !reported[t.Key()] && !b.changed(t)
+		return !missing
+	})
+	if missing {
+		for _, t := range m.Tasks() {
+			if t.State == projections.TaskRunning && !reported[t.Key()] && !b.changed(t) {
+				b.lose(t, "the agent no longer reports it")
+			}
 		}
 	}
 
@@ -150,6 +159,10 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 		}
 	}
 	var moved []*events.TaskReservation
+	if len(latest) == 0 {
+		b.finishJobs()
+		return b.evs, nil
+	}
 	for _, t := range m.Tasks() {
 		u := latest[t]
 		if u == nil {

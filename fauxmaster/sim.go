@@ -1,6 +1,7 @@
 package fauxmaster
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"math"
@@ -49,14 +50,15 @@ type Sim struct {
 	pid      int64
 	gen      uint64
 
-	placed      []placement // the simulation's placements, in order
-	tickAt      int64       // when the own pass is due (0: none)
-	rolling     bool
-	nextPass    int // the next recorded pass to read
-	nextStep    int // the next recorded rolling-update step
-	currentSeed int64
-	refused     map[string]int
-	commands    int
+	placed         []placement // the simulation's placements, in order
+	tickAt         int64       // when the own pass is due (0: none)
+	rolling        bool
+	nextPass       int // the next recorded pass to read
+	nextStep       int // the next recorded rolling-update step
+	currentSeed    int64
+	refused        map[string]int
+	commands       int
+	Inputs, Passes int
 	// Tests: each event the replay folds; a recorded pass about to read.
 	trace  func(events.Event)
 	onRead func(seed int64)
@@ -332,7 +334,9 @@ func (s *Sim) ownPass() {
 	}
 	cell, position, rolling := s.core.Input(s.st, time.UnixMicro(s.nowUS))
 	s.rolling = rolling
+	s.Inputs++
 	if cell != nil {
+		s.Passes++
 		_, place := s.core.Plan(cell, position)
 		if place != nil {
 			s.do(*place)
@@ -606,6 +610,11 @@ func (s *Sim) poll(a *simAgent, ended *commands.AgentTask, usage []commands.Usag
 		}
 		tasks = append(tasks, at)
 	}
+	// In task order, as an agent lists them (the command sorts them too;
+	// sorted, that costs it a look).
+	slices.SortFunc(tasks, func(x, y commands.AgentTask) int {
+		return cmp.Or(cmp.Compare(x.Task.User, y.Task.User), cmp.Compare(x.Task.Job, y.Task.Job), cmp.Compare(x.Task.Index, y.Task.Index))
+	})
 	s.do(commands.ReportAgentState{Meta: agentlink.Meta, Machine: a.name, Tasks: tasks, Usage: usage})
 }
 

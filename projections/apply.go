@@ -47,6 +47,9 @@ func Apply(s *State, e events.Event) error {
 	} else if k, ok := jobChange(e.Data); ok {
 		if j := s.Jobs[k]; j != nil {
 			j.ChangedPos = pos
+			if _, submitted := e.Data.(*events.JobSubmitted); !submitted {
+				s.UpdatesChangedPos = pos
+			}
 		}
 	}
 	return nil

@@ -85,6 +85,7 @@ func (s *State) jobEnded(pos int64, user, name string, end JobEnd, reason string
 	}
 	s.uncharge(j)
 	j.End, j.EndReason, j.EndedUS, j.Update = end, reason, s.TimeUS, nil
+	delete(s.live, j)
 	if j.Deferred {
 		j.Deferred = false
 		s.unwait(j)

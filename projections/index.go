@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,6 +15,9 @@ func (s *State) indexJob(j *Job) {
 	}
 	u[j.Name] = j
 	s.indexLabels(j)
+	if !j.Dead() {
+		s.live[j] = struct{}{}
+	}
 	if j.Deferred {
 		key := JobKey{j.User, j.startAfter()}
 		w := s.waiting[key]
@@ -33,6 +37,7 @@ func (s *State) forgetJob(j *Job) {
 	}
 	s.unindexLabels(j)
 	s.unwait(j)
+	delete(s.live, j)
 	delete(s.Jobs, j.Key())
 	if s.lastJob == j {
 		s.lastJob = nil
@@ -110,6 +115,7 @@ func (s *State) rebuild() {
 	}
 	for _, j := range s.Jobs {
 		j.live, j.pending = 0, 0
+		s.UpdatesChangedPos = max(s.UpdatesChangedPos, j.ChangedPos)
 		s.indexJob(j)
 		s.charge(j)
 		for _, t := range j.Tasks {
@@ -238,6 +244,22 @@ func (s *State) CheckIndexes() error {
 	}
 	if len(s.byUser) != len(c.byUser) {
 		return fmt.Errorf("users: %d, rebuilt %d", len(s.byUser), len(c.byUser))
+	}
+	liveKeys := func(st *State) []JobKey {
+		out := make([]JobKey, 0, len(st.live))
+		for j := range st.live {
+			out = append(out, j.Key())
+		}
+		slices.SortFunc(out, func(a, b JobKey) int { return cmp.Or(cmp.Compare(a.User, b.User), cmp.Compare(a.Name, b.Name)) })
+		return out
+	}
+	if got, want := liveKeys(s), liveKeys(c); !slices.Equal(got, want) {
+		return fmt.Errorf("live jobs: %v, rebuilt %v", got, want)
+	}
+	for j := range s.live {
+		if j.Dead() || s.Jobs[j.Key()] != j {
+			return fmt.Errorf("live jobs index holds %s, dead or forgotten", j.Key())
+		}
 	}
 	return nil
 }

@@ -119,11 +119,16 @@ type State struct {
 	LeaderEpoch   int64
 	LeaderAddress string
 
-	Machines  map[string]*Machine
-	Jobs      map[JobKey]*Job
-	AllocSets map[JobKey]*AllocSet
-	Quotas    map[UserBand]Resources // granted; best-effort is unlimited and absent
-	Charged   map[UserBand]Resources // in use: the limits of live jobs and alloc sets
+	Machines map[string]*Machine
+	// UpdatesChangedPos is the position of the last event that moved a
+	// job's spec or update after its submission (an update, its commit,
+	// rollback, halt or promotion): only those leave tasks behind their
+	// job's spec. Loaded from a checkpoint, it is the newest ChangedPos.
+	UpdatesChangedPos int64
+	Jobs              map[JobKey]*Job
+	AllocSets         map[JobKey]*AllocSet
+	Quotas            map[UserBand]Resources // granted; best-effort is unlimited and absent
+	Charged           map[UserBand]Resources // in use: the limits of live jobs and alloc sets
 
 	// PriceSheets are every price sheet set, in log order (a handful a
 	// year); ClosedPeriods maps a closed billing period's start to the
@@ -141,6 +146,7 @@ type State struct {
 	byUser        map[string]map[string]*Job
 	labels        map[string]map[string]map[*Job]struct{} // key -> value -> jobs
 	waiting       map[JobKey]map[*Job]struct{}            // prerequisite -> deferred jobs
+	live          map[*Job]struct{}                       // jobs not ended: Jobs keeps the dead until their name is reused
 
 	// lastJob caches the job Apply found last: consecutive events mostly
 	// name the same job (its tasks' submissions, one pass's placements).
@@ -169,6 +175,17 @@ func (s *State) resetIndexes() {
 	s.byUser = map[string]map[string]*Job{}
 	s.labels = map[string]map[string]map[*Job]struct{}{}
 	s.waiting = map[JobKey]map[*Job]struct{}{}
+	s.live = map[*Job]struct{}{}
+}
+
+// RangeLiveJobs calls fn for every job not ended, in no order, until fn
+// returns false: the dead ones a long-lived cell keeps are not walked.
+func (s *State) RangeLiveJobs(fn func(*Job) bool) {
+	for j := range s.live {
+		if !fn(j) {
+			return
+		}
+	}
 }
 
 // DefaultPortBase is a machine's first task port when its registration

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"math/rand/v2"
 	"slices"
+	"sync"
 )
 
 // Schedule runs one pass over cell with cfg, seeding its random machine
@@ -15,7 +16,26 @@ func Schedule(cell *Cell, cfg Config, seed uint64) *Plan {
 // passes that could change a result: the same cell and seed give the same
 // plan. It is not safe for concurrent use.
 type Scheduler struct {
-	cfg Config
+	cfg  Config
+	sums *sumsMemo // nil unless RememberMachines
+}
+
+// RememberMachines makes the scheduler keep each input machine's sums (the
+// limits and reservations of what it holds) from one pass to the next, so
+// that a machine passed again costs a lookup instead of a walk over its
+// tasks. The caller promises never to change a Machine once it was passed
+// (the master builds a new one whenever its Version moves).
+func (s *Scheduler) RememberMachines() { s.sums = &sumsMemo{} }
+
+// sumsMemo holds the last pass's sums per input machine.
+type sumsMemo struct {
+	mu   sync.Mutex
+	last map[*Machine]*machineSums
+}
+
+type machineSums struct {
+	usedLim, usedRes, npLim, npRes Resources
+	allocs                         []allocState
 }
 
 // New returns a scheduler running with cfg. A policy it does not know
@@ -29,7 +49,7 @@ func New(cfg Config) *Scheduler {
 
 // Schedule runs one pass; see the package documentation for its steps.
 func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
-	p := newPass(s.cfg, cell, seed)
+	p := newPass(s.cfg, cell, seed, s.sums)
 	p.run()
 	return &p.plan
 }
@@ -121,7 +141,7 @@ type jobSpread struct {
 	domains  [2]map[int32]int32
 }
 
-func newPass(cfg Config, cell *Cell, seed uint64) *pass {
+func newPass(cfg Config, cell *Cell, seed uint64, memo *sumsMemo) *pass {
 	p := &pass{
 		cfg:  cfg,
 		cell: cell,
@@ -132,7 +152,7 @@ func newPass(cfg Config, cell *Cell, seed uint64) *pass {
 	if p.k <= 0 || p.k > n {
 		p.k = n
 	}
-	p.buildMachines()
+	p.buildMachines(memo)
 	p.items = cell.Pending
 	if len(cell.PendingAllocs) > 0 {
 		p.items = slices.Clone(cell.Pending)
@@ -154,12 +174,19 @@ func newPass(cfg Config, cell *Cell, seed uint64) *pass {
 	return p
 }
 
-func (p *pass) buildMachines() {
+func (p *pass) buildMachines(memo *sumsMemo) {
 	p.machines = make([]machine, len(p.cell.Machines))
 	p.gens = make([]uint32, len(p.cell.Machines))
 	var intern [2]map[string]int32
 	for k := range intern {
 		intern[k] = map[string]int32{}
+	}
+	var last, next map[*Machine]*machineSums
+	if memo != nil {
+		memo.mu.Lock()
+		defer memo.mu.Unlock()
+		last, next = memo.last, make(map[*Machine]*machineSums, len(p.cell.Machines))
+		defer func() { memo.last = next }()
 	}
 	for i, in := range p.cell.Machines {
 		m := &p.machines[i]
@@ -179,30 +206,56 @@ func (p *pass) buildMachines() {
 				m.domains[k] = id
 			}
 		}
-		for _, a := range in.Allocs {
-			m.usedLim = m.usedLim.Add(a.Capacity)
-			m.usedRes = m.usedRes.Add(a.Capacity)
-			m.allocs = append(m.allocs, allocState{set: a.Set, index: a.Index, cap: a.Capacity})
+		sums := last[in]
+		if sums == nil {
+			sums = sumMachine(in)
 		}
-		for j := range in.Tasks {
-			t := &in.Tasks[j]
-			if t.AllocSet != "" {
-				if a := m.alloc(AllocSetRef{User: t.Ref.User, Name: t.AllocSet}, t.AllocIndex); a != nil {
-					a.used = a.used.Add(t.Limit)
-					continue
-				}
-				// An alloc the machine does not list: count the task on the
-				// machine so that it is not forgotten.
-			}
-			lim, res := t.Limit, taskReservation(t)
-			m.usedLim = m.usedLim.Add(lim)
-			m.usedRes = m.usedRes.Add(res)
-			if !IsProd(t.Priority) {
-				m.npLim = m.npLim.Add(lim)
-				m.npRes = m.npRes.Add(res)
-			}
+		if next != nil {
+			next[in] = sums
+		}
+		m.usedLim, m.usedRes, m.npLim, m.npRes = sums.usedLim, sums.usedRes, sums.npLim, sums.npRes
+		if len(sums.allocs) > 0 {
+			m.allocs = slices.Clone(sums.allocs) // the pass fills them
 		}
 	}
+}
+
+// sumMachine sums what a machine holds: its allocs, the tasks inside each,
+// and the tasks on the machine directly.
+func sumMachine(in *Machine) *machineSums {
+	m := &machineSums{}
+	for _, a := range in.Allocs {
+		m.usedLim = m.usedLim.Add(a.Capacity)
+		m.usedRes = m.usedRes.Add(a.Capacity)
+		m.allocs = append(m.allocs, allocState{set: a.Set, index: a.Index, cap: a.Capacity})
+	}
+	alloc := func(set AllocSetRef, index int32) *allocState {
+		for i := range m.allocs {
+			if m.allocs[i].set == set && m.allocs[i].index == index {
+				return &m.allocs[i]
+			}
+		}
+		return nil
+	}
+	for j := range in.Tasks {
+		t := &in.Tasks[j]
+		if t.AllocSet != "" {
+			if a := alloc(AllocSetRef{User: t.Ref.User, Name: t.AllocSet}, t.AllocIndex); a != nil {
+				a.used = a.used.Add(t.Limit)
+				continue
+			}
+			// An alloc the machine does not list: count the task on the
+			// machine so that it is not forgotten.
+		}
+		lim, res := t.Limit, taskReservation(t)
+		m.usedLim = m.usedLim.Add(lim)
+		m.usedRes = m.usedRes.Add(res)
+		if !IsProd(t.Priority) {
+			m.npLim = m.npLim.Add(lim)
+			m.npRes = m.npRes.Add(res)
+		}
+	}
+	return m
 }
 
 // taskReservation is the reservation counted for a task: ports are never
