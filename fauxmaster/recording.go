@@ -368,7 +368,7 @@ func (r *recorder) input(e events.Event, us int64) {
 	case *events.QuotaSet:
 		in.cmd = commands.SetQuota{Meta: admin, User: p.User, Band: p.Band, Resources: projections.ResourcesOf(p.Resources)}
 	case *events.JobSubmitted:
-		if e.Actor == "" || p.Spec == nil {
+		if p.Spec == nil {
 			return
 		}
 		in.job = projections.JobKey{User: p.Spec.User, Name: p.Spec.Name}

@@ -39,6 +39,9 @@ type Placement struct {
 	Differences []Difference `json:"differences"`
 }
 
+// RefusedText lists the requests the simulated cell refused, by command.
+func (r *Report) RefusedText() string { return counts(r.Refused) }
+
 // SameShare is the share of recorded placements the simulation put on the
 // same machine.
 func (p Placement) SameShare() float64 {
@@ -93,6 +96,8 @@ func (s *Sim) compare() Placement {
 		}
 		d := Difference{Task: taskName(p.task), Run: p.run, Recorded: p.machine, At: time.UnixMicro(p.atUS).UTC()}
 		switch {
+		case !ok && s.removed[p.machine]:
+			d.Why = "not placed in the simulation by the window's end; its machine was removed by the change"
 		case !ok:
 			d.Why = "not placed in the simulation by the window's end"
 		case s.removed[p.machine]:
@@ -104,7 +109,7 @@ func (s *Sim) compare() Placement {
 		default:
 			d.Simulated, d.Why = sp.machine, fmt.Sprintf("the pass seeded %d saw another cell", p.seed)
 		}
-		if !ok || sp.seed != 0 {
+		if (!ok || sp.seed != 0) && !s.removed[p.machine] {
 			if first != nil {
 				d.Why += fmt.Sprintf("; the cells diverged first at %s run %d", first.Task, first.Run)
 			} else if !s.opt.Change.IsZero() {

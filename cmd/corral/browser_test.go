@@ -279,6 +279,17 @@ func TestInBrowser(t *testing.T) {
 		t.Errorf("the diff page from position 1: %.2000s", s)
 	}
 	shot("diff")
+	// What if: from the cell page's link, the cell's history replayed
+	// unchanged puts every placement where it went.
+	run("cell page again", chromedp.Navigate(web+"/"), chromedp.WaitVisible(chromedp.CSS(`#alloc-h`)))
+	run("what-if page", chromedp.Click(chromedp.CSS(`a[href="/sim"]`)), chromedp.WaitVisible(chromedp.CSS(`#s-remove`)),
+		chromedp.Submit(chromedp.CSS(`#s-remove`)), chromedp.WaitVisible(chromedp.CSS(`#sim-summary`)))
+	if s := text("#sim-summary"); !regexp.MustCompile(`placements as recorded\s*(\d+) of (\d+)`).MatchString(s) {
+		t.Errorf("the what-if page: %.2000s", s)
+	} else if m := regexp.MustCompile(`placements as recorded\s*(\d+) of (\d+)`).FindStringSubmatch(s); m[1] != m[2] || m[1] == "0" {
+		t.Errorf("an unchanged replay placed %s of %s as recorded", m[1], m[2])
+	}
+	shot("sim")
 	run("cell page again", chromedp.Navigate(web+"/"), chromedp.WaitVisible(chromedp.CSS(`#alloc-h`)))
 	run("machine page", chromedp.Click(chromedp.CSS(`a[href="/machines/m1"]`)), chromedp.WaitVisible(chromedp.CSS(`#cap-h`)))
 	shot("machine")

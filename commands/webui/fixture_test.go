@@ -127,7 +127,7 @@ func openCell(t testing.TB, evs []events.Event) *testCell {
 	}
 	svc := master.NewService(m)
 	svc.Explain = explainFits
-	ui, err := webui.New(webui.Config{API: svc, Cell: m, Streams: store, Logger: quiet, Hosts: []string{"example.com"},
+	ui, err := webui.New(webui.Config{API: svc, Cell: m, Streams: store, Log: store, Logger: quiet, Hosts: []string{"example.com"},
 		Clock: func() time.Time { return t0.Add(time.Hour) }})
 	if err != nil {
 		t.Fatal(err)

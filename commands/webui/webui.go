@@ -74,6 +74,9 @@ type Config struct {
 	Streams Streams
 	// Logs, when set, serves the tail of task logs.
 	Logs Logs
+	// Log, when set, is the cell's event log, which the what-if page
+	// (/sim) replays (pass the master's events.Store).
+	Log projections.Source
 	// User is the identity the UI's API calls carry (the API requires
 	// one); default "webui". The UI is read-only: every user sees every
 	// job, as Borg's Sigma shows debugging information to everyone.
@@ -108,6 +111,7 @@ type Handler struct {
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close: live streams end
+	replaying chan struct{} // holds the one what-if replay that may run
 }
 
 //go:embed templates/*.html
@@ -136,7 +140,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}, closed: make(chan struct{})}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}, closed: make(chan struct{}),
+		replaying: make(chan struct{}, 1)}
 	if err := h.parse(); err != nil {
 		return nil, err
 	}
@@ -164,6 +169,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("POST /sql", h.sql)
 	h.mux.HandleFunc("GET /costs", h.costs)
 	h.mux.HandleFunc("GET /diff", h.diff)
+	h.mux.HandleFunc("GET /sim", h.sim)
 	h.mux.HandleFunc("POST /costs/focus", h.costsExport)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no page at %s", r.URL.Path))
