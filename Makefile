@@ -4,7 +4,7 @@ PKGS    ?= ./...
 # -race everywhere: the budget allows it on the CI machine (2 cores).
 TESTFLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: test verify vet fmt-check staticcheck tidy-check proto-check deadcode test-only bench bench-events soak proto build
+.PHONY: test verify vet fmt-check staticcheck tidy-check proto-check deadcode test-only bench bench-events bench-sim borg-experiments soak proto build
 
 test: verify test-only fuzz-short
 
@@ -49,6 +49,16 @@ bench: $(LARGE_HISTORY)
 # commands-side generator (not committed: it is tens of megabytes).
 $(LARGE_HISTORY):
 	$(GO) run ./internal/history/histgen -o $@
+
+# A week of a 1,000-machine cell replayed by the Fauxmaster (corral sim).
+bench-sim:
+	$(GO) test -run '^$$' -bench ReplayWeek -benchtime 1x -count 3 -timeout 30m ./fauxmaster/
+
+# The Borg paper's §5 experiments on the whole Google trace cell (make test
+# runs a 1% sample): policies, segregated prod and non-prod, bucketed
+# requests, 11 seeds each.
+borg-experiments:
+	$(GO) test ./scheduler/workload/ -run TestBorgExperiments -borg.share 1 -borg.seeds 11 -timeout 4h -v -count=1
 
 bench-events:
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count $(BENCHCOUNT) ./events/

@@ -99,19 +99,14 @@ func BenchmarkReplayWeek(b *testing.B) {
 	var rep *Report
 	for b.Loop() {
 		var err error
-		sim, err := newSim(rec, Options{})
-		if err != nil {
+		if rep, err = Run(rec, Options{}); err != nil {
 			b.Fatal(err)
 		}
-		if err := sim.run(); err != nil {
-			b.Fatal(err)
-		}
-		rep = sim.report()
-		b.Logf("inputs %d passes %d pending %d", sim.Inputs, sim.Passes, sim.st.PendingCount())
 	}
 	b.ReportMetric(span.Seconds()*float64(b.N)/b.Elapsed().Seconds(), "sim-s/s")
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/replay")
 	b.ReportMetric(float64(rep.Simulated.Placed), "placed")
 	b.ReportMetric(float64(rep.Commands), "commands")
+	b.ReportMetric(float64(rep.Passes), "passes")
 	b.ReportMetric(100*rep.Simulated.CPU, "cpu-%")
 }

@@ -24,6 +24,7 @@ type Report struct {
 	Simulated   *Metrics       `json:"simulated"`
 	Placements  Placement      `json:"placements"`
 	Commands    int            `json:"commands"`
+	Passes      int            `json:"passes"`
 	Refused     map[string]int `json:"refused,omitempty"`
 	NotReplayed map[string]int `json:"not_replayed,omitempty"`
 	// SimSeconds per WallSeconds is the replay's speed.
@@ -64,7 +65,7 @@ type Difference struct {
 func (s *Sim) report() *Report {
 	rec := s.rec
 	r := &Report{From: rec.From, To: rec.To, StartTime: rec.StartTime, EndTime: rec.EndTime, Events: rec.Events,
-		Change: s.opt.Change.String(), Recorded: rec.Recorded, Simulated: s.obs.finish(s.nowUS), Commands: s.commands,
+		Change: s.opt.Change.String(), Recorded: rec.Recorded, Simulated: s.obs.finish(s.nowUS), Commands: s.commands, Passes: s.passes,
 		Refused: s.refused, NotReplayed: rec.NotReplayed, SimSeconds: rec.EndTime.Sub(rec.StartTime).Seconds()}
 	r.Placements = s.compare()
 	return r
@@ -149,8 +150,8 @@ func (r *Report) WriteText(w io.Writer, maxDiffs int) error {
 	p := &errWriter{w: w}
 	p.printf("window   %s to %s (positions %d-%d, %d events)\n", r.StartTime.Format(time.RFC3339), r.EndTime.Format(time.RFC3339), r.From+1, r.To, r.Events)
 	p.printf("change   %s\n", r.Change)
-	p.printf("replayed %s of cell time in %.2f s (%.0f simulated s per s), %d commands\n\n",
-		time.Duration(r.SimSeconds*float64(time.Second)).Round(time.Second), r.WallSeconds, r.SimSeconds/max(r.WallSeconds, 1e-9), r.Commands)
+	p.printf("replayed %s of cell time in %.2f s (%.0f simulated s per s): %d commands, %d passes\n\n",
+		time.Duration(r.SimSeconds*float64(time.Second)).Round(time.Second), r.WallSeconds, r.SimSeconds/max(r.WallSeconds, 1e-9), r.Commands, r.Passes)
 	tw := tabwriter.NewWriter(p, 2, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "\trecorded\tsimulated\n")
 	row := func(name string, f func(*Metrics) string) {

@@ -48,19 +48,17 @@ type Sim struct {
 	runCount map[taskID]int             // runs placed so far (run 0: under way at the start)
 	jobInc   map[projections.JobKey]int // the recorded incarnation of each job
 	pid      int64
-	gen      uint64
 
-	placed         []placement // the simulation's placements, in order
-	tickAt         int64       // when the own pass is due (0: none)
-	rolling        bool
-	nextPass       int // the next recorded pass to read
-	nextStep       int // the next recorded rolling-update step
-	currentSeed    int64
-	refused        map[string]int
-	commands       int
-	Inputs, Passes int
-	// Tests: each event the replay folds; a recorded pass about to read.
-	trace  func(events.Event)
+	placed      []placement // the simulation's placements, in order
+	tickAt      int64       // when the own pass is due (0: none)
+	rolling     bool
+	nextPass    int // the next recorded pass to read
+	nextStep    int // the next recorded rolling-update step
+	currentSeed int64
+	refused     map[string]int
+	commands    int
+	passes      int // passes run, recorded and the simulation's own
+	// onRead, in tests, sees each recorded pass about to read the state.
 	onRead func(seed int64)
 }
 
@@ -298,6 +296,7 @@ func (s *Sim) queueRead() {
 		if cell == nil {
 			return
 		}
+		s.passes++
 		_, place := s.core.Plan(cell, p.seed)
 		if place == nil {
 			s.changed()
@@ -334,9 +333,8 @@ func (s *Sim) ownPass() {
 	}
 	cell, position, rolling := s.core.Input(s.st, time.UnixMicro(s.nowUS))
 	s.rolling = rolling
-	s.Inputs++
 	if cell != nil {
-		s.Passes++
+		s.passes++
 		_, place := s.core.Plan(cell, position)
 		if place != nil {
 			s.do(*place)
@@ -399,9 +397,6 @@ func (s *Sim) decide(cmd commands.Command) error {
 		}
 		s.obs.observe(evs[i])
 		s.react(evs[i])
-		if s.trace != nil {
-			s.trace(evs[i])
-		}
 	}
 	if _, ok := cmd.(commands.UpdateJob); ok {
 		s.rolling = true

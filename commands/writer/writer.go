@@ -83,7 +83,9 @@ func Plan(st *projections.State, ops []Op, epoch int64, maxBatch int, recent *Re
 		}
 	}
 	inBatch := map[string]bool{}
-	clock := commands.ClockFunc(now)
+	// Commands decide at the time the log keeps (microseconds): a replay
+	// of the log decides the same (a reservation's decay, a backoff's end).
+	clock := commands.ClockFunc(func() time.Time { return now().Truncate(time.Microsecond) })
 	for i, op := range ops[:n] {
 		meta := op.Cmd.Metadata()
 		key := meta.Key()

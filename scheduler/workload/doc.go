@@ -1,10 +1,15 @@
 // Package workload measures the scheduler: cells read from CSV files
-// (LoadWorkload, the neutral workloads and the traces under ../shared), a
-// synthetic cell generator (Synthetic), the lower bound of machines a
-// workload needs (LowerBound) and Borg's cell compaction (Compact, §5.1),
-// with the benchmarks and the compaction report the README quotes. It is
-// not in the binary: the scheduler package stays the pure pass.
+// (LoadWorkload, the neutral workloads and the traces under ../shared), the
+// public Google trace's cell (LoadGoogleTrace: its running tasks on the
+// published machine mix, GoogleMachines), a synthetic cell generator
+// (Synthetic), the lower bound of machines a workload needs (LowerBound),
+// Borg's cell compaction (Compact, §5.1) and the shape of the paper's §5
+// experiments (BorgExperiments: policies, prod and non-prod segregated,
+// requests in power-of-two buckets), with the benchmarks and the reports
+// the README quotes. It is not in the binary: the scheduler package stays
+// the pure pass.
 //
-// Invariants: LoadWorkload is the only function that touches the file
-// system; Synthetic and Compact are deterministic in their seeds.
+// Invariants: LoadWorkload and LoadGoogleTrace are the only functions that
+// touch the file system; Synthetic, GoogleMachines, Sample, Compact and
+// BorgExperiments are deterministic in their seeds.
 package workload
