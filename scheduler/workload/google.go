@@ -38,7 +38,7 @@ const GoogleCellMachines = 12_583
 // (requests rounded up to powers of two from 0.5 core and 1 GiB, Borg
 // §5.4) is the one figure the assumption moves.
 const (
-	GoogleCPU    = 32_000   // milli-CPU per normalized 1.0
+	GoogleCPU    = 32_000    // milli-CPU per normalized 1.0
 	GoogleMemory = 128 << 30 // bytes per normalized 1.0
 )
 
