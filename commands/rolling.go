@@ -100,7 +100,7 @@ func (b *draft) rollForward(j *projections.Job) {
 		switch {
 		case !restart:
 			b.add(taskStream(t), &events.TaskUpdated{User: j.User, Job: j.Name, Index: t.Index, SpecVersion: target.Version,
-				Running: t.State == projections.TaskRunning})
+				Running: t.Live()}) // placed: UPDATE_RUNNING, as the trace has it of a scheduled task
 		case t.State == projections.TaskPending:
 			b.add(taskStream(t), &events.TaskUpdated{User: j.User, Job: j.Name, Index: t.Index, SpecVersion: target.Version,
 				RestartNeeded: true})

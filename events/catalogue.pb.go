@@ -2977,7 +2977,7 @@ type TaskUpdated struct {
 	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
 	Index         int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
 	SpecVersion   int64                  `protobuf:"varint,4,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"`
-	Running       bool                   `protobuf:"varint,5,opt,name=running,proto3" json:"running,omitempty"` // UPDATE_RUNNING when set, UPDATE_PENDING otherwise
+	Running       bool                   `protobuf:"varint,5,opt,name=running,proto3" json:"running,omitempty"` // placed (scheduled or running): UPDATE_RUNNING; else UPDATE_PENDING
 	RestartNeeded bool                   `protobuf:"varint,6,opt,name=restart_needed,json=restartNeeded,proto3" json:"restart_needed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

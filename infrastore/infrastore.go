@@ -207,6 +207,9 @@ func createSchema(ctx context.Context, conn *sql.Conn) error {
 	if _, err := conn.ExecContext(ctx, ddlWaits); err != nil {
 		return fmt.Errorf("pending_reasons: %w", err)
 	}
+	if _, err := conn.ExecContext(ctx, ddlAsOf); err != nil {
+		return fmt.Errorf("state-at-time macros: %w", err)
+	}
 	_, err := conn.ExecContext(ctx, `INSERT INTO ingest_state SELECT ?, 0 WHERE NOT EXISTS (SELECT 1 FROM ingest_state)`, schemaVersion)
 	return err
 }

@@ -383,9 +383,14 @@ func (m *model) apply(b *batch, e *events.Event, payload string) {
 		ts := m.task(k)
 		m.setVersion(k, ts, p.SpecVersion)
 		code := events.TraceCodeOf(p)
-		ts.state = stateOfCode(int(code))
-		if ts.state == statePending {
-			ts.machine = ""
+		// An update changes what a task runs, not where it is: a placed
+		// task stays placed (logs before the command said so of tasks
+		// placed but not yet started called them pending).
+		if ts.state != stateRunning {
+			ts.state = stateOfCode(int(code))
+			if ts.state == statePending {
+				ts.machine = ""
+			}
 		}
 		m.taskEvent(b, k, ts, code, ts.machine, typ, "", nil, "", us, pos)
 

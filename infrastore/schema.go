@@ -6,7 +6,7 @@ package infrastore
 // until a Rebuild re-derives everything from the log.
 
 // schemaVersion is stored in ingest_state.
-const schemaVersion = 4
+const schemaVersion = 5
 
 // Sources of rows in the trace-shaped tables.
 const (

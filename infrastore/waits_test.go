@@ -1,6 +1,7 @@
 package infrastore
 
 import (
+	"fmt"
 	"context"
 	"testing"
 	"time"
@@ -80,6 +81,17 @@ func TestPendingReasonsAreIntervals(t *testing.T) {
 	}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("pending_reasons of %s/%s/%d:\n got %+v\nwant %+v", task.User, task.Job, task.Index, got, want)
+	}
+	// As of a time: while it waits, one reason holds; once placed, none.
+	for _, c := range []struct {
+		at   time.Time
+		want int
+	}{{tA, 1}, {tA.Add(tB.Sub(tA) / 2), 1}, {tPlaced.Add(time.Second), 0}} {
+		rows, err := s.Query(context.Background(), fmt.Sprintf(`SELECT reason FROM pending_reasons_at('%s') WHERE user = '%s' AND job = '%s' AND task_index = %d`,
+			c.at.UTC().Format("2006-01-02 15:04:05.999999"), task.User, task.Job, task.Index), 0)
+		if err != nil || len(rows.Rows) != c.want {
+			t.Fatalf("pending_reasons_at(%s): %+v %v, want %d rows", c.at, rows, err, c.want)
+		}
 	}
 	// The guarded query path sees it too.
 	res, err := s.Query(context.Background(), `SELECT reason, sum(epoch(until - since)) AS seconds FROM pending_reasons GROUP BY reason ORDER BY reason`, 0)

@@ -1,0 +1,114 @@
+package infrastore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// The state-at-time macros answer what the projection holds: at times
+// through a random history, quotas_at, tasks_at and machines_at give the
+// quotas, the live tasks (state and machine) and the machines the log
+// folded to that time holds.
+func TestAsOfMacrosAreTheFold(t *testing.T) {
+	evs := cellHistory(11, 3000)
+	// Price sheets: one in force from when it is set, one set for later.
+	sheet := func(i int, effective time.Time, cpu string) {
+		e := events.New(events.BillingStream, evs[i].OccurredAt, &events.PriceSheetSet{Currency: "USD", EffectiveUs: effective.UnixMicro(),
+			Bands: map[string]*events.Prices{"batch": {Basis: "reservation", CpuCoreHour: cpu}, "production": {Basis: "limit", CpuCoreHour: cpu}}})
+		e.Actor = "root"
+		evs = slices.Insert(evs, i+1, e)
+	}
+	sheet(600, evs[600].OccurredAt, "0.03")
+	sheet(1500, evs[2500].OccurredAt, "0.05")
+	for i := range evs {
+		evs[i].Position = int64(i + 1)
+	}
+	s := openStore(t, Options{})
+	if _, err := s.CatchUp(context.Background(), newSQLiteLog(t, evs)); err != nil {
+		t.Fatal(err)
+	}
+	st := projections.New()
+	next := 0
+	checked, sheets := 0, 0
+	for _, frac := range []float64{0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1} {
+		i := int(frac*float64(len(evs))) - 1
+		at := evs[i].OccurredAt
+		for next < len(evs) && !evs[next].OccurredAt.After(at) {
+			if err := projections.Apply(st, evs[next]); err != nil {
+				t.Fatal(err)
+			}
+			next++
+		}
+		ts := "'" + at.UTC().Format("2006-01-02 15:04:05.999999") + "'"
+		var quotas []string
+		for ub, r := range st.Quotas {
+			quotas = append(quotas, fmt.Sprintf("%s,%s,%d,%d", ub.User, ub.Band, r.CPUMilli, r.MemoryBytes))
+		}
+		slices.Sort(quotas)
+		checkRows(t, s, `SELECT user, band, cpu_milli, memory_bytes FROM quotas_at(`+ts+`) ORDER BY ALL`, quotas...)
+		var tasks []string
+		for _, j := range st.Jobs {
+			for _, tk := range j.Tasks {
+				if tk == nil {
+					continue
+				}
+				switch tk.State {
+				case projections.TaskPending:
+					tasks = append(tasks, fmt.Sprintf("%s,%s,%d,pending,NULL", j.User, j.Name, tk.Index))
+				case projections.TaskScheduled, projections.TaskRunning:
+					tasks = append(tasks, fmt.Sprintf("%s,%s,%d,running,%s", j.User, j.Name, tk.Index, tk.Machine))
+				}
+			}
+		}
+		slices.Sort(tasks)
+		checkRows(t, s, `SELECT user, job, task_index, state, machine FROM tasks_at(`+ts+`) ORDER BY ALL`, tasks...)
+		var machines []string
+		for name, m := range st.Machines {
+			state := "up"
+			if m.State == projections.MachineDown {
+				state = "down"
+			}
+			machines = append(machines, name+","+state)
+		}
+		slices.Sort(machines)
+		checkRows(t, s, `SELECT machine, state FROM machines_at(`+ts+`) ORDER BY ALL`, machines...)
+		if sheet, ok := st.SheetAt(at.UnixMicro()); ok {
+			var bands []string
+			for band, p := range sheet.Sheet.Bands {
+				bands = append(bands, fmt.Sprintf("%s,%s,%s", band, sheet.Sheet.Currency, p.GetBasis()))
+			}
+			slices.Sort(bands)
+			checkRows(t, s, `SELECT band, currency, basis FROM prices_at(`+ts+`) ORDER BY ALL`, bands...)
+			sheets++
+		} else {
+			checkRows(t, s, `SELECT count(*) FROM prices_at(`+ts+`)`, "0")
+		}
+		checked += len(tasks)
+	}
+	if checked < 50 || sheets == 0 {
+		t.Fatalf("%d live tasks and %d price sheets compared: not a test", checked, sheets)
+	}
+}
+
+func TestStateDiffAndQuotasInSQL(t *testing.T) {
+	s := ingestScenario(t)
+	ts := func(d time.Duration) string { return "'" + at(d).Format("2006-01-02 15:04:05") + "'" }
+	checkRows(t, s, `SELECT kind, name, change, before, after FROM state_diff(`+ts(90*time.Second)+`, `+ts(30*time.Minute)+`) ORDER BY ALL`,
+		"task,alice/web/0,started,pending,running on m1",
+		"task,alice/web/1,started,pending,running on m2",
+	)
+	checkRows(t, s, `SELECT kind, name, change FROM state_diff(`+ts(30*time.Minute)+`, `+ts(9*time.Hour)+`) ORDER BY ALL`,
+		"job,alice/web,ended",
+		"machine,m1,now down",
+		"machine,m2,removed",
+		"task,alice/web/0,ended",
+		"task,alice/web/1,ended",
+	)
+	checkRows(t, s, `SELECT count(*) FROM state_diff(`+ts(time.Hour)+`, `+ts(time.Hour)+`)`, "0")
+}
