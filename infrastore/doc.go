@@ -181,6 +181,7 @@
 // tasks_at(make_timestamp(3600000000)) is an hour in.
 //
 //	SELECT state, count(*) FROM tasks_at('2026-03-16 12:00:00') GROUP BY ALL;
+//	SELECT machine, state FROM machines_at(now()::TIMESTAMP - INTERVAL 1 DAY);
 //
 // So do quotas_at(ts) (each user's quota per band), prices_at(ts) (the
 // price sheet in force, a row per band), pending_reasons_at(ts) (why each
@@ -190,7 +191,6 @@
 // quotas set; asof.go). A property test holds quotas_at, tasks_at,
 // machines_at and prices_at to the projection's fold of the log at the
 // same time.
-//	SELECT machine, state FROM machines_at(now()::TIMESTAMP - INTERVAL 1 DAY);
 //
 // # Bills
 //

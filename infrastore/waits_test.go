@@ -1,8 +1,8 @@
 package infrastore
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
