@@ -4,7 +4,7 @@ PKGS    ?= ./...
 # -race everywhere: the budget allows it on the CI machine (2 cores).
 TESTFLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: test verify vet fmt-check staticcheck tidy-check proto-check deadcode test-only bench bench-events bench-sim borg-experiments soak proto build
+.PHONY: test verify vet fmt-check staticcheck tidy-check proto-check deadcode test-only bench bench-events bench-sim borg-experiments google-replay soak proto build
 
 test: verify test-only fuzz-short
 
@@ -59,6 +59,11 @@ bench-sim:
 # requests, 11 seeds each.
 borg-experiments:
 	$(GO) test ./scheduler/workload/ -run TestBorgExperiments -borg.share 1 -borg.seeds 11 -timeout 4h -v -count=1
+
+# The Google trace's seven hours replayed through corral as a cell (make
+# test replays a 2% slice).
+google-replay:
+	$(GO) test ./fauxmaster/ -run TestGoogleTraceReplay -google.share 1 -timeout 2h -v -count=1
 
 bench-events:
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count $(BENCHCOUNT) ./events/

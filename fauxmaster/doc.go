@@ -11,6 +11,12 @@
 //     TaskScheduled.pass_position), every task's runs and the usage
 //     reports that moved a reservation.
 //   - Sim and Run: the replay, on a simulated clock in one goroutine.
+//   - GoogleTrace: the public Google trace (clusterdata-2011-2) as a
+//     recorded cell's log, for FromEvents: its machines on the published
+//     mix, prod quotas as its users' prod jobs held at their peak (scaled
+//     to the cell), its jobs, placements, evictions, failures, finishes,
+//     kills and losses. Assumed where the trace is silent: the machines'
+//     sizes, a job's tasks submitted together, no constraints.
 //   - Change: what the replay does differently (machines removed or added,
 //     the pass's policy and pool size).
 //   - Report: recorded against simulated, per user and band (pending

@@ -8,6 +8,7 @@ package infrastore
 // time wins (ties in time by log position).
 //
 //	SELECT * FROM quotas_at('2026-11-26 14:02');
+//	SELECT name, alloc_index, machine FROM allocs_at('2026-11-26 14:02');
 //	SELECT band, cpu_core_hour FROM prices_at('2026-11-01');
 //	SELECT * FROM pending_reasons_at('2026-11-26 14:02') WHERE user = 'alice';
 //	SELECT * FROM state_diff('2026-11-26 13:50', '2026-11-26 14:10');
@@ -43,6 +44,34 @@ SELECT b.key AS band, p->>'$.currency' AS currency, make_timestamp((p->>'$.effec
 	(b.value->>'$.gpu_hour')::DECIMAL(18,9) AS gpu_hour
 FROM sheet, json_each(p, '$.bands') b
 WHERE p IS NOT NULL;
+
+CREATE OR REPLACE MACRO allocs_at(ts) AS TABLE
+WITH life AS (
+	SELECT payload->>'$.user' AS user, payload->>'$.name' AS name,
+		arg_max(type, position) AS last, max(position) FILTER (WHERE type = 'AllocSetCreated') AS created,
+		arg_max(payload, position) FILTER (WHERE type = 'AllocSetCreated') AS p
+	FROM events
+	WHERE type IN ('AllocSetCreated', 'AllocSetRemoved') AND time <= CAST(ts AS TIMESTAMP)
+	GROUP BY ALL
+), sets AS (
+	SELECT user, name, created, (p->>'$.count')::INTEGER AS count, (p->>'$.priority')::INTEGER AS priority,
+		coalesce((p->>'$.resources.cpu_milli')::BIGINT, 0) AS cpu_milli,
+		coalesce((p->>'$.resources.memory_bytes')::BIGINT, 0) AS memory_bytes
+	FROM life WHERE last = 'AllocSetCreated'
+), moves AS (
+	SELECT payload->>'$.user' AS user, payload->>'$.name' AS name, coalesce((payload->>'$.index')::INTEGER, 0) AS idx,
+		arg_max(CASE WHEN type = 'AllocScheduled' THEN payload->>'$.machine' END, position) AS machine,
+		max(position) AS position
+	FROM events e
+	WHERE type IN ('AllocScheduled', 'AllocEvicted') AND time <= CAST(ts AS TIMESTAMP)
+	GROUP BY ALL
+), each AS (
+	SELECT s.*, unnest(range(s.count)) AS idx FROM sets s
+)
+SELECT a.user, a.name, a.idx AS alloc_index, CASE WHEN m.position > a.created THEN m.machine END AS machine,
+	a.priority, a.cpu_milli, a.memory_bytes
+FROM each a
+LEFT JOIN moves m ON m.user = a.user AND m.name = a.name AND m.idx = a.idx;
 
 CREATE OR REPLACE MACRO pending_reasons_at(ts) AS TABLE
 SELECT user, job, task_index, reason, hint, since FROM pending_reasons

@@ -14,7 +14,8 @@ import (
 // The state-at-time macros answer what the projection holds: at times
 // through a random history, quotas_at, tasks_at and machines_at give the
 // quotas, the live tasks (state and machine) and the machines the log
-// folded to that time holds.
+// folded to that time holds; prices_at and allocs_at the sheet in force
+// and the allocs with their machines.
 func TestAsOfMacrosAreTheFold(t *testing.T) {
 	evs := cellHistory(11, 3000)
 	// Price sheets: one in force from when it is set, one set for later.
@@ -35,7 +36,7 @@ func TestAsOfMacrosAreTheFold(t *testing.T) {
 	}
 	st := projections.New()
 	next := 0
-	checked, sheets := 0, 0
+	checked, sheets, allocsSeen := 0, 0, 0
 	for _, frac := range []float64{0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1} {
 		i := int(frac*float64(len(evs))) - 1
 		at := evs[i].OccurredAt
@@ -89,10 +90,23 @@ func TestAsOfMacrosAreTheFold(t *testing.T) {
 		} else {
 			checkRows(t, s, `SELECT count(*) FROM prices_at(`+ts+`)`, "0")
 		}
+		var allocs []string
+		for _, set := range st.AllocSets {
+			for _, a := range set.Allocs {
+				m := a.Machine
+				if m == "" {
+					m = "NULL"
+				}
+				allocs = append(allocs, fmt.Sprintf("%s,%s,%d,%s", set.User, set.Name, a.Index, m))
+			}
+		}
+		slices.Sort(allocs)
+		checkRows(t, s, `SELECT user, name, alloc_index, machine FROM allocs_at(`+ts+`) ORDER BY ALL`, allocs...)
+		allocsSeen += len(allocs)
 		checked += len(tasks)
 	}
-	if checked < 50 || sheets == 0 {
-		t.Fatalf("%d live tasks and %d price sheets compared: not a test", checked, sheets)
+	if checked < 50 || sheets == 0 || allocsSeen == 0 {
+		t.Fatalf("%d live tasks, %d price sheets and %d allocs compared: not a test", checked, sheets, allocsSeen)
 	}
 }
 

@@ -183,14 +183,15 @@
 //	SELECT state, count(*) FROM tasks_at('2026-03-16 12:00:00') GROUP BY ALL;
 //	SELECT machine, state FROM machines_at(now()::TIMESTAMP - INTERVAL 1 DAY);
 //
-// So do quotas_at(ts) (each user's quota per band), prices_at(ts) (the
+// So do allocs_at(ts) (each alloc of the sets then alive, with its machine
+// or NULL while pending), quotas_at(ts) (each user's quota per band), prices_at(ts) (the
 // price sheet in force, a row per band), pending_reasons_at(ts) (why each
 // waiting task waited then) and state_diff(t1, t2) (what changed between
 // two times: jobs submitted, ended or re-specified, tasks started, moved,
 // pending again or ended, machines added, removed or changed state,
 // quotas set; asof.go). A property test holds quotas_at, tasks_at,
-// machines_at and prices_at to the projection's fold of the log at the
-// same time.
+// machines_at, allocs_at and prices_at to the projection's fold of the log
+// at the same time.
 //
 // # Bills
 //

@@ -17,7 +17,7 @@ import (
 var allowedTableFunctions = map[string]bool{
 	"range": true, "generate_series": true, "unnest": true, "repeat": true, "repeat_row": true,
 	"tasks_at": true, "machines_at": true, "jobs_at": true,
-	"quotas_at": true, "prices_at": true, "pending_reasons_at": true, "state_diff": true,
+	"quotas_at": true, "prices_at": true, "allocs_at": true, "pending_reasons_at": true, "state_diff": true,
 	"json_each": true, "json_tree": true,
 	"duckdb_tables": true, "duckdb_columns": true, "duckdb_views": true, "duckdb_schemas": true,
 	"duckdb_types": true, "duckdb_functions": true, "duckdb_constraints": true, "duckdb_indexes": true,

@@ -21,10 +21,11 @@ import (
 // through the cell's own code with a change, recorded against simulated.
 func (a *app) simCommand() *cobra.Command {
 	var (
-		store, data, from, to, remove, policy string
-		add                                   []string
-		pool, diffs                           int
-		seed                                  uint64
+		store, data, from, to, remove, policy, trace string
+		share                                        float64
+		add                                          []string
+		pool, diffs                                  int
+		seed                                         uint64
 	)
 	c := &cobra.Command{
 		Use:   "sim",
@@ -35,7 +36,8 @@ time per user and band, tasks placed and left pending, evictions, CPU and
 memory held, machines used, and each placement that differs and why. It reads
 the log directly (the master need not run) and writes nothing.`,
 		Example: `  corral sim --from 2026-11-20T00:00:00Z --to 2026-11-27T00:00:00Z --remove 10%
-  corral sim --add 200x32c128g --policy best-fit -o json`,
+  corral sim --add 200x32c128g --policy best-fit -o json
+  corral sim --google-trace ~/traces/google-clusterdata-2011-2 --share 0.1`,
 		Args: args(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -64,6 +66,25 @@ the log directly (the master need not run) and writes nothing.`,
 				return usageErr("--pool %d: want -1 (every feasible machine), 0 (the default) or a pool size", pool)
 			}
 			change.PoolSize = pool
+			if trace != "" {
+				if share <= 0 || share > 1 {
+					return usageErr("--share %g: want a share in (0, 1]", share)
+				}
+				start, evs, err := fauxmaster.GoogleTrace(trace, fauxmaster.GoogleOptions{Share: share, Seed: seed})
+				if err != nil {
+					return usageErr("--google-trace: %v", err)
+				}
+				rec, err := fauxmaster.FromEvents(start, evs)
+				if err != nil {
+					return err
+				}
+				debug.SetGCPercent(400)
+				rep, err := fauxmaster.Run(rec, fauxmaster.Options{Change: change, Seed: seed, PassDelay: time.Second})
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				return a.writeSimReport(rep, diffs)
+			}
 			st := store
 			if st == "" {
 				st = a.getenv("CORRAL_STORE")
@@ -99,12 +120,7 @@ the log directly (the master need not run) and writes nothing.`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			if a.output == "json" {
-				enc := json.NewEncoder(a.stdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			return rep.WriteText(a.stdout(), diffs)
+			return a.writeSimReport(rep, diffs)
 		},
 	}
 	f := c.Flags()
@@ -118,7 +134,18 @@ the log directly (the master need not run) and writes nothing.`,
 	f.IntVar(&pool, "pool", 0, "the pass's pool of feasible machines per class (0: the cell's; -1: every feasible machine)")
 	f.Uint64Var(&seed, "seed", 1, "draws the machines --remove takes")
 	f.IntVar(&diffs, "differences", 20, "list at most this many differing placements (-o json lists them all)")
+	f.StringVar(&trace, "google-trace", "", "replay the public Google trace (clusterdata-2011-2's folder) as a cell instead of a log")
+	f.Float64Var(&share, "share", 1, "with --google-trace: the share of its machines and jobs to replay")
 	return c
+}
+
+func (a *app) writeSimReport(rep *fauxmaster.Report, diffs int) error {
+	if a.output == "json" {
+		enc := json.NewEncoder(a.stdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return rep.WriteText(a.stdout(), diffs)
 }
 
 // logPoint reads a window end: a position, or a time resolved to the last
