@@ -3,10 +3,15 @@ package fauxmaster
 import (
 	"fmt"
 	"math"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 	"github.com/corralhq/corral/scheduler"
 )
@@ -22,6 +27,123 @@ type Change struct {
 	// defaults the cell runs with; PoolSize -1: every feasible machine).
 	Policy   scheduler.Policy
 	PoolSize int
+	// Jobs change the specs of the jobs they select, in every submission
+	// and update the replay makes.
+	Jobs []JobChange
+	// Quotas replace the quotas of the users and bands they name: set at
+	// the window's start, and in place of the recorded ones.
+	Quotas []QuotaChange
+}
+
+// JobChange is a change to the specs of the jobs Selector matches
+// (user/job, each side a path.Match pattern: "alice/*", "*/web").
+type JobChange struct {
+	Selector string
+	Priority *int32  // a new priority
+	Scale    float64 // requests (CPU and memory) times this; 0: unchanged
+}
+
+// QuotaChange is one user's quota in one band.
+type QuotaChange struct {
+	User, Band string
+	Resources  projections.Resources
+}
+
+// apply changes spec (a copy the replay submits) by the changes that
+// select it, in order.
+func (c Change) apply(spec *events.JobSpec) *events.JobSpec {
+	var out *events.JobSpec
+	for _, jc := range c.Jobs {
+		if !jc.matches(spec.GetUser(), spec.GetName()) {
+			continue
+		}
+		if out == nil {
+			out = proto.Clone(spec).(*events.JobSpec)
+		}
+		if jc.Priority != nil {
+			out.Priority = *jc.Priority
+		}
+		if jc.Scale > 0 {
+			scale := func(r *events.Resources) {
+				if r != nil {
+					r.CpuMilli = max(int64(float64(r.CpuMilli)*jc.Scale), 1)
+					r.MemoryBytes = max(int64(float64(r.MemoryBytes)*jc.Scale), 1)
+				}
+			}
+			scale(out.Resources)
+			for _, o := range out.Overrides {
+				scale(o.GetResources())
+			}
+		}
+	}
+	if out == nil {
+		return spec
+	}
+	return out
+}
+
+func (jc JobChange) matches(user, job string) bool {
+	u, j, _ := strings.Cut(jc.Selector, "/")
+	okU, _ := path.Match(u, user)
+	okJ, _ := path.Match(j, job)
+	return okU && okJ
+}
+
+// ParseJobChange reads "SELECTOR:priority=N" or "SELECTOR:scale=F"
+// (several joined by commas): "alice/*:priority=9", "*/batch-*:scale=0.5".
+func ParseJobChange(s string) (JobChange, error) {
+	sel, changes, ok := strings.Cut(s, ":")
+	u, j, slash := strings.Cut(sel, "/")
+	if !ok || !slash || u == "" || j == "" {
+		return JobChange{}, fmt.Errorf("job: %q is not USER/JOB:priority=N or USER/JOB:scale=F (patterns allowed: alice/*)", s)
+	}
+	for _, p := range []string{u, j} {
+		if _, err := path.Match(p, ""); err != nil {
+			return JobChange{}, fmt.Errorf("job: %q: a bad pattern: %v", sel, err)
+		}
+	}
+	jc := JobChange{Selector: sel}
+	for _, kv := range strings.Split(changes, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "priority":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > events.MaxPriority {
+				return JobChange{}, fmt.Errorf("job: %q: priority must be 0 to %d", s, events.MaxPriority)
+			}
+			p := int32(n)
+			jc.Priority = &p
+		case "scale":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f > 0 && f <= 100) {
+				return JobChange{}, fmt.Errorf("job: %q: scale must be in (0, 100]", s)
+			}
+			jc.Scale = f
+		default:
+			return JobChange{}, fmt.Errorf("job: %q: %q is neither priority nor scale", s, k)
+		}
+	}
+	return jc, nil
+}
+
+// ParseQuotaChange reads "USER/BAND=CPU,MEMORY": "alice/production=100,400Gi"
+// (cores, then bytes with a unit, as job specs write them).
+func ParseQuotaChange(s string) (QuotaChange, error) {
+	who, amounts, ok := strings.Cut(s, "=")
+	user, band, slash := strings.Cut(who, "/")
+	cpu, mem, comma := strings.Cut(amounts, ",")
+	if !ok || !slash || !comma || user == "" || band == "" {
+		return QuotaChange{}, fmt.Errorf("quota: %q is not USER/BAND=CPU,MEMORY, e.g. alice/production=100,400Gi", s)
+	}
+	milli, err := commands.ParseMilli(cpu)
+	if err != nil {
+		return QuotaChange{}, fmt.Errorf("quota: %q: cpu: %v", s, err)
+	}
+	bytes, err := commands.ParseBytes(mem)
+	if err != nil {
+		return QuotaChange{}, fmt.Errorf("quota: %q: memory: %v", s, err)
+	}
+	return QuotaChange{User: user, Band: band, Resources: projections.Resources{CPUMilli: milli, MemoryBytes: bytes}}, nil
 }
 
 // MachineGroup is Count machines of one shape.
@@ -33,7 +155,7 @@ type MachineGroup struct {
 
 // IsZero says the change changes nothing.
 func (c Change) IsZero() bool {
-	return c.RemovePercent == 0 && len(c.Add) == 0 && c.Policy == "" && c.PoolSize == 0
+	return c.RemovePercent == 0 && len(c.Add) == 0 && c.Policy == "" && c.PoolSize == 0 && len(c.Jobs) == 0 && len(c.Quotas) == 0
 }
 
 // String is the change as the command line writes it.
@@ -50,6 +172,19 @@ func (c Change) String() string {
 	}
 	if c.PoolSize != 0 {
 		parts = append(parts, "--pool "+strconv.Itoa(c.PoolSize))
+	}
+	for _, j := range c.Jobs {
+		var what []string
+		if j.Priority != nil {
+			what = append(what, fmt.Sprintf("priority=%d", *j.Priority))
+		}
+		if j.Scale > 0 {
+			what = append(what, "scale="+strconv.FormatFloat(j.Scale, 'f', -1, 64))
+		}
+		parts = append(parts, "--job "+j.Selector+":"+strings.Join(what, ","))
+	}
+	for _, q := range c.Quotas {
+		parts = append(parts, fmt.Sprintf("--quota %s/%s=%s", q.User, q.Band, q.Resources))
 	}
 	if len(parts) == 0 {
 		return "none"

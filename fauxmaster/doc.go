@@ -18,7 +18,8 @@
 //     kills and losses. Assumed where the trace is silent: the machines'
 //     sizes, a job's tasks submitted together, no constraints.
 //   - Change: what the replay does differently (machines removed or added,
-//     the pass's policy and pool size).
+//     the pass's policy and pool size, selected jobs' priority or requests,
+//     quotas in place of the recorded ones).
 //   - Report: recorded against simulated, per user and band (pending
 //     time p50/p90/p99, tasks placed and still pending at the end,
 //     evictions and preemptions), the CPU and memory held against the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -166,5 +167,42 @@ func TestBadChangesAreRefused(t *testing.T) {
 	}
 	if _, err := fauxmaster.Run(rec, fauxmaster.Options{Change: fauxmaster.Change{Policy: "fastest"}}); err == nil {
 		t.Error("policy \"fastest\" accepted")
+	}
+}
+
+// A job given a lower priority waits behind the others, and a quota cut
+// refuses the submissions it no longer admits.
+func TestJobAndQuotaChanges(t *testing.T) {
+	log := recordCell(t, 3)
+	low, err := fauxmaster.ParseJobChange("*/*:priority=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := replay(t, log, 0, fauxmaster.Options{Change: fauxmaster.Change{Jobs: []fauxmaster.JobChange{low}}})
+	for _, g := range rep.Simulated.Groups {
+		if g.Band != "best-effort" {
+			t.Errorf("every job at priority 0, yet %s has tasks in %s", g.User, g.Band)
+		}
+	}
+	if !strings.Contains(rep.Change, "--job */*:priority=0") {
+		t.Errorf("change: %s", rep.Change)
+	}
+	q, err := fauxmaster.ParseQuotaChange("u0/production=1m,1Mi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := replay(t, log, 0, fauxmaster.Options{Change: fauxmaster.Change{Quotas: []fauxmaster.QuotaChange{q}}})
+	if cut.Refused["SubmitJob"] == 0 {
+		t.Errorf("u0's production quota cut to nothing, yet no submission refused: %v", cut.Refused)
+	}
+	for _, bad := range []string{"alice:priority=1", "a/b:priority=12", "a/b:scale=0", "a/b:speed=2", "[/b:priority=1"} {
+		if _, err := fauxmaster.ParseJobChange(bad); err == nil {
+			t.Errorf("--job %q accepted", bad)
+		}
+	}
+	for _, bad := range []string{"alice=1,1Gi", "alice/production=1", "alice/production=-1,1Gi", "alice/production=1,lots"} {
+		if _, err := fauxmaster.ParseQuotaChange(bad); err == nil {
+			t.Errorf("--quota %q accepted", bad)
+		}
 	}
 }

@@ -227,6 +227,15 @@ func (s *Sim) setUp() error {
 			}
 		}
 	}
+	// Quotas the change sets: now if the cell has machines to hold them,
+	// and in place of the recorded ones in any case.
+	if !s.st.CellCapacity().IsZero() {
+		for _, q := range s.opt.Change.Quotas {
+			if err := s.decide(commands.SetQuota{Meta: admin, User: q.User, Band: q.Band, Resources: q.Resources}); err != nil {
+				return fmt.Errorf("quota: %s/%s: %w", q.User, q.Band, err)
+			}
+		}
+	}
 	for i := range s.rec.inputs {
 		in := &s.rec.inputs[i]
 		if in.machine != "" && s.removed[in.machine] {
@@ -267,12 +276,37 @@ func (s *Sim) replay(in *input) {
 			s.poll(a, nil, nil)
 		}
 	case in.inc > 0:
-		if s.do(in.cmd) {
+		if s.do(s.changedCmd(in.cmd)) {
 			s.jobInc[in.job] = in.inc
 		}
 	default:
-		s.do(in.cmd)
+		if cmd := s.changedCmd(in.cmd); cmd != nil {
+			s.do(cmd)
+		}
 	}
+}
+
+// changedCmd is a recorded request under the change: specs of selected
+// jobs changed, a quota the change sets not set otherwise (nil).
+func (s *Sim) changedCmd(cmd commands.Command) commands.Command {
+	switch c := cmd.(type) {
+	case commands.SubmitJob:
+		c.Spec = s.opt.Change.apply(c.Spec)
+		return c
+	case commands.UpdateJob:
+		if c.Spec != nil {
+			c.Spec = s.opt.Change.apply(c.Spec)
+		}
+		return c
+	case commands.SetQuota:
+		for _, q := range s.opt.Change.Quotas {
+			if q.User == c.User && q.Band == c.Band {
+				c.Resources = q.Resources
+				return c
+			}
+		}
+	}
+	return cmd
 }
 
 // queueRead queues the next recorded pass: it reads the state just after

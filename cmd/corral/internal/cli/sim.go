@@ -23,7 +23,7 @@ func (a *app) simCommand() *cobra.Command {
 	var (
 		store, data, from, to, remove, policy, trace string
 		share                                        float64
-		add                                          []string
+		add, jobChanges, quotas                      []string
 		pool, diffs                                  int
 		seed                                         uint64
 	)
@@ -37,6 +37,7 @@ memory held, machines used, and each placement that differs and why. It reads
 the log directly (the master need not run) and writes nothing.`,
 		Example: `  corral sim --from 2026-11-20T00:00:00Z --to 2026-11-27T00:00:00Z --remove 10%
   corral sim --add 200x32c128g --policy best-fit -o json
+  corral sim --job 'alice/*:priority=9' --quota bob/batch=50,200Gi
   corral sim --google-trace ~/traces/google-clusterdata-2011-2 --share 0.1`,
 		Args: args(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -54,6 +55,20 @@ the log directly (the master need not run) and writes nothing.`,
 					return usageErr("--%v", err)
 				}
 				change.Add = append(change.Add, g)
+			}
+			for _, j := range jobChanges {
+				jc, err := fauxmaster.ParseJobChange(j)
+				if err != nil {
+					return usageErr("--%v", err)
+				}
+				change.Jobs = append(change.Jobs, jc)
+			}
+			for _, q := range quotas {
+				qc, err := fauxmaster.ParseQuotaChange(q)
+				if err != nil {
+					return usageErr("--%v", err)
+				}
+				change.Quotas = append(change.Quotas, qc)
 			}
 			if policy != "" {
 				p, err := scheduler.ParsePolicy(policy)
@@ -130,6 +145,8 @@ the log directly (the master need not run) and writes nothing.`,
 	f.StringVar(&to, "to", "", "the window's end: a log position or an RFC 3339 time (default the log's head)")
 	f.StringVar(&remove, "remove", "", "remove this share of the machines at the window's start, e.g. 10%")
 	f.StringArrayVar(&add, "add", nil, "add machines at the window's start: COUNTxCORESc<GiB>g[<N>gpu], e.g. 200x32c128g (repeatable)")
+	f.StringArrayVar(&jobChanges, "job", nil, "change the jobs USER/JOB selects (patterns allowed): USER/JOB:priority=N or USER/JOB:scale=F for requests (repeatable)")
+	f.StringArrayVar(&quotas, "quota", nil, "set a quota instead of the recorded one: USER/BAND=CPU,MEMORY, e.g. alice/production=100,400Gi (repeatable)")
 	f.StringVar(&policy, "policy", "", "the pass's policy: worst-fit, best-fit or hybrid (default the cell's)")
 	f.IntVar(&pool, "pool", 0, "the pass's pool of feasible machines per class (0: the cell's; -1: every feasible machine)")
 	f.Uint64Var(&seed, "seed", 1, "draws the machines --remove takes")
