@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -188,7 +189,7 @@ func (s *Sim) run() error {
 // passes.
 func (s *Sim) setUp() error {
 	admin := commands.Meta{Actor: commands.Actor{User: "fauxmaster", Admin: true}}
-	for _, name := range sortedNames(s.st.Machines) {
+	for _, name := range slices.Sorted(maps.Keys(s.st.Machines)) {
 		s.agents[name] = &simAgent{name: name, tasks: map[projections.TaskKey]*agentRun{}}
 	}
 	for _, j := range s.st.SortedJobs() {
@@ -211,7 +212,7 @@ func (s *Sim) setUp() error {
 			}
 		}
 	}
-	for _, name := range sortedNames(s.st.Machines) {
+	for _, name := range slices.Sorted(maps.Keys(s.st.Machines)) {
 		if s.removed[name] {
 			if err := s.decide(commands.RemoveMachine{Meta: admin, Machine: name, Reason: "removed by the simulation's change"}); err != nil {
 				return fmt.Errorf("remove: machine %s: %w", name, err)
@@ -645,13 +646,4 @@ func (s *Sim) poll(a *simAgent, ended *commands.AgentTask, usage []commands.Usag
 		return cmp.Or(cmp.Compare(x.Task.User, y.Task.User), cmp.Compare(x.Task.Job, y.Task.Job), cmp.Compare(x.Task.Index, y.Task.Index))
 	})
 	s.do(commands.ReportAgentState{Meta: agentlink.Meta, Machine: a.name, Tasks: tasks, Usage: usage})
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
