@@ -188,7 +188,9 @@ func Load(ctx context.Context, src Source, from, to int64) (*Recording, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the state at position %d: %w", from, err)
 	}
-	folded, err := projections.StateAt(ctx, src, from)
+	// The recorder folds its own copy: a copy of the start, not a second
+	// replay of the log to it.
+	folded, err := projections.Decode(projections.Encode(start))
 	if err != nil {
 		return nil, err
 	}
