@@ -110,6 +110,8 @@ func newSim(rec *Recording, opt Options) (*Sim, error) {
 	if err := pass.Validate(); err != nil {
 		return nil, err
 	}
+	// The replay records no why-pending answers.
+	pass.NoExplanations = true
 	st, err := projections.Decode(projections.Encode(rec.Start))
 	if err != nil {
 		return nil, err

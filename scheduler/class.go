@@ -37,6 +37,15 @@ type class struct {
 	pool      []cand // feasible machines with their cached scores
 
 	unplaced []int32 // pending tasks left without a machine, in queue order
+
+	// key is the class's identity across passes (classKey). known marks
+	// the machines an earlier pass found infeasible for the class while
+	// they were what this pass's input holds (infeasible.go); infeasible
+	// is what this pass leaves for the next one. Both nil unless the
+	// scheduler remembers machines.
+	key        string
+	known      bitset
+	infeasible bitset
 }
 
 // cand is a feasible machine in a class's pool, with the score computed at
@@ -132,6 +141,7 @@ func (p *pass) buildClasses(order []int32) {
 	pending := p.items
 	p.classOf = make([]int32, len(pending))
 	byKey := map[string]int32{}
+	var keys []string // by class number, before renumbering
 	var key []byte
 	// Tasks of one job are usually adjacent and identical: compare with the
 	// previous task before building a key.
@@ -149,6 +159,7 @@ func (p *pass) buildClasses(order []int32) {
 		if !ok {
 			ci = int32(len(byKey))
 			byKey[string(key)] = ci
+			keys = append(keys, string(key))
 		}
 		p.classOf[i] = ci
 	}
@@ -163,6 +174,7 @@ func (p *pass) buildClasses(order []int32) {
 			renum[old] = int32(len(p.classes))
 			c := p.newClass(&pending[ti])
 			c.id = renum[old]
+			c.key = keys[old]
 			c.isAlloc = int(ti) >= p.nTasks
 			p.classes = append(p.classes, c)
 		}

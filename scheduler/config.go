@@ -43,6 +43,12 @@ type Config struct {
 	// widest last; a job's tasks are spread across machines and across the
 	// values of these attributes.
 	SpreadDomains [2]string
+	// NoExplanations leaves out the why-pending answers (Explanation's
+	// Rejections and Hints; the tasks left pending are still listed): a
+	// caller that never reads them (a replay, the compaction harness)
+	// saves the pass re-examining every machine for every class left
+	// pending. Placements do not depend on it.
+	NoExplanations bool
 }
 
 // Weights scale the preferences added to the policy's fit. The fit of

@@ -69,13 +69,12 @@
 //   - The pass is pure: no I/O, no clock, no global random source, no
 //     goroutines. The same Cell, Config and seed give the same Plan.
 //   - The pass never writes to its input; a Cell may be shared by passes.
-//   - Within one pass a machine only loses room for every class (evictions
-//     free room only for tasks of higher priority than the victims, which
-//     counted that room already), so a class that has examined every
-//     machine and holds no feasible one stays unplaceable for the rest of
-//     the pass. (An alloc placed in the pass opens room for its set's
-//     tasks; those come after it in the queue unless their priority is
-//     higher, in which case they wait for the next pass.)
+//   - A class that has examined every machine and holds no feasible one
+//     is not examined again in the pass. Placements only take room, but an
+//     eviction can free more than its preemptor takes (a large victim for
+//     a small task), and an alloc placed in the pass opens room for its
+//     set's tasks: those wait for the next pass, which sees the committed
+//     cell.
 //   - Placements are proposals: several on one machine share its
 //     MachineVersion, and the command handler re-checks them against the
 //     current state and refuses stale ones, which the next pass reconsiders.
@@ -86,6 +85,13 @@
 // demand picture (the shapes of the pending queue, the cell's scarcity)
 // changes with the queue, so a score from an earlier pass would be stale;
 // and a feasibility check costs about as much as a cache lookup would.
+// Verdicts of "infeasible" are kept across passes by a scheduler that
+// remembers machines (RememberMachines; infeasible.go): a class skips a
+// machine an earlier pass rejected for it, as long as the machine is the
+// same input Machine and untouched in this pass. A cell whose leftover
+// work fits nowhere then pays per pass for the machines that changed, not
+// for every machine. The plan is the one a fresh scheduler makes; only
+// Stats differ.
 //
 // # Files
 //

@@ -11,7 +11,7 @@ import (
 // explain builds the why-pending explanation of a class that kept tasks
 // pending. It re-examines every machine against the state at the end of the
 // pass, so counts and hints describe what the next pass will see unless the
-// cell changes.
+// cell changes. With Config.NoExplanations it only lists the tasks.
 func (p *pass) explain(c *class) Explanation {
 	e := Explanation{
 		Priority:    c.prio,
@@ -29,6 +29,9 @@ func (p *pass) explain(c *class) Explanation {
 		} else {
 			e.Tasks = append(e.Tasks, r)
 		}
+	}
+	if p.cfg.NoExplanations {
+		return e
 	}
 
 	var byReason [numReasons]int

@@ -198,6 +198,16 @@ func (p *pass) victims(c *class, m *machine, avail Resources) ([]int32, Resource
 		}
 		return taskReservation(t)
 	}
+	// Most machines a class is checked against cannot make room even by
+	// evicting every candidate: say so before paying for the sort (the
+	// loop below would add them all up to the same sum).
+	var all Resources
+	for _, i := range cands {
+		all = all.Add(usage(i))
+	}
+	if !c.req.Fits(avail.Add(all)) {
+		return nil, all
+	}
 	slices.SortFunc(cands, func(a, b int32) int {
 		x, y := &m.in.Tasks[a], &m.in.Tasks[b]
 		if r := cmp.Compare(x.Priority, y.Priority); r != 0 {

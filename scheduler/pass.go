@@ -14,7 +14,7 @@ func Schedule(cell *Cell, cfg Config, seed uint64) *Plan {
 
 // Scheduler runs passes with one configuration. It keeps nothing between
 // passes that could change a result: the same cell and seed give the same
-// plan. It is not safe for concurrent use.
+// plan (what it remembers only spares work). It is not safe for concurrent use.
 type Scheduler struct {
 	cfg  Config
 	sums *sumsMemo // nil unless RememberMachines
@@ -23,14 +23,20 @@ type Scheduler struct {
 // RememberMachines makes the scheduler keep each input machine's sums (the
 // limits and reservations of what it holds) from one pass to the next, so
 // that a machine passed again costs a lookup instead of a walk over its
-// tasks. The caller promises never to change a Machine once it was passed
-// (the master builds a new one whenever its Version moves).
+// tasks, and which machines each class found infeasible, so that a class
+// skips them while they stay the same (infeasible.go). The caller promises
+// never to change a Machine once it was passed (the master builds a new
+// one whenever its Version moves).
 func (s *Scheduler) RememberMachines() { s.sums = &sumsMemo{} }
 
 // sumsMemo holds the last pass's sums per input machine.
 type sumsMemo struct {
 	mu   sync.Mutex
 	last map[*Machine]*machineSums
+	// The last pass's input machines, and per class key the machines
+	// (by their index there) it found infeasible (infeasible.go).
+	machines   []*Machine
+	infeasible map[string]bitset
 }
 
 type machineSums struct {
@@ -83,6 +89,8 @@ type pass struct {
 	demand  demand
 
 	victimSets [][]int32 // preemption plans of pool entries
+
+	memo *sumsMemo // nil unless the scheduler remembers machines
 
 	plan Plan
 }
@@ -147,6 +155,7 @@ func newPass(cfg Config, cell *Cell, seed uint64, memo *sumsMemo) *pass {
 		cell: cell,
 		rng:  rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		k:    cfg.FeasibleK,
+		memo: memo,
 	}
 	n := len(cell.Machines)
 	if p.k <= 0 || p.k > n {
@@ -297,6 +306,7 @@ func (p *pass) run() {
 	p.plan.Stats.Pending = len(pending)
 	order := queueOrder(pending, p.nTasks)
 	p.buildClasses(order)
+	p.recallInfeasible()
 	p.buildJobs()
 	if p.cfg.Policy == PolicyHybrid {
 		p.buildDemand()
@@ -318,6 +328,7 @@ func (p *pass) run() {
 		p.place(c, t, j, best, score, examined)
 	}
 	p.plan.Stats.Placed = len(p.plan.Placements) + len(p.plan.AllocPlacements)
+	p.rememberInfeasible()
 	for _, c := range p.classes {
 		if len(c.unplaced) > 0 {
 			p.plan.Pending = append(p.plan.Pending, p.explain(c))
@@ -478,6 +489,11 @@ func (p *pass) fill(c *class) (rejected int32) {
 	for len(c.pool) < k && c.scanned < n {
 		mi := p.perm[(c.start+c.scanned)%n]
 		c.scanned++
+		if p.gens[mi] == 0 && c.known.has(mi) {
+			p.plan.Stats.InfeasibleRemembered++
+			rejected++
+			continue
+		}
 		p.plan.Stats.FeasibilityChecks++
 		m := &p.machines[mi]
 		r := p.check(c, m, mi, true)
@@ -485,6 +501,9 @@ func (p *pass) fill(c *class) (rejected int32) {
 			c.pool = append(c.pool, p.cand(mi, p.gens[mi], &r))
 		} else {
 			rejected++
+			if c.infeasible != nil && p.gens[mi] == 0 {
+				c.infeasible.set(mi)
+			}
 		}
 	}
 	if c.scanned >= n {

@@ -111,7 +111,10 @@ type Stats struct {
 	Classes           int
 	Preemptions       int // tasks evicted
 	FeasibilityChecks int // machine evaluations, cached ones excluded
-	ScoreCacheHits    int // pool entries reused because the machine had not changed
+	// InfeasibleRemembered counts machines a class skipped because an
+	// earlier pass found them infeasible for it and they have not changed.
+	InfeasibleRemembered int
+	ScoreCacheHits       int // pool entries reused because the machine had not changed
 }
 
 // Reason is why a machine was rejected for a class. A machine counts under

@@ -141,6 +141,9 @@ type compactRun struct {
 func compactOnce(w *Workload, cfg CompactionConfig, mode CompactionMode, seed uint64, lb int) compactRun {
 	var run compactRun
 	allowed := int(cfg.MaxPending * float64(len(w.Tasks)))
+	// Only the counts are read: no why-pending answers for the probes
+	// that do not fit.
+	cfg.Scheduler.NoExplanations = true
 	pack := func(machines []*scheduler.Machine) *scheduler.Plan {
 		run.packs++
 		return scheduler.Schedule(&scheduler.Cell{Machines: machines, Pending: w.Tasks}, cfg.Scheduler, seed)

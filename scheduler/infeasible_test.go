@@ -1,0 +1,150 @@
+package scheduler
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+)
+
+// A scheduler that remembers infeasible machines plans what a fresh one
+// plans, pass after pass, while machines change under it (tasks come and
+// go, machines drain, go down and come back, lose attributes), classes
+// come back in later passes, and the plans are never applied, so that a
+// machine the last pass filled in its head is the same machine again.
+// Allocs, tasks inside them, spread and distinct-hosts jobs, crash
+// history and prod and non-prod preemption are all in the mix.
+func TestRememberedInfeasibleIsWhatAFreshPassFinds(t *testing.T) {
+	remembered := 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 77))
+		cfg := DefaultConfig()
+		cfg.FeasibleK = []int{0, 4, 64}[seed%3]
+		remembering, fresh := New(cfg), New(cfg)
+		remembering.RememberMachines()
+		machines := make([]*Machine, 30)
+		for i := range machines {
+			machines[i] = randomTestMachine(rng, i, 1)
+		}
+		for round := range 60 {
+			// Change some machines: a new Machine, as the master builds one.
+			for range rng.IntN(4) {
+				i := rng.IntN(len(machines))
+				machines[i] = changedMachine(rng, machines[i])
+			}
+			if rng.IntN(10) == 0 { // a machine leaves or joins
+				if rng.IntN(2) == 0 && len(machines) > 10 {
+					i := rng.IntN(len(machines))
+					machines = slices.Delete(machines, i, i+1)
+				} else {
+					machines = slices.Insert(machines, rng.IntN(len(machines)+1), randomTestMachine(rng, 100+round, int64(round)))
+				}
+			}
+			cell := &Cell{Machines: slices.Clone(machines)}
+			for j := range 6 + rng.IntN(6) {
+				cell.Pending = append(cell.Pending, randomPending(rng, j, machines)...)
+			}
+			if rng.IntN(3) == 0 {
+				cell.PendingAllocs = append(cell.PendingAllocs, PendingAlloc{Set: AllocSetRef{User: "u1", Name: "set"},
+					Index: int32(rng.IntN(4)), Priority: 5, Resources: Resources{CPU: 4000, Memory: 8 << 30}})
+			}
+			pos := uint64(seed*1000) + uint64(round)
+			a, b := remembering.Schedule(cell, pos), fresh.Schedule(cell, pos)
+			remembered += a.Stats.InfeasibleRemembered
+			a.Stats, b.Stats = Stats{}, Stats{}
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("seed %d round %d: the remembering scheduler planned %d placements, a fresh one %d",
+					seed, round, len(a.Placements), len(b.Placements))
+			}
+		}
+	}
+	if remembered == 0 {
+		t.Fatal("no machine was skipped as known infeasible: the memory is not exercised")
+	}
+}
+
+var testShapes = []Resources{
+	{CPU: 8000, Memory: 32 << 30, Ports: 10},
+	{CPU: 16000, Memory: 64 << 30, Ports: 10},
+	{CPU: 4000, Memory: 64 << 30, Ports: 10},
+}
+
+func randomTestMachine(rng *rand.Rand, i int, version int64) *Machine {
+	m := &Machine{Name: fmt.Sprintf("m%03d", i), Version: version, Capacity: testShapes[rng.IntN(len(testShapes))], PortBase: 30000,
+		Attributes: map[string]string{"rack": fmt.Sprint("r", i%4), "arch": []string{"x86", "arm"}[rng.IntN(2)]}}
+	for range rng.IntN(4) {
+		addRandomTask(rng, m)
+	}
+	if rng.IntN(4) == 0 {
+		m.Allocs = append(m.Allocs, PlacedAlloc{Set: AllocSetRef{User: "u1", Name: "set"}, Index: int32(rng.IntN(4)),
+			Priority: 5, Capacity: Resources{CPU: 4000, Memory: 8 << 30}})
+		if rng.IntN(2) == 0 {
+			m.Tasks = append(m.Tasks, PlacedTask{Ref: TaskRef{User: "u1", Job: "inside", Index: int32(rng.IntN(100))}, Priority: 5,
+				Limit: Resources{CPU: 2000, Memory: 4 << 30}, Reservation: Resources{CPU: 2000, Memory: 4 << 30},
+				AllocSet: "set", AllocIndex: m.Allocs[0].Index})
+		}
+	}
+	return m
+}
+
+func addRandomTask(rng *rand.Rand, m *Machine) {
+	lim := Resources{CPU: int64(1+rng.IntN(6)) * 1000, Memory: int64(1+rng.IntN(24)) << 30}
+	res := lim
+	res[CPU] = lim[CPU] * int64(50+rng.IntN(51)) / 100
+	m.Tasks = append(m.Tasks, PlacedTask{Ref: TaskRef{User: fmt.Sprint("u", rng.IntN(3)), Job: fmt.Sprint("placed", rng.IntN(5)), Index: int32(rng.IntN(1000))},
+		Priority: int32(rng.IntN(MaxPriority + 1)), Limit: lim, Reservation: res})
+}
+
+// changedMachine is m after an event: a copy with a new version.
+func changedMachine(rng *rand.Rand, m *Machine) *Machine {
+	c := *m
+	c.Version++
+	c.Tasks = slices.Clone(m.Tasks)
+	c.Attributes = map[string]string{}
+	for k, v := range m.Attributes {
+		c.Attributes[k] = v
+	}
+	switch rng.IntN(5) {
+	case 0:
+		addRandomTask(rng, &c)
+	case 1:
+		if len(c.Tasks) > 0 {
+			c.Tasks = slices.Delete(c.Tasks, 0, 1)
+		}
+	case 2:
+		c.State = MachineState(rng.IntN(3))
+	case 3:
+		delete(c.Attributes, "arch")
+	default:
+		c.Tasks = nil
+	}
+	return &c
+}
+
+// randomPending is job j's pending tasks, drawn from a few testShapes so that the
+// same classes come back pass after pass.
+func randomPending(rng *rand.Rand, j int, machines []*Machine) []PendingTask {
+	kinds := []PendingTask{
+		{Priority: 2, Resources: Resources{CPU: 6000, Memory: 40 << 30}},
+		{Priority: 10, Resources: Resources{CPU: 12000, Memory: 16 << 30}},
+		{Priority: 7, Resources: Resources{CPU: 3000, Memory: 8 << 30}, Constraints: []Constraint{{Attribute: "arch", Op: OpEq, Values: []string{"arm"}}}},
+		{Priority: 0, Resources: Resources{CPU: 1000, Memory: 2 << 30}},
+		{Priority: 5, Resources: Resources{CPU: 1000, Memory: 2 << 30}, AllocSet: "set"},
+		{Priority: 6, Resources: Resources{CPU: 4000, Memory: 16 << 30}, DistinctHosts: true},
+		{Priority: 6, Resources: Resources{CPU: 5000, Memory: 20 << 30}, Spread: []string{"rack"}},
+		{Priority: 9, Resources: Resources{CPU: 2000, Memory: 30 << 30, Ports: 2}},
+	}
+	k := kinds[rng.IntN(len(kinds))]
+	if rng.IntN(4) == 0 {
+		k.CrashedOn = []string{machines[rng.IntN(len(machines))].Name}
+	}
+	out := make([]PendingTask, 1+rng.IntN(5))
+	for i := range out {
+		t := k
+		t.Ref = TaskRef{User: "u" + fmt.Sprint(j%3), Job: fmt.Sprint("job", j), Index: int32(i)}
+		t.Seq = int64(j)
+		out[i] = t
+	}
+	return out
+}
