@@ -322,6 +322,13 @@ func TestNewcomerPath(t *testing.T) {
 		!regexp.MustCompile(`alice\s+batch\s+\S+\s+\d+\s+0\s+`).MatchString(out) {
 		t.Errorf("sim: exit %d, want every placement as recorded:\n%s", code, out)
 	}
+	// The Infrastore file holds the log too: the same replay from it.
+	if fromFile, code := corral("sim", "--infrastore", db); code != 0 || fromFile != out {
+		t.Errorf("sim --infrastore: exit %d, want the report the store gave:\n%s", code, fromFile)
+	}
+	if out, code := corral("sim", "--infrastore", db, "--data", data); code != 2 || !strings.Contains(out, "--infrastore") {
+		t.Errorf("sim --infrastore with --data: exit %d, want a usage error:\n%s", code, out)
+	}
 	out, code = corral("sim", "--data", data, "--remove", "100%", "-o", "json")
 	var rep struct {
 		Simulated struct {

@@ -3,6 +3,7 @@ package storeopen
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 type Options struct {
 	Clock        func() time.Time
 	PollInterval time.Duration
-	// NoMigrate opens without applying migrations.
+	// NoMigrate opens an existing log for a reader: PostgreSQL without
+	// applying migrations, and a SQLite file only if it exists (a reader
+	// pointed at the wrong directory must not leave an empty log there).
 	NoMigrate bool
 }
 
@@ -51,5 +54,10 @@ func Open(ctx context.Context, url string, opts Options) (events.Store, error) {
 		return nil, fmt.Errorf("store URL: scheme %q is not supported (use postgres://, cockroachdb:// or a SQLite file path)", url[:i])
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "file://")
+	if opts.NoMigrate {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("no log at %s: %w", path, err)
+		}
+	}
 	return sqlitestore.Open(ctx, path, sqlitestore.Options{Clock: opts.Clock, PollInterval: opts.PollInterval})
 }

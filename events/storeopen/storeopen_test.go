@@ -2,6 +2,7 @@ package storeopen_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,4 +45,27 @@ func TestOpenPicksTheBackend(t *testing.T) {
 	if _, err := storeopen.Open(ctx, "", storeopen.Options{}); err == nil {
 		t.Fatal("empty URL accepted")
 	}
+}
+
+// A reader pointed at a directory with no log gets an error, and the
+// directory stays empty.
+func TestReaderDoesNotCreateALog(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "events.db")
+	if _, err := storeopen.Open(ctx, missing, storeopen.Options{NoMigrate: true}); err == nil || !strings.Contains(err.Error(), "no log at") {
+		t.Fatalf("opening a missing log to read: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("the reader left %d files behind", len(ents))
+	}
+	s, err := storeopen.Open(ctx, missing, storeopen.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = storeopen.Open(ctx, missing, storeopen.Options{NoMigrate: true}); err != nil {
+		t.Fatalf("opening an existing log to read: %v", err)
+	}
+	s.Close()
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
 )
 
 // Exit codes.
@@ -36,6 +37,8 @@ type Infra interface {
 	Rebuild(ctx context.Context, store events.Reader) (int64, error)
 	ImportGoogleTrace(ctx context.Context, dir string) (string, error)
 	Position(ctx context.Context) (int64, error)
+	// Log reads the log back from the file's events table.
+	Log() projections.Source
 	Close() error
 }
 

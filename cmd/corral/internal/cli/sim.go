@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/storeopen"
 	"github.com/corralhq/corral/fauxmaster"
 	"github.com/corralhq/corral/projections"
@@ -21,11 +20,11 @@ import (
 // through the cell's own code with a change, recorded against simulated.
 func (a *app) simCommand() *cobra.Command {
 	var (
-		store, data, from, to, remove, policy, trace string
-		share                                        float64
-		add, jobChanges, quotas                      []string
-		pool, diffs                                  int
-		seed                                         uint64
+		store, data, infra, from, to, remove, policy, trace string
+		share                                               float64
+		add, jobChanges, quotas                             []string
+		pool, diffs                                         int
+		seed                                                uint64
 	)
 	c := &cobra.Command{
 		Use:   "sim",
@@ -82,6 +81,9 @@ the log directly (the master need not run) and writes nothing.`,
 			}
 			change.PoolSize = pool
 			if trace != "" {
+				if store != "" || data != "" || infra != "" || from != "" || to != "" {
+					return usageErr("--google-trace replays the trace: drop --store, --data, --infrastore, --from and --to")
+				}
 				if share <= 0 || share > 1 {
 					return usageErr("--share %g: want a share in (0, 1]", share)
 				}
@@ -100,21 +102,14 @@ the log directly (the master need not run) and writes nothing.`,
 				}
 				return a.writeSimReport(rep, diffs)
 			}
-			st := store
-			if st == "" {
-				st = a.getenv("CORRAL_STORE")
-			}
-			if st == "" {
-				st = filepath.Join(a.dataDir(data), "events.db")
-			}
-			log, err := storeopen.Open(ctx, st, storeopen.Options{NoMigrate: true})
+			log, closeLog, err := a.simSource(cmd, store, data, infra)
 			if err != nil {
-				return fmt.Errorf("--store %s: %w", st, err)
+				return err
 			}
-			defer log.Close()
+			defer closeLog()
 			head, err := log.Head(ctx)
 			if err != nil {
-				return fmt.Errorf("--store %s: %w", st, err)
+				return fmt.Errorf("reading the log's head: %w", err)
 			}
 			fromPos, err := logPoint(cmd, log, "from", from, 0)
 			if err != nil {
@@ -140,6 +135,7 @@ the log directly (the master need not run) and writes nothing.`,
 	}
 	f := c.Flags()
 	f.StringVar(&store, "store", "", "the event log: postgres://... or a SQLite file (default $CORRAL_STORE or DATA/events.db)")
+	f.StringVar(&infra, "infrastore", "", "read the log from an Infrastore file (its events table) instead of the store")
 	f.StringVar(&data, "data", "", "the data directory of a `corral up` cell (default $CORRAL_DATA or "+DefaultData+")")
 	f.StringVar(&from, "from", "", "the window's start: a log position or an RFC 3339 time (default the log's beginning)")
 	f.StringVar(&to, "to", "", "the window's end: a log position or an RFC 3339 time (default the log's head)")
@@ -156,6 +152,34 @@ the log directly (the master need not run) and writes nothing.`,
 	return c
 }
 
+// simSource opens the log a replay reads: an Infrastore file's events
+// table, or the cell's store. Either is only read.
+func (a *app) simSource(cmd *cobra.Command, store, data, infra string) (projections.Source, func(), error) {
+	ctx := cmd.Context()
+	if infra != "" {
+		if store != "" || data != "" {
+			return nil, nil, usageErr("--infrastore reads the log from the file: drop --store and --data")
+		}
+		inf, err := a.openInfra(ctx, infra, InfraOptions{ReadOnly: true})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--infrastore %s: %w", infra, err)
+		}
+		return inf.Log(), func() { inf.Close() }, nil
+	}
+	st := store
+	if st == "" {
+		st = a.getenv("CORRAL_STORE")
+	}
+	if st == "" {
+		st = filepath.Join(a.dataDir(data), "events.db")
+	}
+	log, err := storeopen.Open(ctx, st, storeopen.Options{NoMigrate: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--store %s: %w", st, err)
+	}
+	return log, func() { log.Close() }, nil
+}
+
 func (a *app) writeSimReport(rep *fauxmaster.Report, diffs int) error {
 	if a.output == "json" {
 		enc := json.NewEncoder(a.stdout())
@@ -167,7 +191,7 @@ func (a *app) writeSimReport(rep *fauxmaster.Report, diffs int) error {
 
 // logPoint reads a window end: a position, or a time resolved to the last
 // event at or before it.
-func logPoint(cmd *cobra.Command, log events.Store, flag, v string, def int64) (int64, error) {
+func logPoint(cmd *cobra.Command, log projections.Source, flag, v string, def int64) (int64, error) {
 	if v == "" {
 		return def, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/infrastore"
+	"github.com/corralhq/corral/projections"
 )
 
 // Options for Open.
@@ -54,6 +55,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	return &Store{is: is, cell: opts.Cell, timeout: opts.QueryTimeout}, nil
 }
+
+// Log reads the log back from the file's events table.
+func (s *Store) Log() projections.Source { return s.is.Log() }
 
 // Close closes the file.
 func (s *Store) Close() error { return s.is.Close() }

@@ -1,0 +1,95 @@
+package infrastore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
+)
+
+// Log reads the log back out of the Infrastore's events table, for a
+// reader that has the file and not the cell's store (a replay of a copied
+// Infrastore, `corral sim --infrastore`). The table holds every event
+// with its payload as JSON of the current schema, so each event comes
+// back as the catalogue's message at the current version. The file keeps
+// no checkpoints: a state is folded from the beginning.
+func (s *Infrastore) Log() projections.Source { return logSource{s} }
+
+type logSource struct{ s *Infrastore }
+
+// Head is the last position the Infrastore holds.
+func (l logSource) Head(ctx context.Context) (int64, error) { return l.s.Position(ctx) }
+
+// LoadCheckpoint finds none: the Infrastore keeps no projection snapshots.
+func (logSource) LoadCheckpoint(context.Context, string, int64) (events.Checkpoint, bool, error) {
+	return events.Checkpoint{}, false, nil
+}
+
+// Read returns up to limit events from position from on, in order.
+func (l logSource) Read(ctx context.Context, from int64, limit int) ([]events.Event, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []events.Event
+	err := l.s.inReadOnly(ctx, func(conn *sql.Conn) error {
+		rows, err := conn.QueryContext(ctx, `SELECT position, time, recorded_at, type, stream, stream_version,
+			actor, causation_id, correlation_id, idempotency_key, CAST(payload AS VARCHAR)
+			FROM events WHERE position >= ? ORDER BY position LIMIT ?`, from, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				e                                      events.Event
+				recorded                               sql.NullTime
+				streamVersion                          sql.NullInt64
+				actor, causation, correlation, idemKey sql.NullString
+				payload                                sql.NullString
+			)
+			if err := rows.Scan(&e.Position, &e.OccurredAt, &recorded, &e.Type, &e.Stream, &streamVersion,
+				&actor, &causation, &correlation, &idemKey, &payload); err != nil {
+				return err
+			}
+			e.OccurredAt = e.OccurredAt.UTC()
+			if recorded.Valid {
+				e.RecordedAt = recorded.Time.UTC()
+			}
+			e.StreamVersion = streamVersion.Int64
+			e.Actor, e.CausationID, e.CorrelationID, e.IdempotencyKey = actor.String, causation.String, correlation.String, idemKey.String
+			if err := decodePayloadJSON(&e, payload); err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("infrastore: reading the log from position %d: %w", from, err)
+	}
+	return out, nil
+}
+
+// decodePayloadJSON fills e.Data (and its schema version, the catalogue's
+// current one) from the JSON the events table keeps.
+func decodePayloadJSON(e *events.Event, payload sql.NullString) error {
+	k, ok := events.Lookup(e.Type)
+	if !ok {
+		return fmt.Errorf("position %d: type %q is not in the catalogue", e.Position, e.Type)
+	}
+	if !payload.Valid || payload.String == "null" {
+		// payloadJSON stores null for a payload protojson cannot write
+		// (a string that is not UTF-8): it cannot be read back.
+		return fmt.Errorf("position %d: the %s payload was stored as null", e.Position, e.Type)
+	}
+	p := k.New()
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(payload.String), p); err != nil {
+		return fmt.Errorf("position %d: %s payload: %w", e.Position, e.Type, err)
+	}
+	e.Data, e.SchemaVersion = p, k.SchemaVersion
+	return nil
+}
