@@ -5,7 +5,9 @@
 //
 // # What it owns
 //
-//   - Recording: a window of the log taken apart (Load, FromEvents): the
+//   - Recording: a window of the log taken apart (Load, FromEvents; Load
+//     reads any projections.Source: the cell's store, or an Infrastore
+//     file's events table through infrastore's Log): the
 //     state at its start, the requests people and operators made, the
 //     scheduler's passes (the position each read, which seeds it,
 //     TaskScheduled.pass_position), every task's runs and the usage
@@ -78,7 +80,9 @@
 //     (unchanged: 100% on calm simulated cells, 16-99% with faults on).
 //   - Price sheets and billing periods are counted in Report.NotReplayed,
 //     not made: they change no placement.
-//   - Why-pending records (RecordPendingReasons): they change no placement.
+//   - Why-pending records (RecordPendingReasons): they change no placement,
+//     and the replay's passes skip explaining (scheduler.Config's
+//     NoExplanations).
 //
 // # Invariants
 //

@@ -351,11 +351,30 @@ func (s *Sim) queueRead() {
 // changed queues a pass of the simulation's own when work waits that no
 // recorded pass is about to take.
 func (s *Sim) changed() {
-	if s.tickAt != 0 || (s.st.PendingCount() == 0 && len(s.st.PendingAllocs()) == 0 && !s.rolling) {
+	if s.st.PendingCount() == 0 && len(s.st.PendingAllocs()) == 0 && !s.rolling {
 		return
 	}
-	s.tickAt = s.nowUS + s.opt.PassDelay.Microseconds()
-	s.at(s.tickAt, ownRank, s.ownPass)
+	s.tick(s.nowUS+s.opt.PassDelay.Microseconds(), false)
+}
+
+// tick queues the simulation's own pass at us unless one is due by then;
+// retry makes it run even if nothing happened since the last pass (a
+// backoff ran out). A tick an earlier one replaced does nothing: the
+// earlier pass queues what is still needed.
+func (s *Sim) tick(us int64, retry bool) {
+	if s.tickAt != 0 && s.tickAt <= us {
+		return
+	}
+	s.tickAt = us
+	s.at(us, ownRank, func() {
+		if s.tickAt != us {
+			return
+		}
+		if retry {
+			s.core.Retry()
+		}
+		s.ownPass()
+	})
 }
 
 // lookahead: a recorded pass due this soon takes the pending work instead
@@ -387,9 +406,8 @@ func (s *Sim) ownPass() {
 		}
 		return true
 	})
-	if wake > 0 && s.tickAt == 0 {
-		s.tickAt = wake
-		s.at(wake, ownRank, func() { s.core.Retry(); s.ownPass() })
+	if wake > 0 {
+		s.tick(wake, true)
 	}
 }
 
