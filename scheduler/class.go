@@ -28,6 +28,9 @@ type class struct {
 	spread   []string
 	distinct bool
 	job      jobKey
+	// wantsScarce: the class asks for a resource the workload nearly
+	// exhausts; its pool is larger (scarceShare).
+	wantsScarce bool
 
 	// Relaxed randomization: the class walks the pass's random machine order
 	// from start; scanned counts the machines examined so far.

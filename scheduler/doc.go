@@ -29,6 +29,9 @@
 //  3. Relaxed randomization: machines are examined in a random order seeded
 //     by the caller; each class starts at its own offset and keeps a pool of
 //     the first K feasible machines it finds, topping it up as machines fill.
+//     A class asking for a resource the whole workload (placed and pending)
+//     asks for 90% or more of keeps eight times as many: there a sample's
+//     best strands what the cell's best would not.
 //  4. Feasibility, cheapest check first: machine up and not draining; the
 //     task did not crash there recently; hard constraints (=, !=, <, >, in,
 //     exists); room inside the alloc for tasks of an alloc set; otherwise

@@ -92,6 +92,11 @@ type pass struct {
 
 	memo *sumsMemo // nil unless the scheduler remembers machines
 
+	// The usable capacity, what the whole workload asks for, and the
+	// resources it asks for nearly all of (sumDemand).
+	capacity, request Resources
+	scarce            [ScoredDims]bool
+
 	plan Plan
 }
 
@@ -308,6 +313,12 @@ func (p *pass) run() {
 	p.buildClasses(order)
 	p.recallInfeasible()
 	p.buildJobs()
+	p.sumDemand()
+	for _, c := range p.classes {
+		for d := Dim(0); d < ScoredDims; d++ {
+			c.wantsScarce = c.wantsScarce || (c.req[d] > 0 && p.scarce[d])
+		}
+	}
 	if p.cfg.Policy == PolicyHybrid {
 		p.buildDemand()
 	}
@@ -478,13 +489,20 @@ func (p *pass) cand(mi int32, gen uint32, r *checkResult) cand {
 }
 
 // fill scans the class's random order for feasible machines until the pool
-// holds K or every machine has been examined once. It returns how many
+// holds K (scarcePool times K for a class asking for a scarce resource,
+// every feasible machine for a spreading job) or every machine has been
+// examined once. It returns how many
 // machines it rejected.
 func (p *pass) fill(c *class) (rejected int32) {
 	n := len(p.perm)
 	k := p.k
-	if len(c.spread) > 0 {
+	switch {
+	case len(c.spread) > 0:
 		k = n // an even spread needs every value in view
+	case c.wantsScarce:
+		// A scarce resource needs the machine that strands the least of
+		// it: a larger sample (scarceShare).
+		k = min(n, scarcePool*k)
 	}
 	for len(c.pool) < k && c.scanned < n {
 		mi := p.perm[(c.start+c.scanned)%n]
