@@ -11,7 +11,11 @@ import (
 // benchWorkload is the 10,000-machine, 100,000-task cell of the shared
 // synthetic-10k folder (or of -workloads). A benchmark that cannot read it
 // fails: a figure measured on some other cell would pass for this one.
-func benchWorkload(b *testing.B) *Workload {
+func benchWorkload(b *testing.B) *Workload { return sharedWorkload(b, "synthetic-10k") }
+
+// sharedWorkload loads the shared workload folder name, failing the
+// benchmark when it cannot.
+func sharedWorkload(b *testing.B, name string) *Workload {
 	b.Helper()
 	dir := *workloadsFlag
 	if dir == "" {
@@ -20,11 +24,40 @@ func benchWorkload(b *testing.B) *Workload {
 			b.Fatalf("the shared workloads (set -workloads): %v", err)
 		}
 	}
-	w, err := LoadWorkload(filepath.Join(dir, "synthetic-10k"))
+	w, err := LoadWorkload(filepath.Join(dir, name))
 	if err != nil {
-		b.Fatalf("the synthetic-10k workload: %v", err)
+		b.Fatalf("the %s workload: %v", name, err)
 	}
 	return w
+}
+
+// BenchmarkGrid places each shared workload's whole cell in one pass, per
+// policy and relaxed-randomization budget K, and reports the speed, the
+// tasks left pending and the machines used, side by side.
+func BenchmarkGrid(b *testing.B) {
+	for _, name := range []string{"openb", "synthetic-10k"} {
+		w := sharedWorkload(b, name)
+		cell := w.Cell()
+		for _, policy := range scheduler.Policies {
+			for _, k := range []int{16, 64, 256} {
+				b.Run(fmt.Sprintf("%s/%s/K=%d", name, policy, k), func(b *testing.B) {
+					cfg := scheduler.DefaultConfig()
+					cfg.Policy, cfg.FeasibleK, cfg.NoExplanations = policy, k, true
+					var plan *scheduler.Plan
+					for b.Loop() {
+						plan = scheduler.Schedule(cell, cfg, 1)
+					}
+					used := map[string]bool{}
+					for _, p := range plan.Placements {
+						used[p.Machine] = true
+					}
+					b.ReportMetric(float64(plan.Stats.Placed)*float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+					b.ReportMetric(float64(plan.Stats.Pending-plan.Stats.Placed), "unplaced")
+					b.ReportMetric(float64(len(used)), "machines")
+				})
+			}
+		}
+	}
 }
 
 // BenchmarkScheduleFromScratch places a whole cell's workload (10,000
