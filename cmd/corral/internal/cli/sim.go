@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -159,6 +160,9 @@ func (a *app) simSource(cmd *cobra.Command, store, data, infra string) (projecti
 	if infra != "" {
 		if store != "" || data != "" {
 			return nil, nil, usageErr("--infrastore reads the log from the file: drop --store and --data")
+		}
+		if _, err := os.Stat(infra); err != nil {
+			return nil, nil, fmt.Errorf("--infrastore: %w", err)
 		}
 		inf, err := a.openInfra(ctx, infra, InfraOptions{ReadOnly: true})
 		if err != nil {
