@@ -42,6 +42,12 @@ type CompactionConfig struct {
 	MaxClones int
 	// Workers run seeds in parallel; results do not depend on it.
 	Workers int
+	// Stable is how far above the answer the fit must hold: with relaxed
+	// randomization, whether a cell size fits is not monotone (a seed can
+	// fit 1,201 machines and miss 1,250), so a bisection alone lands
+	// anywhere in such a band. The answer is moved up until every size
+	// from it to Stable machines more fits. 0 trusts the bisection.
+	Stable int
 }
 
 // DefaultCompaction is the paper's setting: random removal, 11 seeds, 0.2%
@@ -178,19 +184,32 @@ func compactOnce(w *Workload, cfg CompactionConfig, mode CompactionMode, seed ui
 		value := capacityValue(order, w.Tasks)
 		slices.SortStableFunc(order, func(a, b *scheduler.Machine) int { return cmp.Compare(value(b), value(a)) })
 	}
-	// Invariant: order[:hi] fits; order[:lo] does not (fewer machines than
-	// the lower bound never fit).
-	lo, hi := max(lb-1, 0), len(order)
+	run.machines = smallestFit(max(lb-1, 0), len(order), cfg.Stable, func(n int) bool { return fits(pack(order[:n])) })
+	return run
+}
+
+// smallestFit finds the fewest machines that fit by bisection over
+// (lo, hi], where hi fits and lo does not (fewer machines than the lower
+// bound never fit), then moves the answer above any size up to stable
+// machines over it that misses: fit is not monotone under relaxed
+// randomization, and the answer must not be a lucky size below a band of
+// misses.
+func smallestFit(lo, hi, stable int, fits func(n int) bool) int {
+	top := hi
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		if fits(pack(order[:mid])) {
+		if fits(mid) {
 			hi = mid
 		} else {
 			lo = mid
 		}
 	}
-	run.machines = hi
-	return run
+	for n := hi; n <= min(hi+stable, top); n++ {
+		if !fits(n) {
+			hi = n + 1
+		}
+	}
+	return min(hi, top)
 }
 
 // capacityValue weighs a machine's capacity by how much of each resource

@@ -21,7 +21,9 @@ import (
 var (
 	compactionFlag        = flag.String("compaction", "", "run cell compaction on this workload folder (a name under the shared workloads, or a path)")
 	compactionSeedsFlag   = flag.Int("compaction.seeds", 11, "seeds per policy")
-	compactionKFlag       = flag.Int("compaction.k", 0, "feasible machines scored per class (relaxed randomization); 0: all")
+	compactionKFlag       = flag.Int("compaction.k", scheduler.DefaultConfig().FeasibleK, "feasible machines scored per class (relaxed randomization; default the cell's); 0: all")
+	compactionPendingFlag = flag.Float64("compaction.pending", 0, "share of tasks that may stay pending (the paper allowed 0.002)")
+	compactionStableFlag  = flag.Int("compaction.stable", 25, "the fit must hold at every size up to this many machines above the answer")
 	compactionModesFlag   = flag.String("compaction.modes", "random,largest-first", "removal orders to run")
 	compactionWorkersFlag = flag.Int("compaction.workers", 1, "seeds run in parallel")
 )
@@ -102,10 +104,10 @@ func TestCompactionReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var table strings.Builder
-	fmt.Fprintf(&table, "workload %s: %d machines, %d tasks; %d seeds, K=%d, up to %.1f%% of tasks may stay pending\n\n",
-		w.Name, len(w.Machines), len(w.Tasks), *compactionSeedsFlag, *compactionKFlag, 100*DefaultCompaction(scheduler.PolicyHybrid).MaxPending)
-	table.WriteString("| removal | policy | machines (p90) | min-max | lower bound | ratio | clones | runtime | packings |\n")
-	table.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&table, "workload %s: %d machines, %d tasks; %d seeds, K=%d, up to %.1f%% of tasks may stay pending, the fit holding up to %d machines above the answer\n\n",
+		w.Name, len(w.Machines), len(w.Tasks), *compactionSeedsFlag, *compactionKFlag, 100**compactionPendingFlag, *compactionStableFlag)
+	table.WriteString("| removal | policy | machines (worst) | p90 | min-max | lower bound | worst / bound | clones | runtime | packings |\n")
+	table.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, mode := range strings.Split(*compactionModesFlag, ",") {
 		for _, policy := range scheduler.Policies {
 			cfg := DefaultCompaction(policy)
@@ -113,6 +115,8 @@ func TestCompactionReport(t *testing.T) {
 			cfg.Seeds = *compactionSeedsFlag
 			cfg.Scheduler.FeasibleK = *compactionKFlag
 			cfg.Workers = *compactionWorkersFlag
+			cfg.MaxPending = *compactionPendingFlag
+			cfg.Stable = *compactionStableFlag
 			start := time.Now()
 			r, err := Compact(w, cfg)
 			elapsed := time.Since(start)
@@ -120,14 +124,40 @@ func TestCompactionReport(t *testing.T) {
 				t.Fatal(err)
 			}
 			if r.Unfit > 0 {
-				fmt.Fprintf(&table, "| %s | %s | does not fit (%d seeds, up to %d tasks pending on %dx the cell) | | %d (%s) | | %d | %.1fs | %d |\n",
+				fmt.Fprintf(&table, "| %s | %s | does not fit (%d seeds, up to %d tasks pending on %dx the cell) | | | %d (%s) | | %d | %.1fs | %d |\n",
 					mode, policy, r.Unfit, r.Pending, r.Clones, r.LowerBound, r.Binding, r.Clones, elapsed.Seconds(), r.Packs)
 				continue
 			}
-			fmt.Fprintf(&table, "| %s | %s | %d | %d-%d | %d (%s) | %.3f | %d | %.1fs | %d |\n",
-				mode, policy, r.P90, r.Min, r.Max, r.LowerBound, r.Binding, r.Ratio, r.Clones, elapsed.Seconds(), r.Packs)
+			fmt.Fprintf(&table, "| %s | %s | %d | %d | %d-%d | %d (%s) | %.3f | %d | %.1fs | %d |\n",
+				mode, policy, r.Max, r.P90, r.Min, r.Max, r.LowerBound, r.Binding, float64(r.Max)/float64(r.LowerBound), r.Clones, elapsed.Seconds(), r.Packs)
 			t.Logf("%s %s: %v", mode, policy, r.Machines)
 		}
 	}
 	t.Log("\n" + table.String())
+}
+
+// The answer is the fewest machines from which every size up to stable
+// more fits, not a lucky size below a band of misses.
+func TestSmallestFitIsStable(t *testing.T) {
+	calls := 0
+	// Fits from 100 on, except 130-134; and, by luck, at 90.
+	fits := func(n int) bool {
+		calls++
+		return n == 90 || (n >= 100 && (n < 130 || n > 134))
+	}
+	for _, c := range []struct{ lo, hi, stable, want int }{
+		{0, 200, 0, 100},  // the bisection alone: 100 (it never looks at 90)
+		{0, 200, 25, 100}, // 100..125 all fit
+		{0, 200, 40, 135}, // 130-134 miss within 40 above 100, and 135..175 fit
+		{0, 132, 40, 132}, // the whole cell is the answer when nothing below holds
+		{85, 95, 0, 90},   // between the bounds the lucky size is found ...
+		{85, 95, 5, 95},   // ... and refused once sizes above it must fit too
+	} {
+		if got := smallestFit(c.lo, c.hi, c.stable, fits); got != c.want {
+			t.Errorf("smallestFit(%d, %d, stable %d) = %d, want %d", c.lo, c.hi, c.stable, got, c.want)
+		}
+	}
+	if calls == 0 {
+		t.Fatal("fits was never asked")
+	}
 }
