@@ -2,7 +2,9 @@ package workload
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/corralhq/corral/scheduler"
@@ -161,4 +163,47 @@ func newArrivals(w *Workload, jobs, size int) []scheduler.PendingTask {
 		}
 	}
 	return out
+}
+
+// BenchmarkStuckQueue is the pass of a busy cell whose queue holds work
+// that fits nowhere: the 10,000-machine cell with its workload placed,
+// 1,000 pending tasks too large for any machine's free room, and 1% of
+// the machines changing between passes (a task ended, one started). A
+// scheduler that remembers machines checks a stuck class against the
+// machines that changed; a fresh one against all of them. Explaining the
+// stuck classes (the master does, every pass) re-examines every machine
+// either way.
+func BenchmarkStuckQueue(b *testing.B) {
+	w := benchWorkload(b)
+	full := scheduler.Schedule(w.Cell(), scheduler.DefaultConfig(), 1)
+	base := occupied(w, full)
+	stuck := newArrivals(w, 50, 20)
+	for i := range stuck {
+		stuck[i].Resources[scheduler.CPU] = 50_000 // more than any machine has free
+		stuck[i].Priority = 0                      // and nothing to preempt
+	}
+	for _, c := range []struct{ remember, explain bool }{{false, true}, {true, true}, {false, false}, {true, false}} {
+		b.Run(fmt.Sprintf("remember=%v/explain=%v", c.remember, c.explain), func(b *testing.B) {
+			cfg := scheduler.DefaultConfig()
+			cfg.NoExplanations = !c.explain
+			s := scheduler.New(cfg)
+			if c.remember {
+				s.RememberMachines()
+			}
+			cell := &scheduler.Cell{Machines: slices.Clone(base.Machines), Pending: stuck}
+			rng := rand.New(rand.NewPCG(3, 4))
+			var plan *scheduler.Plan
+			for b.Loop() {
+				for range len(cell.Machines) / 100 {
+					i := rng.IntN(len(cell.Machines))
+					m := *cell.Machines[i]
+					m.Version++
+					cell.Machines[i] = &m
+				}
+				plan = s.Schedule(cell, uint64(b.N))
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "ms/pass")
+			b.ReportMetric(float64(plan.Stats.Placed), "placed")
+		})
+	}
 }
