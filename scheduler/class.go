@@ -43,12 +43,12 @@ type class struct {
 
 	// key is the class's identity across passes (classKey). known marks
 	// the machines an earlier pass found infeasible for the class while
-	// they were what this pass's input holds (infeasible.go); infeasible
-	// is what this pass leaves for the next one. Both nil unless the
-	// scheduler remembers machines.
-	key        string
-	known      bitset
-	infeasible bitset
+	// they were what this pass's input holds; rejected lists those this
+	// pass rejected before touching them (infeasible.go). Both empty
+	// unless the scheduler remembers machines.
+	key      string
+	known    bitset
+	rejected []int32
 }
 
 // cand is a feasible machine in a class's pool, with the score computed at

@@ -28,17 +28,12 @@ func (b bitset) has(i int32) bool { return b != nil && b[i>>6]&(1<<(uint(i)&63))
 
 func (b bitset) set(i int32) { b[i>>6] |= 1 << (uint(i) & 63) }
 
-func (b bitset) any() bool {
-	for _, w := range b {
-		if w != 0 {
-			return true
-		}
-	}
-	return false
-}
+// maxRememberedClasses bounds the classes whose verdicts are kept: a
+// bitset of the cell's machines each (1.25 KiB for 10,000 machines).
+const maxRememberedClasses = 4096
 
 // recallInfeasible gives each class the verdicts of the last pass on the
-// machines that have not changed since, and an empty set for its own.
+// machines that have not changed since.
 func (p *pass) recallInfeasible() {
 	if p.memo == nil {
 		return
@@ -46,6 +41,9 @@ func (p *pass) recallInfeasible() {
 	p.memo.mu.Lock()
 	prev, last := p.memo.machines, p.memo.infeasible
 	p.memo.mu.Unlock()
+	if len(last) == 0 {
+		return
+	}
 	n := len(p.machines)
 	// where maps each machine to its index in the last pass, -1 when it
 	// is new or changed; nil when the cell is the same machine for machine.
@@ -54,7 +52,7 @@ func (p *pass) recallInfeasible() {
 	for i := 0; same && i < n; i++ {
 		same = prev[i] == p.cell.Machines[i]
 	}
-	if !same && len(last) > 0 {
+	if !same {
 		at := make(map[*Machine]int32, len(prev))
 		for i, m := range prev {
 			at[m] = int32(i)
@@ -69,36 +67,44 @@ func (p *pass) recallInfeasible() {
 		}
 	}
 	for _, c := range p.classes {
-		c.infeasible = newBitset(n)
 		old := last[c.key]
-		if old == nil {
-			continue
-		}
-		if where == nil {
-			c.known = old
-			copy(c.infeasible, old)
-			continue
-		}
-		c.known = newBitset(n)
-		for i, j := range where {
-			if j >= 0 && old.has(j) {
-				c.known.set(int32(i))
+		switch {
+		case old == nil:
+		case where == nil:
+			c.known = old // read only: the next pass gets a new set
+		default:
+			c.known = newBitset(n)
+			for i, j := range where {
+				if j >= 0 && old.has(j) {
+					c.known.set(int32(i))
+				}
 			}
 		}
-		copy(c.infeasible, c.known)
 	}
 }
 
-// rememberInfeasible keeps this pass's verdicts for the next one.
+// rememberInfeasible keeps, for the classes left with pending tasks (the
+// ones a later pass will try again), the machines known infeasible for
+// them: those carried from earlier passes and those this pass rejected
+// before touching them. A class placed whole leaves nothing to remember.
 func (p *pass) rememberInfeasible() {
 	if p.memo == nil {
 		return
 	}
 	next := map[string]bitset{}
 	for _, c := range p.classes {
-		if c.infeasible != nil && c.infeasible.any() {
-			next[c.key] = c.infeasible
+		if len(c.unplaced) == 0 || (c.known == nil && len(c.rejected) == 0) {
+			continue
 		}
+		if len(next) == maxRememberedClasses {
+			break
+		}
+		b := newBitset(len(p.machines))
+		copy(b, c.known)
+		for _, mi := range c.rejected {
+			b.set(mi)
+		}
+		next[c.key] = b
 	}
 	p.memo.mu.Lock()
 	// A copy: the caller may reuse its slice for the next cell.

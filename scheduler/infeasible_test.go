@@ -148,3 +148,30 @@ func randomPending(rng *rand.Rand, j int, machines []*Machine) []PendingTask {
 	}
 	return out
 }
+
+// What a scheduler remembers is bounded: only classes left with pending
+// tasks, at most maxRememberedClasses of them, however many classes the
+// queue holds.
+func TestRememberedInfeasibleIsBounded(t *testing.T) {
+	s := New(DefaultConfig())
+	s.RememberMachines()
+	cell := &Cell{}
+	for i := range 50 {
+		cell.Machines = append(cell.Machines, &Machine{Name: fmt.Sprintf("m%02d", i), Version: 1, Capacity: Resources{CPU: 4000, Memory: 8 << 30}})
+	}
+	for i := range maxRememberedClasses + 500 {
+		// Each its own class; none fits; and a few that do.
+		cpu := int64(5000 + i)
+		if i%1000 == 0 {
+			cpu = 100
+		}
+		cell.Pending = append(cell.Pending, PendingTask{Ref: TaskRef{User: "u", Job: fmt.Sprint("j", i)}, Seq: int64(i), Resources: Resources{CPU: cpu}})
+	}
+	s.Schedule(cell, 1)
+	if n := len(s.sums.infeasible); n != maxRememberedClasses {
+		t.Fatalf("%d classes remembered, want the bound %d", n, maxRememberedClasses)
+	}
+	if plan := s.Schedule(cell, 2); plan.Stats.InfeasibleRemembered == 0 || plan.Stats.Placed != 5 {
+		t.Fatalf("second pass: %+v", plan.Stats)
+	}
+}

@@ -519,8 +519,8 @@ func (p *pass) fill(c *class) (rejected int32) {
 			c.pool = append(c.pool, p.cand(mi, p.gens[mi], &r))
 		} else {
 			rejected++
-			if c.infeasible != nil && p.gens[mi] == 0 {
-				c.infeasible.set(mi)
+			if p.memo != nil && p.gens[mi] == 0 {
+				c.rejected = append(c.rejected, mi)
 			}
 		}
 	}
