@@ -89,7 +89,8 @@
 // changes with the queue, so a score from an earlier pass would be stale;
 // and a feasibility check costs about as much as a cache lookup would.
 // Verdicts of "infeasible" are kept across passes by a scheduler that
-// remembers machines (RememberMachines; infeasible.go): a class skips a
+// remembers machines (RememberMachines; infeasible.go), for classes left
+// with pending tasks: a class skips a
 // machine an earlier pass rejected for it, as long as the machine is the
 // same input Machine and untouched in this pass. A cell whose leftover
 // work fits nowhere then pays per pass for the machines that changed, not

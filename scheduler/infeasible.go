@@ -3,11 +3,13 @@ package scheduler
 import "slices"
 
 // Across passes, a scheduler that remembers machines also remembers, per
-// class, the machines it found infeasible (Borg §3.4 caches scores "until
-// the properties of the machine or task change"; this keeps the cheapest
-// and most common verdict, "no"). A cell with work that fits nowhere
-// otherwise pays, every pass, for every such class, a check of every
-// machine; with the memory it checks only the machines that changed since.
+// class left with pending tasks, the machines it found infeasible (Borg
+// §3.4 caches scores "until the properties of the machine or task change";
+// this keeps the cheapest and most common verdict, "no"). A cell with work
+// that fits nowhere otherwise pays, every pass, for every such class, a
+// check of every machine; with the memory it checks only the machines that
+// changed since. At most maxRememberedClasses classes are kept, a bitset
+// of the cell's machines each.
 //
 // The memory is exact. A verdict is kept, and used, only on the machine
 // as the pass's input holds it (the pass has not yet placed on or evicted
