@@ -350,6 +350,15 @@ func TestNewcomerPath(t *testing.T) {
 		!regexp.MustCompile(`tasks placed\s+\d{4,}\s+\d{4,}`).MatchString(out) {
 		t.Errorf("sim --google-trace: exit %d:\n%s", code, out)
 	}
+	// An Infrastore the trace was imported into keeps the trace's tables,
+	// not a log: sim says so, and which flag replays the trace.
+	traceDB := filepath.Join(t.TempDir(), "trace.duckdb")
+	if out, code = corral("infrastore", "import-google-trace", "--db", traceDB, trace); code != 0 {
+		t.Fatalf("import-google-trace: exit %d:\n%s", code, out)
+	}
+	if out, code = corral("sim", "--infrastore", traceDB); code != 2 || !strings.Contains(out, "holds no log") || !strings.Contains(out, "--google-trace") {
+		t.Errorf("sim --infrastore on an imported trace: exit %d, want a usage error pointing at --google-trace:\n%s", code, out)
+	}
 }
 
 // webLogin logs in to a cell's web UI with the token in tokenFile and

@@ -112,6 +112,12 @@ the log directly (the master need not run) and writes nothing.`,
 			if err != nil {
 				return fmt.Errorf("reading the log's head: %w", err)
 			}
+			if head == 0 {
+				if infra != "" {
+					return usageErr("--infrastore %s holds no log (a file made by import-google-trace keeps the trace's tables only: replay the trace with --google-trace)", infra)
+				}
+				return usageErr("the log is empty: nothing to replay")
+			}
 			fromPos, err := logPoint(cmd, log, "from", from, 0)
 			if err != nil {
 				return err
