@@ -26,6 +26,9 @@
 //     job_events; Rebuild(ctx, store) re-derives everything from the log.
 //  6. WaitPosition(ctx, p) waits until position p is applied, so a client
 //     can read its own writes.
+//  7. Log() reads the log back out of the events table (a
+//     projections.Source), so that a copied file can be replayed without
+//     the cell's store (`corral sim --infrastore`).
 //
 // # Invariants
 //
