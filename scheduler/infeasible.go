@@ -49,23 +49,31 @@ func (p *pass) recallInfeasible() {
 	n := len(p.machines)
 	// where maps each machine to its index in the last pass, -1 when it
 	// is new or changed; nil when the cell is the same machine for machine.
+	// Cells keep their machines in one order, so a position is compared
+	// first; a map is built only when machines came or went.
 	var where []int32
 	same := len(prev) == n
 	for i := 0; same && i < n; i++ {
 		same = prev[i] == p.cell.Machines[i]
 	}
 	if !same {
-		at := make(map[*Machine]int32, len(prev))
-		for i, m := range prev {
-			at[m] = int32(i)
-		}
 		where = make([]int32, n)
-		for i, m := range p.cell.Machines {
-			j, ok := at[m]
-			if !ok {
-				j = -1
+		var at map[*Machine]int32
+		if len(prev) != n {
+			at = make(map[*Machine]int32, len(prev))
+			for i, m := range prev {
+				at[m] = int32(i)
 			}
-			where[i] = j
+		}
+		for i, m := range p.cell.Machines {
+			switch j, ok := at[m]; {
+			case at == nil && prev[i] == m:
+				where[i] = int32(i)
+			case ok:
+				where[i] = j
+			default:
+				where[i] = -1
+			}
 		}
 	}
 	for _, c := range p.classes {
