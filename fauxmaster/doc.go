@@ -52,7 +52,10 @@
 //     2 s) gets a pass of the simulation's own PassDelay after the change
 //     that made it, seeded by the simulated log's position.
 //   - The simulated agents start a run after the recorded run's delay from
-//     placement to start (the recording's median for new runs). A run ends
+//     placement to start (the recording's median for new runs). A run the
+//     recording placed on the same machine and never started there (its
+//     agent waits for the task's previous run to stop before it starts the
+//     next) does not start in the replay either. A run ends
 //     as the task's next run in the recording that ended by its own doing
 //     (finished, or failed and not restarted in place), after as long as
 //     that run ran; a task with none left runs past the window's end.

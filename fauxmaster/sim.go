@@ -527,10 +527,16 @@ func (s *Sim) recordedRun(k taskID, run int) *recordedRun {
 }
 
 // startLater starts a placed run after the recorded run's delay (the
-// recording's median for a run it does not have).
+// recording's median for a run it does not have). A run the recording
+// placed on the same machine and that never started there (its agent was
+// still stopping the task's previous run when the run ended) does not start.
 func (s *Sim) startLater(a *simAgent, ar *agentRun) {
 	delay, rank := s.rec.startDelay.Microseconds(), int64(ownRank)
-	if r := s.recordedRun(ar.id, ar.run); r != nil && r.startedUS > 0 {
+	r := s.recordedRun(ar.id, ar.run)
+	if r != nil && r.scheduledUS > 0 && r.startedUS == 0 && r.machine == a.name {
+		return
+	}
+	if r != nil && r.startedUS > 0 {
 		rank = 2 * r.startPosition
 		if r.scheduledUS > 0 {
 			delay = r.startedUS - r.scheduledUS
