@@ -59,6 +59,7 @@ func Requests(s *projections.State, ml *Machine, maxStarts int, stopGrace time.D
 		start bool
 	}
 	var todos []todo
+	var stale []projections.TaskKey
 	wanted := make(map[projections.TaskKey]bool, m.TaskCount())
 	m.RangeTasks(func(t *projections.Task) bool {
 		k := t.Key()
@@ -68,6 +69,16 @@ func Requests(s *projections.State, ml *Machine, maxStarts int, stopGrace time.D
 		update := rep != nil && rep.SpecVersion < t.SpecVersion && AgentTaskLive(rep.State)
 		if start || update {
 			todos = append(todos, todo{t, start})
+		}
+		if rep != nil && rep.SpecVersion > t.SpecVersion && AgentTaskLive(rep.State) && t.State == projections.TaskScheduled {
+			// A run of a spec version later than this placement's is of
+			// another incarnation of the job (spec versions only grow
+			// within one): killed and submitted again under its name
+			// while the agent could not hear the stop. It can be neither
+			// updated into the new placement nor left running beside it,
+			// which would wait for it for ever: stop it, and the new run
+			// starts once its end is in the log.
+			stale = append(stale, k)
 		}
 		return true
 	})
@@ -91,6 +102,11 @@ func Requests(s *projections.State, ml *Machine, maxStarts int, stopGrace time.D
 		default:
 			reqs = append(reqs, agent.UpdateRequest(id(), ref, td.t.SpecVersion, spec))
 		}
+	}
+	slices.SortFunc(stale, compareKeys)
+	for _, k := range stale {
+		ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
+		reqs = append(reqs, agent.StopRequest(id(), ref, "a run of an earlier incarnation of the job", stopGrace.Milliseconds()))
 	}
 	var unwanted []projections.TaskKey
 	for k := range reported {

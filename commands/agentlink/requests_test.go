@@ -135,3 +135,34 @@ func TestDueAndUnreachable(t *testing.T) {
 		t.Error("Unreachable: three misses, once the leader's grace has passed")
 	}
 }
+
+// TestRequestsStopARunOfAnEarlierIncarnation: a job killed and submitted
+// again under its name while its machine could not hear the stop is placed
+// there again at spec version 1, while the agent still runs the old
+// incarnation at a later version. The old run can be neither updated into
+// the new placement nor left beside it: it is stopped, and once its end is
+// in the log the new run starts.
+func TestRequestsStopARunOfAnEarlierIncarnation(t *testing.T) {
+	s := cell(t, 1)
+	web := &events.TaskRef{User: "alice", Job: "web"}
+	ml := &agentlink.Machine{Name: "m1", Synced: true, Last: &agentpb.AgentState{Tasks: []*agentpb.TaskStatus{
+		{Task: web, SpecVersion: 4, State: agentpb.TaskState_TASK_STATE_RUNNING},
+	}}}
+	reqs, _, _ := agentlink.Requests(s, ml, 10, time.Second)
+	starts, stops, _ := kinds(reqs)
+	if len(starts) != 0 || len(stops) != 1 || stops[0] != "web" {
+		t.Fatalf("starts %v, stops %v: want the old run stopped, nothing started", starts, stops)
+	}
+	ml.Last.Tasks[0].State = agentpb.TaskState_TASK_STATE_KILLED
+	reqs, _, _ = agentlink.Requests(s, ml, 10, time.Second)
+	if starts, stops, _ = kinds(reqs); len(starts) != 1 || len(stops) != 0 {
+		t.Fatalf("after the stop: starts %v, stops %v: want the new run started", starts, stops)
+	}
+	// The same placement's own run, started and not yet recorded, is left
+	// alone.
+	ml.Last.Tasks[0].SpecVersion, ml.Last.Tasks[0].State = 1, agentpb.TaskState_TASK_STATE_RUNNING
+	reqs, _, _ = agentlink.Requests(s, ml, 10, time.Second)
+	if starts, stops, _ = kinds(reqs); len(starts) != 0 || len(stops) != 0 {
+		t.Fatalf("its own run: starts %v, stops %v: want nothing", starts, stops)
+	}
+}
