@@ -40,6 +40,9 @@ type class struct {
 	pool      []cand // feasible machines with their cached scores
 
 	unplaced []int32 // pending tasks left without a machine, in queue order
+	// contested: a machine with room for the class at the start of the
+	// pass was filled by the pass before the class got to it (reorder.go).
+	contested bool
 
 	// key is the class's identity across passes (classKey). known marks
 	// the machines an earlier pass found infeasible for the class while

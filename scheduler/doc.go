@@ -63,7 +63,16 @@
 //     placement; they go back to pending through their TaskEvicted event,
 //     not within this pass. MachinesExamined counts the machines looked at
 //     for the decision: the pool and those rejected while topping it up.
-//  8. Explanations: every class left with pending tasks is checked against
+//  8. Rerun: a class rejected by a machine that had room for it before
+//     this pass's first change to that machine is contested. If a
+//     contested class keeps tasks pending, the pass runs once more from
+//     the same input and seed with the contested classes at the front of
+//     the queue, and keeps the plan that leaves fewer tasks pending at the
+//     highest priority where the two differ (the first on a tie): a higher
+//     priority never loses a placement to a promoted task. What the rerun
+//     places at the cost of lower priorities, preemption would have taken
+//     from them once they ran (reorder.go).
+//  9. Explanations: every class left with pending tasks is checked against
 //     every machine once more; rejections are counted per reason and hints
 //     say what would make it fit.
 //
@@ -83,6 +92,8 @@
 //     current state and refuses stale ones, which the next pass reconsiders.
 //   - Priorities outside 0-11 are clamped by the pass and refused by
 //     Cell.Validate.
+//   - A pass runs at most twice (step 8), and the second run only when a
+//     task that had room at the start of the pass was left pending.
 //
 // Scores are cached within a pass only. Across passes the hybrid policy's
 // demand picture (the shapes of the pending queue, the cell's scarcity)

@@ -56,7 +56,22 @@ func New(cfg Config) *Scheduler {
 // Schedule runs one pass; see the package documentation for its steps.
 func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
 	p := newPass(s.cfg, cell, seed, s.sums)
-	p.run()
+	p.placeAll()
+	if promote := p.contested(); promote != nil {
+		// A task left pending that had room at the start of the pass lost
+		// it to tasks placed before it: run the pass again with its class
+		// first, and keep the plan that places more (reorder.go).
+		q := newPass(s.cfg, cell, seed, s.sums)
+		q.promote = promote
+		q.placeAll()
+		checks := p.plan.Stats.FeasibilityChecks + q.plan.Stats.FeasibilityChecks
+		if q.placesMore(p) {
+			p = q
+			p.plan.Stats.RerunKept = 1
+		}
+		p.plan.Stats.Reruns, p.plan.Stats.FeasibilityChecks = 1, checks
+	}
+	p.finish()
 	return &p.plan
 }
 
@@ -89,6 +104,12 @@ type pass struct {
 	demand  demand
 
 	victimSets [][]int32 // preemption plans of pool entries
+
+	// startUsed holds what each machine this pass touched held before the
+	// pass's first change to it, and promote the queue items a rerun
+	// places first within their priority (reorder.go).
+	startUsed map[int32][2]Resources
+	promote   []bool
 
 	memo *sumsMemo // nil unless the scheduler remembers machines
 
@@ -304,12 +325,15 @@ func (p *pass) machineIndex(name string) (int32, bool) {
 	return i, ok
 }
 
-// run is the pass: order the queue, group it into classes, then place tasks
-// one by one, and finally explain the classes that kept tasks pending.
-func (p *pass) run() {
+// placeAll orders the queue, groups it into classes, then places tasks one
+// by one; finish then explains the classes that kept tasks pending.
+func (p *pass) placeAll() {
 	pending := p.items
 	p.plan.Stats.Pending = len(pending)
 	order := queueOrder(pending, p.nTasks)
+	if p.promote != nil {
+		order = promoteFirst(order, p.promote)
+	}
 	p.buildClasses(order)
 	p.recallInfeasible()
 	p.buildJobs()
@@ -339,6 +363,11 @@ func (p *pass) run() {
 		p.place(c, t, j, best, score, examined)
 	}
 	p.plan.Stats.Placed = len(p.plan.Placements) + len(p.plan.AllocPlacements)
+}
+
+// finish remembers what was found infeasible and explains the classes that
+// kept tasks pending.
+func (p *pass) finish() {
 	p.rememberInfeasible()
 	for _, c := range p.classes {
 		if len(c.unplaced) > 0 {
@@ -522,6 +551,7 @@ func (p *pass) fill(c *class) (rejected int32) {
 			if p.memo != nil && p.gens[mi] == 0 {
 				c.rejected = append(c.rejected, mi)
 			}
+			p.noteContested(c, mi, &r)
 		}
 	}
 	if c.scanned >= n {
@@ -534,6 +564,9 @@ func (p *pass) fill(c *class) (rejected int32) {
 func (p *pass) place(c *class, t *PendingTask, js *jobSpread, best int, score float64, examined int32) {
 	e := c.pool[best]
 	m := &p.machines[e.m]
+	if p.gens[e.m] == 0 {
+		p.noteStart(e.m, m)
+	}
 	beforeLim, beforeRes := m.in.Capacity.Sub(m.usedLim), m.in.Capacity.Sub(m.usedRes)
 	if c.isAlloc {
 		set := AllocSetRef{User: t.Ref.User, Name: t.Ref.Job}

@@ -115,6 +115,11 @@ type Stats struct {
 	// earlier pass found them infeasible for it and they have not changed.
 	InfeasibleRemembered int
 	ScoreCacheHits       int // pool entries reused because the machine had not changed
+	// Reruns is 1 when tasks left pending had room at the start of the
+	// pass, and the pass ran again with their classes first; RerunKept is
+	// 1 when that second run placed more and is this plan (reorder.go).
+	// FeasibilityChecks counts both runs.
+	Reruns, RerunKept int
 }
 
 // Reason is why a machine was rejected for a class. A machine counts under

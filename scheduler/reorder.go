@@ -1,0 +1,93 @@
+package scheduler
+
+// A pass places the queue in order, so a task late in the queue can find
+// the only machines it fits on already filled by tasks placed before it
+// that would have fit elsewhere. On OpenB's whole cell these are batch
+// 8-GPU tasks of 88-120 cores that need a machine of the largest kind to
+// themselves, after prod tasks (placed first, by priority) took a share of
+// each. Borg and kube-scheduler leave such a task pending until something
+// leaves. corral notices it within the pass: a class rejected by a machine
+// that had room for it before the pass's first change to that machine is
+// contested. If a contested class keeps tasks pending, the pass runs again
+// from the same input and seed with those classes at the front of the
+// queue, and the plan that leaves fewer tasks pending, compared from the
+// highest priority down, is kept; on a tie the first. So a higher priority
+// never loses a placement to a promoted task, while the room its tasks took
+// from the contested one can be found for them elsewhere. Lower priorities
+// can lose placements to it: a promoted task outranks them, and had they
+// been running it would have preempted them. Both runs are deterministic,
+// so the plan is too. A rerun costs one more pass, and only when a task
+// that had room was left out.
+
+// noteStart records what machine mi holds before the pass's first change.
+func (p *pass) noteStart(mi int32, m *machine) {
+	if p.startUsed == nil {
+		p.startUsed = map[int32][2]Resources{}
+	}
+	p.startUsed[mi] = [2]Resources{m.usedLim, m.usedRes}
+}
+
+// noteContested marks class c contested when machine mi, which this pass
+// changed, rejected it for lack of room it had before the change. Classes
+// of or inside allocs are left out: their room is the alloc's.
+func (p *pass) noteContested(c *class, mi int32, r *checkResult) {
+	if c.contested || c.isAlloc || c.inAlloc || p.gens[mi] == 0 || r.reason < ReasonCPU {
+		return
+	}
+	start, ok := p.startUsed[mi]
+	if !ok {
+		return
+	}
+	if c.req.Fits(Available(p.machines[mi].in.Capacity, start[0], start[1], c.prod)) {
+		c.contested = true
+	}
+}
+
+// contested returns, per queue item, whether it belongs to a contested
+// class that kept tasks pending; nil when there is none.
+func (p *pass) contested() []bool {
+	var promote []bool
+	for ti, ci := range p.classOf {
+		if c := p.classes[ci]; c.contested && len(c.unplaced) > 0 {
+			if promote == nil {
+				promote = make([]bool, len(p.items))
+			}
+			promote[ti] = true
+		}
+	}
+	return promote
+}
+
+// promoteFirst moves the promoted items to the front of the queue, ahead
+// of higher priorities too, each part in the queue's order. Higher
+// priorities lose nothing by it unless the rerun leaves more of them
+// pending, and then placesMore keeps the first run's plan. (A promoted task
+// cannot be preempted by a later one: a pass preempts running tasks only.)
+func promoteFirst(order []int32, promote []bool) []int32 {
+	out := make([]int32, 0, len(order))
+	for _, first := range []bool{true, false} {
+		for _, ti := range order {
+			if promote[ti] == first {
+				out = append(out, ti)
+			}
+		}
+	}
+	return out
+}
+
+// placesMore reports whether q leaves fewer tasks pending than p at the
+// highest priority where the two differ. Both ran on the same queue.
+func (q *pass) placesMore(p *pass) bool {
+	var left [MaxPriority + 1][2]int
+	for i, ps := range []*pass{q, p} {
+		for _, c := range ps.classes {
+			left[clampPriority(c.prio)][i] += len(c.unplaced)
+		}
+	}
+	for prio := MaxPriority; prio >= 0; prio-- {
+		if n := left[prio]; n[0] != n[1] {
+			return n[0] < n[1]
+		}
+	}
+	return false
+}

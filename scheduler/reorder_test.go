@@ -1,0 +1,91 @@
+package scheduler
+
+import "testing"
+
+// placedOn maps each placed task to its machine.
+func placedOn(plan *Plan) map[TaskRef]string {
+	out := map[TaskRef]string{}
+	for _, pl := range plan.Placements {
+		out[pl.Task] = pl.Machine
+	}
+	return out
+}
+
+// A prod task placed first by worst-fit takes the large machine; a batch
+// task that fits only there, empty, would stay pending. The rerun places
+// the batch task first, and the prod task fits on the small machine.
+func TestRerunPlacesATaskThatLostItsRoom(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Policy = PolicyWorstFit
+	cell := &Cell{
+		Machines: []*Machine{machineOf("large", 8, 64), machineOf("small", 4, 64)},
+		Pending: numberSeq(append(pendingOf("u", "prod", 1, 9, res(4000, 1)),
+			pendingOf("u", "batch", 1, 4, res(8000, 1))...)),
+	}
+	plan := Schedule(cell, cfg, 1)
+	on := placedOn(plan)
+	if on[ref("u", "prod", 0)] != "small" || on[ref("u", "batch", 0)] != "large" || len(plan.Pending) != 0 {
+		t.Fatalf("placements %v, pending %d: want prod on small, batch on large", on, len(plan.Pending))
+	}
+	if plan.Stats.Reruns != 1 || plan.Stats.RerunKept != 1 {
+		t.Errorf("stats %+v: want one rerun, kept", plan.Stats)
+	}
+}
+
+// When the only room for the batch task is the only room for a prod task,
+// the rerun would leave the prod task pending: the first run's plan stands.
+func TestRerunNeverCostsAHigherPriority(t *testing.T) {
+	for _, policy := range Policies {
+		cfg := DefaultConfig()
+		cfg.Policy = policy
+		cell := &Cell{
+			Machines: []*Machine{machineOf("large", 8, 64), machineOf("small", 2, 64)},
+			Pending: numberSeq(append(pendingOf("u", "prod", 1, 9, res(4000, 1)),
+				pendingOf("u", "batch", 1, 4, res(8000, 1))...)),
+		}
+		plan := Schedule(cell, cfg, 1)
+		on := placedOn(plan)
+		if on[ref("u", "prod", 0)] != "large" || len(plan.Pending) != 1 || plan.Pending[0].Tasks[0] != ref("u", "batch", 0) {
+			t.Errorf("%s: placements %v: want prod on large, batch pending", policy, on)
+		}
+		if plan.Stats.Reruns != 1 || plan.Stats.RerunKept != 0 {
+			t.Errorf("%s: stats %+v: want one rerun, not kept", policy, plan.Stats)
+		}
+	}
+}
+
+// A task that fits on no machine even empty, or only on machines full
+// before the pass, costs no rerun.
+func TestNoRerunForATaskThatNeverFit(t *testing.T) {
+	full := machineOf("full", 8, 64)
+	full.Tasks = []PlacedTask{placedOf("u", "running", 0, 9, res(8000, 1), res(8000, 1))}
+	// a is full too but for the two small tasks' room.
+	a := machineOf("a", 8, 64)
+	a.Tasks = []PlacedTask{placedOf("u", "running", 1, 9, res(6000, 1), res(6000, 1))}
+	cell := &Cell{
+		Machines: []*Machine{a, full},
+		Pending: numberSeq(append(append(pendingOf("u", "small", 2, 9, res(1000, 1)),
+			pendingOf("u", "huge", 1, 4, res(16000, 1))...),
+			pendingOf("u", "waits", 1, 2, res(4000, 1))...)),
+	}
+	plan := Schedule(cell, DefaultConfig(), 1)
+	if plan.Stats.Reruns != 0 {
+		t.Errorf("stats %+v: a rerun for tasks that never had room", plan.Stats)
+	}
+	if len(plan.Placements) != 2 {
+		t.Errorf("placements %v: want the two small tasks", placedOn(plan))
+	}
+}
+
+func TestPromoteFirst(t *testing.T) {
+	got := promoteFirst([]int32{4, 2, 0, 1, 3}, []bool{true, false, false, true, false})
+	want := []int32{0, 3, 4, 2, 1}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+}
