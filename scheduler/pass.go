@@ -62,10 +62,10 @@ func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
 		// it to tasks placed before it: run the pass again with its class
 		// first, and keep the plan that places more (reorder.go).
 		q := newPass(s.cfg, cell, seed, s.sums)
-		q.promote = promote
-		q.placeAll()
+		q.promote, q.bound = promote, p.leftByPriority()
+		done := q.placeAll()
 		checks := p.plan.Stats.FeasibilityChecks + q.plan.Stats.FeasibilityChecks
-		if q.placesMore(p) {
+		if done && q.placesMore(p) {
 			p = q
 			p.plan.Stats.RerunKept = 1
 		}
@@ -110,6 +110,10 @@ type pass struct {
 	// places first within their priority (reorder.go).
 	startUsed map[int32][2]Resources
 	promote   []bool
+	// bound is the first run's count of tasks left pending per priority,
+	// and left this run's so far: a rerun stops once it has lost.
+	bound *[MaxPriority + 1]int
+	left  [MaxPriority + 1]int
 
 	memo *sumsMemo // nil unless the scheduler remembers machines
 
@@ -326,8 +330,10 @@ func (p *pass) machineIndex(name string) (int32, bool) {
 }
 
 // placeAll orders the queue, groups it into classes, then places tasks one
-// by one; finish then explains the classes that kept tasks pending.
-func (p *pass) placeAll() {
+// by one; finish then explains the classes that kept tasks pending. It
+// returns false when a rerun stopped early, having lost to the first run
+// (reorder.go).
+func (p *pass) placeAll() bool {
 	pending := p.items
 	p.plan.Stats.Pending = len(pending)
 	order := queueOrder(pending, p.nTasks)
@@ -351,18 +357,23 @@ func (p *pass) placeAll() {
 		t := &pending[ti]
 		c := p.classes[p.classOf[ti]]
 		if c.exhausted && len(c.pool) == 0 {
-			c.unplaced = append(c.unplaced, ti)
+			if p.leave(c, ti) {
+				return false
+			}
 			continue
 		}
 		j := p.jobs[p.keyOf(ti)]
 		best, score, examined := p.pick(c, j)
 		if best < 0 {
-			c.unplaced = append(c.unplaced, ti)
+			if p.leave(c, ti) {
+				return false
+			}
 			continue
 		}
 		p.place(c, t, j, best, score, examined)
 	}
 	p.plan.Stats.Placed = len(p.plan.Placements) + len(p.plan.AllocPlacements)
+	return true
 }
 
 // finish remembers what was found infeasible and explains the classes that

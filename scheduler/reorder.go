@@ -11,13 +11,13 @@ package scheduler
 // contested. If a contested class keeps tasks pending, the pass runs again
 // from the same input and seed with those classes at the front of the
 // queue, and the plan that leaves fewer tasks pending, compared from the
-// highest priority down, is kept; on a tie the first. So a higher priority
-// never loses a placement to a promoted task, while the room its tasks took
+// highest priority down, is kept; on a tie the first (a rerun that falls
+// behind stops there). So a higher priority never loses a placement to a promoted task, while the room its tasks took
 // from the contested one can be found for them elsewhere. Lower priorities
 // can lose placements to it: a promoted task outranks them, and had they
 // been running it would have preempted them. Both runs are deterministic,
-// so the plan is too. A rerun costs one more pass, and only when a task
-// that had room was left out.
+// so the plan is too. A rerun costs at most one more pass, and only when a
+// task that had room was left out.
 
 // noteStart records what machine mi holds before the pass's first change.
 func (p *pass) noteStart(mi int32, m *machine) {
@@ -75,19 +75,46 @@ func promoteFirst(order []int32, promote []bool) []int32 {
 	return out
 }
 
+// leftByPriority counts the tasks left pending per priority.
+func (p *pass) leftByPriority() *[MaxPriority + 1]int {
+	var left [MaxPriority + 1]int
+	for _, c := range p.classes {
+		left[clampPriority(c.prio)] += len(c.unplaced)
+	}
+	return &left
+}
+
 // placesMore reports whether q leaves fewer tasks pending than p at the
 // highest priority where the two differ. Both ran on the same queue.
 func (q *pass) placesMore(p *pass) bool {
-	var left [MaxPriority + 1][2]int
-	for i, ps := range []*pass{q, p} {
-		for _, c := range ps.classes {
-			left[clampPriority(c.prio)][i] += len(c.unplaced)
-		}
-	}
+	ql, pl := q.leftByPriority(), p.leftByPriority()
 	for prio := MaxPriority; prio >= 0; prio-- {
-		if n := left[prio]; n[0] != n[1] {
-			return n[0] < n[1]
+		if ql[prio] != pl[prio] {
+			return ql[prio] < pl[prio]
 		}
 	}
 	return false
+}
+
+// leave records that queue item ti of class c stays pending. In a rerun it
+// reports whether the rerun has already lost to the first run: past the
+// promoted items the queue runs from high priority to low, so the counts
+// of the priorities above c's are final, and when they equal the first
+// run's, more pending at c's priority than the first run left loses.
+func (p *pass) leave(c *class, ti int32) (lost bool) {
+	c.unplaced = append(c.unplaced, ti)
+	if p.bound == nil {
+		return false
+	}
+	l := clampPriority(c.prio)
+	p.left[l]++
+	if p.promote[ti] {
+		return false // the priorities above are still to come
+	}
+	for m := int32(MaxPriority); m > l; m-- {
+		if p.left[m] != p.bound[m] {
+			return p.left[m] > p.bound[m]
+		}
+	}
+	return p.left[l] > p.bound[l]
 }
