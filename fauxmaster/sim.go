@@ -528,12 +528,14 @@ func (s *Sim) recordedRun(k taskID, run int) *recordedRun {
 
 // startLater starts a placed run after the recorded run's delay (the
 // recording's median for a run it does not have). A run the recording
-// placed on the same machine and that never started there (its agent was
-// still stopping the task's previous run when the run ended) does not start.
+// placed on the same machine and that never started there before the cell
+// ended it (its agent was still stopping the task's previous run) does not
+// start. (One that ended by its own doing, a start that failed, is
+// replayed like any other run.)
 func (s *Sim) startLater(a *simAgent, ar *agentRun) {
 	delay, rank := s.rec.startDelay.Microseconds(), int64(ownRank)
 	r := s.recordedRun(ar.id, ar.run)
-	if r != nil && r.scheduledUS > 0 && r.startedUS == 0 && r.machine == a.name {
+	if r != nil && r.scheduledUS > 0 && r.startedUS == 0 && r.machine == a.name && !r.end.own() {
 		return
 	}
 	if r != nil && r.startedUS > 0 {
