@@ -11,18 +11,24 @@ func placedOn(plan *Plan) map[TaskRef]string {
 	return out
 }
 
+// prodThenBatch is a large machine of 8 cores and a small one, a prod task
+// of 4 cores and a batch task of 8, in that order in the queue, placed
+// with policy.
+func prodThenBatch(smallCores int64, policy Policy) *Plan {
+	cfg := DefaultConfig()
+	cfg.Policy = policy
+	return Schedule(&Cell{
+		Machines: []*Machine{machineOf("large", 8, 64), machineOf("small", smallCores, 64)},
+		Pending: numberSeq(append(pendingOf("u", "prod", 1, 9, res(4000, 1)),
+			pendingOf("u", "batch", 1, 4, res(8000, 1))...)),
+	}, cfg, 1)
+}
+
 // A prod task placed first by worst-fit takes the large machine; a batch
 // task that fits only there, empty, would stay pending. The rerun places
 // the batch task first, and the prod task fits on the small machine.
 func TestRerunPlacesATaskThatLostItsRoom(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Policy = PolicyWorstFit
-	cell := &Cell{
-		Machines: []*Machine{machineOf("large", 8, 64), machineOf("small", 4, 64)},
-		Pending: numberSeq(append(pendingOf("u", "prod", 1, 9, res(4000, 1)),
-			pendingOf("u", "batch", 1, 4, res(8000, 1))...)),
-	}
-	plan := Schedule(cell, cfg, 1)
+	plan := prodThenBatch(4, PolicyWorstFit)
 	on := placedOn(plan)
 	if on[ref("u", "prod", 0)] != "small" || on[ref("u", "batch", 0)] != "large" || len(plan.Pending) != 0 {
 		t.Fatalf("placements %v, pending %d: want prod on small, batch on large", on, len(plan.Pending))
@@ -36,14 +42,7 @@ func TestRerunPlacesATaskThatLostItsRoom(t *testing.T) {
 // the rerun would leave the prod task pending: the first run's plan stands.
 func TestRerunNeverCostsAHigherPriority(t *testing.T) {
 	for _, policy := range Policies {
-		cfg := DefaultConfig()
-		cfg.Policy = policy
-		cell := &Cell{
-			Machines: []*Machine{machineOf("large", 8, 64), machineOf("small", 2, 64)},
-			Pending: numberSeq(append(pendingOf("u", "prod", 1, 9, res(4000, 1)),
-				pendingOf("u", "batch", 1, 4, res(8000, 1))...)),
-		}
-		plan := Schedule(cell, cfg, 1)
+		plan := prodThenBatch(2, policy)
 		on := placedOn(plan)
 		if on[ref("u", "prod", 0)] != "large" || len(plan.Pending) != 1 || plan.Pending[0].Tasks[0] != ref("u", "batch", 0) {
 			t.Errorf("%s: placements %v: want prod on large, batch pending", policy, on)
