@@ -25,6 +25,7 @@ var (
 	compactionPendingFlag = flag.Float64("compaction.pending", 0, "share of tasks that may stay pending (the paper allowed 0.002)")
 	compactionStableFlag  = flag.Int("compaction.stable", 25, "the fit must hold at every size up to this many machines above the answer")
 	compactionModesFlag   = flag.String("compaction.modes", "random,largest-first", "removal orders to run")
+	compactionPolicyFlag  = flag.String("compaction.policies", "", "policies to run, comma-separated (default all)")
 	compactionWorkersFlag = flag.Int("compaction.workers", 1, "seeds run in parallel")
 )
 
@@ -108,8 +109,19 @@ func TestCompactionReport(t *testing.T) {
 		w.Name, len(w.Machines), len(w.Tasks), *compactionSeedsFlag, *compactionKFlag, 100**compactionPendingFlag, *compactionStableFlag)
 	table.WriteString("| removal | policy | machines (worst) | p90 | min-max | lower bound | worst / bound | clones | runtime | packings |\n")
 	table.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	policies := scheduler.Policies
+	if *compactionPolicyFlag != "" {
+		policies = nil
+		for _, name := range strings.Split(*compactionPolicyFlag, ",") {
+			policy, err := scheduler.ParsePolicy(name)
+			if err != nil {
+				t.Fatalf("-compaction.policies: %v", err)
+			}
+			policies = append(policies, policy)
+		}
+	}
 	for _, mode := range strings.Split(*compactionModesFlag, ",") {
-		for _, policy := range scheduler.Policies {
+		for _, policy := range policies {
 			cfg := DefaultCompaction(policy)
 			cfg.Mode = CompactionMode(mode)
 			cfg.Seeds = *compactionSeedsFlag
