@@ -299,6 +299,7 @@ func (a *Agent) emit(kind agentpb.EventKind, t *task, fill func(*agentpb.AgentEv
 		Kind:        kind,
 		Task:        proto.Clone(t.ref).(*events.TaskRef),
 		SpecVersion: t.version,
+		Submission:  t.submission,
 		Pid:         int64(t.pid),
 		Restarts:    t.restarts,
 	}
@@ -386,6 +387,7 @@ func (a *Agent) status(t *task) *agentpb.TaskStatus {
 	return &agentpb.TaskStatus{
 		Task:           proto.Clone(t.ref).(*events.TaskRef),
 		SpecVersion:    t.version,
+		Submission:     t.submission,
 		State:          t.state,
 		Pid:            int64(t.pid),
 		ExitCode:       t.exitCode,

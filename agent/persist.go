@@ -279,6 +279,7 @@ func loadTask(st savedTask) (*task, error) {
 		ref:            proto.Clone(status.Task).(*events.TaskRef),
 		key:            TaskKey(status.Task),
 		version:        status.SpecVersion,
+		submission:     status.Submission,
 		spec:           spec,
 		state:          status.State,
 		gen:            st.Gen,

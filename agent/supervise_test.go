@@ -725,3 +725,39 @@ func TestPortCountSizesThePortRange(t *testing.T) {
 		t.Errorf("more ports than the range: %v", err)
 	}
 }
+
+// A run says which submission of its task it serves, in its status and
+// events and across an agent restart; a start for another submission while
+// the run is live is refused (the master stops the old run first).
+func TestRunKeepsItsSubmission(t *testing.T) {
+	h := newHarness(t)
+	web := ref("web", 0)
+	start := StartRequest(h.id(), web, 1, spec())
+	start.GetStart().Submission = 41
+	h.poll(start)
+	if ts := h.waitState(web, running); ts.Submission != 41 {
+		t.Fatalf("status submission %d, want 41", ts.Submission)
+	}
+	evs := h.poll().Events
+	if len(evs) == 0 {
+		t.Fatal("no event of the run")
+	}
+	for _, e := range evs {
+		if e.Submission != 41 {
+			t.Fatalf("event %v without the run's submission", e)
+		}
+	}
+	other := StartRequest(h.id(), web, 1, spec())
+	other.GetStart().Submission = 57
+	res, err := h.a.Poll(context.Background(), &agentpb.PollRequest{MasterId: "master", Epoch: 1, Cell: "cc", Requests: []*agentpb.Request{other}})
+	if err != nil || len(res.Results) != 1 || !strings.Contains(res.Results[0].Error, "submission 41") {
+		t.Fatalf("a start for another submission while the run is live: %v %v", res.GetResults(), err)
+	}
+	if err := h.a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.open()
+	if ts := h.task(web); ts == nil || ts.Submission != 41 || !ts.Adopted {
+		t.Fatalf("after a restart: %v", ts)
+	}
+}

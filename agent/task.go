@@ -31,10 +31,13 @@ type task struct {
 	ref     *events.TaskRef
 	key     string
 	version int64
-	spec    *agentpb.TaskSpec
-	sandbox string
-	uid     uint32 // of Config.TaskUIDs; 0 when tasks run as the agent's user or TaskUser
-	state   agentpb.TaskState
+	// submission is the StartTask's: which submission of the task this
+	// run serves (0: not said).
+	submission int64
+	spec       *agentpb.TaskSpec
+	sandbox    string
+	uid        uint32 // of Config.TaskUIDs; 0 when tasks run as the agent's user or TaskUser
+	state      agentpb.TaskState
 
 	gen       int64 // incarnation: one per process started; names its container
 	container string
@@ -136,6 +139,9 @@ func (a *Agent) startTask(r *agentpb.StartTask) error {
 		if t.killing == KillStop {
 			return fmt.Errorf("start %s: the task is being stopped; start it again once it has ended", key)
 		}
+		if r.Submission != 0 && t.submission != 0 && r.Submission != t.submission {
+			return fmt.Errorf("start %s: a run of submission %d is live here; stop it first (this start is for submission %d)", key, t.submission, r.Submission)
+		}
 		if t.version == r.SpecVersion && proto.Equal(t.spec, r.Spec) {
 			return nil // a resent start: the task runs already
 		}
@@ -145,12 +151,13 @@ func (a *Agent) startTask(r *agentpb.StartTask) error {
 	}
 	prev := a.tasks[key]
 	t := &task{
-		ref:     proto.Clone(r.Task).(*events.TaskRef),
-		key:     key,
-		version: r.SpecVersion,
-		spec:    proto.Clone(r.Spec).(*agentpb.TaskSpec),
-		sandbox: a.sandboxOf(r.Task),
-		health:  agentpb.Health_HEALTH_UNSPECIFIED,
+		ref:        proto.Clone(r.Task).(*events.TaskRef),
+		key:        key,
+		version:    r.SpecVersion,
+		submission: r.Submission,
+		spec:       proto.Clone(r.Spec).(*agentpb.TaskSpec),
+		sandbox:    a.sandboxOf(r.Task),
+		health:     agentpb.Health_HEALTH_UNSPECIFIED,
 	}
 	if err := a.assignUID(t, prev); err != nil {
 		return fmt.Errorf("start %s: %w", key, err)

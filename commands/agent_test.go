@@ -216,3 +216,35 @@ func TestFailuresBackOffAcrossReschedules(t *testing.T) {
 		t.Fatalf("a failure after 8 s healthy: streak %d, want 1", s.FailStreak)
 	}
 }
+
+// A job killed and submitted again under its name, its task placed on the
+// machine where the old run still goes (the stop not yet heard): the old
+// run, at the same spec version, is not the new placement's start; the
+// new run's own report is.
+func TestReportOfAnEarlierSubmissionIsNotTheNewRun(t *testing.T) {
+	c := newCell(t)
+	c.machines(1)
+	c.do(SubmitJob{Meta: alice, Spec: spec("svc", 0, 1)})
+	c.place("alice", "svc", 0, "m0")
+	c.start("m0")
+	old := c.task("alice", "svc", 0).Seq
+	c.do(KillJob{Meta: alice, Name: "svc"})
+	c.do(SubmitJob{Meta: alice, Spec: spec("svc", 0, 1)})
+	c.place("alice", "svc", 0, "m0")
+	tk := c.task("alice", "svc", 0)
+	if tk.Seq == old || tk.SpecVersion != 1 {
+		t.Fatalf("the new submission: seq %d (old %d), spec version %d", tk.Seq, old, tk.SpecVersion)
+	}
+	evs := c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: []AgentTask{
+		{Task: key("alice", "svc", 0), SpecVersion: 1, Submission: old, State: AgentRunning, Pid: 100},
+	}})
+	if len(evs) != 0 || c.task("alice", "svc", 0).State != projections.TaskScheduled {
+		t.Fatalf("the old run taken for the new one: %v", evs)
+	}
+	evs = c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: []AgentTask{
+		{Task: key("alice", "svc", 0), SpecVersion: 1, Submission: tk.Seq, State: AgentRunning, Pid: 200},
+	}})
+	checkEvents(t, evs, []expect{
+		{"task/alice/svc/0", &events.TaskStarted{User: "alice", Job: "svc", Index: 0, Machine: "m0", Pid: 200}},
+	})
+}

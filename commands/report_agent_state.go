@@ -49,13 +49,16 @@ const (
 type AgentTask struct {
 	Task        projections.TaskKey
 	SpecVersion int64
-	State       AgentTaskState
-	Pid         int64
-	ExitCode    int32 // of the last exit
-	Signal      string
-	Restarts    int32 // in place, by the restart policy
-	Reason      string
-	Message     string
+	// Submission is the run's: the log position of the TaskSubmitted its
+	// start served (0: the agent did not say).
+	Submission int64
+	State      AgentTaskState
+	Pid        int64
+	ExitCode   int32 // of the last exit
+	Signal     string
+	Restarts   int32 // in place, by the restart policy
+	Reason     string
+	Message    string
 	// Health is what the task's check last said (HealthUnknown: no check,
 	// or none ran yet); HealthMessage the failing check's error.
 	Health        projections.Health
@@ -115,13 +118,15 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 			// or a revert earlier in this report replaced it already.
 			continue
 		}
-		if t.State == projections.TaskScheduled && at.SpecVersion != 0 && at.SpecVersion != t.SpecVersion {
-			// A process of another spec version than this placement's:
-			// the run it replaces on the same machine, seen by a poll
-			// answered before the agent heard of the new run. Its running
-			// is not this run's start, nor its exit this run's failure (a
-			// rolling update halted on the stop of the version it
-			// replaced).
+		if t.State == projections.TaskScheduled && (at.SpecVersion != 0 && at.SpecVersion != t.SpecVersion ||
+			at.Submission != 0 && at.Submission != t.Seq) {
+			// A process of another spec version or submission than this
+			// placement's: the run it replaces on the same machine (or a
+			// run of the job's earlier incarnation, killed and submitted
+			// again under its name), seen by a poll answered before the
+			// agent heard of the new run. Its running is not this run's
+			// start, nor its exit this run's failure (a rolling update
+			// halted on the stop of the version it replaced).
 			continue
 		}
 		b.reportTask(t, at)

@@ -606,13 +606,18 @@ func (x *TaskSpec) GetPriority() int32 {
 }
 
 // StartTask starts a task. Starting a task the agent already runs at the
-// same spec version does nothing; at another version it is an update.
-// Starting a task that has ended starts a new instance of it.
+// same spec version does nothing; at another version it is an update; for
+// another submission it is refused (stop the live run first). Starting a
+// task that has ended starts a new instance of it.
 type StartTask struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Task          *events.TaskRef        `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
-	SpecVersion   int64                  `protobuf:"varint,2,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"`
-	Spec          *TaskSpec              `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Task        *events.TaskRef        `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	SpecVersion int64                  `protobuf:"varint,2,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"`
+	Spec        *TaskSpec              `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	// submission is the log position of the TaskSubmitted this run serves: a
+	// task killed and submitted again under its name, or placed again after
+	// its run ended, is a new run even at the same spec version. 0: unknown.
+	Submission    int64 `protobuf:"varint,4,opt,name=submission,proto3" json:"submission,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -666,6 +671,13 @@ func (x *StartTask) GetSpec() *TaskSpec {
 		return x.Spec
 	}
 	return nil
+}
+
+func (x *StartTask) GetSubmission() int64 {
+	if x != nil {
+		return x.Submission
+	}
+	return 0
 }
 
 // StopTask sends SIGTERM to the task's processes and SIGKILL after the grace
@@ -1073,6 +1085,7 @@ type TaskStatus struct {
 	Sandbox        string                 `protobuf:"bytes,21,opt,name=sandbox,proto3" json:"sandbox,omitempty"`                                  // directory holding work/ and logs/
 	Adopted        bool                   `protobuf:"varint,22,opt,name=adopted,proto3" json:"adopted,omitempty"`                                 // the process was started by a previous agent incarnation
 	HealthMessage  string                 `protobuf:"bytes,23,opt,name=health_message,json=healthMessage,proto3" json:"health_message,omitempty"` // the last failed check's error, while unhealthy
+	Submission     int64                  `protobuf:"varint,24,opt,name=submission,proto3" json:"submission,omitempty"`                           // the StartTask's, echoed (0: unknown)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1268,6 +1281,13 @@ func (x *TaskStatus) GetHealthMessage() string {
 	return ""
 }
 
+func (x *TaskStatus) GetSubmission() int64 {
+	if x != nil {
+		return x.Submission
+	}
+	return 0
+}
+
 // TaskUsageSample is a task's latest usage. Totals are cumulative over every
 // process the task ran on this machine since the StartTask that created it
 // (restarts in place and agent restarts included), so a master can
@@ -1403,6 +1423,7 @@ type AgentEvent struct {
 	WillRestart   bool                   `protobuf:"varint,10,opt,name=will_restart,json=willRestart,proto3" json:"will_restart,omitempty"`
 	Reason        string                 `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
 	Message       string                 `protobuf:"bytes,12,opt,name=message,proto3" json:"message,omitempty"`
+	Submission    int64                  `protobuf:"varint,13,opt,name=submission,proto3" json:"submission,omitempty"` // of the run (StartTask.submission)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1519,6 +1540,13 @@ func (x *AgentEvent) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *AgentEvent) GetSubmission() int64 {
+	if x != nil {
+		return x.Submission
+	}
+	return 0
 }
 
 type RequestResult struct {
@@ -1984,11 +2012,14 @@ const file_agent_proto_rawDesc = "" +
 	"\bpriority\x18\t \x01(\x05R\bpriority\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xac\x01\n" +
 	"\tStartTask\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.corral.events.v1.TaskRefR\x04task\x12!\n" +
 	"\fspec_version\x18\x02 \x01(\x03R\vspecVersion\x12-\n" +
-	"\x04spec\x18\x03 \x01(\v2\x19.corral.agent.v1.TaskSpecR\x04spec\"y\n" +
+	"\x04spec\x18\x03 \x01(\v2\x19.corral.agent.v1.TaskSpecR\x04spec\x12\x1e\n" +
+	"\n" +
+	"submission\x18\x04 \x01(\x03R\n" +
+	"submission\"y\n" +
 	"\bStopTask\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.corral.events.v1.TaskRefR\x04task\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12&\n" +
@@ -2014,7 +2045,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x04cell\x18\x03 \x01(\tR\x04cell\x124\n" +
 	"\brequests\x18\x04 \x03(\v2\x18.corral.agent.v1.RequestR\brequests\x12!\n" +
 	"\fevents_acked\x18\x05 \x01(\x04R\veventsAcked\x12\x18\n" +
-	"\amachine\x18\x06 \x01(\tR\amachine\"\xa6\x06\n" +
+	"\amachine\x18\x06 \x01(\tR\amachine\"\xc6\x06\n" +
 	"\n" +
 	"TaskStatus\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.corral.events.v1.TaskRefR\x04task\x12!\n" +
@@ -2040,7 +2071,10 @@ const file_agent_proto_rawDesc = "" +
 	"\tresources\x18\x14 \x01(\v2\x1b.corral.events.v1.ResourcesR\tresources\x12\x18\n" +
 	"\asandbox\x18\x15 \x01(\tR\asandbox\x12\x18\n" +
 	"\aadopted\x18\x16 \x01(\bR\aadopted\x12%\n" +
-	"\x0ehealth_message\x18\x17 \x01(\tR\rhealthMessage\"\xc3\x03\n" +
+	"\x0ehealth_message\x18\x17 \x01(\tR\rhealthMessage\x12\x1e\n" +
+	"\n" +
+	"submission\x18\x18 \x01(\x03R\n" +
+	"submission\"\xc3\x03\n" +
 	"\x0fTaskUsageSample\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.corral.events.v1.TaskRefR\x04task\x12\"\n" +
 	"\rsampled_at_us\x18\x02 \x01(\x03R\vsampledAtUs\x123\n" +
@@ -2053,7 +2087,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x06window\x18\b \x01(\v2\x1b.corral.events.v1.TaskUsageR\x06window\x12&\n" +
 	"\x0fwindow_start_us\x18\t \x01(\x03R\rwindowStartUs\x12\"\n" +
 	"\rwindow_end_us\x18\n" +
-	" \x01(\x03R\vwindowEndUs\"\xf1\x02\n" +
+	" \x01(\x03R\vwindowEndUs\"\x91\x03\n" +
 	"\n" +
 	"AgentEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x17\n" +
@@ -2068,7 +2102,10 @@ const file_agent_proto_rawDesc = "" +
 	"\fwill_restart\x18\n" +
 	" \x01(\bR\vwillRestart\x12\x16\n" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\f \x01(\tR\amessage\"d\n" +
+	"\amessage\x18\f \x01(\tR\amessage\x12\x1e\n" +
+	"\n" +
+	"submission\x18\r \x01(\x03R\n" +
+	"submission\"d\n" +
 	"\rRequestResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12-\n" +
 	"\x04task\x18\x02 \x01(\v2\x19.corral.events.v1.TaskRefR\x04task\x12\x14\n" +

@@ -174,7 +174,7 @@ func (a *Agent) apply(r *agentpb.Request, now time.Time, res *agentpb.RequestRes
 	switch k := r.Kind.(type) {
 	case *agentpb.Request_Start:
 		res.Task = k.Start.GetTask()
-		return a.start(k.Start.GetTask(), k.Start.GetSpecVersion(), k.Start.GetSpec(), now)
+		return a.start(k.Start.GetTask(), k.Start.GetSpecVersion(), k.Start.GetSubmission(), k.Start.GetSpec(), now)
 	case *agentpb.Request_Update:
 		res.Task = k.Update.GetTask()
 		if err := agent.ValidateTaskRef(res.Task); err != nil {
@@ -184,7 +184,7 @@ func (a *Agent) apply(r *agentpb.Request, now time.Time, res *agentpb.RequestRes
 		if t == nil || ended(t.status.State) {
 			return fmt.Errorf("update %s: the task does not run here; start it", agent.TaskKey(res.Task))
 		}
-		return a.start(res.Task, k.Update.GetSpecVersion(), k.Update.GetSpec(), now)
+		return a.start(res.Task, k.Update.GetSpecVersion(), t.status.Submission, k.Update.GetSpec(), now)
 	case *agentpb.Request_Stop:
 		res.Task = k.Stop.GetTask()
 		if err := agent.ValidateTaskRef(res.Task); err != nil {
@@ -217,7 +217,7 @@ func (a *Agent) apply(r *agentpb.Request, now time.Time, res *agentpb.RequestRes
 	return fmt.Errorf("request %q: no kind set", r.Id)
 }
 
-func (a *Agent) start(ref *events.TaskRef, version int64, spec *agentpb.TaskSpec, now time.Time) error {
+func (a *Agent) start(ref *events.TaskRef, version, submission int64, spec *agentpb.TaskSpec, now time.Time) error {
 	if err := agent.ValidateTaskRef(ref); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -227,6 +227,9 @@ func (a *Agent) start(ref *events.TaskRef, version int64, spec *agentpb.TaskSpec
 	}
 	t := a.tasks[key]
 	if t != nil && !ended(t.status.State) {
+		if submission != 0 && t.status.Submission != 0 && submission != t.status.Submission {
+			return fmt.Errorf("start %s: a run of submission %d is live here; stop it first", key, t.status.Submission)
+		}
 		if t.status.SpecVersion == version {
 			return nil
 		}
@@ -238,7 +241,7 @@ func (a *Agent) start(ref *events.TaskRef, version int64, spec *agentpb.TaskSpec
 	}
 	a.nextPid++
 	t = &simTask{spec: spec, startedAt: now, status: &agentpb.TaskStatus{
-		Task: proto.Clone(ref).(*events.TaskRef), SpecVersion: version, State: agentpb.TaskState_TASK_STATE_RUNNING,
+		Task: proto.Clone(ref).(*events.TaskRef), SpecVersion: version, Submission: submission, State: agentpb.TaskState_TASK_STATE_RUNNING,
 		Pid: a.nextPid, Ports: spec.Ports, StartedAtUs: now.UnixMicro(), Priority: spec.Priority,
 		Appclass: spec.Appclass, Resources: spec.GetResources(), Sandbox: "/sim/" + key,
 	}}
@@ -311,7 +314,7 @@ func (a *Agent) usage(t *simTask, now time.Time) *agentpb.TaskUsageSample {
 
 func (a *Agent) emit(kind agentpb.EventKind, t *simTask, at time.Time, fill func(*agentpb.AgentEvent)) {
 	ev := &agentpb.AgentEvent{Seq: a.nextSeq, TimeUs: at.UnixMicro(), Kind: kind, Task: t.status.Task,
-		SpecVersion: t.status.SpecVersion, Pid: t.status.Pid, Restarts: t.status.Restarts}
+		SpecVersion: t.status.SpecVersion, Submission: t.status.Submission, Pid: t.status.Pid, Restarts: t.status.Restarts}
 	if fill != nil {
 		fill(ev)
 	}

@@ -19,7 +19,7 @@ import (
 // false for events that need no record (an adoption; a clean exit
 // restarted in place, whose restart the next STARTED shows).
 func AgentEventTask(ev *agentpb.AgentEvent) (commands.AgentTask, bool) {
-	at := commands.AgentTask{Task: TaskKeyOf(ev.Task), SpecVersion: ev.SpecVersion, Pid: ev.Pid, ExitCode: ev.ExitCode,
+	at := commands.AgentTask{Task: TaskKeyOf(ev.Task), SpecVersion: ev.SpecVersion, Submission: ev.Submission, Pid: ev.Pid, ExitCode: ev.ExitCode,
 		Signal: ev.Signal, Restarts: ev.Restarts, Reason: ev.Reason, Message: ev.Message}
 	switch ev.Kind {
 	case agentpb.EventKind_EVENT_KIND_STARTED:

@@ -18,9 +18,10 @@
 //
 // Invariants: a task is never asked to run on two machines (a task placed
 // elsewhere is stopped here); an ended task placed here again is started
-// only once its end is in the log (synced); a run of an earlier
-// incarnation of the job (a later spec version than the placement's) is
-// stopped, never adopted nor waited for; an agent event is recorded at
+// only once its end is in the log (synced); a run of another submission of
+// the task than the placement's (StartTask.submission, or a later spec
+// version) is stopped, never adopted nor waited for; an agent event is
+// recorded at
 // most once (its key), and none at or before the log's watermark of the
 // machine's events (acknowledged, or the newest key the log holds) nor
 // before a start the projection already has (RecordedStarts).

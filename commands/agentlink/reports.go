@@ -72,7 +72,7 @@ func Reports(s *projections.State, machine string, st *agentpb.AgentState, reqs 
 	index := make(map[projections.TaskKey]int, len(st.Tasks))
 	for i, ts := range st.Tasks {
 		k := TaskKeyOf(ts.Task)
-		neutral[i] = commands.AgentTask{Task: k, SpecVersion: ts.SpecVersion, State: commands.AgentStarting}
+		neutral[i] = commands.AgentTask{Task: k, SpecVersion: ts.SpecVersion, Submission: ts.Submission, State: commands.AgentStarting}
 		index[k] = i
 	}
 	one := func(at commands.AgentTask) []commands.AgentTask {
@@ -138,7 +138,7 @@ func Reports(s *projections.State, machine string, st *agentpb.AgentState, reqs 
 			full.Tasks = append(full.Tasks, neutral[index[TaskKeyOf(ts.Task)]])
 			continue
 		}
-		full.Tasks = append(full.Tasks, commands.AgentTask{Task: TaskKeyOf(ts.Task), SpecVersion: ts.SpecVersion,
+		full.Tasks = append(full.Tasks, commands.AgentTask{Task: TaskKeyOf(ts.Task), SpecVersion: ts.SpecVersion, Submission: ts.Submission,
 			State: commands.AgentTaskState(ts.State), Pid: ts.Pid, ExitCode: ts.ExitCode, Signal: ts.Signal,
 			Restarts: ts.Restarts, Reason: ts.Reason, Message: ts.Message,
 			Health: HealthOf(ts.Health), HealthMessage: ts.HealthMessage})

@@ -66,18 +66,21 @@ func Requests(s *projections.State, ml *Machine, maxStarts int, stopGrace time.D
 		wanted[k] = true
 		rep := reported[k]
 		start := (rep == nil || (AgentTaskEnded(rep.State) && ml.Synced)) && t.State == projections.TaskScheduled
-		update := rep != nil && rep.SpecVersion < t.SpecVersion && AgentTaskLive(rep.State)
+		// A run of another submission than this placement's, or of a
+		// later spec version (spec versions only grow within one
+		// incarnation of a job): the job was killed and submitted again
+		// under its name, or the task's run ended in the log (evicted,
+		// lost) and it was placed here again, before the agent heard the
+		// stop. It can be neither adopted as the new run nor updated into
+		// it, nor left running beside it: stop it, and the new run starts
+		// once its end is in the log.
+		other := rep != nil && AgentTaskLive(rep.State) && t.State == projections.TaskScheduled &&
+			(rep.SpecVersion > t.SpecVersion || rep.Submission != 0 && rep.Submission != t.Seq)
+		update := rep != nil && rep.SpecVersion < t.SpecVersion && AgentTaskLive(rep.State) && !other
 		if start || update {
 			todos = append(todos, todo{t, start})
 		}
-		if rep != nil && rep.SpecVersion > t.SpecVersion && AgentTaskLive(rep.State) && t.State == projections.TaskScheduled {
-			// A run of a spec version later than this placement's is of
-			// another incarnation of the job (spec versions only grow
-			// within one): killed and submitted again under its name
-			// while the agent could not hear the stop. It can be neither
-			// updated into the new placement nor left running beside it,
-			// which would wait for it for ever: stop it, and the new run
-			// starts once its end is in the log.
+		if other {
 			stale = append(stale, k)
 		}
 		return true
@@ -98,7 +101,9 @@ func Requests(s *projections.State, ml *Machine, maxStarts int, stopGrace time.D
 		case err != nil:
 			bad = append(bad, Unresolved{k, err})
 		case td.start:
-			reqs = append(reqs, agent.StartRequest(id(), ref, td.t.SpecVersion, spec))
+			req := agent.StartRequest(id(), ref, td.t.SpecVersion, spec)
+			req.GetStart().Submission = td.t.Seq
+			reqs = append(reqs, req)
 		default:
 			reqs = append(reqs, agent.UpdateRequest(id(), ref, td.t.SpecVersion, spec))
 		}
@@ -106,7 +111,7 @@ func Requests(s *projections.State, ml *Machine, maxStarts int, stopGrace time.D
 	slices.SortFunc(stale, compareKeys)
 	for _, k := range stale {
 		ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
-		reqs = append(reqs, agent.StopRequest(id(), ref, "a run of an earlier incarnation of the job", stopGrace.Milliseconds()))
+		reqs = append(reqs, agent.StopRequest(id(), ref, "a run of an earlier submission of the task", stopGrace.Milliseconds()))
 	}
 	var unwanted []projections.TaskKey
 	for k := range reported {

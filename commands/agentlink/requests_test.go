@@ -166,3 +166,29 @@ func TestRequestsStopARunOfAnEarlierIncarnation(t *testing.T) {
 		t.Fatalf("its own run: starts %v, stops %v: want nothing", starts, stops)
 	}
 }
+
+// TestRequestsStopARunOfAnotherSubmission: at the same spec version, the
+// agent's run of another submission of the task (the job killed and
+// submitted again, placed here before the stop was heard) is stopped, not
+// adopted; a start says which submission it serves.
+func TestRequestsStopARunOfAnotherSubmission(t *testing.T) {
+	s := cell(t, 1)
+	seq := s.Task("alice", "web", 0).Seq
+	web := &events.TaskRef{User: "alice", Job: "web"}
+	ml := &agentlink.Machine{Name: "m1", Synced: true, Last: &agentpb.AgentState{Tasks: []*agentpb.TaskStatus{
+		{Task: web, SpecVersion: 1, Submission: seq - 1, State: agentpb.TaskState_TASK_STATE_RUNNING},
+	}}}
+	reqs, _, _ := agentlink.Requests(s, ml, 10, time.Second)
+	if starts, stops, _ := kinds(reqs); len(starts) != 0 || len(stops) != 1 {
+		t.Fatalf("starts %v, stops %v: want the other submission's run stopped", starts, stops)
+	}
+	ml.Last.Tasks[0].State = agentpb.TaskState_TASK_STATE_KILLED
+	reqs, _, _ = agentlink.Requests(s, ml, 10, time.Second)
+	if len(reqs) != 1 || reqs[0].GetStart().GetSubmission() != seq {
+		t.Fatalf("after the stop: %v, want one start for submission %d", reqs, seq)
+	}
+	ml.Last.Tasks[0].Submission, ml.Last.Tasks[0].State = seq, agentpb.TaskState_TASK_STATE_RUNNING
+	if reqs, _, _ = agentlink.Requests(s, ml, 10, time.Second); len(reqs) != 0 {
+		t.Fatalf("its own run: %v, want nothing", reqs)
+	}
+}

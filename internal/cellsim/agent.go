@@ -47,6 +47,7 @@ type atask struct {
 	ref            *events.TaskRef
 	key            string
 	version        int64
+	submission     int64
 	spec           *agentpb.TaskSpec
 	state          agentpb.TaskState
 	pid            int64
@@ -188,7 +189,7 @@ func (a *Agent) snapshot() *agentpb.AgentState {
 		Capacity: a.capacity, Epoch: a.epoch, LastEventSeq: a.nextSeq - 1, EventsDropped: a.dropped}
 	for _, k := range slices.Sorted(maps.Keys(a.tasks)) {
 		t := a.tasks[k]
-		ts := &agentpb.TaskStatus{Task: t.ref, SpecVersion: t.version, State: t.state, Pid: t.pid,
+		ts := &agentpb.TaskStatus{Task: t.ref, SpecVersion: t.version, Submission: t.submission, State: t.state, Pid: t.pid,
 			ExitCode: t.exitCode, Restarts: t.restarts, Failures: t.failures, Reason: t.reason, Message: t.msg,
 			StartedAtUs: t.startedAt.UnixMicro(), Priority: t.spec.GetPriority(), Resources: t.spec.GetResources(), Adopted: t.adopted}
 		st.Tasks = append(st.Tasks, ts)
@@ -259,12 +260,15 @@ func (a *Agent) start(r *agentpb.StartTask) error {
 		if t.killing == agent.KillStop {
 			return fmt.Errorf("start %s: the task is being stopped; start it again once it has ended", key)
 		}
+		if r.Submission != 0 && t.submission != 0 && r.Submission != t.submission {
+			return fmt.Errorf("start %s: a run of submission %d is live here; stop it first", key, t.submission)
+		}
 		if t.version == r.SpecVersion && proto.Equal(t.spec, r.Spec) {
 			return nil
 		}
 		return a.update(r.Task, r.SpecVersion, r.Spec)
 	}
-	t := &atask{ref: proto.Clone(r.Task).(*events.TaskRef), key: key, version: r.SpecVersion, spec: proto.Clone(r.Spec).(*agentpb.TaskSpec)}
+	t := &atask{ref: proto.Clone(r.Task).(*events.TaskRef), key: key, version: r.SpecVersion, submission: r.Submission, spec: proto.Clone(r.Spec).(*agentpb.TaskSpec)}
 	if old := a.tasks[key]; old != nil {
 		t.gen = old.gen + 1
 	}
@@ -407,7 +411,7 @@ func (a *Agent) end(t *atask, state agentpb.TaskState, reason, msg string) {
 
 func (a *Agent) emit(kind agentpb.EventKind, t *atask, fill func(*agentpb.AgentEvent)) {
 	ev := &agentpb.AgentEvent{Seq: a.nextSeq, TimeUs: a.now().UnixMicro(), Kind: kind, Task: t.ref,
-		SpecVersion: t.version, Pid: t.pid, Restarts: t.restarts}
+		SpecVersion: t.version, Submission: t.submission, Pid: t.pid, Restarts: t.restarts}
 	if fill != nil {
 		fill(ev)
 	}
