@@ -22,8 +22,9 @@ import (
 	"github.com/corralhq/corral/events/storeopen"
 )
 
-// openInfra opens an Infrastore file, or says why this binary cannot.
-func (a *app) openInfra(ctx context.Context, path string, opts InfraOptions) (Infra, error) {
+// openInfra opens the Infrastore file path, given by flag, or says why
+// this binary cannot.
+func (a *app) openInfra(ctx context.Context, flag, path string, opts InfraOptions) (Infra, error) {
 	if a.env.OpenInfra == nil {
 		return nil, errors.New("this corral binary was built without the Infrastore")
 	}
@@ -32,12 +33,16 @@ func (a *app) openInfra(ctx context.Context, path string, opts InfraOptions) (In
 			return nil, err
 		}
 	} else if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("--db %s: %w", path, err)
+		return nil, fmt.Errorf("%s %s: %w", flag, path, err)
 	}
 	inf, err := a.env.OpenInfra(ctx, path, opts)
 	if err != nil {
 		if strings.Contains(err.Error(), "lock") {
-			return nil, fmt.Errorf("%w\n(a running master holds %s: query it through the master, without --db, or stop it first)", err, path)
+			instead := "query it through the master, without " + flag
+			if flag == "--infrastore" {
+				instead = "replay the cell's log with --data or --store instead"
+			}
+			return nil, fmt.Errorf("%w\n(a running master holds %s: %s, or stop it first)", err, path, instead)
 		}
 		return nil, err
 	}
@@ -77,7 +82,7 @@ jobs_at(ts).`,
 			req := &apipb.QueryRequest{Sql: query, TimeoutMs: timeout.Milliseconds()}
 			var res *apipb.QueryReply
 			if db != "" {
-				inf, err := a.openInfra(ctx, db, InfraOptions{ReadOnly: true})
+				inf, err := a.openInfra(ctx, "--db", db, InfraOptions{ReadOnly: true})
 				if err != nil {
 					return err
 				}
@@ -237,7 +242,7 @@ billing period (corral bill close) exports the same bytes every time.`,
 			ctx := cmd.Context()
 			var rep *apipb.BillReply
 			if db != "" {
-				inf, err := a.openInfra(ctx, db, InfraOptions{ReadOnly: true})
+				inf, err := a.openInfra(ctx, "--db", db, InfraOptions{ReadOnly: true})
 				if err != nil {
 					return err
 				}
@@ -382,7 +387,7 @@ func (a *app) infrastoreCommand() *cobra.Command {
 				return fmt.Errorf("--store %s: %w", st, err)
 			}
 			defer log.Close()
-			inf, err := a.openInfra(ctx, dbp, InfraOptions{})
+			inf, err := a.openInfra(ctx, "--db", dbp, InfraOptions{})
 			if err != nil {
 				return err
 			}
@@ -417,7 +422,7 @@ func (a *app) infrastoreCommand() *cobra.Command {
 		Args:    args(1, 1, "the trace directory"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			dbp, _ := paths()
-			inf, err := a.openInfra(cmd.Context(), dbp, InfraOptions{})
+			inf, err := a.openInfra(cmd.Context(), "--db", dbp, InfraOptions{})
 			if err != nil {
 				return err
 			}
@@ -482,7 +487,7 @@ func (a *app) infrastoreServeCommand() *cobra.Command {
 				return fmt.Errorf("--store %s: %w", store, err)
 			}
 			defer st.Close()
-			inf, err := a.openInfra(ctx, db, opts)
+			inf, err := a.openInfra(ctx, "--db", db, opts)
 			if err != nil {
 				return fmt.Errorf("--db %s: %w", db, err)
 			}

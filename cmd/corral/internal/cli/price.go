@@ -58,7 +58,7 @@ func (a *app) exportFocus(ctx context.Context, from, to time.Time, format, out, 
 		return err
 	}
 	if db != "" {
-		inf, err := a.openInfra(ctx, db, InfraOptions{ReadOnly: true})
+		inf, err := a.openInfra(ctx, "--db", db, InfraOptions{ReadOnly: true})
 		if err != nil {
 			return err
 		}

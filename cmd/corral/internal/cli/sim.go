@@ -170,7 +170,7 @@ func (a *app) simSource(cmd *cobra.Command, store, data, infra string) (projecti
 		if _, err := os.Stat(infra); err != nil {
 			return nil, nil, fmt.Errorf("--infrastore: %w", err)
 		}
-		inf, err := a.openInfra(ctx, infra, InfraOptions{ReadOnly: true})
+		inf, err := a.openInfra(ctx, "--infrastore", infra, InfraOptions{ReadOnly: true})
 		if err != nil {
 			return nil, nil, fmt.Errorf("--infrastore %s: %w", infra, err)
 		}
