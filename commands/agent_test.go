@@ -71,12 +71,18 @@ func TestReportAgentState(t *testing.T) {
 	c.refused(ReportAgentState{Meta: root, Machine: "m9"}, NotFound)
 }
 
-func TestMachineDownAndUp(t *testing.T) {
+// oneRunning is a cell of one machine, m0, running alice's one-task job.
+func oneRunning(t *testing.T, job string) *cell {
 	c := newCell(t)
 	c.machines(1)
-	c.do(SubmitJob{Meta: alice, Spec: spec("web", 0, 1)})
-	c.place("alice", "web", 0, "m0")
+	c.do(SubmitJob{Meta: alice, Spec: spec(job, 0, 1)})
+	c.place("alice", job, 0, "m0")
 	c.start("m0")
+	return c
+}
+
+func TestMachineDownAndUp(t *testing.T) {
+	c := oneRunning(t, "web")
 	evs := c.do(ReportAgentState{Meta: root, Machine: "m0", Unreachable: true, MissedPolls: 3})
 	checkEvents(t, evs, []expect{
 		{"machine/m0", &events.MachineDown{Machine: "m0", Reason: "no answer to 3 polls", MissedPolls: 3}},
@@ -222,11 +228,7 @@ func TestFailuresBackOffAcrossReschedules(t *testing.T) {
 // run, at the same spec version, is not the new placement's start; the
 // new run's own report is.
 func TestReportOfAnEarlierSubmissionIsNotTheNewRun(t *testing.T) {
-	c := newCell(t)
-	c.machines(1)
-	c.do(SubmitJob{Meta: alice, Spec: spec("svc", 0, 1)})
-	c.place("alice", "svc", 0, "m0")
-	c.start("m0")
+	c := oneRunning(t, "svc")
 	old := c.task("alice", "svc", 0).Seq
 	c.do(KillJob{Meta: alice, Name: "svc"})
 	c.do(SubmitJob{Meta: alice, Spec: spec("svc", 0, 1)})
