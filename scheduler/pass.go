@@ -65,7 +65,7 @@ func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
 		q.promote, q.bound = promote, p.leftByPriority()
 		done := q.placeAll()
 		checks := p.plan.Stats.FeasibilityChecks + q.plan.Stats.FeasibilityChecks
-		if done && q.placesMore(p) {
+		if done && q.placesMore() {
 			p = q
 			p.plan.Stats.RerunKept = 1
 		}
@@ -105,15 +105,11 @@ type pass struct {
 
 	victimSets [][]int32 // preemption plans of pool entries
 
-	// startUsed holds what each machine this pass touched held before the
-	// pass's first change to it, and promote the queue items a rerun
-	// places first within their priority (reorder.go).
-	startUsed map[int32][2]Resources
-	promote   []bool
-	// bound is the first run's count of tasks left pending per priority,
-	// and left this run's so far: a rerun stops once it has lost.
-	bound *[MaxPriority + 1]int
-	left  [MaxPriority + 1]int
+	// A rerun's (reorder.go): the queue items it places first, the first
+	// run's count of tasks left pending per priority, and its own so far.
+	promote []bool
+	bound   *[MaxPriority + 1]int
+	left    [MaxPriority + 1]int
 
 	memo *sumsMemo // nil unless the scheduler remembers machines
 
@@ -130,6 +126,9 @@ type pass struct {
 type machine struct {
 	in     *Machine
 	usable bool
+	// start is what the machine held when the pass began (read only; it
+	// may be the scheduler's memo of the machine).
+	start *machineSums
 	// Sums over the tasks that run on the machine directly, plus allocs.
 	// Ports always count at the limit: a port is never reclaimed.
 	usedLim Resources
@@ -252,6 +251,7 @@ func (p *pass) buildMachines(memo *sumsMemo) {
 		if next != nil {
 			next[in] = sums
 		}
+		m.start = sums
 		m.usedLim, m.usedRes, m.npLim, m.npRes = sums.usedLim, sums.usedRes, sums.npLim, sums.npRes
 		if len(sums.allocs) > 0 {
 			m.allocs = slices.Clone(sums.allocs) // the pass fills them
@@ -575,9 +575,6 @@ func (p *pass) fill(c *class) (rejected int32) {
 func (p *pass) place(c *class, t *PendingTask, js *jobSpread, best int, score float64, examined int32) {
 	e := c.pool[best]
 	m := &p.machines[e.m]
-	if p.gens[e.m] == 0 {
-		p.noteStart(e.m, m)
-	}
 	beforeLim, beforeRes := m.in.Capacity.Sub(m.usedLim), m.in.Capacity.Sub(m.usedRes)
 	if c.isAlloc {
 		set := AllocSetRef{User: t.Ref.User, Name: t.Ref.Job}

@@ -19,14 +19,6 @@ package scheduler
 // so the plan is too. A rerun costs at most one more pass, and only when a
 // task that had room was left out.
 
-// noteStart records what machine mi holds before the pass's first change.
-func (p *pass) noteStart(mi int32, m *machine) {
-	if p.startUsed == nil {
-		p.startUsed = map[int32][2]Resources{}
-	}
-	p.startUsed[mi] = [2]Resources{m.usedLim, m.usedRes}
-}
-
 // noteContested marks class c contested when machine mi, which this pass
 // changed, rejected it for lack of room it had before the change. Classes
 // of or inside allocs are left out: their room is the alloc's.
@@ -34,11 +26,8 @@ func (p *pass) noteContested(c *class, mi int32, r *checkResult) {
 	if c.contested || c.isAlloc || c.inAlloc || p.gens[mi] == 0 || r.reason < ReasonCPU {
 		return
 	}
-	start, ok := p.startUsed[mi]
-	if !ok {
-		return
-	}
-	if c.req.Fits(Available(p.machines[mi].in.Capacity, start[0], start[1], c.prod)) {
+	m := &p.machines[mi]
+	if c.req.Fits(Available(m.in.Capacity, m.start.usedLim, m.start.usedRes, c.prod)) {
 		c.contested = true
 	}
 }
@@ -84,13 +73,12 @@ func (p *pass) leftByPriority() *[MaxPriority + 1]int {
 	return &left
 }
 
-// placesMore reports whether q leaves fewer tasks pending than p at the
-// highest priority where the two differ. Both ran on the same queue.
-func (q *pass) placesMore(p *pass) bool {
-	ql, pl := q.leftByPriority(), p.leftByPriority()
+// placesMore reports whether a rerun, run to its end, leaves fewer tasks
+// pending than the first run at the highest priority where the two differ.
+func (q *pass) placesMore() bool {
 	for prio := MaxPriority; prio >= 0; prio-- {
-		if ql[prio] != pl[prio] {
-			return ql[prio] < pl[prio]
+		if q.left[prio] != q.bound[prio] {
+			return q.left[prio] < q.bound[prio]
 		}
 	}
 	return false
