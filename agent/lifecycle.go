@@ -162,6 +162,22 @@ func Restartable(p *events.RestartPolicy, restarts int32, failed bool) bool {
 	return p.GetMaxRestarts() == 0 || restarts < p.GetMaxRestarts()
 }
 
+// PlanStart is the lifecycle's rule for a start of a task that has a live
+// run (killing, at version and submission, running spec), for the agent
+// and the simulations alike: a run being stopped cannot take it, nor a run
+// of another submission (the master stops that one first); the same spec
+// version and spec is a resent start (resent: nothing to do); any other
+// start updates the live run. key names the task in errors.
+func PlanStart(key string, killing KillKind, version, submission int64, spec *agentpb.TaskSpec, r *agentpb.StartTask) (resent bool, err error) {
+	switch {
+	case killing == KillStop:
+		return false, fmt.Errorf("start %s: the task is being stopped; start it again once it has ended", key)
+	case r.Submission != 0 && submission != 0 && r.Submission != submission:
+		return false, fmt.Errorf("start %s: a run of submission %d is live here; stop it first (this start is for submission %d)", key, submission, r.Submission)
+	}
+	return version == r.SpecVersion && proto.Equal(spec, r.Spec), nil
+}
+
 // UpdateAction is what a new spec for a live task comes to.
 type UpdateAction int
 

@@ -136,14 +136,9 @@ func (a *Agent) startTask(r *agentpb.StartTask) error {
 		return fmt.Errorf("start %s: %w", key, err)
 	}
 	if t := a.tasks[key]; t != nil && !Ended(t.state) {
-		if t.killing == KillStop {
-			return fmt.Errorf("start %s: the task is being stopped; start it again once it has ended", key)
-		}
-		if r.Submission != 0 && t.submission != 0 && r.Submission != t.submission {
-			return fmt.Errorf("start %s: a run of submission %d is live here; stop it first (this start is for submission %d)", key, t.submission, r.Submission)
-		}
-		if t.version == r.SpecVersion && proto.Equal(t.spec, r.Spec) {
-			return nil // a resent start: the task runs already
+		resent, err := PlanStart(key, t.killing, t.version, t.submission, t.spec, r)
+		if err != nil || resent {
+			return err
 		}
 		return a.updateTask(r.Task, r.SpecVersion, r.Spec)
 	} else if t != nil {

@@ -227,11 +227,10 @@ func (a *Agent) start(ref *events.TaskRef, version, submission int64, spec *agen
 	}
 	t := a.tasks[key]
 	if t != nil && !ended(t.status.State) {
-		if submission != 0 && t.status.Submission != 0 && submission != t.status.Submission {
-			return fmt.Errorf("start %s: a run of submission %d is live here; stop it first", key, t.status.Submission)
-		}
-		if t.status.SpecVersion == version {
-			return nil
+		resent, err := agent.PlanStart(key, agent.KillNone, t.status.SpecVersion, t.status.Submission, t.spec,
+			&agentpb.StartTask{SpecVersion: version, Submission: submission, Spec: spec})
+		if err != nil || resent {
+			return err
 		}
 		// An update: a simulated process restarts instantly.
 		t.status.SpecVersion, t.spec = version, spec

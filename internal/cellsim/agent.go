@@ -257,14 +257,9 @@ func (a *Agent) start(r *agentpb.StartTask) error {
 		return fmt.Errorf("start %s: %w", key, err)
 	}
 	if t := a.tasks[key]; t != nil && !agentlink.AgentTaskEnded(t.state) {
-		if t.killing == agent.KillStop {
-			return fmt.Errorf("start %s: the task is being stopped; start it again once it has ended", key)
-		}
-		if r.Submission != 0 && t.submission != 0 && r.Submission != t.submission {
-			return fmt.Errorf("start %s: a run of submission %d is live here; stop it first", key, t.submission)
-		}
-		if t.version == r.SpecVersion && proto.Equal(t.spec, r.Spec) {
-			return nil
+		resent, err := agent.PlanStart(key, t.killing, t.version, t.submission, t.spec, r)
+		if err != nil || resent {
+			return err
 		}
 		return a.update(r.Task, r.SpecVersion, r.Spec)
 	}
