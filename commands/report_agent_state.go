@@ -65,6 +65,13 @@ type AgentTask struct {
 	HealthMessage string
 }
 
+// OtherSubmission says whether an agent's run that serves submission (0:
+// the agent did not say) is of another submission of t than t's own: a
+// run of the task before it was submitted again (its Seq).
+func OtherSubmission(t *projections.Task, submission int64) bool {
+	return submission != 0 && submission != t.Seq
+}
+
 // UsageWindow is the usage of some tasks over one window.
 type UsageWindow struct {
 	StartUS, EndUS int64
@@ -119,7 +126,7 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 			continue
 		}
 		if t.State == projections.TaskScheduled && (at.SpecVersion != 0 && at.SpecVersion != t.SpecVersion ||
-			at.Submission != 0 && at.Submission != t.Seq) {
+			OtherSubmission(t, at.Submission)) {
 			// A process of another spec version or submission than this
 			// placement's: the run it replaces on the same machine (or a
 			// run of the job's earlier incarnation, killed and submitted

@@ -8,6 +8,7 @@ import (
 
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
@@ -75,7 +76,7 @@ func Requests(s *projections.State, ml *Machine, maxStarts int, stopGrace time.D
 		// it, nor left running beside it: stop it, and the new run starts
 		// once its end is in the log.
 		other := rep != nil && AgentTaskLive(rep.State) && t.State == projections.TaskScheduled &&
-			(rep.SpecVersion > t.SpecVersion || rep.Submission != 0 && rep.Submission != t.Seq)
+			(rep.SpecVersion > t.SpecVersion || commands.OtherSubmission(t, rep.Submission))
 		update := rep != nil && rep.SpecVersion < t.SpecVersion && AgentTaskLive(rep.State) && !other
 		if start || update {
 			todos = append(todos, todo{t, start})
