@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/scheduler"
 )
@@ -79,8 +82,43 @@ func BenchmarkScheduleFromScratch(b *testing.B) {
 			}
 			b.ReportMetric(float64(plan.Stats.Placed)*float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
 			b.ReportMetric(float64(plan.Stats.Pending-plan.Stats.Placed), "unplaced")
+			b.StopTimer()
+			b.ReportMetric(peakHeapMiB(func() { plan = scheduler.Schedule(cell, cfg, 1) }), "peak-heap-MiB")
 		})
 	}
+}
+
+// peakHeapMiB runs f and returns the largest heap of live and not yet
+// collected objects seen while it ran (the input it reads included),
+// sampled every millisecond.
+func peakHeapMiB(f func()) float64 {
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	var peak uint64
+	read := func() {
+		metrics.Read(sample)
+		peak = max(peak, sample[0].Value.Uint64())
+	}
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				read()
+			}
+		}
+	}()
+	f()
+	close(done)
+	<-sampled
+	read()
+	return float64(peak) / (1 << 20)
 }
 
 // BenchmarkOnlinePass schedules 1,000 new tasks (50 new jobs of 20 tasks,
