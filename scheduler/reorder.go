@@ -1,5 +1,7 @@
 package scheduler
 
+import "slices"
+
 // A pass places the queue in order, so a task late in the queue can find
 // the only machines it fits on already filled by tasks placed before it
 // that would have fit elsewhere. On OpenB's whole cell these are batch
@@ -35,12 +37,12 @@ func (p *pass) noteContested(c *class, mi int32, r *checkResult) {
 // contested returns, per queue item, whether it belongs to a contested
 // class that kept tasks pending; nil when there is none.
 func (p *pass) contested() []bool {
-	var promote []bool
+	if !slices.ContainsFunc(p.classes, func(c *class) bool { return c.contested && len(c.unplaced) > 0 }) {
+		return nil // most passes: no walk over the queue
+	}
+	promote := make([]bool, len(p.items))
 	for ti, ci := range p.classOf {
 		if c := p.classes[ci]; c.contested && len(c.unplaced) > 0 {
-			if promote == nil {
-				promote = make([]bool, len(p.items))
-			}
 			promote[ti] = true
 		}
 	}
