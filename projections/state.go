@@ -621,13 +621,23 @@ func (s *State) PendingCount() int { return len(s.pending) }
 
 // PendingTasks returns the pending tasks, highest priority first, then by key.
 func (s *State) PendingTasks() []*Task {
-	out := make([]*Task, 0, len(s.pending))
-	for t := range s.pending {
-		out = append(out, t)
+	// A task's priority is a lookup in its job's versions: read once per
+	// task, not once per comparison.
+	type keyed struct {
+		priority int32
+		t        *Task
 	}
-	slices.SortFunc(out, func(a, b *Task) int {
-		return cmp.Or(cmp.Compare(b.Priority(), a.Priority()), compareTasks(a, b))
+	sorted := make([]keyed, 0, len(s.pending))
+	for t := range s.pending {
+		sorted = append(sorted, keyed{t.Priority(), t})
+	}
+	slices.SortFunc(sorted, func(a, b keyed) int {
+		return cmp.Or(cmp.Compare(b.priority, a.priority), compareTasks(a.t, b.t))
 	})
+	out := make([]*Task, len(sorted))
+	for i := range sorted {
+		out[i] = sorted[i].t
+	}
 	return out
 }
 
@@ -767,12 +777,22 @@ func (s *State) SortedJobs() []*Job {
 	return out
 }
 
+// compareJobs and compareTasks sort the pending queue every pass: they
+// compare names only when they must (cmp.Or would compare them all).
 func compareJobs(a, b *Job) int {
-	return cmp.Or(cmp.Compare(a.User, b.User), cmp.Compare(a.Name, b.Name))
+	if c := cmp.Compare(a.User, b.User); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
 }
 
 func compareTasks(a, b *Task) int {
-	return cmp.Or(compareJobs(a.Job, b.Job), cmp.Compare(a.Index, b.Index))
+	if a.Job != b.Job {
+		if c := compareJobs(a.Job, b.Job); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(a.Index, b.Index)
 }
 
 func compareTaskKeys(a, b TaskKey) int {

@@ -15,10 +15,17 @@ import (
 // machine the last pass filled in its head is the same machine again.
 // Allocs, tasks inside them, spread and distinct-hosts jobs, crash
 // history and prod and non-prod preemption are all in the mix.
+//
+// Placed tasks belong to the pending jobs too (spread counts them), and
+// under odd seeds the scheduler numbers jobs afresh every pass
+// (jobNumbersSlack lowered), under even ones it keeps its numbering.
 func TestRememberedInfeasibleIsWhatAFreshPassFinds(t *testing.T) {
-	remembered := 0
+	defer func(old int) { jobNumbersSlack = old }(jobNumbersSlack)
+	remembered, spread, renumbered := 0, 0, 0
+	var numbering *jobNumbers
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 77))
+		jobNumbersSlack = []int{1 << 16, -1 << 30}[seed%2]
 		cfg := DefaultConfig()
 		cfg.FeasibleK = []int{0, 4, 64}[seed%3]
 		remembering, fresh := New(cfg), New(cfg)
@@ -43,7 +50,7 @@ func TestRememberedInfeasibleIsWhatAFreshPassFinds(t *testing.T) {
 			}
 			cell := &Cell{Machines: slices.Clone(machines)}
 			for j := range 6 + rng.IntN(6) {
-				cell.Pending = append(cell.Pending, randomPending(rng, j, machines)...)
+				cell.Pending = append(cell.Pending, randomPending(rng, j+round/20, machines)...)
 			}
 			if rng.IntN(3) == 0 {
 				cell.PendingAllocs = append(cell.PendingAllocs, PendingAlloc{Set: AllocSetRef{User: "u1", Name: "set"},
@@ -52,6 +59,21 @@ func TestRememberedInfeasibleIsWhatAFreshPassFinds(t *testing.T) {
 			pos := uint64(seed*1000) + uint64(round)
 			a, b := remembering.Schedule(cell, pos), fresh.Schedule(cell, pos)
 			remembered += a.Stats.InfeasibleRemembered
+			if remembering.sums.jobs != numbering {
+				numbering = remembering.sums.jobs
+				renumbered++
+			}
+			running := map[[2]string]bool{}
+			for _, m := range cell.Machines {
+				for _, pt := range m.Tasks {
+					running[[2]string{pt.Ref.User, pt.Ref.Job}] = true
+				}
+			}
+			for _, pt := range cell.Pending {
+				if running[[2]string{pt.Ref.User, pt.Ref.Job}] {
+					spread++
+				}
+			}
 			a.Stats, b.Stats = Stats{}, Stats{}
 			if !reflect.DeepEqual(a, b) {
 				t.Fatalf("seed %d round %d: the remembering scheduler planned %d placements, a fresh one %d",
@@ -62,6 +84,10 @@ func TestRememberedInfeasibleIsWhatAFreshPassFinds(t *testing.T) {
 	if remembered == 0 {
 		t.Fatal("no machine was skipped as known infeasible: the memory is not exercised")
 	}
+	if spread == 0 || renumbered < 10*60 {
+		t.Fatalf("%d pending tasks of jobs already running, jobs numbered afresh %d times: spread and its numbering are not exercised", spread, renumbered)
+	}
+	t.Logf("%d pending tasks of running jobs, jobs numbered afresh %d times", spread, renumbered)
 }
 
 var testShapes = []Resources{
@@ -92,7 +118,9 @@ func addRandomTask(rng *rand.Rand, m *Machine) {
 	lim := Resources{CPU: int64(1+rng.IntN(6)) * 1000, Memory: int64(1+rng.IntN(24)) << 30}
 	res := lim
 	res[CPU] = lim[CPU] * int64(50+rng.IntN(51)) / 100
-	m.Tasks = append(m.Tasks, PlacedTask{Ref: TaskRef{User: fmt.Sprint("u", rng.IntN(3)), Job: fmt.Sprint("placed", rng.IntN(5)), Index: int32(rng.IntN(1000))},
+	// Jobs named as randomPending names them, so that spread counts them.
+	j := rng.IntN(15)
+	m.Tasks = append(m.Tasks, PlacedTask{Ref: TaskRef{User: fmt.Sprint("u", j%3), Job: fmt.Sprint("job", j), Index: int32(rng.IntN(1000))},
 		Priority: int32(rng.IntN(MaxPriority + 1)), Limit: lim, Reservation: res})
 }
 

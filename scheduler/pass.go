@@ -23,8 +23,9 @@ type Scheduler struct {
 // RememberMachines makes the scheduler keep each input machine's sums (the
 // limits and reservations of what it holds) from one pass to the next, so
 // that a machine passed again costs a lookup instead of a walk over its
-// tasks, and which machines each class found infeasible, so that a class
-// skips them while they stay the same (infeasible.go). The caller promises
+// tasks (the jobs it holds included, numbered, for spreading), and which
+// machines each class found infeasible, so that a class skips them while
+// they stay the same (infeasible.go). The caller promises
 // never to change a Machine once it was passed (the master builds a new
 // one whenever its Version moves).
 func (s *Scheduler) RememberMachines() { s.sums = &sumsMemo{} }
@@ -37,11 +38,42 @@ type sumsMemo struct {
 	// (by their index there) it found infeasible (infeasible.go).
 	machines   []*Machine
 	infeasible map[string]bitset
+	// jobs numbers the jobs the remembered sums name (machineSums.jobs);
+	// refs is how many names the last pass's sums held, which bounds how
+	// far the numbering may outgrow the cell before it starts afresh.
+	jobs *jobNumbers
+	refs int
 }
 
 type machineSums struct {
 	usedLim, usedRes, npLim, npRes Resources
 	allocs                         []allocState
+	// jobs is the job of each task on the machine and the set of each
+	// alloc, numbered (jobNumbers): the pass counts where pending jobs
+	// already run from these, without hashing names.
+	jobs []int32
+}
+
+// jobNumbers gives each job (and alloc set) a number, so that the count of
+// a job's tasks per machine is an array lookup per task. Numbers are only
+// ever added: sums remembered with one numbering stay valid under it.
+type jobNumbers struct {
+	ids map[jobKey]int32
+}
+
+// jobNumbersSlack is how many numbers past twice the jobs the last pass's
+// machines named the numbering may hold before it starts afresh.
+var jobNumbersSlack = 1 << 16
+
+func newJobNumbers() *jobNumbers { return &jobNumbers{ids: map[jobKey]int32{}} }
+
+func (n *jobNumbers) of(k jobKey) int32 {
+	id, ok := n.ids[k]
+	if !ok {
+		id = int32(len(n.ids))
+		n.ids[k] = id
+	}
+	return id
 }
 
 // New returns a scheduler running with cfg. A policy it does not know
@@ -112,6 +144,9 @@ type pass struct {
 	left    [MaxPriority + 1]int
 
 	memo *sumsMemo // nil unless the scheduler remembers machines
+	// jobNumbers numbered the jobs of every machine's start sums: the
+	// memo's (guarded by its mutex) or the pass's own.
+	jobNumbers *jobNumbers
 
 	// The usable capacity, what the whole workload asks for, and the
 	// resources it asks for nearly all of (sumDemand).
@@ -220,11 +255,24 @@ func (p *pass) buildMachines(memo *sumsMemo) {
 		intern[k] = map[string]int32{}
 	}
 	var last, next map[*Machine]*machineSums
+	p.jobNumbers = newJobNumbers()
 	if memo != nil {
 		memo.mu.Lock()
 		defer memo.mu.Unlock()
+		// Jobs that ended keep their numbers; once they outnumber the
+		// live ones, number afresh (and sum every machine again).
+		if memo.jobs == nil || len(memo.jobs.ids) > 2*memo.refs+jobNumbersSlack {
+			memo.jobs, memo.last = newJobNumbers(), nil
+		}
+		p.jobNumbers = memo.jobs
 		last, next = memo.last, make(map[*Machine]*machineSums, len(p.cell.Machines))
-		defer func() { memo.last = next }()
+		refs := 0
+		defer func() { memo.last, memo.refs = next, refs }()
+		defer func() {
+			for i := range p.machines {
+				refs += len(p.machines[i].start.jobs)
+			}
+		}()
 	}
 	for i, in := range p.cell.Machines {
 		m := &p.machines[i]
@@ -246,7 +294,7 @@ func (p *pass) buildMachines(memo *sumsMemo) {
 		}
 		sums := last[in]
 		if sums == nil {
-			sums = sumMachine(in)
+			sums = sumMachine(in, p.jobNumbers)
 		}
 		if next != nil {
 			next[in] = sums
@@ -261,8 +309,16 @@ func (p *pass) buildMachines(memo *sumsMemo) {
 
 // sumMachine sums what a machine holds: its allocs, the tasks inside each,
 // and the tasks on the machine directly.
-func sumMachine(in *Machine) *machineSums {
-	m := &machineSums{}
+func sumMachine(in *Machine, jobs *jobNumbers) *machineSums {
+	m := &machineSums{jobs: make([]int32, 0, len(in.Tasks)+len(in.Allocs))}
+	for j := range in.Tasks {
+		r := &in.Tasks[j].Ref
+		m.jobs = append(m.jobs, jobs.of(jobKey{r.User, r.Job, false}))
+	}
+	for j := range in.Allocs {
+		s := &in.Allocs[j].Set
+		m.jobs = append(m.jobs, jobs.of(jobKey{s.User, s.Name, true}))
+	}
 	for _, a := range in.Allocs {
 		m.usedLim = m.usedLim.Add(a.Capacity)
 		m.usedRes = m.usedRes.Add(a.Capacity)
@@ -390,24 +446,36 @@ func (p *pass) finish() {
 // buildJobs counts where the jobs with pending tasks already have tasks.
 func (p *pass) buildJobs() {
 	p.jobs = map[jobKey]*jobSpread{}
+	if p.memo != nil {
+		p.memo.mu.Lock() // the numbering is the scheduler's
+		defer p.memo.mu.Unlock()
+	}
+	// By number, the pending jobs that run somewhere: a job with no number
+	// has no task on any machine of this pass.
+	var byNumber []*jobSpread
 	for i := range p.items {
 		k := p.keyOf(int32(i))
-		if p.jobs[k] == nil {
-			p.jobs[k] = &jobSpread{}
+		if p.jobs[k] != nil {
+			continue
+		}
+		js := &jobSpread{}
+		p.jobs[k] = js
+		if id, ok := p.jobNumbers.ids[k]; ok {
+			if byNumber == nil {
+				byNumber = make([]*jobSpread, len(p.jobNumbers.ids))
+			}
+			byNumber[id] = js
 		}
 	}
+	if byNumber == nil {
+		return
+	}
 	for mi := range p.machines {
-		in := p.machines[mi].in
-		for j := range in.Tasks {
-			r := &in.Tasks[j].Ref
-			if js := p.jobs[jobKey{r.User, r.Job, false}]; js != nil {
-				p.addToJob(js, int32(mi))
-			}
-		}
-		for j := range in.Allocs {
-			s := &in.Allocs[j].Set
-			if js := p.jobs[jobKey{s.User, s.Name, true}]; js != nil {
-				p.addToJob(js, int32(mi))
+		for _, id := range p.machines[mi].start.jobs {
+			if int(id) < len(byNumber) {
+				if js := byNumber[id]; js != nil {
+					p.addToJob(js, int32(mi))
+				}
 			}
 		}
 	}

@@ -2,10 +2,14 @@ package master
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/commandtest"
 	"github.com/corralhq/corral/internal/history"
+	"github.com/corralhq/corral/projections"
 	"github.com/corralhq/corral/scheduler"
 )
 
@@ -44,4 +48,38 @@ func TestCachedCellIsTheFreshCell(t *testing.T) {
 		t.Fatal("no pass skipped a machine known infeasible: the memory is not exercised")
 	}
 	t.Logf("%d checks skipped as known infeasible", remembered)
+}
+
+// The cache's order is the machines by name, also when one machine left
+// and another came between two passes (the same count, another set).
+func TestCachedOrderFollowsTheMachineSet(t *testing.T) {
+	s := projections.New()
+	var cache MachineCache
+	do := func(cmd commands.Command) { commandtest.Do(t, s, cmd, time.Unix(1, 0)) }
+	admin := commands.Meta{Actor: commands.Actor{User: "root", Admin: true}}
+	register := func(name string) {
+		do(commands.RegisterMachine{Meta: admin, Machine: name, Address: name + ":1", Capacity: projections.Resources{CPUMilli: 1000, MemoryBytes: 1 << 30}})
+	}
+	names := func() []string {
+		var out []string
+		for _, m := range cache.sorted(s) {
+			out = append(out, m.Name)
+		}
+		return out
+	}
+	for _, n := range []string{"c", "a", "b"} {
+		register(n)
+	}
+	if got := names(); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("first pass: %v", got)
+	}
+	do(commands.RemoveMachine{Meta: admin, Machine: "b", Reason: "retired"})
+	register("d")
+	if got := names(); !slices.Equal(got, []string{"a", "c", "d"}) {
+		t.Fatalf("after b left and d came: %v", got)
+	}
+	register("0")
+	if got := names(); !slices.Equal(got, []string{"0", "a", "c", "d"}) {
+		t.Fatalf("after 0 came: %v", got)
+	}
 }
