@@ -129,6 +129,12 @@ func TestExitCodes(t *testing.T) {
 			t.Errorf("corral %s: stderr %q", strings.Join(args, " "), stderr)
 		}
 	}
+	// A share that is no number is refused as one out of range.
+	for _, share := range []string{"NaN", "-1", "0", "1.5"} {
+		if code, _, stderr := run(t, "sim", "--google-trace", t.TempDir(), "--share", share); code != ExitUsage || !strings.Contains(stderr, "--share") {
+			t.Errorf("sim --share %s: exit %d, %q", share, code, stderr)
+		}
+	}
 	// No master: a failure that says what to do.
 	code, _, stderr := run(t, "job", "list")
 	if code != ExitFailed || !strings.Contains(stderr, "corral up") || !strings.Contains(stderr, "CORRAL_MASTER") {

@@ -85,7 +85,7 @@ the log directly (the master need not run) and writes nothing.`,
 				if store != "" || data != "" || infra != "" || from != "" || to != "" {
 					return usageErr("--google-trace replays the trace: drop --store, --data, --infrastore, --from and --to")
 				}
-				if share <= 0 || share > 1 {
+				if !(share > 0 && share <= 1) { // NaN too
 					return usageErr("--share %g: want a share in (0, 1]", share)
 				}
 				start, evs, err := fauxmaster.GoogleTrace(trace, fauxmaster.GoogleOptions{Share: share, Seed: seed})
