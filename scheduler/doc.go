@@ -73,8 +73,10 @@
 //     places at the cost of lower priorities, preemption would have taken
 //     from them once they ran (reorder.go).
 //  9. Explanations: every class left with pending tasks is checked against
-//     every machine once more; rejections are counted per reason and hints
-//     say what would make it fit.
+//     every machine once more (a scheduler that remembers machines reuses
+//     an earlier pass's verdict on a machine that has not changed,
+//     explainmemo.go); rejections are counted per reason and hints say
+//     what would make it fit.
 //
 // # Invariants
 //

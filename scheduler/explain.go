@@ -36,32 +36,42 @@ func (p *pass) explain(c *class) Explanation {
 
 	var byReason [numReasons]int
 	byConstraint := make([]int, len(c.hard))
-	matchAll := 0        // machines satisfying every hard constraint, any state
-	matchUsable := 0     // ... and up, not draining, no crash there
-	var eligible []int32 // machines failing only on room (resources or alloc)
-	var maxAvail []Resources
+	matchAll := 0    // machines satisfying every hard constraint, any state
+	matchUsable := 0 // ... and up, not draining, no crash there
+	// Machines failing only on room (resources or alloc), and the most
+	// each could offer: scratch space the pass reuses class after class.
+	eligible, maxAvail := p.scratch.eligible[:0], p.scratch.maxAvail[:0]
+	defer func() { p.scratch.eligible, p.scratch.maxAvail = eligible[:0], maxAvail[:0] }()
+	last, where := p.explainedBefore(c)
+	verdicts := make([]verdict, len(p.machines))
 	for mi := range p.machines {
-		m := &p.machines[mi]
-		r := p.check(c, m, int32(mi), false)
-		if r.ok {
+		v := &verdicts[mi]
+		if j := where(int32(mi)); j >= 0 && last[j].kept && p.gens[mi] == 0 {
+			*v = last[j]
+			p.plan.Stats.ExplainRemembered++
+		} else {
+			*v = p.verdictOn(c, int32(mi))
+		}
+		if v.ok {
 			continue // only when the pass stopped short; nothing to explain
 		}
-		byReason[r.reason]++
-		if r.reason == ReasonConstraint {
-			byConstraint[r.constraint]++
+		byReason[v.reason]++
+		if v.reason == ReasonConstraint {
+			byConstraint[v.constraint]++
 		}
-		if r.reason <= ReasonCrashedHere && p.matchesHard(c, m) {
+		if v.reason <= ReasonCrashedHere && v.matchHard {
 			matchAll++
 		}
-		if r.reason > ReasonConstraint {
+		if v.reason > ReasonConstraint {
 			matchAll++
 			matchUsable++
-			if r.reason != ReasonNoAlloc && r.reason != ReasonDistinctHosts {
+			if v.reason != ReasonNoAlloc && v.reason != ReasonDistinctHosts {
 				eligible = append(eligible, int32(mi))
-				maxAvail = append(maxAvail, p.maxAvail(c, m))
+				maxAvail = append(maxAvail, v.avail)
 			}
 		}
 	}
+	p.explained = append(p.explained, explainedClass{c.key, verdicts})
 	for r := Reason(0); r < numReasons; r++ {
 		if r == ReasonConstraint {
 			for i, n := range byConstraint {
@@ -83,6 +93,22 @@ func (p *pass) explain(c *class) Explanation {
 		e.Hints = append(e.Hints, fmt.Sprintf("alloc set %s has no instance on any machine", c.allocSet.Name))
 	}
 	return e
+}
+
+// verdictOn is what explain reads of class c on machine mi: the check, and
+// what the hints need of a machine that fails.
+func (p *pass) verdictOn(c *class, mi int32) verdict {
+	m := &p.machines[mi]
+	r := p.check(c, m, mi, false)
+	v := verdict{ok: r.ok, reason: r.reason, constraint: int32(r.constraint), kept: p.gens[mi] == 0}
+	switch {
+	case r.ok:
+	case r.reason <= ReasonCrashedHere:
+		v.matchHard = p.matchesHard(c, m)
+	case r.reason > ReasonConstraint && r.reason != ReasonNoAlloc && r.reason != ReasonDistinctHosts:
+		v.avail = p.maxAvail(c, m)
+	}
+	return v
 }
 
 func (p *pass) matchesHard(c *class, m *machine) bool {
@@ -178,7 +204,7 @@ func (p *pass) roomHints(c *class, pendingTasks int, eligible []int32, maxAvail 
 		if c.req[d] <= 0 {
 			continue
 		}
-		var values []int64
+		values := p.scratch.values[:0]
 		for i := range maxAvail {
 			a := maxAvail[i]
 			if a[d] >= c.req[d] || a[d] <= 0 {
@@ -189,10 +215,10 @@ func (p *pass) roomHints(c *class, pendingTasks int, eligible []int32, maxAvail 
 				values = append(values, maxAvail[i][d])
 			}
 		}
+		p.scratch.values = values[:0]
 		if len(values) == 0 {
 			continue
 		}
-		slices.SortFunc(values, func(a, b int64) int { return cmp.Compare(b, a) })
 		oneDimHint = true
 		// The largest request that would fit somewhere, and, when that is
 		// fewer machines than tasks pending, the request that would fit
@@ -210,9 +236,9 @@ func (p *pass) roomHints(c *class, pendingTasks int, eligible []int32, maxAvail 
 			n := count(x)
 			return fmt.Sprintf("with %s <= %s it would fit on %d machine%s", d, formatFloor(d, x), n, plural(n))
 		}
-		top := values[0]
+		top := slices.Max(values)
 		hints = append(hints, hint(top))
-		if all := values[min(pendingTasks, len(values))-1]; all < top && count(top) < pendingTasks {
+		if all := kthLargest(values, min(pendingTasks, len(values))); all < top && count(top) < pendingTasks {
 			hints = append(hints, hint(all))
 		}
 	}
@@ -301,4 +327,41 @@ func floorDigits(f float64) float64 {
 		return math.Floor(f*10+tolerance) / 10
 	}
 	return math.Floor(f*100+tolerance) / 100
+}
+
+// kthLargest returns the k-th largest of values (1 <= k <= len(values)),
+// reordering them: a selection, not a sort (a class stuck on a large cell
+// has a value per machine, and is explained every pass).
+func kthLargest(values []int64, k int) int64 {
+	lo, hi, want := 0, len(values)-1, k-1 // want: its index in descending order
+	for lo < hi {
+		// Median of three as the pivot, then a three-way partition:
+		// [lo, lt) larger, [lt, gt] equal, (gt, hi] smaller.
+		mid := lo + (hi-lo)/2
+		a, b, c := values[lo], values[mid], values[hi]
+		pivot := max(min(a, b), min(max(a, b), c))
+		lt, i, gt := lo, lo, hi
+		for i <= gt {
+			switch v := values[i]; {
+			case v > pivot:
+				values[lt], values[i] = values[i], values[lt]
+				lt++
+				i++
+			case v < pivot:
+				values[gt], values[i] = values[i], values[gt]
+				gt--
+			default:
+				i++
+			}
+		}
+		switch {
+		case want < lt:
+			hi = lt - 1
+		case want > gt:
+			lo = gt + 1
+		default:
+			return pivot
+		}
+	}
+	return values[want]
 }

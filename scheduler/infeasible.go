@@ -47,35 +47,7 @@ func (p *pass) recallInfeasible() {
 		return
 	}
 	n := len(p.machines)
-	// where maps each machine to its index in the last pass, -1 when it
-	// is new or changed; nil when the cell is the same machine for machine.
-	// Cells keep their machines in one order, so a position is compared
-	// first; a map is built only when machines came or went.
-	var where []int32
-	same := len(prev) == n
-	for i := 0; same && i < n; i++ {
-		same = prev[i] == p.cell.Machines[i]
-	}
-	if !same {
-		where = make([]int32, n)
-		var at map[*Machine]int32
-		if len(prev) != n {
-			at = make(map[*Machine]int32, len(prev))
-			for i, m := range prev {
-				at[m] = int32(i)
-			}
-		}
-		for i, m := range p.cell.Machines {
-			switch j, ok := at[m]; {
-			case at == nil && prev[i] == m:
-				where[i] = int32(i)
-			case ok:
-				where[i] = j
-			default:
-				where[i] = -1
-			}
-		}
-	}
+	where := indexIn(prev, p.cell.Machines)
 	for _, c := range p.classes {
 		old := last[c.key]
 		switch {
@@ -91,6 +63,40 @@ func (p *pass) recallInfeasible() {
 			}
 		}
 	}
+}
+
+// indexIn maps each machine of cur to its index in prev, -1 when it is new
+// or changed; nil when the cell is the same machine for machine. Cells keep
+// their machines in one order, so a position is compared first; a map is
+// built only when machines came or went.
+func indexIn(prev, cur []*Machine) []int32 {
+	n := len(cur)
+	same := len(prev) == n
+	for i := 0; same && i < n; i++ {
+		same = prev[i] == cur[i]
+	}
+	if same {
+		return nil
+	}
+	where := make([]int32, n)
+	var at map[*Machine]int32
+	if len(prev) != n {
+		at = make(map[*Machine]int32, len(prev))
+		for i, m := range prev {
+			at[m] = int32(i)
+		}
+	}
+	for i, m := range cur {
+		switch j, ok := at[m]; {
+		case at == nil && prev[i] == m:
+			where[i] = int32(i)
+		case ok:
+			where[i] = j
+		default:
+			where[i] = -1
+		}
+	}
+	return where
 }
 
 // rememberInfeasible keeps, for the classes left with pending tasks (the

@@ -21,7 +21,7 @@ import (
 // (jobNumbersSlack lowered), under even ones it keeps its numbering.
 func TestRememberedInfeasibleIsWhatAFreshPassFinds(t *testing.T) {
 	defer func(old int) { jobNumbersSlack = old }(jobNumbersSlack)
-	remembered, spread, renumbered := 0, 0, 0
+	remembered, explained, spread, renumbered := 0, 0, 0, 0
 	var numbering *jobNumbers
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 77))
@@ -59,6 +59,7 @@ func TestRememberedInfeasibleIsWhatAFreshPassFinds(t *testing.T) {
 			pos := uint64(seed*1000) + uint64(round)
 			a, b := remembering.Schedule(cell, pos), fresh.Schedule(cell, pos)
 			remembered += a.Stats.InfeasibleRemembered
+			explained += a.Stats.ExplainRemembered
 			if remembering.sums.jobs != numbering {
 				numbering = remembering.sums.jobs
 				renumbered++
@@ -84,10 +85,13 @@ func TestRememberedInfeasibleIsWhatAFreshPassFinds(t *testing.T) {
 	if remembered == 0 {
 		t.Fatal("no machine was skipped as known infeasible: the memory is not exercised")
 	}
+	if explained == 0 {
+		t.Fatal("no explanation reused an earlier pass's verdict: its memory is not exercised")
+	}
 	if spread == 0 || renumbered < 10*60 {
 		t.Fatalf("%d pending tasks of jobs already running, jobs numbered afresh %d times: spread and its numbering are not exercised", spread, renumbered)
 	}
-	t.Logf("%d pending tasks of running jobs, jobs numbered afresh %d times", spread, renumbered)
+	t.Logf("%d verdicts remembered, %d reused in explanations; %d pending tasks of running jobs, jobs numbered afresh %d times", remembered, explained, spread, renumbered)
 }
 
 var testShapes = []Resources{

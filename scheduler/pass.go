@@ -43,6 +43,10 @@ type sumsMemo struct {
 	// far the numbering may outgrow the cell before it starts afresh.
 	jobs *jobNumbers
 	refs int
+	// The last pass's input machines and, per class key it explained,
+	// what each said (explainmemo.go).
+	explainedMachines []*Machine
+	explained         map[string][]verdict
 }
 
 type machineSums struct {
@@ -147,6 +151,17 @@ type pass struct {
 	// jobNumbers numbered the jobs of every machine's start sums: the
 	// memo's (guarded by its mutex) or the pass's own.
 	jobNumbers *jobNumbers
+	// explained collects the verdicts of the classes explained, for the
+	// memo; explainWhere maps machines to the last explained pass's.
+	explained         []explainedClass
+	explainWhere      []int32
+	explainWhereBuilt bool
+	// scratch is explain's working space, reused class after class.
+	scratch struct {
+		eligible []int32
+		maxAvail []Resources
+		values   []int64
+	}
 
 	// The usable capacity, what the whole workload asks for, and the
 	// resources it asks for nearly all of (sumDemand).
@@ -441,6 +456,7 @@ func (p *pass) finish() {
 			p.plan.Pending = append(p.plan.Pending, p.explain(c))
 		}
 	}
+	p.rememberExplained()
 }
 
 // buildJobs counts where the jobs with pending tasks already have tasks.

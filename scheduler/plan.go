@@ -114,7 +114,10 @@ type Stats struct {
 	// InfeasibleRemembered counts machines a class skipped because an
 	// earlier pass found them infeasible for it and they have not changed.
 	InfeasibleRemembered int
-	ScoreCacheHits       int // pool entries reused because the machine had not changed
+	// ExplainRemembered counts machines whose verdict for a pending class
+	// an earlier pass's explanation gave (explainmemo.go).
+	ExplainRemembered int
+	ScoreCacheHits    int // pool entries reused because the machine had not changed
 	// Reruns is 1 when tasks left pending had room at the start of the
 	// pass, and the pass ran again with their classes first; RerunKept is
 	// 1 when that second run placed more and is this plan (reorder.go).

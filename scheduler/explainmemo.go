@@ -1,0 +1,83 @@
+package scheduler
+
+import "slices"
+
+// Across passes, a scheduler that remembers machines also keeps what each
+// machine said when it explained a class (a verdict: the check's reason,
+// the failing constraint, whether the machine matches the hard
+// constraints, the most it could offer). A class stuck in the queue is
+// explained every pass against every machine; with the memory, only the
+// machines that changed since are checked again, and a cell with work that
+// fits nowhere pays per pass for those, not for every machine.
+//
+// The memory is exact on the same terms as the infeasible verdicts
+// (infeasible.go): a verdict is kept only when found on the machine as the
+// pass's input holds it (nothing placed on or evicted from it in that
+// pass), and used only on the same input Machine, untouched in this pass,
+// for a class of the same key. Everything a verdict holds is a function of
+// those two.
+
+// verdict is what explain found for a class on one machine.
+type verdict struct {
+	avail      Resources // the most the machine could offer, when it fails on room only
+	constraint int32     // the failing hard constraint, for ReasonConstraint
+	reason     Reason
+	ok         bool
+	matchHard  bool // every hard constraint matches (read when it failed on state or crashes)
+	kept       bool // found on the machine as the input holds it
+}
+
+// explainedClass is one class's verdicts, by machine index in the pass.
+type explainedClass struct {
+	key      string
+	verdicts []verdict
+}
+
+// maxExplainedVerdicts bounds the verdicts kept (48 bytes each: 25 MB, or
+// some 50 classes on 10,000 machines); classes beyond it are explained
+// afresh each pass.
+const maxExplainedVerdicts = 1 << 19
+
+// explainedBefore returns the last pass's verdicts for c's key and a map
+// from this pass's machine index to that pass's (-1: not there, or
+// changed). Nothing kept: no verdicts.
+func (p *pass) explainedBefore(c *class) ([]verdict, func(int32) int32) {
+	none := func(int32) int32 { return -1 }
+	if p.memo == nil {
+		return nil, none
+	}
+	p.memo.mu.Lock()
+	prev, last := p.memo.explainedMachines, p.memo.explained[c.key]
+	p.memo.mu.Unlock()
+	if last == nil {
+		return nil, none
+	}
+	if !p.explainWhereBuilt {
+		p.explainWhere, p.explainWhereBuilt = indexIn(prev, p.cell.Machines), true
+	}
+	if where := p.explainWhere; where != nil {
+		return last, func(mi int32) int32 { return where[mi] }
+	}
+	return last, func(mi int32) int32 { return mi }
+}
+
+// rememberExplained keeps this pass's verdicts for the next, within
+// maxExplainedVerdicts, in the order the classes were explained.
+func (p *pass) rememberExplained() {
+	if p.memo == nil || p.cfg.NoExplanations {
+		return
+	}
+	next := map[string][]verdict{}
+	total := 0
+	for _, e := range p.explained {
+		if total+len(e.verdicts) > maxExplainedVerdicts {
+			break
+		}
+		total += len(e.verdicts)
+		next[e.key] = e.verdicts
+	}
+	p.memo.mu.Lock()
+	// A copy: the caller may reuse its slice for the next cell.
+	p.memo.explainedMachines, p.memo.explained = slices.Clone(p.cell.Machines), next
+	p.memo.mu.Unlock()
+}
