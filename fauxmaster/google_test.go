@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ func TestGoogleTraceReplay(t *testing.T) {
 	loaded := time.Since(start)
 	// Borg's passes took seconds on this cell; corral's own run a second
 	// after a change (the trace has no pass positions to replay).
+	defer debug.SetGCPercent(debug.SetGCPercent(400)) // as corral sim runs it
 	rep, err := fauxmaster.Run(rec, fauxmaster.Options{PassDelay: time.Second})
 	if err != nil {
 		t.Fatal(err)

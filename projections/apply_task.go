@@ -22,6 +22,7 @@ func (s *State) setState(t *Task, st TaskState) {
 	switch st {
 	case TaskPending:
 		s.pending[t] = struct{}{}
+		s.notePending(t)
 		t.Job.pending++
 	case TaskScheduled, TaskRunning:
 		t.Job.live++
@@ -134,6 +135,7 @@ func (s *State) taskSubmitted(pos int64, p *events.TaskSubmitted) bool {
 	// update's disruption budget.
 	t.Replacing = p.Reason == "updated" || (p.Reason == "rescheduled" && t.Replacing)
 	t.SpecVersion, t.Limit = v, TaskLimit(spec, p.Index)
+	s.notePending(t)
 	t.Reservation, t.ReservationUS = t.Limit, s.TimeUS
 	t.Machine, t.Ports, t.AllocIndex, t.End, t.Reason, t.Pid = "", nil, -1, NoEnd, p.Reason, 0
 	t.Health, t.HealthMessage, t.HealthyUS = HealthUnknown, "", 0
@@ -259,6 +261,7 @@ func (s *State) taskUpdated(pos int64, p *events.TaskUpdated) bool {
 		t.Reservation, t.ReservationUS = limit, s.TimeUS
 	}
 	t.SpecVersion, t.Limit = p.SpecVersion, limit
+	s.notePending(t)
 	return true
 }
 

@@ -85,6 +85,9 @@ For the scheduler and the agent link: the pending tasks (PendingTasks,
 RangePending, PendingCount) and allocs (PendingAllocs), the tasks placed on
 each machine (Machine.Tasks, RangeTasks), the jobs of each user (JobsOf),
 labels (SelectJobs, SelectTasks with a Kubernetes-style Selector), and the
-jobs deferred until another finishes (WaitingOn).
+jobs deferred until another finishes (WaitingOn). PendingOrder keeps the
+pending tasks' order for a caller that asks every pass, from a log of the
+tasks that entered the queue or changed their spec version since (trimmed
+as it outgrows the queue; a reader behind the trim sorts afresh).
 */
 package projections

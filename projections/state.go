@@ -147,6 +147,11 @@ type State struct {
 	labels        map[string]map[string]map[*Job]struct{} // key -> value -> jobs
 	waiting       map[JobKey]map[*Job]struct{}            // prerequisite -> deferred jobs
 	live          map[*Job]struct{}                       // jobs not ended: Jobs keeps the dead until their name is reused
+	// pendingLog lists the tasks that entered the queue or had their spec
+	// version (so maybe their priority) changed, from pendingLogBase on:
+	// what PendingOrder sorts in. Trimmed as it outgrows the queue.
+	pendingLog     []*Task
+	pendingLogBase int64
 
 	// lastJob caches the job Apply found last: consecutive events mostly
 	// name the same job (its tasks' submissions, one pass's placements).
@@ -621,24 +626,52 @@ func (s *State) PendingCount() int { return len(s.pending) }
 
 // PendingTasks returns the pending tasks, highest priority first, then by key.
 func (s *State) PendingTasks() []*Task {
-	// A task's priority is a lookup in its job's versions: read once per
-	// task, not once per comparison.
-	type keyed struct {
-		priority int32
-		t        *Task
+	return tasksOf(s.sortedPending())
+}
+
+// prioritized is a pending task with its priority, read once: it is a
+// lookup in its job's versions, too dear for every comparison.
+type prioritized struct {
+	priority int32
+	t        *Task
+}
+
+// comparePending is the queue's order: highest priority first, then by key.
+func comparePending(a, b prioritized) int {
+	if c := cmp.Compare(b.priority, a.priority); c != 0 {
+		return c
 	}
-	sorted := make([]keyed, 0, len(s.pending))
+	return compareTasks(a.t, b.t)
+}
+
+func (s *State) sortedPending() []prioritized {
+	sorted := make([]prioritized, 0, len(s.pending))
 	for t := range s.pending {
-		sorted = append(sorted, keyed{t.Priority(), t})
+		sorted = append(sorted, prioritized{t.Priority(), t})
 	}
-	slices.SortFunc(sorted, func(a, b keyed) int {
-		return cmp.Or(cmp.Compare(b.priority, a.priority), compareTasks(a.t, b.t))
-	})
-	out := make([]*Task, len(sorted))
-	for i := range sorted {
-		out[i] = sorted[i].t
+	slices.SortFunc(sorted, comparePending)
+	return sorted
+}
+
+func tasksOf(ps []prioritized) []*Task {
+	out := make([]*Task, len(ps))
+	for i := range ps {
+		out[i] = ps[i].t
 	}
 	return out
+}
+
+// pendingLogSlack is how far past twice the queue the log may grow before
+// it is trimmed (a reader behind the trim sorts afresh).
+var pendingLogSlack = 4096
+
+// notePending logs t as one whose place in the queue may have changed.
+func (s *State) notePending(t *Task) {
+	if len(s.pendingLog) >= 2*len(s.pending)+pendingLogSlack {
+		s.pendingLogBase += int64(len(s.pendingLog))
+		s.pendingLog = s.pendingLog[:0]
+	}
+	s.pendingLog = append(s.pendingLog, t)
 }
 
 // RangePending calls fn for every pending task, in no order, until fn

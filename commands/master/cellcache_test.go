@@ -22,7 +22,7 @@ func TestCachedCellIsTheFreshCell(t *testing.T) {
 	remembered := 0
 	for seed := uint64(1); seed <= 4; seed++ {
 		h := history.New(history.Config{Machines: 20, Users: 3, JobNames: 8, MaxTasks: 8, MaxPending: 60}, seed)
-		var cache MachineCache
+		var cache CellCache
 		remembering, fresh := scheduler.New(scheduler.DefaultConfig()), scheduler.New(scheduler.DefaultConfig())
 		remembering.RememberMachines()
 		for step := 0; step < 3000; step++ {
@@ -54,7 +54,7 @@ func TestCachedCellIsTheFreshCell(t *testing.T) {
 // and another came between two passes (the same count, another set).
 func TestCachedOrderFollowsTheMachineSet(t *testing.T) {
 	s := projections.New()
-	var cache MachineCache
+	var cache CellCache
 	do := func(cmd commands.Command) { commandtest.Do(t, s, cmd, time.Unix(1, 0)) }
 	admin := commands.Meta{Actor: commands.Actor{User: "root", Admin: true}}
 	register := func(name string) {

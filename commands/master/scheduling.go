@@ -169,7 +169,7 @@ type SchedulingCore struct {
 	behind    bool
 	behindAt  time.Time
 	behindPos int64 // State.UpdatesChangedPos at the last look (-1: never)
-	machines  MachineCache
+	cell      CellCache
 }
 
 // NewSchedulingCore returns a core with cfg's defaults filled in.
@@ -231,7 +231,7 @@ func (c *SchedulingCore) Input(s *projections.State, now time.Time) (cell *sched
 	if position == c.lastPlanned || (s.PendingCount() == 0 && len(s.PendingAllocs()) == 0) {
 		return nil, position, rolling
 	}
-	cell = buildCell(s, now, c.cfg.CrashMemory, c.limiter, &c.machines)
+	cell = buildCell(s, now, c.cfg.CrashMemory, c.limiter, &c.cell)
 	if len(cell.Pending)+len(cell.PendingAllocs) == 0 {
 		return nil, position, rolling
 	}
@@ -362,20 +362,22 @@ func BuildCell(s *projections.State, now time.Time, crashMemory time.Duration, l
 	return buildCell(s, now, crashMemory, limiter, nil)
 }
 
-// MachineCache keeps the scheduler's view of each machine between passes:
+// CellCache keeps the scheduler's view of each machine between passes:
 // a machine's Version moves with every event that changes it or what is
 // placed on it, so an entry of the same version is the same input, and the
 // pass never writes its input. A cell of 10,000 machines then costs a pass
-// only the machines that changed since the last one.
-type MachineCache struct {
+// only the machines that changed since the last one. It keeps the pending
+// queue's order too, sorting in only what entered it since.
+type CellCache struct {
 	machines map[string]*scheduler.Machine
 	names    []string // the state's machines by name, as of the last pass
+	pending  projections.PendingOrder
 }
 
 // sorted returns s's machines by name. Sorting 10,000 names costs more than
 // checking that the set is the one sorted last time, and the set rarely
 // changes between passes.
-func (c *MachineCache) sorted(s *projections.State) []*projections.Machine {
+func (c *CellCache) sorted(s *projections.State) []*projections.Machine {
 	out := make([]*projections.Machine, 0, len(s.Machines))
 	if c != nil && len(c.names) == len(s.Machines) {
 		for _, name := range c.names {
@@ -400,7 +402,7 @@ func (c *MachineCache) sorted(s *projections.State) []*projections.Machine {
 }
 
 // buildCell is BuildCell with machines from cache (nil: none kept).
-func buildCell(s *projections.State, now time.Time, crashMemory time.Duration, limiter *scheduler.RescheduleLimiter, cache *MachineCache) *scheduler.Cell {
+func buildCell(s *projections.State, now time.Time, crashMemory time.Duration, limiter *scheduler.RescheduleLimiter, cache *CellCache) *scheduler.Cell {
 	cell := &scheduler.Cell{Machines: make([]*scheduler.Machine, 0, len(s.Machines))}
 	down := 0
 	if cache != nil && (cache.machines == nil || len(cache.machines) > 2*len(s.Machines)+16) {
@@ -436,7 +438,12 @@ func buildCell(s *projections.State, now time.Time, crashMemory time.Duration, l
 	}
 	// Tasks lost with their machine return at a bounded rate.
 	var lost []*projections.Task
-	pending := s.PendingTasks()
+	var pending []*projections.Task
+	if cache != nil {
+		pending = cache.pending.Tasks(s)
+	} else {
+		pending = s.PendingTasks()
+	}
 	cell.Pending = make([]scheduler.PendingTask, 0, len(pending))
 	for _, t := range pending {
 		if t.NotBeforeUS > now.UnixMicro() {
