@@ -61,8 +61,8 @@ borg-experiments:
 	$(GO) test ./scheduler/workload/ -run TestBorgExperiments -borg.share 1 -borg.seeds 11 -timeout 4h -v -count=1
 
 # The Google trace's seven hours replayed through corral as a cell: the
-# whole cell (12,583 machines, about 17 minutes here; GOOGLE_SHARE=0.25 for
-# a quarter, 70 s); make test replays a 2% slice.
+# whole cell (12,583 machines, about 14 minutes here; GOOGLE_SHARE=0.25 for
+# a quarter, 50 s); make test replays a 2% slice.
 GOOGLE_SHARE ?= 1
 google-replay:
 	$(GO) test ./fauxmaster/ -run TestGoogleTraceReplay -google.share $(GOOGLE_SHARE) -timeout 6h -v -count=1
