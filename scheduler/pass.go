@@ -270,8 +270,9 @@ func (p *pass) buildMachines(memo *sumsMemo) {
 		intern[k] = map[string]int32{}
 	}
 	var last, next map[*Machine]*machineSums
-	p.jobNumbers = newJobNumbers()
-	if memo != nil {
+	if memo == nil {
+		p.jobNumbers = newJobNumbers()
+	} else {
 		memo.mu.Lock()
 		defer memo.mu.Unlock()
 		// Jobs that ended keep their numbers; once they outnumber the
