@@ -43,9 +43,19 @@ func (p *pass) explain(c *class) Explanation {
 	eligible, maxAvail := p.scratch.eligible[:0], p.scratch.maxAvail[:0]
 	defer func() { p.scratch.eligible, p.scratch.maxAvail = eligible[:0], maxAvail[:0] }()
 	last, where := p.explainedBefore(c)
-	verdicts := make([]verdict, len(p.machines))
+	// The verdicts are kept for the next pass within the memo's bound;
+	// past it, one scratch verdict serves every machine.
+	var verdicts []verdict
+	if p.memo != nil && p.explainedVerdicts+len(p.machines) <= maxExplainedVerdicts {
+		verdicts = make([]verdict, len(p.machines))
+		p.explainedVerdicts += len(p.machines)
+	}
+	var scratch verdict
 	for mi := range p.machines {
-		v := &verdicts[mi]
+		v := &scratch
+		if verdicts != nil {
+			v = &verdicts[mi]
+		}
 		if j := where(int32(mi)); j >= 0 && last[j].kept && p.gens[mi] == 0 {
 			*v = last[j]
 			p.plan.Stats.ExplainRemembered++
@@ -71,7 +81,9 @@ func (p *pass) explain(c *class) Explanation {
 			}
 		}
 	}
-	p.explained = append(p.explained, explainedClass{c.key, verdicts})
+	if verdicts != nil {
+		p.explained = append(p.explained, explainedClass{c.key, verdicts})
+	}
 	for r := Reason(0); r < numReasons; r++ {
 		if r == ReasonConstraint {
 			for i, n := range byConstraint {

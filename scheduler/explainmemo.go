@@ -36,7 +36,7 @@ type explainedClass struct {
 // maxExplainedVerdicts bounds the verdicts kept (48 bytes each: 25 MB, or
 // some 50 classes on 10,000 machines); classes beyond it are explained
 // afresh each pass.
-const maxExplainedVerdicts = 1 << 19
+var maxExplainedVerdicts = 1 << 19
 
 // explainedBefore returns the last pass's verdicts for c's key and a map
 // from this pass's machine index to that pass's (-1: not there, or
@@ -61,19 +61,14 @@ func (p *pass) explainedBefore(c *class) ([]verdict, func(int32) int32) {
 	return last, func(mi int32) int32 { return mi }
 }
 
-// rememberExplained keeps this pass's verdicts for the next, within
-// maxExplainedVerdicts, in the order the classes were explained.
+// rememberExplained keeps this pass's verdicts for the next (explain kept
+// them within maxExplainedVerdicts, in the order it explained the classes).
 func (p *pass) rememberExplained() {
 	if p.memo == nil || p.cfg.NoExplanations {
 		return
 	}
-	next := map[string][]verdict{}
-	total := 0
+	next := make(map[string][]verdict, len(p.explained))
 	for _, e := range p.explained {
-		if total+len(e.verdicts) > maxExplainedVerdicts {
-			break
-		}
-		total += len(e.verdicts)
 		next[e.key] = e.verdicts
 	}
 	p.memo.mu.Lock()

@@ -18,14 +18,16 @@ import (
 //
 // Placed tasks belong to the pending jobs too (spread counts them), and
 // under odd seeds the scheduler numbers jobs afresh every pass
-// (jobNumbersSlack lowered), under even ones it keeps its numbering.
+// (jobNumbersSlack lowered), under even ones it keeps its numbering; under
+// every third it keeps the verdicts of a class or two of those it explains.
 func TestRememberedInfeasibleIsWhatAFreshPassFinds(t *testing.T) {
-	defer func(old int) { jobNumbersSlack = old }(jobNumbersSlack)
+	defer func(slack, verdicts int) { jobNumbersSlack, maxExplainedVerdicts = slack, verdicts }(jobNumbersSlack, maxExplainedVerdicts)
 	remembered, explained, spread, renumbered := 0, 0, 0, 0
 	var numbering *jobNumbers
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 77))
 		jobNumbersSlack = []int{1 << 16, -1 << 30}[seed%2]
+		maxExplainedVerdicts = []int{1 << 19, 1 << 19, 60}[seed%3] // 60: a class or two
 		cfg := DefaultConfig()
 		cfg.FeasibleK = []int{0, 4, 64}[seed%3]
 		remembering, fresh := New(cfg), New(cfg)

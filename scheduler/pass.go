@@ -154,6 +154,7 @@ type pass struct {
 	// explained collects the verdicts of the classes explained, for the
 	// memo; explainWhere maps machines to the last explained pass's.
 	explained         []explainedClass
+	explainedVerdicts int // in explained
 	explainWhere      []int32
 	explainWhereBuilt bool
 	// scratch is explain's working space, reused class after class.
