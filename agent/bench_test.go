@@ -64,7 +64,7 @@ func BenchmarkTaskStart(b *testing.B) {
 		r := &events.TaskRef{User: "bench", Job: "touch", Index: int32(i)}
 		begin := time.Now()
 		st, err := c.Poll(ctx, &agentpb.PollRequest{Epoch: 1, EventsAcked: acked, Requests: []*agentpb.Request{
-			StartRequest("s", r, 1, &agentpb.TaskSpec{
+			StartRequest("s", r, 1, 0, &agentpb.TaskSpec{
 				Command:   "touch",
 				Args:      []string{marker},
 				Resources: &events.Resources{CpuMilli: 500, MemoryBytes: 64 << 20},

@@ -35,9 +35,11 @@ func Dial(addr string, opts ...grpc.DialOption) (*Client, error) {
 func (c *Client) Close() error { return c.conn.Close() }
 
 // StartRequest, StopRequest, UpdateRequest and ForgetRequest build the
-// requests a poll carries.
-func StartRequest(id string, task *events.TaskRef, specVersion int64, spec *agentpb.TaskSpec) *agentpb.Request {
-	return &agentpb.Request{Id: id, Kind: &agentpb.Request_Start{Start: &agentpb.StartTask{Task: task, SpecVersion: specVersion, Spec: spec}}}
+// requests a poll carries. A start names the spec version and the
+// submission its run serves (the log position of the task's TaskSubmitted;
+// 0: not said).
+func StartRequest(id string, task *events.TaskRef, specVersion, submission int64, spec *agentpb.TaskSpec) *agentpb.Request {
+	return &agentpb.Request{Id: id, Kind: &agentpb.Request_Start{Start: &agentpb.StartTask{Task: task, SpecVersion: specVersion, Submission: submission, Spec: spec}}}
 }
 
 func StopRequest(id string, task *events.TaskRef, reason string, graceMs int64) *agentpb.Request {

@@ -62,13 +62,13 @@ func TestMetricsCountWhatTheAgentDid(t *testing.T) {
 	// A batch task that crashes once and restarts, and one killed at its
 	// memory limit.
 	crash, hog := ref("crash", 0), ref("hog", 0)
-	h.poll(StartRequest(h.id(), crash, 1, spec()))
+	h.poll(StartRequest(h.id(), crash, 1, 0, spec()))
 	h.rt.last().exitCode(1)
 	ts := h.waitState(crash, backoff)
 	h.clock.Advance(time.UnixMicro(ts.NextStartAtUs).Sub(h.clock.Now()))
 	h.waitState(crash, running)
 	h.rt.last().setStats(cgroup.Stats{CPUNanos: 3e9, MemoryBytes: 5 << 20})
-	h.poll(StartRequest(h.id(), hog, 1, spec(func(s *agentpb.TaskSpec) { s.Priority = 10 })))
+	h.poll(StartRequest(h.id(), hog, 1, 0, spec(func(s *agentpb.TaskSpec) { s.Priority = 10 })))
 	p := h.rt.last()
 	p.setStats(cgroup.Stats{OOMKills: 1, MemoryPeakBytes: 64 << 20})
 	p.finish(exitStatus{known: true, code: -1, signal: syscall.SIGKILL})

@@ -154,7 +154,7 @@ func (ra *realAgent) poll(reqs ...*agentpb.Request) *agentpb.AgentState {
 func (ra *realAgent) start(r *events.TaskRef, s *agentpb.TaskSpec) *agentpb.TaskStatus {
 	ra.t.Helper()
 	ra.seq++
-	ra.poll(StartRequest(fmt.Sprint("s", ra.seq), r, 1, s))
+	ra.poll(StartRequest(fmt.Sprint("s", ra.seq), r, 1, 0, s))
 	return ra.task(r)
 }
 
@@ -554,7 +554,7 @@ func TestRealRunRegistersAndServesPoll(t *testing.T) {
 	defer c.Close()
 	r := ref("svc", 0)
 	st, err := c.Poll(ctx, &agentpb.PollRequest{MasterId: "m", Epoch: 3, Requests: []*agentpb.Request{
-		StartRequest("1", r, 1, sh("exec sleep 30")),
+		StartRequest("1", r, 1, 0, sh("exec sleep 30")),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -696,8 +696,8 @@ func TestRealAgentRestartAdoptsItsTasks(t *testing.T) {
 	first := startAgentProcess(t, pc)
 	restart := &events.RestartPolicy{Mode: "on-failure", BackoffInitialMs: 100}
 	st := first.poll(t,
-		StartRequest("1", ref("keep", 0), 1, sh("echo started; exec sleep 30", func(s *agentpb.TaskSpec) { s.Restart = restart })),
-		StartRequest("2", ref("dies", 0), 1, sh("exec sleep 30", func(s *agentpb.TaskSpec) { s.Restart = restart })))
+		StartRequest("1", ref("keep", 0), 1, 0, sh("echo started; exec sleep 30", func(s *agentpb.TaskSpec) { s.Restart = restart })),
+		StartRequest("2", ref("dies", 0), 1, 0, sh("exec sleep 30", func(s *agentpb.TaskSpec) { s.Restart = restart })))
 	keepPid, diesPid := taskIn(st, "keep").Pid, taskIn(st, "dies").Pid
 	t.Cleanup(func() {
 		for _, p := range []int64{keepPid, diesPid} {

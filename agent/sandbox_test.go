@@ -166,7 +166,7 @@ func TestRealForgottenTaskUIDIsRetired(t *testing.T) {
 	// The only uid is taken until the task is forgotten.
 	ra.seq++
 	st, err := ra.Poll(t.Context(), &agentpb.PollRequest{MasterId: "test", Epoch: 1, Cell: "cc", Requests: []*agentpb.Request{
-		StartRequest("s-full", ref("other", 0), 1, sh("true"))}})
+		StartRequest("s-full", ref("other", 0), 1, 0, sh("true"))}})
 	if err != nil || len(st.Results) != 1 || !strings.Contains(st.Results[0].Error, "no free task uid") {
 		t.Fatalf("start with no free uid: %v %v", st.GetResults(), err)
 	}

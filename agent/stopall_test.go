@@ -77,7 +77,7 @@ func TestRealRunStopsTasksOnExit(t *testing.T) {
 	pc := agentProcessConfig{Name: "m1", DataDir: t.TempDir(), CgroupParent: testCgroupParent(t), SampleMs: 50,
 		StopTasksOnExit: true, GraceMs: 500}
 	first := startAgentProcess(t, pc)
-	st := first.poll(t, StartRequest("1", ref("web", 0), 1, sh("exec sleep 30")))
+	st := first.poll(t, StartRequest("1", ref("web", 0), 1, 0, sh("exec sleep 30")))
 	pid := taskIn(st, "web").Pid
 	t.Cleanup(func() { _ = syscall.Kill(-int(pid), syscall.SIGKILL) })
 	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -46,7 +46,7 @@ func kinds(evs []*agentpb.AgentEvent) []string {
 func TestBackoffDoublesCapsAndStopsAtMaxRestarts(t *testing.T) {
 	h := newHarness(t)
 	r := ref("crash", 0)
-	h.poll(StartRequest(h.id(), r, 1, spec(func(s *agentpb.TaskSpec) { s.Restart.MaxRestarts = 3 })))
+	h.poll(StartRequest(h.id(), r, 1, 0, spec(func(s *agentpb.TaskSpec) { s.Restart.MaxRestarts = 3 })))
 	var delays []time.Duration
 	for i := 0; i < 4; i++ {
 		h.rt.last().exitCode(1)
@@ -94,7 +94,7 @@ func TestRestartPolicies(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%d", tc.mode, tc.code), func(t *testing.T) {
 			h := newHarness(t)
 			r := ref("j", 0)
-			h.poll(StartRequest(h.id(), r, 1, spec(func(s *agentpb.TaskSpec) { s.Restart.Mode = tc.mode })))
+			h.poll(StartRequest(h.id(), r, 1, 0, spec(func(s *agentpb.TaskSpec) { s.Restart.Mode = tc.mode })))
 			h.rt.last().exitCode(tc.code)
 			ts := h.waitState(r, tc.state)
 			if ts.ExitCode != int32(tc.code) {
@@ -109,7 +109,7 @@ func TestRestartPolicies(t *testing.T) {
 func TestBackoffResetsAfterALongRun(t *testing.T) {
 	h := newHarness(t)
 	r := ref("j", 0)
-	h.poll(StartRequest(h.id(), r, 1, spec()))
+	h.poll(StartRequest(h.id(), r, 1, 0, spec()))
 	for i := 0; i < 3; i++ {
 		h.rt.last().exitCode(1)
 		ts := h.waitState(r, backoff)
@@ -128,7 +128,7 @@ func TestBackoffResetsAfterALongRun(t *testing.T) {
 func TestStopEscalatesToSIGKILLAfterGrace(t *testing.T) {
 	h := newHarness(t)
 	r := ref("j", 0)
-	h.poll(StartRequest(h.id(), r, 1, spec()))
+	h.poll(StartRequest(h.id(), r, 1, 0, spec()))
 	p := h.rt.last()
 	p.mu.Lock()
 	p.trapTerm = true
@@ -159,7 +159,7 @@ func TestStopEscalatesToSIGKILLAfterGrace(t *testing.T) {
 func TestStopDuringBackoffKillsWithoutAProcess(t *testing.T) {
 	h := newHarness(t)
 	r := ref("j", 0)
-	h.poll(StartRequest(h.id(), r, 1, spec()))
+	h.poll(StartRequest(h.id(), r, 1, 0, spec()))
 	h.rt.last().exitCode(1)
 	h.waitState(r, backoff)
 	h.poll(StopRequest(h.id(), r, "job killed", 0))
@@ -185,7 +185,7 @@ func TestHealthCheckFailuresRestartTheTask(t *testing.T) {
 	}
 	h.a.mu.Unlock()
 	r := ref("web", 0)
-	h.poll(StartRequest(h.id(), r, 1, spec(func(s *agentpb.TaskSpec) {
+	h.poll(StartRequest(h.id(), r, 1, 0, spec(func(s *agentpb.TaskSpec) {
 		s.Ports = []*agentpb.Port{{Name: "http", Number: 8080}}
 		s.HealthCheck = &events.HealthCheck{Path: "/healthz", PortName: "http", PeriodMs: 1000, FailuresAllowed: 2}
 	})))
@@ -238,13 +238,13 @@ func TestReplacedProcessStartsUnchecked(t *testing.T) {
 			}
 		})
 	}
-	h.poll(StartRequest(h.id(), r, 1, withCheck()))
+	h.poll(StartRequest(h.id(), r, 1, 0, withCheck()))
 	h.clock.Advance(time.Second)
 	if ts := h.task(r); ts.Health != agentpb.Health_HEALTH_HEALTHY {
 		t.Fatalf("version 1 after its first check: %v", ts.Health)
 	}
 	serving = false
-	h.poll(StartRequest(h.id(), r, 2, withCheck("-c", "exec sleep 3600")))
+	h.poll(StartRequest(h.id(), r, 2, 0, withCheck("-c", "exec sleep 3600")))
 	ts := h.waitState(r, running)
 	if ts.SpecVersion != 2 || h.rt.count() != 2 {
 		t.Fatalf("the release did not replace the process: %v, %d processes", ts, h.rt.count())
@@ -264,7 +264,7 @@ func TestHealthyTaskStaysUp(t *testing.T) {
 	h.a.probe = func(context.Context, string) error { return nil }
 	h.a.mu.Unlock()
 	r := ref("web", 0)
-	h.poll(StartRequest(h.id(), r, 1, spec(func(s *agentpb.TaskSpec) {
+	h.poll(StartRequest(h.id(), r, 1, 0, spec(func(s *agentpb.TaskSpec) {
 		s.Ports = []*agentpb.Port{{Number: 8080}}
 		s.HealthCheck = &events.HealthCheck{Path: "/", PeriodMs: 500}
 	})))
@@ -282,7 +282,7 @@ func TestSamplingModeEvictsOverLimit(t *testing.T) {
 	h := newHarness(t)
 	h.rt.enforce = false
 	r := ref("hog", 0)
-	h.poll(StartRequest(h.id(), r, 1, spec()))
+	h.poll(StartRequest(h.id(), r, 1, 0, spec()))
 	h.rt.last().setStats(cgroup.Stats{MemoryBytes: 65 << 20})
 	h.clock.Advance(time.Second)
 	ts := h.waitState(r, evicted)
@@ -300,7 +300,7 @@ func TestSamplingModeEvictsOverLimit(t *testing.T) {
 func TestKernelOOMKillIsAnEviction(t *testing.T) {
 	h := newHarness(t)
 	r := ref("hog", 0)
-	h.poll(StartRequest(h.id(), r, 1, spec(func(s *agentpb.TaskSpec) { s.Restart.Mode = "always" })))
+	h.poll(StartRequest(h.id(), r, 1, 0, spec(func(s *agentpb.TaskSpec) { s.Restart.Mode = "always" })))
 	p := h.rt.last()
 	p.setStats(cgroup.Stats{OOMKills: 1, MemoryPeakBytes: 64 << 20})
 	p.finish(exitStatus{known: true, code: -1, signal: syscall.SIGKILL})
@@ -316,7 +316,7 @@ func TestMemoryPressureEvictsLowestPriorityFirst(t *testing.T) {
 	prio := map[string]int32{"best-effort": 0, "batch": 2, "batch-big": 2, "prod": 9}
 	procs := map[string]*fakeProc{}
 	for _, job := range []string{"best-effort", "batch", "batch-big", "prod"} {
-		h.poll(StartRequest(h.id(), ref(job, 0), 1, spec(func(s *agentpb.TaskSpec) {
+		h.poll(StartRequest(h.id(), ref(job, 0), 1, 0, spec(func(s *agentpb.TaskSpec) {
 			s.Priority = prio[job]
 			s.Resources.MemoryBytes = 1 << 30
 		})))
@@ -379,7 +379,7 @@ func TestPressureVictims(t *testing.T) {
 func TestUsageTotalsAndWindows(t *testing.T) {
 	h := newHarness(t)
 	r := ref("j", 0)
-	h.poll(StartRequest(h.id(), r, 1, spec(func(s *agentpb.TaskSpec) { s.Restart.Mode = "always" })))
+	h.poll(StartRequest(h.id(), r, 1, 0, spec(func(s *agentpb.TaskSpec) { s.Restart.Mode = "always" })))
 	p := h.rt.last()
 	p.setStats(cgroup.Stats{CPUNanos: 1e9, MemoryBytes: 100})
 	h.clock.Advance(time.Second)
@@ -410,7 +410,7 @@ func TestUsageTotalsAndWindows(t *testing.T) {
 func TestUpdateInPlaceOrByRestart(t *testing.T) {
 	h := newHarness(t)
 	r := ref("j", 0)
-	h.poll(StartRequest(h.id(), r, 1, spec()))
+	h.poll(StartRequest(h.id(), r, 1, 0, spec()))
 	p := h.rt.last()
 	// New limits: changed in place.
 	h.poll(UpdateRequest(h.id(), r, 2, spec(func(s *agentpb.TaskSpec) { s.Resources.MemoryBytes = 128 << 20 })))
@@ -423,12 +423,12 @@ func TestUpdateInPlaceOrByRestart(t *testing.T) {
 	}
 	p.mu.Unlock()
 	// A resent start at the same version does nothing.
-	h.poll(StartRequest(h.id(), r, 2, spec(func(s *agentpb.TaskSpec) { s.Resources.MemoryBytes = 128 << 20 })))
+	h.poll(StartRequest(h.id(), r, 2, 0, spec(func(s *agentpb.TaskSpec) { s.Resources.MemoryBytes = 128 << 20 })))
 	if h.rt.count() != 1 {
 		t.Fatalf("resent start started a process")
 	}
 	// New args: the process is replaced.
-	h.poll(StartRequest(h.id(), r, 3, spec(func(s *agentpb.TaskSpec) { s.Args = []string{"-c", "sleep 31"} })))
+	h.poll(StartRequest(h.id(), r, 3, 0, spec(func(s *agentpb.TaskSpec) { s.Args = []string{"-c", "sleep 31"} })))
 	ts := h.waitState(r, running)
 	if h.rt.count() != 2 || ts.SpecVersion != 3 || ts.Failures != 0 {
 		t.Errorf("restart update: %v, %d processes", ts, h.rt.count())
@@ -444,22 +444,22 @@ func TestBadRequestsAreRefusedWithTheField(t *testing.T) {
 		req  *agentpb.Request
 		want string
 	}{
-		{StartRequest("1", &events.TaskRef{User: "", Job: "j"}, 1, spec()), "task.user"},
-		{StartRequest("2", &events.TaskRef{User: "a", Job: "../x"}, 1, spec()), "task.job"},
-		{StartRequest("3", &events.TaskRef{User: "a", Job: "j", Index: -1}, 1, spec()), "task.index"},
-		{StartRequest("4", ref("j", 0), 1, nil), "spec: required"},
-		{StartRequest("5", ref("j", 0), 1, spec(func(s *agentpb.TaskSpec) { s.Command = "" })), "spec.command: required"},
-		{StartRequest("6", ref("j", 0), 1, spec(func(s *agentpb.TaskSpec) { s.Env = map[string]string{"CORRAL_JOB": "x"} })), "spec.env[CORRAL_JOB]: reserved"},
-		{StartRequest("7", ref("j", 0), 1, spec(func(s *agentpb.TaskSpec) { s.Env = map[string]string{"A=B": "x"} })), "not a valid variable name"},
-		{StartRequest("8", ref("j", 0), 1, spec(func(s *agentpb.TaskSpec) { s.Resources.MemoryBytes = -1 })), "spec.resources"},
-		{StartRequest("9", ref("j", 0), 1, spec(func(s *agentpb.TaskSpec) { s.Resources.MemoryBytes = 1 << 20 })), "4 MiB minimum"},
-		{StartRequest("10", ref("j", 0), 1, spec(func(s *agentpb.TaskSpec) { s.Restart.Mode = "sometimes" })), "spec.restart.mode"},
-		{StartRequest("11", ref("j", 0), 1, spec(func(s *agentpb.TaskSpec) { s.Ports = []*agentpb.Port{{Number: 70000}} })), "spec.ports[0].number"},
-		{StartRequest("12", ref("j", 0), 1, spec(func(s *agentpb.TaskSpec) {
+		{StartRequest("1", &events.TaskRef{User: "", Job: "j"}, 1, 0, spec()), "task.user"},
+		{StartRequest("2", &events.TaskRef{User: "a", Job: "../x"}, 1, 0, spec()), "task.job"},
+		{StartRequest("3", &events.TaskRef{User: "a", Job: "j", Index: -1}, 1, 0, spec()), "task.index"},
+		{StartRequest("4", ref("j", 0), 1, 0, nil), "spec: required"},
+		{StartRequest("5", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) { s.Command = "" })), "spec.command: required"},
+		{StartRequest("6", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) { s.Env = map[string]string{"CORRAL_JOB": "x"} })), "spec.env[CORRAL_JOB]: reserved"},
+		{StartRequest("7", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) { s.Env = map[string]string{"A=B": "x"} })), "not a valid variable name"},
+		{StartRequest("8", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) { s.Resources.MemoryBytes = -1 })), "spec.resources"},
+		{StartRequest("9", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) { s.Resources.MemoryBytes = 1 << 20 })), "4 MiB minimum"},
+		{StartRequest("10", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) { s.Restart.Mode = "sometimes" })), "spec.restart.mode"},
+		{StartRequest("11", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) { s.Ports = []*agentpb.Port{{Number: 70000}} })), "spec.ports[0].number"},
+		{StartRequest("12", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) {
 			s.HealthCheck = &events.HealthCheck{Path: "/", PortName: "http"}
 		})), `spec.health_check.port_name "http"`},
-		{StartRequest("13", ref("j", 0), 1, spec(func(s *agentpb.TaskSpec) { s.Appclass = "fast" })), "spec.appclass"},
-		{StartRequest("14", ref("j", 0), 1, spec(func(s *agentpb.TaskSpec) { s.Priority = 12 })), "spec.priority"},
+		{StartRequest("13", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) { s.Appclass = "fast" })), "spec.appclass"},
+		{StartRequest("14", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) { s.Priority = 12 })), "spec.priority"},
 		{StopRequest("15", ref("j", 0), "", -1), "grace_period_ms"},
 		{UpdateRequest("16", ref("nope", 0), 2, spec()), "does not run here"},
 		{&agentpb.Request{Id: "17"}, "no kind"},
@@ -476,7 +476,7 @@ func TestBadRequestsAreRefusedWithTheField(t *testing.T) {
 		}
 	}
 	// A command that cannot be found fails the start, by the restart policy.
-	h.poll(StartRequest("18", ref("j", 0), 1, spec(func(s *agentpb.TaskSpec) {
+	h.poll(StartRequest("18", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) {
 		s.Command = "no-such-command"
 		s.Restart.Mode = "never"
 	})))
@@ -485,7 +485,7 @@ func TestBadRequestsAreRefusedWithTheField(t *testing.T) {
 		t.Errorf("status %v", ts)
 	}
 	// Forgetting a live task is refused; an ended one disappears.
-	h.poll(StartRequest("19", ref("live", 0), 1, spec()))
+	h.poll(StartRequest("19", ref("live", 0), 1, 0, spec()))
 	st, _ := h.a.Poll(context.Background(), &agentpb.PollRequest{Epoch: 1, Requests: []*agentpb.Request{ForgetRequest("20", ref("live", 0))}})
 	if !strings.Contains(st.Results[0].Error, "stop it first") {
 		t.Errorf("forget of a live task: %q", st.Results[0].Error)
@@ -501,7 +501,7 @@ func TestOlderEpochIsRefused(t *testing.T) {
 	if _, err := h.a.Poll(context.Background(), &agentpb.PollRequest{Epoch: 5}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := h.a.Poll(context.Background(), &agentpb.PollRequest{Epoch: 4, Requests: []*agentpb.Request{StartRequest("x", ref("j", 0), 1, spec())}})
+	_, err := h.a.Poll(context.Background(), &agentpb.PollRequest{Epoch: 4, Requests: []*agentpb.Request{StartRequest("x", ref("j", 0), 1, 0, spec())}})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("poll with an older epoch: %v", err)
 	}
@@ -513,7 +513,7 @@ func TestOlderEpochIsRefused(t *testing.T) {
 func TestEventsStayUntilAcknowledged(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxEvents = 3 })
 	r := ref("j", 0)
-	h.poll(StartRequest(h.id(), r, 1, spec()))
+	h.poll(StartRequest(h.id(), r, 1, 0, spec()))
 	h.rt.last().exitCode(1)
 	h.waitState(r, backoff)
 	st := h.poll()
@@ -541,7 +541,7 @@ func TestEventsStayUntilAcknowledged(t *testing.T) {
 func TestRestartAdoptsLiveProcessesAndReportsLostOnes(t *testing.T) {
 	h := newHarness(t)
 	alive, dead, waiting := ref("alive", 0), ref("dead", 0), ref("waiting", 0)
-	h.poll(StartRequest(h.id(), alive, 1, spec()), StartRequest(h.id(), dead, 1, spec()), StartRequest(h.id(), waiting, 1, spec()))
+	h.poll(StartRequest(h.id(), alive, 1, 0, spec()), StartRequest(h.id(), dead, 1, 0, spec()), StartRequest(h.id(), waiting, 1, 0, spec()))
 	h.rt.mu.Lock()
 	alivePid, deadPid, waitingProc := h.rt.procs[0].p, h.rt.procs[1].p, h.rt.procs[2]
 	h.rt.mu.Unlock()
@@ -671,7 +671,7 @@ func TestResolveSpec(t *testing.T) {
 func TestStateSurvivesATornWrite(t *testing.T) {
 	h := newHarness(t)
 	r := ref("j", 0)
-	h.poll(StartRequest(h.id(), r, 1, spec()))
+	h.poll(StartRequest(h.id(), r, 1, 0, spec()))
 	if err := h.a.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -703,7 +703,7 @@ func TestStateSurvivesATornWrite(t *testing.T) {
 
 func TestPollForAnotherMachineIsRefused(t *testing.T) {
 	h := newHarness(t)
-	_, err := h.a.Poll(context.Background(), &agentpb.PollRequest{Machine: "m2", Requests: []*agentpb.Request{StartRequest("x", ref("j", 0), 1, spec())}})
+	_, err := h.a.Poll(context.Background(), &agentpb.PollRequest{Machine: "m2", Requests: []*agentpb.Request{StartRequest("x", ref("j", 0), 1, 0, spec())}})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `runs machine "m1", not "m2"`) {
 		t.Fatalf("poll meant for m2: %v", err)
 	}
@@ -732,9 +732,7 @@ func TestPortCountSizesThePortRange(t *testing.T) {
 func TestRunKeepsItsSubmission(t *testing.T) {
 	h := newHarness(t)
 	web := ref("web", 0)
-	start := StartRequest(h.id(), web, 1, spec())
-	start.GetStart().Submission = 41
-	h.poll(start)
+	h.poll(StartRequest(h.id(), web, 1, 41, spec()))
 	if ts := h.waitState(web, running); ts.Submission != 41 {
 		t.Fatalf("status submission %d, want 41", ts.Submission)
 	}
@@ -747,8 +745,7 @@ func TestRunKeepsItsSubmission(t *testing.T) {
 			t.Fatalf("event %v without the run's submission", e)
 		}
 	}
-	other := StartRequest(h.id(), web, 1, spec())
-	other.GetStart().Submission = 57
+	other := StartRequest(h.id(), web, 1, 57, spec())
 	res, err := h.a.Poll(context.Background(), &agentpb.PollRequest{MasterId: "master", Epoch: 1, Cell: "cc", Requests: []*agentpb.Request{other}})
 	if err != nil || len(res.Results) != 1 || !strings.Contains(res.Results[0].Error, "submission 41") {
 		t.Fatalf("a start for another submission while the run is live: %v %v", res.GetResults(), err)

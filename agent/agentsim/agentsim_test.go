@@ -50,9 +50,9 @@ func TestSimulatedAgentOverGRPC(t *testing.T) {
 	ctx := context.Background()
 	web, batch := &events.TaskRef{User: "u", Job: "web", Index: 0}, &events.TaskRef{User: "u", Job: "batch", Index: 0}
 	st, err := c.Poll(ctx, &agentpb.PollRequest{Machine: "b", Epoch: 1, Requests: []*agentpb.Request{
-		agent.StartRequest("1", web, 1, spec("always")),
-		agent.StartRequest("2", batch, 1, spec("on-failure")),
-		agent.StartRequest("3", &events.TaskRef{User: "u", Job: "bad/job"}, 1, spec("")),
+		agent.StartRequest("1", web, 1, 0, spec("always")),
+		agent.StartRequest("2", batch, 1, 0, spec("on-failure")),
+		agent.StartRequest("3", &events.TaskRef{User: "u", Job: "bad/job"}, 1, 0, spec("")),
 	}})
 	if err != nil {
 		t.Fatal(err)

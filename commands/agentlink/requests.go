@@ -102,9 +102,7 @@ func Requests(s *projections.State, ml *Machine, maxStarts int, stopGrace time.D
 		case err != nil:
 			bad = append(bad, Unresolved{k, err})
 		case td.start:
-			req := agent.StartRequest(id(), ref, td.t.SpecVersion, spec)
-			req.GetStart().Submission = td.t.Seq
-			reqs = append(reqs, req)
+			reqs = append(reqs, agent.StartRequest(id(), ref, td.t.SpecVersion, td.t.Seq, spec))
 		default:
 			reqs = append(reqs, agent.UpdateRequest(id(), ref, td.t.SpecVersion, spec))
 		}
