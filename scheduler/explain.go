@@ -42,7 +42,6 @@ func (p *pass) explain(c *class) Explanation {
 	// each could offer: scratch space the pass reuses class after class.
 	eligible, maxAvail := p.scratch.eligible[:0], p.scratch.maxAvail[:0]
 	defer func() { p.scratch.eligible, p.scratch.maxAvail = eligible[:0], maxAvail[:0] }()
-	last, where := p.explainedBefore(c)
 	// The verdicts are kept for the next pass within the memo's bound;
 	// past it, one scratch verdict serves every machine.
 	var verdicts []verdict
@@ -56,8 +55,8 @@ func (p *pass) explain(c *class) Explanation {
 		if verdicts != nil {
 			v = &verdicts[mi]
 		}
-		if j := where(int32(mi)); j >= 0 && last[j].kept && p.gens[mi] == 0 {
-			*v = last[j]
+		if before, ok := p.explainedBefore(c, int32(mi)); ok {
+			*v = before
 			p.plan.Stats.ExplainRemembered++
 		} else {
 			*v = p.verdictOn(c, int32(mi))

@@ -38,27 +38,35 @@ type explainedClass struct {
 // afresh each pass.
 var maxExplainedVerdicts = 1 << 19
 
-// explainedBefore returns the last pass's verdicts for c's key and a map
-// from this pass's machine index to that pass's (-1: not there, or
-// changed). Nothing kept: no verdicts.
-func (p *pass) explainedBefore(c *class) ([]verdict, func(int32) int32) {
-	none := func(int32) int32 { return -1 }
-	if p.memo == nil {
-		return nil, none
+// recallExplained reads, before the classes are explained, the last pass's
+// verdicts and where each of this pass's machines stood in that pass.
+func (p *pass) recallExplained() {
+	if p.memo == nil || p.cfg.NoExplanations {
+		return
 	}
 	p.memo.mu.Lock()
-	prev, last := p.memo.explainedMachines, p.memo.explained[c.key]
+	prev, last := p.memo.explainedMachines, p.memo.explained
 	p.memo.mu.Unlock()
-	if last == nil {
-		return nil, none
+	if len(last) > 0 {
+		p.lastExplained, p.explainWhere = last, indexIn(prev, p.cell.Machines)
 	}
-	if !p.explainWhereBuilt {
-		p.explainWhere, p.explainWhereBuilt = indexIn(prev, p.cell.Machines), true
+}
+
+// explainedBefore is the verdict the last pass found for c on machine mi,
+// if it holds now: the same input machine, untouched in this pass.
+func (p *pass) explainedBefore(c *class, mi int32) (verdict, bool) {
+	last := p.lastExplained[c.key]
+	if last == nil || p.gens[mi] != 0 {
+		return verdict{}, false
 	}
-	if where := p.explainWhere; where != nil {
-		return last, func(mi int32) int32 { return where[mi] }
+	j := mi
+	if p.explainWhere != nil {
+		j = p.explainWhere[mi]
 	}
-	return last, func(mi int32) int32 { return mi }
+	if j < 0 || !last[j].kept {
+		return verdict{}, false
+	}
+	return last[j], true
 }
 
 // rememberExplained keeps this pass's verdicts for the next (explain kept

@@ -152,11 +152,12 @@ type pass struct {
 	// memo's (guarded by its mutex) or the pass's own.
 	jobNumbers *jobNumbers
 	// explained collects the verdicts of the classes explained, for the
-	// memo; explainWhere maps machines to the last explained pass's.
+	// memo; lastExplained is the last pass's, and explainWhere maps this
+	// pass's machines to that pass's (nil: the same machines).
 	explained         []explainedClass
 	explainedVerdicts int // in explained
+	lastExplained     map[string][]verdict
 	explainWhere      []int32
-	explainWhereBuilt bool
 	// scratch is explain's working space, reused class after class.
 	scratch struct {
 		eligible []int32
@@ -283,14 +284,8 @@ func (p *pass) buildMachines(memo *sumsMemo) {
 		}
 		p.jobNumbers = memo.jobs
 		last, next = memo.last, make(map[*Machine]*machineSums, len(p.cell.Machines))
-		refs := 0
-		defer func() { memo.last, memo.refs = next, refs }()
-		defer func() {
-			for i := range p.machines {
-				refs += len(p.machines[i].start.jobs)
-			}
-		}()
 	}
+	refs := 0 // job numbers the machines' sums hold
 	for i, in := range p.cell.Machines {
 		m := &p.machines[i]
 		m.in = in
@@ -316,11 +311,15 @@ func (p *pass) buildMachines(memo *sumsMemo) {
 		if next != nil {
 			next[in] = sums
 		}
+		refs += len(sums.jobs)
 		m.start = sums
 		m.usedLim, m.usedRes, m.npLim, m.npRes = sums.usedLim, sums.usedRes, sums.npLim, sums.npRes
 		if len(sums.allocs) > 0 {
 			m.allocs = slices.Clone(sums.allocs) // the pass fills them
 		}
+	}
+	if memo != nil {
+		memo.last, memo.refs = next, refs
 	}
 }
 
@@ -453,6 +452,7 @@ func (p *pass) placeAll() bool {
 // kept tasks pending.
 func (p *pass) finish() {
 	p.rememberInfeasible()
+	p.recallExplained()
 	for _, c := range p.classes {
 		if len(c.unplaced) > 0 {
 			p.plan.Pending = append(p.plan.Pending, p.explain(c))

@@ -14,8 +14,9 @@ import "slices"
 // from the same input and seed with those classes at the front of the
 // queue, and the plan that leaves fewer tasks pending, compared from the
 // highest priority down, is kept; on a tie the first (a rerun that falls
-// behind stops there). So a higher priority never loses a placement to a promoted task, while the room its tasks took
-// from the contested one can be found for them elsewhere. Lower priorities
+// behind stops there). So a higher priority never loses a placement to a
+// promoted task, while the room its tasks took from the contested one can
+// be found for them elsewhere. Lower priorities
 // can lose placements to it: a promoted task outranks them, and had they
 // been running it would have preempted them. Both runs are deterministic,
 // so the plan is too. A rerun costs at most one more pass, and only when a
