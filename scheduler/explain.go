@@ -50,12 +50,13 @@ func (p *pass) explain(c *class) Explanation {
 		p.explainedVerdicts += len(p.machines)
 	}
 	var scratch verdict
+	last := p.lastExplained[c.key]
 	for mi := range p.machines {
 		v := &scratch
 		if verdicts != nil {
 			v = &verdicts[mi]
 		}
-		if before, ok := p.explainedBefore(c, int32(mi)); ok {
+		if before, ok := p.explainedBefore(last, int32(mi)); ok {
 			*v = before
 			p.plan.Stats.ExplainRemembered++
 		} else {

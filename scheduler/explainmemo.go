@@ -52,10 +52,10 @@ func (p *pass) recallExplained() {
 	}
 }
 
-// explainedBefore is the verdict the last pass found for c on machine mi,
-// if it holds now: the same input machine, untouched in this pass.
-func (p *pass) explainedBefore(c *class, mi int32) (verdict, bool) {
-	last := p.lastExplained[c.key]
+// explainedBefore is the verdict the last pass found on machine mi (last
+// is that pass's verdicts for the class), if it holds now: the same input
+// machine, untouched in this pass.
+func (p *pass) explainedBefore(last []verdict, mi int32) (verdict, bool) {
 	if last == nil || p.gens[mi] != 0 {
 		return verdict{}, false
 	}
