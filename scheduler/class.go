@@ -31,6 +31,9 @@ type class struct {
 	// wantsScarce: the class asks for a resource the workload nearly
 	// exhausts; its pool is larger (scarceShare).
 	wantsScarce bool
+	// avoidsScarce: the cell has a scarce resource and the class does not
+	// ask for it; it pays for machines keeping some free (scarceHeld).
+	avoidsScarce bool
 
 	// Relaxed randomization: the class walks the pass's random machine order
 	// from start; scanned counts the machines examined so far.
@@ -65,14 +68,25 @@ type cand struct {
 	// Kept out of line: pools are scanned for every task, preemption is rare.
 	victims int32
 	score   float64
+	// holdsScarce: the machine keeps some of a scarce resource free after
+	// the placement (for classes that avoid it).
+	holdsScarce bool
 }
 
 // queueOrder returns the pending items' indices in scheduling order: from
 // high to low priority; within a priority allocs (items from nTasks on)
-// before tasks, each round-robin between users (taking each user's items in
-// submission order) so that a large job cannot block the line. Users take
-// turns in the order of their oldest item.
-func queueOrder(pending []PendingTask, nTasks int) []int32 {
+// before tasks, each round-robin between users so that a large job cannot
+// block the line. Users take turns in the order of their oldest item. Each
+// user's items go largest first by size (nil: in submission order), and
+// items of one size in submission order.
+//
+// Largest first is the packing rule of first-fit decreasing: small items
+// fill the gaps the large ones leave, where placed first they would have
+// cut up the room a large one needs. On OpenB's whole cell in submission
+// order, 22-150 tasks of 8,152 stayed pending; largest first, 0 on two of
+// three seeds. Within one pass it only reorders one user's tasks of one
+// priority among themselves; what fits is placed either way.
+func queueOrder(pending []PendingTask, nTasks int, size []float64) []int32 {
 	idx := make([]int32, len(pending))
 	for i := range idx {
 		idx[i] = int32(i)
@@ -104,9 +118,19 @@ func queueOrder(pending []PendingTask, nTasks int) []int32 {
 	})
 	out := make([]int32, 0, len(idx))
 	type run struct{ tasks []int32 }
+	oldest := func(tasks []int32) int64 {
+		if size == nil {
+			return pending[tasks[0]].Seq // sorted by Seq
+		}
+		o := pending[tasks[0]].Seq
+		for _, ti := range tasks[1:] {
+			o = min(o, pending[ti].Seq)
+		}
+		return o
+	}
 	roundRobin := func(runs []run) {
 		slices.SortStableFunc(runs, func(a, b run) int {
-			return cmp.Compare(pending[a.tasks[0]].Seq, pending[b.tasks[0]].Seq)
+			return cmp.Compare(oldest(a.tasks), oldest(b.tasks))
 		})
 		for len(runs) > 0 {
 			live := runs[:0]
@@ -129,6 +153,9 @@ func queueOrder(pending []PendingTask, nTasks int) []int32 {
 			for u < len(idx) && clampPriority(pending[idx[u]].Priority) == prio && (int(idx[u]) >= nTasks) == alloc &&
 				pending[idx[u]].Ref.User == pending[idx[hi]].Ref.User {
 				u++
+			}
+			if size != nil {
+				slices.SortStableFunc(idx[hi:u], func(a, b int32) int { return cmp.Compare(size[b], size[a]) })
 			}
 			runs = append(runs, run{idx[hi:u]})
 			hi = u

@@ -20,8 +20,11 @@
 //
 //  1. Queue: pending tasks and allocs from high to low priority; within a
 //     priority allocs first (tasks may go into them), then tasks; each
-//     round-robin between users (each user's items in submission order),
-//     users taking turns in the order of their oldest item.
+//     round-robin between users, users taking turns in the order of their
+//     oldest item. Each user's items go largest first (first-fit
+//     decreasing), size being the share of the cell asked for in each
+//     resource weighted by how much of that resource the workload asks
+//     for; items of one size in submission order.
 //  2. Equivalence classes: tasks with identical priority, resources,
 //     constraints, alloc set, package and crash history form a class (the
 //     job does not matter). Feasibility and scores are computed per class
@@ -31,7 +34,11 @@
 //     the first K feasible machines it finds, topping it up as machines fill.
 //     A class asking for a resource the whole workload (placed and pending)
 //     asks for 90% or more of keeps eight times as many: there a sample's
-//     best strands what the cell's best would not.
+//     best strands what the cell's best would not. Under hybrid, a class
+//     that asks for none of such a scarce resource counts a machine that
+//     would keep some of it free as an eighth of a machine, and pays for
+//     it in its score: CPU work stays off the GPU machines while there is
+//     room elsewhere.
 //  4. Feasibility, cheapest check first: machine up and not draining; the
 //     task did not crash there recently; hard constraints (=, !=, <, >, in,
 //     exists); room inside the alloc for tasks of an alloc set; otherwise
@@ -72,7 +79,14 @@
 //     priority never loses a placement to a promoted task. What the rerun
 //     places at the cost of lower priorities, preemption would have taken
 //     from them once they ran (reorder.go).
-//  9. Explanations: every class left with pending tasks is checked against
+//  9. Relocation: for a task still left pending, a machine where moving
+//     at most three of this pass's placements elsewhere would make room
+//     (each to the best machine of its class's pool, or, one level down,
+//     to a machine where room is made for it in turn), and the task is
+//     placed there. Moved placements go to the end of the plan; no
+//     placement is lost, none preempts, and relocation spends at most the
+//     checks the pass spent (relocate.go).
+//  10. Explanations: every class left with pending tasks is checked against
 //     every machine once more (a scheduler that remembers machines reuses
 //     an earlier pass's verdict on a machine that has not changed,
 //     explainmemo.go); rejections are counted per reason and hints say
@@ -96,6 +110,8 @@
 //     Cell.Validate.
 //   - A pass runs at most twice (step 8), and the second run only when a
 //     task that had room at the start of the pass was left pending.
+//   - Relocation only adds placements: every task the pass placed stays
+//     placed, and the plan applies in its order.
 //
 // Scores are cached within a pass only. Across passes the hybrid policy's
 // demand picture (the shapes of the pending queue, the cell's scarcity)

@@ -13,6 +13,9 @@ type checkResult struct {
 	score      float64
 	alloc      int32   // the alloc instance chosen, for tasks inside an alloc set
 	victims    []int32 // tasks to preempt, nil when the task fits as is
+	// holdsScarce: the machine keeps some of a scarce resource free after
+	// the placement (scored for a class that avoids scarce resources).
+	holdsScarce bool
 }
 
 // check runs the feasibility checks of class c on machine m, cheapest first
@@ -20,26 +23,8 @@ type checkResult struct {
 // machine when it is feasible and score is set. The first failing check is
 // the reason.
 func (p *pass) check(c *class, m *machine, mi int32, score bool) checkResult {
-	switch {
-	case m.in.State == MachineDown:
-		return checkResult{reason: ReasonDown}
-	case m.in.State == MachineDraining:
-		return checkResult{reason: ReasonDraining}
-	}
-	if len(c.avoid) > 0 {
-		if _, hit := slices.BinarySearch(c.avoid, mi); hit {
-			return checkResult{reason: ReasonCrashedHere}
-		}
-	}
-	for i := range c.hard {
-		if !c.hard[i].matches(m.in.Attributes) {
-			return checkResult{reason: ReasonConstraint, constraint: i}
-		}
-	}
-	if c.distinct {
-		if js := p.jobs[c.job]; js != nil && js.machines[mi] > 0 {
-			return checkResult{reason: ReasonDistinctHosts}
-		}
+	if r := p.admits(c, m, mi); !r.ok {
+		return r
 	}
 	if c.inAlloc {
 		return p.checkAlloc(c, m, score)
@@ -83,9 +68,42 @@ func (p *pass) check(c *class, m *machine, mi int32, score bool) checkResult {
 		r.score = p.fit(p.cfg.Policy, &avail, &after, &m.in.Capacity, strandedBefore) + p.preferences(c, m, victims)
 		if p.cfg.Policy == PolicyHybrid {
 			r.score -= p.demand.tightCost(c.id, &avail, &after)
+			if c.avoidsScarce {
+				held := p.scarceHeld(&after, &m.in.Capacity)
+				r.score -= held
+				r.holdsScarce = held > 0
+			}
 		}
 	}
 	return r
+}
+
+// admits runs the checks of class c on machine m that do not count
+// resources: the machine's state, the class's crash history, its hard
+// constraints and distinct hosts.
+func (p *pass) admits(c *class, m *machine, mi int32) checkResult {
+	switch {
+	case m.in.State == MachineDown:
+		return checkResult{reason: ReasonDown}
+	case m.in.State == MachineDraining:
+		return checkResult{reason: ReasonDraining}
+	}
+	if len(c.avoid) > 0 {
+		if _, hit := slices.BinarySearch(c.avoid, mi); hit {
+			return checkResult{reason: ReasonCrashedHere}
+		}
+	}
+	for i := range c.hard {
+		if !c.hard[i].matches(m.in.Attributes) {
+			return checkResult{reason: ReasonConstraint, constraint: i}
+		}
+	}
+	if c.distinct {
+		if js := p.jobs[c.job]; js != nil && js.machines[mi] > 0 {
+			return checkResult{reason: ReasonDistinctHosts}
+		}
+	}
+	return checkResult{ok: true}
 }
 
 // strandedNow is the stranded room of the machine as it stands, cached

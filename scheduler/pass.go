@@ -107,6 +107,7 @@ func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
 		}
 		p.plan.Stats.Reruns, p.plan.Stats.FeasibilityChecks = 1, checks
 	}
+	p.relocate()
 	p.finish()
 	return &p.plan
 }
@@ -171,6 +172,9 @@ type pass struct {
 	scarce            [ScoredDims]bool
 
 	plan Plan
+	// planned parallels plan.Placements: the queue item each placement
+	// serves and its machine's index. relocate.go moves placements.
+	planned []planned
 }
 
 // machine is a machine's state during a pass: the input plus what this pass
@@ -408,25 +412,27 @@ func (p *pass) machineIndex(name string) (int32, bool) {
 func (p *pass) placeAll() bool {
 	pending := p.items
 	p.plan.Stats.Pending = len(pending)
-	order := queueOrder(pending, p.nTasks)
+	p.sumDemand()
+	order := queueOrder(pending, p.nTasks, p.sizes())
 	if p.promote != nil {
 		order = promoteFirst(order, p.promote)
 	}
 	p.buildClasses(order)
 	p.recallInfeasible()
 	p.buildJobs()
-	p.sumDemand()
+	anyScarce := false
 	for _, c := range p.classes {
 		for d := Dim(0); d < ScoredDims; d++ {
 			c.wantsScarce = c.wantsScarce || (c.req[d] > 0 && p.scarce[d])
+			anyScarce = anyScarce || p.scarce[d]
 		}
+		c.avoidsScarce = anyScarce && !c.wantsScarce && p.cfg.Policy == PolicyHybrid
 	}
 	if p.cfg.Policy == PolicyHybrid {
 		p.buildDemand()
 	}
 	p.plan.Stats.Classes = len(p.classes)
 	for _, ti := range order {
-		t := &pending[ti]
 		c := p.classes[p.classOf[ti]]
 		if c.exhausted && len(c.pool) == 0 {
 			if p.leave(c, ti) {
@@ -442,7 +448,7 @@ func (p *pass) placeAll() bool {
 			}
 			continue
 		}
-		p.place(c, t, j, best, score, examined)
+		p.place(c, ti, j, c.pool[best], score, examined)
 	}
 	p.plan.Stats.Placed = len(p.plan.Placements) + len(p.plan.AllocPlacements)
 	return true
@@ -535,6 +541,14 @@ func (p *pass) spread(js *jobSpread, mi int32) float64 {
 // class's place in the random order, and takes the highest score. It returns
 // -1 when no machine is feasible.
 func (p *pass) pick(c *class, js *jobSpread) (best int, score float64, examined int32) {
+	examined = p.refresh(c)
+	best, score = p.choose(c, js, nil, false)
+	return best, score, examined + int32(len(c.pool))
+}
+
+// refresh revalidates the pool's stale entries and tops it up to K
+// feasible machines; it returns how many machines it rejected.
+func (p *pass) refresh(c *class) (rejected int32) {
 	kept := c.pool[:0]
 	hits := 0
 	for _, e := range c.pool {
@@ -544,7 +558,7 @@ func (p *pass) pick(c *class, js *jobSpread) (best int, score float64, examined 
 			p.plan.Stats.FeasibilityChecks++
 			r := p.check(c, &p.machines[e.m], e.m, true)
 			if !r.ok {
-				examined++ // dropped from the pool
+				rejected++ // dropped from the pool
 				continue
 			}
 			e = p.cand(e.m, gen, &r)
@@ -553,25 +567,32 @@ func (p *pass) pick(c *class, js *jobSpread) (best int, score float64, examined 
 	}
 	p.plan.Stats.ScoreCacheHits += hits
 	c.pool = kept
-	examined += p.fill(c)
+	return rejected + p.fill(c)
+}
+
+// choose returns the pool's best entry for the next task of class c, of
+// job js, leaving out the machines in except, and those that need a
+// preemption when noVictims is set; -1 when there is none.
+func (p *pass) choose(c *class, js *jobSpread, except []int32, noVictims bool) (best int, score float64) {
 	best = -1
 	if len(c.spread) > 0 && js != nil && js.placed > 0 {
-		best, score = p.pickSpread(c, js)
-	} else if js == nil || js.placed == 0 {
-		for i := range c.pool {
-			if s := c.pool[i].score; best < 0 || s > score {
-				best, score = i, s
-			}
+		return p.pickSpread(c, js)
+	}
+	spread := js != nil && js.placed > 0
+	for i := range c.pool {
+		e := &c.pool[i]
+		if (noVictims && e.victims >= 0) || (len(except) > 0 && slices.Contains(except, e.m)) {
+			continue
 		}
-	} else {
-		for i := range c.pool {
-			e := &c.pool[i]
-			if s := e.score + p.spread(js, e.m); best < 0 || s > score {
-				best, score = i, s
-			}
+		s := e.score
+		if spread {
+			s += p.spread(js, e.m)
+		}
+		if best < 0 || s > score {
+			best, score = i, s
 		}
 	}
-	return best, score, examined + int32(len(c.pool))
+	return best, score
 }
 
 // pickSpread chooses, for a class whose job spreads across attributes, the
@@ -606,7 +627,7 @@ func (p *pass) pickSpread(c *class, js *jobSpread) (best int, score float64) {
 }
 
 func (p *pass) cand(mi int32, gen uint32, r *checkResult) cand {
-	e := cand{m: mi, gen: gen, scoresGen: p.scoresGen, alloc: r.alloc, score: r.score, victims: -1}
+	e := cand{m: mi, gen: gen, scoresGen: p.scoresGen, alloc: r.alloc, score: r.score, victims: -1, holdsScarce: r.holdsScarce}
 	if r.victims != nil {
 		e.victims = int32(len(p.victimSets))
 		p.victimSets = append(p.victimSets, r.victims)
@@ -630,7 +651,21 @@ func (p *pass) fill(c *class) (rejected int32) {
 		// it: a larger sample (scarceShare).
 		k = min(n, scarcePool*k)
 	}
-	for len(c.pool) < k && c.scanned < n {
+	// A class that asks for no scarce resource counts a machine keeping
+	// some free as 1/scarcePool of a machine, up to scarcePool times K:
+	// its pool must not drift to such machines only (scarceHeld).
+	clean, held := 0, 0
+	if c.avoidsScarce {
+		for i := range c.pool {
+			if c.pool[i].holdsScarce {
+				held++
+			} else {
+				clean++
+			}
+		}
+		k = min(n, scarcePool*k)
+	}
+	for len(c.pool) < k && c.scanned < n && (!c.avoidsScarce || clean*scarcePool+held < k) {
 		mi := p.perm[(c.start+c.scanned)%n]
 		c.scanned++
 		if p.gens[mi] == 0 && c.known.has(mi) {
@@ -643,6 +678,11 @@ func (p *pass) fill(c *class) (rejected int32) {
 		r := p.check(c, m, mi, true)
 		if r.ok {
 			c.pool = append(c.pool, p.cand(mi, p.gens[mi], &r))
+			if r.holdsScarce {
+				held++
+			} else {
+				clean++
+			}
 		} else {
 			rejected++
 			if p.memo != nil && p.gens[mi] == 0 {
@@ -657,9 +697,9 @@ func (p *pass) fill(c *class) (rejected int32) {
 	return rejected
 }
 
-// place commits the pool entry at index best of class c to task t.
-func (p *pass) place(c *class, t *PendingTask, js *jobSpread, best int, score float64, examined int32) {
-	e := c.pool[best]
+// place commits the feasible machine e of class c to queue item ti.
+func (p *pass) place(c *class, ti int32, js *jobSpread, e cand, score float64, examined int32) {
+	t := &p.items[ti]
 	m := &p.machines[e.m]
 	beforeLim, beforeRes := m.in.Capacity.Sub(m.usedLim), m.in.Capacity.Sub(m.usedRes)
 	if c.isAlloc {
@@ -710,6 +750,7 @@ func (p *pass) place(c *class, t *PendingTask, js *jobSpread, best int, score fl
 		m.pkgs = append(m.pkgs, c.pkg)
 	}
 	p.plan.Placements = append(p.plan.Placements, pl)
+	p.planned = append(p.planned, planned{ti: ti, mi: e.m})
 	p.changed(c, m, e.m, js, &beforeLim, &beforeRes)
 }
 
@@ -717,15 +758,22 @@ func (p *pass) place(c *class, t *PendingTask, js *jobSpread, best int, score fl
 // the machine's cached scores go stale, the job's spread and the hybrid
 // policy's demand picture move.
 func (p *pass) changed(c *class, m *machine, mi int32, js *jobSpread, beforeLim, beforeRes *Resources) {
-	p.gens[mi]++
 	if js != nil {
 		p.addToJob(js, mi)
 	}
+	if p.cfg.Policy == PolicyHybrid && p.demand.placed(c.id) {
+		p.scoresGen++
+	}
+	p.roomChanged(m, mi, beforeLim, beforeRes)
+}
+
+// roomChanged records that machine mi's free room moved from before (per
+// accounting): its cached scores go stale, and the hybrid policy's large
+// shapes recount their slots.
+func (p *pass) roomChanged(m *machine, mi int32, beforeLim, beforeRes *Resources) {
+	p.gens[mi]++
 	if p.cfg.Policy != PolicyHybrid {
 		return
-	}
-	if p.demand.placed(c.id) {
-		p.scoresGen++
 	}
 	afterLim, afterRes := m.in.Capacity.Sub(m.usedLim), m.in.Capacity.Sub(m.usedRes)
 	if m.usable && p.demand.machineChanged(beforeLim, beforeRes, &afterLim, &afterRes) {

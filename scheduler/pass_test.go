@@ -138,6 +138,16 @@ func TestCellValidate(t *testing.T) {
 	}
 }
 
+// queueNames is the queue's order as user/job/index names.
+func queueNames(pending []PendingTask, size []float64) []string {
+	var names []string
+	for _, i := range queueOrder(pending, len(pending), size) {
+		r := pending[i].Ref
+		names = append(names, fmt.Sprintf("%s/%s/%d", r.User, r.Job, r.Index))
+	}
+	return names
+}
+
 func TestQueueOrderRoundRobin(t *testing.T) {
 	var pending []PendingTask
 	pending = append(pending, pendingOf("alice", "big", 5, 5, res(100, 1))...)
@@ -146,11 +156,7 @@ func TestQueueOrderRoundRobin(t *testing.T) {
 	pending = append(pending, pendingOf("bob", "urgent", 1, 9, res(100, 1))...)
 	pending = append(pending, pendingOf("dave", "late", 1, 0, res(100, 1))...)
 	numberSeq(pending)
-	var got []string
-	for _, i := range queueOrder(pending, len(pending)) {
-		r := pending[i].Ref
-		got = append(got, fmt.Sprintf("%s/%s/%d", r.User, r.Job, r.Index))
-	}
+	got := queueNames(pending, nil)
 	want := []string{
 		"bob/urgent/0", // higher priority first
 		// priority 5: users take turns, oldest first: alice, bob, carol
@@ -161,6 +167,89 @@ func TestQueueOrderRoundRobin(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("queue order:\n got %v\nwant %v", got, want)
+	}
+}
+
+// Each user's tasks of one priority go largest first; users still take
+// turns, in the order of their oldest task, and tasks of one size keep
+// their submission order.
+func TestQueueOrderLargestFirstWithinAUser(t *testing.T) {
+	var pending []PendingTask
+	pending = append(pending, pendingOf("alice", "small", 2, 5, res(100, 1))...)
+	pending = append(pending, pendingOf("bob", "mid", 1, 5, res(500, 1))...)
+	pending = append(pending, pendingOf("alice", "large", 2, 5, res(900, 1))...)
+	pending = append(pending, pendingOf("alice", "urgent", 1, 9, res(10, 1))...)
+	numberSeq(pending)
+	size := make([]float64, len(pending))
+	for i := range pending {
+		size[i] = float64(pending[i].Resources[CPU])
+	}
+	got := queueNames(pending, size)
+	want := []string{
+		"alice/urgent/0", // priority first, whatever the size
+		// alice's oldest task is older than bob's: she goes first, with
+		// her largest
+		"alice/large/0", "bob/mid/0",
+		"alice/large/1", "alice/small/0", "alice/small/1",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("queue order:\n got %v\nwant %v", got, want)
+	}
+}
+
+// Largest first packs what submission order cannot: small tasks that came
+// first would take a share of every machine, and the large ones that came
+// after would find none whole.
+func TestLargestFirstPacksACellSubmissionOrderCannot(t *testing.T) {
+	var ms []*Machine
+	for i := range 4 {
+		ms = append(ms, machineOf(fmt.Sprintf("m%d", i), 8, 64))
+	}
+	pending := pendingOf("alice", "small", 8, 5, res(2000, 1)) // 16 cores
+	pending = append(pending, pendingOf("alice", "large", 2, 5, res(8000, 1))...)
+	numberSeq(pending)
+	for _, policy := range Policies {
+		cfg := DefaultConfig()
+		cfg.Policy = policy
+		// In one run: neither the rerun (reorder.go) nor relocation
+		// (relocate.go) had to mend the order.
+		plan := Schedule(&Cell{Machines: ms, Pending: pending}, cfg, 1)
+		if plan.Stats.Placed != len(pending) || plan.Stats.Reruns != 0 || plan.Stats.Unblocked != 0 {
+			t.Errorf("%s: placed %d of %d, reruns %d, unblocked %d; want all in one run", policy,
+				plan.Stats.Placed, len(pending), plan.Stats.Reruns, plan.Stats.Unblocked)
+		}
+	}
+}
+
+// Where nearly every GPU is asked for, work that asks for none goes to
+// machines without free GPUs, even when its random sample of K machines
+// holds only GPU machines: taking the CPU beside a free GPU would leave
+// that GPU to no one.
+func TestCPUWorkLeavesGPUMachinesToGPUWork(t *testing.T) {
+	var ms []*Machine
+	for i := range 20 {
+		m := machineOf(fmt.Sprintf("gpu%02d", i), 16, 64)
+		m.Capacity[GPU] = 4000
+		ms = append(ms, m)
+	}
+	ms = append(ms, machineOf("cpu0", 12, 64), machineOf("cpu1", 12, 64))
+	pending := pendingOf("a", "svc", 4, 9, res(6000, 1)) // prod: placed first
+	gpuTask := res(3000, 1)
+	gpuTask[GPU] = 1000
+	pending = numberSeq(append(pending, pendingOf("a", "train", 80, 5, gpuTask)...)) // every GPU
+	for seed := uint64(1); seed <= 5; seed++ {
+		cfg := DefaultConfig()
+		cfg.FeasibleK = 4 // a GPU machine keeping GPUs free counts 1/8: the pool grows to 32
+		plan := Schedule(&Cell{Machines: ms, Pending: pending}, cfg, seed)
+		if plan.Stats.Placed != len(pending) || plan.Stats.Reruns != 0 || plan.Stats.Unblocked != 0 {
+			t.Errorf("seed %d: placed %d of %d, reruns %d, unblocked %d; want all in one run", seed,
+				plan.Stats.Placed, len(pending), plan.Stats.Reruns, plan.Stats.Unblocked)
+		}
+		for _, p := range plan.Placements {
+			if p.Task.Job == "svc" && !strings.HasPrefix(p.Machine, "cpu") {
+				t.Errorf("seed %d: %s on %s, want a machine without GPUs", seed, p.Task, p.Machine)
+			}
+		}
 	}
 }
 

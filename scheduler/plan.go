@@ -123,6 +123,11 @@ type Stats struct {
 	// 1 when that second run placed more and is this plan (reorder.go).
 	// FeasibilityChecks counts both runs.
 	Reruns, RerunKept int
+	// Unblocked counts the tasks left pending that were placed by moving
+	// Relocated of the pass's placements to other machines (relocate.go);
+	// RelocationChecks counts the machine evaluations that took (not in
+	// FeasibilityChecks).
+	Unblocked, Relocated, RelocationChecks int
 }
 
 // Reason is why a machine was rejected for a class. A machine counts under

@@ -403,7 +403,8 @@ func (c *checker) final() error {
 	// No task is left behind on a version its job no longer wants: a live
 	// job whose live tasks run an older spec version has a roll in flight
 	// (a replacement that does not serve yet: stopped, waiting to be
-	// placed, or running and not yet healthy).
+	// placed, or running and not yet healthy), or an update that waits on
+	// promotion or has halted.
 	for _, j := range s.SortedJobs() {
 		if j.Dead() {
 			continue
@@ -420,6 +421,12 @@ func (c *checker) final() error {
 			if t.Disrupted(c.w.now.UnixMicro()) {
 				inFlight = true
 			}
+		}
+		// An update that waits on a person (its canaries serve and await
+		// promotion) or failed (halted: nothing more rolls) keeps the
+		// rest behind by design.
+		if phase, _ := j.UpdatePhase(c.w.now.UnixMicro()); phase == projections.UpdateAwaitingPromote || phase == projections.UpdateHalted {
+			continue
 		}
 		if behind != nil && !inFlight {
 			return fmt.Errorf("after healing: task %s runs spec version %d, its job wants %d, and no roll is in flight (update open: %v)",

@@ -75,8 +75,15 @@ type CompactionResult struct {
 	LowerBound int           // of the original cell
 	Binding    scheduler.Dim // the resource that sets the lower bound
 	Ratio      float64       // P90 / LowerBound
-	Clones     int           // the largest clone factor a seed needed (1: none)
-	Packs      int           // from-scratch packings run
+	// OrderBounds is, per seed, the lower bound for the machines that seed
+	// keeps (PrefixBound of its removal order); OrderRatio is the worst
+	// seed's machines over its own bound. Under random removal this is
+	// the measure of packing: a random subset needs more machines than
+	// the largest ones LowerBound counts.
+	OrderBounds []int
+	OrderRatio  float64
+	Clones      int // the largest clone factor a seed needed (1: none)
+	Packs       int // from-scratch packings run
 }
 
 // Compact finds how few machines the workload fits on under cfg's policy,
@@ -115,6 +122,10 @@ func Compact(w *Workload, cfg CompactionConfig) (CompactionResult, error) {
 			return res, r.err
 		}
 		res.Machines = append(res.Machines, r.machines)
+		res.OrderBounds = append(res.OrderBounds, r.orderBound)
+		if r.machines > 0 {
+			res.OrderRatio = max(res.OrderRatio, float64(r.machines)/float64(r.orderBound))
+		}
 		res.Packs += r.packs
 		res.Clones = max(res.Clones, r.clones)
 		if r.machines == 0 {
@@ -139,8 +150,8 @@ func percentile(sorted []int, q float64) int {
 }
 
 type compactRun struct {
-	machines, packs, clones, pending int
-	err                              error
+	machines, packs, clones, pending, orderBound int
+	err                                          error
 }
 
 // compactOnce runs one seed.
@@ -184,7 +195,8 @@ func compactOnce(w *Workload, cfg CompactionConfig, mode CompactionMode, seed ui
 		value := capacityValue(order, w.Tasks)
 		slices.SortStableFunc(order, func(a, b *scheduler.Machine) int { return cmp.Compare(value(b), value(a)) })
 	}
-	run.machines = smallestFit(max(lb-1, 0), len(order), cfg.Stable, func(n int) bool { return fits(pack(order[:n])) })
+	run.orderBound = PrefixBound(order, w.Tasks)
+	run.machines = smallestFit(max(run.orderBound-1, 0), len(order), cfg.Stable, func(n int) bool { return fits(pack(order[:n])) })
 	return run
 }
 

@@ -107,8 +107,8 @@ func TestCompactionReport(t *testing.T) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "workload %s: %d machines, %d tasks; %d seeds, K=%d, up to %.1f%% of tasks may stay pending, the fit holding up to %d machines above the answer\n\n",
 		w.Name, len(w.Machines), len(w.Tasks), *compactionSeedsFlag, *compactionKFlag, 100**compactionPendingFlag, *compactionStableFlag)
-	table.WriteString("| removal | policy | machines (worst) | p90 | min-max | lower bound | worst / bound | clones | runtime | packings |\n")
-	table.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	table.WriteString("| removal | policy | machines (worst) | p90 | min-max | lower bound | worst / bound | bound of the kept machines, per seed | worst / own bound | clones | runtime | packings |\n")
+	table.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	policies := scheduler.Policies
 	if *compactionPolicyFlag != "" {
 		policies = nil
@@ -136,12 +136,13 @@ func TestCompactionReport(t *testing.T) {
 				t.Fatal(err)
 			}
 			if r.Unfit > 0 {
-				fmt.Fprintf(&table, "| %s | %s | does not fit (%d seeds, up to %d tasks pending on %dx the cell) | | | %d (%s) | | %d | %.1fs | %d |\n",
+				fmt.Fprintf(&table, "| %s | %s | does not fit (%d seeds, up to %d tasks pending on %dx the cell) | | | %d (%s) | | | | %d | %.1fs | %d |\n",
 					mode, policy, r.Unfit, r.Pending, r.Clones, r.LowerBound, r.Binding, r.Clones, elapsed.Seconds(), r.Packs)
 				continue
 			}
-			fmt.Fprintf(&table, "| %s | %s | %d | %d | %d-%d | %d (%s) | %.3f | %d | %.1fs | %d |\n",
-				mode, policy, r.Max, r.P90, r.Min, r.Max, r.LowerBound, r.Binding, float64(r.Max)/float64(r.LowerBound), r.Clones, elapsed.Seconds(), r.Packs)
+			fmt.Fprintf(&table, "| %s | %s | %d | %d | %d-%d | %d (%s) | %.3f | %v | %.3f | %d | %.1fs | %d |\n",
+				mode, policy, r.Max, r.P90, r.Min, r.Max, r.LowerBound, r.Binding, float64(r.Max)/float64(r.LowerBound),
+				r.OrderBounds, r.OrderRatio, r.Clones, elapsed.Seconds(), r.Packs)
 			t.Logf("%s %s: %v", mode, policy, r.Machines)
 		}
 	}

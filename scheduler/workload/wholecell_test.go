@@ -9,34 +9,51 @@ import (
 
 // OpenB's whole cell in one pass at the settings a cell runs with (hybrid,
 // K=64): 4,654 prod tasks (priority 9), 100 batch (4) and 3,398
-// best-effort (0); its GPUs are 98% asked for. A pool of 64 random machines
-// per class left 390-700 fractional-GPU tasks pending beside GPUs stranded
-// on machines without CPU; the larger pool for classes asking for a scarce
-// resource brought that to 8-22, nearly all batch 8-GPU tasks of 88-120
-// cores that need a machine of the largest kind to themselves. The rerun
-// (scheduler/reorder.go) places those first when that costs no prod task,
-// at the price of best-effort tasks, as a later pass would by preemption.
-// So: every prod task placed, batch tasks left pending only where placing
-// them would cost prod, and best-effort within bounds that the stranding
-// of the small pool would break.
+// best-effort (0); its GPUs are 98% asked for. Every task fits: this test
+// fails if the default leaves any pending. History of what it took: a pool
+// of 64 random machines per class left 390-700 fractional-GPU tasks
+// pending; a larger pool for classes asking for a scarce resource, 8-22;
+// the rerun (reorder.go), 22-150 best-effort ones. Then largest first
+// within a user's priority, CPU work kept off machines with free GPUs, and
+// large shapes protected while their slots are fewer than 16 times their
+// tasks: none, on each of 30 seeds tried (seeds 1-5 here).
 func TestOpenBWholeCellAtDefaults(t *testing.T) {
 	w, err := LoadWorkload(filepath.Join(workloadsDir(t), "openb"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for seed := uint64(1); seed <= 3; seed++ {
+	for seed := uint64(1); seed <= 5; seed++ {
 		plan := scheduler.Schedule(w.Cell(), scheduler.DefaultConfig(), seed)
 		var left [scheduler.MaxPriority + 1]int
 		for _, ex := range plan.Pending {
 			left[ex.Priority] += len(ex.Tasks)
 		}
-		t.Logf("seed %d: %d of %d tasks unplaced: prod %d, batch %d, best-effort %d; rerun %d, kept %d",
-			seed, plan.Stats.Pending-plan.Stats.Placed, len(w.Tasks), left[9], left[4], left[0], plan.Stats.Reruns, plan.Stats.RerunKept)
-		if left[9] != 0 || left[4] > 10 || left[0] > 200 {
-			t.Errorf("seed %d: pending prod %d (want 0), batch %d (want <= 10), best-effort %d (want <= 200)", seed, left[9], left[4], left[0])
+		t.Logf("seed %d: %d of %d tasks unplaced; rerun %d, kept %d; relocation placed %d, moving %d",
+			seed, plan.Stats.Pending-plan.Stats.Placed, len(w.Tasks), plan.Stats.Reruns, plan.Stats.RerunKept, plan.Stats.Unblocked, plan.Stats.Relocated)
+		if plan.Stats.Placed != len(w.Tasks) {
+			t.Errorf("seed %d: pending prod %d, batch %d, best-effort %d; want every task placed", seed, left[9], left[4], left[0])
 		}
-		if left[4] > 0 && plan.Stats.Reruns == 0 {
-			t.Errorf("seed %d: batch tasks pending and no rerun tried", seed)
-		}
+	}
+}
+
+// The smallest random subset of OpenB's machines that holds every task at
+// the default settings, one seed: within 3% of the bound for the machines
+// kept (1.017 at worst over three seeds when written; kube-scheduler's best
+// profile needs 1,658 machines, 11% above that bound).
+func TestOpenBCompactionAtDefaults(t *testing.T) {
+	w, err := LoadWorkload(filepath.Join(workloadsDir(t), "openb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultCompaction(scheduler.PolicyHybrid)
+	cfg.Seeds, cfg.MaxPending, cfg.Stable = 1, 0, 5
+	r, err := Compact(w, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d machines, the bound for those kept %d: %.3f", r.Machines[0], r.OrderBounds[0], r.OrderRatio)
+	if r.Unfit > 0 || r.OrderRatio > 1.03 {
+		t.Errorf("%d machines (unfit seeds %d, %d pending), %.3f of the bound for the machines kept; want within 3%%",
+			r.Machines[0], r.Unfit, r.Pending, r.OrderRatio)
 	}
 }

@@ -195,6 +195,37 @@ func LowerBound(machines []*scheduler.Machine, tasks []scheduler.PendingTask) (b
 	return bound, binding, nil
 }
 
+// PrefixBound is the lower bound for keeping a prefix of order: the
+// fewest leading machines whose summed capacity reaches what the tasks ask
+// for in every resource (len(order)+1 when the whole order does not).
+// Compaction removes machines from the end of its order, so no packing of
+// the kept machines beats it; LowerBound is the same bound for the order
+// that takes the largest machines first.
+func PrefixBound(order []*scheduler.Machine, tasks []scheduler.PendingTask) int {
+	var total, sum scheduler.Resources
+	for i := range tasks {
+		total = total.Add(tasks[i].Resources)
+	}
+	covered := func() bool {
+		for d := scheduler.Dim(0); d < scheduler.ScoredDims; d++ {
+			if sum[d] < total[d] {
+				return false
+			}
+		}
+		return true
+	}
+	for n, m := range order {
+		if covered() {
+			return n
+		}
+		sum = sum.Add(m.Capacity)
+	}
+	if covered() {
+		return len(order)
+	}
+	return len(order) + 1
+}
+
 // ErrNoWorkloads is returned by FindWorkloads when no folder is found.
 var ErrNoWorkloads = errors.New("scheduler: no workloads folder")
 
