@@ -549,9 +549,9 @@ func (p *pass) pick(c *class, js *jobSpread) (best int, score float64, examined 
 // refresh revalidates the pool's stale entries and tops it up to K
 // feasible machines; it returns how many machines it rejected.
 func (p *pass) refresh(c *class) (rejected int32) {
-	kept := c.pool[:0]
-	hits := 0
-	for _, e := range c.pool {
+	n, hits, held := 0, 0, 0
+	for i := range c.pool {
+		e := &c.pool[i]
 		if gen := p.gens[e.m]; e.gen == gen && e.scoresGen == p.scoresGen {
 			hits++
 		} else {
@@ -561,13 +561,19 @@ func (p *pass) refresh(c *class) (rejected int32) {
 				rejected++ // dropped from the pool
 				continue
 			}
-			e = p.cand(e.m, gen, &r)
+			*e = p.cand(e.m, gen, &r)
 		}
-		kept = append(kept, e)
+		if e.holdsScarce {
+			held++
+		}
+		if n != i {
+			c.pool[n] = *e
+		}
+		n++
 	}
 	p.plan.Stats.ScoreCacheHits += hits
-	c.pool = kept
-	return rejected + p.fill(c)
+	c.pool = c.pool[:n]
+	return rejected + p.fill(c, held)
 }
 
 // choose returns the pool's best entry for the next task of class c, of
@@ -636,11 +642,11 @@ func (p *pass) cand(mi int32, gen uint32, r *checkResult) cand {
 }
 
 // fill scans the class's random order for feasible machines until the pool
-// holds K (scarcePool times K for a class asking for a scarce resource,
+// (held of whose entries hold scarce room free) holds K (scarcePool times K for a class asking for a scarce resource,
 // every feasible machine for a spreading job) or every machine has been
 // examined once. It returns how many
 // machines it rejected.
-func (p *pass) fill(c *class) (rejected int32) {
+func (p *pass) fill(c *class, held int) (rejected int32) {
 	n := len(p.perm)
 	k := p.k
 	switch {
@@ -654,15 +660,8 @@ func (p *pass) fill(c *class) (rejected int32) {
 	// A class that asks for no scarce resource counts a machine keeping
 	// some free as 1/scarcePool of a machine, up to scarcePool times K:
 	// its pool must not drift to such machines only (scarceHeld).
-	clean, held := 0, 0
+	clean := len(c.pool) - held
 	if c.avoidsScarce {
-		for i := range c.pool {
-			if c.pool[i].holdsScarce {
-				held++
-			} else {
-				clean++
-			}
-		}
 		k = min(n, scarcePool*k)
 	}
 	for len(c.pool) < k && c.scanned < n && (!c.avoidsScarce || clean*scarcePool+held < k) {
