@@ -180,18 +180,23 @@ func (r *relocation) remove(p *pass, k, mi int32) {
 func (p *pass) makeRoomFor(r *relocation, c *class, ti int32) bool {
 	opts := p.roomOptions(r, c, nil)
 	var moves []move
+	var res checkResult
 	mi := p.tryOptions(opts, relocateTries, func(mi int32) bool {
 		checks := p.plan.Stats.FeasibilityChecks
+		defer func() { r.spent += p.plan.Stats.FeasibilityChecks - checks }()
 		var ok bool
-		moves, ok = p.room(r, c, mi, relocateDepth, []int32{mi})
-		r.spent += p.plan.Stats.FeasibilityChecks - checks
-		return ok
+		if moves, ok = p.room(r, c, mi, relocateDepth, []int32{mi}); !ok {
+			return false
+		}
+		if res, ok = p.roomMade(r, c, mi, moves); !ok {
+			return false
+		}
+		return true
 	})
 	if mi < 0 {
 		return false
 	}
 	p.commitMoves(r, moves)
-	res := p.roomMade(c, mi)
 	js := p.jobs[p.keyOf(ti)]
 	p.place(c, ti, js, p.cand(mi, p.gens[mi], &res), res.score+p.spread(js, mi), int32(len(opts)))
 	r.gone = append(r.gone, false)
@@ -220,13 +225,16 @@ func (p *pass) tryOptions(opts []int32, tries int, try func(mi int32) bool) int3
 	return -1
 }
 
-// roomMade is class c's check on machine mi once room was made there.
-func (p *pass) roomMade(c *class, mi int32) checkResult {
+// roomMade is class c's check on machine mi once moves made room there.
+// Room is counted by the same rule check counts it by (Available), so it
+// passes; should it not, the moves are undone and the try fails.
+func (p *pass) roomMade(r *relocation, c *class, mi int32, moves []move) (checkResult, bool) {
 	res := p.check(c, &p.machines[mi], mi, true)
 	if !res.ok || res.victims != nil {
-		panic("scheduler: relocation made room that check does not see") // the two share Available
+		p.undoMoves(r, moves)
+		return res, false
 	}
-	return res
+	return res, true
 }
 
 // roomOptions lists the machines, other than those in chain, that admit
@@ -366,13 +374,16 @@ func (p *pass) rehome(r *relocation, k, mi int32, depth int, chain []int32) ([]m
 	if depth > 0 {
 		opts := p.roomOptions(r, vc, chain)
 		var sub []move
+		var res checkResult
 		to := p.tryOptions(opts, relocateNestedTries, func(to int32) bool {
 			var ok bool
-			sub, ok = p.room(r, vc, to, depth-1, append(slices.Clip(chain), to))
+			if sub, ok = p.room(r, vc, to, depth-1, append(slices.Clip(chain), to)); !ok {
+				return false
+			}
+			res, ok = p.roomMade(r, vc, to, sub)
 			return ok
 		})
 		if to >= 0 {
-			res := p.roomMade(vc, to)
 			p.shift(k, to, true)
 			return append(sub, move{k: k, from: mi, to: to, score: res.score + p.spread(js, to), looked: int32(len(opts))}), true
 		}
