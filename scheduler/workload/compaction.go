@@ -108,7 +108,7 @@ func Compact(w *Workload, cfg CompactionConfig) (CompactionResult, error) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				runs[i] = compactOnce(w, cfg, res.Mode, cfg.FirstSeed+uint64(i), lb)
+				runs[i] = compactOnce(w, cfg, res.Mode, cfg.FirstSeed+uint64(i))
 			}
 		}()
 	}
@@ -155,7 +155,7 @@ type compactRun struct {
 }
 
 // compactOnce runs one seed.
-func compactOnce(w *Workload, cfg CompactionConfig, mode CompactionMode, seed uint64, lb int) compactRun {
+func compactOnce(w *Workload, cfg CompactionConfig, mode CompactionMode, seed uint64) compactRun {
 	var run compactRun
 	allowed := int(cfg.MaxPending * float64(len(w.Tasks)))
 	// Only the counts are read: no why-pending answers for the probes
@@ -182,11 +182,6 @@ func compactOnce(w *Workload, cfg CompactionConfig, mode CompactionMode, seed ui
 		run.clones++
 		cell = cloneMachines(w.Machines, run.clones)
 		full = pack(cell)
-	}
-	if run.clones > 1 {
-		if lb, _, run.err = LowerBound(cell, w.Tasks); run.err != nil {
-			return run
-		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 0xc0a1))
 	order := slices.Clone(cell)
