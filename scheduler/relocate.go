@@ -7,9 +7,8 @@ import (
 
 // A pass places the queue in order and never looks back, so a task late in
 // the queue can find every machine it fits on nibbled at by tasks placed
-// before it, which would have fitted elsewhere. On OpenB's whole cell (GPUs
-// 98% asked for) these are best-effort fractional-GPU tasks: the GPU left
-// over sits on machines whose CPU went to earlier tasks. The rerun
+// before it, which would have fitted elsewhere: typically a GPU task whose
+// GPU is left on machines whose CPU went to earlier CPU work. The rerun
 // (reorder.go) promotes such classes and replays the pass; relocation
 // repairs the plan instead. The tasks this pass placed have not started:
 // moving one to another machine costs nothing but the move. For a task
@@ -25,9 +24,10 @@ import (
 // Only plain placements move: not those that preempted, took ports, run
 // inside an alloc or belong to a job spread over failure domains or
 // distinct hosts. Pending tasks are taken in queue order; a class stops at
-// its first task that finds no room (its other tasks are the same).
-// Relocation spends at most as many feasibility checks as the pass before
-// it did, so it at most doubles a pass.
+// its first task that finds no room (its other tasks are the same), and a
+// class asking for at least what a failed one asked for is not tried.
+// Relocation spends at most half the feasibility checks the pass before it
+// made, counting each machine it weighs as one.
 
 // relocateMoves bounds the placements moved to make room for one task;
 // relocateTries bounds the machines tried for one task.
@@ -119,8 +119,9 @@ func (p *pass) relocate() {
 	p.plan.Stats.FeasibilityChecks = checks
 }
 
-// hopeless reports whether a class at least as large as c, with no more
-// constraints than c, found no room: then c would not either.
+// hopeless reports whether a class with no placement rules, asking for no
+// more than c in every resource, found no room: c, no easier to fit, is
+// not tried.
 func (r *relocation) hopeless(c *class) bool {
 	for _, f := range r.failed[acct(c)] {
 		if f.Fits(c.req) {
