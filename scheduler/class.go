@@ -117,21 +117,14 @@ func queueOrder(pending []PendingTask, nTasks int, size []float64) []int32 {
 		return 0
 	})
 	out := make([]int32, 0, len(idx))
-	type run struct{ tasks []int32 }
-	oldest := func(tasks []int32) int64 {
-		if size == nil {
-			return pending[tasks[0]].Seq // sorted by Seq
-		}
-		o := pending[tasks[0]].Seq
-		for _, ti := range tasks[1:] {
-			o = min(o, pending[ti].Seq)
-		}
-		return o
+	// A run is one user's items of one priority and kind; oldest is its
+	// oldest item's Seq, the order users take turns in.
+	type run struct {
+		tasks  []int32
+		oldest int64
 	}
 	roundRobin := func(runs []run) {
-		slices.SortStableFunc(runs, func(a, b run) int {
-			return cmp.Compare(oldest(a.tasks), oldest(b.tasks))
-		})
+		slices.SortStableFunc(runs, func(a, b run) int { return cmp.Compare(a.oldest, b.oldest) })
 		for len(runs) > 0 {
 			live := runs[:0]
 			for _, r := range runs {
@@ -154,10 +147,11 @@ func queueOrder(pending []PendingTask, nTasks int, size []float64) []int32 {
 				pending[idx[u]].Ref.User == pending[idx[hi]].Ref.User {
 				u++
 			}
+			oldest := pending[idx[hi]].Seq // sorted by Seq within the run
 			if size != nil {
 				slices.SortStableFunc(idx[hi:u], func(a, b int32) int { return cmp.Compare(size[b], size[a]) })
 			}
-			runs = append(runs, run{idx[hi:u]})
+			runs = append(runs, run{idx[hi:u], oldest})
 			hi = u
 		}
 		roundRobin(runs)

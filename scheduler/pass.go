@@ -420,11 +420,10 @@ func (p *pass) placeAll() bool {
 	p.buildClasses(order)
 	p.recallInfeasible()
 	p.buildJobs()
-	anyScarce := false
+	anyScarce := slices.Contains(p.scarce[:], true)
 	for _, c := range p.classes {
 		for d := Dim(0); d < ScoredDims; d++ {
 			c.wantsScarce = c.wantsScarce || (c.req[d] > 0 && p.scarce[d])
-			anyScarce = anyScarce || p.scarce[d]
 		}
 		c.avoidsScarce = anyScarce && !c.wantsScarce && p.cfg.Policy == PolicyHybrid
 	}
@@ -642,10 +641,11 @@ func (p *pass) cand(mi int32, gen uint32, r *checkResult) cand {
 }
 
 // fill scans the class's random order for feasible machines until the pool
-// (held of whose entries hold scarce room free) holds K (scarcePool times K for a class asking for a scarce resource,
-// every feasible machine for a spreading job) or every machine has been
-// examined once. It returns how many
-// machines it rejected.
+// holds K (scarcePool times K for a class asking for a scarce resource,
+// every feasible machine for a spreading job; for a class avoiding one, K
+// counting each of the held entries that keep scarce room free as
+// 1/scarcePool) or every machine has been examined once. It returns how
+// many machines it rejected.
 func (p *pass) fill(c *class, held int) (rejected int32) {
 	n := len(p.perm)
 	k := p.k
