@@ -78,7 +78,11 @@
 //     highest priority where the two differ (the first on a tie): a higher
 //     priority never loses a placement to a promoted task. What the rerun
 //     places at the cost of lower priorities, preemption would have taken
-//     from them once they ran (reorder.go).
+//     from them once they ran (reorder.go). If the kept plan still leaves
+//     a near miss (contested tasks pending, at most one in 64 of the
+//     queue) and the pass sampled (K below the machines), it runs up to
+//     twice more in its own order with new samples (seeds derived from
+//     the pass's), each kept by the same rule.
 //  9. Relocation: for a task still left pending, a machine where moving
 //     at most three of this pass's placements elsewhere would make room
 //     (each to the best machine of its class's pool, or, one level down,

@@ -106,6 +106,7 @@ func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
 			p.plan.Stats.RerunKept = 1
 		}
 		p.plan.Stats.Reruns, p.plan.Stats.FeasibilityChecks = 1, checks
+		p = s.reshuffle(cell, seed, p)
 	}
 	p.relocate()
 	p.finish()

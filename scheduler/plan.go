@@ -118,10 +118,12 @@ type Stats struct {
 	// an earlier pass's explanation gave (explainmemo.go).
 	ExplainRemembered int
 	ScoreCacheHits    int // pool entries reused because the machine had not changed
-	// Reruns is 1 when tasks left pending had room at the start of the
-	// pass, and the pass ran again with their classes first; RerunKept is
-	// 1 when that second run placed more and is this plan (reorder.go).
-	// FeasibilityChecks counts both runs.
+	// Reruns counts the runs after the first: 1 when tasks left pending
+	// had room at the start of the pass and the pass ran again with their
+	// classes first, plus one per new sample drawn while that left a near
+	// miss. RerunKept is the run this plan is: 0 the first, 1 the rerun,
+	// 2 and up the new samples (reorder.go). FeasibilityChecks counts
+	// every run.
 	Reruns, RerunKept int
 	// Unblocked counts the tasks left pending that were placed by moving
 	// Relocated of the pass's placements to other machines (relocate.go);

@@ -1,6 +1,10 @@
 package scheduler
 
-import "testing"
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
 
 // placedOn maps each placed task to its machine.
 func placedOn(plan *Plan) map[TaskRef]string {
@@ -86,5 +90,89 @@ func TestPromoteFirst(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("got %v, want %v", got, want)
 		}
+	}
+}
+
+// A new sample is kept only when it leaves fewer tasks pending at the
+// highest priority where the plans differ: on random cells sampled at K=2
+// (every policy, GPUs contested on a quarter), the plan with new samples
+// never leaves more pending than the plan without them, at that priority
+// and so at any higher one, it still applies in its order, and the same
+// seed gives the same plan.
+func TestReshuffleKeepsOnlyAFullerPlan(t *testing.T) {
+	kept, drawn := 0, 0
+	for seed := uint64(1); seed <= 400; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 17))
+		cell := randomCell(rng)
+		if seed%4 == 1 {
+			cell = gpuContestedCell(rng)
+		}
+		cfg := DefaultConfig()
+		cfg.Policy = Policies[seed%3]
+		cfg.FeasibleK = 2
+		with := Schedule(cell, cfg, seed)
+		noReshuffle = true
+		without := Schedule(cell, cfg, seed)
+		noReshuffle = false
+		if again := Schedule(cell, cfg, seed); fmt.Sprint(again.Placements) != fmt.Sprint(with.Placements) {
+			t.Fatalf("seed %d: two plans from one input and seed", seed)
+		}
+		drawn += with.Stats.Reruns - without.Stats.Reruns
+		if with.Stats.RerunKept >= 2 {
+			kept++
+		}
+		lw, lo := leftPerPriority(with), leftPerPriority(without)
+		for prio := MaxPriority; prio >= 0; prio-- {
+			if lw[prio] != lo[prio] {
+				if lw[prio] > lo[prio] {
+					t.Fatalf("seed %d: priority %d left %d pending with new samples, %d without", seed, prio, lw[prio], lo[prio])
+				}
+				break
+			}
+		}
+		if with.Stats.RerunKept < 2 && fmt.Sprint(with.Placements) != fmt.Sprint(without.Placements) {
+			t.Fatalf("seed %d: no new sample kept, yet the plan changed", seed)
+		}
+		if err := appliesInOrder(cell, with); err != nil {
+			t.Fatalf("seed %d (%s): %v", seed, cfg.Policy, err)
+		}
+	}
+	if kept == 0 {
+		t.Fatalf("%d new samples drawn, none kept: the cells test nothing", drawn)
+	}
+	t.Logf("%d new samples drawn, %d plans kept", drawn, kept)
+}
+
+// leftPerPriority counts a plan's tasks left pending per priority.
+func leftPerPriority(plan *Plan) [MaxPriority + 1]int {
+	var left [MaxPriority + 1]int
+	for _, ex := range plan.Pending {
+		left[clampPriority(ex.Priority)] += len(ex.Tasks)
+	}
+	return left
+}
+
+// A pass that sees every machine draws no sample, and a pass that left
+// many contested tasks out is no near miss: neither runs again with a new
+// sample.
+func TestNoReshuffleWithoutASampleOrForAFarMiss(t *testing.T) {
+	// Every machine in view: the prod-then-batch rerun case at the default K.
+	if plan := prodThenBatch(2, PolicyHybrid); plan.Stats.Reruns != 1 {
+		t.Errorf("a cell seen whole: %d reruns, want the one rerun", plan.Stats.Reruns)
+	}
+	// 100 machines of 4 cores sampled 2 at a time, and 200 batch tasks of
+	// 3 cores behind 100 prod tasks of 2: the prod tasks take room the
+	// batch tasks had, and 100 of them stay pending, far more than a near
+	// miss.
+	var machines []*Machine
+	for i := range 100 {
+		machines = append(machines, machineOf(fmt.Sprintf("m%03d", i), 4, 64))
+	}
+	cfg := DefaultConfig()
+	cfg.FeasibleK = 2
+	plan := Schedule(&Cell{Machines: machines, Pending: numberSeq(append(pendingOf("u", "prod", 100, 9, res(2000, 1)),
+		pendingOf("u", "batch", 200, 4, res(3000, 1))...))}, cfg, 1)
+	if left := plan.Stats.Pending - plan.Stats.Placed; left < 100 || plan.Stats.Reruns > 1 {
+		t.Errorf("%d left, %d reruns: want at least 100 left and no new sample", left, plan.Stats.Reruns)
 	}
 }

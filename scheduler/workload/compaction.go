@@ -183,16 +183,23 @@ func compactOnce(w *Workload, cfg CompactionConfig, mode CompactionMode, seed ui
 		cell = cloneMachines(w.Machines, run.clones)
 		full = pack(cell)
 	}
+	order := removalOrder(cell, w.Tasks, mode, seed)
+	run.orderBound = PrefixBound(order, w.Tasks)
+	run.machines = smallestFit(max(run.orderBound-1, 0), len(order), cfg.Stable, func(n int) bool { return fits(pack(order[:n])) })
+	return run
+}
+
+// removalOrder is the order a seed keeps the machines in: compaction keeps
+// a prefix of it and removes the rest.
+func removalOrder(cell []*scheduler.Machine, tasks []scheduler.PendingTask, mode CompactionMode, seed uint64) []*scheduler.Machine {
 	rng := rand.New(rand.NewPCG(seed, 0xc0a1))
 	order := slices.Clone(cell)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	if mode == CompactLargestFirst {
-		value := capacityValue(order, w.Tasks)
+		value := capacityValue(order, tasks)
 		slices.SortStableFunc(order, func(a, b *scheduler.Machine) int { return cmp.Compare(value(b), value(a)) })
 	}
-	run.orderBound = PrefixBound(order, w.Tasks)
-	run.machines = smallestFit(max(run.orderBound-1, 0), len(order), cfg.Stable, func(n int) bool { return fits(pack(order[:n])) })
-	return run
+	return order
 }
 
 // smallestFit finds the fewest machines that fit by bisection over

@@ -36,24 +36,49 @@ func TestOpenBWholeCellAtDefaults(t *testing.T) {
 	}
 }
 
-// The smallest random subset of OpenB's machines that holds every task at
-// the default settings, one seed: within 3% of the bound for the machines
-// kept (1.017 at worst over three seeds when written; kube-scheduler's best
-// profile needs 1,658 machines, 11% above that bound).
+// The smallest subset of OpenB's machines that holds every task at the
+// default settings, one seed per removal order: under random removal
+// within 3% of the bound for the machines kept (1.017 at worst over three
+// seeds when written; kube-scheduler's best profile needs 1,658 machines,
+// 11% above that bound), keeping the machines with the most GPU within 15%
+// (1.094 at worst over three seeds).
 func TestOpenBCompactionAtDefaults(t *testing.T) {
 	w, err := LoadWorkload(filepath.Join(workloadsDir(t), "openb"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultCompaction(scheduler.PolicyHybrid)
-	cfg.Seeds, cfg.MaxPending, cfg.Stable = 1, 0, 5
-	r, err := Compact(w, cfg)
+	for _, tc := range []struct {
+		mode   CompactionMode
+		within float64
+	}{{CompactRandom, 1.03}, {CompactLargestFirst, 1.15}} {
+		cfg := DefaultCompaction(scheduler.PolicyHybrid)
+		cfg.Mode, cfg.Seeds, cfg.MaxPending, cfg.Stable = tc.mode, 1, 0, 5
+		r, err := Compact(w, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d machines, the bound for those kept %d: %.3f", tc.mode, r.Machines[0], r.OrderBounds[0], r.OrderRatio)
+		if r.Unfit > 0 || r.OrderRatio > tc.within {
+			t.Errorf("%s: %d machines (unfit seeds %d, %d pending), %.3f of the bound for the machines kept; want within %.0f%%",
+				tc.mode, r.Machines[0], r.Unfit, r.Pending, r.OrderRatio, (tc.within-1)*100)
+		}
+	}
+}
+
+// OpenB's 1,500 machines with the most GPU capacity (seed 1's largest-first
+// order): the first pass and its rerun leave 30 best-effort tasks of 0.22-
+// 0.27 GPU facing 0.19 GPU on every machine with the CPU for them, while
+// the same seed places everything on 1,499 and 1,501 machines. A new
+// sample of machines (reorder.go) places them all.
+func TestANewSampleMendsANearMiss(t *testing.T) {
+	w, err := LoadWorkload(filepath.Join(workloadsDir(t), "openb"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d machines, the bound for those kept %d: %.3f", r.Machines[0], r.OrderBounds[0], r.OrderRatio)
-	if r.Unfit > 0 || r.OrderRatio > 1.03 {
-		t.Errorf("%d machines (unfit seeds %d, %d pending), %.3f of the bound for the machines kept; want within 3%%",
-			r.Machines[0], r.Unfit, r.Pending, r.OrderRatio)
+	order := removalOrder(w.Machines, w.Tasks, CompactLargestFirst, 1)
+	plan := scheduler.Schedule(&scheduler.Cell{Machines: order[:1500], Pending: w.Tasks}, scheduler.DefaultConfig(), 1)
+	t.Logf("reruns %d, kept run %d; relocation placed %d", plan.Stats.Reruns, plan.Stats.RerunKept, plan.Stats.Unblocked)
+	if plan.Stats.Placed != len(w.Tasks) || plan.Stats.RerunKept < 2 {
+		t.Errorf("%d of %d placed by run %d: want every task placed by a new sample", plan.Stats.Placed, len(w.Tasks), plan.Stats.RerunKept)
 	}
 }
