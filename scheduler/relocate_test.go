@@ -60,11 +60,7 @@ func TestRelocationMakesRoom(t *testing.T) {
 func TestRelocationOnlyAddsPlacements(t *testing.T) {
 	unblocked := 0
 	for seed := uint64(1); seed <= 300; seed++ {
-		rng := rand.New(rand.NewPCG(seed, 91))
-		cell := randomCell(rng)
-		if seed%4 == 1 {
-			cell = gpuContestedCell(rng)
-		}
+		cell := propertyCell(seed, 91)
 		cfg := DefaultConfig()
 		cfg.Policy = Policies[seed%3]
 		cfg.FeasibleK = []int{0, 2, 64}[seed/3%3]
@@ -109,6 +105,17 @@ func TestRelocationOnlyAddsPlacements(t *testing.T) {
 		t.Fatal("relocation never placed a task: the cells test nothing")
 	}
 	t.Logf("%d tasks unblocked", unblocked)
+}
+
+// propertyCell is the random cell of a property test's seed (drawn from
+// stream): one in four has its GPUs contested (gpuContestedCell), the
+// others are randomCell's.
+func propertyCell(seed, stream uint64) *Cell {
+	rng := rand.New(rand.NewPCG(seed, stream))
+	if seed%4 == 1 {
+		return gpuContestedCell(rng)
+	}
+	return randomCell(rng)
 }
 
 // randomCell is a cell of up to 16 machines, some with GPUs, running tasks

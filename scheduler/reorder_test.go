@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 )
 
@@ -102,11 +101,7 @@ func TestPromoteFirst(t *testing.T) {
 func TestReshuffleKeepsOnlyAFullerPlan(t *testing.T) {
 	kept, drawn := 0, 0
 	for seed := uint64(1); seed <= 400; seed++ {
-		rng := rand.New(rand.NewPCG(seed, 17))
-		cell := randomCell(rng)
-		if seed%4 == 1 {
-			cell = gpuContestedCell(rng)
-		}
+		cell := propertyCell(seed, 17)
 		cfg := DefaultConfig()
 		cfg.Policy = Policies[seed%3]
 		cfg.FeasibleK = 2
