@@ -17,8 +17,11 @@ package scheduler
 // be found for them elsewhere. Lower priorities
 // can lose placements to it: a promoted task outranks them, and had they
 // been running it would have preempted them. Both runs are deterministic,
-// so the plan is too. A rerun costs at most one more pass, and only when a
-// task that had room was left out.
+// so the plan is too. The rerun costs one more pass, and only when a task
+// that had room was left out; with the new samples below, a pass runs at
+// most four times over. A user can make that happen by submitting tasks
+// that contend for the last room, once per pass that fills it: the next
+// pass sees the winner running, and the loser no longer contested.
 
 // noteContested marks class c contested when machine mi, which this pass
 // changed, rejected it for lack of room it had before the change. Classes
@@ -61,10 +64,10 @@ func (p *pass) contestedLeft() int {
 
 // A pass scores a sample of K feasible machines per class (relaxed
 // randomization), and the sample decides where the last fractions of a
-// nearly full resource end up: on a compacted OpenB cell, one sample in
-// six or so leaves a few dozen 0.2-GPU tasks facing 0.19 GPU on every
-// machine that has the CPU for them, while the samples of a cell 150
-// machines smaller place everything. So when the rerun too keeps a near
+// nearly full resource end up: on OpenB compacted to between 1,320 and
+// 1,523 machines, one sample in twelve left up to a hundred 0.2-GPU tasks
+// facing 0.19 GPU on every machine that has the CPU for them, while the
+// samples of the sizes around it placed everything. So when the rerun too keeps a near
 // miss (contested tasks left pending, at most one in nearMissShare of the
 // queue), the pass runs again in its own order with a new sample, up to
 // reshuffles times, and keeps the plan that leaves fewer pending by the
@@ -73,7 +76,7 @@ func (p *pass) contestedLeft() int {
 // is not reshuffled; neither is a pass that left many tasks out, where a
 // new sample cannot make the room. The seeds are derived from the pass's,
 // so the plan stays deterministic. On OpenB compacted largest-first, the
-// worst of three seeds went from 1,501 machines to 1,433.
+// worst of three seeds went from 1,501 machines to 1,396.
 const (
 	reshuffles     = 2
 	nearMissShare  = 64
