@@ -67,16 +67,17 @@ func (p *pass) contestedLeft() int {
 // nearly full resource end up: on OpenB compacted to between 1,320 and
 // 1,523 machines, one sample in twelve left up to a hundred 0.2-GPU tasks
 // facing 0.19 GPU on every machine that has the CPU for them, while the
-// samples of the sizes around it placed everything. So when the rerun too keeps a near
-// miss (contested tasks left pending, at most one in nearMissShare of the
-// queue), the pass runs again in its own order with a new sample, up to
-// reshuffles times, and keeps the plan that leaves fewer pending by the
-// rerun's rule (placesMore: a higher priority never loses a placement).
-// A cell the pass sees whole (K at least its machines) draws no sample and
-// is not reshuffled; neither is a pass that left many tasks out, where a
-// new sample cannot make the room. The seeds are derived from the pass's,
-// so the plan stays deterministic. On OpenB compacted largest-first, the
-// worst of three seeds went from 1,501 machines to 1,396.
+// samples of the sizes around it placed everything. So when the rerun too
+// keeps a near miss (contested tasks left pending, at most one in
+// nearMissShare of the queue), the pass runs again in its own order with a
+// new sample, up to reshuffles times, and keeps the plan that leaves fewer
+// pending by the rerun's rule (placesMore: a higher priority never loses a
+// placement). A cell the pass sees whole (K at least its machines) draws
+// no sample and is not reshuffled; neither is a pass that left many tasks
+// out, where a new sample cannot make the room. The seeds are derived from
+// the pass's, so the plan stays deterministic. On OpenB compacted
+// largest-first, the worst of three seeds went from 1,501 machines to
+// 1,396.
 const (
 	reshuffles     = 2
 	nearMissShare  = 64
