@@ -96,16 +96,9 @@ func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
 	if promote := p.contested(); promote != nil {
 		// A task left pending that had room at the start of the pass lost
 		// it to tasks placed before it: run the pass again with its class
-		// first, and keep the plan that places more (reorder.go).
-		q := newPass(s.cfg, cell, seed, s.sums)
-		q.promote, q.bound = promote, p.leftByPriority()
-		done := q.placeAll()
-		checks := p.plan.Stats.FeasibilityChecks + q.plan.Stats.FeasibilityChecks
-		if done && q.placesMore() {
-			p = q
-			p.plan.Stats.RerunKept = 1
-		}
-		p.plan.Stats.Reruns, p.plan.Stats.FeasibilityChecks = 1, checks
+		// first, and keep the plan that places more; then, for a near
+		// miss, with new samples (reorder.go).
+		p = s.runAgain(cell, seed, p, promote, 1)
 		p = s.reshuffle(cell, seed, p)
 	}
 	p.relocate()

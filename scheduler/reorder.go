@@ -99,17 +99,27 @@ func (s *Scheduler) reshuffle(cell *Cell, seed uint64, p *pass) *pass {
 		if left == 0 || left > max(1, len(p.items)/nearMissShare) {
 			break
 		}
-		q := newPass(s.cfg, cell, seed+uint64(i)*reshuffleSeeds, s.sums)
-		q.bound = p.leftByPriority()
-		done := q.placeAll()
-		stats := p.plan.Stats
-		if done && q.placesMore() {
-			p = q
-			p.plan.Stats.RerunKept = 1 + i
-		}
-		p.plan.Stats.Reruns = stats.Reruns + 1
-		p.plan.Stats.FeasibilityChecks = stats.FeasibilityChecks + q.plan.Stats.FeasibilityChecks
+		p = s.runAgain(cell, seed+uint64(i)*reshuffleSeeds, p, nil, 1+i)
 	}
+	return p
+}
+
+// runAgain runs the pass again from the same cell with seed, the promoted
+// items (if any) first, and returns the run that leaves fewer tasks
+// pending from the highest priority down (placesMore; p on a tie), its
+// Stats counting this run: Reruns one more, RerunKept run if it is the
+// new one, FeasibilityChecks both runs'.
+func (s *Scheduler) runAgain(cell *Cell, seed uint64, p *pass, promote []bool, run int) *pass {
+	q := newPass(s.cfg, cell, seed, s.sums)
+	q.promote, q.bound = promote, p.leftByPriority()
+	done := q.placeAll()
+	before := p.plan.Stats
+	if done && q.placesMore() {
+		p = q
+		p.plan.Stats.RerunKept = run
+	}
+	p.plan.Stats.Reruns = before.Reruns + 1
+	p.plan.Stats.FeasibilityChecks = before.FeasibilityChecks + q.plan.Stats.FeasibilityChecks
 	return p
 }
 

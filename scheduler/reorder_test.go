@@ -157,8 +157,8 @@ func TestNoReshuffleWithoutASampleOrForAFarMiss(t *testing.T) {
 	}
 	// 100 machines of 4 cores sampled 2 at a time, and 200 batch tasks of
 	// 3 cores behind 100 prod tasks of 2: the prod tasks take room the
-	// batch tasks had, and 100 of them stay pending, far more than a near
-	// miss.
+	// batch tasks had, and at least 100 of them stay pending, far more
+	// than a near miss.
 	var machines []*Machine
 	for i := range 100 {
 		machines = append(machines, machineOf(fmt.Sprintf("m%03d", i), 4, 64))
