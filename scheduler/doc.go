@@ -82,7 +82,10 @@
 //     a near miss (contested tasks pending, at most one in 64 of the
 //     queue) and the pass sampled (K below the machines), it runs up to
 //     twice more in its own order with new samples (seeds derived from
-//     the pass's), each kept by the same rule.
+//     the pass's), each kept by the same rule. If contested tasks are
+//     still pending and seeing every machine costs at most twice the
+//     first run (classes times machines against its checks), it runs once
+//     more with every machine in view, kept by the same rule.
 //  9. Relocation: for a task still left pending, a machine where moving
 //     at most three of this pass's placements elsewhere would make room
 //     (each to the best machine of its class's pool, or, one level down,

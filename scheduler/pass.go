@@ -93,13 +93,15 @@ func New(cfg Config) *Scheduler {
 func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
 	p := newPass(s.cfg, cell, seed, s.sums)
 	p.placeAll()
+	firstChecks := p.plan.Stats.FeasibilityChecks
 	if promote := p.contested(); promote != nil {
 		// A task left pending that had room at the start of the pass lost
 		// it to tasks placed before it: run the pass again with its class
 		// first, and keep the plan that places more; then, for a near
 		// miss, with new samples (reorder.go).
-		p = s.runAgain(cell, seed, p, promote, 1)
+		p = s.runAgain(s.cfg, cell, seed, p, promote, 1)
 		p = s.reshuffle(cell, seed, p)
+		p = s.wholeView(cell, seed, p, firstChecks)
 	}
 	p.relocate()
 	p.finish()

@@ -121,8 +121,9 @@ type Stats struct {
 	// Reruns counts the runs after the first: 1 when tasks left pending
 	// had room at the start of the pass and the pass ran again with their
 	// classes first, plus one per new sample drawn while that left a near
-	// miss. RerunKept is the run this plan is: 0 the first, 1 the rerun,
-	// 2 and up the new samples (reorder.go). FeasibilityChecks counts
+	// miss, plus one for the run with every machine in view. RerunKept is
+	// the run this plan is: 0 the first, 1 the rerun, 2 and 3 the new
+	// samples, 4 the whole view (reorder.go). FeasibilityChecks counts
 	// every run.
 	Reruns, RerunKept int
 	// Unblocked counts the tasks left pending that were placed by moving

@@ -92,50 +92,58 @@ func TestPromoteFirst(t *testing.T) {
 	}
 }
 
-// A new sample is kept only when it leaves fewer tasks pending at the
-// highest priority where the plans differ: on random cells sampled at K=2
-// (every policy, GPUs contested on a quarter), the plan with new samples
-// never leaves more pending than the plan without them, at that priority
-// and so at any higher one, it still applies in its order, and the same
-// seed gives the same plan.
-func TestReshuffleKeepsOnlyAFullerPlan(t *testing.T) {
-	kept, drawn := 0, 0
+// A new sample, and the whole-view run, are kept only when they leave
+// fewer tasks pending at the highest priority where the plans differ: on
+// random cells sampled at K=2 (every policy, GPUs contested on a
+// quarter), the plan with them never leaves more pending than the plan
+// without them, at that priority and so at any higher one, it still
+// applies in its order, and the same seed gives the same plan. Relocation
+// is off: its budget counts every run's checks, so an extra run not kept
+// still lets it try more.
+func TestExtraRunsKeepOnlyAFullerPlan(t *testing.T) {
+	noRelocation = true
+	defer func() { noRelocation = false }()
+	kept := map[string]int{}
+	drawn := 0
 	for seed := uint64(1); seed <= 400; seed++ {
 		cell := propertyCell(seed, 17)
 		cfg := DefaultConfig()
 		cfg.Policy = Policies[seed%3]
 		cfg.FeasibleK = 2
 		with := Schedule(cell, cfg, seed)
-		noReshuffle = true
+		noReshuffle, noWholeView = true, true
 		without := Schedule(cell, cfg, seed)
-		noReshuffle = false
+		noReshuffle, noWholeView = false, false
 		if again := Schedule(cell, cfg, seed); fmt.Sprint(again.Placements) != fmt.Sprint(with.Placements) {
 			t.Fatalf("seed %d: two plans from one input and seed", seed)
 		}
 		drawn += with.Stats.Reruns - without.Stats.Reruns
-		if with.Stats.RerunKept >= 2 {
-			kept++
+		switch {
+		case with.Stats.RerunKept == wholeViewRun:
+			kept["whole view"]++
+		case with.Stats.RerunKept >= 2:
+			kept["new sample"]++
 		}
 		lw, lo := leftPerPriority(with), leftPerPriority(without)
 		for prio := MaxPriority; prio >= 0; prio-- {
 			if lw[prio] != lo[prio] {
 				if lw[prio] > lo[prio] {
-					t.Fatalf("seed %d: priority %d left %d pending with new samples, %d without", seed, prio, lw[prio], lo[prio])
+					t.Fatalf("seed %d: priority %d left %d pending with the extra runs, %d without", seed, prio, lw[prio], lo[prio])
 				}
 				break
 			}
 		}
 		if with.Stats.RerunKept < 2 && fmt.Sprint(with.Placements) != fmt.Sprint(without.Placements) {
-			t.Fatalf("seed %d: no new sample kept, yet the plan changed", seed)
+			t.Fatalf("seed %d: no extra run kept, yet the plan changed", seed)
 		}
 		if err := appliesInOrder(cell, with); err != nil {
 			t.Fatalf("seed %d (%s): %v", seed, cfg.Policy, err)
 		}
 	}
-	if kept == 0 {
-		t.Fatalf("%d new samples drawn, none kept: the cells test nothing", drawn)
+	if kept["new sample"] == 0 || kept["whole view"] == 0 {
+		t.Fatalf("%d extra runs, kept %v: the cells test nothing", drawn, kept)
 	}
-	t.Logf("%d new samples drawn, %d plans kept", drawn, kept)
+	t.Logf("%d extra runs, kept %v", drawn, kept)
 }
 
 // leftPerPriority counts a plan's tasks left pending per priority.
@@ -165,9 +173,40 @@ func TestNoReshuffleWithoutASampleOrForAFarMiss(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.FeasibleK = 2
+	noWholeView = true // a cell this small is seen whole (wholeView)
+	defer func() { noWholeView = false }()
 	plan := Schedule(&Cell{Machines: machines, Pending: numberSeq(append(pendingOf("u", "prod", 100, 9, res(2000, 1)),
 		pendingOf("u", "batch", 200, 4, res(3000, 1))...))}, cfg, 1)
 	if left := plan.Stats.Pending - plan.Stats.Placed; left < 100 || plan.Stats.Reruns > 1 {
 		t.Errorf("%d left, %d reruns: want at least 100 left and no new sample", left, plan.Stats.Reruns)
+	}
+}
+
+// A pass that would cost far more to run with every machine in view than
+// it cost sampled is not run again whole: 3,000 machines of 4 cores seen 2
+// at a time, 60 prod jobs of 2-core tasks ahead of 6,000 batch tasks of 3
+// cores, most of which stay pending. The same cell cut to 300 machines is
+// seen whole.
+func TestNoWholeViewWhenItCostsTooMuch(t *testing.T) {
+	for _, tc := range []struct {
+		machines int
+		whole    bool
+	}{{3000, false}, {300, true}} {
+		var machines []*Machine
+		for i := range tc.machines {
+			machines = append(machines, machineOf(fmt.Sprintf("m%04d", i), 4, 64))
+		}
+		var pending []PendingTask
+		for j := range 60 {
+			pending = append(pending, pendingOf("u", fmt.Sprintf("prod%02d", j), tc.machines/60, 9, res(2000, int64(1+j)))...)
+		}
+		pending = append(pending, pendingOf("u", "batch", 2*tc.machines, 4, res(3000, 1))...)
+		cfg := DefaultConfig()
+		cfg.FeasibleK = 2
+		plan := Schedule(&Cell{Machines: machines, Pending: numberSeq(pending)}, cfg, 1)
+		t.Logf("%d machines: %+v", tc.machines, plan.Stats)
+		if ran := plan.Stats.Reruns == 2; ran != tc.whole {
+			t.Errorf("%d machines: %d reruns, want the whole view run %v", tc.machines, plan.Stats.Reruns, tc.whole)
+		}
 	}
 }

@@ -20,9 +20,12 @@ const (
 	// workload does not fit the whole cell, the cell is cloned first.
 	CompactRandom CompactionMode = "random"
 	// CompactLargestFirst removes the machines with the least capacity in
-	// the resources the workload asks most of first (ties in a seeded random
-	// order): the order the lower bound assumes, so the ratio to the bound
-	// measures the packing alone. It never clones.
+	// the resource that sets the lower bound first, then, among equals, in
+	// the resources the workload asks most of (ties in a seeded random
+	// order): the order the lower bound assumes, so the bound of the
+	// machines kept is the workload's wherever the binding resource's
+	// largest machines hold the other resources too (OpenB), and the ratio
+	// to it measures the packing alone. It never clones.
 	CompactLargestFirst CompactionMode = "largest-first"
 )
 
@@ -196,8 +199,11 @@ func removalOrder(cell []*scheduler.Machine, tasks []scheduler.PendingTask, mode
 	order := slices.Clone(cell)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	if mode == CompactLargestFirst {
+		_, binding, _ := LowerBound(cell, tasks)
 		value := capacityValue(order, tasks)
-		slices.SortStableFunc(order, func(a, b *scheduler.Machine) int { return cmp.Compare(value(b), value(a)) })
+		slices.SortStableFunc(order, func(a, b *scheduler.Machine) int {
+			return cmp.Or(cmp.Compare(b.Capacity[binding], a.Capacity[binding]), cmp.Compare(value(b), value(a)))
+		})
 	}
 	return order
 }
