@@ -98,7 +98,8 @@ func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
 		// A task left pending that had room at the start of the pass lost
 		// it to tasks placed before it: run the pass again with its class
 		// first, and keep the plan that places more; then, for a near
-		// miss, with new samples (reorder.go).
+		// miss, with new samples, and where it is affordable with every
+		// machine in view (reorder.go).
 		p = s.runAgain(s.cfg, cell, seed, p, promote, 1)
 		p = s.reshuffle(cell, seed, p)
 		p = s.wholeView(cell, seed, p, firstChecks)

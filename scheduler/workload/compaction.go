@@ -199,6 +199,8 @@ func removalOrder(cell []*scheduler.Machine, tasks []scheduler.PendingTask, mode
 	order := slices.Clone(cell)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	if mode == CompactLargestFirst {
+		// Compact has checked that the machines hold the tasks, and
+		// largest-first never clones: LowerBound cannot fail here.
 		_, binding, _ := LowerBound(cell, tasks)
 		value := capacityValue(order, tasks)
 		slices.SortStableFunc(order, func(a, b *scheduler.Machine) int {
