@@ -205,6 +205,8 @@ func TestNoWholeViewWhenItCostsTooMuch(t *testing.T) {
 		cfg.FeasibleK = 2
 		plan := Schedule(&Cell{Machines: machines, Pending: numberSeq(pending)}, cfg, 1)
 		t.Logf("%d machines: %+v", tc.machines, plan.Stats)
+		// A far miss draws no new sample: a run after the rerun is the
+		// whole view.
 		if ran := plan.Stats.Reruns == 2; ran != tc.whole {
 			t.Errorf("%d machines: %d reruns, want the whole view run %v", tc.machines, plan.Stats.Reruns, tc.whole)
 		}

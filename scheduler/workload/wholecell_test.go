@@ -18,10 +18,7 @@ import (
 // large shapes protected while their slots are fewer than 16 times their
 // tasks: none, on each of 30 seeds tried (seeds 1-5 here).
 func TestOpenBWholeCellAtDefaults(t *testing.T) {
-	w, err := LoadWorkload(filepath.Join(workloadsDir(t), "openb"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := openB(t)
 	for seed := uint64(1); seed <= 5; seed++ {
 		plan := scheduler.Schedule(w.Cell(), scheduler.DefaultConfig(), seed)
 		var left [scheduler.MaxPriority + 1]int
@@ -44,10 +41,7 @@ func TestOpenBWholeCellAtDefaults(t *testing.T) {
 // bound); keeping the machines with the most GPU, whose bound is the
 // workload's (1,139), within 15% (1.125 at worst over three seeds).
 func TestOpenBCompactionAtDefaults(t *testing.T) {
-	w, err := LoadWorkload(filepath.Join(workloadsDir(t), "openb"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := openB(t)
 	for _, tc := range []struct {
 		mode   CompactionMode
 		within float64
@@ -89,12 +83,19 @@ func TestAWholeViewMendsASampledMiss(t *testing.T) {
 // largestFirstPass runs one pass at the defaults over the first n machines
 // of OpenB's largest-first order for seed 1.
 func largestFirstPass(t *testing.T, n int) *scheduler.Plan {
-	w, err := LoadWorkload(filepath.Join(workloadsDir(t), "openb"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := openB(t)
 	order := removalOrder(w.Machines, w.Tasks, CompactLargestFirst, 1)
 	plan := scheduler.Schedule(&scheduler.Cell{Machines: order[:n], Pending: w.Tasks}, scheduler.DefaultConfig(), 1)
 	t.Logf("%d machines: reruns %d, kept run %d; relocation placed %d", n, plan.Stats.Reruns, plan.Stats.RerunKept, plan.Stats.Unblocked)
 	return plan
+}
+
+// openB loads the shared OpenB workload.
+func openB(t *testing.T) *Workload {
+	t.Helper()
+	w, err := LoadWorkload(filepath.Join(workloadsDir(t), "openb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
