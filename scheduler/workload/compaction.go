@@ -186,15 +186,17 @@ func compactOnce(w *Workload, cfg CompactionConfig, mode CompactionMode, seed ui
 		cell = cloneMachines(w.Machines, run.clones)
 		full = pack(cell)
 	}
-	order := removalOrder(cell, w.Tasks, mode, seed)
+	order := RemovalOrder(cell, w.Tasks, mode, seed)
 	run.orderBound = PrefixBound(order, w.Tasks)
-	run.machines = smallestFit(max(run.orderBound-1, 0), len(order), cfg.Stable, func(n int) bool { return fits(pack(order[:n])) })
+	run.machines = SmallestFit(max(run.orderBound-1, 0), len(order), cfg.Stable, func(n int) bool { return fits(pack(order[:n])) })
 	return run
 }
 
-// removalOrder is the order a seed keeps the machines in: compaction keeps
-// a prefix of it and removes the rest.
-func removalOrder(cell []*scheduler.Machine, tasks []scheduler.PendingTask, mode CompactionMode, seed uint64) []*scheduler.Machine {
+// RemovalOrder is the order a seed keeps the machines in: compaction keeps
+// a prefix of it and removes the rest. It is exported so that a harness
+// packing the same prefixes with another scheduler (tools/kubepack) keeps
+// the very machines corral kept.
+func RemovalOrder(cell []*scheduler.Machine, tasks []scheduler.PendingTask, mode CompactionMode, seed uint64) []*scheduler.Machine {
 	rng := rand.New(rand.NewPCG(seed, 0xc0a1))
 	order := slices.Clone(cell)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
@@ -210,13 +212,13 @@ func removalOrder(cell []*scheduler.Machine, tasks []scheduler.PendingTask, mode
 	return order
 }
 
-// smallestFit finds the fewest machines that fit by bisection over
+// SmallestFit finds the fewest machines that fit by bisection over
 // (lo, hi], where hi fits and lo does not (fewer machines than the lower
 // bound never fit), then moves the answer above any size up to stable
 // machines over it that misses: fit is not monotone under relaxed
 // randomization, and the answer must not be a lucky size below a band of
 // misses.
-func smallestFit(lo, hi, stable int, fits func(n int) bool) int {
+func SmallestFit(lo, hi, stable int, fits func(n int) bool) int {
 	top := hi
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2

@@ -84,7 +84,7 @@ func TestAWholeViewMendsASampledMiss(t *testing.T) {
 // of OpenB's largest-first order for seed 1.
 func largestFirstPass(t *testing.T, n int) *scheduler.Plan {
 	w := openB(t)
-	order := removalOrder(w.Machines, w.Tasks, CompactLargestFirst, 1)
+	order := RemovalOrder(w.Machines, w.Tasks, CompactLargestFirst, 1)
 	plan := scheduler.Schedule(&scheduler.Cell{Machines: order[:n], Pending: w.Tasks}, scheduler.DefaultConfig(), 1)
 	t.Logf("%d machines: reruns %d, kept run %d; relocation placed %d", n, plan.Stats.Reruns, plan.Stats.RerunKept, plan.Stats.Unblocked)
 	return plan
