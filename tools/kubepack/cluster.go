@@ -178,6 +178,19 @@ func (c *cluster) counts() (bound, evicted int) {
 	return c.bound, c.evicted
 }
 
+// unplaced returns the positions of the tasks not bound now.
+func (c *cluster) unplaced() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var left []int
+	for i, st := range c.state {
+		if st != podBound {
+			left = append(left, i)
+		}
+	}
+	return left
+}
+
 // usesGPU reports whether any task asks for a GPU.
 func usesGPU(tasks []scheduler.PendingTask) bool {
 	for _, t := range tasks {

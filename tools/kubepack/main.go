@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,6 +57,18 @@ func run(args []string, out io.Writer) error {
 	if m != workload.CompactRandom && m != workload.CompactLargestFirst {
 		return fmt.Errorf("-mode: %q is not random or largest-first", *mode)
 	}
+	if *machines < 0 {
+		return fmt.Errorf("-machines: %d is negative", *machines)
+	}
+	if *stable < 0 {
+		return fmt.Errorf("-stable: %d is negative", *stable)
+	}
+	if *maxPods < 1 {
+		return fmt.Errorf("-max-pods: %d, want at least 1", *maxPods)
+	}
+	if *timeout <= 0 {
+		return fmt.Errorf("-timeout: %v, want more than 0", *timeout)
+	}
 	if *seeds < 1 {
 		return fmt.Errorf("-seeds: %d, want at least 1", *seeds)
 	}
@@ -93,6 +106,9 @@ func run(args []string, out io.Writer) error {
 				}
 				fmt.Fprintf(out, "  %s seed %d: %d machines: %d placed, %d unplaced (%d evicted by preemption), %.1f s\n",
 					pn, seed, n, p.Placed, p.unplaced(), p.Evicted, p.Elapsed.Seconds())
+				if len(p.Left) > 0 {
+					fmt.Fprintf(out, "    not placed: %s\n", describe(w.Tasks, p.Left))
+				}
 				return p, nil
 			}
 			if *machines > 0 {
@@ -148,6 +164,29 @@ func compact(order []*scheduler.Machine, tasks []scheduler.PendingTask, stable i
 	lo := max(workload.PrefixBound(order, tasks)-1, 0)
 	answer := workload.SmallestFit(lo, len(order), stable, fits)
 	return answer, failed
+}
+
+// describe says which tasks were left: how many at each priority, and
+// their CPU and memory requests (median and largest).
+func describe(tasks []scheduler.PendingTask, left []int) string {
+	byPriority := map[int32]int{}
+	var cpu, mem []int64
+	for _, i := range left {
+		t := tasks[i]
+		byPriority[t.Priority]++
+		cpu = append(cpu, t.Resources[scheduler.CPU])
+		mem = append(mem, t.Resources[scheduler.Memory])
+	}
+	var b strings.Builder
+	b.WriteString("by priority")
+	for _, p := range slices.Sorted(maps.Keys(byPriority)) {
+		fmt.Fprintf(&b, " %d:%d", p, byPriority[p])
+	}
+	slices.Sort(cpu)
+	slices.Sort(mem)
+	fmt.Fprintf(&b, "; cpu median %.2f largest %.2f cores; memory median %d largest %d MiB",
+		float64(cpu[len(cpu)/2])/1000, float64(cpu[len(cpu)-1])/1000, mem[len(mem)/2]>>20, mem[len(mem)-1]>>20)
+	return b.String()
 }
 
 // loadWorkload reads a workload folder, or the one of that name in the

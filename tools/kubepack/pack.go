@@ -18,6 +18,7 @@ type packing struct {
 	Placed          int // bound and not evicted
 	Evicted         int // bound, then preempted
 	Elapsed         time.Duration
+	Left            []int // positions in the tasks of those not placed
 }
 
 func (p packing) unplaced() int { return p.Tasks - p.Placed }
@@ -117,6 +118,7 @@ func pack(ctx context.Context, machines []*scheduler.Machine, tasks []scheduler.
 		}
 	}
 	res.Placed, res.Evicted = c.counts()
+	res.Left = c.unplaced()
 	res.Elapsed = time.Since(start)
 	return res, nil
 }

@@ -96,3 +96,12 @@ func TestCompactFindsTheSmallestFittingPrefix(t *testing.T) {
 		t.Errorf("compact on a cell too small = %d, want 0", got)
 	}
 }
+
+func TestDescribeSaysWhatWasLeft(t *testing.T) {
+	tasks := []scheduler.PendingTask{task("a", 0, 1, 2), task("b", 0, 9, 4), task("c", 0, 1, 8)}
+	got := describe(tasks, []int{0, 2})
+	want := "by priority 1:2; cpu median 8.00 largest 8.00 cores; memory median 4096 largest 4096 MiB"
+	if got != want {
+		t.Errorf("describe = %q, want %q", got, want)
+	}
+}

@@ -49,5 +49,5 @@ func buildProfile(name string, gpu bool) (config.KubeSchedulerProfile, error) {
 		}
 		return p, fmt.Errorf("profile binpack: the default profile has no NodeResourcesFit config")
 	}
-	return p, fmt.Errorf("profile: %q is not one of %v", name, profileNames)
+	return p, fmt.Errorf("-profile: %q is not one of %v", name, profileNames)
 }
