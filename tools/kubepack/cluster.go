@@ -45,7 +45,7 @@ type cluster struct {
 	state    []int8
 	index    map[string]int // pod name -> position in pods
 	version  int64          // the last resourceVersion handed out
-	watchers []*watch.FakeWatcher
+	watchers []*podWatch
 	bound    int // pods in state podBound
 	evicted  int
 }
@@ -80,10 +80,10 @@ func newCluster(machines []*scheduler.Machine, tasks []scheduler.PendingTask, ma
 	// eviction. The watchers' buffers hold every event a packing can make
 	// (a bind and a deletion per pod), so no send ever blocks.
 	c.client.PrependWatchReactor("nodes", func(clienttesting.Action) (bool, watch.Interface, error) {
-		return true, watch.NewFakeWithChanSize(1, false), nil
+		return true, newPodWatch(0), nil
 	})
 	c.client.PrependWatchReactor("pods", func(clienttesting.Action) (bool, watch.Interface, error) {
-		w := watch.NewFakeWithChanSize(2*len(tasks)+16, false)
+		w := newPodWatch(2*len(tasks) + 16)
 		c.mu.Lock()
 		c.watchers = append(c.watchers, w)
 		c.mu.Unlock()
@@ -96,6 +96,37 @@ func newCluster(machines []*scheduler.Machine, tasks []scheduler.PendingTask, ma
 	// the scheduler's report to users; nothing here reads them back.
 	c.client.PrependReactor("patch", "pods", c.get)
 	return c
+}
+
+// podWatch is one watch on the cluster: its buffer holds every event a
+// packing can make, and nothing is sent once its reader has stopped it
+// (an informer stopping at the end of a packing while a bind is answered
+// must not panic on a closed channel).
+type podWatch struct {
+	mu      sync.Mutex
+	stopped bool
+	events  chan watch.Event
+}
+
+func newPodWatch(size int) *podWatch { return &podWatch{events: make(chan watch.Event, size)} }
+
+func (w *podWatch) ResultChan() <-chan watch.Event { return w.events }
+
+func (w *podWatch) Stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.stopped = true
+		close(w.events)
+	}
+}
+
+func (w *podWatch) send(t watch.EventType, obj runtime.Object) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.events <- watch.Event{Type: t, Object: obj}
+	}
 }
 
 func (c *cluster) listMeta() metav1.ListMeta {
@@ -128,7 +159,7 @@ func (c *cluster) bind(a clienttesting.Action) (bool, runtime.Object, error) {
 	c.pods[i], c.state[i] = *p, podBound
 	c.bound++
 	for _, w := range c.watchers {
-		w.Modify(p.DeepCopy())
+		w.send(watch.Modified, p.DeepCopy())
 	}
 	return true, b, nil
 }
@@ -147,7 +178,7 @@ func (c *cluster) delete(a clienttesting.Action) (bool, runtime.Object, error) {
 	}
 	c.state[i] = podEvicted
 	for _, w := range c.watchers {
-		w.Delete(c.pods[i].DeepCopy())
+		w.send(watch.Deleted, c.pods[i].DeepCopy())
 	}
 	return true, nil, nil
 }

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
 	"github.com/corralhq/corral/scheduler"
 )
 
@@ -103,5 +107,38 @@ func TestDescribeSaysWhatWasLeft(t *testing.T) {
 	want := "by priority 1:2; cpu median 8.00 largest 8.00 cores; memory median 4096 largest 4096 MiB"
 	if got != want {
 		t.Errorf("describe = %q, want %q", got, want)
+	}
+}
+
+// A bind answered after the informer stopped its watch (the end of a
+// packing) is still answered, and nothing is sent on the closed watch.
+func TestABindAfterTheWatchStoppedDoesNotPanic(t *testing.T) {
+	tasks := []scheduler.PendingTask{task("a", 0, 1, 1), task("b", 0, 1, 1)}
+	c := newCluster(machines(1, 4), tasks, 110)
+	ctx := context.Background()
+	w, err := c.client.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bind := func(name string) error {
+		return c.client.CoreV1().Pods(metav1.NamespaceDefault).Bind(ctx,
+			&v1.Binding{ObjectMeta: metav1.ObjectMeta{Name: name}, Target: v1.ObjectReference{Kind: "Node", Name: "m0"}},
+			metav1.CreateOptions{})
+	}
+	if err := bind("a-0"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-w.ResultChan(); ev.Type != watch.Modified || ev.Object.(*v1.Pod).Spec.NodeName != "m0" {
+		t.Errorf("event %v %v, want the pod modified onto m0", ev.Type, ev.Object)
+	}
+	w.Stop()
+	if err := bind("b-0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := bind("b-0"); err == nil {
+		t.Error("binding a bound pod again succeeded")
+	}
+	if bound, _ := c.counts(); bound != 2 {
+		t.Errorf("bound %d, want 2", bound)
 	}
 }
