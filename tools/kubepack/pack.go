@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	kubescheduler "k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	queue "k8s.io/kubernetes/pkg/scheduler/backend/queue"
 
 	"github.com/corralhq/corral/scheduler"
 )
@@ -72,6 +73,24 @@ func pack(ctx context.Context, machines []*scheduler.Machine, tasks []scheduler.
 	}
 	informers.Start(ctx.Done())
 	informers.WaitForCacheSync(ctx.Done())
+	q := sched.SchedulingQueue
+	// Every pod is pending at once: the scheduler starts only when the
+	// informer has handed all of them to its queue, or the first pods
+	// listed would be placed before higher-priority ones arrive.
+	for {
+		active, _, _, err := queueCounts(q)
+		if err != nil {
+			return res, err
+		}
+		if active == len(tasks) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return res, fmt.Errorf("kube-scheduler's queue holds %d of %d pods after %v", active, len(tasks), s.Timeout)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -79,7 +98,6 @@ func pack(ctx context.Context, machines []*scheduler.Machine, tasks []scheduler.
 	}()
 	defer func() { cancel(); <-done; informers.Shutdown() }()
 
-	q := sched.SchedulingQueue
 	lastReport, lastBound := time.Now(), -1
 	for quiet := 0; quiet < quietChecks; {
 		select {
@@ -99,15 +117,14 @@ func pack(ctx context.Context, machines []*scheduler.Machine, tasks []scheduler.
 			quiet = 0
 			continue
 		}
-		_, summary := q.PendingPods()
-		var active, backoff, unschedulable int
-		if _, err := fmt.Sscanf(summary, "activeQ:%d; backoffQ:%d; unschedulablePods:%d", &active, &backoff, &unschedulable); err != nil {
-			return res, fmt.Errorf("kube-scheduler queue summary %q: %w", summary, err)
+		active, backoff, unschedulable, err := queueCounts(q)
+		if err != nil {
+			return res, err
 		}
 		if report {
 			lastReport = time.Now()
-			s.Progress(fmt.Sprintf("%d machines, %.0f s: %d bound, %d evicted, queue %s",
-				len(machines), time.Since(start).Seconds(), bound, evicted, summary))
+			s.Progress(fmt.Sprintf("%d machines, %.0f s: %d bound, %d evicted, queue: %d active, %d in backoff, %d unschedulable",
+				len(machines), time.Since(start).Seconds(), bound, evicted, active, backoff, unschedulable))
 		}
 		settled := !moved && active == 0 && backoff == 0 && len(q.InFlightPods()) == 0 &&
 			bound+evicted+unschedulable == len(tasks)
@@ -121,4 +138,14 @@ func pack(ctx context.Context, machines []*scheduler.Machine, tasks []scheduler.
 	res.Left = c.unplaced()
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// queueCounts reads how many pods kube-scheduler's queue holds in each
+// part, from the summary it gives of itself.
+func queueCounts(q queue.SchedulingQueue) (active, backoff, unschedulable int, err error) {
+	_, summary := q.PendingPods()
+	if _, err := fmt.Sscanf(summary, "activeQ:%d; backoffQ:%d; unschedulablePods:%d", &active, &backoff, &unschedulable); err != nil {
+		return 0, 0, 0, fmt.Errorf("kube-scheduler queue summary %q: %w", summary, err)
+	}
+	return active, backoff, unschedulable, nil
 }
