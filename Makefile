@@ -48,7 +48,7 @@ test-kubepack:
 
 # kube-scheduler v1.36 packing a workload on the machine prefixes corral's
 # compaction keeps (the README's "Cell compaction"). One packing of
-# synthetic-10k takes about 15 minutes here, of OpenB about 30 s.
+# synthetic-10k takes 5-19 minutes here, of OpenB under a minute.
 KUBEPACK ?= -workload openb -machines 1523 -profile default,binpack
 kubepack:
 	cd tools/kubepack && $(GO) run . $(KUBEPACK)

@@ -219,17 +219,29 @@ func RemovalOrder(cell []*scheduler.Machine, tasks []scheduler.PendingTask, mode
 // randomization, and the answer must not be a lucky size below a band of
 // misses.
 func SmallestFit(lo, hi, stable int, fits func(n int) bool) int {
+	// No size is packed twice: the scan above the answer passes sizes the
+	// bisection already packed, and a packing can take seconds here and
+	// minutes in another scheduler.
+	known := map[int]bool{hi: true} // hi fits: the caller's promise
+	packed := func(n int) bool {
+		ok, seen := known[n]
+		if !seen {
+			ok = fits(n)
+			known[n] = ok
+		}
+		return ok
+	}
 	top := hi
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		if fits(mid) {
+		if packed(mid) {
 			hi = mid
 		} else {
 			lo = mid
 		}
 	}
 	for n := hi; n <= min(hi+stable, top); n++ {
-		if !fits(n) {
+		if !packed(n) {
 			hi = n + 1
 		}
 	}

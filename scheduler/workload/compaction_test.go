@@ -153,9 +153,14 @@ func TestCompactionReport(t *testing.T) {
 // more fits, not a lucky size below a band of misses.
 func TestSmallestFitIsStable(t *testing.T) {
 	calls := 0
+	asked := map[int]bool{}
 	// Fits from 100 on, except 130-134; and, by luck, at 90.
 	fits := func(n int) bool {
 		calls++
+		if asked[n] {
+			t.Errorf("size %d packed twice", n)
+		}
+		asked[n] = true
 		return n == 90 || (n >= 100 && (n < 130 || n > 134))
 	}
 	for _, c := range []struct{ lo, hi, stable, want int }{
@@ -166,6 +171,7 @@ func TestSmallestFitIsStable(t *testing.T) {
 		{85, 95, 0, 90},   // between the bounds the lucky size is found ...
 		{85, 95, 5, 95},   // ... and refused once sizes above it must fit too
 	} {
+		clear(asked)
 		if got := SmallestFit(c.lo, c.hi, c.stable, fits); got != c.want {
 			t.Errorf("SmallestFit(%d, %d, stable %d) = %d, want %d", c.lo, c.hi, c.stable, got, c.want)
 		}

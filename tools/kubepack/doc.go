@@ -16,7 +16,8 @@
 // and the search for the smallest fitting prefix (SmallestFit) are corral's
 // own, not copies.
 //
-// Invariants: a packing is counted only when kube-scheduler is quiet (no pod
-// in its active queue, its backoff queue or in flight), and a task counts
+// Invariants: kube-scheduler starts only once its queue holds every pod
+// (all pending at once); a packing is counted only when it is quiet (no
+// pod in its active queue, its backoff queue or in flight); a task counts
 // as placed only if it was bound and never evicted afterwards.
 package main

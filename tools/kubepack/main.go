@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/corralhq/corral/scheduler"
 	"github.com/corralhq/corral/scheduler/workload"
@@ -69,8 +70,8 @@ func run(args []string, out io.Writer) error {
 	if *timeout <= 0 {
 		return fmt.Errorf("-timeout: %v, want more than 0", *timeout)
 	}
-	if *seeds < 1 {
-		return fmt.Errorf("-seeds: %d, want at least 1", *seeds)
+	if *seeds < 1 || *firstSeed+uint64(*seeds) < *firstSeed {
+		return fmt.Errorf("-seeds: %d from -first-seed %d, want at least 1 and no wrap past 2^64", *seeds, *firstSeed)
 	}
 	w, err := loadWorkload(*name)
 	if err != nil {
@@ -90,12 +91,18 @@ func run(args []string, out io.Writer) error {
 		p := int32(*percentage)
 		settings.PercentageOfNodesToScore = &p
 	}
-	ctx := context.Background()
-	for _, pn := range strings.Split(*profiles, ",") {
-		settings.Profile, err = buildProfile(pn, usesGPU(w.Tasks))
-		if err != nil {
+	// Every profile is built before the first packing, so a bad name is
+	// refused at once, not after hours of packing with the good ones.
+	names := strings.Split(*profiles, ",")
+	built := make([]config.KubeSchedulerProfile, len(names))
+	for i, pn := range names {
+		if built[i], err = buildProfile(pn, usesGPU(w.Tasks)); err != nil {
 			return err
 		}
+	}
+	ctx := context.Background()
+	for i, pn := range names {
+		settings.Profile = built[i]
 		var answers []int
 		for seed := *firstSeed; seed < *firstSeed+uint64(*seeds); seed++ {
 			order := workload.RemovalOrder(w.Machines, w.Tasks, m, seed)
