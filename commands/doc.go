@@ -51,7 +51,8 @@ The master, for every command:
     for another request is refused (ReusedRequestID).
  4. Applies the appended events to s (projections.Apply), then replies
     with their positions.
- 5. On its tick, sends RollingUpdateStep (advances rolling updates), the
+ 5. On its tick, sends RollingUpdateStep (advances rolling updates and
+    drains held by disruption budgets), the
     agent link's ReportAgentState for each poll (agentlink.Reports), and
     the scheduler's PlaceTasks for each pass. PlaceTasks.Check says which
     proposals the handler would refuse; what an agent runs that the
@@ -71,11 +72,20 @@ specs that arrive as protobuf are checked by ValidateSpec.
     total never exceeds the cell's capacity (SetQuota refuses it).
   - An admin may change any job; a user only their own. Machine commands,
     quota, placements and agent reports need the admin capability.
-  - A rolling update never has more tasks disrupted (stopped, waiting, or
-    running and not yet healthy, or without a check not yet run for
-    min_healthy_time) than the update policy's max_disruptions (default
-    1); changes that need no restart (priority, labels, count, policies)
-    move tasks in place and commit at once. One uncommitted update per
+  - Voluntary evictions (a rolling update's restarts, a drain) keep the
+    job's disruption budget (disruption.go, one rule for both): they never
+    stop a serving task while the job has max_disruptions (default 1)
+    tasks that do not serve (stopped, waiting, placed and not started,
+    failing their health check, or a roll's or drain's replacement not yet
+    healthy, or without a check not yet run for min_healthy_time). A task
+    that does not serve may be stopped at once. Batch jobs (appclass
+    batch) leave a draining machine at once, as Nomad drains batch
+    allocations; DrainMachine with Force evicts everything. Preemption and
+    machine loss are not voluntary and do not ask the budget. A draining
+    machine stays draining; RollingUpdateStep evicts more as replacements
+    settle, and evicts its allocs once no task is left on it.
+  - A rolling update's changes that need no restart (priority, labels,
+    count, policies) move tasks in place and commit at once. One uncommitted update per
     job; it can be rolled back until committed. A task of the new version
     that fails before it is healthy, or no progress by progress_deadline,
     halts the update (JobUpdateHalted) and, with auto_revert (default on

@@ -7,13 +7,18 @@ import (
 	"github.com/corralhq/corral/projections"
 )
 
-// DrainMachine stops new placements on a machine and evicts what runs
-// there (reason "drain"), so it can be taken out for maintenance; the
-// evicted tasks are pending again at once. Draining=false opens it again.
+// DrainMachine stops new placements on a machine and moves what runs
+// there elsewhere (evictions for projections.DrainReason), so it can be
+// taken out for maintenance. Evictions keep each job's disruption budget
+// (stepDrain): this command evicts what the budgets allow now, and
+// RollingUpdateStep evicts the rest as the replacements settle; the machine
+// stays draining meanwhile. Force evicts everything at once, budgets or
+// not. Draining=false opens the machine again and stops the drain.
 type DrainMachine struct {
 	Meta
 	Machine  string
 	Draining bool
+	Force    bool // evict every task now, below budgets if need be
 	Reason   string
 }
 
@@ -25,13 +30,19 @@ func (c DrainMachine) decide(s *projections.State, now time.Time) ([]events.Even
 	if m == nil {
 		return nil, refuse(NotFound, "machine", "machine %q is not registered", c.Machine)
 	}
+	if c.Force && !c.Draining {
+		return nil, invalid("force", "only a drain can be forced, not an undrain")
+	}
 	if !c.Draining && !m.Draining {
 		return nil, nil
 	}
 	b := newDraft(s, now)
 	b.add(events.MachineStream(m.Name), &events.MachineDrainSet{Machine: m.Name, Draining: c.Draining, Reason: c.Reason})
-	if c.Draining {
-		b.clearMachine(m, true, "drain")
+	switch {
+	case c.Force:
+		b.clearMachine(m, true, projections.DrainReason)
+	case c.Draining:
+		b.stepDrain(m)
 	}
 	b.finishJobs()
 	return b.evs, nil

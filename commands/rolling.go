@@ -44,24 +44,11 @@ func maxDisruptions(spec *events.JobSpec) int {
 	return DefaultMaxDisruptions
 }
 
-// disrupted reports whether a task a roll replaced does not serve yet: its
-// replacement was stopped, waits, or runs and has not settled (healthy, or
-// min_healthy_time run without a check). Such tasks count against
-// max_disruptions.
-func (b *draft) disrupted(t *projections.Task) bool {
-	if !b.replacing(t) || b.dead(t) {
-		return false
-	}
-	if b.changed(t) {
-		return true
-	}
-	return t.Disrupted(b.now.UnixMicro())
-}
-
 // rollForward moves a job's live tasks toward the spec in force: tasks that
 // need no restart, and pending ones, move at once (TaskUpdated); placed
 // ones that need a restart are stopped and resubmitted, no more than the
-// update policy's max_disruptions disrupted at once. A halted update rolls
+// job's disruption budget allows (disruptionBudget, the rule drains keep
+// too). A halted update rolls
 // nothing more; an update with canaries not yet promoted rolls only the
 // canaries (the lowest indexes).
 func (b *draft) rollForward(j *projections.Job) {
@@ -69,13 +56,7 @@ func (b *draft) rollForward(j *projections.Job) {
 		return
 	}
 	target := b.currentOf(j)
-	limit := maxDisruptions(target.Spec)
-	inFlight := 0
-	for _, t := range j.Tasks {
-		if t != nil && b.disrupted(t) {
-			inFlight++
-		}
-	}
+	budget := b.disruptionBudget(j)
 	u := b.updateOf(j)
 	halted := u != nil && u.To == target.Version && u.Halted != ""
 	canaries := int32(-1) // no gate
@@ -109,9 +90,9 @@ func (b *draft) rollForward(j *projections.Job) {
 			// It does not serve anyway (a bad version being reverted):
 			// replacing it disrupts nothing more.
 			b.replaceTask(j, t, target.Version)
-		case inFlight < limit:
+		case budget > 0:
 			b.replaceTask(j, t, target.Version)
-			inFlight++
+			budget--
 		}
 	}
 }

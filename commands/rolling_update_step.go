@@ -7,13 +7,16 @@ import (
 	"github.com/corralhq/corral/projections"
 )
 
-// RollingUpdateStep advances rolling updates: for one job, or (Job empty,
-// admin only: the master's tick) for every job with an open update or
-// tasks behind its spec version. Each step judges the open update (commits
-// it once every task serves the new version, fails it past its progress
-// deadline, reverting it when the policy says) and stops as many tasks as
-// the update policy's max_disruptions allows, counting those replaced
-// earlier that do not serve yet; it is harmless to call often.
+// RollingUpdateStep advances what disruption budgets hold back: rolling
+// updates, for one job, or (Job empty, admin only: the master's tick) for
+// every job with an open update or tasks behind its spec version, and then
+// the drains of every draining machine that still holds tasks. Each step
+// judges the open update (commits it once every task serves the new
+// version, fails it past its progress deadline, reverting it when the
+// policy says) and stops as many tasks as the job's disruption budget
+// allows (disruptionBudget: max_disruptions less the tasks that do not
+// serve now), rolls before drains, both from the one budget; it is
+// harmless to call often.
 type RollingUpdateStep struct {
 	Meta
 	User string // the job's owner; default: the actor
@@ -39,7 +42,24 @@ func (c RollingUpdateStep) decide(s *projections.State, now time.Time) ([]events
 				b.rollForward(j)
 			}
 		}
+		for _, m := range s.SortedMachines() {
+			if m.Draining && m.TaskCount() > 0 {
+				b.stepDrain(m)
+			}
+		}
 	}
 	b.finishJobs()
 	return b.evs, nil
+}
+
+// DrainsOpen reports whether a draining machine still holds tasks, which
+// RollingUpdateStep moves as budgets allow: the master's tick steps while
+// one does.
+func DrainsOpen(s *projections.State) bool {
+	for _, m := range s.Machines {
+		if m.Draining && m.TaskCount() > 0 {
+			return true
+		}
+	}
+	return false
 }

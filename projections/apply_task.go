@@ -132,8 +132,10 @@ func (s *State) taskSubmitted(pos int64, p *events.TaskSubmitted) bool {
 	}
 	t.Seq = pos
 	// A replacement that fails before it runs still counts against the
-	// update's disruption budget.
-	t.Replacing = p.Reason == "updated" || (p.Reason == "rescheduled" && t.Replacing)
+	// job's disruption budget; so does the replacement of a task a drain
+	// evicted, until it settles.
+	t.Replacing = p.Reason == "updated" ||
+		(p.Reason == "rescheduled" && (t.Replacing || (t.State == TaskDead && t.End == Evicted && t.Reason == DrainReason)))
 	t.SpecVersion, t.Limit = v, TaskLimit(spec, p.Index)
 	s.notePending(t)
 	t.Reservation, t.ReservationUS = t.Limit, s.TimeUS

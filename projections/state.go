@@ -436,9 +436,10 @@ type Task struct {
 	// the limit), the start of the estimate's decay (Borg §5.5).
 	ReservationUS int64
 	Usage         Usage // the last window reported
-	// Replacing: this run replaces one a rolling update stopped (set by
-	// the "updated" submission, kept by reschedules). Until it is Settled
-	// it counts against the update policy's max_disruptions.
+	// Replacing: this run replaces one a rolling update or a drain
+	// stopped (set by the "updated" submission, or the "rescheduled" one
+	// after an eviction for DrainReason; kept by reschedules). Until it is
+	// Settled it counts against the update policy's max_disruptions.
 	Replacing bool
 	// Health is what its check last said in this run, HealthMessage the
 	// failing check's error, HealthyUS when it last turned healthy (0: not
@@ -475,8 +476,14 @@ func (t *Task) Live() bool { return t.State == TaskScheduled || t.State == TaskR
 // Priority is the priority of the task's spec version.
 func (t *Task) Priority() int32 { return t.Spec().GetPriority() }
 
-// Disrupted reports whether the task is a roll's replacement that does not
-// serve yet at nowUS: it counts against max_disruptions.
+// DrainReason is the reason of a drain's evictions (TaskEvicted): the
+// resubmitted task is a replacement that counts against its job's
+// disruption budget until it settles.
+const DrainReason = "drain"
+
+// Disrupted reports whether the task is a replacement (a roll's or a
+// drain's) that does not serve yet at nowUS: it counts against
+// max_disruptions.
 func (t *Task) Disrupted(nowUS int64) bool {
 	return t.Replacing && t.State != TaskDead && !t.Settled(nowUS)
 }

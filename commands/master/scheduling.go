@@ -206,8 +206,9 @@ func (c *SchedulingCore) Meta() commands.Meta { return c.meta }
 // at now: nil when nothing is pending or nothing happened since the last
 // planned position. rolling says some live job has an update open or tasks
 // behind the spec version it wants (an update committed or rolled back in
-// the middle of its roll), so the caller steps the rolls
-// (RollingUpdateStep) until none is left.
+// the middle of its roll), or a draining machine still holds tasks, so the
+// caller steps the rolls and drains (RollingUpdateStep) until none is
+// left.
 func (c *SchedulingCore) Input(s *projections.State, now time.Time) (cell *scheduler.Cell, position int64, rolling bool) {
 	position = s.Position
 	s.RangeLiveJobs(func(j *projections.Job) bool {
@@ -228,6 +229,8 @@ func (c *SchedulingCore) Input(s *projections.State, now time.Time) (cell *sched
 		}
 		rolling = c.behind
 	}
+	// A drain held by disruption budgets moves on by the same step.
+	rolling = rolling || commands.DrainsOpen(s)
 	if position == c.lastPlanned || (s.PendingCount() == 0 && len(s.PendingAllocs()) == 0) {
 		return nil, position, rolling
 	}
