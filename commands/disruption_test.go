@@ -38,7 +38,7 @@ func TestDrainKeepsDisruptionBudget(t *testing.T) {
 	c := drainCell(t)
 	evs := c.do(DrainMachine{Meta: root, Machine: "m0", Draining: true})
 	if got := evicted(evs); strings.Join(got, " ") != "task/alice/web/0" {
-		t.Fatalf("drain evicted %v, want task 0 alone:\\n%s", got, dump(evs))
+		t.Fatalf("drain evicted %v, want task 0 alone:\n%s", got, dump(evs))
 	}
 	if !c.task("alice", "web", 0).Replacing {
 		t.Fatal("a drained task's resubmission is no replacement: it would not count against the budget")
@@ -49,7 +49,7 @@ func TestDrainKeepsDisruptionBudget(t *testing.T) {
 	step := func(why string) {
 		t.Helper()
 		if evs := c.do(RollingUpdateStep{Meta: root}); len(evicted(evs)) != 0 {
-			t.Fatalf("%s: step evicted past the budget:\\n%s", why, dump(evs))
+			t.Fatalf("%s: step evicted past the budget:\n%s", why, dump(evs))
 		}
 	}
 	step("replacement pending")
@@ -69,7 +69,7 @@ func TestDrainKeepsDisruptionBudget(t *testing.T) {
 	c.report("m1", func(*projections.Task) projections.Health { return projections.HealthHealthy })
 	evs = c.do(RollingUpdateStep{Meta: root})
 	if got := evicted(evs); strings.Join(got, " ") != "task/alice/web/1" {
-		t.Fatalf("step after the replacement turned healthy evicted %v, want task 1:\\n%s", got, dump(evs))
+		t.Fatalf("step after the replacement turned healthy evicted %v, want task 1:\n%s", got, dump(evs))
 	}
 	if c.s.Machines["m0"].TaskCount() != 0 || DrainsOpen(c.s) {
 		t.Fatal("the drained machine still holds tasks")
@@ -88,7 +88,7 @@ func TestForcedDrainEvictsEverything(t *testing.T) {
 	}
 	evs := c.do(DrainMachine{Meta: root, Machine: "m0", Draining: true, Force: true, Reason: "dead disk"})
 	if got := evicted(evs); len(got) != 2 {
-		t.Fatalf("forced drain evicted %v, want both:\\n%s", got, dump(evs))
+		t.Fatalf("forced drain evicted %v, want both:\n%s", got, dump(evs))
 	}
 }
 
@@ -111,7 +111,7 @@ func TestDrainCountsTasksThatDoNotServe(t *testing.T) {
 	c.report("m1", func(*projections.Task) projections.Health { return projections.HealthUnhealthy })
 	evs := c.do(DrainMachine{Meta: root, Machine: "m0", Draining: true})
 	if got := evicted(evs); strings.Join(got, " ") != "task/alice/web/0" {
-		t.Fatalf("drain evicted %v, want the unhealthy task 0 alone:\\n%s", got, dump(evs))
+		t.Fatalf("drain evicted %v, want the unhealthy task 0 alone:\n%s", got, dump(evs))
 	}
 }
 
@@ -130,7 +130,7 @@ func TestPreemptionIgnoresDisruptionBudget(t *testing.T) {
 	c.do(SubmitJob{Meta: bob, Spec: big})
 	evs := c.place("bob", "big", 0, "m0", key("alice", "web", 0), key("alice", "web", 1))
 	if got := evicted(evs); len(got) != 2 {
-		t.Fatalf("preemption evicted %v, want both replicas:\\n%s", got, dump(evs))
+		t.Fatalf("preemption evicted %v, want both replicas:\n%s", got, dump(evs))
 	}
 }
 
@@ -146,7 +146,7 @@ func TestRollAndDrainShareTheBudget(t *testing.T) {
 	}
 	evs = c.do(DrainMachine{Meta: root, Machine: "m0", Draining: true})
 	if got := evicted(evs); len(got) != 0 {
-		t.Fatalf("the drain evicted %v during the roll's disruption:\\n%s", got, dump(evs))
+		t.Fatalf("the drain evicted %v during the roll's disruption:\n%s", got, dump(evs))
 	}
 	if holds := DrainHolds(c.s, c.s.Machines["m0"], c.now); len(holds) != 1 || holds[0].Tasks != 1 {
 		t.Fatalf("holds %+v", holds)

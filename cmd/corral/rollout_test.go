@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -143,40 +144,66 @@ type probe struct {
 	mu        sync.Mutex
 	last      int
 	low, high int
+	changes   []string // when the count of answering replicas moved, and to what
+	rounds    int      // rounds asked since the start
 	done      chan struct{}
 	wg        sync.WaitGroup
 }
 
 func startProbe(portBase, machines int) *probe {
+	return startProbeEvery(portBase, machines, 100*time.Millisecond)
+}
+
+// startProbeEvery is startProbe asking every interval.
+func startProbeEvery(portBase, machines int, interval time.Duration) *probe {
 	p := &probe{done: make(chan struct{}), low: 1 << 30}
 	client := &http.Client{Timeout: 300 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		for {
-			n := 0
+			// All ports at once: a round lasts one request's timeout at
+			// most, so a short outage is not missed between rounds.
+			var n atomic.Int32
+			var round sync.WaitGroup
 			for m := range machines {
 				for k := range 8 { // each machine hands out its lowest free ports
-					resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", portBase+1000*m+k))
-					if err == nil {
-						if resp.StatusCode == 200 {
-							n++
+					round.Add(1)
+					go func() {
+						defer round.Done()
+						resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", portBase+1000*m+k))
+						if err == nil {
+							if resp.StatusCode == 200 {
+								n.Add(1)
+							}
+							resp.Body.Close()
 						}
-						resp.Body.Close()
-					}
+					}()
 				}
 			}
+			round.Wait()
 			p.mu.Lock()
-			p.last, p.low, p.high = n, min(p.low, n), max(p.high, n)
+			if int(n.Load()) != p.last || len(p.changes) == 0 {
+				p.changes = append(p.changes, fmt.Sprintf("%s: %d", time.Now().Format("15:04:05.000"), n.Load()))
+			}
+			p.last, p.low, p.high = int(n.Load()), min(p.low, int(n.Load())), max(p.high, int(n.Load()))
+			p.rounds++
 			p.mu.Unlock()
 			select {
 			case <-p.done:
 				return
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(interval):
 			}
 		}
 	}()
 	return p
+}
+
+// round is how many rounds the probe has finished.
+func (p *probe) round() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rounds
 }
 
 func (p *probe) now() int {
@@ -188,7 +215,15 @@ func (p *probe) now() int {
 func (p *probe) reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.low, p.high = 1<<30, 0
+	p.low, p.high, p.changes = 1<<30, 0, nil
+}
+
+// timeline is when the count of answering replicas moved since the last
+// reset, for the log of a failure.
+func (p *probe) timeline() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.changes, ", ")
 }
 
 // stop ends the probe (once) and returns the fewest and most replicas seen.

@@ -1023,11 +1023,14 @@ func (x *SetQuotaRequest) GetResources() *events.Resources {
 }
 
 type DrainMachineRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Machine       string                 `protobuf:"bytes,2,opt,name=machine,proto3" json:"machine,omitempty"`
-	Draining      bool                   `protobuf:"varint,3,opt,name=draining,proto3" json:"draining,omitempty"`
-	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Machine   string                 `protobuf:"bytes,2,opt,name=machine,proto3" json:"machine,omitempty"`
+	Draining  bool                   `protobuf:"varint,3,opt,name=draining,proto3" json:"draining,omitempty"`
+	Reason    string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Evict every task now, below jobs' disruption budgets if need be
+	// (default: as each job's max_disruptions allows).
+	Force         bool `protobuf:"varint,5,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1088,6 +1091,13 @@ func (x *DrainMachineRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *DrainMachineRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type RemoveMachineRequest struct {
@@ -3281,11 +3291,15 @@ type MachineView struct {
 	MemoryBytesUsed int64                  `protobuf:"varint,13,opt,name=memory_bytes_used,json=memoryBytesUsed,proto3" json:"memory_bytes_used,omitempty"`
 	// What the leader's agent link last saw of the machine's agent; unset on
 	// a follower and before the leader's first poll of the machine.
-	LastPollUs    int64  `protobuf:"varint,14,opt,name=last_poll_us,json=lastPollUs,proto3" json:"last_poll_us,omitempty"`    // when the agent last answered a poll
-	MissedPolls   int32  `protobuf:"varint,15,opt,name=missed_polls,json=missedPolls,proto3" json:"missed_polls,omitempty"`   // polls unanswered in a row since
-	ClockSkewUs   int64  `protobuf:"varint,16,opt,name=clock_skew_us,json=clockSkewUs,proto3" json:"clock_skew_us,omitempty"` // the agent's clock minus the master's at that poll
-	CgroupMode    string `protobuf:"bytes,17,opt,name=cgroup_mode,json=cgroupMode,proto3" json:"cgroup_mode,omitempty"`       // v1, v2 or sampling (no kernel limits)
-	CgroupNote    string `protobuf:"bytes,18,opt,name=cgroup_note,json=cgroupNote,proto3" json:"cgroup_note,omitempty"`       // why cgroups are not used, when they are not
+	LastPollUs  int64  `protobuf:"varint,14,opt,name=last_poll_us,json=lastPollUs,proto3" json:"last_poll_us,omitempty"`    // when the agent last answered a poll
+	MissedPolls int32  `protobuf:"varint,15,opt,name=missed_polls,json=missedPolls,proto3" json:"missed_polls,omitempty"`   // polls unanswered in a row since
+	ClockSkewUs int64  `protobuf:"varint,16,opt,name=clock_skew_us,json=clockSkewUs,proto3" json:"clock_skew_us,omitempty"` // the agent's clock minus the master's at that poll
+	CgroupMode  string `protobuf:"bytes,17,opt,name=cgroup_mode,json=cgroupMode,proto3" json:"cgroup_mode,omitempty"`       // v1, v2 or sampling (no kernel limits)
+	CgroupNote  string `protobuf:"bytes,18,opt,name=cgroup_note,json=cgroupNote,proto3" json:"cgroup_note,omitempty"`       // why cgroups are not used, when they are not
+	// A draining machine's tasks that jobs' disruption budgets keep there
+	// for now, one line per job ("job alice/web: 1 task(s) held, 1 of at
+	// most 1 disrupted"); the read API fills it (commands.DrainHolds).
+	DrainHolds    []string `protobuf:"bytes,19,rep,name=drain_holds,json=drainHolds,proto3" json:"drain_holds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3444,6 +3458,13 @@ func (x *MachineView) GetCgroupNote() string {
 		return x.CgroupNote
 	}
 	return ""
+}
+
+func (x *MachineView) GetDrainHolds() []string {
+	if x != nil {
+		return x.DrainHolds
+	}
+	return nil
 }
 
 type MachineList struct {
@@ -5066,13 +5087,14 @@ const file_api_proto_rawDesc = "" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12\x12\n" +
 	"\x04band\x18\x03 \x01(\tR\x04band\x129\n" +
-	"\tresources\x18\x04 \x01(\v2\x1b.corral.events.v1.ResourcesR\tresources\"\x82\x01\n" +
+	"\tresources\x18\x04 \x01(\v2\x1b.corral.events.v1.ResourcesR\tresources\"\x98\x01\n" +
 	"\x13DrainMachineRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
 	"\amachine\x18\x02 \x01(\tR\amachine\x12\x1a\n" +
 	"\bdraining\x18\x03 \x01(\bR\bdraining\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"g\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05force\x18\x05 \x01(\bR\x05force\"g\n" +
 	"\x14RemoveMachineRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -5282,7 +5304,7 @@ const file_api_proto_rawDesc = "" +
 	"\bTaskList\x12-\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x17.corral.api.v1.TaskViewR\x05tasks\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\x12\x1a\n" +
-	"\bposition\x18\x03 \x01(\x03R\bposition\"\xe4\x05\n" +
+	"\bposition\x18\x03 \x01(\x03R\bposition\"\x85\x06\n" +
 	"\vMachineView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
@@ -5307,7 +5329,9 @@ const file_api_proto_rawDesc = "" +
 	"\vcgroup_mode\x18\x11 \x01(\tR\n" +
 	"cgroupMode\x12\x1f\n" +
 	"\vcgroup_note\x18\x12 \x01(\tR\n" +
-	"cgroupNote\x1a=\n" +
+	"cgroupNote\x12\x1f\n" +
+	"\vdrain_holds\x18\x13 \x03(\tR\n" +
+	"drainHolds\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +

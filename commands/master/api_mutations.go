@@ -146,7 +146,7 @@ func (s *Service) SetQuota(ctx context.Context, r *apipb.SetQuotaRequest) (*apip
 
 func (s *Service) DrainMachine(ctx context.Context, r *apipb.DrainMachineRequest) (*apipb.MutationReply, error) {
 	return s.mutate(ctx, r, func(m commands.Meta) (commands.Command, error) {
-		return commands.DrainMachine{Meta: m, Machine: r.Machine, Draining: r.Draining, Reason: r.Reason}, nil
+		return commands.DrainMachine{Meta: m, Machine: r.Machine, Draining: r.Draining, Force: r.Force, Reason: r.Reason}, nil
 	})
 }
 

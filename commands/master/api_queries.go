@@ -149,8 +149,11 @@ func (s *Service) ListTasks(ctx context.Context, r *apipb.ListTasksRequest) (*ap
 func (s *Service) ListMachines(ctx context.Context, r *apipb.ListMachinesRequest) (*apipb.MachineList, error) {
 	out := &apipb.MachineList{}
 	err := s.read(ctx, r.Read, func(st *projections.State) error {
+		now := s.m.clock()
 		for _, m := range st.SortedMachines() {
-			out.Machines = append(out.Machines, s.m.withAgent(MachineView(m)))
+			v := s.m.withAgent(MachineView(m))
+			v.DrainHolds = DrainHoldLines(st, m, now)
+			out.Machines = append(out.Machines, v)
 		}
 		out.Position = st.Position
 		return nil

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
@@ -115,6 +116,17 @@ func MachineView(m *projections.Machine) *apipb.MachineView {
 		return true
 	})
 	return v
+}
+
+// DrainHoldLines says, one line per job, what keeps tasks on a draining
+// machine at now: the jobs whose disruption budgets hold them
+// (commands.DrainHolds); nil when nothing does.
+func DrainHoldLines(s *projections.State, m *projections.Machine, now time.Time) []string {
+	var out []string
+	for _, h := range commands.DrainHolds(s, m, now) {
+		out = append(out, h.String())
+	}
+	return out
 }
 
 // CellView renders a whole state (for StateAt), jobs limited to user if set.

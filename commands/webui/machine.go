@@ -47,6 +47,7 @@ func (h *Handler) machine(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d.M = master.MachineView(m)
+		d.M.DrainHolds = master.DrainHoldLines(st, m, h.cfg.Clock())
 		capacity, limits, reserved = m.Capacity, m.Limits, m.Reserved
 		for _, a := range m.Allocs() {
 			d.Allocs = append(d.Allocs, allocRow{User: a.Set.User, Set: a.Set.Name, Index: a.Index,

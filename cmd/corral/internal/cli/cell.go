@@ -45,7 +45,11 @@ func (a *app) machineCommand() *cobra.Command {
 		},
 	}
 	drain := func(use, short string, draining bool) *cobra.Command {
-		var reason string
+		var (
+			reason      string
+			wait, force bool
+			timeout     time.Duration
+		)
 		c := &cobra.Command{
 			Use:   use,
 			Short: short,
@@ -56,19 +60,57 @@ func (a *app) machineCommand() *cobra.Command {
 					return err
 				}
 				defer cl.Close()
-				for _, m := range argv {
+				set := func(m string, force bool) (*apipb.MutationReply, error) {
 					rep, err := cl.mutate(cmd.Context(), func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
-						return c.DrainMachine(ctx, &apipb.DrainMachineRequest{RequestId: id, Machine: m, Draining: draining, Reason: reason}, o...)
+						return c.DrainMachine(ctx, &apipb.DrainMachineRequest{RequestId: id, Machine: m, Draining: draining, Reason: reason, Force: force}, o...)
 					})
 					if err != nil {
-						return fmt.Errorf("machine %s: %w", m, err)
+						return nil, fmt.Errorf("machine %s: %w", m, err)
+					}
+					return rep, nil
+				}
+				for _, m := range argv {
+					rep, err := set(m, false)
+					if err != nil {
+						return err
 					}
 					fmt.Fprintf(a.stdout(), "machine %s: %s\n", m, rep.Message)
+					if force {
+						// Say what forcing breaks before it does: the jobs
+						// whose budgets hold tasks after the budgeted drain.
+						v, err := a.readMachine(cmd.Context(), cl, m, rep.LastPosition)
+						if err != nil {
+							return err
+						}
+						if len(v.DrainHolds) == 0 {
+							fmt.Fprintf(a.stdout(), "machine %s: --force breaks no disruption budget\n", m)
+						} else {
+							fmt.Fprintf(a.stdout(), "machine %s: --force evicts %d task(s) now, taking these jobs past their disruption budget (update.max_disruptions):\n", m, v.Tasks)
+							for _, h := range v.DrainHolds {
+								fmt.Fprintf(a.stdout(), "  %s\n", h)
+							}
+						}
+						rep, err = set(m, true)
+						if err != nil {
+							return err
+						}
+						fmt.Fprintf(a.stdout(), "machine %s: forced: %s\n", m, rep.Message)
+					}
+					if wait {
+						if err := a.waitDrained(cmd.Context(), cl, m, rep.LastPosition, timeout); err != nil {
+							return err
+						}
+					}
 				}
 				return nil
 			},
 		}
 		c.Flags().StringVar(&reason, "reason", "", "why, recorded in the log")
+		if draining {
+			c.Flags().BoolVarP(&wait, "wait", "w", false, "show the drain's progress (tasks left, the jobs whose disruption budgets hold them) until the machine holds no task")
+			c.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "with --wait: give up after this long")
+			c.Flags().BoolVar(&force, "force", false, "emergencies: evict every task at once, below jobs' disruption budgets; says first which jobs it takes past their budget")
+		}
 		return c
 	}
 	var reason string
@@ -108,6 +150,9 @@ func machinesTable(ms []*apipb.MachineView) *table {
 		state := m.State
 		if m.Draining {
 			state += ", draining"
+			if m.Tasks > 0 {
+				state += fmt.Sprintf(", %d tasks left", m.Tasks)
+			}
 		}
 		if m.Reason != "" {
 			state += " (" + m.Reason + ")"
@@ -508,4 +553,65 @@ func plural(n int, word string) string {
 		return "1 " + word
 	}
 	return strconv.Itoa(n) + " " + word + "s"
+}
+
+// readMachine reads one machine's view at or after position minPos.
+func (a *app) readMachine(ctx context.Context, cl *client, name string, minPos int64) (*apipb.MachineView, error) {
+	var l *apipb.MachineList
+	err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
+		l, err = c.ListMachines(ctx, &apipb.ListMachinesRequest{Read: &apipb.ReadOptions{MinPosition: minPos}})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range l.Machines {
+		if m.Name == name {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("machine %s: not registered", name)
+}
+
+// waitDrained shows a drain's progress, a line each time it changes (tasks
+// left, the jobs whose disruption budgets hold them), until the machine
+// holds no task; it fails when the machine stops draining or after
+// timeout.
+func (a *app) waitDrained(ctx context.Context, cl *client, name string, minPos int64, timeout time.Duration) error {
+	start := time.Now()
+	last := ""
+	for {
+		v, err := a.readMachine(ctx, cl, name, minPos)
+		if err != nil {
+			return err
+		}
+		elapsed := time.Since(start).Truncate(100 * time.Millisecond)
+		if !v.Draining {
+			fmt.Fprintf(a.stdout(), "machine %s: no longer draining, %d tasks left (%s)\n", name, v.Tasks, elapsed)
+			return &silentErr{code: ExitFailed}
+		}
+		if v.Tasks == 0 {
+			fmt.Fprintf(a.stdout(), "machine %s: drained, no task left (%s)\n", name, elapsed)
+			return nil
+		}
+		line := fmt.Sprintf("machine %s: draining, %d tasks left", name, v.Tasks)
+		if len(v.DrainHolds) > 0 {
+			line += "; held by " + strings.Join(v.DrainHolds, "; ")
+		} else {
+			line += "; being replaced"
+		}
+		if line != last {
+			fmt.Fprintf(a.stderr(), "%s (%s)\n", line, elapsed)
+			last = line
+		}
+		if time.Since(start) > timeout {
+			fmt.Fprintf(a.stdout(), "timed out after %s: %s\n", elapsed, line)
+			return &silentErr{code: ExitFailed}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
