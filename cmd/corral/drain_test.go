@@ -18,7 +18,8 @@ import (
 // asks every task port of the cell for a page every 50 ms: the drain moves
 // one replica at a time, each after its replacement is healthy, so at no
 // moment does fewer than one replica answer, and --wait shows the job's
-// budget holding the second replica.
+// budget holding the second replica. A forced drain names the job it takes
+// below budget, then evicts both at once.
 func TestDrainKeepsDisruptionBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the corral binary and runs a whole cell")
@@ -83,6 +84,30 @@ func TestDrainKeepsDisruptionBudget(t *testing.T) {
 	out, _ = corral("machine", "list")
 	if !regexp.MustCompile(`(?m)^m2\s+up, draining`).MatchString(out) {
 		t.Errorf("machine list does not show m2 draining")
+	}
+
+	// Back on m2 together (a drain of two machines, one after the other),
+	// then a forced drain: it says first which job it takes below its
+	// budget, then evicts both at once.
+	if _, code := corral("machine", "undrain", "m2"); code != 0 {
+		t.Fatalf("undrain m2: exit %d", code)
+	}
+	if out, code := corral("machine", "drain", "m1", "m3", "--wait"); code != 0 || strings.Count(out, "drained, no task left") != 2 {
+		t.Fatalf("drain m1 m3 --wait: exit %d, want both drained", code)
+	}
+	if _, code := corral("machine", "undrain", "m1", "m3"); code != 0 {
+		t.Fatalf("undrain m1 m3: exit %d", code)
+	}
+	if n := machineTasks(t, corral)["m2"]; n != 2 {
+		t.Fatalf("m2 holds %d tasks, want both replicas", n)
+	}
+	out, code = corral("machine", "drain", "m2", "--force")
+	if code != 0 || !strings.Contains(out, "machine m2: --force evicts 1 task(s) now, taking these jobs past their disruption budget (update.max_disruptions):\n  job alice/web: 1 task(s) held, 1 of at most 1 disrupted") ||
+		!strings.Contains(out, "machine m2: forced:") {
+		t.Errorf("drain --force: exit %d, want 0, the job it takes below budget named before it evicts", code)
+	}
+	if n := machineTasks(t, corral)["m2"]; n != 0 {
+		t.Errorf("m2 holds %d tasks after a forced drain", n)
 	}
 }
 
