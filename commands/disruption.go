@@ -77,8 +77,8 @@ func (b *draft) stepDrain(m *projections.Machine) []DrainHold {
 	var order []*projections.Job
 	left := 0
 	for _, t := range m.Tasks() {
-		if b.dead(t) || t.Machine != m.Name {
-			continue
+		if b.changed(t) || !t.Live() || t.Machine != m.Name {
+			continue // the step's roll has replaced it already, or it left
 		}
 		j := t.Job
 		free := b.jobEnded(j) || drainedFreely(t.Spec()) || b.disrupted(t)

@@ -152,3 +152,18 @@ func TestRollAndDrainShareTheBudget(t *testing.T) {
 		t.Fatalf("holds %+v", holds)
 	}
 }
+
+// A step whose roll replaces a task on a draining machine does not evict
+// it again for the drain (an event the projection would skip).
+func TestStepRollsAndDrainsATaskOnce(t *testing.T) {
+	c := drainCell(t)
+	c.do(DrainMachine{Meta: root, Machine: "m0", Draining: true}) // evicts task 0, holds task 1
+	up := serviceSpec(2)
+	up.Args = []string{"--v2"}
+	c.do(UpdateJob{Meta: alice, Spec: withUser(up, "alice")}) // task 0 pending: moves in place
+	c.report("m0", func(*projections.Task) projections.Health { return projections.HealthUnhealthy })
+	evs := c.do(RollingUpdateStep{Meta: root}) // the roll replaces task 1, which does not serve
+	if got := evicted(evs); strings.Join(got, " ") != "task/alice/web/1" {
+		t.Fatalf("step evicted %v, want task 1 once:\n%s", got, dump(evs))
+	}
+}

@@ -170,7 +170,10 @@ func (c *Client) command() commands.Command {
 			return commands.CommitUpdate{Meta: meta, Job: job}
 		case 1:
 			// Its canaries serve (or not: refused if it has none, or
-			// ended).
+			// ended). A canary waits for the job's disruption budget,
+			// which its other tasks not serving may hold: the client
+			// keeps the update to end it (or promote it again) later.
+			c.updating = job
 			return commands.PromoteUpdate{Meta: meta, Job: job}
 		}
 		return commands.RollbackUpdate{Meta: meta, Job: job}
