@@ -475,8 +475,8 @@ func (r *recorder) task(e events.Event, us int64) {
 		}
 	case *events.TaskEvicted:
 		end(current(p.User, p.Job, p.Index), runEvicted, 0)
-		if p.Reason == "update" {
-			r.stepAt(e, us)
+		if p.Reason == "update" || p.Reason == projections.DrainReason {
+			r.stepAt(e, us) // a roll's, or a drain's moved on by the step
 		}
 	case *events.TaskLost:
 		end(current(p.User, p.Job, p.Index), runLost, 0)
