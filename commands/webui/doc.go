@@ -11,9 +11,10 @@
 //
 // # Pages
 //
-//   - / (cell): machines up, draining and down; limit, reservation and
-//     usage of live work per priority band for CPU and memory; pending
-//     tasks; the event rate over the latest events; the machines, paged.
+//   - / (cell): machines up, draining (with the tasks left) and down;
+//     limit, reservation and usage of live work per priority band for CPU
+//     and memory; pending tasks; the event rate over the latest events;
+//     the machines, paged.
 //   - /jobs: jobs filtered by user, label selector and state, with their
 //     pending, running and dead task counts.
 //   - /jobs/{user}/{job}: the resolved spec, the tasks (state, machine,
@@ -27,7 +28,8 @@
 //     live (/jobs/{user}/{job}/tasks/{index}/logs/{stdout|stderr}: server-
 //     sent events of Config.Logs.Follow, from the task's agent).
 //   - /machines/{name}: attributes, allocs, tasks, and capacity against
-//     limits, reservations and usage.
+//     limits, reservations and usage; while it drains, the tasks left and
+//     the jobs whose disruption budgets hold them (commands.DrainHolds).
 //   - /events: the log filtered by user, job, type and stream prefix, newest
 //     first and paged back; new events arrive live as server-sent events
 //     (/events/stream, through the API's Watch).

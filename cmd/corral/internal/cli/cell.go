@@ -138,7 +138,7 @@ func (a *app) machineCommand() *cobra.Command {
 	}
 	remove.Flags().StringVar(&reason, "reason", "", "why, recorded in the log")
 	c.AddCommand(list,
-		drain("drain MACHINE...", "stop placing tasks on machines and move their tasks elsewhere", true),
+		drain("drain MACHINE...", "stop placing tasks on machines and move their tasks elsewhere, within each job's disruption budget", true),
 		drain("undrain MACHINE...", "let the scheduler place tasks on machines again", false),
 		remove)
 	return c
