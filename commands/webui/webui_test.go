@@ -251,3 +251,29 @@ func TestCloseEndsStreams(t *testing.T) {
 		t.Fatal("the stream outlived Close")
 	}
 }
+
+// A draining machine's page says how many tasks are left and which job's
+// disruption budget holds them; the cell's list says the tasks left.
+func TestDrainingMachineShowsWhatHoldsIt(t *testing.T) {
+	h := &history{}
+	for _, m := range []string{"m0", "m1"} {
+		h.machine(m)
+	}
+	h.job("alice", "web", 9, 2, res(500, 256<<20), nil)
+	h.run("alice", "web", 0, "m0")
+	h.run("alice", "web", 1, "m0")
+	// The drain evicted task 0 (its budget, 1, allows one); its
+	// replacement waits, so task 1 is held.
+	h.add(events.MachineStream("m0"), &events.MachineDrainSet{Machine: "m0", Draining: true, Reason: "kernel upgrade"})
+	h.add(events.TaskStream("alice", "web", 0), &events.TaskEvicted{User: "alice", Job: "web", Index: 0, Machine: "m0", Reason: "drain"})
+	h.add(events.TaskStream("alice", "web", 0), &events.TaskSubmitted{User: "alice", Job: "web", Index: 0, SpecVersion: 1, Reason: "rescheduled"})
+	c := openCell(t, h.evs)
+	code, body := c.get(t, "/machines/m0")
+	if code != http.StatusOK {
+		t.Fatalf("GET /machines/m0: %d", code)
+	}
+	mustContain(t, "/machines/m0", body, "draining, 1 tasks left", "job alice/web: 1 task(s) held, 1 of at most 1 disrupted")
+	checkAccessible(t, "/machines/m0", body)
+	_, body = c.get(t, "/")
+	mustContain(t, "/", body, "draining, 1 tasks left")
+}
