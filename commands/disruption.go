@@ -129,8 +129,8 @@ func (b *draft) stepDrain(m *projections.Machine) []DrainHold {
 
 // DrainHolds is what keeps tasks on a draining machine at now: the jobs
 // whose disruption budgets hold them, as a drain step would leave them
-// (nil when m is not draining or nothing is held). The read API shows it,
-// for the CLI's drain --wait and --force.
+// (empty when m is not draining or nothing is held). The read API shows
+// it, for the CLI's drain --wait and --force.
 func DrainHolds(s *projections.State, m *projections.Machine, now time.Time) []DrainHold {
 	if m == nil || !m.Draining {
 		return nil
