@@ -7,7 +7,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Default caps on long calls (log streams, the web UI's live logs). A
+// Default caps on long calls (log streams, event watches, and the web
+// UI's live logs and events, which are the same calls). A
 // person follows a few tasks at a time and a script tails at most a job's
 // worth, so 32 a user leaves room for both while one user can hold only a
 // sixteenth of the cell's 512. Each open stream costs the master a
@@ -36,10 +37,9 @@ type StreamCaps struct {
 }
 
 // Open takes a slot for user, or refuses with ResourceExhausted naming
-// the cap that is full (and the flag that sets it). what names the call
-// for the message ("log streams"). release gives the slot back; it is
-// safe to call more than once.
-func (c *StreamCaps) Open(user, what string) (release func(), err error) {
+// the cap that is full (and the flag that sets it). release gives the
+// slot back; it is safe to call more than once.
+func (c *StreamCaps) Open(user string) (release func(), err error) {
 	if c == nil {
 		return func() {}, nil
 	}
@@ -47,12 +47,12 @@ func (c *StreamCaps) Open(user, what string) (release func(), err error) {
 	defer c.mu.Unlock()
 	if c.PerUser > 0 && c.byUser[user] >= c.PerUser {
 		return nil, status.Errorf(codes.ResourceExhausted,
-			"%s has %d %s open, the cap per user (--max-streams-per-user %d): close one (end a `corral task logs -f` or a browser tab) and retry",
-			user, c.byUser[user], what, c.PerUser)
+			"%s has %d streams open (task logs and event watches), the cap per user (--max-streams-per-user %d): end one (a `corral task logs -f`, `corral events -f` or a browser tab) and retry",
+			user, c.byUser[user], c.PerUser)
 	}
 	if c.Total > 0 && c.total >= c.Total {
 		return nil, status.Errorf(codes.ResourceExhausted,
-			"the cell has %d %s open, its cap (--max-streams %d): retry later", c.total, what, c.Total)
+			"the cell has %d streams open (task logs and event watches), its cap (--max-streams %d): retry later", c.total, c.Total)
 	}
 	if c.byUser == nil {
 		c.byUser = map[string]int{}
@@ -70,14 +70,4 @@ func (c *StreamCaps) Open(user, what string) (release func(), err error) {
 			}
 		})
 	}, nil
-}
-
-// Held reports the slots held: by user, and over the cell.
-func (c *StreamCaps) Held(user string) (byUser, total int) {
-	if c == nil {
-		return 0, 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.byUser[user], c.total
 }

@@ -46,8 +46,9 @@ type Service struct {
 	Scheduler SchedulerConfig
 	// Logs reads task logs from the agents (TaskLogs); nil: Unimplemented.
 	Logs *AgentLogs
-	// StreamCaps bounds the log streams open at once, per user and over
-	// the cell, from the API and the web UI alike; nil: no caps.
+	// StreamCaps bounds the long calls open at once (TaskLogs, Watch),
+	// per user and over the cell, from the API and the web UI alike; nil:
+	// no caps.
 	StreamCaps *auth.StreamCaps
 
 	planSlots   chan struct{} // PlanUpdate calls running at once

@@ -188,7 +188,7 @@ func (s *Service) readLogs(ctx context.Context, t projections.TaskKey, req *agen
 	case machine == "":
 		return status.Errorf(codes.FailedPrecondition, "task %s has never run: it has no logs yet; `corral why %s` says why", t, t.Job)
 	}
-	release, err := s.StreamCaps.Open(a.User, "log streams")
+	release, err := s.StreamCaps.Open(a.User)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ import (
 // The task page reads logs as the API does: through the master's Service
 // and a real agent, for the task's owner and admins only (bob is refused
 // alice's logs on the page and on the live stream), and under the same
-// caps on streams open at once.
+// caps on streams open at once, which the live events page shares.
 func TestWebLogsFollowTheAPIsRule(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	data := t.TempDir()
@@ -144,7 +144,15 @@ func TestWebLogsFollowTheAPIsRule(t *testing.T) {
 	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "retry:") {
 		t.Fatalf("the live stream did not start: %q", sc.Text())
 	}
-	held := func() bool { n, _ := c.svc.StreamCaps.Held("alice"); return n == 1 }
+	// held: alice's one slot is taken (a probe that got one gives it back).
+	held := func() bool {
+		release, err := c.svc.StreamCaps.Open("alice")
+		if err != nil {
+			return true
+		}
+		release()
+		return false
+	}
 	for deadline := time.Now().Add(5 * time.Second); !held(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("alice's live stream holds no slot")
@@ -152,6 +160,17 @@ func TestWebLogsFollowTheAPIsRule(t *testing.T) {
 	}
 	if _, body := get(alice, page); strings.Contains(body, secret) || !strings.Contains(body, "--max-streams-per-user 1") {
 		t.Errorf("alice's page while her stream is open: want the cap per user named, not the log")
+	}
+	// A live view of the events is a long call too: the same cap.
+	evReq, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events/stream", nil)
+	evResp, err := alice.Do(evReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evBody, _ := io.ReadAll(evResp.Body) // the failure ends the stream
+	evResp.Body.Close()
+	if !strings.Contains(string(evBody), "event: failure") || !strings.Contains(string(evBody), "--max-streams-per-user 1") {
+		t.Errorf("alice's live events while her log stream is open: %q, want a failure naming the cap per user", evBody)
 	}
 	// The reader leaves: the slot comes back, and the page reads again.
 	leave()
