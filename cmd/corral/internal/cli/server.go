@@ -419,13 +419,13 @@ func redactURL(s string) string {
 	return s
 }
 
-// streamFlags are the caps on log streams open at once: per user and over
-// the cell (auth.StreamCaps).
+// streamFlags are the caps on long calls (log streams, event watches) open
+// at once: per user and over the cell (auth.StreamCaps).
 type streamFlags struct{ perUser, total int }
 
 func (s *streamFlags) add(f *pflag.FlagSet) {
-	f.IntVar(&s.perUser, "max-streams-per-user", auth.DefaultMaxStreamsPerUser, "log streams (task logs, the web UI's live logs) one user may have open at once; 0: no cap")
-	f.IntVar(&s.total, "max-streams", auth.DefaultMaxStreams, "log streams the cell serves at once over all users; 0: no cap")
+	f.IntVar(&s.perUser, "max-streams-per-user", auth.DefaultMaxStreamsPerUser, "streams (task logs, event watches, the web UI's live logs and events) one user may have open at once; 0: no cap")
+	f.IntVar(&s.total, "max-streams", auth.DefaultMaxStreams, "streams (task logs, event watches) the cell serves at once over all users; 0: no cap")
 }
 
 func (s streamFlags) check() error {
