@@ -31,6 +31,7 @@ type Agent struct {
 	log         *slog.Logger
 	clock       Clock
 	logReads    chan struct{} // bounds the log reads that hold a file's window in memory
+	logStreams  chan struct{} // a slot per log stream served: Config.MaxLogStreams
 	rt          runtime
 	probe       prober
 	incarnation string
@@ -90,6 +91,7 @@ func newAgent(cfg Config, rt runtime, note string) (*Agent, error) {
 	}
 	a := &Agent{
 		logReads:    make(chan struct{}, maxLogReads),
+		logStreams:  make(chan struct{}, cfg.MaxLogStreams),
 		cfg:         cfg,
 		log:         cfg.Logger,
 		clock:       cfg.Clock,

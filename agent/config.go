@@ -60,7 +60,11 @@ type Config struct {
 	DefaultGrace   time.Duration // SIGTERM to SIGKILL when a stop gives none; default 10s
 	LogMaxBytes    int64         // rotate a task's stdout or stderr past this size; default 8 MiB
 	LogKeep        int           // rotated files kept per stream; default 3
-	RetainEnded    time.Duration // an ended task's status, sandbox and logs are kept this long; default 1h
+	// MaxLogStreams bounds the log streams (Logs calls) served at once;
+	// past it a call is refused with ResourceExhausted, never queued.
+	// Default DefaultMaxLogStreams.
+	MaxLogStreams int
+	RetainEnded   time.Duration // an ended task's status, sandbox and logs are kept this long; default 1h
 	// MemoryLowWater: when the machine's available memory falls below it,
 	// non-prod tasks are evicted as under memory pressure. Default: 2% of
 	// the machine's memory, at most 256 MiB; negative disables.
@@ -177,6 +181,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.LogKeep == 0 {
 		c.LogKeep = 3
 	}
+	if c.MaxLogStreams == 0 {
+		c.MaxLogStreams = DefaultMaxLogStreams
+	}
 	if c.RetainEnded == 0 {
 		c.RetainEnded = time.Hour
 	}
@@ -188,7 +195,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for field, v := range map[string]int64{
 		"SampleInterval": int64(c.SampleInterval), "DefaultGrace": int64(c.DefaultGrace),
-		"LogMaxBytes": c.LogMaxBytes, "LogKeep": int64(c.LogKeep), "RetainEnded": int64(c.RetainEnded),
+		"LogMaxBytes": c.LogMaxBytes, "LogKeep": int64(c.LogKeep), "MaxLogStreams": int64(c.MaxLogStreams), "RetainEnded": int64(c.RetainEnded),
 		"MaxEvents": int64(c.MaxEvents), "ReregisterAfter": int64(c.ReregisterAfter),
 	} {
 		if v < 0 {

@@ -48,6 +48,10 @@
 //     Ready (polled by a master within ReregisterAfter) and HTTPHandler
 //     (/metrics, /healthz, /readyz), served by Run on Config.HTTPAddr.
 //     Records about a task carry user, job and task (its index).
+//   - Logs: a task's stdout and stderr served over the protocol (Logs),
+//     at most Config.MaxLogStreams streams at once (more are refused with
+//     ResourceExhausted, never queued); a stream ends when its caller's
+//     context does.
 //   - The clients of the protocol: Dial for the master's link, the request
 //     builders, ResolveSpec (job spec to task spec: the one rule, which the
 //     master's link calls through agentlink.TaskSpec). What an agent event

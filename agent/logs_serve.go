@@ -35,6 +35,13 @@ const (
 	maxLogReads = 4
 )
 
+// DefaultMaxLogStreams is the log streams an agent serves at once unless
+// told otherwise (Config.MaxLogStreams): half a cell's default cap
+// (auth.DefaultMaxStreams), since a cell's streams spread over its
+// machines, and each following stream costs the agent an open file, a
+// goroutine and a 32 KiB buffer, so 256 bound it to about 8 MiB.
+const DefaultMaxLogStreams = 256
+
 // markRun appends the run marker to both log files of t's sandbox.
 func markRun(sandbox string, run int32, at time.Time) {
 	line := fmt.Sprintf("%s%d started %s ---\n", RunMarker, run, at.UTC().Format(time.RFC3339))
@@ -51,6 +58,15 @@ func (a *Agent) Logs(req *agentpb.LogsRequest, stream agentpb.Agent_LogsServer) 
 	ref := req.GetTask()
 	if err := validRef(ref); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	// Refused at once when full: a stream is held as long as its reader
+	// wants, so a queue for a slot could wait forever.
+	select {
+	case a.logStreams <- struct{}{}:
+		defer func() { <-a.logStreams }()
+	default:
+		return status.Errorf(codes.ResourceExhausted, "machine %s serves its cap of %d log streams at once (corral agent --max-log-streams): retry later",
+			a.cfg.Name, cap(a.logStreams))
 	}
 	name := "stdout"
 	if req.Stderr {

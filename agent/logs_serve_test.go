@@ -1,9 +1,19 @@
 package agent
 
 import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/events"
 )
 
@@ -51,5 +61,76 @@ func TestLogRequestsCannotLeaveTheSandboxes(t *testing.T) {
 	}
 	if err := validRef(&events.TaskRef{User: "alice", Job: "web", Index: 3}); err != nil {
 		t.Error(err)
+	}
+}
+
+// An agent serves at most MaxLogStreams log streams at once: one more is
+// refused at once, naming the cap, and a stream whose reader leaves gives
+// its slot back.
+func TestLogStreamsAreCapped(t *testing.T) {
+	dir := t.TempDir()
+	a, err := New(Config{Name: "m1", DataDir: filepath.Join(dir, "data"), CgroupParent: testCgroupParent(t),
+		MemoryLowWater: -1, Logger: quietLogger(), MaxLogStreams: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	r := ref("web", 0)
+	logs := filepath.Join(a.sandboxOf(r), "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(logs, "stdout"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	agentpb.RegisterAgentServer(srv, a)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	c, err := Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// follow opens a stream and waits for its first chunk: the agent holds
+	// its slot from then on.
+	follow := func(ctx context.Context) error {
+		st, err := c.Logs(ctx, &agentpb.LogsRequest{Task: r, Follow: true})
+		if err != nil {
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}
+	first, leave := context.WithCancel(ctx)
+	if err := follow(first); err != nil {
+		t.Fatalf("first stream: %v", err)
+	}
+	if err := follow(ctx); err != nil {
+		t.Fatalf("second stream: %v", err)
+	}
+	err = follow(ctx)
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "cap of 2 log streams") || !strings.Contains(err.Error(), "--max-log-streams") {
+		t.Fatalf("third stream: %v, want ResourceExhausted naming the cap", err)
+	}
+	// The first reader leaves: its stream ends on the agent and frees its
+	// slot (the agent notices within a follow poll).
+	leave()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := follow(ctx)
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.ResourceExhausted || time.Now().After(deadline) {
+			t.Fatalf("a stream after a reader left: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -26,6 +26,9 @@
 //   - Limiter: bounded in-flight requests and a token bucket per user,
 //     applied in a gRPC tap before a request is read; past either,
 //     ResourceExhausted at once rather than a queue that slows all.
+//   - StreamCaps: the long calls (log streams) open at once, per user and
+//     over the cell; past either, ResourceExhausted naming the cap at once.
+//     The master's one log path takes its slots (commands/master).
 //   - Secrets: AES-GCM sealing of the env values a spec names in secret_env,
 //     done by an interceptor before the command is decided, so the log and
 //     the Infrastore hold only ciphertext bound to the job (user/name);

@@ -46,6 +46,10 @@ type Service struct {
 	Scheduler SchedulerConfig
 	// Logs reads task logs from the agents (TaskLogs); nil: Unimplemented.
 	Logs *AgentLogs
+	// StreamCaps bounds the long calls open at once (TaskLogs, Watch),
+	// per user and over the cell, from the API and the web UI alike; nil:
+	// no caps.
+	StreamCaps *auth.StreamCaps
 
 	planSlots   chan struct{} // PlanUpdate calls running at once
 	replaySlots chan struct{} // replays of the log for StateAt and StateDiff running at once

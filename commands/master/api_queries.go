@@ -461,13 +461,21 @@ func (s *Service) Events(ctx context.Context, r *apipb.EventsRequest) (*apipb.Ev
 
 func (s *Service) Watch(r *apipb.EventsRequest, stream apipb.Cell_WatchServer) error {
 	ctx := stream.Context()
-	if _, err := s.actor(ctx); err != nil {
+	a, err := s.actor(ctx)
+	if err != nil {
 		return err
 	}
 	from, err := s.start(ctx, r)
 	if err != nil {
 		return err
 	}
+	// A watch lasts as long as its reader: it holds a slot under the same
+	// caps as log streams.
+	release, err := s.StreamCaps.Open(a.User)
+	if err != nil {
+		return err
+	}
+	defer release()
 	keep := filter(r)
 	sub := s.m.store.Subscribe(from - 1)
 	for {

@@ -42,4 +42,13 @@
 // agent (Agent: last poll, missed polls, clock skew, cgroup mode), which
 // ListMachines shows; Status says why the log's head could not be read and
 // since when the leader leads.
+//
+// Logs (logs.go): every read of a task's logs, the API's TaskLogs and the
+// web UI's TailLogs and FollowLogs, takes one path (readLogs): the caller
+// must be the task's owner or an admin (commands.MayReadLogs), holds a
+// slot under Service.StreamCaps (per user and per cell, refused with
+// ResourceExhausted past either) while it reads, and reads from the agent
+// over AgentLogs' connections: one per agent, never the link's, so a flood
+// of streams cannot queue a poll. A stream ends on the agent when its
+// client goes away.
 package master

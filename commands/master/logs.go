@@ -3,14 +3,15 @@ package master
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
@@ -19,11 +20,23 @@ import (
 // AgentLogs reads task logs from the agents over the agent protocol
 // (agentpb.Agent.Logs), dialing the machine's registered address as the
 // link does.
+//
+// Log streams travel on connections of their own, one per agent address,
+// shared by all the streams to that agent and never the link's: a flood
+// of streams can fill these connections' flow-control windows and the
+// agent's log-stream cap, but polls ride on the link's connections and
+// are never queued behind them. One connection per agent, not one per
+// stream, keeps the master's file descriptors and buffers bounded by the
+// number of machines.
 type AgentLogs struct {
 	m *Master
 	// Dial connects to an agent; default agent.Dial (plaintext). Pass the
 	// link's, so logs travel with the link's credentials.
 	Dial func(addr string) (*agent.Client, error)
+
+	mu     sync.Mutex
+	conns  map[string]*agent.Client // by agent address
+	closed bool
 }
 
 // NewAgentLogs returns the log reader of m's cell.
@@ -31,11 +44,54 @@ func NewAgentLogs(m *Master, dial func(addr string) (*agent.Client, error)) *Age
 	if dial == nil {
 		dial = func(addr string) (*agent.Client, error) { return agent.Dial(addr) }
 	}
-	return &AgentLogs{m: m, Dial: dial}
+	return &AgentLogs{m: m, Dial: dial, conns: map[string]*agent.Client{}}
+}
+
+// client is the log connection to the agent at addr, dialed on first use.
+func (l *AgentLogs) client(addr string) (*agent.Client, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, status.Error(codes.Unavailable, "this master is stopping")
+	}
+	if c := l.conns[addr]; c != nil {
+		return c, nil
+	}
+	c, err := l.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	if l.conns == nil {
+		l.conns = map[string]*agent.Client{}
+	}
+	l.conns[addr] = c
+	return c, nil
+}
+
+// drop closes c, the connection to addr, unless another replaced it.
+func (l *AgentLogs) drop(addr string, c *agent.Client) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conns[addr] == c {
+		delete(l.conns, addr)
+		c.Close()
+	}
+}
+
+// Close closes the log connections; streams still open on them end.
+func (l *AgentLogs) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	for addr, c := range l.conns {
+		c.Close()
+		delete(l.conns, addr)
+	}
 }
 
 // Stream sends the log req asks for from the agent of machine to send,
-// until the agent's stream ends or ctx does.
+// until the agent's stream ends or ctx does. Ending ctx (the client went
+// away) cancels the agent's stream too.
 func (l *AgentLogs) Stream(ctx context.Context, machine string, req *agentpb.LogsRequest, send func([]byte) error) error {
 	var addr string
 	l.m.View(func(s *projections.State) {
@@ -46,11 +102,12 @@ func (l *AgentLogs) Stream(ctx context.Context, machine string, req *agentpb.Log
 	if addr == "" {
 		return status.Errorf(codes.NotFound, "machine %s is not registered any more: its logs are gone with it", machine)
 	}
-	c, err := l.Dial(addr)
+	c, err := l.client(addr)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "machine %s: %v", machine, err)
 	}
-	defer c.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the agent's stream ends with this call, however it ends
 	// An agent that does not answer is the machine's trouble, not this
 	// master's: FailedPrecondition, so that clients neither retry another
 	// master nor blame their connection to this one.
@@ -62,6 +119,9 @@ func (l *AgentLogs) Stream(ctx context.Context, machine string, req *agentpb.Log
 	}
 	st, err := c.Logs(ctx, req)
 	if err != nil {
+		if status.Code(err) == codes.Unavailable {
+			l.drop(addr, c) // the next stream dials afresh, not after a reconnect backoff
+		}
 		return agentErr(err)
 	}
 	for {
@@ -81,36 +141,26 @@ func (l *AgentLogs) Stream(ctx context.Context, machine string, req *agentpb.Log
 	}
 }
 
-// Tail is the end of a task's stdout or stderr, at most maxBytes (the web
-// UI's webui.Logs).
-func (l *AgentLogs) Tail(ctx context.Context, machine string, t projections.TaskKey, stream string, maxBytes int) ([]byte, error) {
-	if stream != "stdout" && stream != "stderr" {
-		return nil, fmt.Errorf("stream %q: want stdout or stderr", stream)
+// MayReadLogs says whether ctx's caller may read task t's logs
+// (commands.MayReadLogs): PermissionDenied if not. The web UI asks it
+// before it starts a live stream; every read asks it again.
+func (s *Service) MayReadLogs(ctx context.Context, t projections.TaskKey) error {
+	a, err := s.actor(ctx)
+	if err != nil {
+		return err
 	}
-	var out []byte
-	err := l.Stream(ctx, machine, &agentpb.LogsRequest{Task: &events.TaskRef{User: t.User, Job: t.Job, Index: t.Index},
-		Stderr: stream == "stderr", TailBytes: int64(maxBytes)}, func(b []byte) error {
-		out = append(out, b...)
-		return nil
-	})
-	return out, err
+	if err := commands.MayReadLogs(a, t.User); err != nil {
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	return nil
 }
 
-// Follow sends what a task writes to its stdout or stderr from now on,
-// until ctx ends (the web UI's webui.Logs).
-func (l *AgentLogs) Follow(ctx context.Context, machine string, t projections.TaskKey, stream string, send func([]byte) error) error {
-	if stream != "stdout" && stream != "stderr" {
-		return fmt.Errorf("stream %q: want stdout or stderr", stream)
-	}
-	return l.Stream(ctx, machine, &agentpb.LogsRequest{Task: &events.TaskRef{User: t.User, Job: t.Job, Index: t.Index},
-		Stderr: stream == "stderr", Follow: true, OnlyNew: true}, send)
-}
-
-// TaskLogs streams a task's log from its machine's agent: the machine it
-// runs on, or last ran on. Only the task's owner or an admin may read it:
-// logs hold what the task prints, which specs and events do not.
-func (s *Service) TaskLogs(r *apipb.TaskLogsRequest, stream apipb.Cell_TaskLogsServer) error {
-	ctx := stream.Context()
+// readLogs is the one path of every log read, the API's and the web UI's:
+// the caller must be the task's owner or an admin (commands.MayReadLogs),
+// holds a slot under StreamCaps for as long as the read lasts, and reads
+// from the machine the task runs on, or last ran on, over the log
+// connections (AgentLogs).
+func (s *Service) readLogs(ctx context.Context, t projections.TaskKey, req *agentpb.LogsRequest, send func([]byte) error) error {
 	a, err := s.actor(ctx)
 	if err != nil {
 		return err
@@ -118,28 +168,65 @@ func (s *Service) TaskLogs(r *apipb.TaskLogsRequest, stream apipb.Cell_TaskLogsS
 	if s.Logs == nil {
 		return status.Error(codes.Unimplemented, "this master reads no logs (no agent link configured)")
 	}
-	user := userOr(ctx, r.User)
-	if !a.Admin && a.User != user {
-		return status.Errorf(codes.PermissionDenied, "%s may read only their own tasks' logs, not %s's: that needs the admin capability", a.User, user)
+	if err := commands.MayReadLogs(a, t.User); err != nil {
+		return status.Error(codes.PermissionDenied, err.Error())
 	}
 	var machine string
 	var found bool
 	s.m.View(func(st *projections.State) {
-		if t := st.Task(user, r.Job, r.Index); t != nil {
+		if task := st.Task(t.User, t.Job, t.Index); task != nil {
 			found = true
-			machine = t.Machine
+			machine = task.Machine
 			if machine == "" {
-				machine = t.LastMachine
+				machine = task.LastMachine
 			}
 		}
 	})
 	switch {
 	case !found:
-		return status.Errorf(codes.NotFound, "task %s/%s/%d does not exist", user, r.Job, r.Index)
+		return status.Errorf(codes.NotFound, "task %s does not exist", t)
 	case machine == "":
-		return status.Errorf(codes.FailedPrecondition, "task %s/%s/%d has never run: it has no logs yet; `corral why %s` says why", user, r.Job, r.Index, r.Job)
+		return status.Errorf(codes.FailedPrecondition, "task %s has never run: it has no logs yet; `corral why %s` says why", t, t.Job)
 	}
-	req := &agentpb.LogsRequest{Task: &events.TaskRef{User: user, Job: r.Job, Index: r.Index}, Stderr: r.Stderr,
-		TailLines: r.TailLines, Follow: r.Follow, Previous: r.Previous}
-	return s.Logs.Stream(ctx, machine, req, func(b []byte) error { return stream.Send(&apipb.LogChunk{Data: b}) })
+	release, err := s.StreamCaps.Open(a.User)
+	if err != nil {
+		return err
+	}
+	defer release()
+	req.Task = &events.TaskRef{User: t.User, Job: t.Job, Index: t.Index}
+	return s.Logs.Stream(ctx, machine, req, send)
+}
+
+// TailLogs is the end of a task's stdout or stderr, at most maxBytes (the
+// web UI's webui.Logs), read as TaskLogs reads it.
+func (s *Service) TailLogs(ctx context.Context, t projections.TaskKey, stream string, maxBytes int) ([]byte, error) {
+	if stream != "stdout" && stream != "stderr" {
+		return nil, status.Errorf(codes.InvalidArgument, "stream %q: want stdout or stderr", stream)
+	}
+	var out []byte
+	err := s.readLogs(ctx, t, &agentpb.LogsRequest{Stderr: stream == "stderr", TailBytes: int64(maxBytes)}, func(b []byte) error {
+		out = append(out, b...)
+		return nil
+	})
+	return out, err
+}
+
+// FollowLogs sends what a task writes to its stdout or stderr from now
+// on, until ctx ends (the web UI's webui.Logs), read as TaskLogs reads it.
+func (s *Service) FollowLogs(ctx context.Context, t projections.TaskKey, stream string, send func([]byte) error) error {
+	if stream != "stdout" && stream != "stderr" {
+		return status.Errorf(codes.InvalidArgument, "stream %q: want stdout or stderr", stream)
+	}
+	return s.readLogs(ctx, t, &agentpb.LogsRequest{Stderr: stream == "stderr", Follow: true, OnlyNew: true}, send)
+}
+
+// TaskLogs streams a task's log from its machine's agent: the machine it
+// runs on, or last ran on. Only the task's owner or an admin may read it:
+// logs hold what the task prints, which specs and events do not.
+func (s *Service) TaskLogs(r *apipb.TaskLogsRequest, stream apipb.Cell_TaskLogsServer) error {
+	ctx := stream.Context()
+	user := userOr(ctx, r.User)
+	t := projections.TaskKey{User: user, Job: r.Job, Index: r.Index}
+	req := &agentpb.LogsRequest{Stderr: r.Stderr, TailLines: r.TailLines, Follow: r.Follow, Previous: r.Previous}
+	return s.readLogs(ctx, t, req, func(b []byte) error { return stream.Send(&apipb.LogChunk{Data: b}) })
 }

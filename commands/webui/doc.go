@@ -26,7 +26,10 @@
 //     CPU and memory per usage window against limit and reservation, and
 //     the tail of its logs when Config.Logs is set, then what it writes
 //     live (/jobs/{user}/{job}/tasks/{index}/logs/{stdout|stderr}: server-
-//     sent events of Config.Logs.Follow, from the task's agent).
+//     sent events of Config.Logs.FollowLogs, from the task's agent). Logs
+//     are shown only to the task's owner and admins, the API's rule
+//     (commands.MayReadLogs, asked through the master's Service), and
+//     each read holds a slot under the API's caps on open streams.
 //   - /machines/{name}: attributes, allocs, tasks, and capacity against
 //     limits, reservations and usage; while it drains, the tasks left and
 //     the jobs whose disruption budgets hold them (commands.DrainHolds).

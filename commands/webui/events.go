@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/commands/apipb"
-	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -182,7 +181,9 @@ func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request) {
 	// The stream ends when the browser leaves or the handler is closed.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	s := &sseStream{ctx: metadata.NewIncomingContext(ctx, metadata.Pairs(master.UserHeader, h.cfg.User)), w: w, rc: rc}
+	// The viewer's identity, so the watch counts against their own cap on
+	// open streams, not one shared by every browser.
+	s := &sseStream{ctx: h.ctx(r.WithContext(ctx)), w: w, rc: rc}
 	if err := s.write("retry: 2000\n\n"); err != nil {
 		return
 	}

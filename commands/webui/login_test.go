@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/webui"
 )
 
@@ -22,11 +23,11 @@ import (
 // ends the session. --web-anonymous serves every page without one.
 func TestLoginGuardsEveryPage(t *testing.T) {
 	c := openCell(t, smallCell())
-	login := func(_ context.Context, tok string) (string, error) {
+	login := func(_ context.Context, tok string) (auth.Identity, error) {
 		if tok == "corral_good" {
-			return "alice", nil
+			return auth.Identity{Name: "alice", Role: auth.RoleUser, Via: "token"}, nil
 		}
-		return "", errors.New("unknown token")
+		return auth.Identity{}, errors.New("unknown token")
 	}
 	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Login: login})
 	if err != nil {

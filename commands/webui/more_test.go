@@ -193,20 +193,23 @@ func TestSQLConsoleTableAndCSV(t *testing.T) {
 	}
 }
 
-// fakeLogs serves a fixed tail.
+// fakeLogs serves a fixed tail to anyone (the rule of who may read is
+// the Service's: see logs_access_test.go).
 type fakeLogs struct{ asked []string }
 
-func (f *fakeLogs) Tail(_ context.Context, machine string, task projections.TaskKey, stream string, maxBytes int) ([]byte, error) {
-	f.asked = append(f.asked, fmt.Sprintf("%s %s %s %d", machine, task, stream, maxBytes))
+func (f *fakeLogs) MayReadLogs(context.Context, projections.TaskKey) error { return nil }
+
+func (f *fakeLogs) TailLogs(_ context.Context, task projections.TaskKey, stream string, maxBytes int) ([]byte, error) {
+	f.asked = append(f.asked, fmt.Sprintf("%s %s %d", task, stream, maxBytes))
 	if stream == "stderr" {
 		return nil, errors.New("agent m0 unreachable")
 	}
 	return []byte("hello <world>\n"), nil
 }
 
-// Follow sends two writes, then waits for the reader to leave.
-func (f *fakeLogs) Follow(ctx context.Context, machine string, task projections.TaskKey, stream string, send func([]byte) error) error {
-	f.asked = append(f.asked, fmt.Sprintf("follow %s %s %s", machine, task, stream))
+// FollowLogs sends two writes, then waits for the reader to leave.
+func (f *fakeLogs) FollowLogs(ctx context.Context, task projections.TaskKey, stream string, send func([]byte) error) error {
+	f.asked = append(f.asked, fmt.Sprintf("follow %s %s", task, stream))
 	for _, s := range []string{"later <line>\n", "and \"another\"\n"} {
 		if err := send([]byte(s)); err != nil {
 			return err
@@ -232,7 +235,7 @@ func TestTaskLogsFromTheAgent(t *testing.T) {
 	if strings.Contains(body, "reads no logs") {
 		t.Error("the page says there is no log RPC while one is configured")
 	}
-	if len(logs.asked) != 2 || logs.asked[0] != "m0 alice/web/0 stdout 16384" {
+	if len(logs.asked) != 2 || logs.asked[0] != "alice/web/0 stdout 16384" {
 		t.Errorf("asked %q", logs.asked)
 	}
 	mustContain(t, "task", body, `data-follow="/jobs/alice/web/tasks/0/logs/stdout"`, `src="/static/logs.js"`)

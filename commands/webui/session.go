@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/corralhq/corral/commands/auth"
 )
 
 // sessionCookie names the browser's session: a random id the UI maps to
@@ -21,7 +23,7 @@ const (
 )
 
 type session struct {
-	user    string
+	who     auth.Identity // as the token named it: the user and their role
 	expires time.Time
 }
 
@@ -32,7 +34,7 @@ type sessions struct {
 	by map[string]session
 }
 
-func (s *sessions) start(user string, now time.Time) string {
+func (s *sessions) start(who auth.Identity, now time.Time) string {
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw)
 	id := base64.RawURLEncoding.EncodeToString(raw)
@@ -57,22 +59,22 @@ func (s *sessions) start(user string, now time.Time) string {
 			delete(s.by, oldest)
 		}
 	}
-	s.by[id] = session{user: user, expires: now.Add(sessionTTL)}
+	s.by[id] = session{who: who, expires: now.Add(sessionTTL)}
 	return id
 }
 
-func (s *sessions) user(id string, now time.Time) (string, bool) {
+func (s *sessions) user(id string, now time.Time) (auth.Identity, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.by[id]
 	if !ok {
-		return "", false
+		return auth.Identity{}, false
 	}
 	if v.expires.Before(now) {
 		delete(s.by, id)
-		return "", false
+		return auth.Identity{}, false
 	}
-	return v.user, true
+	return v.who, true
 }
 
 func (s *sessions) end(id string) {
@@ -84,9 +86,13 @@ func (s *sessions) end(id string) {
 type userKey struct{}
 
 // userOf is the user a request's session names, "" for none.
-func userOf(r *http.Request) string {
-	u, _ := r.Context().Value(userKey{}).(string)
-	return u
+func userOf(r *http.Request) string { return identityOf(r).Name }
+
+// identityOf is who a request's session is for: the zero Identity for
+// none.
+func identityOf(r *http.Request) auth.Identity {
+	id, _ := r.Context().Value(userKey{}).(auth.Identity)
+	return id
 }
 
 // loginRequired reports whether the UI asks for a login: it does when it
@@ -149,7 +155,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := strings.TrimSpace(r.PostForm.Get("token"))
-	user, err := h.cfg.Login(r.Context(), tok)
+	who, err := h.cfg.Login(r.Context(), tok)
 	if tok == "" || err != nil {
 		d.Error = "token: not one this cell knows (issued by `corral token issue`, or a `corral up` cell's certs/admins/NAME.token)"
 		if tok == "" {
@@ -159,9 +165,9 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, "login", page{Title: "Log in", Data: d})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: h.sessions.start(user, h.cfg.Clock()), Path: "/", HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: h.sessions.start(who, h.cfg.Clock()), Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(sessionTTL / time.Second)})
-	h.cfg.Logger.Info("web UI login", "user", user, "remote", r.RemoteAddr)
+	h.cfg.Logger.Info("web UI login", "user", who.Name, "role", who.Role, "remote", r.RemoteAddr)
 	http.Redirect(w, r, d.Next, http.StatusSeeOther)
 }
 

@@ -117,7 +117,7 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 	from := max(submittedUS, to-span.Microseconds())
 	d.CPU, d.Memory, d.UsageNote = h.usageCharts(ctx, key, d.Task, machines, from, to)
 
-	// Logs from the agent.
+	// Logs from the agent, for those who may read them.
 	switch {
 	case h.cfg.Logs == nil:
 		d.LogsNote = "This master reads no logs from agents. They are on the machine, in the agent's data directory under tasks/" +
@@ -125,6 +125,10 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 	case d.Task.Machine == "":
 		d.LogsNote = "The task has never been placed on a machine, so it has no logs."
 	default:
+		if err := h.cfg.Logs.MayReadLogs(ctx, key); err != nil {
+			d.LogsNote = status.Convert(err).Message()
+			break
+		}
 		d.HasLogs = true
 		d.FollowURL = taskURL(user, name, int32(idx)) + "/logs"
 		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -132,9 +136,9 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 			name string
 			dst  *string
 		}{{"stdout", &d.Stdout}, {"stderr", &d.Stderr}} {
-			b, err := h.cfg.Logs.Tail(lctx, d.Task.Machine, key, s.name, logTail)
+			b, err := h.cfg.Logs.TailLogs(lctx, key, s.name, logTail)
 			if err != nil {
-				*s.dst = "(" + s.name + " is unavailable: " + err.Error() + ")"
+				*s.dst = "(" + s.name + " is unavailable: " + status.Convert(err).Message() + ")"
 				continue
 			}
 			*s.dst = string(b)

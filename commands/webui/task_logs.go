@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"google.golang.org/grpc/status"
+
 	"github.com/corralhq/corral/projections"
 )
 
@@ -31,6 +33,12 @@ func (h *Handler) taskLogStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := projections.TaskKey{User: user, Job: name, Index: int32(idx)}
+	// Refused before the event stream starts, so that the browser gets
+	// the status, not a stream that fails.
+	if err := h.cfg.Logs.MayReadLogs(h.ctx(r), key); err != nil {
+		http.Error(w, status.Convert(err).Message(), httpStatus(err))
+		return
+	}
 	var machine string
 	h.cfg.Cell.View(func(st *projections.State) {
 		if t := st.Task(user, name, int32(idx)); t != nil {
@@ -42,7 +50,7 @@ func (h *Handler) taskLogStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc := startEventStream(w)
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(h.ctx(r))
 	defer cancel()
 	go func() {
 		select {
@@ -55,7 +63,7 @@ func (h *Handler) taskLogStream(w http.ResponseWriter, r *http.Request) {
 	if s.write("retry: 5000\n\n") != nil {
 		return
 	}
-	err = h.cfg.Logs.Follow(ctx, machine, key, stream, func(b []byte) error {
+	err = h.cfg.Logs.FollowLogs(ctx, key, stream, func(b []byte) error {
 		for len(b) > 0 {
 			n := min(len(b), maxFollowChunk)
 			js, _ := json.Marshal(string(b[:n]))
@@ -67,7 +75,7 @@ func (h *Handler) taskLogStream(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if err != nil && ctx.Err() == nil {
-		js, _ := json.Marshal(err.Error())
+		js, _ := json.Marshal(status.Convert(err).Message())
 		_ = s.write("event: failure\ndata: " + string(js) + "\n\n")
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
@@ -56,13 +57,19 @@ type Streams interface {
 	ReadStream(ctx context.Context, stream string) ([]events.Event, error)
 }
 
-// Logs reads the tail of a task's stdout or stderr from the agent of the
-// machine it runs (or last ran) on (master.AgentLogs, over the agent
-// protocol). Optional: without it the task page says where the logs are.
+// Logs reads a task's stdout or stderr from the agent of the machine it
+// runs (or last ran) on. *master.Service implements it with the path its
+// TaskLogs takes: the same rule of who may read a task's logs
+// (commands.MayReadLogs, for the viewer ctx carries) and the same caps on
+// streams open at once. Optional: without it the task page says where
+// the logs are.
 type Logs interface {
-	Tail(ctx context.Context, machine string, task projections.TaskKey, stream string, maxBytes int) ([]byte, error)
-	// Follow sends what the task writes from now on, until ctx ends.
-	Follow(ctx context.Context, machine string, task projections.TaskKey, stream string, send func([]byte) error) error
+	// MayReadLogs refuses (PermissionDenied) a viewer who may not read
+	// task's logs.
+	MayReadLogs(ctx context.Context, task projections.TaskKey) error
+	TailLogs(ctx context.Context, task projections.TaskKey, stream string, maxBytes int) ([]byte, error)
+	// FollowLogs sends what the task writes from now on, until ctx ends.
+	FollowLogs(ctx context.Context, task projections.TaskKey, stream string, send func([]byte) error) error
 }
 
 // Config says where the UI reads from.
@@ -78,13 +85,17 @@ type Config struct {
 	// (/sim) replays (pass the master's events.Store).
 	Log projections.Source
 	// User is the identity the UI's API calls carry (the API requires
-	// one); default "webui". The UI is read-only: every user sees every
-	// job, as Borg's Sigma shows debugging information to everyone.
+	// one) without a login; default "webui". The UI is read-only: every
+	// user sees every job, as Borg's Sigma shows debugging information to
+	// everyone, but a task's logs only its owner and admins
+	// (commands.MayReadLogs): a UI without a login shows them to no one
+	// unless User is an admin.
 	User string
-	// Login checks a token as the API does and returns its user. When set
+	// Login checks a token as the API does and returns who it names (user
+	// and role: an admin's token reads every task's logs). When set
 	// (and Anonymous is not), every page but the login page asks for a
 	// session; the pages' API calls carry its user. nil: no login.
-	Login func(ctx context.Context, token string) (string, error)
+	Login func(ctx context.Context, token string) (auth.Identity, error)
 	// Anonymous serves every page without a login even when Login is set
 	// (--web-anonymous), as User.
 	Anonymous bool
@@ -309,14 +320,15 @@ func httpStatus(err error) int {
 	return http.StatusInternalServerError
 }
 
-// ctx returns the request's context carrying the UI's identity, as the
-// API expects it from a trusted link.
+// ctx returns the request's context carrying the viewer's identity, as
+// the API expects it: the identity the session's token names (its role
+// too, so an admin's token reads as an admin's call), else the UI's own
+// user, as from a trusted link.
 func (h *Handler) ctx(r *http.Request) context.Context {
-	user := userOf(r)
-	if user == "" {
-		user = h.cfg.User
+	if id := identityOf(r); id.Name != "" {
+		return auth.NewContext(r.Context(), id)
 	}
-	return metadata.NewIncomingContext(r.Context(), metadata.Pairs(master.UserHeader, user))
+	return metadata.NewIncomingContext(r.Context(), metadata.Pairs(master.UserHeader, h.cfg.User))
 }
 
 // badParam is the error for a query parameter that does not parse.

@@ -14,10 +14,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/nameservice"
 	"github.com/corralhq/corral/events"
@@ -62,6 +64,9 @@ type masterOptions struct {
 	// auth is how the API is served; nil: insecure (plaintext, the user
 	// header trusted).
 	auth *masterAuth
+	// streams caps the log streams open at once (--max-streams-per-user,
+	// --max-streams).
+	streams streamFlags
 }
 
 // runningMaster is what a started master tells its caller.
@@ -131,7 +136,9 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	svc.Explain = explanations.Explain
 	svc.Cell = o.cell
 	svc.Scheduler = master.SchedulerConfig{Pass: schedCfg.Pass} // plans: the same pass, without the loop's hooks
-	svc.Logs = master.NewAgentLogs(m, linkDial)                 // logs travel as the link's polls do
+	svc.Logs = master.NewAgentLogs(m, linkDial)                 // logs travel with the link's credentials, on connections of their own
+	defer svc.Logs.Close()
+	svc.StreamCaps = &auth.StreamCaps{PerUser: o.streams.perUser, Total: o.streams.total}
 	var inf *infraProcess
 	infraCtx, stopInfra := context.WithCancel(ctx)
 	defer stopInfra()
@@ -188,7 +195,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 		if access.tokens == nil || o.webAnonymous {
 			log.Warn("the web UI asks for no login: anyone who reaches it reads the whole cell", "http", o.http)
 		}
-		handler, closeUI := webHandler(svc, m, store, svc.Logs, o.cell, access, rm, log)
+		handler, closeUI := webHandler(svc, m, store, svc, o.cell, access, rm, log)
 		web = &http.Server{Handler: mops.handler(m, handler, log), ReadHeaderTimeout: 10 * time.Second}
 		web.RegisterOnShutdown(closeUI)
 		run("HTTP", func() error {
@@ -334,6 +341,9 @@ plaintext and believes whatever user a client names: a trusted machine only.`,
 			if o.infraLimits, err = infra.resolve(); err != nil {
 				return err
 			}
+			if err := o.streams.check(); err != nil {
+				return err
+			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			return a.serveMaster(ctx, o, nil)
@@ -341,6 +351,7 @@ plaintext and believes whatever user a client names: a trusted machine only.`,
 	}
 	f := c.Flags()
 	infra.add(f)
+	o.streams.add(f)
 	f.StringVar(&o.store, "store", "", "the event log: postgres://..., cockroachdb://... or a SQLite file (default $CORRAL_STORE)")
 	f.StringVar(&o.name, "name", "", "this replica's name (default the host name)")
 	f.StringVar(&o.listen, "listen", DefaultMaster, "gRPC address to listen on")
@@ -406,4 +417,23 @@ func redactURL(s string) string {
 		return s[:i+3] + rest[:c] + ":***" + rest[at:]
 	}
 	return s
+}
+
+// streamFlags are the caps on long calls (log streams, event watches) open
+// at once: per user and over the cell (auth.StreamCaps).
+type streamFlags struct{ perUser, total int }
+
+func (s *streamFlags) add(f *pflag.FlagSet) {
+	f.IntVar(&s.perUser, "max-streams-per-user", auth.DefaultMaxStreamsPerUser, "streams (task logs, event watches, the web UI's live logs and events) one user may have open at once; 0: no cap")
+	f.IntVar(&s.total, "max-streams", auth.DefaultMaxStreams, "streams (task logs, event watches) the cell serves at once over all users; 0: no cap")
+}
+
+func (s streamFlags) check() error {
+	if s.perUser < 0 {
+		return usageErr("--max-streams-per-user %d: want 0 (no cap) or more", s.perUser)
+	}
+	if s.total < 0 {
+		return usageErr("--max-streams %d: want 0 (no cap) or more", s.total)
+	}
+	return nil
 }

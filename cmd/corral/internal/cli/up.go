@@ -55,6 +55,9 @@ stops; the next agent on the same --data adopts them.`,
 				return err
 			}
 			cfg.Capacity = res
+			if cfg.MaxLogStreams < 1 {
+				return usageErr("--max-log-streams %d: want 1 or more", cfg.MaxLogStreams)
+			}
 			if portFirst > 0 {
 				n := ports
 				if n == 0 {
@@ -109,6 +112,7 @@ stops; the next agent on the same --data adopts them.`,
 	f.Int32Var(&portFirst, "port-first", 0, "first port given to tasks (default 20000)")
 	f.StringArrayVar(&attrs, "attr", nil, "machine attribute key=value for constraints (repeat the flag); arch and os are detected")
 	f.StringVar(&cfg.Cgroups, "cgroups", "auto", "containers: auto, v2, v1 or sampling (no cgroups)")
+	f.IntVar(&cfg.MaxLogStreams, "max-log-streams", agent.DefaultMaxLogStreams, "log streams this agent serves at once; past it a stream is refused")
 	f.StringVar(&httpAddr, "http", "", "HTTP address for /metrics, /healthz and /readyz (default none)")
 	f.StringVar(&certs, "certs", "", "directory holding ca.crt and agents/NAME.crt and .key (corral certs issue --role agent NAME): mutual TLS with the masters")
 	f.StringVar(&taskUIDs, "task-uids", "", "FIRST:COUNT: run each task as a uid of its own from this range (agent running as root)")
@@ -125,6 +129,8 @@ type upOptions struct {
 	infra                                               infraFlags
 	httpHosts                                           []string
 	webAnonymous                                        bool
+	streams                                             streamFlags
+	maxLogStreams                                       int // each agent's cap
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -160,6 +166,8 @@ admin and gets quota to run examples in every band.`,
 	f.IntVar(&o.portBase, "port-base", 20000, "first port given to tasks; each machine gets 1000 ports from here on")
 	f.StringVar(&o.prices, "prices", "", "price sheet file (JSON or YAML, as `corral price set`) a new cell starts with (default the built-in sheet)")
 	o.infra.add(f)
+	o.streams.add(f)
+	f.IntVar(&o.maxLogStreams, "max-log-streams", agent.DefaultMaxLogStreams, "log streams each machine's agent serves at once")
 	return c
 }
 
@@ -177,6 +185,12 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	infraLimits, err := o.infra.resolve()
 	if err != nil {
 		return err
+	}
+	if err := o.streams.check(); err != nil {
+		return err
+	}
+	if o.maxLogStreams < 1 {
+		return usageErr("--max-log-streams %d: want 1 or more", o.maxLogStreams)
 	}
 	data := a.dataDir(o.data)
 	if err := os.MkdirAll(data, 0o755); err != nil {
@@ -242,7 +256,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 		masterDone <- a.serveMaster(masterCtx, masterOptions{
 			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell, prices: o.prices,
 			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"), infraLimits: infraLimits, httpHosts: o.httpHosts, webAnonymous: o.webAnonymous,
-			usageWindow: 5 * time.Second, pollInterval: time.Second, log: log,
+			usageWindow: 5 * time.Second, pollInterval: time.Second, log: log, streams: o.streams,
 			auth: &masterAuth{creds: local.Master, tokens: local.Tokens, sealer: local.Sealer},
 		}, func(rm *runningMaster) { readyc <- rm })
 	}()
@@ -275,7 +289,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 		r := &agentRun{
 			cfg: agent.Config{Name: name, ListenAddr: agentAddr(rm.grpc, i), DataDir: filepath.Join(data, "machines", name),
 				Capacity: offer, PortFirst: first, PortLast: first + 999, Attributes: map[string]string{"rack": "r" + strconv.Itoa((i-1)%2+1)},
-				ReregisterAfter: 10 * time.Second},
+				ReregisterAfter: 10 * time.Second, MaxLogStreams: o.maxLogStreams},
 			masters: []string{rm.grpc}, stopTasks: true, log: log, metrics: rm.metrics,
 		}
 		secureAgent(&r.cfg, local.Agents[name], log)

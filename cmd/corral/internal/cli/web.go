@@ -46,19 +46,19 @@ type webAccess struct {
 	anonymous bool
 }
 
-func (a webAccess) login() func(context.Context, string) (string, error) {
+func (a webAccess) login() func(context.Context, string) (auth.Identity, error) {
 	if a.tokens == nil {
 		return nil
 	}
-	return func(_ context.Context, tok string) (string, error) {
+	return func(_ context.Context, tok string) (auth.Identity, error) {
 		id, err := a.tokens.Lookup(tok)
 		if err != nil {
-			return "", err
+			return auth.Identity{}, err
 		}
 		if !id.Role.Person() {
-			return "", fmt.Errorf("a %s token cannot log in", id.Role)
+			return auth.Identity{}, fmt.Errorf("a %s token cannot log in", id.Role)
 		}
-		return id.Name, nil
+		return id, nil
 	}
 }
 

@@ -1,0 +1,19 @@
+package commands
+
+import "fmt"
+
+// MayReadLogs says whether a may read the logs of a task owned by owner:
+// the owner and admins may, nobody else. Logs hold what a task prints,
+// which its spec and events do not (tokens, customer data), so the
+// read-everything rule of jobs and events does not extend to them. The
+// API's TaskLogs and the web UI's task page both ask this one function.
+func MayReadLogs(a Actor, owner string) error {
+	if a.Admin || (a.User != "" && a.User == owner) {
+		return nil
+	}
+	who := a.User
+	if who == "" {
+		who = "a caller without a name"
+	}
+	return fmt.Errorf("%s may read only their own tasks' logs, not %s's: that needs the admin capability", who, owner)
+}

@@ -1,0 +1,186 @@
+package webui_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/corralhq/corral/agent"
+	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/commands/auth"
+	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/commands/webui"
+	"github.com/corralhq/corral/events"
+)
+
+// The task page reads logs as the API does: through the master's Service
+// and a real agent, for the task's owner and admins only (bob is refused
+// alice's logs on the page and on the live stream), and under the same
+// caps on streams open at once, which the live events page shares.
+func TestWebLogsFollowTheAPIsRule(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	data := t.TempDir()
+	ag, err := agent.New(agent.Config{Name: "m0", DataDir: data, Cgroups: "sampling", MemoryLowWater: -1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ag.Close() })
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	agentpb.RegisterAgentServer(g, ag)
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	// alice/web/0 ran on m0, and printed a line only she should read.
+	logs := filepath.Join(data, "tasks", "alice", "web", "0", "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "the session key of alice is 42"
+	if err := os.WriteFile(filepath.Join(logs, "stdout"), []byte(secret+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := &history{}
+	h.add(events.MachineStream("m0"), &events.MachineRegistered{Machine: "m0", Address: lis.Addr().String(), Capacity: res(4000, 8*gib)})
+	h.job("alice", "web", 9, 1, res(500, 256<<20), nil)
+	h.run("alice", "web", 0, "m0")
+	c := openCell(t, h.evs)
+	c.svc.Logs = master.NewAgentLogs(c.m, nil)
+	t.Cleanup(c.svc.Logs.Close)
+	c.svc.StreamCaps = &auth.StreamCaps{PerUser: 1, Total: 10}
+
+	tokens := map[string]auth.Identity{
+		"tok-alice": {Name: "alice", Role: auth.RoleUser, Via: "token"},
+		"tok-bob":   {Name: "bob", Role: auth.RoleUser, Via: "token"},
+		"tok-root":  {Name: "root", Role: auth.RoleAdmin, Via: "token"},
+	}
+	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, Logs: c.svc, Logger: quiet,
+		Login: func(_ context.Context, tok string) (auth.Identity, error) {
+			if id, ok := tokens[tok]; ok {
+				return id, nil
+			}
+			return auth.Identity{}, errors.New("unknown token")
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ui)
+	t.Cleanup(srv.Close)
+	t.Cleanup(ui.Close)
+	browser := func(tok string) *http.Client {
+		jar, _ := cookiejar.New(nil)
+		b := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+		resp, err := b.Get(srv.URL + "/login")
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+		if m == nil {
+			t.Fatalf("no CSRF token on the login page")
+		}
+		if resp, err = b.PostForm(srv.URL+"/login", url.Values{"token": {tok}, "csrf": {string(m[1])}}); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("login with %s: %v", tok, err)
+		}
+		resp.Body.Close()
+		return b
+	}
+	get := func(b *http.Client, path string) (int, string) {
+		t.Helper()
+		resp, err := b.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	alice, bob, root := browser("tok-alice"), browser("tok-bob"), browser("tok-root")
+	const page, live = "/jobs/alice/web/tasks/0", "/jobs/alice/web/tasks/0/logs/stdout"
+
+	if code, body := get(alice, page); code != 200 || !strings.Contains(body, secret) {
+		t.Errorf("alice's own task page: %d, want her log line in it:\n%s", code, body)
+	}
+	if code, body := get(root, page); code != 200 || !strings.Contains(body, secret) {
+		t.Errorf("an admin's view of alice's task: %d, want the log line in it", code)
+	}
+	code, body := get(bob, page)
+	if code != 200 || strings.Contains(body, secret) || !strings.Contains(body, "bob may read only their own tasks&#39; logs, not alice&#39;s") {
+		t.Errorf("bob's view of alice's task: %d, want no log and the reason:\n%s", code, body)
+	}
+	if code, body := get(bob, live); code != http.StatusForbidden || strings.Contains(body, secret) || !strings.Contains(body, "bob may read only their own tasks' logs") {
+		t.Errorf("bob following alice's stdout: %d %q, want 403 with the reason", code, body)
+	}
+
+	// alice follows her stdout: the stream holds her one slot, so her
+	// page's tail and a second stream are refused, naming the cap.
+	ctx, leave := context.WithTimeout(context.Background(), 10*time.Second)
+	defer leave()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+live, nil)
+	resp, err := alice.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("alice following her stdout: %v", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "retry:") {
+		t.Fatalf("the live stream did not start: %q", sc.Text())
+	}
+	// held: alice's one slot is taken (a probe that got one gives it back).
+	held := func() bool {
+		release, err := c.svc.StreamCaps.Open("alice")
+		if err != nil {
+			return true
+		}
+		release()
+		return false
+	}
+	for deadline := time.Now().Add(5 * time.Second); !held(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("alice's live stream holds no slot")
+		}
+	}
+	if _, body := get(alice, page); strings.Contains(body, secret) || !strings.Contains(body, "--max-streams-per-user 1") {
+		t.Errorf("alice's page while her stream is open: want the cap per user named, not the log")
+	}
+	// A live view of the events is a long call too: the same cap.
+	evReq, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events/stream", nil)
+	evResp, err := alice.Do(evReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evBody, _ := io.ReadAll(evResp.Body) // the failure ends the stream
+	evResp.Body.Close()
+	if !strings.Contains(string(evBody), "event: failure") || !strings.Contains(string(evBody), "--max-streams-per-user 1") {
+		t.Errorf("alice's live events while her log stream is open: %q, want a failure naming the cap per user", evBody)
+	}
+	// The reader leaves: the slot comes back, and the page reads again.
+	leave()
+	resp.Body.Close()
+	for deadline := time.Now().Add(5 * time.Second); held(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("alice's slot was not given back when her browser left")
+		}
+	}
+	if _, body := get(alice, page); !strings.Contains(body, secret) {
+		t.Errorf("alice's page after her stream ended: no log line")
+	}
+}
