@@ -123,6 +123,11 @@ func TestRestartUnderLoadKeepsServicesUp(t *testing.T) {
 			t.Errorf("after a restart under load the log holds %d %s events:\n%.2000s", n, typ, out)
 		}
 	}
+	for _, line := range strings.Split(up2.err.String(), "\n") {
+		if strings.Contains(line, "machine loss") || strings.Contains(line, "missed its polls") {
+			t.Logf("restarted cell: %s", line)
+		}
+	}
 	out, _ := corral("events", "--type", "MachineLossHeld", "-o", "csv")
 	holds := strings.Count(out, "\n") - 1
 	t.Logf("loss holds recorded: %d\n%s", holds, out)

@@ -63,28 +63,29 @@ func CountFrom(lastAnswer, graceEnd, holdEnd time.Time) time.Time {
 	return from
 }
 
-// Late says whether a poll due at due and started at started was started
-// late by the master itself (its own scheduling delay: a GC pause, a
-// starved process, full poll slots), by more than half an interval. Such a
-// poll going unanswered says nothing of the machine. A zero due (the first
-// poll) is never late.
-func (r LossRule) Late(due, started time.Time) bool {
-	return !due.IsZero() && started.Sub(due) > r.Interval/2
+// Late says whether a poll was started late by the master itself: the
+// pass of the link's loop that started it woke lag after it meant to (a GC
+// pause, a starved process, a restart's catching up), by more than half an
+// interval. Such a poll going unanswered says nothing of the machine. A
+// poll that waited for a free slot is not late: many silent machines are
+// theirs to answer for.
+func (r LossRule) Late(lag time.Duration) bool {
+	return lag > r.Interval/2
 }
 
-// Miss counts, at now, one unanswered poll of a machine, due at due and
-// started at started, with from its CountFrom, and says whether the
-// machine is now unreachable: MissedPolls counted misses and Silence since
-// from. A poll started before from, started late (Late), or while the link
-// holds machine loss counts nothing; a from later than the run's start
-// begins a new run. The link then marks the machine down, unless it is
-// already, and forgets its last report: its next answer is a first
+// Miss counts, at now, one unanswered poll of a machine, started at
+// started by a pass lag late, with from its CountFrom, and says whether
+// the machine is now unreachable: MissedPolls counted misses and Silence
+// since from. A poll started before from, started late (Late), or while
+// the link holds machine loss counts nothing; a from later than the run's
+// start begins a new run. The link then marks the machine down, unless it
+// is already, and forgets its last report: its next answer is a first
 // contact.
-func (r LossRule) Miss(s *Silence, due, started, from, now time.Time, held bool) bool {
+func (r LossRule) Miss(s *Silence, started time.Time, lag time.Duration, from, now time.Time, held bool) bool {
 	if from.After(s.From) {
 		s.Misses, s.From = 0, from
 	}
-	if held || started.Before(from) || r.Late(due, started) {
+	if held || started.Before(from) || r.Late(lag) {
 		return false
 	}
 	s.Misses++

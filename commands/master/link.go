@@ -228,6 +228,10 @@ func (l *link) run(ctx context.Context) {
 		mls      []*machineLink
 		position = int64(-1)
 		first    int // where a round starts: a full semaphore must not always leave out the same machines
+		// lag is how late this pass woke after its timer was due: the
+		// link's own delay, which a poll it starts counts against no
+		// machine (agentlink.LossRule.Late).
+		lag, timerDue = time.Duration(0), time.Time{}
 	)
 	for {
 		woken := l.m.applied.Wait()
@@ -246,6 +250,7 @@ func (l *link) run(ctx context.Context) {
 			}
 		}
 		l.checkHold(nowT, missing, live)
+		passLag := lag // the polls' goroutines read it after the next wake
 		for i := range mls {
 			ml := mls[(first+i)%len(mls)]
 			due := ml.next.Load()
@@ -279,7 +284,7 @@ func (l *link) run(ctx context.Context) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				l.poll(ctx, ml)
+				l.poll(ctx, ml, passLag)
 				ml.busy.Store(false)
 				<-slots
 				select {
@@ -291,11 +296,14 @@ func (l *link) run(ctx context.Context) {
 		// Not sooner than a 200th of the interval: with thousands of
 		// machines due at scattered times, every millisecond would be a pass
 		// over all of them, for polls a few milliseconds earlier.
-		timer.Reset(time.Duration(max(wake-now, int64(l.cfg.Interval/200))))
+		sleep := time.Duration(max(wake-now, int64(l.cfg.Interval/200)))
+		timer.Reset(sleep)
+		timerDue = nowT.Add(sleep)
 		var freed <-chan struct{}
 		if full {
 			freed = l.freed
 		}
+		lag = 0
 		select {
 		case <-ctx.Done():
 			return
@@ -308,6 +316,7 @@ func (l *link) run(ctx context.Context) {
 			case <-time.After(5 * time.Millisecond):
 			}
 		case <-timer.C:
+			lag = l.m.clock().Sub(timerDue)
 		case <-freed:
 		}
 	}
@@ -365,15 +374,12 @@ func (l *link) refresh(mls []*machineLink, position int64) ([]*machineLink, int6
 }
 
 // poll sends a machine its outstanding requests and records its report.
-func (l *link) poll(ctx context.Context, ml *machineLink) {
+// lag is how late the loop's pass that started it woke.
+func (l *link) poll(ctx context.Context, ml *machineLink, lag time.Duration) {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
 	mi := *ml.info.Load()
 	started := l.m.clock()
-	var due time.Time
-	if n := ml.next.Load(); n != 0 {
-		due = time.Unix(0, n)
-	}
 	ml.next.Store(started.Add(l.cfg.Interval).UnixNano())
 	if ml.client != nil && ml.address != mi.address {
 		ml.client.Close()
@@ -382,7 +388,7 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 	if ml.client == nil {
 		c, err := l.cfg.Dial(mi.address)
 		if err != nil {
-			l.missed(ctx, ml, mi, due, started, fmt.Errorf("dialing %s: %w", mi.address, err))
+			l.missed(ctx, ml, mi, started, lag, fmt.Errorf("dialing %s: %w", mi.address, err))
 			return
 		}
 		ml.client, ml.address = c, mi.address
@@ -402,7 +408,7 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 		}
 	}
 	if err != nil {
-		l.missed(ctx, ml, mi, due, started, err)
+		l.missed(ctx, ml, mi, started, lag, err)
 		return
 	}
 	ml.failing.Store(false)
@@ -435,12 +441,12 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 	ml.Synced, ml.acked, ml.dropped = true, st.LastEventSeq, st.EventsDropped
 }
 
-// missed counts a poll, due at due and started at started, that got no
-// answer. The rule (agentlink.LossRule) says when such misses mark the
+// missed counts a poll, started at started by a pass lag late, that got
+// no answer. The rule (agentlink.LossRule) says when such misses mark the
 // machine down and its tasks lost; the link keeps polling it at the normal
 // interval. A machine the rule would mark down while many others miss too
 // starts a loss hold instead (checkHold).
-func (l *link) missed(ctx context.Context, ml *machineLink, mi machineInfo, due, started time.Time, err error) {
+func (l *link) missed(ctx context.Context, ml *machineLink, mi machineInfo, started time.Time, lag time.Duration, err error) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -458,7 +464,7 @@ func (l *link) missed(ctx context.Context, ml *machineLink, mi machineInfo, due,
 	}
 	now := l.m.clock()
 	from := agentlink.CountFrom(ml.lastOK, l.since.Add(l.cfg.LeaderGrace), l.holdEnded())
-	if !l.rule.Miss(&ml.silence, due, started, from, now, l.held.Load()) {
+	if !l.rule.Miss(&ml.silence, started, lag, from, now, l.held.Load()) {
 		return
 	}
 	if !mi.down {

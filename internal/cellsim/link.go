@@ -73,18 +73,22 @@ func (l *simLink) live() bool { return l.m.term == l.term && l.m.link == l }
 
 func (l *simLink) start() {
 	var tick func()
+	due := l.m.now()
 	tick = func() {
 		if !l.live() {
 			return
 		}
-		l.run()
+		// A paused master's ticks come late: its polls then count against
+		// no machine, as link.go's after a late wake.
+		l.run(l.m.now().Sub(due))
+		due = l.m.now().Add(pollInterval / 8)
 		l.m.at(pollInterval/8, tick)
 	}
 	tick()
 }
 
-// run starts the polls that are due.
-func (l *simLink) run() {
+// run starts the polls that are due, in a pass lag late.
+func (l *simLink) run(lag time.Duration) {
 	l.m.view(func(s *projections.State) {
 		if !l.live() {
 			return
@@ -110,16 +114,16 @@ func (l *simLink) run() {
 			if ml.busy || !agentlink.Due(now, ml.next, pollInterval, ml.down, ml.version != ml.polledVer) {
 				continue
 			}
-			l.poll(ml)
+			l.poll(ml, lag)
 		}
 	})
 }
 
 // poll sends a machine its outstanding requests and records its report.
 // It runs with the state readable.
-func (l *simLink) poll(ml *mlink) {
+func (l *simLink) poll(ml *mlink, lag time.Duration) {
 	ml.busy = true
-	due, started := ml.next, l.m.now()
+	started := l.m.now()
 	ml.next = started.Add(pollInterval)
 	down := ml.down
 	var reqs []*agentpb.Request
@@ -132,7 +136,7 @@ func (l *simLink) poll(ml *mlink) {
 			return
 		}
 		if err != nil {
-			l.missed(ml, down, due, started, err)
+			l.missed(ml, down, started, lag, err)
 			return
 		}
 		now := l.m.now()
@@ -207,12 +211,12 @@ func (l *simLink) send(ml *mlink, reqs []*agentpb.Request, counted bool, reply f
 // missed counts a poll that got no answer; agentlink.LossRule says when
 // such misses mark the machine down and its tasks lost, unless the link
 // holds machine loss (checkHold).
-func (l *simLink) missed(ml *mlink, down bool, due, started time.Time, err error) {
+func (l *simLink) missed(ml *mlink, down bool, started time.Time, lag time.Duration, err error) {
 	ml.misses++
 	ml.failing = true
 	now := l.m.now()
 	rule := agentlink.LossRule{Interval: pollInterval, MissedPolls: missedPolls, Silence: silence}
-	if !rule.Miss(&ml.silence, due, started, agentlink.CountFrom(ml.lastOK, l.since.Add(leaderGrace), l.holdEnd), now, !l.holdSince.IsZero()) {
+	if !rule.Miss(&ml.silence, started, lag, agentlink.CountFrom(ml.lastOK, l.since.Add(leaderGrace), l.holdEnd), now, !l.holdSince.IsZero()) {
 		ml.busy = false
 		return
 	}
