@@ -145,12 +145,12 @@ type machineLink struct {
 //     of this leader's start (a new leader has made no poll yet) and polls
 //     during a loss hold count against no machine; misses start over when
 //     the grace or a hold ends. Its tasks are then lost and placed
-//     elsewhere, at the scheduler's rate.
+//     elsewhere, at the scheduler's rate. When it answers again it is up,
+//     and every task it runs that the projection places elsewhere is
+//     stopped: a task never runs twice for long.
 //   - When agentlink.HoldLoss says too many machines miss at once, the
-//     link holds: it marks none down until fewer miss (LossHold). When it
-//     answers
-//     again it is up, and every task it runs that the projection places
-//     elsewhere is stopped: a task never runs twice for long.
+//     link holds: it marks none down until fewer miss (LossHold), and
+//     records the hold's start and end (MachineLossHeld).
 //   - A poll that changes nothing writes nothing.
 //   - Machines that stop answering are polled from slots of their own and
 //     on fresh connections: hung polls do not delay the others, and a
