@@ -11,7 +11,7 @@ import (
 func Names() []string {
 	return []string{
 		"CloseBillingPeriod", "CommitUpdate", "CreateAllocSet", "DrainMachine", "KillJob", "KillTask",
-		"PlaceTasks", "PromoteUpdate", "RecordPendingReasons", "RegisterMachine", "RemoveAllocSet", "RemoveMachine",
+		"PlaceTasks", "PromoteUpdate", "RecordLossHold", "RecordPendingReasons", "RegisterMachine", "RemoveAllocSet", "RemoveMachine",
 		"ReportAgentState", "RollbackUpdate", "RollingUpdateStep", "SetPriceSheet", "SetQuota",
 		"SubmitJob", "UpdateJob", "UpdateMachine",
 	}

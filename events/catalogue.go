@@ -120,6 +120,7 @@ func init() {
 		{&MachineDrainSet{}, NoTraceCode},
 		{&MachineDown{}, NoTraceCode},
 		{&MachineUp{}, NoTraceCode},
+		{&MachineLossHeld{}, NoTraceCode},
 		{&MachineRemoved{}, NoTraceCode},
 		{&QuotaSet{}, NoTraceCode},
 		{&JobSubmitted{}, TraceSubmit},

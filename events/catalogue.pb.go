@@ -1075,6 +1075,81 @@ func (x *MachineUp) GetMachine() string {
 	return ""
 }
 
+// MachineLossHeld records that the leader's agent link holds machine loss:
+// so many machines missed their polls at once (agentlink.HoldLoss: 55% of
+// the machines not down, and at least 2) that the fault is taken for the
+// master's own or the network's, and no machine is marked down, nor its
+// tasks lost, until they answer again. Written when the hold starts
+// (ended_us 0) and again when it ends; a hold still open when its
+// leader's term ends ends with the term (the next LeaderElected).
+type MachineLossHeld struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SinceUs       int64                  `protobuf:"varint,1,opt,name=since_us,json=sinceUs,proto3" json:"since_us,omitempty"` // when the hold started
+	EndedUs       int64                  `protobuf:"varint,2,opt,name=ended_us,json=endedUs,proto3" json:"ended_us,omitempty"` // when it ended; 0 while it lasts
+	Missing       int32                  `protobuf:"varint,3,opt,name=missing,proto3" json:"missing,omitempty"`                // machines unanswered at once, at the worst of the hold
+	Machines      int32                  `protobuf:"varint,4,opt,name=machines,proto3" json:"machines,omitempty"`              // machines not down then
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MachineLossHeld) Reset() {
+	*x = MachineLossHeld{}
+	mi := &file_catalogue_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MachineLossHeld) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MachineLossHeld) ProtoMessage() {}
+
+func (x *MachineLossHeld) ProtoReflect() protoreflect.Message {
+	mi := &file_catalogue_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MachineLossHeld.ProtoReflect.Descriptor instead.
+func (*MachineLossHeld) Descriptor() ([]byte, []int) {
+	return file_catalogue_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MachineLossHeld) GetSinceUs() int64 {
+	if x != nil {
+		return x.SinceUs
+	}
+	return 0
+}
+
+func (x *MachineLossHeld) GetEndedUs() int64 {
+	if x != nil {
+		return x.EndedUs
+	}
+	return 0
+}
+
+func (x *MachineLossHeld) GetMissing() int32 {
+	if x != nil {
+		return x.Missing
+	}
+	return 0
+}
+
+func (x *MachineLossHeld) GetMachines() int32 {
+	if x != nil {
+		return x.Machines
+	}
+	return 0
+}
+
 type MachineRemoved struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Machine       string                 `protobuf:"bytes,1,opt,name=machine,proto3" json:"machine,omitempty"`
@@ -1085,7 +1160,7 @@ type MachineRemoved struct {
 
 func (x *MachineRemoved) Reset() {
 	*x = MachineRemoved{}
-	mi := &file_catalogue_proto_msgTypes[13]
+	mi := &file_catalogue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1172,7 @@ func (x *MachineRemoved) String() string {
 func (*MachineRemoved) ProtoMessage() {}
 
 func (x *MachineRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[13]
+	mi := &file_catalogue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1185,7 @@ func (x *MachineRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineRemoved.ProtoReflect.Descriptor instead.
 func (*MachineRemoved) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{13}
+	return file_catalogue_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MachineRemoved) GetMachine() string {
@@ -1138,7 +1213,7 @@ type QuotaSet struct {
 
 func (x *QuotaSet) Reset() {
 	*x = QuotaSet{}
-	mi := &file_catalogue_proto_msgTypes[14]
+	mi := &file_catalogue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1225,7 @@ func (x *QuotaSet) String() string {
 func (*QuotaSet) ProtoMessage() {}
 
 func (x *QuotaSet) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[14]
+	mi := &file_catalogue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1238,7 @@ func (x *QuotaSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaSet.ProtoReflect.Descriptor instead.
 func (*QuotaSet) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{14}
+	return file_catalogue_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QuotaSet) GetUser() string {
@@ -1197,7 +1272,7 @@ type JobSubmitted struct {
 
 func (x *JobSubmitted) Reset() {
 	*x = JobSubmitted{}
-	mi := &file_catalogue_proto_msgTypes[15]
+	mi := &file_catalogue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1284,7 @@ func (x *JobSubmitted) String() string {
 func (*JobSubmitted) ProtoMessage() {}
 
 func (x *JobSubmitted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[15]
+	mi := &file_catalogue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1297,7 @@ func (x *JobSubmitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSubmitted.ProtoReflect.Descriptor instead.
 func (*JobSubmitted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{15}
+	return file_catalogue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobSubmitted) GetSpec() *JobSpec {
@@ -1251,7 +1326,7 @@ type JobUpdated struct {
 
 func (x *JobUpdated) Reset() {
 	*x = JobUpdated{}
-	mi := &file_catalogue_proto_msgTypes[16]
+	mi := &file_catalogue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1338,7 @@ func (x *JobUpdated) String() string {
 func (*JobUpdated) ProtoMessage() {}
 
 func (x *JobUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[16]
+	mi := &file_catalogue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1351,7 @@ func (x *JobUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobUpdated.ProtoReflect.Descriptor instead.
 func (*JobUpdated) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{16}
+	return file_catalogue_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JobUpdated) GetSpec() *JobSpec {
@@ -1319,7 +1394,7 @@ type JobUpdateCommitted struct {
 
 func (x *JobUpdateCommitted) Reset() {
 	*x = JobUpdateCommitted{}
-	mi := &file_catalogue_proto_msgTypes[17]
+	mi := &file_catalogue_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1406,7 @@ func (x *JobUpdateCommitted) String() string {
 func (*JobUpdateCommitted) ProtoMessage() {}
 
 func (x *JobUpdateCommitted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[17]
+	mi := &file_catalogue_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1419,7 @@ func (x *JobUpdateCommitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobUpdateCommitted.ProtoReflect.Descriptor instead.
 func (*JobUpdateCommitted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{17}
+	return file_catalogue_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *JobUpdateCommitted) GetUser() string {
@@ -1389,7 +1464,7 @@ type JobUpdateRolledBack struct {
 
 func (x *JobUpdateRolledBack) Reset() {
 	*x = JobUpdateRolledBack{}
-	mi := &file_catalogue_proto_msgTypes[18]
+	mi := &file_catalogue_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1476,7 @@ func (x *JobUpdateRolledBack) String() string {
 func (*JobUpdateRolledBack) ProtoMessage() {}
 
 func (x *JobUpdateRolledBack) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[18]
+	mi := &file_catalogue_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1489,7 @@ func (x *JobUpdateRolledBack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobUpdateRolledBack.ProtoReflect.Descriptor instead.
 func (*JobUpdateRolledBack) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{18}
+	return file_catalogue_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *JobUpdateRolledBack) GetUser() string {
@@ -1474,7 +1549,7 @@ type JobUpdateHalted struct {
 
 func (x *JobUpdateHalted) Reset() {
 	*x = JobUpdateHalted{}
-	mi := &file_catalogue_proto_msgTypes[19]
+	mi := &file_catalogue_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1561,7 @@ func (x *JobUpdateHalted) String() string {
 func (*JobUpdateHalted) ProtoMessage() {}
 
 func (x *JobUpdateHalted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[19]
+	mi := &file_catalogue_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1574,7 @@ func (x *JobUpdateHalted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobUpdateHalted.ProtoReflect.Descriptor instead.
 func (*JobUpdateHalted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{19}
+	return file_catalogue_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JobUpdateHalted) GetUser() string {
@@ -1543,7 +1618,7 @@ type JobUpdatePromoted struct {
 
 func (x *JobUpdatePromoted) Reset() {
 	*x = JobUpdatePromoted{}
-	mi := &file_catalogue_proto_msgTypes[20]
+	mi := &file_catalogue_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1630,7 @@ func (x *JobUpdatePromoted) String() string {
 func (*JobUpdatePromoted) ProtoMessage() {}
 
 func (x *JobUpdatePromoted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[20]
+	mi := &file_catalogue_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1643,7 @@ func (x *JobUpdatePromoted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobUpdatePromoted.ProtoReflect.Descriptor instead.
 func (*JobUpdatePromoted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{20}
+	return file_catalogue_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *JobUpdatePromoted) GetUser() string {
@@ -1603,7 +1678,7 @@ type JobKilled struct {
 
 func (x *JobKilled) Reset() {
 	*x = JobKilled{}
-	mi := &file_catalogue_proto_msgTypes[21]
+	mi := &file_catalogue_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1690,7 @@ func (x *JobKilled) String() string {
 func (*JobKilled) ProtoMessage() {}
 
 func (x *JobKilled) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[21]
+	mi := &file_catalogue_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1703,7 @@ func (x *JobKilled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobKilled.ProtoReflect.Descriptor instead.
 func (*JobKilled) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{21}
+	return file_catalogue_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *JobKilled) GetUser() string {
@@ -1662,7 +1737,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_catalogue_proto_msgTypes[22]
+	mi := &file_catalogue_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1749,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[22]
+	mi := &file_catalogue_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1762,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{22}
+	return file_catalogue_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JobFinished) GetUser() string {
@@ -1719,7 +1794,7 @@ type AllocSetCreated struct {
 
 func (x *AllocSetCreated) Reset() {
 	*x = AllocSetCreated{}
-	mi := &file_catalogue_proto_msgTypes[23]
+	mi := &file_catalogue_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1806,7 @@ func (x *AllocSetCreated) String() string {
 func (*AllocSetCreated) ProtoMessage() {}
 
 func (x *AllocSetCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[23]
+	mi := &file_catalogue_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1819,7 @@ func (x *AllocSetCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocSetCreated.ProtoReflect.Descriptor instead.
 func (*AllocSetCreated) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{23}
+	return file_catalogue_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AllocSetCreated) GetUser() string {
@@ -1806,7 +1881,7 @@ type AllocSetRemoved struct {
 
 func (x *AllocSetRemoved) Reset() {
 	*x = AllocSetRemoved{}
-	mi := &file_catalogue_proto_msgTypes[24]
+	mi := &file_catalogue_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1893,7 @@ func (x *AllocSetRemoved) String() string {
 func (*AllocSetRemoved) ProtoMessage() {}
 
 func (x *AllocSetRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[24]
+	mi := &file_catalogue_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1906,7 @@ func (x *AllocSetRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocSetRemoved.ProtoReflect.Descriptor instead.
 func (*AllocSetRemoved) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{24}
+	return file_catalogue_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AllocSetRemoved) GetUser() string {
@@ -1865,7 +1940,7 @@ type AllocScheduled struct {
 
 func (x *AllocScheduled) Reset() {
 	*x = AllocScheduled{}
-	mi := &file_catalogue_proto_msgTypes[25]
+	mi := &file_catalogue_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +1952,7 @@ func (x *AllocScheduled) String() string {
 func (*AllocScheduled) ProtoMessage() {}
 
 func (x *AllocScheduled) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[25]
+	mi := &file_catalogue_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +1965,7 @@ func (x *AllocScheduled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocScheduled.ProtoReflect.Descriptor instead.
 func (*AllocScheduled) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{25}
+	return file_catalogue_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AllocScheduled) GetUser() string {
@@ -1957,7 +2032,7 @@ type AllocEvicted struct {
 
 func (x *AllocEvicted) Reset() {
 	*x = AllocEvicted{}
-	mi := &file_catalogue_proto_msgTypes[26]
+	mi := &file_catalogue_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1969,7 +2044,7 @@ func (x *AllocEvicted) String() string {
 func (*AllocEvicted) ProtoMessage() {}
 
 func (x *AllocEvicted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[26]
+	mi := &file_catalogue_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1982,7 +2057,7 @@ func (x *AllocEvicted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocEvicted.ProtoReflect.Descriptor instead.
 func (*AllocEvicted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{26}
+	return file_catalogue_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AllocEvicted) GetUser() string {
@@ -2037,7 +2112,7 @@ type TaskSubmitted struct {
 
 func (x *TaskSubmitted) Reset() {
 	*x = TaskSubmitted{}
-	mi := &file_catalogue_proto_msgTypes[27]
+	mi := &file_catalogue_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2124,7 @@ func (x *TaskSubmitted) String() string {
 func (*TaskSubmitted) ProtoMessage() {}
 
 func (x *TaskSubmitted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[27]
+	mi := &file_catalogue_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2137,7 @@ func (x *TaskSubmitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskSubmitted.ProtoReflect.Descriptor instead.
 func (*TaskSubmitted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{27}
+	return file_catalogue_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TaskSubmitted) GetUser() string {
@@ -2128,7 +2203,7 @@ type PendingReasonsChanged struct {
 
 func (x *PendingReasonsChanged) Reset() {
 	*x = PendingReasonsChanged{}
-	mi := &file_catalogue_proto_msgTypes[28]
+	mi := &file_catalogue_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2215,7 @@ func (x *PendingReasonsChanged) String() string {
 func (*PendingReasonsChanged) ProtoMessage() {}
 
 func (x *PendingReasonsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[28]
+	mi := &file_catalogue_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2228,7 @@ func (x *PendingReasonsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReasonsChanged.ProtoReflect.Descriptor instead.
 func (*PendingReasonsChanged) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{28}
+	return file_catalogue_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PendingReasonsChanged) GetReasons() []*PendingReason {
@@ -2176,7 +2251,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_catalogue_proto_msgTypes[29]
+	mi := &file_catalogue_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2263,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[29]
+	mi := &file_catalogue_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2276,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{29}
+	return file_catalogue_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PendingReason) GetUser() string {
@@ -2261,7 +2336,7 @@ type TaskScheduled struct {
 
 func (x *TaskScheduled) Reset() {
 	*x = TaskScheduled{}
-	mi := &file_catalogue_proto_msgTypes[30]
+	mi := &file_catalogue_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2348,7 @@ func (x *TaskScheduled) String() string {
 func (*TaskScheduled) ProtoMessage() {}
 
 func (x *TaskScheduled) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[30]
+	mi := &file_catalogue_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2361,7 @@ func (x *TaskScheduled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskScheduled.ProtoReflect.Descriptor instead.
 func (*TaskScheduled) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{30}
+	return file_catalogue_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TaskScheduled) GetUser() string {
@@ -2387,7 +2462,7 @@ type TaskStarted struct {
 
 func (x *TaskStarted) Reset() {
 	*x = TaskStarted{}
-	mi := &file_catalogue_proto_msgTypes[31]
+	mi := &file_catalogue_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2474,7 @@ func (x *TaskStarted) String() string {
 func (*TaskStarted) ProtoMessage() {}
 
 func (x *TaskStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[31]
+	mi := &file_catalogue_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2487,7 @@ func (x *TaskStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStarted.ProtoReflect.Descriptor instead.
 func (*TaskStarted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{31}
+	return file_catalogue_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TaskStarted) GetUser() string {
@@ -2472,7 +2547,7 @@ type TaskEvicted struct {
 
 func (x *TaskEvicted) Reset() {
 	*x = TaskEvicted{}
-	mi := &file_catalogue_proto_msgTypes[32]
+	mi := &file_catalogue_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2484,7 +2559,7 @@ func (x *TaskEvicted) String() string {
 func (*TaskEvicted) ProtoMessage() {}
 
 func (x *TaskEvicted) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[32]
+	mi := &file_catalogue_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2497,7 +2572,7 @@ func (x *TaskEvicted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEvicted.ProtoReflect.Descriptor instead.
 func (*TaskEvicted) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{32}
+	return file_catalogue_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TaskEvicted) GetUser() string {
@@ -2566,7 +2641,7 @@ type TaskFailed struct {
 
 func (x *TaskFailed) Reset() {
 	*x = TaskFailed{}
-	mi := &file_catalogue_proto_msgTypes[33]
+	mi := &file_catalogue_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2653,7 @@ func (x *TaskFailed) String() string {
 func (*TaskFailed) ProtoMessage() {}
 
 func (x *TaskFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[33]
+	mi := &file_catalogue_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2666,7 @@ func (x *TaskFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFailed.ProtoReflect.Descriptor instead.
 func (*TaskFailed) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{33}
+	return file_catalogue_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TaskFailed) GetUser() string {
@@ -2670,7 +2745,7 @@ type TaskFinished struct {
 
 func (x *TaskFinished) Reset() {
 	*x = TaskFinished{}
-	mi := &file_catalogue_proto_msgTypes[34]
+	mi := &file_catalogue_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +2757,7 @@ func (x *TaskFinished) String() string {
 func (*TaskFinished) ProtoMessage() {}
 
 func (x *TaskFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[34]
+	mi := &file_catalogue_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2770,7 @@ func (x *TaskFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFinished.ProtoReflect.Descriptor instead.
 func (*TaskFinished) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{34}
+	return file_catalogue_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TaskFinished) GetUser() string {
@@ -2746,7 +2821,7 @@ type TaskKilled struct {
 
 func (x *TaskKilled) Reset() {
 	*x = TaskKilled{}
-	mi := &file_catalogue_proto_msgTypes[35]
+	mi := &file_catalogue_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2758,7 +2833,7 @@ func (x *TaskKilled) String() string {
 func (*TaskKilled) ProtoMessage() {}
 
 func (x *TaskKilled) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[35]
+	mi := &file_catalogue_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2771,7 +2846,7 @@ func (x *TaskKilled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskKilled.ProtoReflect.Descriptor instead.
 func (*TaskKilled) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{35}
+	return file_catalogue_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TaskKilled) GetUser() string {
@@ -2822,7 +2897,7 @@ type TaskLost struct {
 
 func (x *TaskLost) Reset() {
 	*x = TaskLost{}
-	mi := &file_catalogue_proto_msgTypes[36]
+	mi := &file_catalogue_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +2909,7 @@ func (x *TaskLost) String() string {
 func (*TaskLost) ProtoMessage() {}
 
 func (x *TaskLost) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[36]
+	mi := &file_catalogue_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +2922,7 @@ func (x *TaskLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLost.ProtoReflect.Descriptor instead.
 func (*TaskLost) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{36}
+	return file_catalogue_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TaskLost) GetUser() string {
@@ -2901,7 +2976,7 @@ type TaskHealthChanged struct {
 
 func (x *TaskHealthChanged) Reset() {
 	*x = TaskHealthChanged{}
-	mi := &file_catalogue_proto_msgTypes[37]
+	mi := &file_catalogue_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +2988,7 @@ func (x *TaskHealthChanged) String() string {
 func (*TaskHealthChanged) ProtoMessage() {}
 
 func (x *TaskHealthChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[37]
+	mi := &file_catalogue_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3001,7 @@ func (x *TaskHealthChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskHealthChanged.ProtoReflect.Descriptor instead.
 func (*TaskHealthChanged) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{37}
+	return file_catalogue_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TaskHealthChanged) GetUser() string {
@@ -2985,7 +3060,7 @@ type TaskUpdated struct {
 
 func (x *TaskUpdated) Reset() {
 	*x = TaskUpdated{}
-	mi := &file_catalogue_proto_msgTypes[38]
+	mi := &file_catalogue_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3072,7 @@ func (x *TaskUpdated) String() string {
 func (*TaskUpdated) ProtoMessage() {}
 
 func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[38]
+	mi := &file_catalogue_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3085,7 @@ func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUpdated.ProtoReflect.Descriptor instead.
 func (*TaskUpdated) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{38}
+	return file_catalogue_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TaskUpdated) GetUser() string {
@@ -3070,7 +3145,7 @@ type TaskUsage struct {
 
 func (x *TaskUsage) Reset() {
 	*x = TaskUsage{}
-	mi := &file_catalogue_proto_msgTypes[39]
+	mi := &file_catalogue_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3082,7 +3157,7 @@ func (x *TaskUsage) String() string {
 func (*TaskUsage) ProtoMessage() {}
 
 func (x *TaskUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[39]
+	mi := &file_catalogue_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3095,7 +3170,7 @@ func (x *TaskUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUsage.ProtoReflect.Descriptor instead.
 func (*TaskUsage) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{39}
+	return file_catalogue_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TaskUsage) GetUser() string {
@@ -3160,7 +3235,7 @@ type UsageReported struct {
 
 func (x *UsageReported) Reset() {
 	*x = UsageReported{}
-	mi := &file_catalogue_proto_msgTypes[40]
+	mi := &file_catalogue_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3172,7 +3247,7 @@ func (x *UsageReported) String() string {
 func (*UsageReported) ProtoMessage() {}
 
 func (x *UsageReported) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[40]
+	mi := &file_catalogue_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3185,7 +3260,7 @@ func (x *UsageReported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReported.ProtoReflect.Descriptor instead.
 func (*UsageReported) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{40}
+	return file_catalogue_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UsageReported) GetMachine() string {
@@ -3228,7 +3303,7 @@ type TaskReservation struct {
 
 func (x *TaskReservation) Reset() {
 	*x = TaskReservation{}
-	mi := &file_catalogue_proto_msgTypes[41]
+	mi := &file_catalogue_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3240,7 +3315,7 @@ func (x *TaskReservation) String() string {
 func (*TaskReservation) ProtoMessage() {}
 
 func (x *TaskReservation) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[41]
+	mi := &file_catalogue_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3253,7 +3328,7 @@ func (x *TaskReservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReservation.ProtoReflect.Descriptor instead.
 func (*TaskReservation) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{41}
+	return file_catalogue_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TaskReservation) GetUser() string {
@@ -3296,7 +3371,7 @@ type ReservationEstimated struct {
 
 func (x *ReservationEstimated) Reset() {
 	*x = ReservationEstimated{}
-	mi := &file_catalogue_proto_msgTypes[42]
+	mi := &file_catalogue_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3308,7 +3383,7 @@ func (x *ReservationEstimated) String() string {
 func (*ReservationEstimated) ProtoMessage() {}
 
 func (x *ReservationEstimated) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[42]
+	mi := &file_catalogue_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3321,7 +3396,7 @@ func (x *ReservationEstimated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationEstimated.ProtoReflect.Descriptor instead.
 func (*ReservationEstimated) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{42}
+	return file_catalogue_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReservationEstimated) GetMachine() string {
@@ -3354,7 +3429,7 @@ type Prices struct {
 
 func (x *Prices) Reset() {
 	*x = Prices{}
-	mi := &file_catalogue_proto_msgTypes[43]
+	mi := &file_catalogue_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3366,7 +3441,7 @@ func (x *Prices) String() string {
 func (*Prices) ProtoMessage() {}
 
 func (x *Prices) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[43]
+	mi := &file_catalogue_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3379,7 +3454,7 @@ func (x *Prices) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prices.ProtoReflect.Descriptor instead.
 func (*Prices) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{43}
+	return file_catalogue_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Prices) GetBasis() string {
@@ -3433,7 +3508,7 @@ type PriceSheetSet struct {
 
 func (x *PriceSheetSet) Reset() {
 	*x = PriceSheetSet{}
-	mi := &file_catalogue_proto_msgTypes[44]
+	mi := &file_catalogue_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3445,7 +3520,7 @@ func (x *PriceSheetSet) String() string {
 func (*PriceSheetSet) ProtoMessage() {}
 
 func (x *PriceSheetSet) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[44]
+	mi := &file_catalogue_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3458,7 +3533,7 @@ func (x *PriceSheetSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PriceSheetSet.ProtoReflect.Descriptor instead.
 func (*PriceSheetSet) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{44}
+	return file_catalogue_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PriceSheetSet) GetCurrency() string {
@@ -3510,7 +3585,7 @@ type BillingPeriodClosed struct {
 
 func (x *BillingPeriodClosed) Reset() {
 	*x = BillingPeriodClosed{}
-	mi := &file_catalogue_proto_msgTypes[45]
+	mi := &file_catalogue_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3522,7 +3597,7 @@ func (x *BillingPeriodClosed) String() string {
 func (*BillingPeriodClosed) ProtoMessage() {}
 
 func (x *BillingPeriodClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[45]
+	mi := &file_catalogue_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3535,7 +3610,7 @@ func (x *BillingPeriodClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillingPeriodClosed.ProtoReflect.Descriptor instead.
 func (*BillingPeriodClosed) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{45}
+	return file_catalogue_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BillingPeriodClosed) GetPeriodStartUs() int64 {
@@ -3564,7 +3639,7 @@ type LeaderElected struct {
 
 func (x *LeaderElected) Reset() {
 	*x = LeaderElected{}
-	mi := &file_catalogue_proto_msgTypes[46]
+	mi := &file_catalogue_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3576,7 +3651,7 @@ func (x *LeaderElected) String() string {
 func (*LeaderElected) ProtoMessage() {}
 
 func (x *LeaderElected) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[46]
+	mi := &file_catalogue_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3589,7 +3664,7 @@ func (x *LeaderElected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderElected.ProtoReflect.Descriptor instead.
 func (*LeaderElected) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{46}
+	return file_catalogue_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LeaderElected) GetHolder() string {
@@ -3631,7 +3706,7 @@ type CheckpointWritten struct {
 
 func (x *CheckpointWritten) Reset() {
 	*x = CheckpointWritten{}
-	mi := &file_catalogue_proto_msgTypes[47]
+	mi := &file_catalogue_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3718,7 @@ func (x *CheckpointWritten) String() string {
 func (*CheckpointWritten) ProtoMessage() {}
 
 func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[47]
+	mi := &file_catalogue_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3731,7 @@ func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointWritten.ProtoReflect.Descriptor instead.
 func (*CheckpointWritten) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{47}
+	return file_catalogue_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CheckpointWritten) GetName() string {
@@ -3694,7 +3769,7 @@ type CommandRefused struct {
 
 func (x *CommandRefused) Reset() {
 	*x = CommandRefused{}
-	mi := &file_catalogue_proto_msgTypes[48]
+	mi := &file_catalogue_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3706,7 +3781,7 @@ func (x *CommandRefused) String() string {
 func (*CommandRefused) ProtoMessage() {}
 
 func (x *CommandRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[48]
+	mi := &file_catalogue_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3719,7 +3794,7 @@ func (x *CommandRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandRefused.ProtoReflect.Descriptor instead.
 func (*CommandRefused) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{48}
+	return file_catalogue_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CommandRefused) GetActor() string {
@@ -3879,7 +3954,12 @@ const file_catalogue_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
 	"\fmissed_polls\x18\x03 \x01(\x05R\vmissedPolls\"%\n" +
 	"\tMachineUp\x12\x18\n" +
-	"\amachine\x18\x01 \x01(\tR\amachine\"B\n" +
+	"\amachine\x18\x01 \x01(\tR\amachine\"}\n" +
+	"\x0fMachineLossHeld\x12\x19\n" +
+	"\bsince_us\x18\x01 \x01(\x03R\asinceUs\x12\x19\n" +
+	"\bended_us\x18\x02 \x01(\x03R\aendedUs\x12\x18\n" +
+	"\amissing\x18\x03 \x01(\x05R\amissing\x12\x1a\n" +
+	"\bmachines\x18\x04 \x01(\x05R\bmachines\"B\n" +
 	"\x0eMachineRemoved\x12\x18\n" +
 	"\amachine\x18\x01 \x01(\tR\amachine\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"m\n" +
@@ -4114,7 +4194,7 @@ func file_catalogue_proto_rawDescGZIP() []byte {
 	return file_catalogue_proto_rawDescData
 }
 
-var file_catalogue_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_catalogue_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_catalogue_proto_goTypes = []any{
 	(*Resources)(nil),             // 0: corral.events.v1.Resources
 	(*TaskRef)(nil),               // 1: corral.events.v1.TaskRef
@@ -4129,82 +4209,83 @@ var file_catalogue_proto_goTypes = []any{
 	(*MachineDrainSet)(nil),       // 10: corral.events.v1.MachineDrainSet
 	(*MachineDown)(nil),           // 11: corral.events.v1.MachineDown
 	(*MachineUp)(nil),             // 12: corral.events.v1.MachineUp
-	(*MachineRemoved)(nil),        // 13: corral.events.v1.MachineRemoved
-	(*QuotaSet)(nil),              // 14: corral.events.v1.QuotaSet
-	(*JobSubmitted)(nil),          // 15: corral.events.v1.JobSubmitted
-	(*JobUpdated)(nil),            // 16: corral.events.v1.JobUpdated
-	(*JobUpdateCommitted)(nil),    // 17: corral.events.v1.JobUpdateCommitted
-	(*JobUpdateRolledBack)(nil),   // 18: corral.events.v1.JobUpdateRolledBack
-	(*JobUpdateHalted)(nil),       // 19: corral.events.v1.JobUpdateHalted
-	(*JobUpdatePromoted)(nil),     // 20: corral.events.v1.JobUpdatePromoted
-	(*JobKilled)(nil),             // 21: corral.events.v1.JobKilled
-	(*JobFinished)(nil),           // 22: corral.events.v1.JobFinished
-	(*AllocSetCreated)(nil),       // 23: corral.events.v1.AllocSetCreated
-	(*AllocSetRemoved)(nil),       // 24: corral.events.v1.AllocSetRemoved
-	(*AllocScheduled)(nil),        // 25: corral.events.v1.AllocScheduled
-	(*AllocEvicted)(nil),          // 26: corral.events.v1.AllocEvicted
-	(*TaskSubmitted)(nil),         // 27: corral.events.v1.TaskSubmitted
-	(*PendingReasonsChanged)(nil), // 28: corral.events.v1.PendingReasonsChanged
-	(*PendingReason)(nil),         // 29: corral.events.v1.PendingReason
-	(*TaskScheduled)(nil),         // 30: corral.events.v1.TaskScheduled
-	(*TaskStarted)(nil),           // 31: corral.events.v1.TaskStarted
-	(*TaskEvicted)(nil),           // 32: corral.events.v1.TaskEvicted
-	(*TaskFailed)(nil),            // 33: corral.events.v1.TaskFailed
-	(*TaskFinished)(nil),          // 34: corral.events.v1.TaskFinished
-	(*TaskKilled)(nil),            // 35: corral.events.v1.TaskKilled
-	(*TaskLost)(nil),              // 36: corral.events.v1.TaskLost
-	(*TaskHealthChanged)(nil),     // 37: corral.events.v1.TaskHealthChanged
-	(*TaskUpdated)(nil),           // 38: corral.events.v1.TaskUpdated
-	(*TaskUsage)(nil),             // 39: corral.events.v1.TaskUsage
-	(*UsageReported)(nil),         // 40: corral.events.v1.UsageReported
-	(*TaskReservation)(nil),       // 41: corral.events.v1.TaskReservation
-	(*ReservationEstimated)(nil),  // 42: corral.events.v1.ReservationEstimated
-	(*Prices)(nil),                // 43: corral.events.v1.Prices
-	(*PriceSheetSet)(nil),         // 44: corral.events.v1.PriceSheetSet
-	(*BillingPeriodClosed)(nil),   // 45: corral.events.v1.BillingPeriodClosed
-	(*LeaderElected)(nil),         // 46: corral.events.v1.LeaderElected
-	(*CheckpointWritten)(nil),     // 47: corral.events.v1.CheckpointWritten
-	(*CommandRefused)(nil),        // 48: corral.events.v1.CommandRefused
-	nil,                           // 49: corral.events.v1.TaskOverride.EnvEntry
-	nil,                           // 50: corral.events.v1.JobSpec.LabelsEntry
-	nil,                           // 51: corral.events.v1.JobSpec.EnvEntry
-	nil,                           // 52: corral.events.v1.JobSpec.OverridesEntry
-	nil,                           // 53: corral.events.v1.MachineRegistered.AttributesEntry
-	nil,                           // 54: corral.events.v1.MachineUpdated.AttributesEntry
-	nil,                           // 55: corral.events.v1.AllocSetCreated.LabelsEntry
-	nil,                           // 56: corral.events.v1.PriceSheetSet.BandsEntry
+	(*MachineLossHeld)(nil),       // 13: corral.events.v1.MachineLossHeld
+	(*MachineRemoved)(nil),        // 14: corral.events.v1.MachineRemoved
+	(*QuotaSet)(nil),              // 15: corral.events.v1.QuotaSet
+	(*JobSubmitted)(nil),          // 16: corral.events.v1.JobSubmitted
+	(*JobUpdated)(nil),            // 17: corral.events.v1.JobUpdated
+	(*JobUpdateCommitted)(nil),    // 18: corral.events.v1.JobUpdateCommitted
+	(*JobUpdateRolledBack)(nil),   // 19: corral.events.v1.JobUpdateRolledBack
+	(*JobUpdateHalted)(nil),       // 20: corral.events.v1.JobUpdateHalted
+	(*JobUpdatePromoted)(nil),     // 21: corral.events.v1.JobUpdatePromoted
+	(*JobKilled)(nil),             // 22: corral.events.v1.JobKilled
+	(*JobFinished)(nil),           // 23: corral.events.v1.JobFinished
+	(*AllocSetCreated)(nil),       // 24: corral.events.v1.AllocSetCreated
+	(*AllocSetRemoved)(nil),       // 25: corral.events.v1.AllocSetRemoved
+	(*AllocScheduled)(nil),        // 26: corral.events.v1.AllocScheduled
+	(*AllocEvicted)(nil),          // 27: corral.events.v1.AllocEvicted
+	(*TaskSubmitted)(nil),         // 28: corral.events.v1.TaskSubmitted
+	(*PendingReasonsChanged)(nil), // 29: corral.events.v1.PendingReasonsChanged
+	(*PendingReason)(nil),         // 30: corral.events.v1.PendingReason
+	(*TaskScheduled)(nil),         // 31: corral.events.v1.TaskScheduled
+	(*TaskStarted)(nil),           // 32: corral.events.v1.TaskStarted
+	(*TaskEvicted)(nil),           // 33: corral.events.v1.TaskEvicted
+	(*TaskFailed)(nil),            // 34: corral.events.v1.TaskFailed
+	(*TaskFinished)(nil),          // 35: corral.events.v1.TaskFinished
+	(*TaskKilled)(nil),            // 36: corral.events.v1.TaskKilled
+	(*TaskLost)(nil),              // 37: corral.events.v1.TaskLost
+	(*TaskHealthChanged)(nil),     // 38: corral.events.v1.TaskHealthChanged
+	(*TaskUpdated)(nil),           // 39: corral.events.v1.TaskUpdated
+	(*TaskUsage)(nil),             // 40: corral.events.v1.TaskUsage
+	(*UsageReported)(nil),         // 41: corral.events.v1.UsageReported
+	(*TaskReservation)(nil),       // 42: corral.events.v1.TaskReservation
+	(*ReservationEstimated)(nil),  // 43: corral.events.v1.ReservationEstimated
+	(*Prices)(nil),                // 44: corral.events.v1.Prices
+	(*PriceSheetSet)(nil),         // 45: corral.events.v1.PriceSheetSet
+	(*BillingPeriodClosed)(nil),   // 46: corral.events.v1.BillingPeriodClosed
+	(*LeaderElected)(nil),         // 47: corral.events.v1.LeaderElected
+	(*CheckpointWritten)(nil),     // 48: corral.events.v1.CheckpointWritten
+	(*CommandRefused)(nil),        // 49: corral.events.v1.CommandRefused
+	nil,                           // 50: corral.events.v1.TaskOverride.EnvEntry
+	nil,                           // 51: corral.events.v1.JobSpec.LabelsEntry
+	nil,                           // 52: corral.events.v1.JobSpec.EnvEntry
+	nil,                           // 53: corral.events.v1.JobSpec.OverridesEntry
+	nil,                           // 54: corral.events.v1.MachineRegistered.AttributesEntry
+	nil,                           // 55: corral.events.v1.MachineUpdated.AttributesEntry
+	nil,                           // 56: corral.events.v1.AllocSetCreated.LabelsEntry
+	nil,                           // 57: corral.events.v1.PriceSheetSet.BandsEntry
 }
 var file_catalogue_proto_depIdxs = []int32{
-	49, // 0: corral.events.v1.TaskOverride.env:type_name -> corral.events.v1.TaskOverride.EnvEntry
+	50, // 0: corral.events.v1.TaskOverride.env:type_name -> corral.events.v1.TaskOverride.EnvEntry
 	0,  // 1: corral.events.v1.TaskOverride.resources:type_name -> corral.events.v1.Resources
-	50, // 2: corral.events.v1.JobSpec.labels:type_name -> corral.events.v1.JobSpec.LabelsEntry
-	51, // 3: corral.events.v1.JobSpec.env:type_name -> corral.events.v1.JobSpec.EnvEntry
+	51, // 2: corral.events.v1.JobSpec.labels:type_name -> corral.events.v1.JobSpec.LabelsEntry
+	52, // 3: corral.events.v1.JobSpec.env:type_name -> corral.events.v1.JobSpec.EnvEntry
 	0,  // 4: corral.events.v1.JobSpec.resources:type_name -> corral.events.v1.Resources
 	2,  // 5: corral.events.v1.JobSpec.constraints:type_name -> corral.events.v1.Constraint
-	52, // 6: corral.events.v1.JobSpec.overrides:type_name -> corral.events.v1.JobSpec.OverridesEntry
+	53, // 6: corral.events.v1.JobSpec.overrides:type_name -> corral.events.v1.JobSpec.OverridesEntry
 	4,  // 7: corral.events.v1.JobSpec.restart:type_name -> corral.events.v1.RestartPolicy
 	5,  // 8: corral.events.v1.JobSpec.health_check:type_name -> corral.events.v1.HealthCheck
 	6,  // 9: corral.events.v1.JobSpec.update:type_name -> corral.events.v1.UpdatePolicy
 	0,  // 10: corral.events.v1.MachineRegistered.capacity:type_name -> corral.events.v1.Resources
-	53, // 11: corral.events.v1.MachineRegistered.attributes:type_name -> corral.events.v1.MachineRegistered.AttributesEntry
+	54, // 11: corral.events.v1.MachineRegistered.attributes:type_name -> corral.events.v1.MachineRegistered.AttributesEntry
 	0,  // 12: corral.events.v1.MachineUpdated.capacity:type_name -> corral.events.v1.Resources
-	54, // 13: corral.events.v1.MachineUpdated.attributes:type_name -> corral.events.v1.MachineUpdated.AttributesEntry
+	55, // 13: corral.events.v1.MachineUpdated.attributes:type_name -> corral.events.v1.MachineUpdated.AttributesEntry
 	0,  // 14: corral.events.v1.QuotaSet.resources:type_name -> corral.events.v1.Resources
 	7,  // 15: corral.events.v1.JobSubmitted.spec:type_name -> corral.events.v1.JobSpec
 	7,  // 16: corral.events.v1.JobUpdated.spec:type_name -> corral.events.v1.JobSpec
 	0,  // 17: corral.events.v1.AllocSetCreated.resources:type_name -> corral.events.v1.Resources
 	2,  // 18: corral.events.v1.AllocSetCreated.constraints:type_name -> corral.events.v1.Constraint
-	55, // 19: corral.events.v1.AllocSetCreated.labels:type_name -> corral.events.v1.AllocSetCreated.LabelsEntry
-	29, // 20: corral.events.v1.PendingReasonsChanged.reasons:type_name -> corral.events.v1.PendingReason
+	56, // 19: corral.events.v1.AllocSetCreated.labels:type_name -> corral.events.v1.AllocSetCreated.LabelsEntry
+	30, // 20: corral.events.v1.PendingReasonsChanged.reasons:type_name -> corral.events.v1.PendingReason
 	1,  // 21: corral.events.v1.TaskScheduled.preempted:type_name -> corral.events.v1.TaskRef
 	1,  // 22: corral.events.v1.TaskEvicted.preemptor:type_name -> corral.events.v1.TaskRef
-	39, // 23: corral.events.v1.UsageReported.tasks:type_name -> corral.events.v1.TaskUsage
+	40, // 23: corral.events.v1.UsageReported.tasks:type_name -> corral.events.v1.TaskUsage
 	0,  // 24: corral.events.v1.TaskReservation.reservation:type_name -> corral.events.v1.Resources
-	41, // 25: corral.events.v1.ReservationEstimated.tasks:type_name -> corral.events.v1.TaskReservation
-	56, // 26: corral.events.v1.PriceSheetSet.bands:type_name -> corral.events.v1.PriceSheetSet.BandsEntry
-	43, // 27: corral.events.v1.PriceSheetSet.machine:type_name -> corral.events.v1.Prices
+	42, // 25: corral.events.v1.ReservationEstimated.tasks:type_name -> corral.events.v1.TaskReservation
+	57, // 26: corral.events.v1.PriceSheetSet.bands:type_name -> corral.events.v1.PriceSheetSet.BandsEntry
+	44, // 27: corral.events.v1.PriceSheetSet.machine:type_name -> corral.events.v1.Prices
 	3,  // 28: corral.events.v1.JobSpec.OverridesEntry.value:type_name -> corral.events.v1.TaskOverride
-	43, // 29: corral.events.v1.PriceSheetSet.BandsEntry.value:type_name -> corral.events.v1.Prices
+	44, // 29: corral.events.v1.PriceSheetSet.BandsEntry.value:type_name -> corral.events.v1.Prices
 	30, // [30:30] is the sub-list for method output_type
 	30, // [30:30] is the sub-list for method input_type
 	30, // [30:30] is the sub-list for extension type_name
@@ -4224,7 +4305,7 @@ func file_catalogue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_catalogue_proto_rawDesc), len(file_catalogue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   57,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -13,8 +13,13 @@
 //   - News: whether a report would append anything, so a steady machine
 //     costs no write.
 //   - Usage: a machine's usage samples summed into windows.
-//   - Due and Unreachable: when a machine is polled, and when its missed
-//     polls mark it down.
+//   - Due: when a machine is polled.
+//   - LossRule and HoldLoss: when a machine's missed polls mark it down
+//     (MissedPolls that count and Silence without an answer; a poll the
+//     master started late, or made before its grace ended, counts
+//     nothing), and when so many machines miss at once that the fault is
+//     the master's own or the network's, and none is marked down (a loss
+//     hold, at LossHoldPercent of the cell).
 //
 // Invariants: a task is never asked to run on two machines (a task placed
 // elsewhere is stopped here); an ended task placed here again is started

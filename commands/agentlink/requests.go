@@ -145,16 +145,6 @@ func TaskSpec(t *projections.Task) (*agentpb.TaskSpec, error) {
 	return agent.ResolveSpec(t.Spec(), t.Index, t.Ports)
 }
 
-// Unreachable says whether a machine whose polls went unanswered misses
-// times in a row is unreachable: after missedPolls (Borg's three), once
-// this leader has led for grace (its connections are new; agents may not
-// have heard of it yet). The link then marks it down, unless it is
-// already, and forgets its last report: its next answer is a first
-// contact.
-func Unreachable(misses, missedPolls int, led, grace time.Duration) bool {
-	return misses >= missedPolls && led >= grace
-}
-
 // Due says whether a machine's next poll is due at now: an interval after
 // the previous one started (next), whether it was answered or not, or at
 // once when the machine's placements changed since the last requests were

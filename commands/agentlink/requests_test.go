@@ -112,8 +112,8 @@ func TestReportsSkipWhatTheLogHolds(t *testing.T) {
 	}
 }
 
-// TestDueAndUnreachable: the pacing rules.
-func TestDueAndUnreachable(t *testing.T) {
+// TestDue: the pacing rule.
+func TestDue(t *testing.T) {
 	iv := 2 * time.Second
 	next := t0.Add(iv)
 	for _, tc := range []struct {
@@ -130,9 +130,6 @@ func TestDueAndUnreachable(t *testing.T) {
 		if got := agentlink.Due(tc.now, next, iv, tc.down, tc.changed); got != tc.want {
 			t.Errorf("Due(%v, down %v, changed %v) = %v", tc.now.Sub(t0), tc.down, tc.changed, got)
 		}
-	}
-	if agentlink.Unreachable(2, 3, time.Hour, time.Minute) || agentlink.Unreachable(3, 3, time.Second, time.Minute) || !agentlink.Unreachable(3, 3, time.Minute, time.Minute) {
-		t.Error("Unreachable: three misses, once the leader's grace has passed")
 	}
 }
 

@@ -3468,11 +3468,17 @@ func (x *MachineView) GetDrainHolds() []string {
 }
 
 type MachineList struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Machines      []*MachineView         `protobuf:"bytes,1,rep,name=machines,proto3" json:"machines,omitempty"`
-	Position      int64                  `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Machines []*MachineView         `protobuf:"bytes,1,rep,name=machines,proto3" json:"machines,omitempty"`
+	Position int64                  `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
+	// While the leader's agent link holds machine loss (MachineLossHeld):
+	// since when, and how many machines of how many missed their polls at
+	// once at worst. 0 when it does not, and on a follower.
+	LossHeldSinceUs  int64 `protobuf:"varint,3,opt,name=loss_held_since_us,json=lossHeldSinceUs,proto3" json:"loss_held_since_us,omitempty"`
+	LossHeldMissing  int32 `protobuf:"varint,4,opt,name=loss_held_missing,json=lossHeldMissing,proto3" json:"loss_held_missing,omitempty"`
+	LossHeldMachines int32 `protobuf:"varint,5,opt,name=loss_held_machines,json=lossHeldMachines,proto3" json:"loss_held_machines,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *MachineList) Reset() {
@@ -3515,6 +3521,27 @@ func (x *MachineList) GetMachines() []*MachineView {
 func (x *MachineList) GetPosition() int64 {
 	if x != nil {
 		return x.Position
+	}
+	return 0
+}
+
+func (x *MachineList) GetLossHeldSinceUs() int64 {
+	if x != nil {
+		return x.LossHeldSinceUs
+	}
+	return 0
+}
+
+func (x *MachineList) GetLossHeldMissing() int32 {
+	if x != nil {
+		return x.LossHeldMissing
+	}
+	return 0
+}
+
+func (x *MachineList) GetLossHeldMachines() int32 {
+	if x != nil {
+		return x.LossHeldMachines
 	}
 	return 0
 }
@@ -5334,10 +5361,13 @@ const file_api_proto_rawDesc = "" +
 	"drainHolds\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe8\x01\n" +
 	"\vMachineList\x126\n" +
 	"\bmachines\x18\x01 \x03(\v2\x1a.corral.api.v1.MachineViewR\bmachines\x12\x1a\n" +
-	"\bposition\x18\x02 \x01(\x03R\bposition\"\xbc\x01\n" +
+	"\bposition\x18\x02 \x01(\x03R\bposition\x12+\n" +
+	"\x12loss_held_since_us\x18\x03 \x01(\x03R\x0flossHeldSinceUs\x12*\n" +
+	"\x11loss_held_missing\x18\x04 \x01(\x05R\x0flossHeldMissing\x12,\n" +
+	"\x12loss_held_machines\x18\x05 \x01(\x05R\x10lossHeldMachines\"\xbc\x01\n" +
 	"\tQuotaView\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x12\n" +
 	"\x04band\x18\x02 \x01(\tR\x04band\x125\n" +

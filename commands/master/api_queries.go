@@ -156,6 +156,9 @@ func (s *Service) ListMachines(ctx context.Context, r *apipb.ListMachinesRequest
 			out.Machines = append(out.Machines, v)
 		}
 		out.Position = st.Position
+		if h, ok := s.m.LossHold(); ok {
+			out.LossHeldSinceUs, out.LossHeldMissing, out.LossHeldMachines = h.Since.UnixMicro(), int32(h.Missing), int32(h.Machines)
+		}
 		return nil
 	})
 	return out, err

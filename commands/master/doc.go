@@ -39,7 +39,9 @@
 // Operations (hooks.go): SchedulerConfig.Metrics and LinkConfig.Metrics are
 // told of every scheduling pass and every poll (package ops makes them
 // Prometheus series); the leader keeps what its link last saw of each
-// agent (Agent: last poll, missed polls, clock skew, cgroup mode), which
+// agent (Agent: last poll, missed polls, clock skew, cgroup mode), and
+// whether its link holds machine loss (LossHold: most machines miss at
+// once, so none is marked down; recorded as MachineLossHeld), which
 // ListMachines shows; Status says why the log's head could not be read and
 // since when the leader leads.
 //

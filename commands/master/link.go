@@ -35,6 +35,11 @@ type LinkConfig struct {
 	// new leader is, and a machine that answers within the grace must not
 	// lose its tasks.
 	LeaderGrace time.Duration
+	// Silence is how long a machine must have gone without an answer, on
+	// top of MissedPolls counted misses, before it is down (default
+	// 2 × MissedPolls × Interval): a loaded master's timeouts alone do
+	// not take a machine down.
+	Silence time.Duration
 	// Concurrency bounds the polls in flight (default 64), and as many
 	// again to machines whose last poll went unanswered.
 	Concurrency int
@@ -90,6 +95,15 @@ type link struct {
 	gen   uint64        // of the last refresh, to find machines removed from the cell
 	freed chan struct{} // a poll ended: the loop may start another
 	since time.Time     // when this leader's link started: LeaderGrace runs from here
+	rule  agentlink.LossRule
+
+	holdMu  sync.Mutex   // guards hold; taken after a machine's mu, never before
+	hold    LossHold     // the current hold; zero Since when none
+	holdEnd atomic.Int64 // when the last hold ended, Unix nanoseconds; 0 if none
+	held    atomic.Bool  // hold.Since is set
+	// holds carries the holds' starts and ends to the one goroutine that
+	// records them, in order, off the poll loop.
+	holds chan commands.RecordLossHold
 }
 
 type machineLink struct {
@@ -107,9 +121,10 @@ type machineLink struct {
 	client            *agent.Client
 	agentlink.Machine // its last report, whether synced, its request numbers
 	lastOK            time.Time
-	misses            int
-	acked             uint64 // the agent's events up to here are in the log
-	dropped           uint64 // the agent's count of dropped events, as last seen
+	misses            int               // unanswered polls in a row
+	silence           agentlink.Silence // those that count against it
+	acked             uint64            // the agent's events up to here are in the log
+	dropped           uint64            // the agent's count of dropped events, as last seen
 	usage             *agentlink.Usage
 }
 
@@ -124,12 +139,18 @@ type machineLink struct {
 //     tell from the projection carries an idempotency key (see record).
 //   - An agent's ended task is started again only once its end is in the
 //     log, and forgotten by the agent only then.
-//   - A machine is down after MissedPolls unanswered polls in a row, one per
-//     interval, so at the earliest (MissedPolls-1) intervals after its last
-//     answer, and never within LeaderGrace of this leader's start; its
-//     tasks are then lost and placed elsewhere. When it answers
-//     again it is up, and every task it runs that the projection places
-//     elsewhere is stopped: a task never runs twice for long.
+//   - A machine is down after MissedPolls unanswered polls in a row that
+//     count and Silence without an answer (agentlink.LossRule). Polls the
+//     link itself started late (its own delay), polls within LeaderGrace
+//     of this leader's start (a new leader has made no poll yet) and polls
+//     during a loss hold count against no machine; misses start over when
+//     the grace or a hold ends. Its tasks are then lost and placed
+//     elsewhere, at the scheduler's rate. When it answers again it is up,
+//     and every task it runs that the projection places elsewhere is
+//     stopped: a task never runs twice for long.
+//   - When agentlink.HoldLoss says too many machines miss at once, the
+//     link holds: it marks none down until fewer miss (LossHold), and
+//     records the hold's start and end (MachineLossHeld).
 //   - A poll that changes nothing writes nothing.
 //   - Machines that stop answering are polled from slots of their own and
 //     on fresh connections: hung polls do not delay the others, and a
@@ -147,6 +168,9 @@ func Link(cfg LinkConfig) func(ctx context.Context, m *Master) {
 	if cfg.LeaderGrace <= 0 {
 		cfg.LeaderGrace = 2 * time.Duration(cfg.MissedPolls) * cfg.Interval
 	}
+	if cfg.Silence <= 0 {
+		cfg.Silence = 2 * time.Duration(cfg.MissedPolls) * cfg.Interval
+	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 64
 	}
@@ -160,8 +184,12 @@ func Link(cfg LinkConfig) func(ctx context.Context, m *Master) {
 		cfg.Dial = func(addr string) (*agent.Client, error) { return agent.Dial(addr) }
 	}
 	return func(ctx context.Context, m *Master) {
-		l := &link{cfg: cfg, m: m, by: map[string]*machineLink{}, freed: make(chan struct{}, 1), since: m.clock()}
+		l := &link{cfg: cfg, m: m, by: map[string]*machineLink{}, freed: make(chan struct{}, 1), since: m.clock(),
+			rule: agentlink.LossRule{Interval: cfg.Interval, MissedPolls: cfg.MissedPolls, Silence: cfg.Silence}}
 		defer l.close()
+		defer m.lossHold.Store(nil)
+		l.holds = make(chan commands.RecordLossHold, 16)
+		go l.recordHolds(ctx)
 		l.run(ctx)
 	}
 }
@@ -200,6 +228,10 @@ func (l *link) run(ctx context.Context) {
 		mls      []*machineLink
 		position = int64(-1)
 		first    int // where a round starts: a full semaphore must not always leave out the same machines
+		// lag is how late this pass woke after its timer was due: the
+		// link's own delay, which a poll it starts counts against no
+		// machine (agentlink.LossRule.Late).
+		lag, timerDue = time.Duration(0), time.Time{}
 	)
 	for {
 		woken := l.m.applied.Wait()
@@ -208,6 +240,17 @@ func (l *link) run(ctx context.Context) {
 		now := nowT.UnixNano()
 		wake := now + int64(l.cfg.Interval)
 		full := false
+		missing, live := 0, 0
+		for _, ml := range mls {
+			if !ml.info.Load().down {
+				live++
+				if ml.failing.Load() {
+					missing++
+				}
+			}
+		}
+		l.checkHold(nowT, missing, live)
+		passLag := lag // the polls' goroutines read it after the next wake
 		for i := range mls {
 			ml := mls[(first+i)%len(mls)]
 			due := ml.next.Load()
@@ -241,7 +284,7 @@ func (l *link) run(ctx context.Context) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				l.poll(ctx, ml)
+				l.poll(ctx, ml, passLag)
 				ml.busy.Store(false)
 				<-slots
 				select {
@@ -253,11 +296,14 @@ func (l *link) run(ctx context.Context) {
 		// Not sooner than a 200th of the interval: with thousands of
 		// machines due at scattered times, every millisecond would be a pass
 		// over all of them, for polls a few milliseconds earlier.
-		timer.Reset(time.Duration(max(wake-now, int64(l.cfg.Interval/200))))
+		sleep := time.Duration(max(wake-now, int64(l.cfg.Interval/200)))
+		timer.Reset(sleep)
+		timerDue = nowT.Add(sleep)
 		var freed <-chan struct{}
 		if full {
 			freed = l.freed
 		}
+		lag = 0
 		select {
 		case <-ctx.Done():
 			return
@@ -270,6 +316,7 @@ func (l *link) run(ctx context.Context) {
 			case <-time.After(5 * time.Millisecond):
 			}
 		case <-timer.C:
+			lag = l.m.clock().Sub(timerDue)
 		case <-freed:
 		}
 	}
@@ -327,7 +374,8 @@ func (l *link) refresh(mls []*machineLink, position int64) ([]*machineLink, int6
 }
 
 // poll sends a machine its outstanding requests and records its report.
-func (l *link) poll(ctx context.Context, ml *machineLink) {
+// lag is how late the loop's pass that started it woke.
+func (l *link) poll(ctx context.Context, ml *machineLink, lag time.Duration) {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
 	mi := *ml.info.Load()
@@ -340,7 +388,7 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 	if ml.client == nil {
 		c, err := l.cfg.Dial(mi.address)
 		if err != nil {
-			l.missed(ctx, ml, mi, fmt.Errorf("dialing %s: %w", mi.address, err))
+			l.missed(ctx, ml, mi, started, lag, fmt.Errorf("dialing %s: %w", mi.address, err))
 			return
 		}
 		ml.client, ml.address = c, mi.address
@@ -360,7 +408,7 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 		}
 	}
 	if err != nil {
-		l.missed(ctx, ml, mi, err)
+		l.missed(ctx, ml, mi, started, lag, err)
 		return
 	}
 	ml.failing.Store(false)
@@ -372,7 +420,7 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 		}
 	}
 	l.polled(ml, started, now, st)
-	ml.misses, ml.lastOK, ml.Last, ml.Synced = 0, now, st, false
+	ml.misses, ml.silence, ml.lastOK, ml.Last, ml.Synced = 0, agentlink.Silence{}, now, st, false
 	ml.usage.Add(st)
 	var usage []commands.UsageWindow
 	windowDue := now.Sub(ml.usage.Start) >= l.cfg.UsageWindow
@@ -393,9 +441,12 @@ func (l *link) poll(ctx context.Context, ml *machineLink) {
 	ml.Synced, ml.acked, ml.dropped = true, st.LastEventSeq, st.EventsDropped
 }
 
-// missed counts a poll that got no answer. K in a row mark the machine
-// down and its tasks lost; the link keeps polling it at the normal interval.
-func (l *link) missed(ctx context.Context, ml *machineLink, mi machineInfo, err error) {
+// missed counts a poll, started at started by a pass lag late, that got
+// no answer. The rule (agentlink.LossRule) says when such misses mark the
+// machine down and its tasks lost; the link keeps polling it at the normal
+// interval. A machine the rule would mark down while many others miss too
+// starts a loss hold instead (checkHold).
+func (l *link) missed(ctx context.Context, ml *machineLink, mi machineInfo, started time.Time, lag time.Duration, err error) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -411,17 +462,125 @@ func (l *link) missed(ctx context.Context, ml *machineLink, mi machineInfo, err 
 		ml.client.Close()
 		ml.client = nil
 	}
-	if !agentlink.Unreachable(ml.misses, l.cfg.MissedPolls, l.m.clock().Sub(l.since), l.cfg.LeaderGrace) {
+	now := l.m.clock()
+	from := agentlink.CountFrom(ml.lastOK, l.since.Add(l.cfg.LeaderGrace), l.holdEnded())
+	if !l.rule.Miss(&ml.silence, started, lag, from, now, l.held.Load()) {
 		return
 	}
 	if !mi.down {
-		l.m.log.Warn("machine missed its polls", "machine", ml.name, "missed", ml.misses, "err", err)
+		// Decided now, not at the loop's last pass: the machines that
+		// missed with this one may not have been counted yet.
+		if missing, live := l.missing(); l.checkHold(now, missing, live) {
+			return
+		}
+		l.m.log.Warn("machine missed its polls", "machine", ml.name, "missed", ml.misses, "silent", now.Sub(from).Truncate(time.Millisecond), "err", err)
 		if _, derr := l.m.Do(ctx, commands.ReportAgentState{Meta: agentlink.Meta, Machine: ml.name, Unreachable: true, MissedPolls: int32(ml.misses)}); derr != nil && ctx.Err() == nil {
 			l.m.log.Warn("marking machine down", "machine", ml.name, "err", derr)
 		}
 	}
 	// When it answers again, it is a first contact.
 	ml.Last, ml.Synced = nil, false
+}
+
+// LossHold is a time when the link marks no machine down: Missing of the
+// cell's Machines (not down) went unanswered at once, a share
+// (agentlink.HoldLoss) that says the fault is the master's own or the
+// network's rather than theirs.
+type LossHold struct {
+	Since             time.Time
+	Missing, Machines int // at the worst moment of the hold
+}
+
+// LossHold returns the link's current loss hold, if this replica leads
+// and its link holds.
+func (m *Master) LossHold() (LossHold, bool) {
+	if h := m.lossHold.Load(); h != nil && m.Leading() {
+		return *h, true
+	}
+	return LossHold{}, false
+}
+
+func (l *link) holdEnded() time.Time {
+	if n := l.holdEnd.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// missing counts the machines, not down, whose last poll went unanswered.
+func (l *link) missing() (missing, live int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ml := range l.by {
+		if !ml.info.Load().down {
+			live++
+			if ml.failing.Load() {
+				missing++
+			}
+		}
+	}
+	return missing, live
+}
+
+// checkHold starts or ends the loss hold for missing of live machines
+// unanswered at now, and says whether the link holds. A hold that ends
+// makes every machine's misses start over (agentlink.CountFrom).
+func (l *link) checkHold(now time.Time, missing, live int) bool {
+	hold := agentlink.HoldLoss(missing, live)
+	if hold == l.held.Load() && !hold {
+		return false
+	}
+	l.holdMu.Lock()
+	defer l.holdMu.Unlock()
+	switch {
+	case hold && l.hold.Since.IsZero():
+		l.hold = LossHold{Since: now, Missing: missing, Machines: live}
+		l.held.Store(true)
+		l.m.log.Warn("holding machine loss: too many machines missed their polls at once for the fault to be theirs; marking none down until they answer",
+			"missing", missing, "machines", live, "percent", agentlink.LossHoldPercent)
+		l.recordHold(commands.RecordLossHold{Meta: agentlink.Meta, Since: now, Missing: missing, Machines: live})
+	case hold:
+		if missing > l.hold.Missing {
+			l.hold.Missing, l.hold.Machines = missing, live
+		}
+	case !l.hold.Since.IsZero():
+		l.m.log.Warn("machine loss no longer held: polls answered again", "held", now.Sub(l.hold.Since).Truncate(time.Millisecond),
+			"missing", l.hold.Missing, "machines", l.hold.Machines)
+		l.holdEnd.Store(now.UnixNano())
+		l.recordHold(commands.RecordLossHold{Meta: agentlink.Meta, Since: l.hold.Since, Ended: now, Missing: l.hold.Missing, Machines: l.hold.Machines})
+		l.hold = LossHold{}
+		l.held.Store(false)
+		l.m.lossHold.Store(nil)
+		return false
+	default:
+		return false
+	}
+	h := l.hold
+	l.m.lossHold.Store(&h)
+	return true
+}
+
+// recordHold queues a hold's start or end for recordHolds; a full queue
+// (the log not answering) drops it, logged, rather than hold up the polls.
+func (l *link) recordHold(c commands.RecordLossHold) {
+	select {
+	case l.holds <- c:
+	default:
+		l.m.log.Warn("not recording a loss hold: the log is behind", "since", c.Since, "ended", c.Ended)
+	}
+}
+
+func (l *link) recordHolds(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-l.holds:
+			if _, err := l.m.Do(ctx, c); err != nil && ctx.Err() == nil {
+				l.m.log.Warn("recording a loss hold", "err", err)
+			}
+		}
+	}
 }
 
 func (l *link) send(ctx context.Context, ml *machineLink, reqs []*agentpb.Request) (*agentpb.AgentState, error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
@@ -428,4 +429,79 @@ func TestLinkNewLeaderGivesAgentsAGracePeriod(t *testing.T) {
 		st := c.machineState("f0")
 		return st == projections.MachineDown, fmt.Sprint(st)
 	})
+}
+
+// When most machines stop answering at once, the fault is taken for the
+// master's or the network's: the link holds machine loss. It marks none
+// down and loses no task however long they are silent, records the hold's
+// start and end (MachineLossHeld) and shows it (Master.LossHold, the API's
+// machine list); once they answer, a machine that alone stops answering is
+// marked down again, after its misses started over.
+func TestLinkHoldsMachineLossWhenMostMachinesMiss(t *testing.T) {
+	c := newLinkCell(t, testLinkConfig())
+	agents := []*scriptedAgent{c.scriptedAgent("f0"), c.scriptedAgent("f1"), c.scriptedAgent("f2")}
+	c.submit(c.spec("steady", 6, "sleep 600"))
+	eventually(t, 10*time.Second, "the tasks run", func() (bool, string) {
+		n := 0
+		for _, tv := range c.tasks("steady") {
+			if tv.State == projections.TaskRunning {
+				n++
+			}
+		}
+		return n == 6, fmt.Sprint(c.tasks("steady"))
+	})
+
+	// Two of three (67% >= 55%) silent for far longer than three polls and
+	// the silence that would mark one down.
+	agents[0].setDown(true)
+	agents[1].setDown(true)
+	eventually(t, 10*time.Second, "the link holds", func() (bool, string) {
+		_, ok := c.m().LossHold()
+		return ok, "no hold"
+	})
+	time.Sleep(4 * time.Duration(testMisses) * testPoll)
+	h, ok := c.m().LossHold()
+	if !ok || h.Missing != 2 || h.Machines != 3 {
+		t.Errorf("LossHold() = %+v, %v: want 2 of 3 machines missing", h, ok)
+	}
+	list, err := c.master.client.ListMachines(as("alice"), &apipb.ListMachinesRequest{})
+	if err != nil || list.LossHeldSinceUs != h.Since.UnixMicro() || list.LossHeldMissing != 2 || list.LossHeldMachines != 3 {
+		t.Errorf("ListMachines: %v, err %v: want the hold", list, err)
+	}
+	for _, name := range []string{"f0", "f1", "f2"} {
+		if st := c.machineState(name); st != projections.MachineUp {
+			t.Errorf("%s is %v during the hold", name, st)
+		}
+	}
+	if lost := c.events("steady", "TaskLost"); len(lost) != 0 {
+		t.Errorf("%d tasks lost during the hold", len(lost))
+	}
+
+	agents[0].setDown(false)
+	agents[1].setDown(false)
+	eventually(t, 10*time.Second, "the hold ends", func() (bool, string) {
+		_, ok := c.m().LossHold()
+		return !ok, "still held"
+	})
+	var held []*events.MachineLossHeld
+	eventually(t, 5*time.Second, "the hold's end is recorded", func() (bool, string) {
+		held = held[:0]
+		for _, e := range c.events("", "MachineLossHeld") {
+			held = append(held, e.Data.(*events.MachineLossHeld))
+		}
+		return len(held) >= 2, fmt.Sprint(held)
+	})
+	if len(held) != 2 || held[0].EndedUs != 0 || held[1].EndedUs <= held[1].SinceUs || held[1].SinceUs != held[0].SinceUs || held[1].Missing != 2 {
+		t.Errorf("MachineLossHeld events %v: want the start, then the end of one hold of 2 of 3 machines", held)
+	}
+
+	// One machine alone is its own fault.
+	agents[2].setDown(true)
+	eventually(t, 15*time.Second, "f2 is down", func() (bool, string) {
+		st := c.machineState("f2")
+		return st == projections.MachineDown, fmt.Sprint(st)
+	})
+	if n := len(c.events("", "MachineLossHeld")); n != 2 {
+		t.Errorf("%d MachineLossHeld events after one machine went down, want the 2 of the first hold", n)
+	}
 }

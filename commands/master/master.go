@@ -74,7 +74,8 @@ type Master struct {
 	// if none: an election in the state at a later epoch under our name is
 	// another incarnation's.
 	heldEpoch atomic.Int64
-	agents    agentTable // what the link saw of each agent (hooks.go)
+	agents    agentTable               // what the link saw of each agent (hooks.go)
+	lossHold  atomic.Pointer[LossHold] // the link's current loss hold, nil when none (link.go)
 	writes    chan *writeOp
 	recent    *writer.Recent
 

@@ -234,6 +234,12 @@ func Summary(e events.Event) string {
 		return fmt.Sprintf("machine %s down: %s", p.Machine, p.Reason)
 	case *events.MachineUp:
 		return fmt.Sprintf("machine %s up", p.Machine)
+	case *events.MachineLossHeld:
+		if p.EndedUs == 0 {
+			return fmt.Sprintf("machine loss held: %d of %d machines missed their polls at once; none is marked down until they answer", p.Missing, p.Machines)
+		}
+		return fmt.Sprintf("machine loss no longer held after %s (at worst %d of %d machines missed their polls)",
+			time.UnixMicro(p.EndedUs).Sub(time.UnixMicro(p.SinceUs)).Truncate(time.Millisecond), p.Missing, p.Machines)
 	case *events.MachineUpdated:
 		return fmt.Sprintf("machine %s updated: at %s", p.Machine, p.Address)
 	case *events.MachineDrainSet:

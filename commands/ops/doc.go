@@ -10,7 +10,8 @@
 //     master.LinkMetrics), and a collector that reads the projection, the
 //     store's head and each consumer's position when scraped (leader,
 //     epoch, log position and lag, tasks by band and state, pending tasks by
-//     why-pending reason, machines up, down and draining).
+//     why-pending reason, machines up, down and draining, whether the link
+//     holds machine loss).
 //   - InstrumentStore: an events.Store decorator counting events appended
 //     (by type), store operations (by result) and their latency, and the
 //     newest checkpoint's position and age. Every method delegates.
@@ -19,8 +20,8 @@
 //     checks the store, the projection's lag behind the head and a leader),
 //     ServeDebug (net/http/pprof on a loopback address only).
 //   - Doctor: the checks of `corral doctor` (masters, store, migrations,
-//     leader, agents, clocks, cgroups, crash-looping tasks, Infrastore,
-//     disk), each with what is wrong in plain words and the fix; one file
+//     leader, agents, machine loss held by the link, clocks, cgroups,
+//     crash-looping tasks, Infrastore, disk), each with what is wrong in plain words and the fix; one file
 //     per group of checks.
 //   - Recovery: gRPC interceptors (outermost in Master.ServerOptions, and
 //     on the agent's server) and an HTTP middleware (the master's HTTP

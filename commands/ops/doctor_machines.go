@@ -14,7 +14,7 @@ import (
 	"github.com/corralhq/corral/commands/apipb"
 )
 
-func (d *doctor) machines(ctx context.Context) []*apipb.MachineView {
+func (d *doctor) machines(ctx context.Context) *apipb.MachineList {
 	c := d.leader
 	if c == nil {
 		for _, addr := range sortedKeys(d.status) {
@@ -33,7 +33,7 @@ func (d *doctor) machines(ctx context.Context) []*apipb.MachineView {
 			Fix: "see the masters' logs"})
 		return nil
 	}
-	return ms.Machines
+	return ms
 }
 
 func (d *doctor) checkAgents(ms []*apipb.MachineView) {
@@ -93,6 +93,26 @@ func (d *doctor) checkAgents(ms []*apipb.MachineView) {
 		f.Severity = Fail
 		f.Summary += "; not answering: " + strings.Join(bad, ", ")
 		f.Fix = "on each machine named, check that `corral agent` runs (restart it: its tasks keep running and are adopted) and that the master can reach its --advertise address"
+	}
+	d.add(f)
+}
+
+// checkLossHold says whether the leader's link holds machine loss: too
+// many machines miss their polls at once for the fault to be theirs, and
+// none is marked down until they answer.
+func (d *doctor) checkLossHold(list *apipb.MachineList) {
+	f := Finding{Check: "machine loss"}
+	switch {
+	case d.leader == nil || list == nil:
+		f.Severity, f.Summary = Skip, "not checked: no leader answered"
+	case list.LossHeldSinceUs == 0:
+		f.Summary = "not held: a machine that stops answering is marked down and its tasks placed elsewhere"
+	default:
+		f.Severity = Fail
+		f.Summary = fmt.Sprintf("held for %s: %d of %d machines missed their polls at once, so the master takes the fault for its own or the network's and marks none down",
+			d.now.Sub(time.UnixMicro(list.LossHeldSinceUs)).Round(100*time.Millisecond), list.LossHeldMissing, list.LossHeldMachines)
+		f.Fix = "check the leader's load (CPU, memory, GC pauses; corral_link_poll_duration_seconds) and the network between it and the agents; " +
+			"machines that really died are marked down once the others answer again"
 	}
 	d.add(f)
 }

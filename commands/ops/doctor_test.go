@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/ops"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/pgstore"
 	"github.com/corralhq/corral/internal/pgtest"
+	"github.com/corralhq/corral/projections"
 )
 
 func TestDoctorHealthyCell(t *testing.T) {
@@ -31,15 +33,16 @@ func TestDoctorHealthyCell(t *testing.T) {
 		t.Fatalf("a healthy cell fails the doctor")
 	}
 	for check, want := range map[string]string{
-		"masters":    "1 master(s) answer",
-		"store":      "the event log answers",
-		"migrations": "the schema is at migration 2, the latest",
-		"leader":     "master1 leads (epoch 1) at " + c.addr + ", since ",
-		"agents":     "2 of 2 machines up",
-		"clocks":     "the clocks of 2 agent(s) are within 1s",
-		"infrastore": "the Infrastore has ingested position",
-		"disk":       "free of",
-		"tasks":      "none of 0 live task(s) is crash-looping or unhealthy",
+		"masters":      "1 master(s) answer",
+		"store":        "the event log answers",
+		"migrations":   "the schema is at migration 2, the latest",
+		"leader":       "master1 leads (epoch 1) at " + c.addr + ", since ",
+		"agents":       "2 of 2 machines up",
+		"clocks":       "the clocks of 2 agent(s) are within 1s",
+		"infrastore":   "the Infrastore has ingested position",
+		"disk":         "free of",
+		"tasks":        "none of 0 live task(s) is crash-looping or unhealthy",
+		"machine loss": "not held",
 	} {
 		f, ok := rep.Find(check)
 		if !ok {
@@ -60,6 +63,65 @@ func TestDoctorHealthyCell(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "Nothing is wrong") {
 		t.Errorf("the report's last line:\n%s", out.String())
+	}
+}
+
+// Three machines of five that never answer (their addresses refuse) are
+// more than the link takes for the machines' fault: it holds machine
+// loss, marks none down, and the doctor, the metric and the log say so.
+func TestDoctorSaysTheLinkHoldsMachineLoss(t *testing.T) {
+	store, path := openSQLite(t)
+	c := startCell(t, store, 2)
+	c.waitMachines(2)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := dead.Addr().String()
+	dead.Close() // refuses from now on
+	for i := range 3 {
+		if _, err := c.m.Do(context.Background(), commands.RegisterMachine{Meta: commands.Meta{Actor: commands.Actor{User: "root", Admin: true}},
+			Machine: fmt.Sprint("gone", i), Address: addr, Capacity: projections.Resources{CPUMilli: 1000, MemoryBytes: 1 << 30}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var f ops.Finding
+	eventually(t, 20*time.Second, "the doctor says machine loss is held", func() (bool, string) {
+		rep := ops.Doctor(context.Background(), ops.DoctorConfig{Masters: []string{c.addr}, User: "root", Store: path,
+			DataDir: t.TempDir(), MinFreeBytes: 1 << 20, MinFreeRatio: 0.001})
+		f, _ = rep.Find("machine loss")
+		return f.Severity == ops.Fail, fmt.Sprintf("%+v", f)
+	})
+	if !strings.Contains(f.Summary, "3 of 5 machines missed their polls at once") || f.Fix == "" {
+		t.Errorf("machine loss finding: %+v", f)
+	}
+	if v := scrape(t, c.web).sum("corral_link_machine_loss_held"); v != 1 {
+		t.Errorf("corral_link_machine_loss_held = %v while held", v)
+	}
+	// Held well past what marks one machine down (3 polls of 200 ms and
+	// 1.2 s of silence): none is.
+	time.Sleep(3 * time.Second)
+	ms, err := c.client.ListMachines(as("root"), &apipb.ListMachinesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms.Machines {
+		if m.State != "up" {
+			t.Errorf("%s is %s during the hold", m.Name, m.State)
+		}
+	}
+	evs, err := store.Read(context.Background(), 1, 100_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for _, e := range evs {
+		if e.Type == "MachineLossHeld" {
+			held++
+		}
+	}
+	if held != 1 {
+		t.Errorf("%d MachineLossHeld events, want the hold's start", held)
 	}
 }
 

@@ -207,7 +207,8 @@ var (
 	descSkipped      = prometheus.NewDesc("corral_projection_skipped_events", "Events the projection skipped as naming something unknown; non-zero means a writer bug.", nil, nil)
 	descMaxSkew      = prometheus.NewDesc("corral_link_clock_skew_max_seconds", "Largest absolute clock skew between this leader and an agent, at their last polls.", nil, nil)
 	descUnpolled     = prometheus.NewDesc("corral_link_machines_missing_polls", "Machines whose latest polls went unanswered.", nil, nil)
-	stateDescs       = []*prometheus.Desc{descLeader, descEpoch, descLeaderEpoch, descLeaderKnown, descHead, descStoreUp, descConsumerPos, descConsumerLag, descConsumerUp, descTasks, descPendingWhy, descJobs, descMachines, descSkipped, descMaxSkew, descUnpolled}
+	descLossHeld     = prometheus.NewDesc("corral_link_machine_loss_held", "1 while this leader's link holds machine loss: so many machines miss their polls at once that the fault is taken for the master's or the network's, and none is marked down.", nil, nil)
+	stateDescs       = []*prometheus.Desc{descLeader, descEpoch, descLeaderEpoch, descLeaderKnown, descHead, descStoreUp, descConsumerPos, descConsumerLag, descConsumerUp, descTasks, descPendingWhy, descJobs, descMachines, descSkipped, descMaxSkew, descUnpolled, descLossHeld}
 	allPendingReason = []string{"machine_down", "machine_draining", "crashed_here", "constraint", "alloc_not_on_machine", "alloc_full", "cpu", "memory", "disk", "gpu", "ports", "no_machines", "other", "waiting"}
 )
 
@@ -327,6 +328,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descMaxSkew, maxSkew.Seconds())
 		gauge(descUnpolled, float64(missing))
+		held := 0.0
+		if _, ok := c.m.LossHold(); ok {
+			held = 1
+		}
+		gauge(descLossHeld, held)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)

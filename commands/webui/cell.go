@@ -36,6 +36,8 @@ type cellData struct {
 	Troubled      []troubledTask
 	TroubledCount int
 	DiffForm      diffData // the empty form of the diff page
+	// LossHeld is set while the leader's link holds machine loss.
+	LossHeld *master.LossHold
 }
 
 type troubledTask struct {
@@ -59,6 +61,11 @@ func (h *Handler) cell(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := cellData{DiffForm: diffData{IDPrefix: "c"}}
+	if h.cfg.LossHold != nil {
+		if hold, ok := h.cfg.LossHold(); ok {
+			d.LossHeld = &hold
+		}
+	}
 	var sums [len(projectionsBands)]bandRow
 	h.cfg.Cell.View(func(st *projections.State) {
 		d.Position, d.TimeUS, d.Leader = st.Position, st.TimeUS, st.Leader

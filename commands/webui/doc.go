@@ -14,7 +14,8 @@
 //   - / (cell): machines up, draining (with the tasks left) and down;
 //     limit, reservation and usage of live work per priority band for CPU
 //     and memory; pending tasks; the event rate over the latest events;
-//     the machines, paged.
+//     the machines, paged; and, while the leader's link holds machine loss
+//     (Config.LossHold), a line saying so.
 //   - /jobs: jobs filtered by user, label selector and state, with their
 //     pending, running and dead task counts.
 //   - /jobs/{user}/{job}: the resolved spec, the tasks (state, machine,

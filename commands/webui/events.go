@@ -46,7 +46,7 @@ type eventRow struct {
 var eventTypes = []string{
 	"JobSubmitted", "JobUpdated", "JobUpdateCommitted", "JobUpdateRolledBack", "JobKilled", "JobFinished",
 	"TaskSubmitted", "TaskScheduled", "TaskStarted", "TaskEvicted", "TaskFailed", "TaskFinished", "TaskKilled", "TaskLost", "TaskUpdated",
-	"MachineRegistered", "MachineUpdated", "MachineDrainSet", "MachineDown", "MachineUp", "MachineRemoved",
+	"MachineRegistered", "MachineUpdated", "MachineDrainSet", "MachineDown", "MachineUp", "MachineRemoved", "MachineLossHeld",
 	"AllocSetCreated", "AllocSetRemoved", "AllocScheduled", "AllocEvicted",
 	"UsageReported", "ReservationEstimated", "QuotaSet", "LeaderElected", "CheckpointWritten", "CommandRefused",
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/webui"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
@@ -396,4 +397,28 @@ func TestWhatIfPage(t *testing.T) {
 			t.Errorf("/sim?%s: %d, want 400 naming %s\n%s", q, code, field, body)
 		}
 	}
+}
+
+// The cell page says when the leader's link holds machine loss, and says
+// nothing of it otherwise.
+func TestCellPageShowsALossHold(t *testing.T) {
+	c := openCell(t, smallCell())
+	var held bool
+	since := time.Date(2026, 11, 28, 11, 30, 5, 0, time.UTC)
+	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, Hosts: []string{"example.com"},
+		LossHold: func() (master.LossHold, bool) { return master.LossHold{Since: since, Missing: 5, Machines: 8}, held }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ui = ui
+	if _, body := c.get(t, "/"); strings.Contains(body, "Machine loss held") {
+		t.Error("the cell page shows a loss hold while there is none")
+	}
+	held = true
+	code, body := c.get(t, "/")
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	mustContain(t, "cell", body, "Machine loss held since 11:30:05", "5 of 8 machines missed their polls at once", "marks none down")
+	checkAccessible(t, "cell with a loss hold", body)
 }

@@ -81,6 +81,9 @@ type Config struct {
 	Streams Streams
 	// Logs, when set, serves the tail of task logs.
 	Logs Logs
+	// LossHold, when set, says whether the leader's agent link holds
+	// machine loss (master.Master.LossHold); the cell page says so.
+	LossHold func() (master.LossHold, bool)
 	// Log, when set, is the cell's event log, which the what-if page
 	// (/sim) replays (pass the master's events.Store).
 	Log projections.Source

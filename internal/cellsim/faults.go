@@ -32,6 +32,7 @@ func (w *World) scheduleFaults() {
 	every(w.faults.AgentCrash, w.crashAgent)
 	every(w.faults.MachineReboot, w.rebootMachine)
 	every(w.faults.AgentIsland, w.isolateAgent)
+	every(w.faults.MasterIsland, w.isolateMaster)
 }
 
 func (w *World) pickMaster() *Master { return w.masters[w.rng.IntN(len(w.masters))] }
@@ -207,6 +208,19 @@ func (w *World) isolateAgent() {
 	w.tracef("%s cut off the masters for %s", a.name, d)
 	for _, m := range w.masters {
 		w.partition(a.name, m.name, d)
+	}
+}
+
+// isolateMaster cuts one master off two thirds of the machines, more than
+// agentlink.LossHoldPercent of them: the fault is the master's network.
+func (w *World) isolateMaster() {
+	m := w.pickMaster()
+	w.Partitions++
+	d := w.between(time.Second, 25*time.Second)
+	n := (2*len(w.agentList) + 2) / 3
+	w.tracef("%s cut off %d machines for %s", m.name, n, d)
+	for _, i := range w.rng.Perm(len(w.agentList))[:n] {
+		w.partition(w.agentList[i].name, m.name, d)
 	}
 }
 

@@ -30,6 +30,10 @@ type simLink struct {
 	term  int
 	by    map[string]*mlink
 	since time.Time // when this leader's link started: leaderGrace runs from here
+	// A loss hold, as link.go's: since is set while too many machines miss
+	// at once (agentlink.HoldLoss); holdEnd is when the last one ended.
+	holdSince, holdEnd        time.Time
+	holdMissing, holdMachines int // at the worst of the current hold
 }
 
 type mlink struct {
@@ -42,6 +46,8 @@ type mlink struct {
 	agentlink.Machine
 	lastOK  time.Time
 	misses  int
+	failing bool // its last poll got no answer
+	silence agentlink.Silence
 	acked   uint64
 	dropped uint64
 	usage   *agentlink.Usage
@@ -53,6 +59,7 @@ const (
 	pollInterval     = 2 * time.Second
 	missedPolls      = 3
 	leaderGrace      = 2 * missedPolls * pollInterval
+	silence          = 2 * missedPolls * pollInterval
 	maxStartsPerPoll = 10
 	usageWindow      = 30 * time.Second
 	stopGrace        = time.Second
@@ -66,18 +73,22 @@ func (l *simLink) live() bool { return l.m.term == l.term && l.m.link == l }
 
 func (l *simLink) start() {
 	var tick func()
+	due := l.m.now()
 	tick = func() {
 		if !l.live() {
 			return
 		}
-		l.run()
+		// A paused master's ticks come late: its polls then count against
+		// no machine, as link.go's after a late wake.
+		l.run(l.m.now().Sub(due))
+		due = l.m.now().Add(pollInterval / 8)
 		l.m.at(pollInterval/8, tick)
 	}
 	tick()
 }
 
-// run starts the polls that are due.
-func (l *simLink) run() {
+// run starts the polls that are due, in a pass lag late.
+func (l *simLink) run(lag time.Duration) {
 	l.m.view(func(s *projections.State) {
 		if !l.live() {
 			return
@@ -97,21 +108,23 @@ func (l *simLink) run() {
 				delete(l.by, name)
 			}
 		}
+		l.checkHold()
 		for _, name := range slices.Sorted(maps.Keys(l.by)) {
 			ml := l.by[name]
 			if ml.busy || !agentlink.Due(now, ml.next, pollInterval, ml.down, ml.version != ml.polledVer) {
 				continue
 			}
-			l.poll(ml)
+			l.poll(ml, lag)
 		}
 	})
 }
 
 // poll sends a machine its outstanding requests and records its report.
 // It runs with the state readable.
-func (l *simLink) poll(ml *mlink) {
+func (l *simLink) poll(ml *mlink, lag time.Duration) {
 	ml.busy = true
-	ml.next = l.m.now().Add(pollInterval)
+	started := l.m.now()
+	ml.next = started.Add(pollInterval)
 	down := ml.down
 	var reqs []*agentpb.Request
 	first := ml.Last == nil
@@ -123,11 +136,11 @@ func (l *simLink) poll(ml *mlink) {
 			return
 		}
 		if err != nil {
-			l.missed(ml, down, err)
+			l.missed(ml, down, started, lag, err)
 			return
 		}
 		now := l.m.now()
-		ml.misses, ml.lastOK, ml.Last, ml.Synced = 0, now, st, false
+		ml.misses, ml.failing, ml.silence, ml.lastOK, ml.Last, ml.Synced = 0, false, agentlink.Silence{}, now, st, false
 		ml.usage.Add(st)
 		var usage []commands.UsageWindow
 		windowDue := now.Sub(ml.usage.Start) >= usageWindow
@@ -195,11 +208,19 @@ func (l *simLink) send(ml *mlink, reqs []*agentpb.Request, counted bool, reply f
 	})
 }
 
-// missed counts a poll that got no answer; MissedPolls in a row mark the
-// machine down and its tasks lost.
-func (l *simLink) missed(ml *mlink, down bool, err error) {
+// missed counts a poll that got no answer; agentlink.LossRule says when
+// such misses mark the machine down and its tasks lost, unless the link
+// holds machine loss (checkHold).
+func (l *simLink) missed(ml *mlink, down bool, started time.Time, lag time.Duration, err error) {
 	ml.misses++
-	if !agentlink.Unreachable(ml.misses, missedPolls, l.m.now().Sub(l.since), leaderGrace) {
+	ml.failing = true
+	now := l.m.now()
+	rule := agentlink.LossRule{Interval: pollInterval, MissedPolls: missedPolls, Silence: silence}
+	if !rule.Miss(&ml.silence, started, lag, agentlink.CountFrom(ml.lastOK, l.since.Add(leaderGrace), l.holdEnd), now, !l.holdSince.IsZero()) {
+		ml.busy = false
+		return
+	}
+	if !down && l.checkHold() {
 		ml.busy = false
 		return
 	}
@@ -214,6 +235,34 @@ func (l *simLink) missed(ml *mlink, down bool, err error) {
 			ml.busy = false
 		}
 	})
+}
+
+// checkHold starts or ends the loss hold from the machines (not down)
+// whose last poll went unanswered, and says whether the link holds.
+func (l *simLink) checkHold() bool {
+	missing, live := 0, 0
+	for _, ml := range l.by {
+		if !ml.down {
+			live++
+			if ml.failing {
+				missing++
+			}
+		}
+	}
+	hold := agentlink.HoldLoss(missing, live)
+	switch {
+	case hold && l.holdSince.IsZero():
+		l.holdSince, l.holdMissing, l.holdMachines = l.m.now(), missing, live
+		l.m.logf("holds machine loss: %d of %d machines miss their polls", missing, live)
+		l.m.do(commands.RecordLossHold{Meta: agentlink.Meta, Since: l.holdSince, Missing: missing, Machines: live}, func(master.Result, error) {})
+	case hold && missing > l.holdMissing:
+		l.holdMissing, l.holdMachines = missing, live
+	case !hold && !l.holdSince.IsZero():
+		l.m.logf("machine loss no longer held after %s", l.m.now().Sub(l.holdSince))
+		l.m.do(commands.RecordLossHold{Meta: agentlink.Meta, Since: l.holdSince, Ended: l.m.now(), Missing: l.holdMissing, Machines: l.holdMachines}, func(master.Result, error) {})
+		l.holdSince, l.holdEnd = time.Time{}, l.m.now()
+	}
+	return hold
 }
 
 // record turns one reply into ReportAgentState commands, in link.go's

@@ -185,7 +185,7 @@ func (m *Master) wake() {
 		if m.term != term || !m.leading {
 			return
 		}
-		m.link.run()
+		m.link.run(0) // woken by placements: on time
 		m.sched.run(false)
 	})
 }

@@ -44,7 +44,10 @@ type Faults struct {
 	SameNameRestart                        time.Duration
 	StoreDown, StorePartition              time.Duration
 	AgentCrash, MachineReboot, AgentIsland time.Duration
-	Loss, SlowMessages                     float64 // per message
+	// MasterIsland cuts one master off most machines (its network, not
+	// theirs): as leader, its link must hold machine loss.
+	MasterIsland       time.Duration
+	Loss, SlowMessages float64 // per message
 }
 
 // World is one simulated cell.
@@ -165,6 +168,7 @@ func (w *World) drawFaults() Faults {
 		StoreDown:       rate(2 * time.Minute), StorePartition: rate(90 * time.Second),
 		AgentCrash: rate(40 * time.Second), MachineReboot: rate(4 * time.Minute), AgentIsland: rate(50 * time.Second),
 		Loss: w.rng.Float64() * 0.04, SlowMessages: w.rng.Float64() * 0.02,
+		MasterIsland: rate(60 * time.Second),
 	}
 }
 

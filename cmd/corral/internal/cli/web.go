@@ -64,7 +64,7 @@ func (a webAccess) login() func(context.Context, string) (auth.Identity, error) 
 
 func webHandler(svc *master.Service, m *master.Master, store events.Store, logs webui.Logs, cell string, access webAccess, rm *runningMaster, log *slog.Logger) (http.Handler, func()) {
 	mux := http.NewServeMux()
-	ui, err := webui.New(webui.Config{API: redactedAPI{svc}, Cell: m, Streams: store, Log: store, Logs: logs, Logger: log,
+	ui, err := webui.New(webui.Config{API: redactedAPI{svc}, Cell: m, Streams: store, Log: store, Logs: logs, Logger: log, LossHold: m.LossHold,
 		Hosts: access.hosts, Login: access.login(), Anonymous: access.anonymous})
 	if err != nil {
 		log.Error("the web UI cannot start; serving a status page", "err", err)
