@@ -250,3 +250,31 @@ func TestReportOfAnEarlierSubmissionIsNotTheNewRun(t *testing.T) {
 		{"task/alice/svc/0", &events.TaskStarted{User: "alice", Job: "svc", Index: 0, Machine: "m0", Pid: 200}},
 	})
 }
+
+// A start the agent retries in place (no such file) is a failure each
+// time: counted once per run, whatever the number of polls that say so.
+func TestStartFailuresInPlaceAreFailures(t *testing.T) {
+	c := newCell(t)
+	c.machines(1)
+	c.do(SubmitJob{Meta: alice, Spec: spec("bad", 0, 1)})
+	c.place("alice", "bad", 0, "m0")
+	msg := `start-failed: spec.command "/does/not/exist": stat /does/not/exist: no such file or directory`
+	backoff := func(restarts int32) ReportAgentState {
+		return ReportAgentState{Meta: root, Machine: "m0", Tasks: []AgentTask{{Task: key("alice", "bad", 0), State: AgentBackoff,
+			ExitCode: -1, Reason: "start-failed", Message: msg, Restarts: restarts}}}
+	}
+	failed := func(restarts int32) expect {
+		return expect{"task/alice/bad/0", &events.TaskFailed{User: "alice", Job: "bad", Index: 0, Machine: "m0", ExitCode: -1,
+			Message: msg, Restarts: restarts, WillRestart: true}}
+	}
+	checkEvents(t, c.do(backoff(0)), []expect{failed(0)})
+	// The next poll says the same: nothing new.
+	if evs := c.do(backoff(0)); len(evs) != 0 {
+		t.Fatalf("the same failure recorded twice: %s", dump(evs))
+	}
+	checkEvents(t, c.do(backoff(1)), []expect{failed(1)})
+	tk := c.task("alice", "bad", 0)
+	if tk.State != projections.TaskScheduled || tk.Restarts != 2 || !strings.Contains(tk.Status(c.now.UnixMicro()), "no such file") {
+		t.Fatalf("state %s, restarts %d, status %q", tk.State, tk.Restarts, tk.Status(c.now.UnixMicro()))
+	}
+}

@@ -99,5 +99,11 @@ specs that arrive as protobuf are checked by ValidateSpec.
     not_before_us, fail_streak), the rule the agent's restarts in place
     follow too; a run healthy for twice the longest backoff starts the
     doubling over. The scheduler leaves a task alone until then.
+  - Every failure the agent restarts in place is a TaskFailed, a start
+    that failed included (no such file, permission denied, not
+    executable, a sandbox or cgroup the agent could not make): a placed
+    task that never ran has no start to fail from, so a report of a run
+    past Task.RunsSeen in backoff is news, recorded once however many
+    polls repeat it.
 */
 package commands

@@ -217,7 +217,11 @@ func (b *draft) reportTask(t *projections.Task, at AgentTask) {
 				Healthy: at.Health == projections.HealthHealthy, Message: at.HealthMessage})
 		}
 	case AgentBackoff:
-		if t.State == projections.TaskRunning {
+		// A failure of a running task, or of a run that never started (a
+		// start the agent retries in place: no such file, permission
+		// denied, a sandbox it could not make) that the log lacks: each
+		// counts against the restart policy like any other.
+		if t.State == projections.TaskRunning || t.State == projections.TaskScheduled && at.Restarts >= t.RunsSeen {
 			b.fail(t, &events.TaskFailed{User: j.User, Job: j.Name, Index: t.Index, Machine: t.Machine, ExitCode: at.ExitCode,
 				Signal: at.Signal, Message: at.Message, Restarts: at.Restarts, WillRestart: true})
 		}

@@ -139,7 +139,7 @@ func (s *State) taskSubmitted(pos int64, p *events.TaskSubmitted) bool {
 	t.Reservation, t.ReservationUS = t.Limit, s.TimeUS
 	t.Machine, t.Ports, t.AllocIndex, t.End, t.Reason, t.Pid = "", nil, -1, NoEnd, p.Reason, 0
 	t.Health, t.HealthMessage, t.HealthyUS = HealthUnknown, "", 0
-	t.NotBeforeUS, t.FailStreak = p.NotBeforeUs, p.FailStreak
+	t.NotBeforeUS, t.FailStreak, t.RunsSeen = p.NotBeforeUs, p.FailStreak, 0
 	s.setState(t, TaskPending)
 	if j.Deferred {
 		j.Deferred = false
@@ -179,6 +179,7 @@ func (s *State) taskStarted(p *events.TaskStarted) bool {
 	}
 	s.setState(t, TaskRunning)
 	t.Pid, t.StartedUS = p.Pid, s.TimeUS
+	t.RunsSeen = max(t.RunsSeen, p.Restarts+1)
 	t.Health, t.HealthMessage, t.HealthyUS = HealthUnknown, "", 0
 	return true
 }
@@ -189,6 +190,7 @@ func (s *State) taskFailed(pos int64, p *events.TaskFailed) bool {
 		return false
 	}
 	t.ExitCode, t.Signal, t.FailMessage = p.ExitCode, p.Signal, p.Message
+	t.RunsSeen = max(t.RunsSeen, p.Restarts+1)
 	if events.CountsAsRestart(p, false) {
 		// The agent restarts it in place: it keeps its resources.
 		t.Restarts++

@@ -25,7 +25,7 @@ import (
 
 var codecMagic = [4]byte{'c', 'r', 's', 't'}
 
-const codecVersion = 7
+const codecVersion = 8
 
 // ErrCheckpoint: a checkpoint's bytes are not a state this build can read.
 var ErrCheckpoint = errors.New("projections: unreadable checkpoint")
@@ -173,6 +173,7 @@ func (e *encoder) job(j *Job) {
 		e.int(t.Pid)
 		e.int(t.NotBeforeUS)
 		e.int(int64(t.FailStreak))
+		e.int(int64(t.RunsSeen))
 		e.int(t.StartedUS)
 		e.str(t.FailMessage)
 		e.int(t.ReservationUS)
@@ -370,6 +371,7 @@ func (d *decoder) job() *Job {
 		t.Pid = d.int()
 		t.NotBeforeUS = d.int()
 		t.FailStreak = int32(d.int())
+		t.RunsSeen = int32(d.int())
 		t.StartedUS = d.int()
 		t.FailMessage = d.istr()
 		t.ReservationUS = d.int()

@@ -424,7 +424,12 @@ type Task struct {
 	// NotBeforeUS: a task resubmitted after a failure of its own is not
 	// placed before then (RestartPolicy.Backoff); 0 when it need not wait.
 	NotBeforeUS int64
-	FailStreak  int32  // failures of its own in a row (backoff doubles with each)
+	FailStreak  int32 // failures of its own in a row (backoff doubles with each)
+	// RunsSeen counts the agent's runs of this placement that the log has
+	// a start or a failure of: the agent's restarts count plus one of the
+	// last recorded. A report of a run past it failing to start is news
+	// (the agent retries such a start in place, and no start precedes it).
+	RunsSeen    int32
 	StartedUS   int64  // when its current or last run started
 	FailMessage string // the message of its last failure (OOMKilled: ..., the agent's refusal)
 	ExitCode    int32  // of the last exit
@@ -563,6 +568,13 @@ func (t *Task) CrashLooping(nowUS int64) bool {
 	return t.State != TaskDead && (t.NotBeforeUS > nowUS || t.Restarts >= CrashLoopRestarts)
 }
 
+// RestartingInPlace reports whether the task's agent restarts it in place
+// after a failure the log has (an exit, or a start that failed: no such
+// file, permission denied): placed, not running.
+func (t *Task) RestartingInPlace() bool {
+	return t.State == TaskScheduled && t.Pid == 0 && t.Restarts > 0 && t.FailMessage != "" && t.Reason == t.FailMessage
+}
+
 // Status says in words what is happening to the task at nowUS:
 // "running (healthy)", "running (unhealthy: GET /: connection refused)",
 // "backoff until 2026-11-25T20:01:02Z after OOMKilled: ...", "dead
@@ -575,7 +587,7 @@ func (t *Task) Status(nowUS int64) string {
 		}
 		return "pending"
 	case TaskScheduled:
-		if t.Pid == 0 && t.Restarts > 0 && t.FailMessage != "" && t.Reason == t.FailMessage {
+		if t.RestartingInPlace() {
 			return "restarting after " + t.LastFailure()
 		}
 		return "scheduled"

@@ -49,7 +49,10 @@ func tasksTable(tasks []*apipb.TaskView, now time.Time) *table {
 			mem = bytesHuman(x.MemoryBytesUsed)
 		}
 		reason := x.Reason
-		if x.State == "running" || x.State == "scheduled" {
+		switch {
+		case x.State == "scheduled" && x.Status != x.State:
+			reason = x.Status // restarting after a failure: what failed is the news
+		case x.State == "running" || x.State == "scheduled":
 			reason = x.HealthMessage // the reason it last went pending is no longer news
 		}
 		t.add(fmt.Sprintf("%s/%d", x.Job, x.Index), taskState(x), orDash(x.Health), orDash(x.Machine), orDash(x.Address), strconv.Itoa(int(x.Restarts)),
