@@ -72,6 +72,57 @@ func (s *State) die(t *Task, how TaskEnd, reason string, pos int64) {
 	}
 }
 
+// stop ends t as die does, but a run placed on an up machine outside an
+// alloc (its process may still run) keeps its resources there as a hold,
+// until TaskStopped or the machine goes down or away.
+func (s *State) stop(t *Task, how TaskEnd, reason string, pos int64) {
+	m := t.machine
+	if m == nil || t.alloc != nil || m.State != MachineUp {
+		s.die(t, how, reason, pos)
+		return
+	}
+	run := TaskRun{t.Key(), t.Seq}
+	if m.stopping == nil {
+		m.stopping = map[TaskRun]Hold{}
+	}
+	h := m.stopping[run]
+	m.stopping[run] = Hold{Limit: h.Limit.Add(t.Limit), Reservation: h.Reservation.Add(t.Reservation), SinceUS: s.TimeUS}
+	s.die(t, how, reason, pos)
+	m.Limits, m.Reserved = m.Limits.Add(t.Limit), m.Reserved.Add(t.Reservation)
+	t.StoppingOn = m.Name
+}
+
+// release frees a stopping run's hold on m.
+func (s *State) release(m *Machine, run TaskRun, pos int64) bool {
+	h, ok := m.stopping[run]
+	if !ok {
+		return false
+	}
+	delete(m.stopping, run)
+	m.Limits, m.Reserved = m.Limits.Sub(h.Limit), m.Reserved.Sub(h.Reservation)
+	m.Version = pos
+	if t := s.task(run.User, run.Job, run.Index); t != nil && t.StoppingOn == m.Name {
+		t.StoppingOn = ""
+	}
+	return true
+}
+
+// releaseAll frees every hold on m: a machine down or removed runs nothing
+// the master can count on.
+func (s *State) releaseAll(m *Machine, pos int64) {
+	for _, run := range m.StoppingRuns() {
+		s.release(m, run, pos)
+	}
+}
+
+func (s *State) taskStopped(pos int64, p *events.TaskStopped) bool {
+	m := s.Machines[p.Machine]
+	if m == nil {
+		return false
+	}
+	return s.release(m, TaskRun{TaskKey{p.User, p.Job, p.Index}, p.Submission}, pos)
+}
+
 // job is Jobs[{user, name}] through Apply's one-entry cache.
 func (s *State) job(user, name string) *Job {
 	j := s.lastJob

@@ -224,6 +224,46 @@ type Machine struct {
 
 	tasks  map[*Task]struct{}
 	allocs map[*Alloc]struct{}
+	// stopping holds the runs killed or evicted here whose process may
+	// still run: Limits and Reserved count them until TaskStopped (or the
+	// machine goes down or away).
+	stopping map[TaskRun]Hold
+}
+
+// TaskRun names one run of a task: the task and the submission it served
+// (the task's Seq then).
+type TaskRun struct {
+	TaskKey
+	Submission int64
+}
+
+// Hold is what a stopping run keeps of its machine until its process is
+// gone.
+type Hold struct {
+	Limit, Reservation Resources
+	SinceUS            int64 // when it was told to stop
+}
+
+// StoppingRuns returns the runs stopping here, in key order.
+func (m *Machine) StoppingRuns() []TaskRun {
+	out := make([]TaskRun, 0, len(m.stopping))
+	for r := range m.stopping {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b TaskRun) int {
+		return cmp.Or(compareTaskKeys(a.TaskKey, b.TaskKey), cmp.Compare(a.Submission, b.Submission))
+	})
+	return out
+}
+
+// HeldLimits sums the limits of the runs stopping here: room no new task
+// may take yet.
+func (m *Machine) HeldLimits() Resources {
+	var sum Resources
+	for _, h := range m.stopping {
+		sum = sum.Add(h.Limit)
+	}
+	return sum
 }
 
 // Schedulable reports whether new work may be placed here.
@@ -425,6 +465,10 @@ type Task struct {
 	// placed before then (RestartPolicy.Backoff); 0 when it need not wait.
 	NotBeforeUS int64
 	FailStreak  int32 // failures of its own in a row (backoff doubles with each)
+	// StoppingOn is the machine where the task's last run was killed or
+	// evicted while it ran and still holds its resources (its process may
+	// still run, for up to the job's kill_timeout); "" when none does.
+	StoppingOn string
 	// RunsSeen counts the agent's runs of this placement that the log has
 	// a start or a failure of: the agent's restarts count plus one of the
 	// last recorded. A report of a run past it failing to start is news
@@ -601,6 +645,13 @@ func (t *Task) Status(nowUS int64) string {
 			return "running (not checked yet)"
 		}
 		return "running"
+	}
+	if t.StoppingOn != "" {
+		// Dead, but not gone: its process has its kill_timeout to exit.
+		if t.Reason != "" {
+			return "stopping (" + t.End.String() + ": " + t.Reason + ")"
+		}
+		return "stopping (" + t.End.String() + ")"
 	}
 	switch t.End {
 	case Failed:

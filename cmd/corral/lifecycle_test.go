@@ -17,8 +17,10 @@ import (
 //   - a task whose command does not exist fails to start, and each start
 //     is a TaskFailed with the reason ("no such file"), counted as a
 //     restart and shown by `task list` and `why` within seconds;
-//   - a task that ignores SIGTERM, with kill_timeout 3s, is killed by
-//     SIGKILL about 3 s after its job is killed, not at the default 10 s.
+//   - a task that ignores SIGTERM, with kill_timeout 3s, is stopping
+//     (holding its machine's resources) while its process runs, is killed
+//     by SIGKILL about 3 s after its job is killed (not at the default
+//     10 s), and is dead once the agent reports its exit.
 func TestStartFailuresAndKillTimeout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the corral binary and runs a whole cell")
@@ -84,6 +86,16 @@ func TestStartFailuresAndKillTimeout(t *testing.T) {
 	if out, code := corral("job", "kill", "stubborn"); code != 0 {
 		t.Fatalf("job kill: exit %d\n%s", code, out)
 	}
+	// While its process runs out its kill_timeout, the task is stopping
+	// (its machine holds its resources), not dead.
+	time.Sleep(time.Second)
+	out, _ = corral("task", "list", "stubborn")
+	if syscall.Kill(pid, 0) != nil {
+		t.Fatalf("process %d is gone 1 s after the kill; it ignores SIGTERM and has kill_timeout 3s", pid)
+	}
+	if !regexp.MustCompile(`(?m)^stubborn/0\s+stopping \(killed\)\s`).MatchString(out) {
+		t.Errorf("task list does not show the task stopping while its process runs")
+	}
 	for syscall.Kill(pid, 0) == nil {
 		if time.Since(killed) > 15*time.Second {
 			t.Fatalf("process %d of a task with kill_timeout 3s still runs 15 s after its job was killed", pid)
@@ -94,5 +106,14 @@ func TestStartFailuresAndKillTimeout(t *testing.T) {
 		t.Errorf("the process ignoring SIGTERM was gone %s after the kill, want about kill_timeout, 3s", took)
 	} else {
 		t.Logf("the process ignoring SIGTERM was gone %s after the kill (kill_timeout 3s)", took.Truncate(10*time.Millisecond))
+	}
+	// Once the agent reports the exit, the task is dead and what it held
+	// is free.
+	eventually(t, "the task is dead once its process is gone", 10*time.Second, func() (string, bool) {
+		out, _ := corral("task", "list", "stubborn")
+		return out, regexp.MustCompile(`(?m)^stubborn/0\s+dead \(killed\)\s`).MatchString(out)
+	})
+	if out, _ := corral("events", "--job", "stubborn", "--type", "TaskStopped"); !strings.Contains(out, "TaskStopped") {
+		t.Errorf("no TaskStopped in the log")
 	}
 }

@@ -72,7 +72,8 @@ func Reports(s *projections.State, machine string, st *agentpb.AgentState, reqs 
 	index := make(map[projections.TaskKey]int, len(st.Tasks))
 	for i, ts := range st.Tasks {
 		k := TaskKeyOf(ts.Task)
-		neutral[i] = commands.AgentTask{Task: k, SpecVersion: ts.SpecVersion, Submission: ts.Submission, State: commands.AgentStarting}
+		neutral[i] = commands.AgentTask{Task: k, SpecVersion: ts.SpecVersion, Submission: ts.Submission, State: commands.AgentStarting,
+			Ended: AgentTaskEnded(ts.State)}
 		index[k] = i
 	}
 	one := func(at commands.AgentTask) []commands.AgentTask {

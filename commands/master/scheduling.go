@@ -522,7 +522,10 @@ func placeCommand(meta commands.Meta, plan *scheduler.Plan) *commands.PlaceTasks
 
 // schedulerMachine is one machine as the pass sees it.
 func schedulerMachine(m *projections.Machine) *scheduler.Machine {
-	sm := &scheduler.Machine{Name: m.Name, Version: m.Version, Capacity: commands.Sched(m.Capacity), Attributes: m.Attributes, PortBase: m.PortBase}
+	// Runs stopping here hold their room until their processes are gone;
+	// they are going already, so no placement may preempt them: the pass
+	// sees less capacity rather than more tasks.
+	sm := &scheduler.Machine{Name: m.Name, Version: m.Version, Capacity: commands.Sched(m.Capacity.Sub(m.HeldLimits())), Attributes: m.Attributes, PortBase: m.PortBase}
 	switch {
 	case m.State == projections.MachineDown:
 		sm.State = scheduler.MachineDown

@@ -106,7 +106,7 @@ func (a *app) taskListCommand() *cobra.Command {
 		},
 	}
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the jobs, e.g. team=web")
-	c.Flags().StringVar(&state, "state", "", "only tasks in this state: pending, scheduled, running, dead, or how they died (finished, failed, killed, evicted, lost)")
+	c.Flags().StringVar(&state, "state", "", "only tasks in this state: pending, scheduled, running, stopping (killed or evicted, the process not gone yet), dead, or how they died (finished, failed, killed, evicted, lost)")
 	c.Flags().StringVar(&machine, "machine", "", "the tasks on this machine")
 	c.Flags().StringVar(&owner, "owner", "", "another user's tasks")
 	c.Flags().BoolVarP(&all, "all", "A", false, "every user's tasks")
