@@ -16,7 +16,7 @@ import (
 //
 //   - a task whose command does not exist fails to start, and each start
 //     is a TaskFailed with the reason ("no such file"), counted as a
-//     restart and shown by `task list` and `why` within seconds;
+//     restart and shown by `task list`, `why` and `doctor` within seconds;
 //   - a task that ignores SIGTERM, with kill_timeout 3s, is stopping
 //     (holding its machine's resources) while its process runs, is killed
 //     by SIGKILL about 3 s after its job is killed (not at the default
@@ -63,6 +63,9 @@ func TestStartFailuresAndKillTimeout(t *testing.T) {
 	})
 	if out, _ := corral("why", "bad"); !strings.Contains(out, "restarting in place after failing") || !strings.Contains(out, "no such file") {
 		t.Errorf("why bad does not say the task fails to start")
+	}
+	if out, _ := corral("doctor"); !strings.Contains(out, "crash-looping") || !strings.Contains(out, "alice/bad/0") || !strings.Contains(out, "no such file") {
+		t.Errorf("corral doctor does not name the task failing to start, and why")
 	}
 	if out, _ := corral("events", "--job", "bad", "--type", "TaskFailed", "-o", "csv"); strings.Count(out, "no such file") < 2 {
 		t.Errorf("the log holds fewer than two TaskFailed saying no such file")
