@@ -68,8 +68,10 @@
 // restarts the task in place after a backoff of initial, 2x, 4x, ... up to
 // the max (events.RestartPolicy.Backoff: 1 s to 5 minutes by default, the
 // rule the master's reschedules follow), until max_restarts. Stop is SIGTERM to the process group and
-// SIGKILL after the grace period (SIGKILL also reaches every process left in
-// the container). A task over its memory limit is EVICTED with reason "oom"
+// SIGKILL after the grace period: the spec's kill_timeout (the job's), else
+// the stop's, else Config.DefaultGrace; the same for a replacement by an
+// update and a failed health check (SIGKILL also reaches every process left
+// in the container). A task over its memory limit is EVICTED with reason "oom"
 // (the master records it as a failure of the task, OOMKilled); one killed
 // to relieve machine memory or disk pressure with reason "overcommitted"
 // (whom: pressureVictims, the one rule, in pressure.go). Both are

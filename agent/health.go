@@ -104,7 +104,7 @@ func (a *Agent) checkHealth(key string, gen int64) {
 	a.markDirty()
 	if t.healthFailures > h.FailuresAllowed {
 		t.message = fmt.Sprintf("health check failed %d times in a row: %v", t.healthFailures, err)
-		a.terminate(t, KillHealth, a.cfg.DefaultGrace, ReasonHealth)
+		a.terminate(t, KillHealth, killTimeout(t.spec, 0, a.cfg.DefaultGrace), ReasonHealth)
 		return
 	}
 	a.armHealth(t)

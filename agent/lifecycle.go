@@ -213,12 +213,12 @@ func PlanUpdate(key string, state agentpb.TaskState, killing KillKind, version i
 }
 
 // NeedsRestart: what the process was started with changed (its command,
-// arguments, environment, files, ports), not only its limits, policies or
-// priority, which apply to the running process.
+// arguments, environment, files, ports), not only its limits, policies,
+// kill timeout or priority, which apply to the running process.
 func NeedsRestart(old, new *agentpb.TaskSpec) bool {
 	strip := func(s *agentpb.TaskSpec) *agentpb.TaskSpec {
 		c := proto.Clone(s).(*agentpb.TaskSpec)
-		c.Resources, c.Restart, c.HealthCheck, c.Priority, c.Appclass = nil, nil, nil, 0, ""
+		c.Resources, c.Restart, c.HealthCheck, c.Priority, c.Appclass, c.KillTimeoutMs = nil, nil, nil, 0, "", 0
 		return c
 	}
 	return !proto.Equal(strip(old), strip(new))

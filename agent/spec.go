@@ -59,6 +59,9 @@ func ValidateTaskSpec(s *agentpb.TaskSpec) error {
 	if strings.ContainsRune(s.Command, 0) {
 		return errors.New("spec.command: contains a NUL byte")
 	}
+	if s.KillTimeoutMs < 0 || s.KillTimeoutMs > events.MaxKillTimeout.Milliseconds() {
+		return fmt.Errorf("spec.kill_timeout_ms %d: must be between 0 (the stop's grace) and %d", s.KillTimeoutMs, events.MaxKillTimeout.Milliseconds())
+	}
 	for i, a := range s.Args {
 		if strings.ContainsRune(a, 0) {
 			return fmt.Errorf("spec.args[%d]: contains a NUL byte", i)
@@ -278,6 +281,9 @@ func ResolveSpec(job *events.JobSpec, index int32, ports []int32) (*agentpb.Task
 		HealthCheck: job.HealthCheck,
 		Appclass:    job.Appclass,
 		Priority:    job.Priority,
+		// Only what the job says: the stop's grace or the agent's default
+		// (the same 10 s) otherwise.
+		KillTimeoutMs: job.KillTimeoutMs,
 	}
 	if s.Env == nil {
 		s.Env = map[string]string{}

@@ -156,6 +156,30 @@ func TestStopEscalatesToSIGKILLAfterGrace(t *testing.T) {
 	}
 }
 
+// The job's kill_timeout is the grace period, whatever the stop asks; a
+// stop of a task without one gets the stop's.
+func TestStopGivesTheSpecsKillTimeout(t *testing.T) {
+	h := newHarness(t)
+	r := ref("j", 0)
+	sp := spec()
+	sp.KillTimeoutMs = 3000
+	h.poll(StartRequest(h.id(), r, 1, 0, sp))
+	p := h.rt.last()
+	p.mu.Lock()
+	p.trapTerm = true
+	p.mu.Unlock()
+	h.poll(StopRequest(h.id(), r, "job killed", 10000))
+	h.clock.Advance(2999 * time.Millisecond)
+	if got := p.sigs(); !slices.Equal(got, []syscall.Signal{syscall.SIGTERM}) {
+		t.Fatalf("signals before kill_timeout ends %v", got)
+	}
+	h.clock.Advance(time.Millisecond)
+	h.waitState(r, killed)
+	if got := p.sigs(); !slices.Equal(got, []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}) {
+		t.Errorf("signals at kill_timeout %v", got)
+	}
+}
+
 func TestStopDuringBackoffKillsWithoutAProcess(t *testing.T) {
 	h := newHarness(t)
 	r := ref("j", 0)
@@ -460,6 +484,8 @@ func TestBadRequestsAreRefusedWithTheField(t *testing.T) {
 		})), `spec.health_check.port_name "http"`},
 		{StartRequest("13", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) { s.Appclass = "fast" })), "spec.appclass"},
 		{StartRequest("14", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) { s.Priority = 12 })), "spec.priority"},
+		{StartRequest("14a", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) { s.KillTimeoutMs = -1 })), "spec.kill_timeout_ms -1"},
+		{StartRequest("14b", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) { s.KillTimeoutMs = events.MaxKillTimeout.Milliseconds() + 1 })), "spec.kill_timeout_ms"},
 		{StopRequest("15", ref("j", 0), "", -1), "grace_period_ms"},
 		{UpdateRequest("16", ref("nope", 0), 2, spec()), "does not run here"},
 		{&agentpb.Request{Id: "17"}, "no kind"},

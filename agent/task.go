@@ -177,10 +177,7 @@ func (a *Agent) stopTask(r *agentpb.StopTask) error {
 	if reason == "" {
 		reason = "stopped"
 	}
-	grace := a.cfg.DefaultGrace
-	if r.GracePeriodMs > 0 {
-		grace = time.Duration(r.GracePeriodMs) * time.Millisecond
-	}
+	grace := killTimeout(t.spec, time.Duration(r.GracePeriodMs)*time.Millisecond, a.cfg.DefaultGrace)
 	switch t.state {
 	case agentpb.TaskState_TASK_STATE_BACKOFF:
 		a.end(t, agentpb.TaskState_TASK_STATE_KILLED, reason, "")
@@ -238,9 +235,22 @@ func (a *Agent) updateTask(ref *events.TaskRef, version int64, spec *agentpb.Tas
 		a.markDirty()
 	case UpdateRestart:
 		t.pendingSpec, t.pendingVersion = spec, version
-		a.terminate(t, KillUpdate, a.cfg.DefaultGrace, "update")
+		a.terminate(t, KillUpdate, killTimeout(t.spec, 0, a.cfg.DefaultGrace), "update")
 	}
 	return nil
+}
+
+// killTimeout is how long a stopped task has between SIGTERM and SIGKILL:
+// its spec's kill_timeout, else the stop's grace period (asked), else def.
+// The job's own word wins: it knows how long its process needs to drain.
+func killTimeout(spec *agentpb.TaskSpec, asked, def time.Duration) time.Duration {
+	switch {
+	case spec.GetKillTimeoutMs() > 0:
+		return time.Duration(spec.GetKillTimeoutMs()) * time.Millisecond
+	case asked > 0:
+		return asked
+	}
+	return def
 }
 
 func (a *Agent) forgetTask(r *agentpb.ForgetTask) error {

@@ -246,7 +246,98 @@ func TestReportOfAnEarlierSubmissionIsNotTheNewRun(t *testing.T) {
 	evs = c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: []AgentTask{
 		{Task: key("alice", "svc", 0), SpecVersion: 1, Submission: tk.Seq, State: AgentRunning, Pid: 200},
 	}})
+	// The agent runs the new submission: the old run is gone, and what it
+	// held is free.
 	checkEvents(t, evs, []expect{
 		{"task/alice/svc/0", &events.TaskStarted{User: "alice", Job: "svc", Index: 0, Machine: "m0", Pid: 200}},
+		{"task/alice/svc/0", &events.TaskStopped{User: "alice", Job: "svc", Index: 0, Machine: "m0", Submission: old}},
 	})
+}
+
+// A start the agent retries in place (no such file) is a failure each
+// time: counted once per run, whatever the number of polls that say so.
+func TestStartFailuresInPlaceAreFailures(t *testing.T) {
+	c := newCell(t)
+	c.machines(1)
+	c.do(SubmitJob{Meta: alice, Spec: spec("bad", 0, 1)})
+	c.place("alice", "bad", 0, "m0")
+	msg := `start-failed: spec.command "/does/not/exist": stat /does/not/exist: no such file or directory`
+	backoff := func(restarts int32) ReportAgentState {
+		return ReportAgentState{Meta: root, Machine: "m0", Tasks: []AgentTask{{Task: key("alice", "bad", 0), State: AgentBackoff,
+			ExitCode: -1, Reason: "start-failed", Message: msg, Restarts: restarts}}}
+	}
+	failed := func(restarts int32) expect {
+		return expect{"task/alice/bad/0", &events.TaskFailed{User: "alice", Job: "bad", Index: 0, Machine: "m0", ExitCode: -1,
+			Message: msg, Restarts: restarts, WillRestart: true}}
+	}
+	checkEvents(t, c.do(backoff(0)), []expect{failed(0)})
+	// The next poll says the same: nothing new.
+	if evs := c.do(backoff(0)); len(evs) != 0 {
+		t.Fatalf("the same failure recorded twice: %s", dump(evs))
+	}
+	checkEvents(t, c.do(backoff(1)), []expect{failed(1)})
+	tk := c.task("alice", "bad", 0)
+	if tk.State != projections.TaskScheduled || tk.Restarts != 2 || !strings.Contains(tk.Status(c.now.UnixMicro()), "no such file") {
+		t.Fatalf("state %s, restarts %d, status %q", tk.State, tk.Restarts, tk.Status(c.now.UnixMicro()))
+	}
+}
+
+// A killed task's process has its kill_timeout to exit: until its agent
+// reports it gone, the task is stopping and its machine holds its
+// resources, so nothing else is placed in them; the report of its end
+// frees them (TaskStopped), as does the machine going down.
+func TestKilledTaskHoldsItsResourcesUntilItsProcessIsGone(t *testing.T) {
+	c := newCell(t)
+	c.machines(1)
+	big := spec("big", 0, 1)
+	big.Resources = res(6000, 8*gib)
+	c.do(SubmitJob{Meta: alice, Spec: big})
+	c.place("alice", "big", 0, "m0")
+	c.start("m0")
+	run := c.task("alice", "big", 0).Seq
+	c.do(KillJob{Meta: alice, Name: "big"})
+	tk := c.task("alice", "big", 0)
+	if tk.StoppingOn != "m0" || !strings.HasPrefix(tk.Status(c.now.UnixMicro()), "stopping (killed") {
+		t.Fatalf("killed task: stopping on %q, status %q", tk.StoppingOn, tk.Status(c.now.UnixMicro()))
+	}
+	// A checkpoint keeps the hold: decoded, the machine's sums are the same.
+	if err := c.s.CheckIndexes(); err != nil {
+		t.Fatal(err)
+	}
+	next := spec("next", 0, 1)
+	next.Resources = res(4000, gib)
+	c.do(SubmitJob{Meta: alice, Spec: next})
+	m := c.s.Machines["m0"]
+	if e := c.refused(PlaceTasks{Meta: root, Placements: []Placement{{Task: key("alice", "next", 0), Machine: "m0", MachineVersion: m.Version}}}, Aborted); !strings.Contains(e.Error(), "does not fit") {
+		t.Fatalf("placed into the room a stopping task holds: %v", e)
+	}
+	// The agent still stops it (SIGTERM sent, the grace running): held.
+	if evs := c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: []AgentTask{
+		{Task: key("alice", "big", 0), Submission: run, State: AgentStarting},
+	}}); len(evs) != 0 {
+		t.Fatalf("a report of the process still stopping wrote %s", dump(evs))
+	}
+	// It exited: the agent keeps its record, ended.
+	checkEvents(t, c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: []AgentTask{
+		{Task: key("alice", "big", 0), Submission: run, State: AgentStarting, Ended: true},
+	}}), []expect{{"task/alice/big/0", &events.TaskStopped{User: "alice", Job: "big", Index: 0, Machine: "m0", Submission: run}}})
+	if tk.StoppingOn != "" || tk.Status(c.now.UnixMicro()) != "dead (killed: job killed)" || !c.s.Machines["m0"].Limits.IsZero() {
+		t.Fatalf("after its exit: stopping on %q, status %q, machine limits %v", tk.StoppingOn, tk.Status(c.now.UnixMicro()), c.s.Machines["m0"].Limits)
+	}
+	c.place("alice", "next", 0, "m0")
+
+	// A machine that goes down frees what its stopping runs held: the
+	// master cannot wait for news from it.
+	c.start("m0")
+	c.do(KillTask{Meta: alice, Job: "next", Index: 0})
+	if c.s.Machines["m0"].Limits.IsZero() {
+		t.Fatal("the killed task holds nothing")
+	}
+	c.do(ReportAgentState{Meta: root, Machine: "m0", Unreachable: true, MissedPolls: 3})
+	if l := c.s.Machines["m0"].Limits; !l.IsZero() || c.task("alice", "next", 0).StoppingOn != "" {
+		t.Fatalf("a down machine still holds %v", l)
+	}
+	if err := c.s.CheckIndexes(); err != nil {
+		t.Fatal(err)
+	}
 }

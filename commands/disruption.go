@@ -93,7 +93,7 @@ func (b *draft) stepDrain(m *projections.Machine) []DrainHold {
 			budgets[j] = n
 		}
 		if free {
-			b.evict(t, reason, "", nil)
+			b.evict(t, reason, "", nil, true)
 			if b.state(t) == projections.TaskPending {
 				b.replace[t] = true // the projection's rule for a drain's resubmission
 			}

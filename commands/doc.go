@@ -109,5 +109,17 @@ specs that arrive as protobuf are checked by ValidateSpec.
     not_before_us, fail_streak), the rule the agent's restarts in place
     follow too; a run healthy for twice the longest backoff starts the
     doubling over. The scheduler leaves a task alone until then.
+  - A kill, or an eviction the master decides (a drain, an update's
+    replacement; not a preemption, whose preemptor takes the room in the
+    same command, nor an eviction the agent did), of a placed task is
+    stopping: its machine holds the task's resources until the agent no
+    longer reports that run (its end, another run of the task, or none),
+    when ReportAgentState records TaskStopped; a machine down frees them.
+  - Every failure the agent restarts in place is a TaskFailed, a start
+    that failed included (no such file, permission denied, not
+    executable, a sandbox or cgroup the agent could not make): a placed
+    task that never ran has no start to fail from, so a report of a run
+    past Task.RunsSeen in backoff is news, recorded once however many
+    polls repeat it.
 */
 package commands

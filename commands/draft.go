@@ -53,6 +53,13 @@ func (b *draft) state(t *projections.Task) projections.TaskState {
 
 func (b *draft) dead(t *projections.Task) bool { return b.state(t) == projections.TaskDead }
 
+// placed: the task holds a machine after the draft's events so far (its
+// process may run there).
+func (b *draft) placed(t *projections.Task) bool {
+	st := b.state(t)
+	return st == projections.TaskScheduled || st == projections.TaskRunning
+}
+
 // changed reports whether the draft's events changed the task already.
 func (b *draft) changed(t *projections.Task) bool {
 	_, ok := b.status[t]
@@ -123,15 +130,18 @@ func (b *draft) submitAfter(j *projections.Job, index int32, version int64, reas
 }
 
 // evict evicts a placed task and resubmits it (its job still wants it).
-func (b *draft) evict(t *projections.Task, reason, message string, preemptor *events.TaskRef) {
-	b.evictOnly(t, reason, message, preemptor)
+// stopping: its process still runs and is to be stopped (a drain, an
+// update), so its machine holds its resources until the agent reports it
+// gone (TaskStopped); not for a process the agent ended already.
+func (b *draft) evict(t *projections.Task, reason, message string, preemptor *events.TaskRef, stopping bool) {
+	b.evictOnly(t, reason, message, preemptor, stopping)
 	b.afterDeath(t, projections.Evicted)
 }
 
 // evictOnly evicts a placed task; the caller decides what replaces it.
-func (b *draft) evictOnly(t *projections.Task, reason, message string, preemptor *events.TaskRef) {
+func (b *draft) evictOnly(t *projections.Task, reason, message string, preemptor *events.TaskRef, stopping bool) {
 	b.add(taskStream(t), &events.TaskEvicted{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: t.Machine,
-		Reason: reason, Preemptor: preemptor, Message: message})
+		Reason: reason, Preemptor: preemptor, Message: message, Stopping: stopping && b.placed(t)})
 	b.status[t] = projections.TaskDead
 	b.touch(t.Job)
 }
@@ -142,12 +152,16 @@ func (b *draft) lose(t *projections.Task, reason string) {
 	b.afterDeath(t, projections.Lost)
 }
 
+// kill kills a task. One placed is stopping: its machine holds its
+// resources until the agent reports its process gone (TaskStopped), after
+// the job's kill_timeout at most.
 func (b *draft) kill(t *projections.Task, reason string) {
 	machine := ""
 	if b.state(t) != projections.TaskPending {
 		machine = t.Machine
 	}
-	b.add(taskStream(t), &events.TaskKilled{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: machine, Reason: reason})
+	b.add(taskStream(t), &events.TaskKilled{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Machine: machine, Reason: reason,
+		Stopping: b.placed(t)})
 	b.status[t] = projections.TaskDead
 	b.touch(t.Job)
 }

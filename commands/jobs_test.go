@@ -143,12 +143,20 @@ func TestKillJobByNameAndSelector(t *testing.T) {
 	c.place("alice", "web", 0, "m0")
 	evs := c.do(KillJob{Meta: alice, Name: "web", Reason: "done"})
 	checkEvents(t, evs, []expect{
-		{"task/alice/web/0", &events.TaskKilled{User: "alice", Job: "web", Index: 0, Machine: "m0", Reason: "job killed"}},
+		{"task/alice/web/0", &events.TaskKilled{User: "alice", Job: "web", Index: 0, Machine: "m0", Reason: "job killed", Stopping: true}},
 		{"task/alice/web/1", &events.TaskKilled{User: "alice", Job: "web", Index: 1, Reason: "job killed"}},
 		{"job/alice/web", &events.JobKilled{User: "alice", Job: "web", Reason: "done"}},
 	})
-	if m := c.s.Machines["m0"]; m.TaskCount() != 0 || !m.Limits.IsZero() {
-		t.Fatalf("machine still holds %d tasks, %v", m.TaskCount(), m.Limits)
+	// Task 0's process has its kill_timeout to exit: its machine holds
+	// its resources until the agent reports it gone.
+	if m := c.s.Machines["m0"]; m.TaskCount() != 0 || m.Limits != c.task("alice", "web", 0).Limit {
+		t.Fatalf("machine holds %d tasks, %v; want none, and the killed task's limit", m.TaskCount(), m.Limits)
+	}
+	checkEvents(t, c.do(ReportAgentState{Meta: root, Machine: "m0"}), []expect{
+		{"task/alice/web/0", &events.TaskStopped{User: "alice", Job: "web", Index: 0, Machine: "m0", Submission: c.task("alice", "web", 0).Seq}},
+	})
+	if m := c.s.Machines["m0"]; !m.Limits.IsZero() {
+		t.Fatalf("machine still holds %v", m.Limits)
 	}
 
 	canary := func(name, tier string) *events.JobSpec {
@@ -224,7 +232,7 @@ func TestKillTask(t *testing.T) {
 	c.refused(KillTask{Meta: alice, Job: "nope", Index: 0}, NotFound)
 	// The last task's end finishes the job.
 	checkEvents(t, c.do(KillTask{Meta: alice, Job: "web", Index: 1}), []expect{
-		{"task/alice/web/1", &events.TaskKilled{User: "alice", Job: "web", Index: 1, Machine: "m0", Reason: "killed by alice"}},
+		{"task/alice/web/1", &events.TaskKilled{User: "alice", Job: "web", Index: 1, Machine: "m0", Reason: "killed by alice", Stopping: true}},
 		{"job/alice/web", &events.JobFinished{User: "alice", Job: "web"}},
 	})
 }

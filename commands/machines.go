@@ -82,7 +82,7 @@ func (b *draft) clearMachine(m *projections.Machine, evict bool, reason string) 
 			continue
 		}
 		if evict {
-			b.evict(t, reason, "", nil)
+			b.evict(t, reason, "", nil, true)
 		} else {
 			b.lose(t, reason)
 		}

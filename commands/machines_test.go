@@ -65,9 +65,9 @@ func TestDrainEvictsAndReschedules(t *testing.T) {
 	evs := c.do(DrainMachine{Meta: root, Machine: "m0", Draining: true, Reason: "kernel upgrade"})
 	checkEvents(t, evs, []expect{
 		{"machine/m0", &events.MachineDrainSet{Machine: "m0", Draining: true, Reason: "kernel upgrade"}},
-		{"task/alice/web/0", &events.TaskEvicted{User: "alice", Job: "web", Index: 0, Machine: "m0", Reason: "drain"}},
+		{"task/alice/web/0", &events.TaskEvicted{User: "alice", Job: "web", Index: 0, Machine: "m0", Reason: "drain", Stopping: true}},
 		{"task/alice/web/0", &events.TaskSubmitted{User: "alice", Job: "web", Index: 0, SpecVersion: 1, Reason: "rescheduled"}},
-		{"task/alice/web/1", &events.TaskEvicted{User: "alice", Job: "web", Index: 1, Machine: "m0", Reason: "drain"}},
+		{"task/alice/web/1", &events.TaskEvicted{User: "alice", Job: "web", Index: 1, Machine: "m0", Reason: "drain", Stopping: true}},
 		{"task/alice/web/1", &events.TaskSubmitted{User: "alice", Job: "web", Index: 1, SpecVersion: 1, Reason: "rescheduled"}},
 	})
 	if c.s.PendingCount() != 2 || c.task("alice", "web", 0).Restarts != 0 {

@@ -328,7 +328,8 @@ func (p *planner) placeTask(pl Placement) string {
 	u := p.machineUse(m)
 	preempted := make([]*events.TaskRef, 0, len(victims))
 	for _, v := range victims {
-		p.evict(v, "preempted", fmt.Sprintf("preempted by %s at priority %d", t.Key(), prio), ref(t))
+		// Not held: the preemptor takes the room in this same command.
+		p.evict(v, "preempted", fmt.Sprintf("preempted by %s at priority %d", t.Key(), prio), ref(t), false)
 		u.limits, u.reserved = u.limits.Sub(v.Limit), u.reserved.Sub(v.Reservation)
 		for _, port := range v.Ports {
 			u.ports[port] = false

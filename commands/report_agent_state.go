@@ -63,7 +63,13 @@ type AgentTask struct {
 	// or none ran yet); HealthMessage the failing check's error.
 	Health        projections.Health
 	HealthMessage string
+	// Ended: the agent's run has ended (it keeps the record until the
+	// master says forget), whatever State says of what is news.
+	Ended bool
 }
+
+// gone: the run the entry reports has ended.
+func (at AgentTask) gone() bool { return at.Ended || at.State >= AgentFinished }
 
 // OtherSubmission says whether an agent's run that serves submission (0:
 // the agent did not say) is of another submission of t than t's own: a
@@ -137,6 +143,24 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 			continue
 		}
 		b.reportTask(t, at)
+	}
+	// A run stopping here holds its resources until the agent no longer
+	// runs it: it reports the run ended, or another run of the task, or
+	// none.
+	if runs := m.StoppingRuns(); len(runs) > 0 {
+		byKey := make(map[projections.TaskKey]AgentTask, len(tasks))
+		for _, at := range tasks {
+			if _, ok := byKey[at.Task]; !ok {
+				byKey[at.Task] = at
+			}
+		}
+		for _, r := range runs {
+			if at, ok := byKey[r.TaskKey]; ok && !at.gone() && (at.Submission == 0 || at.Submission == r.Submission) {
+				continue
+			}
+			b.add(events.TaskStream(r.User, r.Job, r.Index), &events.TaskStopped{User: r.User, Job: r.Job, Index: r.Index,
+				Machine: m.Name, Submission: r.Submission})
+		}
 	}
 	// Most polls report every running task: find out before sorting the
 	// machine's tasks (the losses go to the log in task order).
@@ -217,7 +241,11 @@ func (b *draft) reportTask(t *projections.Task, at AgentTask) {
 				Healthy: at.Health == projections.HealthHealthy, Message: at.HealthMessage})
 		}
 	case AgentBackoff:
-		if t.State == projections.TaskRunning {
+		// A failure of a running task, or of a run that never started (a
+		// start the agent retries in place: no such file, permission
+		// denied, a sandbox it could not make) that the log lacks: each
+		// counts against the restart policy like any other.
+		if t.State == projections.TaskRunning || t.State == projections.TaskScheduled && at.Restarts >= t.RunsSeen {
 			b.fail(t, &events.TaskFailed{User: j.User, Job: j.Name, Index: t.Index, Machine: t.Machine, ExitCode: at.ExitCode,
 				Signal: at.Signal, Message: at.Message, Restarts: at.Restarts, WillRestart: true})
 		}
@@ -247,7 +275,7 @@ func (b *draft) reportTask(t *projections.Task, at AgentTask) {
 				Signal: sig, Message: msg, Restarts: at.Restarts})
 			return
 		}
-		b.evict(t, reason, at.Message, nil)
+		b.evict(t, reason, at.Message, nil, false) // the agent ended it
 	case AgentKilled:
 		if t.State == projections.TaskScheduled {
 			// Not yet started: the stop the link asked for was of the run

@@ -98,7 +98,7 @@ func (b *draft) rollForward(j *projections.Job) {
 }
 
 func (b *draft) replaceTask(j *projections.Job, t *projections.Task, version int64) {
-	b.evictOnly(t, "update", fmt.Sprintf("rolling update to spec version %d", version), nil)
+	b.evictOnly(t, "update", fmt.Sprintf("rolling update to spec version %d", version), nil, true)
 	b.submit(j, t.Index, version, "updated")
 }
 

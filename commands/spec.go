@@ -242,7 +242,7 @@ func (d *specDecoder) quantity(path string, v any, want string, parse func(strin
 
 var specFields = []string{"name", "user", "priority", "count", "labels", "command", "args", "env", "resources",
 	"port_names", "constraints", "tasks", "restart", "health_check", "update", "start_after", "alloc_set", "spread", "distinct_hosts",
-	"appclass", "secret_env", "package"}
+	"appclass", "secret_env", "package", "kill_timeout"}
 
 func (d *specDecoder) spec(root any, user string) *events.JobSpec {
 	spec := &events.JobSpec{User: user}
@@ -300,6 +300,8 @@ func (d *specDecoder) spec(root any, user string) *events.JobSpec {
 			spec.SecretEnv = d.strList(k, v)
 		case "package":
 			spec.Package = d.str(k, v)
+		case "kill_timeout":
+			spec.KillTimeoutMs = d.duration(k, v)
 		}
 	}
 	// Naming ports asks for them.

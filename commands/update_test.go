@@ -151,8 +151,9 @@ func TestRollingUpdateNeverExceedsDisruptionLimit(t *testing.T) {
 				case 0: // the scheduler places some pending tasks
 					var ps []Placement
 					for _, tk := range c.s.PendingTasks() {
-						if rng.IntN(2) == 0 {
-							m := c.s.Machines[fmt.Sprintf("m%d", rng.IntN(4))]
+						// As the scheduler would: where it fits (runs
+						// stopping hold their room).
+						if m := c.s.Machines[fmt.Sprintf("m%d", rng.IntN(4))]; rng.IntN(2) == 0 && tk.Limit.LessEq(m.Free(false)) {
 							ps = append(ps, Placement{Task: tk.Key(), Machine: m.Name, MachineVersion: m.Version})
 						}
 					}
@@ -229,9 +230,9 @@ func TestRollingUpdateStepsAndRollback(t *testing.T) {
 	evs := c.do(UpdateJob{Meta: alice, Spec: up})
 	checkEvents(t, evs, []expect{
 		{"job/alice/web", &events.JobUpdated{Spec: up, SpecVersion: 2, PreviousVersion: 1, RestartNeeded: true}},
-		{"task/alice/web/0", &events.TaskEvicted{User: "alice", Job: "web", Index: 0, Machine: "m0", Reason: "update", Message: "rolling update to spec version 2"}},
+		{"task/alice/web/0", &events.TaskEvicted{User: "alice", Job: "web", Index: 0, Machine: "m0", Reason: "update", Message: "rolling update to spec version 2", Stopping: true}},
 		{"task/alice/web/0", &events.TaskSubmitted{User: "alice", Job: "web", Index: 0, SpecVersion: 2, Reason: "updated"}},
-		{"task/alice/web/1", &events.TaskEvicted{User: "alice", Job: "web", Index: 1, Machine: "m1", Reason: "update", Message: "rolling update to spec version 2"}},
+		{"task/alice/web/1", &events.TaskEvicted{User: "alice", Job: "web", Index: 1, Machine: "m1", Reason: "update", Message: "rolling update to spec version 2", Stopping: true}},
 		{"task/alice/web/1", &events.TaskSubmitted{User: "alice", Job: "web", Index: 1, SpecVersion: 2, Reason: "updated"}},
 	})
 	// Nothing more until a replacement runs.
@@ -265,7 +266,7 @@ func TestRollingUpdateStepsAndRollback(t *testing.T) {
 	c.settle()
 	evs = c.do(RollingUpdateStep{Meta: root})
 	checkEvents(t, evs, []expect{
-		{"task/alice/web/0", &events.TaskEvicted{User: "alice", Job: "web", Index: 0, Machine: "m0", Reason: "update", Message: "rolling update to spec version 3"}},
+		{"task/alice/web/0", &events.TaskEvicted{User: "alice", Job: "web", Index: 0, Machine: "m0", Reason: "update", Message: "rolling update to spec version 3", Stopping: true}},
 		{"task/alice/web/0", &events.TaskSubmitted{User: "alice", Job: "web", Index: 0, SpecVersion: 3, Reason: "updated"}},
 	})
 	c.settle()
@@ -288,7 +289,7 @@ func TestUpdateBySelectorAndScale(t *testing.T) {
 	evs := c.do(UpdateJob{Meta: alice, Selector: "team=web", Change: JobChange{TaskCount: ptr(int32(2)), SetLabels: map[string]string{"env": "prod"}}})
 	checkEvents(t, evs, []expect{
 		{"job/alice/web", &events.JobUpdated{Spec: c.s.Job("alice", "web").Spec(), SpecVersion: 2, PreviousVersion: 1}},
-		{"task/alice/web/2", &events.TaskKilled{User: "alice", Job: "web", Index: 2, Machine: "m0", Reason: "scaled-down"}},
+		{"task/alice/web/2", &events.TaskKilled{User: "alice", Job: "web", Index: 2, Machine: "m0", Reason: "scaled-down", Stopping: true}},
 		{"task/alice/web/0", &events.TaskUpdated{User: "alice", Job: "web", Index: 0, SpecVersion: 2, Running: true}},
 		{"task/alice/web/1", &events.TaskUpdated{User: "alice", Job: "web", Index: 1, SpecVersion: 2, Running: true}},
 		{"job/alice/web", &events.JobUpdateCommitted{User: "alice", Job: "web", SpecVersion: 2, Reason: CommittedInPlace}},
@@ -351,14 +352,20 @@ func TestStaleReportOfTheReplacedVersionIsNotTheNewRun(t *testing.T) {
 		t.Fatalf("the roll did not take task 0 first: %+v", tk)
 	}
 	c.place("alice", "web", 0, "m0")
-	for _, at := range []AgentTask{
-		{Task: key("alice", "web", 0), State: AgentRunning, Pid: old, SpecVersion: 1},
-		{Task: key("alice", "web", 0), State: AgentKilled, ExitCode: -1, Signal: "SIGTERM", SpecVersion: 1},
+	stopped := &events.TaskStopped{User: "alice", Job: "web", Index: 0, Machine: "m0", Submission: c.s.Machines["m0"].StoppingRuns()[0].Submission}
+	for _, tc := range []struct {
+		at   AgentTask
+		want []events.Payload
+	}{
+		{AgentTask{Task: key("alice", "web", 0), State: AgentRunning, Pid: old, SpecVersion: 1}, nil},
+		// Its end frees what it held, and that is all.
+		{AgentTask{Task: key("alice", "web", 0), State: AgentKilled, ExitCode: -1, Signal: "SIGTERM", SpecVersion: 1}, []events.Payload{stopped}},
 	} {
 		report := c.running("m0")[1:] // task 1 as it is
-		report = append(report, at)
-		if evs := c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: report}); len(evs) != 0 {
-			t.Fatalf("a report of version 1's process (%v) wrote %s", at.State, dump(evs))
+		report = append(report, tc.at)
+		evs := c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: report})
+		if len(evs) != len(tc.want) || len(evs) > 0 && !proto.Equal(evs[0].Data, tc.want[0]) {
+			t.Fatalf("a report of version 1's process (%v) wrote %s", tc.at.State, dump(evs))
 		}
 	}
 	if j := c.s.Job("alice", "web"); j.Update == nil || j.Update.Halted != "" {
@@ -382,8 +389,9 @@ func TestKilledReportOfThePredecessorIsNotALoss(t *testing.T) {
 	c.do(SubmitJob{Meta: alice, Spec: sp})
 	c.place("alice", "batch", 0, "m0")
 	stopped := AgentTask{Task: key("alice", "batch", 0), State: AgentKilled, ExitCode: -1, Signal: "SIGTERM", SpecVersion: 1}
-	if evs := c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: []AgentTask{stopped}}); len(evs) != 0 {
-		t.Fatalf("the predecessor's stop wrote %s", dump(evs))
+	evs := c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: []AgentTask{stopped}})
+	if len(evs) != 1 || evs[0].Type != "TaskStopped" {
+		t.Fatalf("the predecessor's stop wrote %s; want only its TaskStopped", dump(evs))
 	}
 	if tk := c.task("alice", "batch", 0); tk.State != projections.TaskScheduled {
 		t.Fatalf("the new placement: %+v", tk)

@@ -137,6 +137,9 @@ func validateSpec(spec *events.JobSpec) violations {
 			v.add("restart.max_backoff", "must be >= restart.backoff")
 		}
 	}
+	if ms := spec.KillTimeoutMs; ms < 0 || ms > events.MaxKillTimeout.Milliseconds() {
+		v.add("kill_timeout", "must be between 0 (the default, %s) and %s", events.DefaultKillTimeout, events.MaxKillTimeout)
+	}
 	if h := spec.HealthCheck; h != nil {
 		if !strings.HasPrefix(h.Path, "/") {
 			v.add("health_check.path", "must start with /")

@@ -3,6 +3,7 @@ package commands
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/events"
 )
@@ -40,5 +41,28 @@ func TestValidateSpecRefusesNULAndReservedEnv(t *testing.T) {
 	}
 	if strings.Contains(msg, "PORTS") {
 		t.Errorf("PORTS is not reserved:\n%s", msg)
+	}
+}
+
+// kill_timeout reads as a duration, up to events.MaxKillTimeout; more, or
+// less than nothing, is refused naming the field and changes nothing.
+func TestKillTimeout(t *testing.T) {
+	got, err := DecodeSpecJSON([]byte(`{"name": "w", "count": 1, "command": "/bin/true", "resources": {"cpu": 1, "memory": "64MiB"}, "kill_timeout": "3s"}`), "alice")
+	if err != nil || got.KillTimeoutMs != 3000 || got.KillTimeout() != 3*time.Second {
+		t.Fatalf("kill_timeout 3s: %v, %d ms", err, got.GetKillTimeoutMs())
+	}
+	if d := (&events.JobSpec{}).KillTimeout(); d != events.DefaultKillTimeout {
+		t.Errorf("default kill timeout %s", d)
+	}
+	for _, bad := range []string{`"6m"`, `"-1s"`} {
+		_, err := DecodeSpecJSON([]byte(`{"name": "w", "count": 1, "command": "/bin/true", "resources": {"cpu": 1, "memory": "64MiB"}, "kill_timeout": `+bad+`}`), "alice")
+		if err == nil || !strings.Contains(err.Error(), "kill_timeout") {
+			t.Errorf("kill_timeout %s: %v, want a refusal naming kill_timeout", bad, err)
+		}
+	}
+	s := spec("web", 9, 1)
+	s.KillTimeoutMs = events.MaxKillTimeout.Milliseconds() + 1
+	if err := ValidateSpec(s); err == nil || !strings.Contains(err.Error(), "kill_timeout: must be between 0 (the default, 10s) and 5m0s") {
+		t.Errorf("over the ceiling: %v", err)
 	}
 }

@@ -143,6 +143,7 @@ func init() {
 		{&TaskFinished{}, TraceFinish},
 		{&TaskKilled{}, TraceKill},
 		{&TaskLost{}, TraceLost},
+		{&TaskStopped{}, NoTraceCode},
 		{&TaskUpdated{}, traceCodeUnresolved},
 		{&TaskHealthChanged{}, NoTraceCode},
 		{&PendingReasonsChanged{}, NoTraceCode},

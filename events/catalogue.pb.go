@@ -564,6 +564,9 @@ type JobSpec struct {
 	// job's tasks spread evenly across, the first one first.
 	Spread        []string `protobuf:"bytes,22,rep,name=spread,proto3" json:"spread,omitempty"`
 	DistinctHosts bool     `protobuf:"varint,23,opt,name=distinct_hosts,json=distinctHosts,proto3" json:"distinct_hosts,omitempty"` // no two tasks of the job on one machine
+	// SIGTERM to SIGKILL when a task is stopped (Nomad's kill_timeout);
+	// 0: the default, 10 s; at most 5 minutes.
+	KillTimeoutMs int64 `protobuf:"varint,24,opt,name=kill_timeout_ms,json=killTimeoutMs,proto3" json:"kill_timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -757,6 +760,13 @@ func (x *JobSpec) GetDistinctHosts() bool {
 		return x.DistinctHosts
 	}
 	return false
+}
+
+func (x *JobSpec) GetKillTimeoutMs() int64 {
+	if x != nil {
+		return x.KillTimeoutMs
+	}
+	return 0
 }
 
 type MachineRegistered struct {
@@ -2533,14 +2543,17 @@ func (x *TaskStarted) GetPid() int64 {
 }
 
 type TaskEvicted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
-	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
-	Index         int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
-	Machine       string                 `protobuf:"bytes,4,opt,name=machine,proto3" json:"machine,omitempty"`
-	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"` // "preempted", "oom", "overcommitted", "drain", "update"
-	Preemptor     *TaskRef               `protobuf:"bytes,6,opt,name=preemptor,proto3" json:"preemptor,omitempty"`
-	Message       string                 `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	User      string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Job       string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Index     int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Machine   string                 `protobuf:"bytes,4,opt,name=machine,proto3" json:"machine,omitempty"`
+	Reason    string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"` // "preempted", "oom", "overcommitted", "drain", "update"
+	Preemptor *TaskRef               `protobuf:"bytes,6,opt,name=preemptor,proto3" json:"preemptor,omitempty"`
+	Message   string                 `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	// stopping: its process may still run (SIGTERM, then SIGKILL after the
+	// job's kill_timeout); its machine holds its resources until TaskStopped.
+	Stopping      bool `protobuf:"varint,8,opt,name=stopping,proto3" json:"stopping,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2622,6 +2635,13 @@ func (x *TaskEvicted) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *TaskEvicted) GetStopping() bool {
+	if x != nil {
+		return x.Stopping
+	}
+	return false
 }
 
 type TaskFailed struct {
@@ -2815,6 +2835,7 @@ type TaskKilled struct {
 	Index         int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
 	Machine       string                 `protobuf:"bytes,4,opt,name=machine,proto3" json:"machine,omitempty"`
 	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Stopping      bool                   `protobuf:"varint,6,opt,name=stopping,proto3" json:"stopping,omitempty"` // as TaskEvicted's
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2884,6 +2905,92 @@ func (x *TaskKilled) GetReason() string {
 	return ""
 }
 
+func (x *TaskKilled) GetStopping() bool {
+	if x != nil {
+		return x.Stopping
+	}
+	return false
+}
+
+// TaskStopped: the process of a task killed or evicted while it ran
+// (stopping) is gone, as its agent reports; its machine's resources are
+// free. submission is the run's (the Seq of the task when it was stopped).
+type TaskStopped struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Index         int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Machine       string                 `protobuf:"bytes,4,opt,name=machine,proto3" json:"machine,omitempty"`
+	Submission    int64                  `protobuf:"varint,5,opt,name=submission,proto3" json:"submission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskStopped) Reset() {
+	*x = TaskStopped{}
+	mi := &file_catalogue_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskStopped) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskStopped) ProtoMessage() {}
+
+func (x *TaskStopped) ProtoReflect() protoreflect.Message {
+	mi := &file_catalogue_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskStopped.ProtoReflect.Descriptor instead.
+func (*TaskStopped) Descriptor() ([]byte, []int) {
+	return file_catalogue_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *TaskStopped) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *TaskStopped) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *TaskStopped) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *TaskStopped) GetMachine() string {
+	if x != nil {
+		return x.Machine
+	}
+	return ""
+}
+
+func (x *TaskStopped) GetSubmission() int64 {
+	if x != nil {
+		return x.Submission
+	}
+	return 0
+}
+
 type TaskLost struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
@@ -2897,7 +3004,7 @@ type TaskLost struct {
 
 func (x *TaskLost) Reset() {
 	*x = TaskLost{}
-	mi := &file_catalogue_proto_msgTypes[37]
+	mi := &file_catalogue_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3016,7 @@ func (x *TaskLost) String() string {
 func (*TaskLost) ProtoMessage() {}
 
 func (x *TaskLost) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[37]
+	mi := &file_catalogue_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3029,7 @@ func (x *TaskLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLost.ProtoReflect.Descriptor instead.
 func (*TaskLost) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{37}
+	return file_catalogue_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TaskLost) GetUser() string {
@@ -2976,7 +3083,7 @@ type TaskHealthChanged struct {
 
 func (x *TaskHealthChanged) Reset() {
 	*x = TaskHealthChanged{}
-	mi := &file_catalogue_proto_msgTypes[38]
+	mi := &file_catalogue_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2988,7 +3095,7 @@ func (x *TaskHealthChanged) String() string {
 func (*TaskHealthChanged) ProtoMessage() {}
 
 func (x *TaskHealthChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[38]
+	mi := &file_catalogue_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3001,7 +3108,7 @@ func (x *TaskHealthChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskHealthChanged.ProtoReflect.Descriptor instead.
 func (*TaskHealthChanged) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{38}
+	return file_catalogue_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TaskHealthChanged) GetUser() string {
@@ -3060,7 +3167,7 @@ type TaskUpdated struct {
 
 func (x *TaskUpdated) Reset() {
 	*x = TaskUpdated{}
-	mi := &file_catalogue_proto_msgTypes[39]
+	mi := &file_catalogue_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3179,7 @@ func (x *TaskUpdated) String() string {
 func (*TaskUpdated) ProtoMessage() {}
 
 func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[39]
+	mi := &file_catalogue_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3192,7 @@ func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUpdated.ProtoReflect.Descriptor instead.
 func (*TaskUpdated) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{39}
+	return file_catalogue_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TaskUpdated) GetUser() string {
@@ -3145,7 +3252,7 @@ type TaskUsage struct {
 
 func (x *TaskUsage) Reset() {
 	*x = TaskUsage{}
-	mi := &file_catalogue_proto_msgTypes[40]
+	mi := &file_catalogue_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3264,7 @@ func (x *TaskUsage) String() string {
 func (*TaskUsage) ProtoMessage() {}
 
 func (x *TaskUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[40]
+	mi := &file_catalogue_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3277,7 @@ func (x *TaskUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUsage.ProtoReflect.Descriptor instead.
 func (*TaskUsage) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{40}
+	return file_catalogue_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TaskUsage) GetUser() string {
@@ -3235,7 +3342,7 @@ type UsageReported struct {
 
 func (x *UsageReported) Reset() {
 	*x = UsageReported{}
-	mi := &file_catalogue_proto_msgTypes[41]
+	mi := &file_catalogue_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3354,7 @@ func (x *UsageReported) String() string {
 func (*UsageReported) ProtoMessage() {}
 
 func (x *UsageReported) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[41]
+	mi := &file_catalogue_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3367,7 @@ func (x *UsageReported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReported.ProtoReflect.Descriptor instead.
 func (*UsageReported) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{41}
+	return file_catalogue_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UsageReported) GetMachine() string {
@@ -3303,7 +3410,7 @@ type TaskReservation struct {
 
 func (x *TaskReservation) Reset() {
 	*x = TaskReservation{}
-	mi := &file_catalogue_proto_msgTypes[42]
+	mi := &file_catalogue_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3315,7 +3422,7 @@ func (x *TaskReservation) String() string {
 func (*TaskReservation) ProtoMessage() {}
 
 func (x *TaskReservation) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[42]
+	mi := &file_catalogue_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3328,7 +3435,7 @@ func (x *TaskReservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReservation.ProtoReflect.Descriptor instead.
 func (*TaskReservation) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{42}
+	return file_catalogue_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TaskReservation) GetUser() string {
@@ -3371,7 +3478,7 @@ type ReservationEstimated struct {
 
 func (x *ReservationEstimated) Reset() {
 	*x = ReservationEstimated{}
-	mi := &file_catalogue_proto_msgTypes[43]
+	mi := &file_catalogue_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3383,7 +3490,7 @@ func (x *ReservationEstimated) String() string {
 func (*ReservationEstimated) ProtoMessage() {}
 
 func (x *ReservationEstimated) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[43]
+	mi := &file_catalogue_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3396,7 +3503,7 @@ func (x *ReservationEstimated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationEstimated.ProtoReflect.Descriptor instead.
 func (*ReservationEstimated) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{43}
+	return file_catalogue_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReservationEstimated) GetMachine() string {
@@ -3429,7 +3536,7 @@ type Prices struct {
 
 func (x *Prices) Reset() {
 	*x = Prices{}
-	mi := &file_catalogue_proto_msgTypes[44]
+	mi := &file_catalogue_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3441,7 +3548,7 @@ func (x *Prices) String() string {
 func (*Prices) ProtoMessage() {}
 
 func (x *Prices) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[44]
+	mi := &file_catalogue_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3454,7 +3561,7 @@ func (x *Prices) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prices.ProtoReflect.Descriptor instead.
 func (*Prices) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{44}
+	return file_catalogue_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Prices) GetBasis() string {
@@ -3508,7 +3615,7 @@ type PriceSheetSet struct {
 
 func (x *PriceSheetSet) Reset() {
 	*x = PriceSheetSet{}
-	mi := &file_catalogue_proto_msgTypes[45]
+	mi := &file_catalogue_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3520,7 +3627,7 @@ func (x *PriceSheetSet) String() string {
 func (*PriceSheetSet) ProtoMessage() {}
 
 func (x *PriceSheetSet) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[45]
+	mi := &file_catalogue_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3533,7 +3640,7 @@ func (x *PriceSheetSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PriceSheetSet.ProtoReflect.Descriptor instead.
 func (*PriceSheetSet) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{45}
+	return file_catalogue_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PriceSheetSet) GetCurrency() string {
@@ -3585,7 +3692,7 @@ type BillingPeriodClosed struct {
 
 func (x *BillingPeriodClosed) Reset() {
 	*x = BillingPeriodClosed{}
-	mi := &file_catalogue_proto_msgTypes[46]
+	mi := &file_catalogue_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3597,7 +3704,7 @@ func (x *BillingPeriodClosed) String() string {
 func (*BillingPeriodClosed) ProtoMessage() {}
 
 func (x *BillingPeriodClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[46]
+	mi := &file_catalogue_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3610,7 +3717,7 @@ func (x *BillingPeriodClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillingPeriodClosed.ProtoReflect.Descriptor instead.
 func (*BillingPeriodClosed) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{46}
+	return file_catalogue_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *BillingPeriodClosed) GetPeriodStartUs() int64 {
@@ -3639,7 +3746,7 @@ type LeaderElected struct {
 
 func (x *LeaderElected) Reset() {
 	*x = LeaderElected{}
-	mi := &file_catalogue_proto_msgTypes[47]
+	mi := &file_catalogue_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3651,7 +3758,7 @@ func (x *LeaderElected) String() string {
 func (*LeaderElected) ProtoMessage() {}
 
 func (x *LeaderElected) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[47]
+	mi := &file_catalogue_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3664,7 +3771,7 @@ func (x *LeaderElected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderElected.ProtoReflect.Descriptor instead.
 func (*LeaderElected) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{47}
+	return file_catalogue_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LeaderElected) GetHolder() string {
@@ -3706,7 +3813,7 @@ type CheckpointWritten struct {
 
 func (x *CheckpointWritten) Reset() {
 	*x = CheckpointWritten{}
-	mi := &file_catalogue_proto_msgTypes[48]
+	mi := &file_catalogue_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3718,7 +3825,7 @@ func (x *CheckpointWritten) String() string {
 func (*CheckpointWritten) ProtoMessage() {}
 
 func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[48]
+	mi := &file_catalogue_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3731,7 +3838,7 @@ func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointWritten.ProtoReflect.Descriptor instead.
 func (*CheckpointWritten) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{48}
+	return file_catalogue_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CheckpointWritten) GetName() string {
@@ -3769,7 +3876,7 @@ type CommandRefused struct {
 
 func (x *CommandRefused) Reset() {
 	*x = CommandRefused{}
-	mi := &file_catalogue_proto_msgTypes[49]
+	mi := &file_catalogue_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3781,7 +3888,7 @@ func (x *CommandRefused) String() string {
 func (*CommandRefused) ProtoMessage() {}
 
 func (x *CommandRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_catalogue_proto_msgTypes[49]
+	mi := &file_catalogue_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3794,7 +3901,7 @@ func (x *CommandRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandRefused.ProtoReflect.Descriptor instead.
 func (*CommandRefused) Descriptor() ([]byte, []int) {
-	return file_catalogue_proto_rawDescGZIP(), []int{49}
+	return file_catalogue_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CommandRefused) GetActor() string {
@@ -3883,7 +3990,7 @@ const file_catalogue_proto_rawDesc = "" +
 	"autoCommit\x88\x01\x01\x12\x16\n" +
 	"\x06canary\x18\x06 \x01(\x05R\x06canaryB\x0e\n" +
 	"\f_auto_revertB\x0e\n" +
-	"\f_auto_commit\"\xe8\b\n" +
+	"\f_auto_commit\"\x90\t\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12\x1a\n" +
@@ -3913,7 +4020,8 @@ const file_catalogue_proto_rawDesc = "" +
 	"\n" +
 	"sealed_env\x18\x15 \x01(\fR\tsealedEnv\x12\x16\n" +
 	"\x06spread\x18\x16 \x03(\tR\x06spread\x12%\n" +
-	"\x0edistinct_hosts\x18\x17 \x01(\bR\rdistinctHosts\x1a9\n" +
+	"\x0edistinct_hosts\x18\x17 \x01(\bR\rdistinctHosts\x12&\n" +
+	"\x0fkill_timeout_ms\x18\x18 \x01(\x03R\rkillTimeoutMs\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
@@ -4071,7 +4179,7 @@ const file_catalogue_proto_rawDesc = "" +
 	"\x05index\x18\x03 \x01(\x05R\x05index\x12\x18\n" +
 	"\amachine\x18\x04 \x01(\tR\amachine\x12\x1a\n" +
 	"\brestarts\x18\x05 \x01(\x05R\brestarts\x12\x10\n" +
-	"\x03pid\x18\x06 \x01(\x03R\x03pid\"\xce\x01\n" +
+	"\x03pid\x18\x06 \x01(\x03R\x03pid\"\xea\x01\n" +
 	"\vTaskEvicted\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -4079,7 +4187,8 @@ const file_catalogue_proto_rawDesc = "" +
 	"\amachine\x18\x04 \x01(\tR\amachine\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x127\n" +
 	"\tpreemptor\x18\x06 \x01(\v2\x19.corral.events.v1.TaskRefR\tpreemptor\x12\x18\n" +
-	"\amessage\x18\a \x01(\tR\amessage\"\xf0\x01\n" +
+	"\amessage\x18\a \x01(\tR\amessage\x12\x1a\n" +
+	"\bstopping\x18\b \x01(\bR\bstopping\"\xf0\x01\n" +
 	"\n" +
 	"TaskFailed\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
@@ -4096,14 +4205,23 @@ const file_catalogue_proto_rawDesc = "" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x05R\x05index\x12\x18\n" +
 	"\amachine\x18\x04 \x01(\tR\amachine\x12\x1b\n" +
-	"\texit_code\x18\x05 \x01(\x05R\bexitCode\"z\n" +
+	"\texit_code\x18\x05 \x01(\x05R\bexitCode\"\x96\x01\n" +
 	"\n" +
 	"TaskKilled\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x05R\x05index\x12\x18\n" +
 	"\amachine\x18\x04 \x01(\tR\amachine\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"x\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1a\n" +
+	"\bstopping\x18\x06 \x01(\bR\bstopping\"\x83\x01\n" +
+	"\vTaskStopped\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
+	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x05R\x05index\x12\x18\n" +
+	"\amachine\x18\x04 \x01(\tR\amachine\x12\x1e\n" +
+	"\n" +
+	"submission\x18\x05 \x01(\x03R\n" +
+	"submission\"x\n" +
 	"\bTaskLost\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -4194,7 +4312,7 @@ func file_catalogue_proto_rawDescGZIP() []byte {
 	return file_catalogue_proto_rawDescData
 }
 
-var file_catalogue_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_catalogue_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_catalogue_proto_goTypes = []any{
 	(*Resources)(nil),             // 0: corral.events.v1.Resources
 	(*TaskRef)(nil),               // 1: corral.events.v1.TaskRef
@@ -4233,59 +4351,60 @@ var file_catalogue_proto_goTypes = []any{
 	(*TaskFailed)(nil),            // 34: corral.events.v1.TaskFailed
 	(*TaskFinished)(nil),          // 35: corral.events.v1.TaskFinished
 	(*TaskKilled)(nil),            // 36: corral.events.v1.TaskKilled
-	(*TaskLost)(nil),              // 37: corral.events.v1.TaskLost
-	(*TaskHealthChanged)(nil),     // 38: corral.events.v1.TaskHealthChanged
-	(*TaskUpdated)(nil),           // 39: corral.events.v1.TaskUpdated
-	(*TaskUsage)(nil),             // 40: corral.events.v1.TaskUsage
-	(*UsageReported)(nil),         // 41: corral.events.v1.UsageReported
-	(*TaskReservation)(nil),       // 42: corral.events.v1.TaskReservation
-	(*ReservationEstimated)(nil),  // 43: corral.events.v1.ReservationEstimated
-	(*Prices)(nil),                // 44: corral.events.v1.Prices
-	(*PriceSheetSet)(nil),         // 45: corral.events.v1.PriceSheetSet
-	(*BillingPeriodClosed)(nil),   // 46: corral.events.v1.BillingPeriodClosed
-	(*LeaderElected)(nil),         // 47: corral.events.v1.LeaderElected
-	(*CheckpointWritten)(nil),     // 48: corral.events.v1.CheckpointWritten
-	(*CommandRefused)(nil),        // 49: corral.events.v1.CommandRefused
-	nil,                           // 50: corral.events.v1.TaskOverride.EnvEntry
-	nil,                           // 51: corral.events.v1.JobSpec.LabelsEntry
-	nil,                           // 52: corral.events.v1.JobSpec.EnvEntry
-	nil,                           // 53: corral.events.v1.JobSpec.OverridesEntry
-	nil,                           // 54: corral.events.v1.MachineRegistered.AttributesEntry
-	nil,                           // 55: corral.events.v1.MachineUpdated.AttributesEntry
-	nil,                           // 56: corral.events.v1.AllocSetCreated.LabelsEntry
-	nil,                           // 57: corral.events.v1.PriceSheetSet.BandsEntry
+	(*TaskStopped)(nil),           // 37: corral.events.v1.TaskStopped
+	(*TaskLost)(nil),              // 38: corral.events.v1.TaskLost
+	(*TaskHealthChanged)(nil),     // 39: corral.events.v1.TaskHealthChanged
+	(*TaskUpdated)(nil),           // 40: corral.events.v1.TaskUpdated
+	(*TaskUsage)(nil),             // 41: corral.events.v1.TaskUsage
+	(*UsageReported)(nil),         // 42: corral.events.v1.UsageReported
+	(*TaskReservation)(nil),       // 43: corral.events.v1.TaskReservation
+	(*ReservationEstimated)(nil),  // 44: corral.events.v1.ReservationEstimated
+	(*Prices)(nil),                // 45: corral.events.v1.Prices
+	(*PriceSheetSet)(nil),         // 46: corral.events.v1.PriceSheetSet
+	(*BillingPeriodClosed)(nil),   // 47: corral.events.v1.BillingPeriodClosed
+	(*LeaderElected)(nil),         // 48: corral.events.v1.LeaderElected
+	(*CheckpointWritten)(nil),     // 49: corral.events.v1.CheckpointWritten
+	(*CommandRefused)(nil),        // 50: corral.events.v1.CommandRefused
+	nil,                           // 51: corral.events.v1.TaskOverride.EnvEntry
+	nil,                           // 52: corral.events.v1.JobSpec.LabelsEntry
+	nil,                           // 53: corral.events.v1.JobSpec.EnvEntry
+	nil,                           // 54: corral.events.v1.JobSpec.OverridesEntry
+	nil,                           // 55: corral.events.v1.MachineRegistered.AttributesEntry
+	nil,                           // 56: corral.events.v1.MachineUpdated.AttributesEntry
+	nil,                           // 57: corral.events.v1.AllocSetCreated.LabelsEntry
+	nil,                           // 58: corral.events.v1.PriceSheetSet.BandsEntry
 }
 var file_catalogue_proto_depIdxs = []int32{
-	50, // 0: corral.events.v1.TaskOverride.env:type_name -> corral.events.v1.TaskOverride.EnvEntry
+	51, // 0: corral.events.v1.TaskOverride.env:type_name -> corral.events.v1.TaskOverride.EnvEntry
 	0,  // 1: corral.events.v1.TaskOverride.resources:type_name -> corral.events.v1.Resources
-	51, // 2: corral.events.v1.JobSpec.labels:type_name -> corral.events.v1.JobSpec.LabelsEntry
-	52, // 3: corral.events.v1.JobSpec.env:type_name -> corral.events.v1.JobSpec.EnvEntry
+	52, // 2: corral.events.v1.JobSpec.labels:type_name -> corral.events.v1.JobSpec.LabelsEntry
+	53, // 3: corral.events.v1.JobSpec.env:type_name -> corral.events.v1.JobSpec.EnvEntry
 	0,  // 4: corral.events.v1.JobSpec.resources:type_name -> corral.events.v1.Resources
 	2,  // 5: corral.events.v1.JobSpec.constraints:type_name -> corral.events.v1.Constraint
-	53, // 6: corral.events.v1.JobSpec.overrides:type_name -> corral.events.v1.JobSpec.OverridesEntry
+	54, // 6: corral.events.v1.JobSpec.overrides:type_name -> corral.events.v1.JobSpec.OverridesEntry
 	4,  // 7: corral.events.v1.JobSpec.restart:type_name -> corral.events.v1.RestartPolicy
 	5,  // 8: corral.events.v1.JobSpec.health_check:type_name -> corral.events.v1.HealthCheck
 	6,  // 9: corral.events.v1.JobSpec.update:type_name -> corral.events.v1.UpdatePolicy
 	0,  // 10: corral.events.v1.MachineRegistered.capacity:type_name -> corral.events.v1.Resources
-	54, // 11: corral.events.v1.MachineRegistered.attributes:type_name -> corral.events.v1.MachineRegistered.AttributesEntry
+	55, // 11: corral.events.v1.MachineRegistered.attributes:type_name -> corral.events.v1.MachineRegistered.AttributesEntry
 	0,  // 12: corral.events.v1.MachineUpdated.capacity:type_name -> corral.events.v1.Resources
-	55, // 13: corral.events.v1.MachineUpdated.attributes:type_name -> corral.events.v1.MachineUpdated.AttributesEntry
+	56, // 13: corral.events.v1.MachineUpdated.attributes:type_name -> corral.events.v1.MachineUpdated.AttributesEntry
 	0,  // 14: corral.events.v1.QuotaSet.resources:type_name -> corral.events.v1.Resources
 	7,  // 15: corral.events.v1.JobSubmitted.spec:type_name -> corral.events.v1.JobSpec
 	7,  // 16: corral.events.v1.JobUpdated.spec:type_name -> corral.events.v1.JobSpec
 	0,  // 17: corral.events.v1.AllocSetCreated.resources:type_name -> corral.events.v1.Resources
 	2,  // 18: corral.events.v1.AllocSetCreated.constraints:type_name -> corral.events.v1.Constraint
-	56, // 19: corral.events.v1.AllocSetCreated.labels:type_name -> corral.events.v1.AllocSetCreated.LabelsEntry
+	57, // 19: corral.events.v1.AllocSetCreated.labels:type_name -> corral.events.v1.AllocSetCreated.LabelsEntry
 	30, // 20: corral.events.v1.PendingReasonsChanged.reasons:type_name -> corral.events.v1.PendingReason
 	1,  // 21: corral.events.v1.TaskScheduled.preempted:type_name -> corral.events.v1.TaskRef
 	1,  // 22: corral.events.v1.TaskEvicted.preemptor:type_name -> corral.events.v1.TaskRef
-	40, // 23: corral.events.v1.UsageReported.tasks:type_name -> corral.events.v1.TaskUsage
+	41, // 23: corral.events.v1.UsageReported.tasks:type_name -> corral.events.v1.TaskUsage
 	0,  // 24: corral.events.v1.TaskReservation.reservation:type_name -> corral.events.v1.Resources
-	42, // 25: corral.events.v1.ReservationEstimated.tasks:type_name -> corral.events.v1.TaskReservation
-	57, // 26: corral.events.v1.PriceSheetSet.bands:type_name -> corral.events.v1.PriceSheetSet.BandsEntry
-	44, // 27: corral.events.v1.PriceSheetSet.machine:type_name -> corral.events.v1.Prices
+	43, // 25: corral.events.v1.ReservationEstimated.tasks:type_name -> corral.events.v1.TaskReservation
+	58, // 26: corral.events.v1.PriceSheetSet.bands:type_name -> corral.events.v1.PriceSheetSet.BandsEntry
+	45, // 27: corral.events.v1.PriceSheetSet.machine:type_name -> corral.events.v1.Prices
 	3,  // 28: corral.events.v1.JobSpec.OverridesEntry.value:type_name -> corral.events.v1.TaskOverride
-	44, // 29: corral.events.v1.PriceSheetSet.BandsEntry.value:type_name -> corral.events.v1.Prices
+	45, // 29: corral.events.v1.PriceSheetSet.BandsEntry.value:type_name -> corral.events.v1.Prices
 	30, // [30:30] is the sub-list for method output_type
 	30, // [30:30] is the sub-list for method input_type
 	30, // [30:30] is the sub-list for extension type_name
@@ -4305,7 +4424,7 @@ func file_catalogue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_catalogue_proto_rawDesc), len(file_catalogue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   58,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

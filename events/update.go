@@ -28,6 +28,22 @@ func (p *UpdatePolicy) ProgressDeadline() time.Duration {
 	return DefaultProgressDeadline
 }
 
+// Kill timeout (Nomad's kill_timeout): how long a stopped task has between
+// SIGTERM and SIGKILL, when its spec says nothing, and the most it may ask.
+const (
+	DefaultKillTimeout = 10 * time.Second
+	MaxKillTimeout     = 5 * time.Minute
+)
+
+// KillTimeout is how long a stopped task of this spec has between SIGTERM
+// and SIGKILL. s may be nil.
+func (s *JobSpec) KillTimeout() time.Duration {
+	if ms := s.GetKillTimeoutMs(); ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return DefaultKillTimeout
+}
+
 // IsService reports whether a job is a long-running service: its tasks
 // restart always, whatever their exit.
 func (s *JobSpec) IsService() bool { return s.GetRestart().GetMode() == "always" }

@@ -66,6 +66,11 @@
 //     are reported at the same offsets into the run, so reservations,
 //     rolling updates and their rollbacks move as they did; a run the
 //     recording does not have turns healthy after the recording's median.
+//   - A run killed or evicted while placed holds its machine's room (see
+//     projections) until as long after as its recorded TaskStopped came:
+//     its simulated agent reports it stopping (the oldest run of the task
+//     stopping, as a real agent starts no other meanwhile) until then, or
+//     for ever when the window has no TaskStopped of it.
 //   - The recorded scheduler's rolling-update steps run when they ran;
 //     the simulation adds its own only when none is due.
 //   - Unchanged, a replay reproduces the recorded placements: the same

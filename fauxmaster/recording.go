@@ -31,6 +31,9 @@ type Recording struct {
 	steps   []step // the recorded scheduler's rolling-update steps
 	runs    map[taskID][]*recordedRun
 	initial map[taskID]bool // live at the window's start: their run 0 is under way
+	// stops are the TaskStopped of the window by machine and run: when a
+	// run stopped there (at the window's start or in it) let its room go.
+	stops map[projections.TaskRun]stopAt
 	// machines lists every machine the window knows (at its start or
 	// registered in it), sorted: the change's removals draw from it.
 	machines []string
@@ -95,9 +98,20 @@ type recordedRun struct {
 	exitCode      int32
 	endPosition   int64
 	passSeed      int64 // the pass that placed it (0: not recorded)
-	usage         []usageSample
-	health        []healthSample
-	restarts      []restartSample
+	// stoppedUS and stopPosition: a run killed or evicted while placed
+	// held its machine's resources until its agent reported its process
+	// gone (TaskStopped); 0 when it held nothing.
+	stoppedUS, stopPosition int64
+	submission              int64 // the position of the TaskSubmitted it served
+	usage                   []usageSample
+	health                  []healthSample
+	restarts                []restartSample
+}
+
+// stopAt is a recorded TaskStopped: where, when and at which position.
+type stopAt struct {
+	machine      string
+	us, position int64
 }
 
 // restartSample is an exit of the run's process that its agent restarted
@@ -277,7 +291,7 @@ func newRecorder(start, folded *projections.State) *recorder {
 	at := time.UnixMicro(start.TimeUS).UTC()
 	r := &recorder{
 		rec: &Recording{Start: start, From: start.Position, To: start.Position, StartTime: at, EndTime: at,
-			runs: map[taskID][]*recordedRun{}, initial: map[taskID]bool{}, NotReplayed: map[string]int{}},
+			runs: map[taskID][]*recordedRun{}, initial: map[taskID]bool{}, stops: map[projections.TaskRun]stopAt{}, NotReplayed: map[string]int{}},
 		folded: folded, machines: map[string]bool{}, inc: map[projections.JobKey]int{},
 	}
 	for name := range start.Machines {
@@ -288,7 +302,7 @@ func newRecorder(start, folded *projections.State) *recorder {
 			if t == nil || !t.Live() {
 				continue
 			}
-			run := &recordedRun{machine: t.Machine}
+			run := &recordedRun{machine: t.Machine, submission: t.Seq}
 			if t.State == projections.TaskRunning {
 				run.startedUS = t.StartedUS
 			}
@@ -450,6 +464,9 @@ func (r *recorder) task(e events.Event, us int64) {
 	case *events.TaskScheduled:
 		k := r.id(p.User, p.Job, p.Index)
 		run := &recordedRun{machine: p.Machine, scheduledUS: us, passSeed: p.PassPosition}
+		if t := r.folded.Task(p.User, p.Job, p.Index); t != nil {
+			run.submission = t.Seq // not folded yet: pending, at its submission
+		}
 		r.rec.runs[k] = append(r.rec.runs[k], run)
 		r.rec.placements = append(r.rec.placements, placement{task: k, run: len(r.rec.runs[k]) - 1, machine: p.Machine, atUS: us, seed: p.PassPosition})
 		r.passOf(p.PassPosition, e, us)
@@ -482,6 +499,21 @@ func (r *recorder) task(e events.Event, us int64) {
 		end(current(p.User, p.Job, p.Index), runLost, 0)
 	case *events.TaskKilled:
 		end(current(p.User, p.Job, p.Index), runKilled, 0)
+	case *events.TaskStopped:
+		k := projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}
+		r.rec.stops[projections.TaskRun{TaskKey: k, Submission: p.Submission}] = stopAt{machine: p.Machine, us: us, position: e.Position}
+		// The run's job may have been killed and submitted again since:
+		// look through its earlier incarnations too.
+		id := r.id(p.User, p.Job, p.Index)
+	search:
+		for ; id.inc >= 0; id.inc-- {
+			for _, run := range r.rec.runs[id] {
+				if run.machine == p.Machine && run.submission == p.Submission {
+					run.stoppedUS, run.stopPosition = us, e.Position
+					break search
+				}
+			}
+		}
 	case *events.TaskHealthChanged:
 		if run := current(p.User, p.Job, p.Index); run != nil && run.startedUS > 0 {
 			run.health = append(run.health, healthSample{offsetUS: us - run.startedUS, position: e.Position, healthy: p.Healthy, message: p.Message})

@@ -66,6 +66,12 @@ type Sim struct {
 type simAgent struct {
 	name  string
 	tasks map[projections.TaskKey]*agentRun
+	// stopping are the runs killed or evicted here whose processes are
+	// still going, by task, their submissions oldest first: the agent
+	// reports the oldest stopping (it starts no other run of the task
+	// meanwhile) until the recorded run's TaskStopped, so the machine
+	// holds their room as long as it did.
+	stopping map[projections.TaskKey][]int64
 }
 
 type agentRun struct {
@@ -193,6 +199,20 @@ func (s *Sim) setUp() error {
 	admin := commands.Meta{Actor: commands.Actor{User: "fauxmaster", Admin: true}}
 	for _, name := range slices.Sorted(maps.Keys(s.st.Machines)) {
 		s.agents[name] = &simAgent{name: name, tasks: map[projections.TaskKey]*agentRun{}}
+	}
+	// Runs stopping at the window's start go on stopping until their
+	// recorded TaskStopped (or for ever, when it is not in the window).
+	for _, name := range slices.Sorted(maps.Keys(s.st.Machines)) {
+		a := s.agents[name]
+		for _, r := range s.st.Machines[name].StoppingRuns() {
+			if a.stopping == nil {
+				a.stopping = map[projections.TaskKey][]int64{}
+			}
+			a.stopping[r.TaskKey] = append(a.stopping[r.TaskKey], r.Submission)
+			if st, ok := s.rec.stops[r]; ok && st.machine == name {
+				s.releaseAt(a, r.TaskKey, r.Submission, st.us, 2*st.position)
+			}
+		}
 	}
 	for _, j := range s.st.SortedJobs() {
 		for _, t := range j.Tasks {
@@ -493,11 +513,11 @@ func (s *Sim) react(e events.Event) {
 			s.forget(p.Machine, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index})
 		}
 	case *events.TaskEvicted:
-		s.forget(p.Machine, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index})
+		s.stop(p.Machine, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, p.Stopping)
 	case *events.TaskLost:
 		s.forget(p.Machine, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index})
 	case *events.TaskKilled:
-		s.forget(p.Machine, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index})
+		s.stop(p.Machine, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, p.Stopping)
 	case *events.MachineRegistered:
 		if s.agents[p.Machine] == nil {
 			s.agents[p.Machine] = &simAgent{name: p.Machine, tasks: map[projections.TaskKey]*agentRun{}}
@@ -505,10 +525,53 @@ func (s *Sim) react(e events.Event) {
 	case *events.MachineDown:
 		if a := s.agents[p.Machine]; a != nil {
 			clear(a.tasks) // its processes are gone with it
+			clear(a.stopping)
 		}
 	case *events.MachineRemoved:
 		delete(s.agents, p.Machine)
 	}
+}
+
+// stop ends a run the master stopped: one it holds room for (stopping)
+// goes on as stopping until as long after as the recorded run's
+// TaskStopped came after its end; then a poll says it is gone.
+func (s *Sim) stop(machine string, k projections.TaskKey, stopping bool) {
+	a := s.agents[machine]
+	t := s.st.Task(k.User, k.Job, k.Index)
+	if a == nil || t == nil {
+		return
+	}
+	submission := t.Seq // the event is folded, its resubmission not yet
+	s.forget(machine, k)
+	if !stopping {
+		return
+	}
+	if a.stopping == nil {
+		a.stopping = map[projections.TaskKey][]int64{}
+	}
+	a.stopping[k] = append(a.stopping[k], submission)
+	// The run is the task's last placed, started by its agent or not. One
+	// the recording never saw stopped held its room until its machine
+	// went down or away, or past the window.
+	id := taskID{k, s.jobInc[projections.JobKey{User: k.User, Name: k.Job}]}
+	run, runs := s.runCount[id]-1, s.rec.runs[id]
+	if run < 0 || run >= len(runs) || runs[run].stoppedUS == 0 {
+		return
+	}
+	r := runs[run]
+	s.releaseAt(a, k, submission, s.nowUS+r.stoppedUS-r.endedUS, 2*r.stopPosition)
+}
+
+// releaseAt ends a's stopping run of k at us: a poll then says it is gone.
+func (s *Sim) releaseAt(a *simAgent, k projections.TaskKey, submission, us, rank int64) {
+	s.at(us, rank, func() {
+		if i := slices.Index(a.stopping[k], submission); i >= 0 && s.agents[a.name] == a {
+			if a.stopping[k] = slices.Delete(a.stopping[k], i, i+1); len(a.stopping[k]) == 0 {
+				delete(a.stopping, k)
+			}
+			s.poll(a, nil, nil)
+		}
+	})
 }
 
 func (s *Sim) forget(machine string, k projections.TaskKey) {
@@ -657,12 +720,25 @@ func (s *Sim) poll(a *simAgent, ended *commands.AgentTask, usage []commands.Usag
 	if ended != nil {
 		tasks = append(tasks, *ended)
 	}
+	// A run being stopped, until the task's next run started here: that
+	// one says the run before is gone.
+	for k, subs := range a.stopping {
+		if ar := a.tasks[k]; ar == nil || !ar.started {
+			tasks = append(tasks, commands.AgentTask{Task: k, Submission: subs[0], State: commands.AgentStopping})
+		}
+	}
 	for k, ar := range a.tasks {
 		if !ar.started || ended != nil && k == ended.Task {
 			continue
 		}
 		at := commands.AgentTask{Task: k, SpecVersion: ar.spec, Pid: ar.pid, State: commands.AgentRunning, Restarts: ar.restarts,
 			Health: ar.health, HealthMessage: ar.healthMessage}
+		if _, ok := a.stopping[k]; ok {
+			if t := s.st.Task(k.User, k.Job, k.Index); t != nil {
+				at.Submission = t.Seq
+			}
+			delete(a.stopping, k)
+		}
 		if b := ar.backoff; b != nil {
 			at.State, at.ExitCode, at.Signal, at.Message, at.Health = commands.AgentBackoff, b.exitCode, b.signal, b.message, projections.HealthUnknown
 		}

@@ -111,15 +111,25 @@ func (s *State) fold(pos int64, d events.Payload) bool {
 		if t == nil {
 			return false
 		}
-		s.die(t, Evicted, p.Reason, pos)
+		if p.Stopping {
+			s.stop(t, Evicted, p.Reason, pos)
+		} else {
+			s.die(t, Evicted, p.Reason, pos)
+		}
 		return true
 	case *events.TaskKilled:
 		t := s.task(p.User, p.Job, p.Index)
 		if t == nil || t.State == TaskDead || (t.Live() && p.Machine != "" && p.Machine != t.Machine) {
 			return false
 		}
-		s.die(t, Killed, p.Reason, pos)
+		if p.Stopping {
+			s.stop(t, Killed, p.Reason, pos)
+		} else {
+			s.die(t, Killed, p.Reason, pos)
+		}
 		return true
+	case *events.TaskStopped:
+		return s.taskStopped(pos, p)
 	case *events.TaskLost:
 		t := s.liveTask(p.User, p.Job, p.Index, p.Machine)
 		if t == nil {
@@ -201,6 +211,7 @@ func (s *State) fold(pos int64, d events.Payload) bool {
 			return false
 		}
 		m.State, m.Reason, m.Version = MachineDown, p.Reason, pos
+		s.releaseAll(m, pos)
 		return true
 	case *events.MachineUp:
 		m := s.Machines[p.Machine]

@@ -14,6 +14,7 @@ func (s *State) machineRemoved(pos int64, p *events.MachineRemoved) bool {
 	for a := range m.allocs {
 		s.unplaceAlloc(a, pos)
 	}
+	s.releaseAll(m, pos)
 	delete(s.Machines, p.Machine)
 	return true
 }

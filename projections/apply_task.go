@@ -72,6 +72,57 @@ func (s *State) die(t *Task, how TaskEnd, reason string, pos int64) {
 	}
 }
 
+// stop ends t as die does, but a run placed on an up machine outside an
+// alloc (its process may still run) keeps its resources there as a hold,
+// until TaskStopped or the machine goes down or away.
+func (s *State) stop(t *Task, how TaskEnd, reason string, pos int64) {
+	m := t.machine
+	if m == nil || t.alloc != nil || m.State != MachineUp {
+		s.die(t, how, reason, pos)
+		return
+	}
+	run := TaskRun{t.Key(), t.Seq}
+	if m.stopping == nil {
+		m.stopping = map[TaskRun]Hold{}
+	}
+	h := m.stopping[run]
+	m.stopping[run] = Hold{Limit: h.Limit.Add(t.Limit), Reservation: h.Reservation.Add(t.Reservation), SinceUS: s.TimeUS}
+	s.die(t, how, reason, pos)
+	m.Limits, m.Reserved = m.Limits.Add(t.Limit), m.Reserved.Add(t.Reservation)
+	t.StoppingOn = m.Name
+}
+
+// release frees a stopping run's hold on m.
+func (s *State) release(m *Machine, run TaskRun, pos int64) bool {
+	h, ok := m.stopping[run]
+	if !ok {
+		return false
+	}
+	delete(m.stopping, run)
+	m.Limits, m.Reserved = m.Limits.Sub(h.Limit), m.Reserved.Sub(h.Reservation)
+	m.Version = pos
+	if t := s.task(run.User, run.Job, run.Index); t != nil && t.StoppingOn == m.Name {
+		t.StoppingOn = ""
+	}
+	return true
+}
+
+// releaseAll frees every hold on m: a machine down or removed runs nothing
+// the master can count on.
+func (s *State) releaseAll(m *Machine, pos int64) {
+	for _, run := range m.StoppingRuns() {
+		s.release(m, run, pos)
+	}
+}
+
+func (s *State) taskStopped(pos int64, p *events.TaskStopped) bool {
+	m := s.Machines[p.Machine]
+	if m == nil {
+		return false
+	}
+	return s.release(m, TaskRun{TaskKey{p.User, p.Job, p.Index}, p.Submission}, pos)
+}
+
 // job is Jobs[{user, name}] through Apply's one-entry cache.
 func (s *State) job(user, name string) *Job {
 	j := s.lastJob
@@ -141,7 +192,7 @@ func (s *State) taskSubmitted(pos int64, p *events.TaskSubmitted) bool {
 	t.Reservation, t.ReservationUS = t.Limit, s.TimeUS
 	t.Machine, t.Ports, t.AllocIndex, t.End, t.Reason, t.Pid = "", nil, -1, NoEnd, p.Reason, 0
 	t.Health, t.HealthMessage, t.HealthyUS = HealthUnknown, "", 0
-	t.NotBeforeUS, t.FailStreak = p.NotBeforeUs, p.FailStreak
+	t.NotBeforeUS, t.FailStreak, t.RunsSeen = p.NotBeforeUs, p.FailStreak, 0
 	s.setState(t, TaskPending)
 	if j.Deferred {
 		j.Deferred = false
@@ -181,6 +232,7 @@ func (s *State) taskStarted(p *events.TaskStarted) bool {
 	}
 	s.setState(t, TaskRunning)
 	t.Pid, t.StartedUS = p.Pid, s.TimeUS
+	t.RunsSeen = max(t.RunsSeen, p.Restarts+1)
 	t.Health, t.HealthMessage, t.HealthyUS = HealthUnknown, "", 0
 	return true
 }
@@ -191,6 +243,7 @@ func (s *State) taskFailed(pos int64, p *events.TaskFailed) bool {
 		return false
 	}
 	t.ExitCode, t.Signal, t.FailMessage = p.ExitCode, p.Signal, p.Message
+	t.RunsSeen = max(t.RunsSeen, p.Restarts+1)
 	if events.CountsAsRestart(p, false) {
 		// The agent restarts it in place: it keeps its resources.
 		t.Restarts++

@@ -25,7 +25,7 @@ import (
 
 var codecMagic = [4]byte{'c', 'r', 's', 't'}
 
-const codecVersion = 7
+const codecVersion = 8
 
 // ErrCheckpoint: a checkpoint's bytes are not a state this build can read.
 var ErrCheckpoint = errors.New("projections: unreadable checkpoint")
@@ -53,6 +53,18 @@ func Encode(s *State) []byte {
 		e.bool(m.Draining)
 		e.str(m.Reason)
 		e.int(m.Version)
+		runs := m.StoppingRuns()
+		e.uint(uint64(len(runs)))
+		for _, r := range runs {
+			h := m.stopping[r]
+			e.str(r.User)
+			e.str(r.Job)
+			e.int(int64(r.Index))
+			e.int(r.Submission)
+			e.res(h.Limit)
+			e.res(h.Reservation)
+			e.int(h.SinceUS)
+		}
 	}
 
 	quotas := slices.Collect(func(yield func(UserBand) bool) {
@@ -173,6 +185,8 @@ func (e *encoder) job(j *Job) {
 		e.int(t.Pid)
 		e.int(t.NotBeforeUS)
 		e.int(int64(t.FailStreak))
+		e.int(int64(t.RunsSeen))
+		e.str(t.StoppingOn)
 		e.int(t.StartedUS)
 		e.str(t.FailMessage)
 		e.int(t.ReservationUS)
@@ -272,6 +286,13 @@ func Decode(b []byte) (*State, error) {
 	for n := d.count(); n > 0 && d.err == nil; n-- {
 		m := &Machine{Name: d.istr(), Address: d.str(), Capacity: d.res(), Attributes: d.strMap(), PortBase: int32(d.int()),
 			State: MachineState(d.small(1)), Draining: d.bool(), Reason: d.str(), Version: d.int()}
+		for k := d.count(); k > 0 && d.err == nil; k-- {
+			if m.stopping == nil {
+				m.stopping = map[TaskRun]Hold{}
+			}
+			r := TaskRun{TaskKey{User: d.istr(), Job: d.istr(), Index: int32(d.int())}, d.int()}
+			m.stopping[r] = Hold{Limit: d.res(), Reservation: d.res(), SinceUS: d.int()}
+		}
 		s.Machines[m.Name] = m
 	}
 	for n := d.count(); n > 0 && d.err == nil; n-- {
@@ -370,6 +391,8 @@ func (d *decoder) job() *Job {
 		t.Pid = d.int()
 		t.NotBeforeUS = d.int()
 		t.FailStreak = int32(d.int())
+		t.RunsSeen = int32(d.int())
+		t.StoppingOn = d.istr()
 		t.StartedUS = d.int()
 		t.FailMessage = d.istr()
 		t.ReservationUS = d.int()

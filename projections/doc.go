@@ -65,6 +65,13 @@ StateDiff call it on two replays of the log.
     alloc's Used when it runs in an alloc), or dead (finished, failed,
     killed, evicted or lost; holding nothing). FAIL, EVICT and LOST lead
     back to pending only through an explicit TaskSubmitted "rescheduled".
+  - A run killed or evicted with stopping (its process may still run, for
+    up to its job's kill_timeout) on an up machine and outside an alloc
+    leaves a hold on its machine: Limits and Reserved count its limit and
+    reservation until TaskStopped for that run (task and submission), or
+    until the machine goes down or away. The task itself is dead (or
+    pending again) at once; Task.StoppingOn names the machine while its
+    last stopped run holds, and Status says "stopping".
   - Machine.Version is the position of the last event that changed the
     machine or what is placed on it (placements, ends, reservations, spec
     changes of its tasks; not starts or usage). Positions never repeat, so

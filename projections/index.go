@@ -94,6 +94,9 @@ func (s *State) rebuild() {
 	for _, m := range s.Machines {
 		m.tasks, m.allocs = map[*Task]struct{}{}, map[*Alloc]struct{}{}
 		m.Limits, m.Reserved = Resources{}, Resources{}
+		for _, h := range m.stopping {
+			m.Limits, m.Reserved = m.Limits.Add(h.Limit), m.Reserved.Add(h.Reservation)
+		}
 	}
 	s.Charged = map[UserBand]Resources{}
 	for _, set := range s.AllocSets {

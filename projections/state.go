@@ -224,6 +224,46 @@ type Machine struct {
 
 	tasks  map[*Task]struct{}
 	allocs map[*Alloc]struct{}
+	// stopping holds the runs killed or evicted here whose process may
+	// still run: Limits and Reserved count them until TaskStopped (or the
+	// machine goes down or away).
+	stopping map[TaskRun]Hold
+}
+
+// TaskRun names one run of a task: the task and the submission it served
+// (the task's Seq then).
+type TaskRun struct {
+	TaskKey
+	Submission int64
+}
+
+// Hold is what a stopping run keeps of its machine until its process is
+// gone.
+type Hold struct {
+	Limit, Reservation Resources
+	SinceUS            int64 // when it was told to stop
+}
+
+// StoppingRuns returns the runs stopping here, in key order.
+func (m *Machine) StoppingRuns() []TaskRun {
+	out := make([]TaskRun, 0, len(m.stopping))
+	for r := range m.stopping {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b TaskRun) int {
+		return cmp.Or(compareTaskKeys(a.TaskKey, b.TaskKey), cmp.Compare(a.Submission, b.Submission))
+	})
+	return out
+}
+
+// HeldLimits sums the limits of the runs stopping here: room no new task
+// may take yet.
+func (m *Machine) HeldLimits() Resources {
+	var sum Resources
+	for _, h := range m.stopping {
+		sum = sum.Add(h.Limit)
+	}
+	return sum
 }
 
 // Schedulable reports whether new work may be placed here.
@@ -424,7 +464,16 @@ type Task struct {
 	// NotBeforeUS: a task resubmitted after a failure of its own is not
 	// placed before then (RestartPolicy.Backoff); 0 when it need not wait.
 	NotBeforeUS int64
-	FailStreak  int32  // failures of its own in a row (backoff doubles with each)
+	FailStreak  int32 // failures of its own in a row (backoff doubles with each)
+	// StoppingOn is the machine where the task's last run was killed or
+	// evicted while it ran and still holds its resources (its process may
+	// still run, for up to the job's kill_timeout); "" when none does.
+	StoppingOn string
+	// RunsSeen counts the agent's runs of this placement that the log has
+	// a start or a failure of: the agent's restarts count plus one of the
+	// last recorded. A report of a run past it failing to start is news
+	// (the agent retries such a start in place, and no start precedes it).
+	RunsSeen    int32
 	StartedUS   int64  // when its current or last run started
 	FailMessage string // the message of its last failure (OOMKilled: ..., the agent's refusal)
 	ExitCode    int32  // of the last exit
@@ -570,6 +619,13 @@ func (t *Task) CrashLooping(nowUS int64) bool {
 	return t.State != TaskDead && (t.NotBeforeUS > nowUS || t.Restarts >= CrashLoopRestarts)
 }
 
+// RestartingInPlace reports whether the task's agent restarts it in place
+// after a failure the log has (an exit, or a start that failed: no such
+// file, permission denied): placed, not running.
+func (t *Task) RestartingInPlace() bool {
+	return t.State == TaskScheduled && t.Pid == 0 && t.Restarts > 0 && t.FailMessage != "" && t.Reason == t.FailMessage
+}
+
 // Status says in words what is happening to the task at nowUS:
 // "running (healthy)", "running (unhealthy: GET /: connection refused)",
 // "backoff until 2026-11-25T20:01:02Z after OOMKilled: ...", "dead
@@ -582,7 +638,7 @@ func (t *Task) Status(nowUS int64) string {
 		}
 		return "pending"
 	case TaskScheduled:
-		if t.Pid == 0 && t.Restarts > 0 && t.FailMessage != "" && t.Reason == t.FailMessage {
+		if t.RestartingInPlace() {
 			return "restarting after " + t.LastFailure()
 		}
 		return "scheduled"
@@ -596,6 +652,13 @@ func (t *Task) Status(nowUS int64) string {
 			return "running (not checked yet)"
 		}
 		return "running"
+	}
+	if t.StoppingOn != "" {
+		// Dead, but not gone: its process has its kill_timeout to exit.
+		if t.Reason != "" {
+			return "stopping (" + t.End.String() + ": " + t.Reason + ")"
+		}
+		return "stopping (" + t.End.String() + ")"
 	}
 	switch t.End {
 	case Failed:

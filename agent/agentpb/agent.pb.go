@@ -498,16 +498,19 @@ func (x *Port) GetNumber() int32 {
 // TaskSpec is a job's spec resolved for one task index: overrides applied,
 // ports assigned. See agent.ResolveSpec.
 type TaskSpec struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Command       string                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
-	Args          []string               `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
-	Env           map[string]string      `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Resources     *events.Resources      `protobuf:"bytes,4,opt,name=resources,proto3" json:"resources,omitempty"` // limits: memory enforced, cpu as shares and quota
-	Ports         []*Port                `protobuf:"bytes,5,rep,name=ports,proto3" json:"ports,omitempty"`
-	Restart       *events.RestartPolicy  `protobuf:"bytes,6,opt,name=restart,proto3" json:"restart,omitempty"`
-	HealthCheck   *events.HealthCheck    `protobuf:"bytes,7,opt,name=health_check,json=healthCheck,proto3" json:"health_check,omitempty"`
-	Appclass      string                 `protobuf:"bytes,8,opt,name=appclass,proto3" json:"appclass,omitempty"`  // "latency-sensitive" or "batch"
-	Priority      int32                  `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"` // 0-11; 9 and above is prod
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Command     string                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	Args        []string               `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
+	Env         map[string]string      `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Resources   *events.Resources      `protobuf:"bytes,4,opt,name=resources,proto3" json:"resources,omitempty"` // limits: memory enforced, cpu as shares and quota
+	Ports       []*Port                `protobuf:"bytes,5,rep,name=ports,proto3" json:"ports,omitempty"`
+	Restart     *events.RestartPolicy  `protobuf:"bytes,6,opt,name=restart,proto3" json:"restart,omitempty"`
+	HealthCheck *events.HealthCheck    `protobuf:"bytes,7,opt,name=health_check,json=healthCheck,proto3" json:"health_check,omitempty"`
+	Appclass    string                 `protobuf:"bytes,8,opt,name=appclass,proto3" json:"appclass,omitempty"`  // "latency-sensitive" or "batch"
+	Priority    int32                  `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"` // 0-11; 9 and above is prod
+	// SIGTERM to SIGKILL when the task is stopped; 0: the stop's grace
+	// period, or the agent's default.
+	KillTimeoutMs int64 `protobuf:"varint,10,opt,name=kill_timeout_ms,json=killTimeoutMs,proto3" json:"kill_timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -601,6 +604,13 @@ func (x *TaskSpec) GetAppclass() string {
 func (x *TaskSpec) GetPriority() int32 {
 	if x != nil {
 		return x.Priority
+	}
+	return 0
+}
+
+func (x *TaskSpec) GetKillTimeoutMs() int64 {
+	if x != nil {
+		return x.KillTimeoutMs
 	}
 	return 0
 }
@@ -1999,7 +2009,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x10poll_interval_ms\x18\x04 \x01(\x03R\x0epollIntervalMs\"2\n" +
 	"\x04Port\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06number\x18\x02 \x01(\x05R\x06number\"\xc3\x03\n" +
+	"\x06number\x18\x02 \x01(\x05R\x06number\"\xeb\x03\n" +
 	"\bTaskSpec\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x12\n" +
 	"\x04args\x18\x02 \x03(\tR\x04args\x124\n" +
@@ -2009,7 +2019,9 @@ const file_agent_proto_rawDesc = "" +
 	"\arestart\x18\x06 \x01(\v2\x1f.corral.events.v1.RestartPolicyR\arestart\x12@\n" +
 	"\fhealth_check\x18\a \x01(\v2\x1d.corral.events.v1.HealthCheckR\vhealthCheck\x12\x1a\n" +
 	"\bappclass\x18\b \x01(\tR\bappclass\x12\x1a\n" +
-	"\bpriority\x18\t \x01(\x05R\bpriority\x1a6\n" +
+	"\bpriority\x18\t \x01(\x05R\bpriority\x12&\n" +
+	"\x0fkill_timeout_ms\x18\n" +
+	" \x01(\x03R\rkillTimeoutMs\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xac\x01\n" +

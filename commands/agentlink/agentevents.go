@@ -29,11 +29,7 @@ func AgentEventTask(ev *agentpb.AgentEvent) (commands.AgentTask, bool) {
 		if ev.WillRestart {
 			at.State = commands.AgentBackoff
 		}
-		// A failure other than a plain exit says why first (OOMKilled:
-		// ...); a health kill's message says it already.
-		if ev.Reason != "" && ev.Reason != agent.ReasonExited && ev.Reason != agent.ReasonHealth {
-			at.Message = ev.Reason + ": " + ev.Message
-		}
+		at.Message = FailureMessage(ev.Reason, ev.Message)
 	case agentpb.EventKind_EVENT_KIND_FINISHED:
 		if ev.WillRestart {
 			return at, false
@@ -47,6 +43,16 @@ func AgentEventTask(ev *agentpb.AgentEvent) (commands.AgentTask, bool) {
 		return at, false
 	}
 	return at, true
+}
+
+// FailureMessage is how the log words an agent's failure: one other than
+// a plain exit says why first (start-failed: ..., lost: ...); a health
+// kill's message says it already.
+func FailureMessage(reason, msg string) string {
+	if reason != "" && reason != agent.ReasonExited && reason != agent.ReasonHealth {
+		return reason + ": " + msg
+	}
+	return msg
 }
 
 // AgentEventKey is the idempotency key of an agent event's record: the

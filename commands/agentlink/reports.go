@@ -72,7 +72,8 @@ func Reports(s *projections.State, machine string, st *agentpb.AgentState, reqs 
 	index := make(map[projections.TaskKey]int, len(st.Tasks))
 	for i, ts := range st.Tasks {
 		k := TaskKeyOf(ts.Task)
-		neutral[i] = commands.AgentTask{Task: k, SpecVersion: ts.SpecVersion, Submission: ts.Submission, State: commands.AgentStarting}
+		neutral[i] = commands.AgentTask{Task: k, SpecVersion: ts.SpecVersion, Submission: ts.Submission, State: commands.AgentStarting,
+			Ended: AgentTaskEnded(ts.State)}
 		index[k] = i
 	}
 	one := func(at commands.AgentTask) []commands.AgentTask {
@@ -138,9 +139,13 @@ func Reports(s *projections.State, machine string, st *agentpb.AgentState, reqs 
 			full.Tasks = append(full.Tasks, neutral[index[TaskKeyOf(ts.Task)]])
 			continue
 		}
+		msg := ts.Message
+		if ts.State == agentpb.TaskState_TASK_STATE_BACKOFF || ts.State == agentpb.TaskState_TASK_STATE_FAILED {
+			msg = FailureMessage(ts.Reason, msg) // as its event would have it
+		}
 		full.Tasks = append(full.Tasks, commands.AgentTask{Task: TaskKeyOf(ts.Task), SpecVersion: ts.SpecVersion, Submission: ts.Submission,
 			State: commands.AgentTaskState(ts.State), Pid: ts.Pid, ExitCode: ts.ExitCode, Signal: ts.Signal,
-			Restarts: ts.Restarts, Reason: ts.Reason, Message: ts.Message,
+			Restarts: ts.Restarts, Reason: ts.Reason, Message: msg,
 			Health: HealthOf(ts.Health), HealthMessage: ts.HealthMessage})
 	}
 	out.Commands = append(out.Commands, full)

@@ -132,7 +132,7 @@ func (s *Service) ListTasks(ctx context.Context, r *apipb.ListTasksRequest) (*ap
 		}
 		n := 0
 		for _, t := range tasks {
-			if r.State != "" && t.State.String() != r.State && t.End.String() != r.State {
+			if r.State != "" && t.State.String() != r.State && t.End.String() != r.State && (r.State != "stopping" || t.StoppingOn == "") {
 				continue
 			}
 			if n >= int(r.Offset) && len(out.Tasks) < limit {

@@ -92,12 +92,31 @@ func backingOff(s *projections.State, j *projections.Job) (n int, until time.Tim
 	return n, until, why
 }
 
+// restartingInPlace counts a job's placed tasks that the agent restarts in
+// place after a failure, with the first of them and its failure.
+func restartingInPlace(j *projections.Job) (n int, first int32, why string) {
+	for _, t := range j.Tasks {
+		if t == nil || !t.RestartingInPlace() {
+			continue
+		}
+		if n == 0 {
+			first, why = t.Index, t.LastFailure()
+		}
+		n++
+	}
+	return n, first, why
+}
+
 // Explain renders the latest explanation of a job's pending tasks; it is
 // Service.Explain.
 func (e *Explanations) Explain(s *projections.State, j *projections.Job) *apipb.WhyPendingReply {
 	out := &apipb.WhyPendingReply{User: j.User, Job: j.Name, Pending: int32(j.PendingTasks())}
 	if j.PendingTasks() == 0 {
 		out.Summary = fmt.Sprintf("job %s/%s has no pending task (%s)", j.User, j.Name, j.State())
+		if n, idx, why := restartingInPlace(j); n > 0 {
+			// Placed is not running: say what keeps them from it.
+			out.Summary += fmt.Sprintf("; %d task(s) are not running but restarting in place after failing (task %d: %s)", n, idx, why)
+		}
 		return out
 	}
 	if j.Deferred {
@@ -506,7 +525,10 @@ func placeCommand(meta commands.Meta, plan *scheduler.Plan) *commands.PlaceTasks
 
 // schedulerMachine is one machine as the pass sees it.
 func schedulerMachine(m *projections.Machine) *scheduler.Machine {
-	sm := &scheduler.Machine{Name: m.Name, Version: m.Version, Capacity: commands.Sched(m.Capacity), Attributes: m.Attributes, PortBase: m.PortBase}
+	// Runs stopping here hold their room until their processes are gone;
+	// they are going already, so no placement may preempt them: the pass
+	// sees less capacity rather than more tasks.
+	sm := &scheduler.Machine{Name: m.Name, Version: m.Version, Capacity: commands.Sched(m.Capacity.Sub(m.HeldLimits())), Attributes: m.Attributes, PortBase: m.PortBase}
 	switch {
 	case m.State == projections.MachineDown:
 		sm.State = scheduler.MachineDown

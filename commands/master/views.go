@@ -32,6 +32,11 @@ func TaskView(s *projections.State, t *projections.Task) *apipb.TaskView {
 	switch {
 	case t.State == projections.TaskDead:
 		v.How = t.End.String()
+		if t.StoppingOn != "" {
+			// Dead to the job, but its process has its kill_timeout to
+			// exit and its machine holds its resources until it does.
+			v.State = "stopping"
+		}
 		if t.End == projections.Failed {
 			v.Reason = t.LastFailure()
 		}
@@ -225,7 +230,12 @@ func Summary(e events.Event) string {
 	case *events.TaskFinished:
 		return fmt.Sprintf("task %s finished on %s", task(p.User, p.Job, p.Index), p.Machine)
 	case *events.TaskKilled:
+		if p.Stopping {
+			return fmt.Sprintf("task %s killed: %s; stopping on %s", task(p.User, p.Job, p.Index), p.Reason, p.Machine)
+		}
 		return fmt.Sprintf("task %s killed: %s", task(p.User, p.Job, p.Index), p.Reason)
+	case *events.TaskStopped:
+		return fmt.Sprintf("task %s stopped on %s: its process is gone, its resources free", task(p.User, p.Job, p.Index), p.Machine)
 	case *events.TaskLost:
 		return fmt.Sprintf("task %s lost with %s: %s", task(p.User, p.Job, p.Index), p.Machine, p.Reason)
 	case *events.MachineRegistered:

@@ -45,7 +45,7 @@ type eventRow struct {
 // eventTypes lists the catalogue's types for the filter.
 var eventTypes = []string{
 	"JobSubmitted", "JobUpdated", "JobUpdateCommitted", "JobUpdateRolledBack", "JobKilled", "JobFinished",
-	"TaskSubmitted", "TaskScheduled", "TaskStarted", "TaskEvicted", "TaskFailed", "TaskFinished", "TaskKilled", "TaskLost", "TaskUpdated",
+	"TaskSubmitted", "TaskScheduled", "TaskStarted", "TaskEvicted", "TaskFailed", "TaskFinished", "TaskKilled", "TaskStopped", "TaskLost", "TaskUpdated",
 	"MachineRegistered", "MachineUpdated", "MachineDrainSet", "MachineDown", "MachineUp", "MachineRemoved", "MachineLossHeld",
 	"AllocSetCreated", "AllocSetRemoved", "AllocScheduled", "AllocEvicted",
 	"UsageReported", "ReservationEstimated", "QuotaSet", "LeaderElected", "CheckpointWritten", "CommandRefused",

@@ -169,7 +169,7 @@ func stateClass(s string) string {
 	switch s {
 	case "running", "up", "finished":
 		return "ok"
-	case "pending", "scheduled", "draining":
+	case "pending", "scheduled", "draining", "stopping":
 		return "wait"
 	case "dead", "down", "failed", "evicted", "lost", "killed":
 		return "bad"

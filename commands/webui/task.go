@@ -206,6 +206,8 @@ func detailOf(row *historyRow, e *apipb.EventView) {
 		msg = &events.TaskKilled{}
 	case "TaskLost":
 		msg = &events.TaskLost{}
+	case "TaskStopped":
+		msg = &events.TaskStopped{}
 	default:
 		return
 	}
@@ -234,6 +236,8 @@ func detailOf(row *historyRow, e *apipb.EventView) {
 		row.Machine = p.Machine
 	case *events.TaskLost:
 		row.Machine = p.Machine
+	case *events.TaskStopped:
+		row.Machine, row.Detail = p.Machine, "its process is gone, its resources free"
 	}
 }
 

@@ -49,7 +49,10 @@ func tasksTable(tasks []*apipb.TaskView, now time.Time) *table {
 			mem = bytesHuman(x.MemoryBytesUsed)
 		}
 		reason := x.Reason
-		if x.State == "running" || x.State == "scheduled" {
+		switch {
+		case x.State == "scheduled" && x.Status != x.State:
+			reason = x.Status // restarting after a failure: what failed is the news
+		case x.State == "running" || x.State == "scheduled":
 			reason = x.HealthMessage // the reason it last went pending is no longer news
 		}
 		t.add(fmt.Sprintf("%s/%d", x.Job, x.Index), taskState(x), orDash(x.Health), orDash(x.Machine), orDash(x.Address), strconv.Itoa(int(x.Restarts)),
@@ -103,7 +106,7 @@ func (a *app) taskListCommand() *cobra.Command {
 		},
 	}
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the jobs, e.g. team=web")
-	c.Flags().StringVar(&state, "state", "", "only tasks in this state: pending, scheduled, running, dead, or how they died (finished, failed, killed, evicted, lost)")
+	c.Flags().StringVar(&state, "state", "", "only tasks in this state: pending, scheduled, running, stopping (killed or evicted, the process not gone yet), dead, or how they died (finished, failed, killed, evicted, lost)")
 	c.Flags().StringVar(&machine, "machine", "", "the tasks on this machine")
 	c.Flags().StringVar(&owner, "owner", "", "another user's tasks")
 	c.Flags().BoolVarP(&all, "all", "A", false, "every user's tasks")

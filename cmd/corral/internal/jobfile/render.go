@@ -250,6 +250,9 @@ func SpecObject(s *events.JobSpec) obj {
 	if s.Package != "" {
 		o.add("package", s.Package)
 	}
+	if s.KillTimeoutMs != 0 {
+		o.add("kill_timeout", duration(s.KillTimeoutMs))
+	}
 	return o
 }
 
