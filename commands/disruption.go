@@ -29,7 +29,7 @@ func (b *draft) disrupted(t *projections.Task) bool {
 	case b.changed(t):
 		return true
 	}
-	return t.State != projections.TaskRunning || t.Health == projections.HealthUnhealthy || t.Disrupted(b.now.UnixMicro())
+	return !t.Serving(b.now.UnixMicro())
 }
 
 // disruptionBudget is how many more of j's serving tasks may be stopped

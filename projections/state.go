@@ -530,6 +530,15 @@ func (t *Task) Priority() int32 { return t.Spec().GetPriority() }
 // disruption budget until it settles.
 const DrainReason = "drain"
 
+// Serving reports whether a live task serves at nowUS: it runs, its health
+// check does not fail, and it is not a replacement that has not settled.
+// Every task that does not serve counts against its job's max_disruptions
+// (the rule voluntary evictions keep, commands' disruption budget), so a
+// roll or a drain waits while it does not.
+func (t *Task) Serving(nowUS int64) bool {
+	return t.State == TaskRunning && t.Health != HealthUnhealthy && !t.Disrupted(nowUS)
+}
+
 // Disrupted reports whether the task is a replacement (a roll's or a
 // drain's) that does not serve yet at nowUS: it counts against
 // max_disruptions.

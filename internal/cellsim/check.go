@@ -402,8 +402,9 @@ func (c *checker) final() error {
 	}
 	// No task is left behind on a version its job no longer wants: a live
 	// job whose live tasks run an older spec version has a roll in flight
-	// (a replacement that does not serve yet: stopped, waiting to be
-	// placed, or running and not yet healthy), or an update that waits on
+	// or held by its disruption budget (a task that does not serve:
+	// a replacement stopped, waiting to be placed, or running and not yet
+	// healthy, or any task waiting for room), or an update that waits on
 	// promotion or has halted.
 	for _, j := range s.SortedJobs() {
 		if j.Dead() {
@@ -418,7 +419,7 @@ func (c *checker) final() error {
 			if t.SpecVersion != j.Current && behind == nil {
 				behind = t
 			}
-			if t.Disrupted(c.w.now.UnixMicro()) {
+			if !t.Serving(c.w.now.UnixMicro()) {
 				inFlight = true
 			}
 		}
