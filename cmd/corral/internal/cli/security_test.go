@@ -132,3 +132,32 @@ func TestParseUIDRange(t *testing.T) {
 		}
 	}
 }
+
+// A cell's id is minted once per data directory and kept; a directory
+// with an agent's state from before ids were minted keeps its old id; a
+// spoilt id file is refused, naming the file.
+func TestCellID(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	idA, err := cellID(a, false, "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := cellID(a, false, "legacy"); err != nil || again != idA {
+		t.Errorf("second read: %q, %v; want %q", again, err, idA)
+	}
+	idB, err := cellID(b, false, "legacy")
+	if err != nil || idB == idA || idA == "legacy" || len(idA) != 16 {
+		t.Errorf("ids %q and %q (%v): want two random ones, each its own", idA, idB, err)
+	}
+	old := t.TempDir()
+	if id, err := cellID(old, true, "0123456789abcdef"); err != nil || id != "0123456789abcdef" {
+		t.Errorf("directory with state: %q, %v; want the id it had", id, err)
+	}
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, CellIDFile), []byte("../x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cellID(bad, false, ""); err == nil || !strings.Contains(err.Error(), filepath.Join(bad, CellIDFile)) {
+		t.Errorf("spoilt id file: %v; want an error naming it", err)
+	}
+}
