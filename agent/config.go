@@ -46,7 +46,9 @@ type Config struct {
 	// or "sampling" (no cgroups; memory enforced by sampling /proc).
 	Cgroups string
 	// Cell and CellID name the cell the machine belongs to (CellID tells
-	// two cells of one name apart). They are part of the default
+	// two cells of one name apart, even two made from one copied CA, so it
+	// must be the cell's own, not derived from its certificates). They are
+	// part of the default
 	// CgroupParent, so that agents of two cells on one machine never see,
 	// adopt or sweep each other's containers.
 	Cell, CellID string
@@ -124,6 +126,10 @@ var (
 
 // withDefaults validates c and returns a copy with defaults applied and
 // capacity detected.
+// ValidCellPart tells whether s may be a Config.Cell or CellID: a cgroup
+// path component.
+func ValidCellPart(s string) bool { return cellPartRE.MatchString(s) }
+
 func (c Config) withDefaults() (Config, error) {
 	if !nameRE.MatchString(c.Name) {
 		return c, fmt.Errorf("Config.Name %q: want 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", c.Name)
@@ -166,7 +172,7 @@ func (c Config) withDefaults() (Config, error) {
 			c.CgroupParent = "corral/" + c.Cell + "-" + c.CellID + "/" + c.Name
 		}
 	}
-	if c.Cell != "" && !cellPartRE.MatchString(c.Cell) || c.CellID != "" && !cellPartRE.MatchString(c.CellID) {
+	if c.Cell != "" && !ValidCellPart(c.Cell) || c.CellID != "" && !ValidCellPart(c.CellID) {
 		return c, fmt.Errorf("Config.Cell %q, CellID %q: want letters, digits, '.', '_' or '-'", c.Cell, c.CellID)
 	}
 	if c.SampleInterval == 0 {

@@ -116,7 +116,9 @@
 // unlimited. The parent names the cell and the machine
 // (corral/<cell>-<cell id>/<machine>, Config.Cell and CellID), so this
 // sweep never reaches another cell's containers on the same machine, even
-// one with a machine of the same name. An adopted process is not the
+// one with a machine of the same name or a copy of this cell's CA: the
+// caller gives an id of the cell's own (the corral command mints one per
+// data directory), never one derived from its certificates. An adopted process is not the
 // agent's child, so its exit is
 // noticed by polling /proc and its exit status is unknown ("exit-unknown",
 // counted as a failure).

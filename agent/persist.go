@@ -28,6 +28,17 @@ import (
 // changes something.
 var stateFiles = [2]string{"state.0", "state.1"}
 
+// HasState tells whether an agent has saved its state in dataDir: a
+// restarted agent there has tasks to re-adopt.
+func HasState(dataDir string) bool {
+	for _, name := range stateFiles {
+		if _, err := os.Stat(filepath.Join(dataDir, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 const stateMagic = "corral-agent-state"
 
 type savedState struct {

@@ -10,6 +10,11 @@ Decide(state, command, clock) is pure: it reads the state, never changes
 it, reads the clock once and does no I/O. Its events are all stamped with
 that time, the actor and the request id (as causation id).
 
+The read rules every surface asks (the API, the web UI, the CLI) live
+here too, one function each: MayReadLogs (a task's logs: owner or admin),
+MayReadMetrics (the master's /metrics: admin) and CheckPastMoment (a
+moment asked of the log: after 1970, not in the future).
+
 # Where things are
 
 	commands/            Decide: one command per file (submit_job.go, ...),

@@ -17,3 +17,19 @@ func MayReadLogs(a Actor, owner string) error {
 	}
 	return fmt.Errorf("%s may read only their own tasks' logs, not %s's: that needs the admin capability", who, owner)
 }
+
+// MayReadMetrics says whether a may read the master's /metrics: admins
+// only. Its series name users and jobs (usage, restarts, pending tasks by
+// owner), which a scrape must not hand to anyone who reaches the port;
+// Prometheus scrapes with an admin's bearer token. Every surface serving
+// the cell's metrics asks this one function.
+func MayReadMetrics(a Actor) error {
+	if a.Admin {
+		return nil
+	}
+	who := a.User
+	if who == "" {
+		who = "a caller without a name"
+	}
+	return fmt.Errorf("%s may not read the cell's metrics: they name users and jobs, and need the admin capability (scrape with an admin's token: corral token issue --role admin NAME)", who)
+}

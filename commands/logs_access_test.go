@@ -27,3 +27,22 @@ func TestMayReadLogs(t *testing.T) {
 		}
 	}
 }
+
+func TestMayReadMetrics(t *testing.T) {
+	for _, c := range []struct {
+		actor commands.Actor
+		ok    bool
+	}{
+		{commands.Actor{User: "root", Admin: true}, true},
+		{commands.Actor{User: "alice"}, false},
+		{commands.Actor{}, false},
+	} {
+		err := commands.MayReadMetrics(c.actor)
+		if (err == nil) != c.ok {
+			t.Errorf("MayReadMetrics(%+v) = %v, want allowed %v", c.actor, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "admin capability") {
+			t.Errorf("refusal %q does not say the rule", err)
+		}
+	}
+}

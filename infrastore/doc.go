@@ -56,7 +56,10 @@
 // DuckDB lets one process open a file for writing, so ingestion and
 // queries share one database in one process: the Infrastore process
 // (`corral infrastore serve`), which the master starts and restarts and
-// talks to over a unix socket. Ingestion writes in its own transactions
+// talks to over a unix socket beside the file (FILE.sock, 0600; the
+// corral command's infraProcess places it, so nothing of a cell is
+// written outside its data dir, even by a master killed with SIGKILL).
+// Ingestion writes in its own transactions
 // through one connection at a time (writeMu); each query runs on a fresh
 // connection in a READ ONLY transaction, so it sees the last committed
 // batch and never blocks ingestion. The master's process never opens the

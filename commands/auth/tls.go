@@ -18,10 +18,10 @@ import (
 // it serves with and dials with.
 type Credentials struct {
 	Cell string
-	// CellID tells this cell from any other of the same name: the first
-	// 8 bytes of the SHA-256 of its CA certificate, made when the cell was
-	// created, in hex.
-	CellID   string
+	// CAID tells the CA from any other: the first 8 bytes of the SHA-256
+	// of its certificate, in hex. It is not the cell's identity: two cells
+	// made from one copied certs directory share it.
+	CAID     string
 	Identity Identity
 	cert     tls.Certificate
 	roots    *x509.CertPool
@@ -54,11 +54,11 @@ func LoadCredentials(caFile, certFile, keyFile string) (*Credentials, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certificate %s: %w", certFile, err)
 	}
-	return &Credentials{Cell: cell, CellID: CellIDOf(ca), Identity: id, cert: kp, roots: roots}, nil
+	return &Credentials{Cell: cell, CAID: caID(ca), Identity: id, cert: kp, roots: roots}, nil
 }
 
-// CellIDOf is the id of the cell whose CA is ca.
-func CellIDOf(ca *x509.Certificate) string {
+// caID is Credentials.CAID of ca.
+func caID(ca *x509.Certificate) string {
 	sum := sha256.Sum256(ca.Raw)
 	return hex.EncodeToString(sum[:8])
 }

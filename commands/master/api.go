@@ -113,15 +113,21 @@ func NewService(m *Master) *Service {
 // Register adds the service to a gRPC server.
 func (s *Service) Register(g *grpc.Server) { apipb.RegisterCellServer(g, s) }
 
+// ActorOf is who an authenticated identity acts as, on every surface of
+// this master (the API, and its HTTP endpoints that take a token): the
+// admin capability is the certificate's or token's role, or the master's
+// Admins list.
+func (m *Master) ActorOf(id auth.Identity) commands.Actor {
+	admin := id.Role == auth.RoleAdmin
+	for _, a := range m.cfg.Admins {
+		admin = admin || a == id.Name || a == "*"
+	}
+	return commands.Actor{User: id.Name, Admin: admin}
+}
+
 func (s *Service) actor(ctx context.Context) (commands.Actor, error) {
 	if id, ok := auth.FromContext(ctx); ok {
-		// Authenticated: the admin capability is the certificate's or
-		// token's role, or the master's Admins list.
-		admin := id.Role == auth.RoleAdmin
-		for _, a := range s.m.cfg.Admins {
-			admin = admin || a == id.Name || a == "*"
-		}
-		return commands.Actor{User: id.Name, Admin: admin}, nil
+		return s.m.ActorOf(id), nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	users := md.Get(UserHeader)

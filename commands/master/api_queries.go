@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/events"
@@ -294,6 +295,11 @@ func (s *Service) stateAtPoint(ctx context.Context, pos, timeUs int64, posField,
 		return nil, status.Errorf(codes.InvalidArgument, "give %s or %s, not both", posField, timeField)
 	case pos == 0 && timeUs == 0:
 		return nil, status.Errorf(codes.InvalidArgument, "%s or %s: one must be set", posField, timeField)
+	}
+	if timeUs != 0 {
+		if err := commands.CheckPastMoment(timeField, time.UnixMicro(timeUs), s.m.clock()); err != nil {
+			return nil, Status(ctx, err)
+		}
 	}
 	release, err := takeSlot(ctx, s.replaySlots)
 	if err != nil {

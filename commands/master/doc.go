@@ -53,4 +53,12 @@
 // over AgentLogs' connections: one per agent, never the link's, so a flood
 // of streams cannot queue a poll. A stream ends on the agent when its
 // client goes away.
+//
+// Who a caller is (Master.ActorOf) is one answer for the API and the
+// HTTP endpoints that take a token (the /metrics gate of the corral
+// command, commands.MayReadMetrics). A moment asked of the past (StateAt,
+// StateDiff, WhyPending and PlanUpdate at a time) must pass
+// commands.CheckPastMoment, as the CLI's parse does: a future moment or
+// one before 1970 is InvalidArgument naming the field, never answered
+// with the present.
 package master

@@ -336,6 +336,23 @@ func testMasterAPI(t *testing.T, store events.Store) {
 	if _, err := c.StateDiff(as("alice"), &apipb.StateDiffRequest{FromPosition: 1, ToPosition: 1 << 40}); codeOf(err) != codes.OutOfRange || !strings.Contains(err.Error(), "to_position") {
 		t.Fatalf("a diff to beyond the head: %v, want OutOfRange naming to_position", err)
 	}
+	// A moment in the future is refused, not answered with the present;
+	// one before the epoch (an overflowed "ago") is refused, not wrapped.
+	for _, bad := range []struct {
+		us   int64
+		what string
+	}{{time.Now().Add(time.Hour).UnixMicro(), "in the future"}, {-1 << 62, "before 1970"}, {-1, "before 1970"}} {
+		if _, err := c.StateAt(as("alice"), &apipb.StateAtRequest{TimeUs: bad.us}); codeOf(err) != codes.InvalidArgument ||
+			!strings.Contains(err.Error(), "time_us") || !strings.Contains(err.Error(), bad.what) {
+			t.Errorf("state at %d µs: %v, want InvalidArgument naming time_us, %s", bad.us, err, bad.what)
+		}
+	}
+	if _, err := c.StateDiff(as("alice"), &apipb.StateDiffRequest{FromPosition: 1, ToTimeUs: time.Now().Add(24 * time.Hour).UnixMicro()}); codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "to_time_us") {
+		t.Errorf("a diff to tomorrow: %v, want InvalidArgument naming to_time_us", err)
+	}
+	if _, err := c.StateAt(as("alice"), &apipb.StateAtRequest{TimeUs: time.Now().UnixMicro()}); err != nil {
+		t.Errorf("state now: %v", err)
+	}
 
 	// What changed between two points: the kill of both jobs, their
 	// tasks, and the update of web.

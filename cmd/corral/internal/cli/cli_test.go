@@ -61,6 +61,32 @@ func TestParseTime(t *testing.T) {
 	if _, _, err := parsePoint("0", now); err == nil {
 		t.Error("parsePoint(0): no error")
 	}
+	// An "ago" too long for a duration is refused, not wrapped around into
+	// 1829; one before the epoch or in the future is not a point of the log.
+	for in, want := range map[string]string{
+		"-99999999999d": "too long", "99999999999d ago": "too long", "106752d": "too long", "106751d1000h": "too long",
+		"100000d": "before 1970", "1969-12-31": "before 1970",
+		"+1h": "in the future", "tomorrow": "in the future", "2999-01-01T00:00:00Z": "in the future",
+	} {
+		if _, tm, err := parsePoint(in, now); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parsePoint(%q) = %v, %v; want an error saying %q", in, tm, err, want)
+		}
+	}
+	if tm, err := parseTime("106751d", now); err != nil || tm.Year() > 1750 {
+		t.Errorf("parseTime(106751d) = %v, %v; want a time about 292 years ago", tm, err)
+	}
+}
+
+// `corral state --at` with a moment out of range is a usage error naming
+// --at, before any master is asked.
+func TestStateAtOutOfRange(t *testing.T) {
+	env := map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": "127.0.0.1:1", "CORRAL_DATA": t.TempDir()}
+	for _, at := range []string{"-99999999999d", "+1h", "2999-01-01"} {
+		code, out, stderr := runEnv(context.Background(), env, "state", "--at", at)
+		if code != ExitUsage || !strings.Contains(stderr, "--at") || out != "" {
+			t.Errorf("state --at %s: exit %d, stdout %q, stderr %q; want a usage error naming --at", at, code, out, stderr)
+		}
+	}
 }
 
 func TestFormatting(t *testing.T) {

@@ -114,10 +114,18 @@ type infraProcess struct {
 	limits                infraLimits
 	log                   *slog.Logger
 
-	dir, sock string
-	cg        cgroup.Container // nil where the machine offers no cgroups
-	conn      *grpc.ClientConn
-	client    apipb.CellClient
+	// The socket is the Infrastore file's name plus ".sock", beside it:
+	// under the data dir, so a master killed with SIGKILL leaves nothing
+	// elsewhere (the next start replaces it). sock is the path the child
+	// binds, dialSock the one the master dials: both the file's path, or,
+	// when that is longer than a unix socket path may be, paths through
+	// dirFD (the directory, held open), /proc/self/fd/3/NAME in the child
+	// (where it is fd 3) and /proc/self/fd/N/NAME here.
+	sock, dialSock string
+	dirFD          *os.File         // nil when the path is short enough
+	cg             cgroup.Container // nil where the machine offers no cgroups
+	conn           *grpc.ClientConn
+	client         apipb.CellClient
 
 	starts atomic.Int64
 	pid    atomic.Int64
@@ -135,19 +143,15 @@ func startInfraProcess(ctx context.Context, db, store, cell string, limits infra
 	if err := os.MkdirAll(filepath.Dir(db), 0o755); err != nil {
 		return nil, err
 	}
-	// A short private directory: unix socket paths are limited to about
-	// 100 bytes, and only this user may connect.
-	dir, err := os.MkdirTemp("", "corral-infra-")
-	if err != nil {
+	p := &infraProcess{self: self, db: db, store: store, cell: cell, limits: limits, log: log, done: make(chan struct{})}
+	if err := p.placeSocket(); err != nil {
 		return nil, err
 	}
-	p := &infraProcess{self: self, db: db, store: store, cell: cell, limits: limits, log: log,
-		dir: dir, sock: filepath.Join(dir, "sock"), done: make(chan struct{})}
 	p.cg = p.container()
-	p.conn, err = grpc.NewClient("unix://"+p.sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	p.conn, err = grpc.NewClient("unix://"+p.dialSock, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(int(limits.maxResultBytes)*2+(4<<20))))
 	if err != nil {
-		os.RemoveAll(dir)
+		p.freeSocket()
 		return nil, err
 	}
 	p.client = apipb.NewCellClient(p.conn)
@@ -169,6 +173,44 @@ func (p *infraProcess) container() cgroup.Container {
 		return nil
 	}
 	return c
+}
+
+// maxSocketPath is the longest path a unix socket may be bound at on
+// Linux (sun_path is 108 bytes, with its NUL).
+const maxSocketPath = 107
+
+// placeSocket sets sock and dialSock: the socket beside the Infrastore's
+// file, only this user may connect to it (the child makes it 0600).
+func (p *infraProcess) placeSocket() error {
+	abs, err := filepath.Abs(p.db + ".sock")
+	if err != nil {
+		return err
+	}
+	if len(abs) <= maxSocketPath {
+		p.sock, p.dialSock = abs, abs
+		return nil
+	}
+	// Too long for a socket address: name it through the directory's
+	// descriptor, which the kernel resolves as the directory itself.
+	if p.dirFD, err = os.Open(filepath.Dir(abs)); err != nil {
+		return err
+	}
+	name := filepath.Base(abs)
+	if len("/proc/self/fd/"+strconv.Itoa(int(p.dirFD.Fd()))+"/"+name) > maxSocketPath {
+		p.dirFD.Close()
+		return fmt.Errorf("the Infrastore's file name %s is too long for its socket: at most %d bytes", name, maxSocketPath-30)
+	}
+	p.sock = "/proc/self/fd/3/" + name
+	p.dialSock = "/proc/self/fd/" + strconv.Itoa(int(p.dirFD.Fd())) + "/" + name
+	return nil
+}
+
+// freeSocket removes the socket and closes the directory's descriptor.
+func (p *infraProcess) freeSocket() {
+	_ = os.Remove(p.dialSock)
+	if p.dirFD != nil {
+		p.dirFD.Close()
+	}
 }
 
 func (p *infraProcess) args() []string {
@@ -206,6 +248,9 @@ func (p *infraProcess) runOnce(ctx context.Context) error {
 	cmd := exec.Command(p.self, p.args()...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.Env = os.Environ()
+	if p.dirFD != nil {
+		cmd.ExtraFiles = []*os.File{p.dirFD} // fd 3, as sock names it
+	}
 	if p.cg != nil {
 		cmd.Env = append(cmd.Env, "CORRAL_CGROUP_JOIN="+strings.Join(p.cg.JoinFiles(), string(os.PathListSeparator)))
 	}
@@ -304,11 +349,11 @@ func (p *infraProcess) Position(ctx context.Context) (int64, error) {
 func (p *infraProcess) Pid() int { return int(p.pid.Load()) }
 
 // wait waits for the supervisor to stop (after its ctx ended), then frees
-// the socket directory and the cgroup.
+// the socket and the cgroup.
 func (p *infraProcess) wait() {
 	<-p.done
 	p.conn.Close()
-	os.RemoveAll(p.dir)
+	p.freeSocket()
 	if p.cg != nil {
 		_ = p.cg.Destroy()
 	}

@@ -6,11 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
+	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/ops"
 	"github.com/corralhq/corral/events"
@@ -101,11 +104,42 @@ func (o *masterOps) watch(m *master.Master, inf *infraProcess) {
 }
 
 // handler serves /metrics and /readyz, and the rest (the web UI and
-// /healthz) from next.
-func (o *masterOps) handler(m *master.Master, next http.Handler, log *slog.Logger) http.Handler {
+// /healthz) from next. With tokens (a master with --certs), /metrics
+// answers only an admin's bearer token (commands.MayReadMetrics); without
+// (an insecure master, where any caller may name itself admin) it is open.
+func (o *masterOps) handler(m *master.Master, tokens *auth.Tokens, next http.Handler, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", ops.MetricsHandler(o.reg))
+	metrics := ops.MetricsHandler(o.reg)
+	if tokens != nil {
+		metrics = adminBearer(m, tokens, metrics)
+	}
+	mux.Handle("GET /metrics", metrics)
 	mux.Handle("GET /readyz", ops.Readyz(3*time.Second, ops.MasterChecks(m, ops.DefaultMaxLag)...))
 	mux.Handle("/", next)
 	return ops.NewRecovery(log, o.reg).Handler(mux)
+}
+
+// adminBearer serves next to a request with "Authorization: Bearer
+// <token>" whose identity may read metrics; 401 without a known token,
+// 403 for one that may not.
+func adminBearer(m *master.Master, tokens *auth.Tokens, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || tok == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
+			http.Error(w, "authorization: want \"Bearer <token>\" of an admin (corral token issue --role admin NAME)", http.StatusUnauthorized)
+			return
+		}
+		id, err := tokens.Lookup(tok)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="corral", error="invalid_token"`)
+			http.Error(w, "authorization: "+err.Error(), http.StatusUnauthorized)
+			return
+		}
+		if err := commands.MayReadMetrics(m.ActorOf(id)); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

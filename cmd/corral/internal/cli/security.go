@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -87,14 +88,59 @@ func loadAgentCredentials(dir, machine string) (*auth.Credentials, error) {
 func secureAgent(cfg *agent.Config, cr *auth.Credentials, log *slog.Logger) {
 	cfg.ServerOptions = auth.AgentServerOptions(cr, log)
 	cfg.MasterDialOptions = auth.AgentDialOptions(cr)
-	cfg.Cell, cfg.CellID = cr.Cell, cr.CellID
+	cfg.Cell = cr.Cell
 }
 
-// insecureCellID stands in for the cell's id of an agent with no
-// certificates (no CA to name the cell by): its data directory's path,
-// hashed. Agents on other data directories, of this cell or another,
-// then never share a cgroup parent with it.
-func insecureCellID(dataDir string) string {
+// CellIDFile is the file, in a cell's data directory (`corral up`) or an
+// agent's (`corral agent`), holding the id that names the cell's
+// containers on a machine (agent.Config.CellID).
+const CellIDFile = "cell-id"
+
+// cellID is the id stored in dir/CellIDFile, minted on first use: 8
+// random bytes in hex. It belongs to the data directory, not to the
+// certificates, so two cells made from one copied certs directory (one CA,
+// one cell name) still never share a cgroup parent, and never sweep each
+// other's tasks. A directory that already holds an agent's state from
+// before ids were minted (hadState) keeps the id it named its containers
+// by (legacy), so the agent re-adopts them.
+func cellID(dir string, hadState bool, legacy string) (string, error) {
+	file := filepath.Join(dir, CellIDFile)
+	b, err := os.ReadFile(file)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if !agent.ValidCellPart(id) {
+			return "", fmt.Errorf("%s holds %q, not a cell id (a letter or digit, then up to 62 letters, digits, '.', '_' or '-'): remove it to mint a new one", file, id)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("the cell id: %w", err)
+	}
+	id := legacy
+	if !hadState || id == "" {
+		var r [8]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return "", err
+		}
+		id = hex.EncodeToString(r[:])
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("the cell id: %w", err)
+	}
+	// Written whole then renamed: a crash never leaves half an id.
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("the cell id: %w", err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return "", fmt.Errorf("the cell id: %w", err)
+	}
+	return id, nil
+}
+
+// pathHash is the id an agent with no certificates named its containers
+// by before ids were minted: its data directory's path, hashed.
+func pathHash(dataDir string) string {
 	abs, err := filepath.Abs(dataDir)
 	if err != nil {
 		abs = dataDir

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,6 +130,111 @@ func TestParseUIDRange(t *testing.T) {
 	for _, bad := range []string{"", "200000", "0:10", "10:0", "x:1", "4294967295:2"} {
 		if _, err := parseUIDRange(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// A cell's id is minted once per data directory and kept; a directory
+// with an agent's state from before ids were minted keeps its old id; a
+// spoilt id file is refused, naming the file.
+func TestCellID(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	idA, err := cellID(a, false, "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := cellID(a, false, "legacy"); err != nil || again != idA {
+		t.Errorf("second read: %q, %v; want %q", again, err, idA)
+	}
+	idB, err := cellID(b, false, "legacy")
+	if err != nil || idB == idA || idA == "legacy" || len(idA) != 16 {
+		t.Errorf("ids %q and %q (%v): want two random ones, each its own", idA, idB, err)
+	}
+	old := t.TempDir()
+	if id, err := cellID(old, true, "0123456789abcdef"); err != nil || id != "0123456789abcdef" {
+		t.Errorf("directory with state: %q, %v; want the id it had", id, err)
+	}
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, CellIDFile), []byte("../x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cellID(bad, false, ""); err == nil || !strings.Contains(err.Error(), filepath.Join(bad, CellIDFile)) {
+		t.Errorf("spoilt id file: %v; want an error naming it", err)
+	}
+}
+
+// A master with --certs serves /metrics (whose series name users and jobs)
+// to an admin's bearer token only: 401 without one or with one it does not
+// know, 403 for a user's, 200 for an admin's, as Prometheus scrapes it.
+func TestMetricsNeedAnAdminToken(t *testing.T) {
+	dir := t.TempDir()
+	certs := filepath.Join(dir, "cell")
+	env := map[string]string{"CORRAL_USER": "alice", "CORRAL_DATA": t.TempDir(), "CORRAL_CERTS": certs}
+	bg := context.Background()
+	must := func(args ...string) string {
+		t.Helper()
+		code, out, stderr := runEnv(bg, env, args...)
+		if code != ExitOK {
+			t.Fatalf("corral %s: exit %d\n%s%s", strings.Join(args, " "), code, out, stderr)
+		}
+		return strings.TrimSpace(out)
+	}
+	must("certs", "init", "--cell", "prod")
+	must("certs", "issue", "--role", "master", "m1")
+	userTok := must("token", "issue", "bob")
+	adminTok := must("token", "issue", "--role", "admin", "prom")
+
+	addr, httpAddr := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan int, 1)
+	var logs lockedBuffer
+	go func() {
+		done <- Main(ctx, []string{"master", "--certs", certs, "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr, "--http", httpAddr},
+			Env{Stdout: io.Discard, Stderr: &logs, Getenv: func(string) string { return "" }})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	get := func(auth string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("GET", "http://"+httpAddr+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if code, body := get("Bearer " + adminTok); code == http.StatusOK {
+			if !strings.Contains(body, "corral_master_leader") {
+				t.Errorf("/metrics with an admin's token: no corral_master_leader:\n%.2000s", body)
+			}
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("/metrics with an admin's token: %d %s\nmaster:\n%s", code, body, logs.String())
+		}
+	}
+	for _, c := range []struct {
+		auth, want string
+		code       int
+	}{
+		{"", "Bearer", http.StatusUnauthorized},
+		{"Basic YWxpY2U6eA==", "Bearer", http.StatusUnauthorized},
+		{"Bearer corral_not-a-token", "not known", http.StatusUnauthorized},
+		{"Bearer " + userTok, "admin", http.StatusForbidden},
+	} {
+		code, body := get(c.auth)
+		if code != c.code || !strings.Contains(body, c.want) || strings.Contains(body, "corral_") && strings.Contains(body, "# TYPE") {
+			t.Errorf("/metrics with %q: %d %.300q, want %d saying %q and no series", c.auth, code, body, c.code, c.want)
 		}
 	}
 }

@@ -196,7 +196,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 			log.Warn("the web UI asks for no login: anyone who reaches it reads the whole cell", "http", o.http)
 		}
 		handler, closeUI := webHandler(svc, m, store, svc, o.cell, access, rm, log)
-		web = &http.Server{Handler: mops.handler(m, handler, log), ReadHeaderTimeout: 10 * time.Second}
+		web = &http.Server{Handler: mops.handler(m, access.tokens, handler, log), ReadHeaderTimeout: 10 * time.Second}
 		web.RegisterOnShutdown(closeUI)
 		run("HTTP", func() error {
 			if err := web.Serve(hl); !errors.Is(err, http.ErrServerClosed) {

@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corralhq/corral/commands"
 )
 
 // parseTime reads a moment as people write it on a command line:
@@ -46,19 +50,25 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 	rel := strings.TrimSpace(strings.TrimSuffix(low, "ago"))
 	after := strings.HasPrefix(rel, "+")
 	rel = strings.TrimLeft(rel, "+-")
-	if d, err := parseDuration(rel); err == nil && rel != "" {
+	d, err := parseDuration(rel)
+	if err == nil && rel != "" {
 		if after {
 			return now.Add(d), nil
 		}
 		return now.Add(-d), nil
 	}
+	if errors.Is(err, errTooLong) {
+		return time.Time{}, err
+	}
 	return time.Time{}, fmt.Errorf("%q is not a time: give RFC 3339 (2025-06-01T12:00:00Z), a date (2025-06-01), now, today, or a duration ago (5m, -5m, 2h, 1d)", s)
 }
+
+var errTooLong = errors.New("too long")
 
 // parseDuration is time.ParseDuration plus days ("2d", "1d12h").
 func parseDuration(s string) (time.Duration, error) {
 	if i := strings.Index(s, "d"); i > 0 {
-		days, err := strconv.Atoi(s[:i])
+		days, err := strconv.ParseInt(s[:i], 10, 64)
 		if err != nil {
 			return 0, err
 		}
@@ -67,6 +77,12 @@ func parseDuration(s string) (time.Duration, error) {
 			if rest, err = time.ParseDuration(s[i+1:]); err != nil {
 				return 0, err
 			}
+		}
+		// A duration holds about 106,000 days: past that it would wrap
+		// around, and -99999999999d would name a time in 1829.
+		const maxDays = int64(math.MaxInt64 / int64(24*time.Hour))
+		if days < 0 || days > maxDays || rest < 0 || rest > math.MaxInt64-time.Duration(days)*24*time.Hour {
+			return 0, fmt.Errorf("%s: %w (at most %d days)", s, errTooLong, maxDays)
 		}
 		return time.Duration(days)*24*time.Hour + rest, nil
 	}
@@ -81,7 +97,8 @@ func parseDuration(s string) (time.Duration, error) {
 }
 
 // parsePoint reads a point of the log: a position (a whole number) or a
-// time (see parseTime).
+// time (see parseTime) in the past, as commands.CheckPastMoment has it
+// (the master checks again).
 func parsePoint(s string, now time.Time) (position int64, t time.Time, err error) {
 	if p, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64); err == nil {
 		if p <= 0 {
@@ -89,8 +106,14 @@ func parsePoint(s string, now time.Time) (position int64, t time.Time, err error
 		}
 		return p, time.Time{}, nil
 	}
-	t, err = parseTime(s, now)
-	return 0, t, err
+	if t, err = parseTime(s, now); err != nil {
+		return 0, time.Time{}, err
+	}
+	// No field here: the caller's message names its flag.
+	if err := commands.CheckPastMoment("", t, now); err != nil {
+		return 0, time.Time{}, err
+	}
+	return 0, t, nil
 }
 
 // parsePointUS is parsePoint with the time as microseconds since the

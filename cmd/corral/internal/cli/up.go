@@ -83,15 +83,23 @@ stops; the next agent on the same --data adopts them.`,
 			if err != nil {
 				return err
 			}
+			legacyID := pathHash(cfg.DataDir)
 			if certs != "" {
 				cr, err := loadAgentCredentials(certs, cfg.Name)
 				if err != nil {
 					return err
 				}
 				secureAgent(&cfg, cr, log)
+				legacyID = cr.CAID
 			} else {
 				log.Warn("INSECURE: no --certs: the Agent service is plaintext and obeys anyone who reaches it; give --certs DIR with agents/" + cfg.Name + ".crt and .key")
-				cfg.Cell, cfg.CellID = "insecure", insecureCellID(cfg.DataDir)
+				cfg.Cell = "insecure"
+			}
+			// The id is the agent's data directory's own: a machine's
+			// agent restarted on it finds its containers again, and no
+			// other agent on this machine names its containers alike.
+			if cfg.CellID, err = cellID(cfg.DataDir, agent.HasState(cfg.DataDir), legacyID); err != nil {
+				return fmt.Errorf("--data %s: %w", cfg.DataDir, err)
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
@@ -225,6 +233,16 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	if err != nil {
 		return fmt.Errorf("the cell's credentials in %s: %w", certsDir(abs), err)
 	}
+	// The cell's id is its data directory's own, not its CA's: a second
+	// cell made with a copy of this one's certs names its containers apart.
+	hadState := false
+	for _, name := range machineNames {
+		hadState = hadState || agent.HasState(filepath.Join(data, "machines", name))
+	}
+	id, err := cellID(data, hadState, local.Master.CAID)
+	if err != nil {
+		return fmt.Errorf("--data %s: %w", abs, err)
+	}
 	logFile, err := os.OpenFile(filepath.Join(data, "corral.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -293,6 +311,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 			masters: []string{rm.grpc}, stopTasks: true, log: log, metrics: rm.metrics,
 		}
 		secureAgent(&r.cfg, local.Agents[name], log)
+		r.cfg.CellID = id
 		agents.Add(1)
 		go func() {
 			defer agents.Done()
