@@ -564,6 +564,9 @@ type JobSpec struct {
 	// job's tasks spread evenly across, the first one first.
 	Spread        []string `protobuf:"bytes,22,rep,name=spread,proto3" json:"spread,omitempty"`
 	DistinctHosts bool     `protobuf:"varint,23,opt,name=distinct_hosts,json=distinctHosts,proto3" json:"distinct_hosts,omitempty"` // no two tasks of the job on one machine
+	// The job opts out of spreading by default (jobfile "spread: none"):
+	// its tasks go where the scheduler's fit puts them.
+	Pack          bool `protobuf:"varint,24,opt,name=pack,proto3" json:"pack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -755,6 +758,13 @@ func (x *JobSpec) GetSpread() []string {
 func (x *JobSpec) GetDistinctHosts() bool {
 	if x != nil {
 		return x.DistinctHosts
+	}
+	return false
+}
+
+func (x *JobSpec) GetPack() bool {
+	if x != nil {
+		return x.Pack
 	}
 	return false
 }
@@ -3808,7 +3818,7 @@ const file_catalogue_proto_rawDesc = "" +
 	"autoCommit\x88\x01\x01\x12\x16\n" +
 	"\x06canary\x18\x06 \x01(\x05R\x06canaryB\x0e\n" +
 	"\f_auto_revertB\x0e\n" +
-	"\f_auto_commit\"\xe8\b\n" +
+	"\f_auto_commit\"\xfc\b\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12\x1a\n" +
@@ -3838,7 +3848,8 @@ const file_catalogue_proto_rawDesc = "" +
 	"\n" +
 	"sealed_env\x18\x15 \x01(\fR\tsealedEnv\x12\x16\n" +
 	"\x06spread\x18\x16 \x03(\tR\x06spread\x12%\n" +
-	"\x0edistinct_hosts\x18\x17 \x01(\bR\rdistinctHosts\x1a9\n" +
+	"\x0edistinct_hosts\x18\x17 \x01(\bR\rdistinctHosts\x12\x12\n" +
+	"\x04pack\x18\x18 \x01(\bR\x04pack\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +

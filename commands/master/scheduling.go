@@ -467,7 +467,7 @@ func pendingOf(t *projections.Task, now time.Time, crashMemory time.Duration) sc
 	sp := t.Spec()
 	pt := scheduler.PendingTask{Ref: scheduler.TaskRef{User: t.Job.User, Job: t.Job.Name, Index: t.Index}, Priority: t.Priority(),
 		Seq: t.Seq, SpecVersion: t.SpecVersion, Resources: commands.Sched(t.Limit), AllocSet: sp.GetAllocSet(), Package: sp.GetPackage(),
-		Spread: sp.GetSpread(), DistinctHosts: sp.GetDistinctHosts()}
+		Spread: sp.GetSpread(), DistinctHosts: sp.GetDistinctHosts(), Pack: sp.GetPack()}
 	for _, c := range sp.GetConstraints() {
 		pt.Constraints = append(pt.Constraints, scheduler.ConstraintFromEvents(c))
 	}
