@@ -1,5 +1,12 @@
 package scheduler
 
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
 // Spreading by default (Borg §3.2: a job's tasks go to different
 // machines and failure domains, so that one machine or rack lost costs a
 // job a share of its tasks, not all of them; Kubernetes' default
@@ -48,4 +55,29 @@ func (p *pass) noMorePendingThan(q *pass) bool {
 		}
 	}
 	return true
+}
+
+// SpreadUnmet says where a job's tasks sit more crowded than spreading by
+// default wants: onMachine counts the job's placed tasks per machine,
+// tasks is the job's tasks (placed and pending), machinesUp the
+// schedulable machines and k the scheduler's FeasibleK. It names each
+// machine holding more than SpreadCap of them, or returns "" when none
+// does (or the job packs, which the caller checks).
+func SpreadUnmet(onMachine map[string]int, tasks, machinesUp, k int) string {
+	limit := SpreadCap(tasks, machinesUp, k)
+	if limit == 0 {
+		return ""
+	}
+	var over []string
+	for _, name := range slices.Sorted(maps.Keys(onMachine)) {
+		if n := onMachine[name]; n > limit {
+			over = append(over, fmt.Sprintf("%d of %d tasks on %s", n, tasks, name))
+		}
+	}
+	if len(over) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("spread not met: %s, where spreading by default wants at most %d a machine (%d machines up): "+
+		"when they were placed no machine under that had room without preempting, stranding room or leaving other tasks pending",
+		strings.Join(over, ", "), limit, machinesUp)
 }

@@ -43,6 +43,9 @@ type Explanations struct {
 	position int64
 	byJob    map[projections.JobKey][]scheduler.Explanation
 	bySet    map[projections.JobKey][]scheduler.Explanation // pending allocs, by alloc set
+	// feasibleK is the pass's FeasibleK, which spreading by default's cap
+	// depends on (scheduler.SpreadCap).
+	feasibleK int
 }
 
 // NewExplanations returns an empty store of explanations.
@@ -92,10 +95,40 @@ func backingOff(s *projections.State, j *projections.Job) (n int, until time.Tim
 	return n, until, why
 }
 
+// spreadUnmet is scheduler.SpreadUnmet over the job's placed tasks in s:
+// "" when the job packs or its tasks are spread as the pass wants.
+func spreadUnmet(s *projections.State, j *projections.Job, k int) string {
+	if j.Spec().GetPack() {
+		return ""
+	}
+	on := map[string]int{}
+	tasks := j.PendingTasks()
+	for _, t := range j.Tasks {
+		if t != nil && t.Live() && t.Machine != "" {
+			on[t.Machine]++
+			tasks++
+		}
+	}
+	if len(on) == 0 {
+		return ""
+	}
+	up := 0
+	for _, m := range s.Machines {
+		if m.Schedulable() {
+			up++
+		}
+	}
+	return scheduler.SpreadUnmet(on, tasks, up, k)
+}
+
 // Explain renders the latest explanation of a job's pending tasks; it is
 // Service.Explain.
 func (e *Explanations) Explain(s *projections.State, j *projections.Job) *apipb.WhyPendingReply {
 	out := &apipb.WhyPendingReply{User: j.User, Job: j.Name, Pending: int32(j.PendingTasks())}
+	e.mu.RLock()
+	k := e.feasibleK
+	e.mu.RUnlock()
+	out.Spread = spreadUnmet(s, j, k)
 	if j.PendingTasks() == 0 {
 		out.Summary = fmt.Sprintf("job %s/%s has no pending task (%s)", j.User, j.Name, j.State())
 		return out
@@ -188,6 +221,11 @@ func NewSchedulingCore(cfg SchedulerConfig) *SchedulingCore {
 	}
 	if cfg.RescheduleBurst <= 0 {
 		cfg.RescheduleBurst = 500
+	}
+	if cfg.Explanations != nil {
+		cfg.Explanations.mu.Lock()
+		cfg.Explanations.feasibleK = cfg.Pass.FeasibleK
+		cfg.Explanations.mu.Unlock()
 	}
 	sched := scheduler.New(cfg.Pass)
 	sched.RememberMachines() // buildCell makes a new Machine whenever one changes
