@@ -590,20 +590,34 @@ func SpreadCap(tasks, slots, k int) int {
 	return (tasks + slots - 1) / slots
 }
 
-// overCap is what machine mi costs the next task of job js for
-// spreading by default: Weights.OverCap when the machine holds the job's
-// cap of tasks, half that when one of its failure domains does.
-func (js *jobSpread) overCap(p *pass, mi int32) float64 {
-	w := p.cfg.Weights.OverCap
-	if js.machines[mi] >= js.capMachine {
-		return w
-	}
+// spreadCosts is the failure-domain preference of machine mi for the
+// next task of job js (spread) and, when capped, what spreading by default
+// charges there (Weights.OverCap when the machine holds the job's cap of
+// tasks, half that when one of its failure domains does): one lookup per
+// map for both, as choose calls it for every pool entry.
+func (p *pass) spreadCosts(js *jobSpread, mi int32, capped bool) (spread, overCap float64) {
+	w := &p.cfg.Weights
+	onMachine := js.machines[mi]
+	s := w.SpreadMachine * float64(onMachine)
+	full := capped && onMachine >= js.capMachine
+	domainFull := false
 	for k, d := range p.machines[mi].domains {
-		if d >= 0 && js.capDomain[k] > 0 && js.domains[k][d] >= js.capDomain[k] {
-			return w / 2
+		if d < 0 {
+			continue
+		}
+		if w.SpreadDomain[k] != 0 || capped && js.capDomain[k] > 0 {
+			n := js.domains[k][d]
+			s += w.SpreadDomain[k] * float64(n)
+			domainFull = domainFull || capped && js.capDomain[k] > 0 && n >= js.capDomain[k]
 		}
 	}
-	return 0
+	switch {
+	case full:
+		overCap = w.OverCap
+	case domainFull:
+		overCap = w.OverCap / 2
+	}
+	return -s / float64(js.placed), overCap
 }
 
 func (p *pass) addToJob(js *jobSpread, mi int32) {
@@ -699,13 +713,14 @@ func (p *pass) choose(c *class, js *jobSpread, except []int32, noVictims bool) (
 		}
 		s := e.score
 		if spread {
-			s += p.spread(js, e.m)
-		}
-		if capped {
-			if byScore < 0 || s > topScore {
-				byScore, topScore = i, s
+			sp, over := p.spreadCosts(js, e.m, capped)
+			s += sp
+			if capped {
+				if byScore < 0 || s > topScore {
+					byScore, topScore = i, s
+				}
+				s -= over
 			}
-			s -= js.overCap(p, e.m)
 		}
 		if best < 0 || s > score {
 			best, score = i, s
