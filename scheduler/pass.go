@@ -92,7 +92,7 @@ func New(cfg Config) *Scheduler {
 // Schedule runs one pass; see the package documentation for its steps.
 func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
 	p := s.run(cell, seed)
-	if p.spreadChose && p.leftAny() {
+	if p.spreadChose && !noPackRun && p.leftAny() {
 		// Spreading by default moved a task off the machine its score
 		// chose, and tasks were left pending: run the pass again with
 		// every job packing, and keep the spreading plan only if it
