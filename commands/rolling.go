@@ -33,7 +33,7 @@ func restartFieldsEqual(a, b *events.JobSpec) bool {
 		slices.EqualFunc(a.Constraints, b.Constraints, func(x, y *events.Constraint) bool { return proto.Equal(x, y) }) &&
 		slices.Equal(a.PortNames, b.PortNames) && slices.Equal(a.SecretEnv, b.SecretEnv) &&
 		a.Package == b.Package && a.AllocSet == b.AllocSet && a.Appclass == b.Appclass &&
-		slices.Equal(a.Spread, b.Spread) && a.DistinctHosts == b.DistinctHosts
+		slices.Equal(a.Spread, b.Spread) && a.DistinctHosts == b.DistinctHosts && a.Pack == b.Pack
 }
 
 // maxDisruptions is the update policy's limit on tasks stopped at once.

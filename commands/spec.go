@@ -289,7 +289,15 @@ func (d *specDecoder) spec(root any, user string) *events.JobSpec {
 		case "start_after":
 			spec.StartAfter = d.str(k, v)
 		case "spread":
-			spec.Spread = d.strList(k, v)
+			// "none" opts out of spreading by default; a list names the
+			// failure domains to spread evenly across.
+			if s, ok := v.(string); ok && s == "none" {
+				spec.Pack = true
+			} else if ok {
+				d.fail(k, `must be "none" or a list of machine attributes, not %q`, s)
+			} else {
+				spec.Spread = d.strList(k, v)
+			}
 		case "distinct_hosts":
 			spec.DistinctHosts = d.boolean(k, v)
 		case "alloc_set":

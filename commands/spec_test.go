@@ -214,3 +214,29 @@ func decodeYAML(data []byte, user string) (*events.JobSpec, error) {
 	}
 	return DecodeSpecJSON(js, user)
 }
+
+// "spread: none" opts a job out of spreading by default; any other word
+// there, or none together with attributes, is refused naming the field.
+func TestSpreadNoneOptsOut(t *testing.T) {
+	base := "name: batch\ncount: 3\ncommand: /bin/true\nresources: {cpu: 100m, memory: 64Mi}\n"
+	got, err := decodeYAML([]byte(base+"spread: none\n"), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Pack || len(got.Spread) != 0 {
+		t.Fatalf("spread: none gave pack %v, spread %v", got.Pack, got.Spread)
+	}
+	got, err = decodeYAML([]byte(base+"spread: [rack]\n"), "alice")
+	if err != nil || got.Pack || len(got.Spread) != 1 {
+		t.Fatalf("spread: [rack] gave %v, pack %v, spread %v", err, got.GetPack(), got.GetSpread())
+	}
+	if _, err := decodeYAML([]byte(base+"spread: rack\n"), "alice"); err == nil ||
+		!strings.Contains(err.Error(), `spread: must be "none" or a list of machine attributes, not "rack"`) {
+		t.Fatalf("spread: rack gave %v", err)
+	}
+	s := spec("web", 9, 2)
+	s.Pack, s.Spread = true, []string{"rack"}
+	if err := ValidateSpec(s); err == nil || !strings.Contains(err.Error(), "spread: none (pack) and attributes to spread across ([rack]) exclude each other") {
+		t.Fatalf("pack with spread attributes gave %v", err)
+	}
+}

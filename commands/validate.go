@@ -182,6 +182,9 @@ func validateSpec(spec *events.JobSpec) violations {
 	if spec.AllocSet != "" {
 		checkName(&v, "alloc_set", spec.AllocSet)
 	}
+	if spec.Pack && len(spec.Spread) > 0 {
+		v.add("spread", "none (pack) and attributes to spread across (%v) exclude each other", spec.Spread)
+	}
 	if len(spec.Spread) > maxSpread {
 		v.add("spread", "at most %d attributes, not %d", maxSpread, len(spec.Spread))
 	}

@@ -567,6 +567,9 @@ type JobSpec struct {
 	// SIGTERM to SIGKILL when a task is stopped (Nomad's kill_timeout);
 	// 0: the default, 10 s; at most 5 minutes.
 	KillTimeoutMs int64 `protobuf:"varint,24,opt,name=kill_timeout_ms,json=killTimeoutMs,proto3" json:"kill_timeout_ms,omitempty"`
+	// The job opts out of spreading by default (jobfile "spread: none"):
+	// its tasks go where the scheduler's fit puts them.
+	Pack          bool `protobuf:"varint,25,opt,name=pack,proto3" json:"pack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -767,6 +770,13 @@ func (x *JobSpec) GetKillTimeoutMs() int64 {
 		return x.KillTimeoutMs
 	}
 	return 0
+}
+
+func (x *JobSpec) GetPack() bool {
+	if x != nil {
+		return x.Pack
+	}
+	return false
 }
 
 type MachineRegistered struct {
@@ -3990,7 +4000,7 @@ const file_catalogue_proto_rawDesc = "" +
 	"autoCommit\x88\x01\x01\x12\x16\n" +
 	"\x06canary\x18\x06 \x01(\x05R\x06canaryB\x0e\n" +
 	"\f_auto_revertB\x0e\n" +
-	"\f_auto_commit\"\x90\t\n" +
+	"\f_auto_commit\"\xa4\t\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12\x1a\n" +
@@ -4021,7 +4031,8 @@ const file_catalogue_proto_rawDesc = "" +
 	"sealed_env\x18\x15 \x01(\fR\tsealedEnv\x12\x16\n" +
 	"\x06spread\x18\x16 \x03(\tR\x06spread\x12%\n" +
 	"\x0edistinct_hosts\x18\x17 \x01(\bR\rdistinctHosts\x12&\n" +
-	"\x0fkill_timeout_ms\x18\x18 \x01(\x03R\rkillTimeoutMs\x1a9\n" +
+	"\x0fkill_timeout_ms\x18\x18 \x01(\x03R\rkillTimeoutMs\x12\x12\n" +
+	"\x04pack\x18\x19 \x01(\bR\x04pack\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +

@@ -49,6 +49,9 @@ type Config struct {
 	// saves the pass re-examining every machine for every class left
 	// pending. Placements do not depend on it.
 	NoExplanations bool
+	// packAll treats every job as packing (PendingTask.Pack): the run a
+	// pass compares spreading by default against (spread.go).
+	packAll bool
 }
 
 // Weights scale the preferences added to the policy's fit. The fit of
@@ -61,9 +64,15 @@ type Weights struct {
 	Soft          float64 // share of soft constraints satisfied
 	SpreadMachine float64 // share of the job's tasks already on the machine
 	SpreadDomain  [2]float64
-	Preemption    float64 // per evicted task, plus its priority / 12
-	Package       float64 // the machine already holds the task's package
-	Mix           float64 // share of the machine's CPU held by the other band
+	// OverCap is paid by a machine already holding as many of the job's
+	// tasks as spreading by default wants there (SpreadCap), half of it
+	// by one whose failure domain does: more than any difference of fit,
+	// less than stranding much of a machine, keeping scarce room free for
+	// the work that needs it, or a preemption.
+	OverCap    float64
+	Preemption float64 // per evicted task, plus its priority / 12
+	Package    float64 // the machine already holds the task's package
+	Mix        float64 // share of the machine's CPU held by the other band
 }
 
 // Validate reports a configuration a pass cannot use.
@@ -72,7 +81,7 @@ func (c Config) Validate() error {
 		return err
 	}
 	for _, w := range []float64{c.Weights.Soft, c.Weights.SpreadMachine, c.Weights.SpreadDomain[0],
-		c.Weights.SpreadDomain[1], c.Weights.Preemption, c.Weights.Package, c.Weights.Mix} {
+		c.Weights.SpreadDomain[1], c.Weights.OverCap, c.Weights.Preemption, c.Weights.Package, c.Weights.Mix} {
 		if w < 0 {
 			return fmt.Errorf("scheduler: weights must not be negative: %+v", c.Weights)
 		}
@@ -89,6 +98,7 @@ func DefaultConfig() Config {
 			Soft:          4,
 			SpreadMachine: 0.5,
 			SpreadDomain:  [2]float64{0.2, 0.1},
+			OverCap:       1,
 			Preemption:    1000,
 			Package:       0.25,
 			Mix:           0.05,

@@ -51,7 +51,10 @@
 //     constraints, the package already on the machine, a mix of prod and
 //     non-prod, minus the cost of preemption (one unit per victim plus its
 //     priority share) and minus a share for the job's tasks already on the
-//     machine, its rack and its power domain. A job that names spread
+//     machine, its rack and its power domain, and, unless the job packs
+//     (PendingTask.Pack), Weights.OverCap where the machine or one of its
+//     failure domains already holds SpreadCap of the job's tasks
+//     (spreading by default, spread.go). A job that names spread
 //     attributes (PendingTask.Spread) takes, among every feasible machine
 //     (its class's pool is filled from all of them), one whose values hold
 //     the fewest of its tasks, the first attribute first, then the best
@@ -93,7 +96,12 @@
 //     placed there. Moved placements go to the end of the plan; no
 //     placement is lost, none preempts, and relocation spends at most the
 //     checks the pass spent (relocate.go).
-//  10. Explanations: every class left with pending tasks is checked against
+//  10. Packing instead: if spreading by default took a machine other than
+//     the one the score alone chose and tasks are left pending, steps 1-9
+//     run again with every job packing, and that plan is kept unless the
+//     spreading one leaves no more pending at every priority
+//     (Stats.Packed, spread.go).
+//  11. Explanations: every class left with pending tasks is checked against
 //     every machine once more (a scheduler that remembers machines reuses
 //     an earlier pass's verdict on a machine that has not changed,
 //     explainmemo.go); rejections are counted per reason and hints say
@@ -116,7 +124,11 @@
 //   - Priorities outside 0-11 are clamped by the pass and refused by
 //     Cell.Validate.
 //   - A pass runs at most twice (step 8), and the second run only when a
-//     task that had room at the start of the pass was left pending.
+//     task that had room at the start of the pass was left pending; the
+//     packing run of step 10 repeats that, only when spreading by default
+//     moved a task and tasks were left pending.
+//   - Spreading by default never leaves more tasks pending at any
+//     priority than packing every job would.
 //   - Relocation only adds placements: every task the pass placed stays
 //     placed, and the plan applies in its order.
 //

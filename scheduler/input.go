@@ -188,6 +188,12 @@ type PendingTask struct {
 	Spread []string
 	// DistinctHosts: no two tasks of the job on one machine (a hard rule).
 	DistinctHosts bool
+	// Pack opts the job out of spreading by default: its tasks go where
+	// the policy's fit puts them, leaning away from each other only by
+	// the spread weights. Without it a machine (or failure domain)
+	// already holding SpreadCap of the job's tasks pays Weights.OverCap
+	// (spread.go).
+	Pack bool
 }
 
 // PendingAlloc is an alloc instance waiting for a machine. Allocs are

@@ -91,6 +91,29 @@ func New(cfg Config) *Scheduler {
 
 // Schedule runs one pass; see the package documentation for its steps.
 func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
+	p := s.run(cell, seed)
+	if p.spreadChose && !noPackRun && p.leftAny() {
+		// Spreading by default moved a task off the machine its score
+		// chose, and tasks were left pending: run the pass again with
+		// every job packing, and keep the spreading plan only if it
+		// leaves no more pending at any priority (spread.go).
+		packer := *s
+		packer.cfg.packAll = true
+		q := packer.run(cell, seed)
+		checks := p.plan.Stats.FeasibilityChecks + q.plan.Stats.FeasibilityChecks
+		if !p.noMorePendingThan(q) {
+			p = q
+			p.plan.Stats.Packed = true
+		}
+		p.plan.Stats.FeasibilityChecks = checks
+	}
+	p.finish()
+	return &p.plan
+}
+
+// run is one pass's runs up to its explanations: the first, the reruns
+// for contested tasks, and relocation.
+func (s *Scheduler) run(cell *Cell, seed uint64) *pass {
 	p := newPass(s.cfg, cell, seed, s.sums)
 	p.placeAll()
 	firstChecks := p.plan.Stats.FeasibilityChecks
@@ -105,8 +128,7 @@ func (s *Scheduler) Schedule(cell *Cell, seed uint64) *Plan {
 		p = s.wholeView(cell, seed, p, firstChecks)
 	}
 	p.relocate()
-	p.finish()
-	return &p.plan
+	return p
 }
 
 // pass is the working state of one scheduling pass.
@@ -167,6 +189,16 @@ type pass struct {
 	// resources it asks for nearly all of (sumDemand).
 	capacity, request Resources
 	scarce            [ScoredDims]bool
+	// usable counts the machines up and not draining; domainValues the
+	// values of each failure-domain attribute among them (spreading by
+	// default caps a job's tasks per machine and per value by these).
+	usable       int
+	domainValues [2]int
+
+	// spreadChose: spreading by default took a machine other than the
+	// one the score chose, for some task of this run; spreadMoved, for
+	// the last choice.
+	spreadChose, spreadMoved bool
 
 	plan Plan
 	// planned parallels plan.Placements: the queue item each placement
@@ -229,6 +261,14 @@ type jobSpread struct {
 	placed   int32
 	machines map[int32]int32
 	domains  [2]map[int32]int32
+	// pack: the job opted out of spreading by default (PendingTask.Pack).
+	// capMachine and capDomain are the most of its tasks spreading by
+	// default wants on one machine and one value of each failure domain
+	// (SpreadCap; 0: no cap, the domain is not declared).
+	pack       bool
+	tasks      int32 // placed when the pass began, plus pending
+	capMachine int32
+	capDomain  [2]int32
 }
 
 func newPass(cfg Config, cell *Cell, seed uint64, memo *sumsMemo) *pass {
@@ -287,10 +327,19 @@ func (p *pass) buildMachines(memo *sumsMemo) {
 		last, next = memo.last, make(map[*Machine]*machineSums, len(p.cell.Machines))
 	}
 	refs := 0 // job numbers the machines' sums hold
+	usableValues := [2]map[int32]bool{{}, {}}
+	defer func() {
+		for k := range usableValues {
+			p.domainValues[k] = len(usableValues[k])
+		}
+	}()
 	for i, in := range p.cell.Machines {
 		m := &p.machines[i]
 		m.in = in
 		m.usable = in.State == MachineUp
+		if m.usable {
+			p.usable++
+		}
 		for k, attr := range p.cfg.SpreadDomains {
 			m.domains[k] = -1
 			if attr == "" {
@@ -303,6 +352,9 @@ func (p *pass) buildMachines(memo *sumsMemo) {
 					intern[k][v] = id
 				}
 				m.domains[k] = id
+				if m.usable {
+					usableValues[k][id] = true
+				}
 			}
 		}
 		sums := last[in]
@@ -473,12 +525,15 @@ func (p *pass) buildJobs() {
 	// By number, the pending jobs that run somewhere: a job with no number
 	// has no task on any machine of this pass.
 	var byNumber []*jobSpread
+	defer p.capJobs()
 	for i := range p.items {
 		k := p.keyOf(int32(i))
-		if p.jobs[k] != nil {
+		if js := p.jobs[k]; js != nil {
+			js.tasks++
+			js.pack = js.pack || p.items[i].Pack
 			continue
 		}
-		js := &jobSpread{}
+		js := &jobSpread{tasks: 1, pack: p.items[i].Pack || p.cfg.packAll}
 		p.jobs[k] = js
 		if id, ok := p.jobNumbers.ids[k]; ok {
 			if byNumber == nil {
@@ -499,6 +554,70 @@ func (p *pass) buildJobs() {
 			}
 		}
 	}
+}
+
+// capJobs sets each job's caps for spreading by default, once buildJobs
+// has counted its tasks.
+func (p *pass) capJobs() {
+	for _, js := range p.jobs {
+		js.tasks += js.placed
+		if js.pack {
+			continue
+		}
+		js.capMachine = int32(SpreadCap(int(js.tasks), p.usable, p.k))
+		for k, n := range p.domainValues {
+			if n > 1 {
+				js.capDomain[k] = int32(SpreadCap(int(js.tasks), n, p.k))
+			}
+		}
+	}
+}
+
+// SpreadCap is the most of a job's tasks that spreading by default wants
+// on one machine (or one value of a failure-domain attribute) when the
+// cell has slots of them up and the scheduler scores k feasible machines
+// a task: ceil(tasks / min(slots, k)). A job of 3 on 10 machines wants
+// one a machine; a job of 1,000 with K = 64 wants at most 16 a machine,
+// which leaves a large job's packing to the policy's fit. Zero when there
+// are no slots.
+func SpreadCap(tasks, slots, k int) int {
+	if k > 0 {
+		slots = min(slots, k)
+	}
+	if slots <= 0 || tasks <= 0 {
+		return 0
+	}
+	return (tasks + slots - 1) / slots
+}
+
+// spreadCosts is the failure-domain preference of machine mi for the
+// next task of job js (spread) and, when capped, what spreading by default
+// charges there (Weights.OverCap when the machine holds the job's cap of
+// tasks, half that when one of its failure domains does): one lookup per
+// map for both, as choose calls it for every pool entry.
+func (p *pass) spreadCosts(js *jobSpread, mi int32, capped bool) (spread, overCap float64) {
+	w := &p.cfg.Weights
+	onMachine := js.machines[mi]
+	s := w.SpreadMachine * float64(onMachine)
+	full := capped && onMachine >= js.capMachine
+	domainFull := false
+	for k, d := range p.machines[mi].domains {
+		if d < 0 {
+			continue
+		}
+		if w.SpreadDomain[k] != 0 || capped && js.capDomain[k] > 0 {
+			n := js.domains[k][d]
+			s += w.SpreadDomain[k] * float64(n)
+			domainFull = domainFull || capped && js.capDomain[k] > 0 && n >= js.capDomain[k]
+		}
+	}
+	switch {
+	case full:
+		overCap = w.OverCap
+	case domainFull:
+		overCap = w.OverCap / 2
+	}
+	return -s / float64(js.placed), overCap
 }
 
 func (p *pass) addToJob(js *jobSpread, mi int32) {
@@ -539,6 +658,7 @@ func (p *pass) spread(js *jobSpread, mi int32) float64 {
 func (p *pass) pick(c *class, js *jobSpread) (best int, score float64, examined int32) {
 	examined = p.refresh(c)
 	best, score = p.choose(c, js, nil, false)
+	p.spreadChose = p.spreadChose || p.spreadMoved
 	return best, score, examined + int32(len(c.pool))
 }
 
@@ -577,10 +697,15 @@ func (p *pass) refresh(c *class) (rejected int32) {
 // preemption when noVictims is set; -1 when there is none.
 func (p *pass) choose(c *class, js *jobSpread, except []int32, noVictims bool) (best int, score float64) {
 	best = -1
+	p.spreadMoved = false
 	if len(c.spread) > 0 && js != nil && js.placed > 0 {
 		return p.pickSpread(c, js)
 	}
 	spread := js != nil && js.placed > 0
+	// Spreading by default: a machine at the job's cap (SpreadCap), or in
+	// a failure domain at its cap, pays for it in its score (spread.go).
+	capped := spread && !js.pack && js.capMachine > 0
+	byScore, topScore := best, 0.0 // the pick without the caps
 	for i := range c.pool {
 		e := &c.pool[i]
 		if (noVictims && e.victims >= 0) || (len(except) > 0 && slices.Contains(except, e.m)) {
@@ -588,12 +713,20 @@ func (p *pass) choose(c *class, js *jobSpread, except []int32, noVictims bool) (
 		}
 		s := e.score
 		if spread {
-			s += p.spread(js, e.m)
+			sp, over := p.spreadCosts(js, e.m, capped)
+			s += sp
+			if capped {
+				if byScore < 0 || s > topScore {
+					byScore, topScore = i, s
+				}
+				s -= over
+			}
 		}
 		if best < 0 || s > score {
 			best, score = i, s
 		}
 	}
+	p.spreadMoved = capped && best != byScore
 	return best, score
 }
 

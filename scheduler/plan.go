@@ -131,6 +131,10 @@ type Stats struct {
 	// RelocationChecks counts the machine evaluations that took (not in
 	// FeasibilityChecks).
 	Unblocked, Relocated, RelocationChecks int
+	// Packed: spreading by default left more tasks pending at some
+	// priority than packing every job, and this plan is the packing run's
+	// (spread.go). FeasibilityChecks counts both.
+	Packed bool
 }
 
 // Reason is why a machine was rejected for a class. A machine counts under

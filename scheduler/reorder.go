@@ -159,6 +159,7 @@ func (s *Scheduler) runAgain(cfg Config, cell *Cell, seed uint64, p *pass, promo
 	q := newPass(cfg, cell, seed, s.sums)
 	q.promote, q.bound = promote, p.leftByPriority()
 	done := q.placeAll()
+	q.spreadChose = q.spreadChose || p.spreadChose
 	before := p.plan.Stats
 	if done && q.placesMore() {
 		p = q

@@ -3797,13 +3797,16 @@ func (x *PendingClass) GetSummary() string {
 }
 
 type WhyPendingReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
-	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
-	Pending       int32                  `protobuf:"varint,3,opt,name=pending,proto3" json:"pending,omitempty"`
-	Classes       []*PendingClass        `protobuf:"bytes,4,rep,name=classes,proto3" json:"classes,omitempty"`
-	Summary       string                 `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
-	Position      int64                  `protobuf:"varint,6,opt,name=position,proto3" json:"position,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	User     string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Job      string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Pending  int32                  `protobuf:"varint,3,opt,name=pending,proto3" json:"pending,omitempty"`
+	Classes  []*PendingClass        `protobuf:"bytes,4,rep,name=classes,proto3" json:"classes,omitempty"`
+	Summary  string                 `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
+	Position int64                  `protobuf:"varint,6,opt,name=position,proto3" json:"position,omitempty"`
+	// Where the job's placed tasks sit more crowded than spreading by
+	// default wants ("2 of 3 tasks on m1 ..."); empty when met or packing.
+	Spread        string `protobuf:"bytes,7,opt,name=spread,proto3" json:"spread,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3878,6 +3881,13 @@ func (x *WhyPendingReply) GetPosition() int64 {
 		return x.Position
 	}
 	return 0
+}
+
+func (x *WhyPendingReply) GetSpread() string {
+	if x != nil {
+		return x.Spread
+	}
+	return ""
 }
 
 type CellView struct {
@@ -5386,14 +5396,15 @@ const file_api_proto_rawDesc = "" +
 	"rejections\x18\x03 \x03(\v2\x1d.corral.api.v1.RejectionCountR\n" +
 	"rejections\x12\x14\n" +
 	"\x05hints\x18\x04 \x03(\tR\x05hints\x12\x18\n" +
-	"\asummary\x18\x05 \x01(\tR\asummary\"\xbe\x01\n" +
+	"\asummary\x18\x05 \x01(\tR\asummary\"\xd6\x01\n" +
 	"\x0fWhyPendingReply\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x18\n" +
 	"\apending\x18\x03 \x01(\x05R\apending\x125\n" +
 	"\aclasses\x18\x04 \x03(\v2\x1b.corral.api.v1.PendingClassR\aclasses\x12\x18\n" +
 	"\asummary\x18\x05 \x01(\tR\asummary\x12\x1a\n" +
-	"\bposition\x18\x06 \x01(\x03R\bposition\"\x8c\x02\n" +
+	"\bposition\x18\x06 \x01(\x03R\bposition\x12\x16\n" +
+	"\x06spread\x18\a \x01(\tR\x06spread\"\x8c\x02\n" +
 	"\bCellView\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\x03R\bposition\x12\x17\n" +
 	"\atime_us\x18\x02 \x01(\x03R\x06timeUs\x126\n" +

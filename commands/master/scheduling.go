@@ -43,6 +43,9 @@ type Explanations struct {
 	position int64
 	byJob    map[projections.JobKey][]scheduler.Explanation
 	bySet    map[projections.JobKey][]scheduler.Explanation // pending allocs, by alloc set
+	// feasibleK is the pass's FeasibleK, which spreading by default's cap
+	// depends on (scheduler.SpreadCap).
+	feasibleK int
 }
 
 // NewExplanations returns an empty store of explanations.
@@ -107,10 +110,40 @@ func restartingInPlace(j *projections.Job) (n int, first int32, why string) {
 	return n, first, why
 }
 
+// spreadUnmet is scheduler.SpreadUnmet over the job's placed tasks in s:
+// "" when the job packs or its tasks are spread as the pass wants.
+func spreadUnmet(s *projections.State, j *projections.Job, k int) string {
+	if j.Spec().GetPack() {
+		return ""
+	}
+	on := map[string]int{}
+	tasks := j.PendingTasks()
+	for _, t := range j.Tasks {
+		if t != nil && t.Live() && t.Machine != "" {
+			on[t.Machine]++
+			tasks++
+		}
+	}
+	if len(on) == 0 {
+		return ""
+	}
+	up := 0
+	for _, m := range s.Machines {
+		if m.Schedulable() {
+			up++
+		}
+	}
+	return scheduler.SpreadUnmet(on, tasks, up, k)
+}
+
 // Explain renders the latest explanation of a job's pending tasks; it is
 // Service.Explain.
 func (e *Explanations) Explain(s *projections.State, j *projections.Job) *apipb.WhyPendingReply {
 	out := &apipb.WhyPendingReply{User: j.User, Job: j.Name, Pending: int32(j.PendingTasks())}
+	e.mu.RLock()
+	k := e.feasibleK
+	e.mu.RUnlock()
+	out.Spread = spreadUnmet(s, j, k)
 	if j.PendingTasks() == 0 {
 		out.Summary = fmt.Sprintf("job %s/%s has no pending task (%s)", j.User, j.Name, j.State())
 		if n, idx, why := restartingInPlace(j); n > 0 {
@@ -207,6 +240,11 @@ func NewSchedulingCore(cfg SchedulerConfig) *SchedulingCore {
 	}
 	if cfg.RescheduleBurst <= 0 {
 		cfg.RescheduleBurst = 500
+	}
+	if cfg.Explanations != nil {
+		cfg.Explanations.mu.Lock()
+		cfg.Explanations.feasibleK = cfg.Pass.FeasibleK
+		cfg.Explanations.mu.Unlock()
 	}
 	sched := scheduler.New(cfg.Pass)
 	sched.RememberMachines() // buildCell makes a new Machine whenever one changes
@@ -489,7 +527,7 @@ func pendingOf(t *projections.Task, now time.Time, crashMemory time.Duration) sc
 	sp := t.Spec()
 	pt := scheduler.PendingTask{Ref: scheduler.TaskRef{User: t.Job.User, Job: t.Job.Name, Index: t.Index}, Priority: t.Priority(),
 		Seq: t.Seq, SpecVersion: t.SpecVersion, Resources: commands.Sched(t.Limit), AllocSet: sp.GetAllocSet(), Package: sp.GetPackage(),
-		Spread: sp.GetSpread(), DistinctHosts: sp.GetDistinctHosts()}
+		Spread: sp.GetSpread(), DistinctHosts: sp.GetDistinctHosts(), Pack: sp.GetPack()}
 	for _, c := range sp.GetConstraints() {
 		pt.Constraints = append(pt.Constraints, scheduler.ConstraintFromEvents(c))
 	}

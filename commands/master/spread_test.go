@@ -134,3 +134,35 @@ func TestDistinctHosts(t *testing.T) {
 		t.Fatalf("PlaceTasks beside a task of the job: %v", err)
 	}
 }
+
+// why says when a job's tasks sit more crowded than spreading by default
+// wants, naming the machine, and says nothing for a job that packs or is
+// spread.
+func TestWhySaysWhenSpreadIsNotMet(t *testing.T) {
+	c := newSpreadCell(t)
+	explain := NewExplanations()
+	placeOn := func(job string, machines ...string) {
+		t.Helper()
+		var ps []commands.Placement
+		for i, m := range machines {
+			ps = append(ps, commands.Placement{Task: c.s.Job("alice", job).Task(int32(i)).Key(), Machine: m, MachineVersion: c.s.Machines[m].Version})
+		}
+		c.do(commands.PlaceTasks{Meta: cellAdmin, Placements: ps})
+	}
+	for _, name := range []string{"web", "batch", "api"} {
+		c.do(commands.SubmitJob{Meta: asAlice, Spec: &events.JobSpec{Name: name, TaskCount: 2, Command: "/bin/x",
+			Resources: &events.Resources{CpuMilli: 500, MemoryBytes: 1 << 30}, Pack: name == "batch"}})
+	}
+	placeOn("web", "m0", "m0")
+	placeOn("batch", "m1", "m1")
+	placeOn("api", "m2", "m3")
+	got := explain.Explain(c.s, c.s.Job("alice", "web")).Spread
+	if want := "spread not met: 2 of 2 tasks on m0, where spreading by default wants at most 1 a machine (9 machines up)"; !strings.HasPrefix(got, want) {
+		t.Errorf("web on m0 twice: spread %q, want it to start %q", got, want)
+	}
+	for _, job := range []string{"batch", "api"} {
+		if got := explain.Explain(c.s, c.s.Job("alice", job)).Spread; got != "" {
+			t.Errorf("%s: spread %q, want nothing said", job, got)
+		}
+	}
+}

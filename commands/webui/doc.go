@@ -20,8 +20,9 @@
 //     pending, running and dead task counts.
 //   - /jobs/{user}/{job}: the resolved spec, the tasks (state, machine,
 //     restarts, last exit, health), the why-pending explanation of each
-//     pending class with its hints, rolling update progress and the job's
-//     timeline.
+//     pending class with its hints, a note when the job's tasks sit more
+//     crowded than spreading by default wants (WhyPendingReply.Spread),
+//     rolling update progress and the job's timeline.
 //   - /jobs/{user}/{job}/tasks/{index}: the task's whole history (where and
 //     why it was scheduled, evictions with reason and preemptor, exits),
 //     CPU and memory per usage window against limit and reservation, and

@@ -187,7 +187,9 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Pager = newPager(r, "offset", offset, h.cfg.PageSize, int(tasks.Total))
 
-	if d.Job.Pending > 0 {
+	// Asked while tasks wait, and while tasks run: the answer also says
+	// when they are not spread as the scheduler wants (Why.Spread).
+	if d.Job.Pending > 0 || d.Job.Scheduled+d.Job.Running > 1 {
 		d.Why, err = h.cfg.API.WhyPending(ctx, &apipb.WhyPendingRequest{User: user, Job: name})
 		if err != nil {
 			d.WhyErr = status.Convert(err).Message()

@@ -328,6 +328,9 @@ func (a *app) whyCommand() *cobra.Command {
 // writeWhy prints a why-pending explanation for people.
 func writeWhy(w io.Writer, why *apipb.WhyPendingReply) {
 	fmt.Fprintf(w, "%s/%s: %s\n", why.User, why.Job, why.Summary)
+	if why.Spread != "" {
+		fmt.Fprintf(w, "  %s\n", why.Spread)
+	}
 	for _, c := range why.Classes {
 		if c.MachinesConsidered == 0 && len(c.Rejections) == 0 {
 			// A reason recorded in the log (why --at): its words only.

@@ -241,6 +241,9 @@ func SpecObject(s *events.JobSpec) obj {
 	if len(s.Spread) > 0 {
 		o.add("spread", s.Spread)
 	}
+	if s.Pack {
+		o.add("spread", "none")
+	}
 	if s.DistinctHosts {
 		o.add("distinct_hosts", true)
 	}
