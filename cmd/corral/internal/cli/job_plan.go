@@ -78,8 +78,12 @@ func (a *app) planFile(ctx context.Context, path string, secrets []string, atPos
 		}
 		return a.show(nil, plans)
 	}
+	me, err := cl.me(ctx)
+	if err != nil {
+		return err
+	}
 	for i, p := range plans {
-		writePlan(a.stdout(), cl.user+"/"+f.Jobs[i].Name, p)
+		writePlan(a.stdout(), me+"/"+f.Jobs[i].Name, p)
 	}
 	if atPos == 0 && atUS == 0 {
 		a.note("apply it unless the job changes meanwhile: `corral job update %s --if-position %d`", path, plans[len(plans)-1].Position)
