@@ -236,8 +236,11 @@ type UpdateRequest struct {
 	// PlanUpdate only: plan on the cell as it was at this log position or
 	// time (microseconds since the Unix epoch) instead of now. A job that
 	// did not live then is planned as a submission: would it have fit?
-	AtPosition    int64 `protobuf:"varint,9,opt,name=at_position,json=atPosition,proto3" json:"at_position,omitempty"`
-	AtTimeUs      int64 `protobuf:"varint,10,opt,name=at_time_us,json=atTimeUs,proto3" json:"at_time_us,omitempty"`
+	AtPosition int64 `protobuf:"varint,9,opt,name=at_position,json=atPosition,proto3" json:"at_position,omitempty"`
+	AtTimeUs   int64 `protobuf:"varint,10,opt,name=at_time_us,json=atTimeUs,proto3" json:"at_time_us,omitempty"`
+	// PlanUpdate only: plan spec's submission, as Submit would run it
+	// (`corral job submit --dry-run`), refused where Submit would refuse it.
+	Submit        bool `protobuf:"varint,11,opt,name=submit,proto3" json:"submit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -342,8 +345,15 @@ func (x *UpdateRequest) GetAtTimeUs() int64 {
 	return 0
 }
 
-// PlanReply is what an update would do now, planned on a copy of the cell;
-// nothing is appended.
+func (x *UpdateRequest) GetSubmit() bool {
+	if x != nil {
+		return x.Submit
+	}
+	return false
+}
+
+// PlanReply is what an update (or a submission) would do now, planned on a
+// copy of the cell; nothing is appended.
 type PlanReply struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Position       int64                  `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`                          // the log position planned at: pass it as if_position
@@ -5107,7 +5117,7 @@ const file_api_proto_rawDesc = "" +
 	"\rSubmitRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12-\n" +
-	"\x04spec\x18\x02 \x01(\v2\x19.corral.events.v1.JobSpecR\x04spec\"\xb8\x02\n" +
+	"\x04spec\x18\x02 \x01(\v2\x19.corral.events.v1.JobSpecR\x04spec\"\xd0\x02\n" +
 	"\rUpdateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12-\n" +
@@ -5123,7 +5133,8 @@ const file_api_proto_rawDesc = "" +
 	"atPosition\x12\x1c\n" +
 	"\n" +
 	"at_time_us\x18\n" +
-	" \x01(\x03R\batTimeUs\"\x9b\x03\n" +
+	" \x01(\x03R\batTimeUs\x12\x16\n" +
+	"\x06submit\x18\v \x01(\bR\x06submit\"\x9b\x03\n" +
 	"\tPlanReply\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\x03R\bposition\x12!\n" +
 	"\fspec_version\x18\x02 \x01(\x03R\vspecVersion\x123\n" +
