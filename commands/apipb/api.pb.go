@@ -87,7 +87,7 @@ type MutationReply struct {
 	Events        int32                  `protobuf:"varint,4,opt,name=events,proto3" json:"events,omitempty"`
 	Message       string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`                             // what happened, for people
 	Actor         string                 `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`                                 // the user the master acted as: a job submitted belongs to them
-	SpecVersion   int64                  `protobuf:"varint,7,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"` // a submission or update of one job: the spec version it made (0: none)
+	SpecVersion   int64                  `protobuf:"varint,7,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"` // a submission or update of one job: the spec version it made (a promote: the one it rolls on; 0: none)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
