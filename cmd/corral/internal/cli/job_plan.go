@@ -55,7 +55,7 @@ func (a *app) planFile(ctx context.Context, path string, secrets []string, atPos
 		return err
 	}
 	defer cl.Close()
-	f, err := a.loadFile(path)
+	f, err := a.loadFileFor(ctx, cl, path)
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,13 @@ as ` + "`corral job plan`" + ` does, and refused as the submission would be.`,
 			if dryRun && wait {
 				return usageErr("--dry-run submits nothing to --wait for: give one of them")
 			}
-			f, err := a.loadFile(argv[0])
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx := cmd.Context()
+			f, err := a.loadFileFor(ctx, cl, argv[0])
 			if err != nil {
 				return err
 			}
@@ -46,17 +52,11 @@ as ` + "`corral job plan`" + ` does, and refused as the submission would be.`,
 				if len(f.AllocSets) > 0 {
 					return usageErr("--dry-run: %s creates alloc sets (%s), which a dry run does not plan; create them first, or plan a file of jobs only", argv[0], f.AllocSets[0].Name)
 				}
-				return a.planFile(cmd.Context(), argv[0], secrets, 0, 0, true)
+				return a.planFile(ctx, argv[0], secrets, 0, 0, true)
 			}
 			if err := a.addSecrets(f, secrets); err != nil {
 				return err
 			}
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx := cmd.Context()
 			var last int64
 			for _, s := range f.AllocSets {
 				rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {

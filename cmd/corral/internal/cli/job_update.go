@@ -60,7 +60,7 @@ the roll and exits 1 with the reason when it halts or reverts.`,
 			if dryRun {
 				return a.planFile(ctx, argv[0], secrets, 0, 0, false)
 			}
-			f, err := a.loadFile(argv[0])
+			f, err := a.loadFileFor(ctx, cl, argv[0])
 			if err != nil {
 				return err
 			}

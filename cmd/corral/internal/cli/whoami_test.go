@@ -41,6 +41,14 @@ func TestCredentialsDecideWhoTheCommandActsAs(t *testing.T) {
 		t.Errorf("quota get with bob's token as CORRAL_USER=alice is not bob's:\n%s%s", out, stderr)
 	}
 	must("job", "kill", "db")
+	// The file is read as bob too: std.extVar('user') is bob.
+	named := filepath.Join(dir, "named.jsonnet")
+	if err := os.WriteFile(named, []byte(`{name: 'db-' + std.extVar('user'), priority: 'best-effort', count: 1, command: '/bin/true', resources: {cpu: '10m', memory: '8MiB'}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := must("job", "submit", named); !strings.Contains(out, "job bob/db-bob submitted") {
+		t.Errorf("a file naming std.extVar('user'), submitted with bob's token as CORRAL_USER=alice:\n%s", out)
+	}
 
 	// A certificate: its name, whatever CORRAL_USER and --user say.
 	delete(env, "CORRAL_TOKEN")
