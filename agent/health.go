@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/events"
 )
 
 // prober checks one health URL; nil means healthy.
@@ -34,12 +34,6 @@ func httpProbe(ctx context.Context, url string) error {
 	return nil
 }
 
-// Health check defaults when the spec gives none.
-const (
-	DefaultHealthPeriod  = 10 * time.Second
-	DefaultHealthTimeout = 5 * time.Second
-)
-
 // armHealth schedules t's next health check, if it has one. a.mu held.
 func (a *Agent) armHealth(t *task) {
 	h := t.spec.HealthCheck
@@ -50,10 +44,7 @@ func (a *Agent) armHealth(t *task) {
 	if t.health == agentpb.Health_HEALTH_UNSPECIFIED {
 		t.health = agentpb.Health_HEALTH_UNKNOWN
 	}
-	period := time.Duration(h.PeriodMs) * time.Millisecond
-	if period == 0 {
-		period = DefaultHealthPeriod
-	}
+	period := events.HealthCheckPeriod(h)
 	key, gen := t.key, t.gen
 	t.healthTimer = a.clock.AfterFunc(period, func() { a.checkHealth(key, gen) })
 }
@@ -71,10 +62,7 @@ func (a *Agent) checkHealth(key string, gen int64) {
 	h := t.spec.HealthCheck
 	port, err := healthPort(t.spec)
 	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, h.Path)
-	timeout := time.Duration(h.TimeoutMs) * time.Millisecond
-	if timeout == 0 {
-		timeout = DefaultHealthTimeout
-	}
+	timeout := events.HealthCheckTimeout(h)
 	probe := a.probe
 	a.mu.Unlock()
 

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/corralhq/corral/events"
 )
 
 // TestJobFileReferenceCoversTheFormat: docs/jobfile.md documents every
@@ -73,4 +75,60 @@ func docSection(t *testing.T, doc, heading string) string {
 		rest = rest[:j]
 	}
 	return rest
+}
+
+// TestJobFileHealthCheckDefaults: the defaults docs/jobfile.md states for a
+// health check are the ones the master admits and the agent runs (the
+// constants in package events), and a check that gives only its path is
+// accepted with them.
+func TestJobFileHealthCheckDefaults(t *testing.T) {
+	doc, err := os.ReadFile("../docs/jobfile.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := docSection(t, string(doc), "### `health_check`")
+	for field, want := range map[string]string{
+		"port":    "the first port",
+		"period":  "`" + events.DefaultHealthCheckPeriod.String() + "`",
+		"timeout": "`" + events.DefaultHealthCheckTimeout.String() + "`",
+	} {
+		if got := docDefault(t, section, field); !strings.HasPrefix(got, want) {
+			t.Errorf("docs/jobfile.md: health_check.%s defaults to %q; the master and agent use %s", field, got, want)
+		}
+	}
+
+	spec, err := DecodeSpecJSON([]byte(`{"name": "web", "count": 1, "command": "/bin/server",
+  "resources": {"cpu": 1, "memory": "64MiB"}, "port_names": ["http", "admin"],
+  "health_check": {"path": "/"}}`), "alice")
+	if err != nil {
+		t.Fatalf("health_check {path: /} refused: %v", err)
+	}
+	h := spec.HealthCheck
+	if got := events.HealthCheckPeriod(h); got != events.DefaultHealthCheckPeriod {
+		t.Errorf("period %s, want the default %s", got, events.DefaultHealthCheckPeriod)
+	}
+	if got := events.HealthCheckTimeout(h); got != events.DefaultHealthCheckTimeout {
+		t.Errorf("timeout %s, want the default %s", got, events.DefaultHealthCheckTimeout)
+	}
+
+	// Without a port there is nothing to check: the refusal says so.
+	_, err = DecodeSpecJSON([]byte(`{"name": "web", "count": 1, "command": "/bin/server",
+  "resources": {"cpu": 1, "memory": "64MiB"}, "health_check": {"path": "/"}}`), "alice")
+	if err == nil || !strings.Contains(err.Error(), "health_check.port: the task has no port to check") {
+		t.Errorf("a check without a port: %v", err)
+	}
+}
+
+// docDefault is the last cell of the table row for field in section.
+func docDefault(t *testing.T, section, field string) string {
+	t.Helper()
+	for line := range strings.SplitSeq(section, "\n") {
+		if !strings.HasPrefix(line, "| `"+field+"` |") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		return cells[len(cells)-1]
+	}
+	t.Fatalf("no row for %s", field)
+	return ""
 }

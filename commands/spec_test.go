@@ -101,7 +101,7 @@ tasks:
   "3": {resources: {cpu: 1, memory: 0}}
   "1": {resources: {cpu: 100m, memory: 0}}
 restart: {mode: sometimes}
-health_check: {path: healthz, port: http, period: 0s}
+health_check: {path: healthz, port: http, period: 48h}
 appclass: fast
 secret_env: [TOKEN]
 env: {TOKEN: abc}
@@ -131,7 +131,7 @@ user: mallory
 		`restart.mode: "sometimes" is not always, on-failure or never`,
 		`health_check.path: must start with /`,
 		`health_check.port: "http" is not one of port_names`,
-		`health_check.period: must be > 0`,
+		`health_check.period: must be 0 (the default, 10s) or up to 24h`,
 		`appclass: "fast" is not latency-sensitive or batch`,
 		`secret_env[0]: TOKEN also has a value in env`,
 	} {

@@ -144,16 +144,21 @@ func validateSpec(spec *events.JobSpec) violations {
 		if !strings.HasPrefix(h.Path, "/") {
 			v.add("health_check.path", "must start with /")
 		}
+		// Left out, port is the task's first port and period and timeout
+		// their defaults (events.HealthCheckPeriod, HealthCheckTimeout),
+		// as the agent reads them.
 		if h.PortName == "" {
-			v.add("health_check.port", "must name one of port_names")
+			if ports == 0 {
+				v.add("health_check.port", "the task has no port to check: give resources.ports or port_names")
+			}
 		} else if !slices.Contains(spec.PortNames, h.PortName) {
 			v.add("health_check.port", "%q is not one of port_names %v", h.PortName, spec.PortNames)
 		}
-		if h.PeriodMs <= 0 {
-			v.add("health_check.period", "must be > 0")
+		if h.PeriodMs < 0 || h.PeriodMs > maxPolicyMS {
+			v.add("health_check.period", "must be 0 (the default, %s) or up to 24h", events.DefaultHealthCheckPeriod)
 		}
-		if h.TimeoutMs < 0 || (h.PeriodMs > 0 && h.TimeoutMs > h.PeriodMs) {
-			v.add("health_check.timeout", "must be between 0 and the period")
+		if h.TimeoutMs < 0 || h.TimeoutMs > events.HealthCheckPeriod(h).Milliseconds() {
+			v.add("health_check.timeout", "must be between 0 (the default, %s) and the period", events.DefaultHealthCheckTimeout)
 		}
 		if h.FailuresAllowed < 0 {
 			v.add("health_check.failures_allowed", "must be >= 0")

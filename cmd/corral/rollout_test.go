@@ -37,6 +37,9 @@ func TestHealthGatedRollouts(t *testing.T) {
 	startUp(t, bin, root, env, []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", strconv.Itoa(portBase)})
 
 	corral := cellCLI(t, bin, root, env)
+	if out, code := corral("version"); code != 0 || !strings.HasPrefix(out, "corral ") || !strings.Contains(out, ", go1.") {
+		t.Errorf("version: exit %d", code)
+	}
 
 	out, code := corral("job", "submit", "examples/web.jsonnet", "--wait")
 	if code != 0 || !strings.Contains(out, "alice/web: all 2 tasks running and healthy") {
@@ -96,8 +99,9 @@ func TestHealthGatedRollouts(t *testing.T) {
 	if !strings.Contains(out, "canaries healthy") || !strings.Contains(out, "corral job promote web") {
 		t.Errorf("job get does not show the canary waiting for its promote")
 	}
-	if _, code := corral("job", "promote", "web"); code != 0 {
-		t.Errorf("promote: exit %d", code)
+	// promote --wait follows the roll it sets going, as update --wait.
+	if out, code := corral("job", "promote", "web", "--wait"); code != 0 || !strings.Contains(out, "alice/web: version 5 committed: every task healthy") {
+		t.Errorf("promote --wait: exit %d, want 0 once version 5 is committed", code)
 	}
 	eventually(t, "the promoted update commits itself", time.Minute, func() (string, bool) {
 		out, _ := corral("job", "get", "web")
@@ -113,8 +117,8 @@ func TestHealthGatedRollouts(t *testing.T) {
 			t.Errorf("job history: exit %d, no %q", code, want)
 		}
 	}
-	if _, code := corral("job", "revert", "web", "4"); code != 0 {
-		t.Errorf("revert: exit %d", code)
+	if out, code := corral("job", "revert", "web", "4", "--wait"); code != 0 || !strings.Contains(out, "alice/web: version 6 committed: every task healthy") {
+		t.Errorf("revert --wait: exit %d, want 0 once version 6 is committed", code)
 	}
 	eventually(t, "the revert to version 4 commits itself", time.Minute, func() (string, bool) {
 		out, _ := corral("job", "get", "web")

@@ -87,7 +87,7 @@ type MutationReply struct {
 	Events        int32                  `protobuf:"varint,4,opt,name=events,proto3" json:"events,omitempty"`
 	Message       string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`                             // what happened, for people
 	Actor         string                 `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`                                 // the user the master acted as: a job submitted belongs to them
-	SpecVersion   int64                  `protobuf:"varint,7,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"` // a submission or update of one job: the spec version it made (0: none)
+	SpecVersion   int64                  `protobuf:"varint,7,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"` // a submission or update of one job: the spec version it made (a promote: the one it rolls on; 0: none)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -236,8 +236,11 @@ type UpdateRequest struct {
 	// PlanUpdate only: plan on the cell as it was at this log position or
 	// time (microseconds since the Unix epoch) instead of now. A job that
 	// did not live then is planned as a submission: would it have fit?
-	AtPosition    int64 `protobuf:"varint,9,opt,name=at_position,json=atPosition,proto3" json:"at_position,omitempty"`
-	AtTimeUs      int64 `protobuf:"varint,10,opt,name=at_time_us,json=atTimeUs,proto3" json:"at_time_us,omitempty"`
+	AtPosition int64 `protobuf:"varint,9,opt,name=at_position,json=atPosition,proto3" json:"at_position,omitempty"`
+	AtTimeUs   int64 `protobuf:"varint,10,opt,name=at_time_us,json=atTimeUs,proto3" json:"at_time_us,omitempty"`
+	// PlanUpdate only: plan spec's submission, as Submit would run it
+	// (`corral job submit --dry-run`), refused where Submit would refuse it.
+	Submit        bool `protobuf:"varint,11,opt,name=submit,proto3" json:"submit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -342,8 +345,15 @@ func (x *UpdateRequest) GetAtTimeUs() int64 {
 	return 0
 }
 
-// PlanReply is what an update would do now, planned on a copy of the cell;
-// nothing is appended.
+func (x *UpdateRequest) GetSubmit() bool {
+	if x != nil {
+		return x.Submit
+	}
+	return false
+}
+
+// PlanReply is what an update (or a submission) would do now, planned on a
+// copy of the cell; nothing is appended.
 type PlanReply struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Position       int64                  `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`                          // the log position planned at: pass it as if_position
@@ -2466,6 +2476,102 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_api_proto_rawDescGZIP(), []int{33}
 }
 
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_api_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{34}
+}
+
+type WhoAmIReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Role          string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"` // user or admin
+	Via           string                 `protobuf:"bytes,3,opt,name=via,proto3" json:"via,omitempty"`   // certificate, token, or header (a master without authentication trusts the name sent)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIReply) Reset() {
+	*x = WhoAmIReply{}
+	mi := &file_api_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIReply) ProtoMessage() {}
+
+func (x *WhoAmIReply) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIReply.ProtoReflect.Descriptor instead.
+func (*WhoAmIReply) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *WhoAmIReply) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *WhoAmIReply) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *WhoAmIReply) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
 type StatusReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Master        string                 `protobuf:"bytes,1,opt,name=master,proto3" json:"master,omitempty"` // this master's name
@@ -2489,7 +2595,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_api_proto_msgTypes[34]
+	mi := &file_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2607,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[34]
+	mi := &file_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2620,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{34}
+	return file_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatusReply) GetMaster() string {
@@ -2654,7 +2760,7 @@ type TaskView struct {
 
 func (x *TaskView) Reset() {
 	*x = TaskView{}
-	mi := &file_api_proto_msgTypes[35]
+	mi := &file_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2666,7 +2772,7 @@ func (x *TaskView) String() string {
 func (*TaskView) ProtoMessage() {}
 
 func (x *TaskView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[35]
+	mi := &file_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2679,7 +2785,7 @@ func (x *TaskView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskView.ProtoReflect.Descriptor instead.
 func (*TaskView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{35}
+	return file_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TaskView) GetUser() string {
@@ -2882,7 +2988,7 @@ type JobView struct {
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_api_proto_msgTypes[36]
+	mi := &file_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2894,7 +3000,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[36]
+	mi := &file_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2907,7 +3013,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{36}
+	return file_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JobView) GetSpec() *events.JobSpec {
@@ -3091,7 +3197,7 @@ type RolloutView struct {
 
 func (x *RolloutView) Reset() {
 	*x = RolloutView{}
-	mi := &file_api_proto_msgTypes[37]
+	mi := &file_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3209,7 @@ func (x *RolloutView) String() string {
 func (*RolloutView) ProtoMessage() {}
 
 func (x *RolloutView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[37]
+	mi := &file_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3222,7 @@ func (x *RolloutView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutView.ProtoReflect.Descriptor instead.
 func (*RolloutView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{37}
+	return file_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RolloutView) GetLive() int32 {
@@ -3165,7 +3271,7 @@ type JobList struct {
 
 func (x *JobList) Reset() {
 	*x = JobList{}
-	mi := &file_api_proto_msgTypes[38]
+	mi := &file_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3283,7 @@ func (x *JobList) String() string {
 func (*JobList) ProtoMessage() {}
 
 func (x *JobList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[38]
+	mi := &file_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3296,7 @@ func (x *JobList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobList.ProtoReflect.Descriptor instead.
 func (*JobList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{38}
+	return file_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *JobList) GetJobs() []*JobView {
@@ -3225,7 +3331,7 @@ type TaskList struct {
 
 func (x *TaskList) Reset() {
 	*x = TaskList{}
-	mi := &file_api_proto_msgTypes[39]
+	mi := &file_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3343,7 @@ func (x *TaskList) String() string {
 func (*TaskList) ProtoMessage() {}
 
 func (x *TaskList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[39]
+	mi := &file_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3356,7 @@ func (x *TaskList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskList.ProtoReflect.Descriptor instead.
 func (*TaskList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{39}
+	return file_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TaskList) GetTasks() []*TaskView {
@@ -3306,7 +3412,7 @@ type MachineView struct {
 
 func (x *MachineView) Reset() {
 	*x = MachineView{}
-	mi := &file_api_proto_msgTypes[40]
+	mi := &file_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3424,7 @@ func (x *MachineView) String() string {
 func (*MachineView) ProtoMessage() {}
 
 func (x *MachineView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[40]
+	mi := &file_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3437,7 @@ func (x *MachineView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineView.ProtoReflect.Descriptor instead.
 func (*MachineView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{40}
+	return file_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MachineView) GetName() string {
@@ -3483,7 +3589,7 @@ type MachineList struct {
 
 func (x *MachineList) Reset() {
 	*x = MachineList{}
-	mi := &file_api_proto_msgTypes[41]
+	mi := &file_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3495,7 +3601,7 @@ func (x *MachineList) String() string {
 func (*MachineList) ProtoMessage() {}
 
 func (x *MachineList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[41]
+	mi := &file_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3508,7 +3614,7 @@ func (x *MachineList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineList.ProtoReflect.Descriptor instead.
 func (*MachineList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{41}
+	return file_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *MachineList) GetMachines() []*MachineView {
@@ -3559,7 +3665,7 @@ type QuotaView struct {
 
 func (x *QuotaView) Reset() {
 	*x = QuotaView{}
-	mi := &file_api_proto_msgTypes[42]
+	mi := &file_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3571,7 +3677,7 @@ func (x *QuotaView) String() string {
 func (*QuotaView) ProtoMessage() {}
 
 func (x *QuotaView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[42]
+	mi := &file_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3584,7 +3690,7 @@ func (x *QuotaView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaView.ProtoReflect.Descriptor instead.
 func (*QuotaView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{42}
+	return file_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *QuotaView) GetUser() string {
@@ -3631,7 +3737,7 @@ type QuotaList struct {
 
 func (x *QuotaList) Reset() {
 	*x = QuotaList{}
-	mi := &file_api_proto_msgTypes[43]
+	mi := &file_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3749,7 @@ func (x *QuotaList) String() string {
 func (*QuotaList) ProtoMessage() {}
 
 func (x *QuotaList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[43]
+	mi := &file_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3762,7 @@ func (x *QuotaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaList.ProtoReflect.Descriptor instead.
 func (*QuotaList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{43}
+	return file_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *QuotaList) GetQuotas() []*QuotaView {
@@ -3677,7 +3783,7 @@ type RejectionCount struct {
 
 func (x *RejectionCount) Reset() {
 	*x = RejectionCount{}
-	mi := &file_api_proto_msgTypes[44]
+	mi := &file_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3689,7 +3795,7 @@ func (x *RejectionCount) String() string {
 func (*RejectionCount) ProtoMessage() {}
 
 func (x *RejectionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[44]
+	mi := &file_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3702,7 +3808,7 @@ func (x *RejectionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectionCount.ProtoReflect.Descriptor instead.
 func (*RejectionCount) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{44}
+	return file_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RejectionCount) GetReason() string {
@@ -3733,7 +3839,7 @@ type PendingClass struct {
 
 func (x *PendingClass) Reset() {
 	*x = PendingClass{}
-	mi := &file_api_proto_msgTypes[45]
+	mi := &file_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3745,7 +3851,7 @@ func (x *PendingClass) String() string {
 func (*PendingClass) ProtoMessage() {}
 
 func (x *PendingClass) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[45]
+	mi := &file_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3758,7 +3864,7 @@ func (x *PendingClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingClass.ProtoReflect.Descriptor instead.
 func (*PendingClass) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{45}
+	return file_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PendingClass) GetTaskIndexes() []int32 {
@@ -3813,7 +3919,7 @@ type WhyPendingReply struct {
 
 func (x *WhyPendingReply) Reset() {
 	*x = WhyPendingReply{}
-	mi := &file_api_proto_msgTypes[46]
+	mi := &file_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3825,7 +3931,7 @@ func (x *WhyPendingReply) String() string {
 func (*WhyPendingReply) ProtoMessage() {}
 
 func (x *WhyPendingReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[46]
+	mi := &file_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3838,7 +3944,7 @@ func (x *WhyPendingReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingReply.ProtoReflect.Descriptor instead.
 func (*WhyPendingReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{46}
+	return file_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WhyPendingReply) GetUser() string {
@@ -3905,7 +4011,7 @@ type CellView struct {
 
 func (x *CellView) Reset() {
 	*x = CellView{}
-	mi := &file_api_proto_msgTypes[47]
+	mi := &file_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3917,7 +4023,7 @@ func (x *CellView) String() string {
 func (*CellView) ProtoMessage() {}
 
 func (x *CellView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[47]
+	mi := &file_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3930,7 +4036,7 @@ func (x *CellView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CellView.ProtoReflect.Descriptor instead.
 func (*CellView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{47}
+	return file_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CellView) GetPosition() int64 {
@@ -4002,7 +4108,7 @@ type EventView struct {
 
 func (x *EventView) Reset() {
 	*x = EventView{}
-	mi := &file_api_proto_msgTypes[48]
+	mi := &file_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4014,7 +4120,7 @@ func (x *EventView) String() string {
 func (*EventView) ProtoMessage() {}
 
 func (x *EventView) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[48]
+	mi := &file_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4027,7 +4133,7 @@ func (x *EventView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventView.ProtoReflect.Descriptor instead.
 func (*EventView) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{48}
+	return file_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EventView) GetPosition() int64 {
@@ -4125,7 +4231,7 @@ type EventList struct {
 
 func (x *EventList) Reset() {
 	*x = EventList{}
-	mi := &file_api_proto_msgTypes[49]
+	mi := &file_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4137,7 +4243,7 @@ func (x *EventList) String() string {
 func (*EventList) ProtoMessage() {}
 
 func (x *EventList) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[49]
+	mi := &file_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4150,7 +4256,7 @@ func (x *EventList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventList.ProtoReflect.Descriptor instead.
 func (*EventList) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{49}
+	return file_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EventList) GetEvents() []*EventView {
@@ -4185,7 +4291,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_api_proto_msgTypes[50]
+	mi := &file_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4197,7 +4303,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[50]
+	mi := &file_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4210,7 +4316,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{50}
+	return file_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *QueryRequest) GetSql() string {
@@ -4248,7 +4354,7 @@ type QueryReply struct {
 
 func (x *QueryReply) Reset() {
 	*x = QueryReply{}
-	mi := &file_api_proto_msgTypes[51]
+	mi := &file_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4260,7 +4366,7 @@ func (x *QueryReply) String() string {
 func (*QueryReply) ProtoMessage() {}
 
 func (x *QueryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[51]
+	mi := &file_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4273,7 +4379,7 @@ func (x *QueryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryReply.ProtoReflect.Descriptor instead.
 func (*QueryReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{51}
+	return file_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *QueryReply) GetColumns() []string {
@@ -4328,7 +4434,7 @@ type QueryRow struct {
 
 func (x *QueryRow) Reset() {
 	*x = QueryRow{}
-	mi := &file_api_proto_msgTypes[52]
+	mi := &file_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4340,7 +4446,7 @@ func (x *QueryRow) String() string {
 func (*QueryRow) ProtoMessage() {}
 
 func (x *QueryRow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[52]
+	mi := &file_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4353,7 +4459,7 @@ func (x *QueryRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRow.ProtoReflect.Descriptor instead.
 func (*QueryRow) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{52}
+	return file_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *QueryRow) GetValues() []string {
@@ -4387,7 +4493,7 @@ type BillRequest struct {
 
 func (x *BillRequest) Reset() {
 	*x = BillRequest{}
-	mi := &file_api_proto_msgTypes[53]
+	mi := &file_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4399,7 +4505,7 @@ func (x *BillRequest) String() string {
 func (*BillRequest) ProtoMessage() {}
 
 func (x *BillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[53]
+	mi := &file_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4412,7 +4518,7 @@ func (x *BillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillRequest.ProtoReflect.Descriptor instead.
 func (*BillRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{53}
+	return file_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BillRequest) GetFromUs() int64 {
@@ -4490,7 +4596,7 @@ type CostsRequest struct {
 
 func (x *CostsRequest) Reset() {
 	*x = CostsRequest{}
-	mi := &file_api_proto_msgTypes[54]
+	mi := &file_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4502,7 +4608,7 @@ func (x *CostsRequest) String() string {
 func (*CostsRequest) ProtoMessage() {}
 
 func (x *CostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[54]
+	mi := &file_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4515,7 +4621,7 @@ func (x *CostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostsRequest.ProtoReflect.Descriptor instead.
 func (*CostsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{54}
+	return file_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CostsRequest) GetFromUs() int64 {
@@ -4557,7 +4663,7 @@ type CostSeries struct {
 
 func (x *CostSeries) Reset() {
 	*x = CostSeries{}
-	mi := &file_api_proto_msgTypes[55]
+	mi := &file_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4569,7 +4675,7 @@ func (x *CostSeries) String() string {
 func (*CostSeries) ProtoMessage() {}
 
 func (x *CostSeries) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[55]
+	mi := &file_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4582,7 +4688,7 @@ func (x *CostSeries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostSeries.ProtoReflect.Descriptor instead.
 func (*CostSeries) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{55}
+	return file_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CostSeries) GetName() string {
@@ -4618,7 +4724,7 @@ type JobCost struct {
 
 func (x *JobCost) Reset() {
 	*x = JobCost{}
-	mi := &file_api_proto_msgTypes[56]
+	mi := &file_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4630,7 +4736,7 @@ func (x *JobCost) String() string {
 func (*JobCost) ProtoMessage() {}
 
 func (x *JobCost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[56]
+	mi := &file_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4643,7 +4749,7 @@ func (x *JobCost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobCost.ProtoReflect.Descriptor instead.
 func (*JobCost) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{56}
+	return file_api_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *JobCost) GetUser() string {
@@ -4693,7 +4799,7 @@ type CostsReply struct {
 
 func (x *CostsReply) Reset() {
 	*x = CostsReply{}
-	mi := &file_api_proto_msgTypes[57]
+	mi := &file_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4705,7 +4811,7 @@ func (x *CostsReply) String() string {
 func (*CostsReply) ProtoMessage() {}
 
 func (x *CostsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[57]
+	mi := &file_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4718,7 +4824,7 @@ func (x *CostsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostsReply.ProtoReflect.Descriptor instead.
 func (*CostsReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{57}
+	return file_api_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CostsReply) GetCurrency() string {
@@ -4807,7 +4913,7 @@ type BillChunk struct {
 
 func (x *BillChunk) Reset() {
 	*x = BillChunk{}
-	mi := &file_api_proto_msgTypes[58]
+	mi := &file_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4819,7 +4925,7 @@ func (x *BillChunk) String() string {
 func (*BillChunk) ProtoMessage() {}
 
 func (x *BillChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[58]
+	mi := &file_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4832,7 +4938,7 @@ func (x *BillChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillChunk.ProtoReflect.Descriptor instead.
 func (*BillChunk) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{58}
+	return file_api_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *BillChunk) GetData() []byte {
@@ -4852,7 +4958,7 @@ type BillReply struct {
 
 func (x *BillReply) Reset() {
 	*x = BillReply{}
-	mi := &file_api_proto_msgTypes[59]
+	mi := &file_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4864,7 +4970,7 @@ func (x *BillReply) String() string {
 func (*BillReply) ProtoMessage() {}
 
 func (x *BillReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[59]
+	mi := &file_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4877,7 +4983,7 @@ func (x *BillReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillReply.ProtoReflect.Descriptor instead.
 func (*BillReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{59}
+	return file_api_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *BillReply) GetData() []byte {
@@ -4909,7 +5015,7 @@ type TaskLogsRequest struct {
 
 func (x *TaskLogsRequest) Reset() {
 	*x = TaskLogsRequest{}
-	mi := &file_api_proto_msgTypes[60]
+	mi := &file_api_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4921,7 +5027,7 @@ func (x *TaskLogsRequest) String() string {
 func (*TaskLogsRequest) ProtoMessage() {}
 
 func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[60]
+	mi := &file_api_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4934,7 +5040,7 @@ func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsRequest.ProtoReflect.Descriptor instead.
 func (*TaskLogsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{60}
+	return file_api_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *TaskLogsRequest) GetUser() string {
@@ -4995,7 +5101,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_api_proto_msgTypes[61]
+	mi := &file_api_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5007,7 +5113,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[61]
+	mi := &file_api_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5020,7 +5126,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{61}
+	return file_api_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -5048,7 +5154,7 @@ const file_api_proto_rawDesc = "" +
 	"\rSubmitRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12-\n" +
-	"\x04spec\x18\x02 \x01(\v2\x19.corral.events.v1.JobSpecR\x04spec\"\xb8\x02\n" +
+	"\x04spec\x18\x02 \x01(\v2\x19.corral.events.v1.JobSpecR\x04spec\"\xd0\x02\n" +
 	"\rUpdateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12-\n" +
@@ -5064,7 +5170,8 @@ const file_api_proto_rawDesc = "" +
 	"atPosition\x12\x1c\n" +
 	"\n" +
 	"at_time_us\x18\n" +
-	" \x01(\x03R\batTimeUs\"\x9b\x03\n" +
+	" \x01(\x03R\batTimeUs\x12\x16\n" +
+	"\x06submit\x18\v \x01(\bR\x06submit\"\x9b\x03\n" +
 	"\tPlanReply\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\x03R\bposition\x12!\n" +
 	"\fspec_version\x18\x02 \x01(\x03R\vspecVersion\x123\n" +
@@ -5252,7 +5359,12 @@ const file_api_proto_rawDesc = "" +
 	"\x04type\x18\x05 \x01(\tR\x04type\x12#\n" +
 	"\rstream_prefix\x18\x06 \x01(\tR\fstreamPrefix\x12\x14\n" +
 	"\x05limit\x18\a \x01(\x05R\x05limit\"\x0f\n" +
-	"\rStatusRequest\"\xb8\x03\n" +
+	"\rStatusRequest\"\x0f\n" +
+	"\rWhoAmIRequest\"G\n" +
+	"\vWhoAmIReply\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x10\n" +
+	"\x03via\x18\x03 \x01(\tR\x03via\"\xb8\x03\n" +
 	"\vStatusReply\x12\x16\n" +
 	"\x06master\x18\x01 \x01(\tR\x06master\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x1f\n" +
@@ -5505,7 +5617,7 @@ const file_api_proto_rawDesc = "" +
 	"\x06follow\x18\x06 \x01(\bR\x06follow\x12\x1a\n" +
 	"\bprevious\x18\a \x01(\bR\bprevious\"\x1e\n" +
 	"\bLogChunk\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data2\xf4\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data2\xb8\x13\n" +
 	"\x04Cell\x12D\n" +
 	"\x06Submit\x12\x1c.corral.api.v1.SubmitRequest\x1a\x1c.corral.api.v1.MutationReply\x12D\n" +
 	"\x06Update\x12\x1c.corral.api.v1.UpdateRequest\x1a\x1c.corral.api.v1.MutationReply\x12@\n" +
@@ -5538,7 +5650,8 @@ const file_api_proto_rawDesc = "" +
 	"\tStateDiff\x12\x1f.corral.api.v1.StateDiffRequest\x1a\x1c.corral.api.v1.StateDiffView\x12@\n" +
 	"\x06Events\x12\x1c.corral.api.v1.EventsRequest\x1a\x18.corral.api.v1.EventList\x12A\n" +
 	"\x05Watch\x12\x1c.corral.api.v1.EventsRequest\x1a\x18.corral.api.v1.EventView0\x01\x12B\n" +
-	"\x06Status\x12\x1c.corral.api.v1.StatusRequest\x1a\x1a.corral.api.v1.StatusReply\x12?\n" +
+	"\x06Status\x12\x1c.corral.api.v1.StatusRequest\x1a\x1a.corral.api.v1.StatusReply\x12B\n" +
+	"\x06WhoAmI\x12\x1c.corral.api.v1.WhoAmIRequest\x1a\x1a.corral.api.v1.WhoAmIReply\x12?\n" +
 	"\x05Query\x12\x1b.corral.api.v1.QueryRequest\x1a\x19.corral.api.v1.QueryReply\x12<\n" +
 	"\x04Bill\x12\x1a.corral.api.v1.BillRequest\x1a\x18.corral.api.v1.BillReply\x12D\n" +
 	"\n" +
@@ -5557,7 +5670,7 @@ func file_api_proto_rawDescGZIP() []byte {
 	return file_api_proto_rawDescData
 }
 
-var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_api_proto_goTypes = []any{
 	(*ReadOptions)(nil),               // 0: corral.api.v1.ReadOptions
 	(*MutationReply)(nil),             // 1: corral.api.v1.MutationReply
@@ -5593,94 +5706,96 @@ var file_api_proto_goTypes = []any{
 	(*StateDiffView)(nil),             // 31: corral.api.v1.StateDiffView
 	(*EventsRequest)(nil),             // 32: corral.api.v1.EventsRequest
 	(*StatusRequest)(nil),             // 33: corral.api.v1.StatusRequest
-	(*StatusReply)(nil),               // 34: corral.api.v1.StatusReply
-	(*TaskView)(nil),                  // 35: corral.api.v1.TaskView
-	(*JobView)(nil),                   // 36: corral.api.v1.JobView
-	(*RolloutView)(nil),               // 37: corral.api.v1.RolloutView
-	(*JobList)(nil),                   // 38: corral.api.v1.JobList
-	(*TaskList)(nil),                  // 39: corral.api.v1.TaskList
-	(*MachineView)(nil),               // 40: corral.api.v1.MachineView
-	(*MachineList)(nil),               // 41: corral.api.v1.MachineList
-	(*QuotaView)(nil),                 // 42: corral.api.v1.QuotaView
-	(*QuotaList)(nil),                 // 43: corral.api.v1.QuotaList
-	(*RejectionCount)(nil),            // 44: corral.api.v1.RejectionCount
-	(*PendingClass)(nil),              // 45: corral.api.v1.PendingClass
-	(*WhyPendingReply)(nil),           // 46: corral.api.v1.WhyPendingReply
-	(*CellView)(nil),                  // 47: corral.api.v1.CellView
-	(*EventView)(nil),                 // 48: corral.api.v1.EventView
-	(*EventList)(nil),                 // 49: corral.api.v1.EventList
-	(*QueryRequest)(nil),              // 50: corral.api.v1.QueryRequest
-	(*QueryReply)(nil),                // 51: corral.api.v1.QueryReply
-	(*QueryRow)(nil),                  // 52: corral.api.v1.QueryRow
-	(*BillRequest)(nil),               // 53: corral.api.v1.BillRequest
-	(*CostsRequest)(nil),              // 54: corral.api.v1.CostsRequest
-	(*CostSeries)(nil),                // 55: corral.api.v1.CostSeries
-	(*JobCost)(nil),                   // 56: corral.api.v1.JobCost
-	(*CostsReply)(nil),                // 57: corral.api.v1.CostsReply
-	(*BillChunk)(nil),                 // 58: corral.api.v1.BillChunk
-	(*BillReply)(nil),                 // 59: corral.api.v1.BillReply
-	(*TaskLogsRequest)(nil),           // 60: corral.api.v1.TaskLogsRequest
-	(*LogChunk)(nil),                  // 61: corral.api.v1.LogChunk
-	nil,                               // 62: corral.api.v1.CreateAllocSetRequest.LabelsEntry
-	nil,                               // 63: corral.api.v1.StateDiffView.CountsEntry
-	nil,                               // 64: corral.api.v1.MachineView.AttributesEntry
-	(*events.JobSpec)(nil),            // 65: corral.events.v1.JobSpec
-	(*events.Resources)(nil),          // 66: corral.events.v1.Resources
-	(*events.Constraint)(nil),         // 67: corral.events.v1.Constraint
-	(*events.PriceSheetSet)(nil),      // 68: corral.events.v1.PriceSheetSet
+	(*WhoAmIRequest)(nil),             // 34: corral.api.v1.WhoAmIRequest
+	(*WhoAmIReply)(nil),               // 35: corral.api.v1.WhoAmIReply
+	(*StatusReply)(nil),               // 36: corral.api.v1.StatusReply
+	(*TaskView)(nil),                  // 37: corral.api.v1.TaskView
+	(*JobView)(nil),                   // 38: corral.api.v1.JobView
+	(*RolloutView)(nil),               // 39: corral.api.v1.RolloutView
+	(*JobList)(nil),                   // 40: corral.api.v1.JobList
+	(*TaskList)(nil),                  // 41: corral.api.v1.TaskList
+	(*MachineView)(nil),               // 42: corral.api.v1.MachineView
+	(*MachineList)(nil),               // 43: corral.api.v1.MachineList
+	(*QuotaView)(nil),                 // 44: corral.api.v1.QuotaView
+	(*QuotaList)(nil),                 // 45: corral.api.v1.QuotaList
+	(*RejectionCount)(nil),            // 46: corral.api.v1.RejectionCount
+	(*PendingClass)(nil),              // 47: corral.api.v1.PendingClass
+	(*WhyPendingReply)(nil),           // 48: corral.api.v1.WhyPendingReply
+	(*CellView)(nil),                  // 49: corral.api.v1.CellView
+	(*EventView)(nil),                 // 50: corral.api.v1.EventView
+	(*EventList)(nil),                 // 51: corral.api.v1.EventList
+	(*QueryRequest)(nil),              // 52: corral.api.v1.QueryRequest
+	(*QueryReply)(nil),                // 53: corral.api.v1.QueryReply
+	(*QueryRow)(nil),                  // 54: corral.api.v1.QueryRow
+	(*BillRequest)(nil),               // 55: corral.api.v1.BillRequest
+	(*CostsRequest)(nil),              // 56: corral.api.v1.CostsRequest
+	(*CostSeries)(nil),                // 57: corral.api.v1.CostSeries
+	(*JobCost)(nil),                   // 58: corral.api.v1.JobCost
+	(*CostsReply)(nil),                // 59: corral.api.v1.CostsReply
+	(*BillChunk)(nil),                 // 60: corral.api.v1.BillChunk
+	(*BillReply)(nil),                 // 61: corral.api.v1.BillReply
+	(*TaskLogsRequest)(nil),           // 62: corral.api.v1.TaskLogsRequest
+	(*LogChunk)(nil),                  // 63: corral.api.v1.LogChunk
+	nil,                               // 64: corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	nil,                               // 65: corral.api.v1.StateDiffView.CountsEntry
+	nil,                               // 66: corral.api.v1.MachineView.AttributesEntry
+	(*events.JobSpec)(nil),            // 67: corral.events.v1.JobSpec
+	(*events.Resources)(nil),          // 68: corral.events.v1.Resources
+	(*events.Constraint)(nil),         // 69: corral.events.v1.Constraint
+	(*events.PriceSheetSet)(nil),      // 70: corral.events.v1.PriceSheetSet
 }
 var file_api_proto_depIdxs = []int32{
-	65, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
-	65, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
-	65, // 2: corral.api.v1.PlanReply.current:type_name -> corral.events.v1.JobSpec
-	65, // 3: corral.api.v1.PlanReply.proposed:type_name -> corral.events.v1.JobSpec
+	67, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
+	67, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
+	67, // 2: corral.api.v1.PlanReply.current:type_name -> corral.events.v1.JobSpec
+	67, // 3: corral.api.v1.PlanReply.proposed:type_name -> corral.events.v1.JobSpec
 	5,  // 4: corral.api.v1.PlanReply.placements:type_name -> corral.api.v1.PlannedPlacement
-	46, // 5: corral.api.v1.PlanReply.pending:type_name -> corral.api.v1.WhyPendingReply
-	65, // 6: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
+	48, // 5: corral.api.v1.PlanReply.pending:type_name -> corral.api.v1.WhyPendingReply
+	67, // 6: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
 	7,  // 7: corral.api.v1.JobHistoryReply.versions:type_name -> corral.api.v1.JobVersionView
-	66, // 8: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
-	66, // 9: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
-	67, // 10: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
-	62, // 11: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	68, // 8: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
+	68, // 9: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
+	69, // 10: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
+	64, // 11: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
 	0,  // 12: corral.api.v1.GetRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 13: corral.api.v1.ListRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 14: corral.api.v1.ListTasksRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 15: corral.api.v1.ListMachinesRequest.read:type_name -> corral.api.v1.ReadOptions
-	68, // 16: corral.api.v1.SetPriceSheetRequest.sheet:type_name -> corral.events.v1.PriceSheetSet
+	70, // 16: corral.api.v1.SetPriceSheetRequest.sheet:type_name -> corral.events.v1.PriceSheetSet
 	0,  // 17: corral.api.v1.GetPriceSheetsRequest.read:type_name -> corral.api.v1.ReadOptions
-	68, // 18: corral.api.v1.PriceSheetView.sheet:type_name -> corral.events.v1.PriceSheetSet
+	70, // 18: corral.api.v1.PriceSheetView.sheet:type_name -> corral.events.v1.PriceSheetSet
 	23, // 19: corral.api.v1.PriceSheetList.sheets:type_name -> corral.api.v1.PriceSheetView
 	24, // 20: corral.api.v1.PriceSheetList.closed:type_name -> corral.api.v1.ClosedPeriodView
 	0,  // 21: corral.api.v1.GetQuotaRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 22: corral.api.v1.WhyPendingRequest.read:type_name -> corral.api.v1.ReadOptions
 	30, // 23: corral.api.v1.StateDiffView.changes:type_name -> corral.api.v1.StateChange
-	63, // 24: corral.api.v1.StateDiffView.counts:type_name -> corral.api.v1.StateDiffView.CountsEntry
-	66, // 25: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
-	66, // 26: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
-	65, // 27: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
-	35, // 28: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
-	37, // 29: corral.api.v1.JobView.rollout:type_name -> corral.api.v1.RolloutView
-	36, // 30: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
-	35, // 31: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
-	66, // 32: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
-	66, // 33: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
-	66, // 34: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
-	64, // 35: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
-	40, // 36: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
-	66, // 37: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
-	66, // 38: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
-	42, // 39: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
-	44, // 40: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
-	45, // 41: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
-	40, // 42: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
-	36, // 43: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
-	48, // 44: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
-	52, // 45: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
-	55, // 46: corral.api.v1.CostsReply.users:type_name -> corral.api.v1.CostSeries
-	55, // 47: corral.api.v1.CostsReply.teams:type_name -> corral.api.v1.CostSeries
-	55, // 48: corral.api.v1.CostsReply.bands:type_name -> corral.api.v1.CostSeries
-	55, // 49: corral.api.v1.CostsReply.idle:type_name -> corral.api.v1.CostSeries
-	56, // 50: corral.api.v1.CostsReply.top_jobs:type_name -> corral.api.v1.JobCost
+	65, // 24: corral.api.v1.StateDiffView.counts:type_name -> corral.api.v1.StateDiffView.CountsEntry
+	68, // 25: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
+	68, // 26: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
+	67, // 27: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
+	37, // 28: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
+	39, // 29: corral.api.v1.JobView.rollout:type_name -> corral.api.v1.RolloutView
+	38, // 30: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
+	37, // 31: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
+	68, // 32: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
+	68, // 33: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
+	68, // 34: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
+	66, // 35: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
+	42, // 36: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
+	68, // 37: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
+	68, // 38: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
+	44, // 39: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
+	46, // 40: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
+	47, // 41: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
+	42, // 42: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
+	38, // 43: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
+	50, // 44: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
+	54, // 45: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
+	57, // 46: corral.api.v1.CostsReply.users:type_name -> corral.api.v1.CostSeries
+	57, // 47: corral.api.v1.CostsReply.teams:type_name -> corral.api.v1.CostSeries
+	57, // 48: corral.api.v1.CostsReply.bands:type_name -> corral.api.v1.CostSeries
+	57, // 49: corral.api.v1.CostsReply.idle:type_name -> corral.api.v1.CostSeries
+	58, // 50: corral.api.v1.CostsReply.top_jobs:type_name -> corral.api.v1.JobCost
 	2,  // 51: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
 	3,  // 52: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
 	9,  // 53: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
@@ -5690,7 +5805,7 @@ var file_api_proto_depIdxs = []int32{
 	11, // 57: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
 	6,  // 58: corral.api.v1.Cell.JobHistory:input_type -> corral.api.v1.JobHistoryRequest
 	3,  // 59: corral.api.v1.Cell.PlanUpdate:input_type -> corral.api.v1.UpdateRequest
-	60, // 60: corral.api.v1.Cell.TaskLogs:input_type -> corral.api.v1.TaskLogsRequest
+	62, // 60: corral.api.v1.Cell.TaskLogs:input_type -> corral.api.v1.TaskLogsRequest
 	12, // 61: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
 	20, // 62: corral.api.v1.Cell.SetPriceSheet:input_type -> corral.api.v1.SetPriceSheetRequest
 	21, // 63: corral.api.v1.Cell.CloseBillingPeriod:input_type -> corral.api.v1.CloseBillingPeriodRequest
@@ -5710,45 +5825,47 @@ var file_api_proto_depIdxs = []int32{
 	32, // 77: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
 	32, // 78: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
 	33, // 79: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
-	50, // 80: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
-	53, // 81: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
-	53, // 82: corral.api.v1.Cell.ExportBill:input_type -> corral.api.v1.BillRequest
-	54, // 83: corral.api.v1.Cell.Costs:input_type -> corral.api.v1.CostsRequest
-	1,  // 84: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
-	1,  // 85: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
-	1,  // 86: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
-	1,  // 87: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
-	1,  // 88: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 89: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 90: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
-	8,  // 91: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
-	4,  // 92: corral.api.v1.Cell.PlanUpdate:output_type -> corral.api.v1.PlanReply
-	61, // 93: corral.api.v1.Cell.TaskLogs:output_type -> corral.api.v1.LogChunk
-	1,  // 94: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
-	1,  // 95: corral.api.v1.Cell.SetPriceSheet:output_type -> corral.api.v1.MutationReply
-	1,  // 96: corral.api.v1.Cell.CloseBillingPeriod:output_type -> corral.api.v1.MutationReply
-	1,  // 97: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 98: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 99: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
-	1,  // 100: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
-	36, // 101: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
-	38, // 102: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
-	39, // 103: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
-	41, // 104: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
-	43, // 105: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
-	25, // 106: corral.api.v1.Cell.GetPriceSheets:output_type -> corral.api.v1.PriceSheetList
-	46, // 107: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
-	47, // 108: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
-	31, // 109: corral.api.v1.Cell.StateDiff:output_type -> corral.api.v1.StateDiffView
-	49, // 110: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
-	48, // 111: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
-	34, // 112: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
-	51, // 113: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
-	59, // 114: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
-	58, // 115: corral.api.v1.Cell.ExportBill:output_type -> corral.api.v1.BillChunk
-	57, // 116: corral.api.v1.Cell.Costs:output_type -> corral.api.v1.CostsReply
-	84, // [84:117] is the sub-list for method output_type
-	51, // [51:84] is the sub-list for method input_type
+	34, // 80: corral.api.v1.Cell.WhoAmI:input_type -> corral.api.v1.WhoAmIRequest
+	52, // 81: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
+	55, // 82: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
+	55, // 83: corral.api.v1.Cell.ExportBill:input_type -> corral.api.v1.BillRequest
+	56, // 84: corral.api.v1.Cell.Costs:input_type -> corral.api.v1.CostsRequest
+	1,  // 85: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
+	1,  // 86: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
+	1,  // 87: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
+	1,  // 88: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
+	1,  // 89: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 90: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 91: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
+	8,  // 92: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
+	4,  // 93: corral.api.v1.Cell.PlanUpdate:output_type -> corral.api.v1.PlanReply
+	63, // 94: corral.api.v1.Cell.TaskLogs:output_type -> corral.api.v1.LogChunk
+	1,  // 95: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
+	1,  // 96: corral.api.v1.Cell.SetPriceSheet:output_type -> corral.api.v1.MutationReply
+	1,  // 97: corral.api.v1.Cell.CloseBillingPeriod:output_type -> corral.api.v1.MutationReply
+	1,  // 98: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 99: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 100: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
+	1,  // 101: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
+	38, // 102: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
+	40, // 103: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
+	41, // 104: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
+	43, // 105: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
+	45, // 106: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
+	25, // 107: corral.api.v1.Cell.GetPriceSheets:output_type -> corral.api.v1.PriceSheetList
+	48, // 108: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
+	49, // 109: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
+	31, // 110: corral.api.v1.Cell.StateDiff:output_type -> corral.api.v1.StateDiffView
+	51, // 111: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
+	50, // 112: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
+	36, // 113: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
+	35, // 114: corral.api.v1.Cell.WhoAmI:output_type -> corral.api.v1.WhoAmIReply
+	53, // 115: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
+	61, // 116: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
+	60, // 117: corral.api.v1.Cell.ExportBill:output_type -> corral.api.v1.BillChunk
+	59, // 118: corral.api.v1.Cell.Costs:output_type -> corral.api.v1.CostsReply
+	85, // [85:119] is the sub-list for method output_type
+	51, // [51:85] is the sub-list for method input_type
 	51, // [51:51] is the sub-list for extension type_name
 	51, // [51:51] is the sub-list for extension extendee
 	0,  // [0:51] is the sub-list for field type_name
@@ -5765,7 +5882,7 @@ func file_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   65,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

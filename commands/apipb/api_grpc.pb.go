@@ -58,6 +58,7 @@ const (
 	Cell_Events_FullMethodName             = "/corral.api.v1.Cell/Events"
 	Cell_Watch_FullMethodName              = "/corral.api.v1.Cell/Watch"
 	Cell_Status_FullMethodName             = "/corral.api.v1.Cell/Status"
+	Cell_WhoAmI_FullMethodName             = "/corral.api.v1.Cell/WhoAmI"
 	Cell_Query_FullMethodName              = "/corral.api.v1.Cell/Query"
 	Cell_Bill_FullMethodName               = "/corral.api.v1.Cell/Bill"
 	Cell_ExportBill_FullMethodName         = "/corral.api.v1.Cell/ExportBill"
@@ -108,6 +109,9 @@ type CellClient interface {
 	// Watch streams events from a position on, following new ones.
 	Watch(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EventView], error)
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusReply, error)
+	// WhoAmI is who the master takes the caller to be: the one answer to
+	// whom a command acts as, and whose jobs "my jobs" are.
+	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIReply, error)
 	// Infrastore: read-only SQL over the cell's whole history, and bills.
 	Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryReply, error)
 	Bill(ctx context.Context, in *BillRequest, opts ...grpc.CallOption) (*BillReply, error)
@@ -436,6 +440,16 @@ func (c *cellClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *cellClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WhoAmIReply)
+	err := c.cc.Invoke(ctx, Cell_WhoAmI_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *cellClient) Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(QueryReply)
@@ -529,6 +543,9 @@ type CellServer interface {
 	// Watch streams events from a position on, following new ones.
 	Watch(*EventsRequest, grpc.ServerStreamingServer[EventView]) error
 	Status(context.Context, *StatusRequest) (*StatusReply, error)
+	// WhoAmI is who the master takes the caller to be: the one answer to
+	// whom a command acts as, and whose jobs "my jobs" are.
+	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIReply, error)
 	// Infrastore: read-only SQL over the cell's whole history, and bills.
 	Query(context.Context, *QueryRequest) (*QueryReply, error)
 	Bill(context.Context, *BillRequest) (*BillReply, error)
@@ -635,6 +652,9 @@ func (UnimplementedCellServer) Watch(*EventsRequest, grpc.ServerStreamingServer[
 }
 func (UnimplementedCellServer) Status(context.Context, *StatusRequest) (*StatusReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedCellServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method WhoAmI not implemented")
 }
 func (UnimplementedCellServer) Query(context.Context, *QueryRequest) (*QueryReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Query not implemented")
@@ -1177,6 +1197,24 @@ func _Cell_Status_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cell_WhoAmI_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WhoAmIRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).WhoAmI(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_WhoAmI_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).WhoAmI(ctx, req.(*WhoAmIRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Cell_Query_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(QueryRequest)
 	if err := dec(in); err != nil {
@@ -1356,6 +1394,10 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _Cell_Status_Handler,
+		},
+		{
+			MethodName: "WhoAmI",
+			Handler:    _Cell_WhoAmI_Handler,
 		},
 		{
 			MethodName: "Query",

@@ -55,6 +55,8 @@ func (s *Service) mutate(ctx context.Context, r mutation, build func(commands.Me
 			reply.SpecVersion = p.SpecVersion
 		case *events.JobUpdated:
 			reply.SpecVersion = p.SpecVersion
+		case *events.JobUpdatePromoted:
+			reply.SpecVersion = p.SpecVersion
 		}
 	}
 	return reply, nil

@@ -19,7 +19,8 @@ import (
 // own events and the scheduling pass after them (placements, preemptions,
 // the job's tasks that would wait and why), planned on a copy of the state
 // under the read lock. Nothing is appended; the reply's position is the
-// one to pass back as if_position.
+// one to pass back as if_position. A job that does not live is planned as
+// its submission, as is any job when r asks for that (submit).
 func (s *Service) PlanUpdate(ctx context.Context, r *apipb.UpdateRequest) (*apipb.PlanReply, error) {
 	a, err := s.actor(ctx)
 	if err != nil {
@@ -28,7 +29,10 @@ func (s *Service) PlanUpdate(ctx context.Context, r *apipb.UpdateRequest) (*apip
 	if r.AtPosition != 0 || r.AtTimeUs != 0 {
 		return s.planAt(ctx, commands.Meta{Actor: a}, r)
 	}
-	cmd := updateCommand(commands.Meta{Actor: a}, r)
+	m := commands.Meta{Actor: a}
+	if r.Submit && r.Spec == nil {
+		return nil, status.Error(codes.InvalidArgument, "spec: a planned submission needs the job's spec")
+	}
 	// Plans run a few at a time, and off the state's lock: the copy is
 	// taken under it (milliseconds for 100,000 tasks), the pass runs on
 	// the copy, so that no plan holds up the writer.
@@ -48,7 +52,7 @@ func (s *Service) PlanUpdate(ctx context.Context, r *apipb.UpdateRequest) (*apip
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "copying the state to plan on: %v", err)
 	}
-	p, err := PlanCommand(cp, cmd, s.m.clock(), s.Scheduler)
+	p, err := PlanCommand(cp, plannedCommand(cp, m, r), s.m.clock(), s.Scheduler)
 	if err != nil {
 		return nil, Status(ctx, err)
 	}
@@ -75,19 +79,28 @@ func (s *Service) planAt(ctx context.Context, m commands.Meta, r *apipb.UpdateRe
 	if err != nil {
 		return nil, err
 	}
-	user := r.Spec.GetUser()
-	if user == "" {
-		user = m.Actor.User
-	}
-	var cmd commands.Command = updateCommand(m, r)
-	if j := st.Jobs[projections.JobKey{User: user, Name: r.Spec.GetName()}]; j == nil || j.Dead() {
-		cmd = commands.SubmitJob{Meta: m, Spec: r.Spec}
-	}
-	p, err := PlanCommand(st, cmd, time.UnixMicro(st.TimeUS), s.Scheduler)
+	p, err := PlanCommand(st, plannedCommand(st, m, r), time.UnixMicro(st.TimeUS), s.Scheduler)
 	if err != nil {
 		return nil, Status(ctx, err)
 	}
 	return planReply(p), nil
+}
+
+// plannedCommand is the command a plan of r runs on st: the submission of
+// r's spec when asked (submit) or when the job does not live in st, else
+// the update r asks for.
+func plannedCommand(st *projections.State, m commands.Meta, r *apipb.UpdateRequest) commands.Command {
+	if r.Spec != nil {
+		// The job UpdateJob would change: r's user's, else the caller's.
+		user := r.User
+		if user == "" {
+			user = m.Actor.User
+		}
+		if j := st.Jobs[projections.JobKey{User: user, Name: r.Spec.GetName()}]; r.Submit || j == nil || j.Dead() {
+			return commands.SubmitJob{Meta: m, Spec: r.Spec}
+		}
+	}
+	return updateCommand(m, r)
 }
 
 // planReply words a plan for the API.

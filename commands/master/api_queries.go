@@ -505,6 +505,23 @@ func (s *Service) Watch(r *apipb.EventsRequest, stream apipb.Cell_WatchServer) e
 	}
 }
 
+// WhoAmI answers with the caller as actor sees it, the identity every
+// other call of the same credentials acts as.
+func (s *Service) WhoAmI(ctx context.Context, _ *apipb.WhoAmIRequest) (*apipb.WhoAmIReply, error) {
+	a, err := s.actor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &apipb.WhoAmIReply{User: a.User, Role: string(auth.RoleUser), Via: "header"}
+	if a.Admin {
+		out.Role = string(auth.RoleAdmin)
+	}
+	if id, ok := auth.FromContext(ctx); ok {
+		out.Via = id.Via
+	}
+	return out, nil
+}
+
 func (s *Service) Status(ctx context.Context, _ *apipb.StatusRequest) (*apipb.StatusReply, error) {
 	out := &apipb.StatusReply{Master: s.m.cfg.Name, Leader: s.m.Leading(), Epoch: s.m.Epoch(), Cell: s.Cell}
 	var leaderEpoch int64

@@ -125,7 +125,11 @@ func newSpecView(s *events.JobSpec) specView {
 		v.Restart = "on-failure (default)"
 	}
 	if hc := s.HealthCheck; hc != nil {
-		v.Health = fmt.Sprintf("GET %s on port %q every %d ms, %d failures allowed", hc.Path, hc.PortName, hc.PeriodMs, hc.FailuresAllowed)
+		port := fmt.Sprintf("%q", hc.PortName)
+		if hc.PortName == "" {
+			port = "the first port"
+		}
+		v.Health = fmt.Sprintf("GET %s on %s every %s, %d failures allowed", hc.Path, port, events.HealthCheckPeriod(hc), hc.FailuresAllowed)
 	}
 	if u := s.Update; u != nil && u.MaxDisruptions > 0 {
 		v.Update = fmt.Sprintf("at most %d tasks disrupted at once", u.MaxDisruptions)

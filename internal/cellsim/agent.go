@@ -72,7 +72,7 @@ func (p *proc) health(h *events.HealthCheck, ranFor time.Duration) (agentpb.Heal
 	switch {
 	case h.GetPath() == "":
 		return agentpb.Health_HEALTH_UNSPECIFIED, ""
-	case p.sick && ranFor >= time.Duration(h.GetPeriodMs())*time.Millisecond:
+	case p.sick && ranFor >= events.HealthCheckPeriod(h):
 		return agentpb.Health_HEALTH_UNHEALTHY, "GET " + h.GetPath() + ": connection refused"
 	case !p.sick && ranFor >= p.healthyAfter:
 		return agentpb.Health_HEALTH_HEALTHY, ""

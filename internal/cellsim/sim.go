@@ -272,7 +272,7 @@ func (w *World) spawn(a *Agent, t *atask) int64 {
 		p.healthyAfter = w.between(500*time.Millisecond, 5*time.Second)
 		if p.sick = t.spec.GetEnv()["SIM_HEALTH"] == "bad"; p.sick {
 			// The agent kills it once more checks failed than allowed.
-			after := time.Duration(h.PeriodMs) * time.Millisecond * time.Duration(h.FailuresAllowed+1)
+			after := events.HealthCheckPeriod(h) * time.Duration(h.FailuresAllowed+1)
 			w.at(a.node, after, func() {
 				if t := a.tasks[p.task]; !w.healing && t != nil && t.pid == p.pid && p.alive && t.state == agentpb.TaskState_TASK_STATE_RUNNING {
 					t.msg = fmt.Sprintf("health check failed %d times in a row: GET %s: connection refused", h.FailuresAllowed+1, h.Path)

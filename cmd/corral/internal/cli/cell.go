@@ -210,7 +210,10 @@ func (a *app) quotaCommand() *cobra.Command {
 			return err
 		}
 		defer cl.Close()
-		user := cl.user
+		user, err := cl.me(cmd.Context())
+		if err != nil {
+			return err
+		}
 		if len(argv) == 1 {
 			user = argv[0]
 		}

@@ -17,7 +17,13 @@ import (
 // answer at once when no master runs, for a person is waiting.
 type client struct {
 	*cellclient.Client
+	// user is whom the command names as the caller: $CORRAL_USER, --user
+	// or $USER until the master says otherwise (me, mutate).
 	user string
+	// credentialed: the connection carries a certificate or token, whose
+	// name, not user, is the caller.
+	credentialed bool
+	who          *apipb.WhoAmIReply
 }
 
 // mutationAttempts bounds how often a mutation is tried while no master
@@ -47,7 +53,12 @@ func (a *app) client() (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newClient(addrs, user, cellclient.Options{Dial: dial, AttemptTimeout: a.timeout, Note: note})
+	c, err := newClient(addrs, user, cellclient.Options{Dial: dial, AttemptTimeout: a.timeout, Note: note})
+	if err != nil {
+		return nil, err
+	}
+	c.credentialed = dial != nil
+	return c, nil
 }
 
 // newClient fills in the command's retry policy.
@@ -73,6 +84,37 @@ func (c *client) mutate(ctx context.Context, fn func(ctx context.Context, cl api
 		c.user = rep.GetActor()
 	}
 	return rep, err
+}
+
+// whoAmI is whom the master takes the caller to be, asked once.
+func (c *client) whoAmI(ctx context.Context) (*apipb.WhoAmIReply, error) {
+	if c.who != nil {
+		return c.who, nil
+	}
+	var who *apipb.WhoAmIReply
+	err := c.read(ctx, func(ctx context.Context, cl apipb.CellClient) (err error) {
+		who, err = cl.WhoAmI(ctx, &apipb.WhoAmIRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.who, c.user = who, who.GetUser()
+	return who, nil
+}
+
+// me is the caller's user name, the owner of "my jobs": with credentials
+// their name as the master read them, whatever --user or $CORRAL_USER say;
+// without, the name the command sends, which the master trusts.
+func (c *client) me(ctx context.Context) (string, error) {
+	if !c.credentialed {
+		return c.user, nil
+	}
+	who, err := c.whoAmI(ctx)
+	if err != nil {
+		return "", err
+	}
+	return who.GetUser(), nil
 }
 
 // cell is the cell's name as its master says (the zone of its DNS names);

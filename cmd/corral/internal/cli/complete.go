@@ -55,7 +55,12 @@ func (a *app) completeTask(cmd *cobra.Command, argv []string, toComplete string)
 func (a *app) jobNames(cmd *cobra.Command, prefix string) []string {
 	var out []string
 	a.completionRead(cmd, func(ctx context.Context, c apipb.CellClient) error {
-		l, err := c.List(ctx, &apipb.ListRequest{User: a.caller()})
+		// The caller's jobs: with credentials, their name, not $USER.
+		who, err := c.WhoAmI(ctx, &apipb.WhoAmIRequest{})
+		if err != nil {
+			return err
+		}
+		l, err := c.List(ctx, &apipb.ListRequest{User: who.GetUser()})
 		if err != nil {
 			return err
 		}

@@ -1,12 +1,16 @@
 // Package cli is the corral command: the client verbs that talk to a cell's
 // master over its gRPC API (job, task, why, machine, quota, events, state,
-// sql, bill, status), and the verbs that run a cell's parts (up, master,
-// agent, migrate, infrastore).
+// sql, bill, status, whoami), the verbs that run a cell's parts (up,
+// master, agent, migrate, infrastore), and version.
 //
 // Conventions every verb keeps:
 //   - The master is --master or $CORRAL_MASTER (default 127.0.0.1:7070;
-//     a comma-separated list names several replicas). The caller is
-//     $CORRAL_USER or $USER, sent as the x-corral-user header.
+//     a comma-separated list names several replicas). The caller is the
+//     name in the credentials (certificate or token), as the master's
+//     WhoAmI answers: every verb that defaults to "my jobs" asks it
+//     (client.me). Only a master without authentication trusts the name
+//     sent instead, --user, $CORRAL_USER or $USER, in the x-corral-user
+//     header.
 //   - Output is an aligned table by default; -o json, yaml or csv give the
 //     same data for programs. Results go to stdout, progress and errors to
 //     stderr.

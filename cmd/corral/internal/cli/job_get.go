@@ -7,16 +7,26 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/corralhq/corral/cmd/corral/internal/jobfile"
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
 
 func (a *app) jobGetCommand() *cobra.Command {
 	var owner string
+	var spec bool
 	c := &cobra.Command{
-		Use:               "get NAME",
-		Short:             "show a job and its tasks",
+		Use:   "get NAME",
+		Short: "show a job and its tasks",
+		Long: `Show a job and its tasks. -o json and yaml give the API's view of it.
+
+With --spec, print only the spec in force as a job file (JSON, or -o yaml),
+the format job submit, update and plan read: edit it and update the job
+with it. Secret values are not in it: give them with --secret again.`,
+		Example:           "  corral job get web\n  corral job get web --spec -o yaml > web.yaml && corral job update web.yaml",
 		Args:              args(1, 1, "one job name"),
 		ValidArgsFunction: a.completeJobs,
 		RunE: func(cmd *cobra.Command, argv []string) error {
@@ -32,6 +42,9 @@ func (a *app) jobGetCommand() *cobra.Command {
 			})
 			if err != nil {
 				return err
+			}
+			if spec {
+				return a.writeSpecFile(j.Spec)
 			}
 			if a.output != "table" {
 				return a.show(tasksTable(j.Tasks, time.Now()), j)
@@ -64,7 +77,28 @@ func (a *app) jobGetCommand() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
+	c.Flags().BoolVar(&spec, "spec", false, "print the spec in force as a job file (JSON, or -o yaml) that job submit and update read back")
 	return c
+}
+
+// writeSpecFile prints s in the job file format (jobfile.SpecObject, as job
+// render does), without the redacted values of its secret variables: the
+// file names them in secret_env, and their values come with --secret.
+func (a *app) writeSpecFile(s *events.JobSpec) error {
+	s = proto.Clone(s).(*events.JobSpec)
+	for _, name := range s.SecretEnv {
+		delete(s.Env, name)
+	}
+	format := "json"
+	if a.output == "yaml" {
+		format = "yaml"
+	}
+	out, err := jobfile.Marshal(jobfile.SpecObject(s), format)
+	if err != nil {
+		return err
+	}
+	_, err = a.stdout().Write(out)
+	return err
 }
 
 // updateText words a job's open update: how far it rolled, and what it

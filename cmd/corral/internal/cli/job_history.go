@@ -85,6 +85,8 @@ func writeHistory(w io.Writer, h *apipb.JobHistoryReply) {
 
 func (a *app) jobRevertCommand() *cobra.Command {
 	var owner string
+	var wait bool
+	var timeout time.Duration
 	c := &cobra.Command{
 		Use:               "revert NAME VERSION",
 		Short:             "push an earlier spec version of a job again, as a new update (see `corral job history`)",
@@ -107,9 +109,13 @@ func (a *app) jobRevertCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(a.stdout(), "%s: %s\n", argv[0], rep.Message)
+			if wait {
+				return a.waitRoll(cmd.Context(), cl, owner, argv[0], rep, timeout)
+			}
 			return nil
 		},
 	}
 	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
+	waitFlags(c, &wait, &timeout)
 	return c
 }

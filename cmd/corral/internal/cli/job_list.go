@@ -29,7 +29,10 @@ func (a *app) jobListCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			user := cl.user
+			user, err := cl.me(cmd.Context())
+			if err != nil {
+				return err
+			}
 			if owner != "" {
 				user = owner
 			}

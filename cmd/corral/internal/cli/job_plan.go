@@ -23,11 +23,11 @@ scheduling pass after it would do (placements, preemptions with their
 victims, tasks that would wait and why), computed by the real command and
 the real scheduling pass on a copy of the cell. It prints the log position
 it planned at: ` + "`corral job update FILE --if-position P`" + ` applies the update
-only if the job has not changed since.
+only if the job has not changed since. A job that does not live is planned
+as its submission: would it fit?
 
 With --at, the plan is made on the cell as the log had it at that time or
-position: would this job have fit then? A job that did not live then is
-planned as its submission.`,
+position: would this job have fit then?`,
 		Example: "  corral job plan examples/web-v2.jsonnet\n  corral job update examples/web-v2.jsonnet --if-position 1234\n  corral job plan examples/hello.jsonnet --at 2026-11-26T14:02:00Z",
 		Args:    args(1, 1, "a job file"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
@@ -38,7 +38,7 @@ planned as its submission.`,
 					return usageErr("--at: %v", err)
 				}
 			}
-			return a.planFile(cmd.Context(), argv[0], nil, pos, us)
+			return a.planFile(cmd.Context(), argv[0], nil, pos, us, false)
 		},
 	}
 	c.Flags().StringVar(&at, "at", "", "plan on the cell as it was then: a time (RFC 3339; 1h for an hour ago) or a log position")
@@ -47,13 +47,15 @@ planned as its submission.`,
 
 // planFile plans the update of every job of the file at path and prints
 // the plans: on the cell now, or as it was at position atPos or time atUS.
-func (a *app) planFile(ctx context.Context, path string, secrets []string, atPos, atUS int64) error {
+// With submit, it plans their submission instead, refused as `job submit`
+// would be (a live job of the name): the dry run of job submit.
+func (a *app) planFile(ctx context.Context, path string, secrets []string, atPos, atUS int64, submit bool) error {
 	cl, err := a.client()
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	f, err := a.loadFile(path)
+	f, err := a.loadFileFor(ctx, cl, path)
 	if err != nil {
 		return err
 	}
@@ -64,7 +66,7 @@ func (a *app) planFile(ctx context.Context, path string, secrets []string, atPos
 	for _, spec := range f.Jobs {
 		var p *apipb.PlanReply
 		err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-			p, err = c.PlanUpdate(ctx, &apipb.UpdateRequest{Spec: spec, AtPosition: atPos, AtTimeUs: atUS})
+			p, err = c.PlanUpdate(ctx, &apipb.UpdateRequest{Spec: spec, AtPosition: atPos, AtTimeUs: atUS, Submit: submit})
 			return err
 		})
 		if err != nil {
@@ -78,10 +80,23 @@ func (a *app) planFile(ctx context.Context, path string, secrets []string, atPos
 		}
 		return a.show(nil, plans)
 	}
-	for i, p := range plans {
-		writePlan(a.stdout(), cl.user+"/"+f.Jobs[i].Name, p)
+	me, err := cl.me(ctx)
+	if err != nil {
+		return err
 	}
-	if atPos == 0 && atUS == 0 {
+	for i, p := range plans {
+		writePlan(a.stdout(), me+"/"+f.Jobs[i].Name, p)
+	}
+	allNew := true
+	for _, p := range plans {
+		allNew = allNew && p.CurrentVersion == 0
+	}
+	switch {
+	case submit:
+		a.note("nothing was submitted: `corral job submit %s` does it", path)
+	case atPos == 0 && atUS == 0 && allNew:
+		a.note("submit it with `corral job submit %s`", path)
+	case atPos == 0 && atUS == 0:
 		a.note("apply it unless the job changes meanwhile: `corral job update %s --if-position %d`", path, plans[len(plans)-1].Position)
 	}
 	return nil

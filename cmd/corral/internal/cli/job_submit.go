@@ -17,7 +17,7 @@ import (
 )
 
 func (a *app) jobSubmitCommand() *cobra.Command {
-	var wait bool
+	var wait, dryRun bool
 	var secrets []string
 	var timeout time.Duration
 	c := &cobra.Command{
@@ -26,16 +26,17 @@ func (a *app) jobSubmitCommand() *cobra.Command {
 		Long: `Submit the job of FILE (.jsonnet, .yaml, .yml or .json), or every job of a
 bundle after creating its alloc sets. With --wait, show the tasks' progress
 until every task runs or has finished; a job that cannot be scheduled ends
-the wait with the reason.`,
-		Example: "  corral job submit examples/hello.jsonnet --wait\n  DB_PASSWORD=... corral job submit web.jsonnet --secret DB_PASSWORD",
+the wait with the reason.
+
+With --dry-run, submit nothing: show what the submission would do (the
+events, then where the scheduler would place the tasks, or why they would
+wait), made by the real command and scheduling pass on a copy of the cell,
+as ` + "`corral job plan`" + ` does, and refused as the submission would be.`,
+		Example: "  corral job submit examples/hello.jsonnet --wait\n  corral job submit examples/hello.jsonnet --dry-run\n  DB_PASSWORD=... corral job submit web.jsonnet --secret DB_PASSWORD",
 		Args:    args(1, 1, "one job file"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			f, err := a.loadFile(argv[0])
-			if err != nil {
-				return err
-			}
-			if err := a.addSecrets(f, secrets); err != nil {
-				return err
+			if dryRun && wait {
+				return usageErr("--dry-run submits nothing to --wait for: give one of them")
 			}
 			cl, err := a.client()
 			if err != nil {
@@ -43,6 +44,19 @@ the wait with the reason.`,
 			}
 			defer cl.Close()
 			ctx := cmd.Context()
+			f, err := a.loadFileFor(ctx, cl, argv[0])
+			if err != nil {
+				return err
+			}
+			if dryRun {
+				if len(f.AllocSets) > 0 {
+					return usageErr("--dry-run: %s creates alloc sets (%s), which a dry run does not plan; create them first, or plan a file of jobs only", argv[0], f.AllocSets[0].Name)
+				}
+				return a.planFile(ctx, argv[0], secrets, 0, 0, true)
+			}
+			if err := a.addSecrets(f, secrets); err != nil {
+				return err
+			}
 			var last int64
 			for _, s := range f.AllocSets {
 				rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
@@ -85,6 +99,7 @@ the wait with the reason.`,
 	}
 	c.Flags().BoolVarP(&wait, "wait", "w", false, "wait until every task runs (and is healthy, when the job has a health check) or has finished; exit 1 when a task fails first")
 	c.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "with --wait: give up after this long")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "submit nothing: show what the submission would do, planned on a copy of the cell")
 	c.Flags().StringArrayVar(&secrets, "secret", nil, "NAME: give the secret_env variable NAME the value of $NAME in your environment (repeat the flag); it is sealed, never logged")
 	return c
 }

@@ -58,9 +58,9 @@ the roll and exits 1 with the reason when it halts or reverts.`,
 				return usageErr("give a job file, or --selector and --priority")
 			}
 			if dryRun {
-				return a.planFile(ctx, argv[0], secrets, 0, 0)
+				return a.planFile(ctx, argv[0], secrets, 0, 0, false)
 			}
-			f, err := a.loadFile(argv[0])
+			f, err := a.loadFileFor(ctx, cl, argv[0])
 			if err != nil {
 				return err
 			}

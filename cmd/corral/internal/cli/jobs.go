@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"slices"
 	"strconv"
@@ -23,13 +24,30 @@ func (a *app) jobCommand() *cobra.Command {
 	return c
 }
 
-// loadFile reads a job file as the caller.
+// loadFile reads a job file as the caller named here (job render, which
+// asks no master).
 func (a *app) loadFile(path string) (*jobfile.File, error) {
 	user := a.caller()
 	if user == "" {
 		user = "nobody"
 	}
+	return a.loadFileAs(path, user)
+}
+
+// loadFileAs reads a job file as user: std.extVar('user') and the owner
+// the spec may name. Verbs that send it to a master pass whom the master
+// takes the caller to be (client.me).
+func (a *app) loadFileAs(path, user string) (*jobfile.File, error) {
 	return jobfile.Load(path, jobfile.Options{User: user, ExtVars: map[string]string{"cell": a.cellName()}, JPaths: a.jpaths})
+}
+
+// loadFileFor reads a job file as whom cl's master takes the caller to be.
+func (a *app) loadFileFor(ctx context.Context, cl *client, path string) (*jobfile.File, error) {
+	user, err := cl.me(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return a.loadFileAs(path, user)
 }
 
 // addSecrets gives the jobs of f the values of the secret variables named

@@ -251,7 +251,8 @@ Environment:
                  certs/ hold the CA and your credentials, found there by every verb
   CORRAL_CA, CORRAL_CERT, CORRAL_KEY, CORRAL_TOKEN
                  the cell's CA and your certificate and key, or token (--ca, --cert, --key, --token)
-  CORRAL_USER    the user you act as (--user; default $USER)
+  CORRAL_USER    the user you act as (--user; default $USER), where credentials do not
+                 say it: a master without them, a local cell's (corral whoami)
   CORRAL_CELL    the cell's name`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -260,7 +261,7 @@ Environment:
 	pf.StringVar(&a.master, "master", "", "the master's gRPC address, or several separated by commas (default $CORRAL_MASTER or "+DefaultMaster+")")
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table, json, yaml or csv")
 	_ = root.RegisterFlagCompletionFunc("output", completeOutput)
-	pf.StringVar(&a.user, "user", "", "act as this user (default $CORRAL_USER or $USER)")
+	pf.StringVar(&a.user, "user", "", "act as this user where credentials do not name one (default $CORRAL_USER or $USER; corral whoami)")
 	pf.DurationVar(&a.timeout, "rpc-timeout", 30*time.Second, "time limit of each request to the master")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log more (servers) and say which master answered (clients)")
 	a.ops.add(pf)
@@ -279,7 +280,7 @@ Environment:
 		c.GroupID = "jobs"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.machineCommand(), a.quotaCommand(), a.allocCommand(), a.statusCommand(), a.doctorCommand()} {
+	for _, c := range []*cobra.Command{a.machineCommand(), a.quotaCommand(), a.allocCommand(), a.statusCommand(), a.whoamiCommand(), a.doctorCommand()} {
 		c.GroupID = "cell"
 		root.AddCommand(c)
 	}
@@ -287,7 +288,7 @@ Environment:
 		c.GroupID = "history"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.upCommand(), a.masterCommand(), a.agentCommand(), a.migrateCommand(), a.certsCommand(), a.tokenCommand()} {
+	for _, c := range []*cobra.Command{a.upCommand(), a.masterCommand(), a.agentCommand(), a.migrateCommand(), a.certsCommand(), a.tokenCommand(), a.versionCommand()} {
 		c.GroupID = "run"
 		root.AddCommand(c)
 	}

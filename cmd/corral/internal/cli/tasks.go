@@ -75,7 +75,11 @@ func (a *app) taskListCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			req := &apipb.ListTasksRequest{User: cl.user, Selector: selector, State: state, Machine: machine}
+			me, err := cl.me(cmd.Context())
+			if err != nil {
+				return err
+			}
+			req := &apipb.ListTasksRequest{User: me, Selector: selector, State: state, Machine: machine}
 			if owner != "" {
 				req.User = owner
 			}

@@ -13,7 +13,9 @@ import (
 // waited is one job `--wait` follows: a submission (version 0), or the
 // update to version.
 type waited struct {
-	name    string
+	name string
+	// owner is the job's user; "" is the caller.
+	owner   string
 	version int64
 	// restarts are the tasks' restart counts at the first look: a task
 	// that restarts after it fails the wait.
@@ -145,7 +147,7 @@ func (a *app) waitJobs(ctx context.Context, cl *client, jobs []*waited, minPos i
 		for _, w := range jobs {
 			var v *apipb.JobView
 			err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-				v, err = c.Get(ctx, &apipb.GetRequest{Job: w.name, Read: &apipb.ReadOptions{MinPosition: minPos}, TaskLimit: 10000})
+				v, err = c.Get(ctx, &apipb.GetRequest{User: w.owner, Job: w.name, Read: &apipb.ReadOptions{MinPosition: minPos}, TaskLimit: 10000})
 				return err
 			})
 			if err != nil {
@@ -174,7 +176,11 @@ func (a *app) waitJobs(ctx context.Context, cl *client, jobs []*waited, minPos i
 			clear()
 			for _, w := range jobs {
 				if vd := verdicts[w.name]; vd.done {
-					fmt.Fprintf(a.stdout(), "%s/%s: %s (%s)\n", cl.user, w.name, vd.message, elapsed)
+					owner := w.owner
+					if owner == "" {
+						owner = cl.user
+					}
+					fmt.Fprintf(a.stdout(), "%s/%s: %s (%s)\n", owner, w.name, vd.message, elapsed)
 				}
 			}
 			if failed {
@@ -195,7 +201,7 @@ func (a *app) waitJobs(ctx context.Context, cl *client, jobs []*waited, minPos i
 			}
 			var why *apipb.WhyPendingReply
 			err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-				why, err = c.WhyPending(ctx, &apipb.WhyPendingRequest{Job: n})
+				why, err = c.WhyPending(ctx, &apipb.WhyPendingRequest{User: w.owner, Job: n})
 				return err
 			})
 			if err != nil || len(why.Classes) == 0 || vd.progress != prev[n] {
@@ -221,7 +227,7 @@ func (a *app) waitJobs(ctx context.Context, cl *client, jobs []*waited, minPos i
 				why := whys[w.name]
 				if why == nil && views[w.name].Pending > 0 {
 					_ = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-						why, err = c.WhyPending(ctx, &apipb.WhyPendingRequest{Job: w.name})
+						why, err = c.WhyPending(ctx, &apipb.WhyPendingRequest{User: w.owner, Job: w.name})
 						return err
 					})
 				}

@@ -206,8 +206,12 @@ func SpecObject(s *events.JobSpec) obj {
 	if h := s.HealthCheck; h != nil {
 		ho := obj{}
 		ho.add("path", h.Path)
-		ho.add("port", h.PortName)
-		ho.add("period", duration(h.PeriodMs))
+		if h.PortName != "" {
+			ho.add("port", h.PortName)
+		}
+		if h.PeriodMs != 0 {
+			ho.add("period", duration(h.PeriodMs))
+		}
 		if h.TimeoutMs != 0 {
 			ho.add("timeout", duration(h.TimeoutMs))
 		}
