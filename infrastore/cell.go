@@ -51,18 +51,8 @@ func (s *Infrastore) SetCell(ctx context.Context, name string) error {
 	})
 }
 
-// Cell is the cell's name the file records, or "" when it records none.
-func (s *Infrastore) Cell(ctx context.Context) (string, error) {
-	if s.closed.Load() {
-		return "", ErrClosed
-	}
-	var name string
-	err := s.inReadOnly(ctx, func(conn *sql.Conn) error {
-		return recordedCell(ctx, conn, &name)
-	})
-	return name, err
-}
-
+// recordedCell reads the cell's name the file records into name, or
+// leaves it empty when the file records none.
 func recordedCell(ctx context.Context, conn *sql.Conn, name *string) error {
 	var n int
 	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables() WHERE table_name = 'cell' AND schema_name = 'main'`).Scan(&n); err != nil || n == 0 {

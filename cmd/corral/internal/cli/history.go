@@ -188,7 +188,10 @@ window is priced by the price sheet in force when it started (corral price).
 Parquet): a row per hour, task (or job) and meter, with idle capacity
 (--idle), corrections of closed months, and the log positions each row came
 from; --explain ROW_ID lists the usage windows behind one row. A closed
-billing period (corral bill close) exports the same bytes every time.`,
+billing period (corral bill close) exports the same bytes every time.
+With --db FILE (a copy of the Infrastore) the export names the cell the
+file records, so it is the master's bytes; --cell or $CORRAL_CELL must
+name that cell.`,
 		Example: `  corral bill                              # today so far
   corral bill --from yesterday --to today --group-by job --format csv --out bill.csv
   corral bill --period 2026-10 --format focus --out october.csv
