@@ -12,15 +12,52 @@ import (
 	"github.com/corralhq/corral/events"
 )
 
-// docSources are the documents whose SQL examples are run.
+// docSources are the documents whose SQL examples are run: the README,
+// docs/, the Infrastore's README and its doc comments.
 func docSources(t *testing.T) []string {
 	t.Helper()
-	files := []string{"../README.md", "README.md", "doc.go"}
-	docs, err := filepath.Glob("../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
+	files := []string{"../README.md", "README.md"}
+	for _, glob := range []string{"../docs/*.md", "*.go"} {
+		more, err := filepath.Glob(glob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range more {
+			if !strings.HasSuffix(f, "_test.go") {
+				files = append(files, f)
+			}
+		}
 	}
-	return append(files, docs...)
+	return files
+}
+
+// commentBlocks are a Go file's doc-comment code blocks (lines "//\t...")
+// that hold SQL: the statements, with their "--" comments left out.
+func commentBlocks(text string) []string {
+	var out []string
+	var block []string
+	flush := func() {
+		if len(block) > 0 {
+			q := strings.Join(block, " ")
+			if u := strings.ToUpper(q); strings.HasPrefix(u, "SELECT ") || strings.HasPrefix(u, "WITH ") {
+				out = append(out, q)
+			}
+		}
+		block = nil
+	}
+	for _, line := range strings.Split(text, "\n") {
+		code, ok := strings.CutPrefix(line, "//\t")
+		if !ok {
+			flush()
+			continue
+		}
+		if strings.HasPrefix(strings.TrimSpace(code), "--") {
+			continue
+		}
+		block = append(block, strings.TrimSpace(code))
+	}
+	flush()
+	return out
 }
 
 var (
@@ -41,8 +78,14 @@ func docExamples(t *testing.T) map[string]string {
 		}
 		text := string(b)
 		if strings.HasSuffix(f, ".go") {
-			// Doc comments: the examples are in the comment's text.
-			text = regexp.MustCompile(`(?m)^//\s?`).ReplaceAllString(text, "")
+			for _, block := range commentBlocks(text) {
+				for _, st := range strings.Split(block, ";") {
+					if q := strings.Join(strings.Fields(st), " "); q != "" {
+						out[f+": "+q] = q
+					}
+				}
+			}
+			continue
 		}
 		for _, m := range corralSQL.FindAllStringSubmatch(text, -1) {
 			q := strings.Join(strings.Fields(m[1]), " ")
@@ -83,6 +126,7 @@ func TestDocumentedSQLRuns(t *testing.T) {
 	if len(examples) < 10 {
 		t.Fatalf("found only %d SQL examples in the docs: %v", len(examples), examples)
 	}
+	t.Logf("%d SQL examples", len(examples))
 	mustAnswer := []string{"preemption_losses", "priced_usage", "task_events"}
 	for where, q := range examples {
 		res, err := s.Query(context.Background(), q, time.Minute)
