@@ -428,10 +428,11 @@ rows AS (
 // machine prices of the sheet in force at each instant, less what the
 // charges of the hour priced by that sheet took on their basis. An hour a
 // sheet takes effect within is two segments, each its own idle row, by
-// the rule that prices windows (the sheet in force at the start). "separate" adds a row per hour (a line per meter); "share" splits each
-// hour's idle quantity among the hour's accounts in proportion to what
-// they were charged (largest remainder, in units of 1e-9, so the shares
-// add up to the idle quantity exactly).
+// the rule that prices windows (the sheet in force at the start).
+// "separate" adds a row per hour and sheet (a line per meter); "share"
+// splits each segment's idle quantity among the hour's accounts in
+// proportion to what they were charged (largest remainder, in units of
+// 1e-9, so the shares add up to the idle quantity exactly).
 func idleRows(r *FocusRequest, from, horizon int64) string {
 	cell := sqlString(r.Cell)
 	share := ""
@@ -484,8 +485,7 @@ mi AS (
 -- (a sheet that takes effect within the hour splits it, as it splits the
 -- windows by their starts).
 segments AS (
-	SELECT h.hour, mp.sheet_position, greatest(h.hour, mp.valid_from) AS s0, least(h.hour + %[3]d, mp.valid_to) AS s1,
-		mp.cpu_core_hour, mp.memory_gib_hour, mp.disk_gib_hour, mp.gpu_hour
+	SELECT h.hour, mp.sheet_position, greatest(h.hour, mp.valid_from) AS s0, least(h.hour + %[3]d, mp.valid_to) AS s1
 	FROM hours h JOIN machine_prices mp ON mp.valid_from < h.hour + %[3]d AND mp.valid_to > h.hour AND mp.valid_from < mp.valid_to
 ),
 cap AS (
@@ -499,7 +499,7 @@ cap AS (
 	GROUP BY s.hour, s.sheet_position
 ),
 -- What the hour's charges took, by the sheet that priced them: a window
--- is the segment's of the sheet in force at its start.
+-- counts against the segment of the sheet in force at its start.
 alloc AS (
 	SELECT hour, sheet_position, unnest(['cpu', 'memory', 'disk', 'gpu']) AS meter, unnest([cpu, memory, disk, gpu]) AS q
 	FROM (SELECT hour, sheet_position, sum(cpu_q) AS cpu, sum(memory_q) AS memory, sum(disk_q) AS disk, sum(gpu_q) AS gpu
