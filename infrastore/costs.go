@@ -96,7 +96,11 @@ func (s *Infrastore) Costs(ctx context.Context, req CostsRequest) (*Costs, error
 	if err := focus.validate(); err != nil {
 		return nil, err
 	}
-	err := s.inReadOnly(ctx, func(conn *sql.Conn) error {
+	var err error
+	if focus.Cell, err = s.billingCell(ctx, focus.Cell); err != nil {
+		return nil, err
+	}
+	err = s.inReadOnly(ctx, func(conn *sql.Conn) error {
 		in, err := readFocusInputs(ctx, conn, &focus)
 		if err != nil {
 			return err

@@ -84,7 +84,10 @@
 // schema_version, stream, stream_version, actor, causation_id,
 // correlation_id, idempotency_key, payload (JSON from protojson with proto
 // field names; 64-bit integers are JSON strings, so cast them:
-// (payload->>'$.spec.resources.cpu_milli')::BIGINT).
+// (payload->>'$.spec.resources.cpu_milli')::BIGINT). Parenthesise a
+// field read next to another operator: DuckDB's ->> binds more loosely
+// than AND and =, so `type = 'X' AND payload->>'$.f' = 'y'` reads the AND's
+// result (docs/sql.md); every view here is written (payload->>'$.f') = 'y'.
 //
 // task_events: the thirteen columns of the trace's task_events, in its
 // order: time, missing_info, job, task_index, machine, event_type (0 SUBMIT,
@@ -145,6 +148,13 @@
 // capacity, attributes, state, draining.
 //
 // ingest_state: schema_version and the last position applied.
+//
+// cell: the cell's name (one row), recorded by the master's Infrastore at
+// start (SetCell), not derived from the log: a rebuild keeps it. Every FOCUS
+// export and the costs name it (billing account, invoice, region), so an
+// export of a copy of the file (corral bill --db) is the master's bytes; a
+// request naming another cell is refused. A file that records none (older
+// than the table) is named by the request, else "corral".
 //
 // # Where ingestion spends its time
 //
@@ -232,8 +242,11 @@
 // ExportFocus writes the FinOps FOCUS dataset (focus.go): a row per billing
 // period, charge hour, task or job, account, band, priority, sheet, charge
 // class and meter, each citing the log positions of its windows; idle
-// capacity (machines not removed, at the sheet's machine prices, less what
-// the hour's charges took) as rows of its own or shared by charge. A closed
+// capacity (machines not removed, at the machine prices of the sheet in
+// force at each instant, less what the hour's charges priced by that sheet
+// took: a sheet that takes effect mid-hour splits the hour into a row per
+// sheet, as it splits the windows by their starts) as rows of its own or
+// shared by charge. A closed
 // month bills only windows recorded at or before its closing position, so
 // its export is the same bytes on any store rebuilt from the log; a window
 // recorded later is billed as a Correction in the first open month from its

@@ -64,8 +64,8 @@ func (r *FocusRequest) validate() error {
 	case r.To.Sub(r.From) > 366*24*time.Hour:
 		return fmt.Errorf("%w: to: the period is longer than a year; export it a month at a time", ErrInvalid)
 	}
-	if r.Cell == "" {
-		r.Cell = "corral"
+	if r.Cell != "" && !cellName.MatchString(r.Cell) {
+		return fmt.Errorf("%w: cell: %q is not a DNS label (lowercase letters, digits and '-', at most 63)", ErrInvalid, r.Cell)
 	}
 	switch r.Granularity {
 	case "":
@@ -114,6 +114,10 @@ func (s *Infrastore) ExportFocus(ctx context.Context, req FocusRequest, w io.Wri
 		return ErrClosed
 	}
 	if err := req.validate(); err != nil {
+		return err
+	}
+	var err error
+	if req.Cell, err = s.billingCell(ctx, req.Cell); err != nil {
 		return err
 	}
 	if req.Explain != "" {

@@ -425,11 +425,14 @@ rows AS (
 
 // idleRows extends focusRows with the idle capacity of the hours
 // [from, horizon): what the machines not removed could hold, priced by the
-// sheet's machine prices, less what the charges of the hour took on their
-// basis. "separate" adds a row per hour (a line per meter); "share" splits each
-// hour's idle quantity among the hour's accounts in proportion to what
-// they were charged (largest remainder, in units of 1e-9, so the shares
-// add up to the idle quantity exactly).
+// machine prices of the sheet in force at each instant, less what the
+// charges of the hour priced by that sheet took on their basis. An hour a
+// sheet takes effect within is two segments, each its own idle row, by
+// the rule that prices windows (the sheet in force at the start).
+// "separate" adds a row per hour and sheet (a line per meter); "share"
+// splits each segment's idle quantity among the hour's accounts in
+// proportion to what they were charged (largest remainder, in units of
+// 1e-9, so the shares add up to the idle quantity exactly).
 func idleRows(r *FocusRequest, from, horizon int64) string {
 	cell := sqlString(r.Cell)
 	share := ""
@@ -444,15 +447,15 @@ weights AS (
 ),
 shares AS (
 	SELECT i.hour, i.meter, w.account, w.account_type, i.units, i.price, i.sheet_position, w.w12,
-		sum(w.w12) OVER (PARTITION BY i.hour, i.meter) AS total12
+		sum(w.w12) OVER (PARTITION BY i.hour, i.meter, i.sheet_position) AS total12
 	FROM idle_units i JOIN weights w ON w.hour = i.hour
 ),
 split AS (
 	SELECT *, (units * w12) // total12 AS base, (units * w12) % total12 AS rem FROM shares WHERE total12 > 0
 ),
 ranked AS (
-	SELECT *, units - sum(base) OVER (PARTITION BY hour, meter) AS leftover,
-		row_number() OVER (PARTITION BY hour, meter ORDER BY rem DESC, account) AS rk
+	SELECT *, units - sum(base) OVER (PARTITION BY hour, meter, sheet_position) AS leftover,
+		row_number() OVER (PARTITION BY hour, meter, sheet_position ORDER BY rem DESC, account) AS rk
 	FROM split
 ),
 idle_final AS (
@@ -478,23 +481,32 @@ mi AS (
 		state, cpu_milli, memory_bytes, disk_bytes, gpu_milli
 	FROM machine_events WHERE source = 'log'
 ),
-cap AS (
-	SELECT h.hour,
-		sum(coalesce(cpu_milli, 0)::HUGEINT * (least(t1, h.hour + %[3]d) - greatest(t0, h.hour))) AS cpu_x,
-		sum(coalesce(memory_bytes, 0)::HUGEINT * (least(t1, h.hour + %[3]d) - greatest(t0, h.hour))) AS memory_x,
-		sum(coalesce(disk_bytes, 0)::HUGEINT * (least(t1, h.hour + %[3]d) - greatest(t0, h.hour))) AS disk_x,
-		sum(coalesce(gpu_milli, 0)::HUGEINT * (least(t1, h.hour + %[3]d) - greatest(t0, h.hour))) AS gpu_x
-	FROM hours h JOIN mi ON mi.t0 < h.hour + %[3]d AND mi.t1 > h.hour
-	WHERE mi.state <> 'removed'
-	GROUP BY h.hour
+-- An hour's segments: its parts each priced by one sheet's machine prices
+-- (a sheet that takes effect within the hour splits it, as it splits the
+-- windows by their starts).
+segments AS (
+	SELECT h.hour, mp.sheet_position, greatest(h.hour, mp.valid_from) AS s0, least(h.hour + %[3]d, mp.valid_to) AS s1
+	FROM hours h JOIN machine_prices mp ON mp.valid_from < h.hour + %[3]d AND mp.valid_to > h.hour AND mp.valid_from < mp.valid_to
 ),
+cap AS (
+	SELECT s.hour, s.sheet_position,
+		sum(coalesce(cpu_milli, 0)::HUGEINT * (least(t1, s.s1) - greatest(t0, s.s0))) AS cpu_x,
+		sum(coalesce(memory_bytes, 0)::HUGEINT * (least(t1, s.s1) - greatest(t0, s.s0))) AS memory_x,
+		sum(coalesce(disk_bytes, 0)::HUGEINT * (least(t1, s.s1) - greatest(t0, s.s0))) AS disk_x,
+		sum(coalesce(gpu_milli, 0)::HUGEINT * (least(t1, s.s1) - greatest(t0, s.s0))) AS gpu_x
+	FROM segments s JOIN mi ON mi.t0 < s.s1 AND mi.t1 > s.s0
+	WHERE mi.state <> 'removed'
+	GROUP BY s.hour, s.sheet_position
+),
+-- What the hour's charges took, by the sheet that priced them: a window
+-- counts against the segment of the sheet in force at its start.
 alloc AS (
-	SELECT hour, unnest(['cpu', 'memory', 'disk', 'gpu']) AS meter, unnest([cpu, memory, disk, gpu]) AS q
-	FROM (SELECT hour, sum(cpu_q) AS cpu, sum(memory_q) AS memory, sum(disk_q) AS disk, sum(gpu_q) AS gpu
-		FROM priced WHERE charge_class IS NULL GROUP BY hour)
+	SELECT hour, sheet_position, unnest(['cpu', 'memory', 'disk', 'gpu']) AS meter, unnest([cpu, memory, disk, gpu]) AS q
+	FROM (SELECT hour, sheet_position, sum(cpu_q) AS cpu, sum(memory_q) AS memory, sum(disk_q) AS disk, sum(gpu_q) AS gpu
+		FROM priced WHERE charge_class IS NULL GROUP BY hour, sheet_position)
 ),
 cap_units AS (
-	SELECT hour, unnest(['cpu', 'memory', 'disk', 'gpu']) AS meter,
+	SELECT hour, sheet_position, unnest(['cpu', 'memory', 'disk', 'gpu']) AS meter,
 		unnest([(cpu_x * 1000000000 + %[4]d) // %[5]d, (memory_x * 1000000000 + %[6]d) // %[7]d,
 			(disk_x * 1000000000 + %[6]d) // %[7]d, (gpu_x * 1000000000 + %[4]d) // %[5]d]) AS units
 	FROM cap
@@ -504,10 +516,10 @@ idle_units AS (
 		greatest(c.units - coalesce((a.q * 1000000000)::HUGEINT, 0), 0) AS units,
 		CASE c.meter WHEN 'cpu' THEN mp.cpu_core_hour WHEN 'memory' THEN mp.memory_gib_hour
 			WHEN 'disk' THEN mp.disk_gib_hour ELSE mp.gpu_hour END AS price,
-		mp.sheet_position
+		c.sheet_position
 	FROM cap_units c
-	LEFT JOIN alloc a ON a.hour = c.hour AND a.meter = c.meter
-	JOIN machine_prices mp ON c.hour >= mp.valid_from AND c.hour < mp.valid_to
+	LEFT JOIN alloc a ON a.hour = c.hour AND a.meter = c.meter AND a.sheet_position = c.sheet_position
+	JOIN machine_prices mp ON mp.sheet_position = c.sheet_position
 )%[8]s,
 idle AS (
 	SELECT epoch_us(date_trunc('month', make_timestamp(hour))) AS billing_period, NULL::VARCHAR AS charge_class, hour,

@@ -193,6 +193,9 @@ func createSchema(ctx context.Context, conn *sql.Conn) error {
 	if _, err := conn.ExecContext(ctx, ddlIngestState); err != nil {
 		return err
 	}
+	if _, err := conn.ExecContext(ctx, ddlCell); err != nil {
+		return err
+	}
 	for _, t := range tables {
 		if _, err := conn.ExecContext(ctx, t.ddl); err != nil {
 			return fmt.Errorf("table %s: %w", t.name, err)

@@ -16,6 +16,9 @@ package infrastore
 //     space as used; GPUs as allocated (agents do not measure them). A band
 //     the sheet does not price is charged nothing (basis "none", its
 //     quantities on the limit).
+//   - Every comparison of a payload field is parenthesised,
+//     (payload->>'$.f') = 'x': DuckDB's ->> binds more loosely than AND
+//     and =, so without them the AND's result is what ->> reads (docs/sql.md).
 const ddlPricing = `
 CREATE OR REPLACE VIEW price_sheets AS
 SELECT position, time AS set_at, actor,
@@ -75,7 +78,7 @@ WITH ev AS (
 		payload->>'$.machine' AS machine,
 		payload->>'$.preemptor.user' AS preemptor_user, payload->>'$.preemptor.job' AS preemptor_job,
 		coalesce((payload->>'$.preemptor.index')::INTEGER, 0) AS preemptor_index
-	FROM events WHERE type = 'TaskEvicted' AND payload->>'$.reason' = 'preempted'
+	FROM events WHERE type = 'TaskEvicted' AND (payload->>'$.reason') = 'preempted'
 ), run AS (
 	SELECT ev.*, (SELECT max(te.position) FROM task_events te
 		WHERE te.source = 'log' AND te.user = ev.user AND te.job = ev.job AND te.task_index = ev.task_index

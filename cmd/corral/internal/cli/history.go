@@ -188,7 +188,10 @@ window is priced by the price sheet in force when it started (corral price).
 Parquet): a row per hour, task (or job) and meter, with idle capacity
 (--idle), corrections of closed months, and the log positions each row came
 from; --explain ROW_ID lists the usage windows behind one row. A closed
-billing period (corral bill close) exports the same bytes every time.`,
+billing period (corral bill close) exports the same bytes every time.
+With --db FILE (a copy of the Infrastore) the export names the cell the
+file records, so it is the master's bytes; --cell or $CORRAL_CELL must
+name that cell.`,
 		Example: `  corral bill                              # today so far
   corral bill --from yesterday --to today --group-by job --format csv --out bill.csv
   corral bill --period 2026-10 --format focus --out october.csv
@@ -214,6 +217,14 @@ billing period (corral bill close) exports the same bytes every time.`,
 			}
 			if !f.Before(t) {
 				return usageErr("--to (%s) must be after --from (%s)", t.Format(time.RFC3339), f.Format(time.RFC3339))
+			}
+			switch {
+			case cmd.Flags().Changed("cell") && db == "":
+				return usageErr("--cell: only with --db (the master's bills name its own cell)")
+			case cmd.Flags().Changed("cell") && !nameRE(focus.cell):
+				return usageErr("--cell %q: want a DNS label (lowercase letters, digits and '-')", focus.cell)
+			case db != "" && focus.cell == "":
+				focus.cell = a.getenv("CORRAL_CELL")
 			}
 			switch format {
 			case "", "csv", "json", "parquet":
@@ -335,6 +346,7 @@ billing period (corral bill close) exports the same bytes every time.`,
 	c.Flags().StringVar(&focus.accountBy, "account-by", "user", "FOCUS SubAccount: user or label:KEY")
 	c.Flags().StringVar(&focus.idle, "idle", "separate", "idle capacity in FOCUS: none, separate or share")
 	c.Flags().StringVar(&focus.explain, "explain", "", "with --format focus: the usage windows behind the row with this x_RowId")
+	c.Flags().StringVar(&focus.cell, "cell", "", "with --db: the cell's name, which must be the one the file records (default $CORRAL_CELL; names the cell of a file that records none)")
 	c.AddCommand(a.billCloseCommand())
 	return c
 }

@@ -23,6 +23,10 @@ import (
 // focusFlags are `corral bill`'s FOCUS options.
 type focusFlags struct {
 	granularity, accountBy, idle, explain string
+	// cell is --cell or $CORRAL_CELL, with --db only: the file records its
+	// cell's name, which this must match (or name, for a file that records
+	// none), so that every export of a cell names it alike.
+	cell string
 }
 
 // exportFocus streams a FOCUS export (or one row's explanation) from the
@@ -58,12 +62,15 @@ func (a *app) exportFocus(ctx context.Context, from, to time.Time, format, out, 
 		return err
 	}
 	if db != "" {
-		inf, err := a.openInfra(ctx, "--db", db, InfraOptions{ReadOnly: true})
+		inf, err := a.openInfra(ctx, "--db", db, InfraOptions{ReadOnly: true, Cell: f.cell})
 		if err != nil {
 			return err
 		}
 		defer inf.Close()
 		if err := inf.ExportBill(ctx, req, send); err != nil {
+			if f.cell != "" && strings.Contains(err.Error(), "cell:") {
+				return fmt.Errorf("--cell (or $CORRAL_CELL) %q: %w", f.cell, err)
+			}
 			return err
 		}
 	} else {

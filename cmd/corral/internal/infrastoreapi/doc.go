@@ -13,4 +13,8 @@
 //   - Query results travel as text rendered exactly as the Infrastore's own
 //     writers render each value, with the column's DuckDB type and NULL
 //     flagged apart from the empty string.
+//   - One cell identity: opened for writing with a cell (the master's
+//     Infrastore process), the cell's name is recorded in the file; opened
+//     read-only (bill --db), exports name the recorded cell, and a cell the
+//     caller gives must be that one.
 package infrastoreapi

@@ -20,6 +20,9 @@ import (
 type Options struct {
 	ReadOnly bool
 	// Cell names the cell in FOCUS exports (billing account, region).
+	// Opened for writing (the master's Infrastore), it is recorded in the
+	// file; read-only, it must be the name the file records, and names the
+	// cell of a file that records none.
 	Cell string
 	// MaxRows bounds a query's reply (default 10,000).
 	MaxRows int
@@ -52,6 +55,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		QueryTimeout: opts.QueryTimeout, MaxResultBytes: opts.MaxResultBytes, MemoryLimit: opts.MemoryLimit, Threads: opts.Threads})
 	if err != nil {
 		return nil, err
+	}
+	// The master's writer records the cell's name in the file, so that a
+	// bill from a copy of it (read-only) names the same cell; a reader's
+	// cell only has to match it (infrastore.SetCell, FocusRequest.Cell).
+	if !opts.ReadOnly && opts.Cell != "" {
+		if err := is.SetCell(ctx, opts.Cell); err != nil {
+			is.Close()
+			return nil, err
+		}
 	}
 	return &Store{is: is, cell: opts.Cell, timeout: opts.QueryTimeout}, nil
 }
