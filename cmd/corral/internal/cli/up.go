@@ -143,8 +143,8 @@ func (a *app) upCommand() *cobra.Command {
 		Short: "run a whole cell on this machine: master, scheduler, agents, Infrastore, web UI, DNS",
 		Long: `Run a whole cell on this machine in one process: an embedded SQLite log and a
 DuckDB Infrastore under --data, a master with its scheduler and agent link, N
-agents each offering its share of this machine, the gRPC API, the web UI and
-the DNS name service. Ctrl-C stops everything, tasks too; running it
+agents each offering its share of this machine (or --machine-cpu and
+--machine-memory), the gRPC API, the web UI and the DNS name service. Ctrl-C stops everything, tasks too; running it
 again resumes from the log with every job back. The local user is the cell's
 admin and gets quota to run examples in every band.`,
 		Args: args(0, 0, "no arguments"),
