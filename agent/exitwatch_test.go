@@ -30,10 +30,21 @@ func threads(t *testing.T) int {
 	return n
 }
 
+// openFiles is how many descriptors this process has open.
+func openFiles(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
 // Two thousand running tasks are watched without an OS thread each (a
 // blocked wait holds one, and one `corral up` running 10,000 tasks would
-// pass Go's limit of 10,000 threads), and each one's exit is still seen
-// with its signal.
+// pass Go's limit of 10,000 threads) and with one descriptor each (10,000
+// tasks at two would pass a limit of 20,000 open files), and each one's
+// exit is still seen with its signal.
 func TestRealManyTasksDoNotHoldAThreadEach(t *testing.T) {
 	const n = 2000
 	mgr, _, err := cgroup.Detect("auto", testCgroupParent(t))
@@ -49,7 +60,7 @@ func TestRealManyTasksDoNotHoldAThreadEach(t *testing.T) {
 			_ = p.signal(syscall.SIGKILL)
 		}
 	})
-	before := threads(t)
+	before, filesBefore := threads(t), openFiles(t)
 	for i := range n {
 		p, err := r.start(launchSpec{
 			container: fmt.Sprintf("alice.many.%d.1", i), path: "/bin/sleep", args: []string{"600"}, dir: dir,
@@ -66,6 +77,9 @@ func TestRealManyTasksDoNotHoldAThreadEach(t *testing.T) {
 		t.Errorf("%d running tasks: the agent has %d threads, %d before them; want no thread a task", n, after, before)
 	} else {
 		t.Logf("%d running tasks: %d threads, %d before them", n, after, before)
+	}
+	if files := openFiles(t); files > filesBefore+n+100 {
+		t.Errorf("%d running tasks: the agent has %d open files, %d before them; want one a task", n, files, filesBefore)
 	}
 	for _, p := range procs {
 		if err := p.signal(syscall.SIGKILL); err != nil {
