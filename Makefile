@@ -42,8 +42,10 @@ build:
 # A `corral up` with RESTART_TASKS small tasks and a 3-replica service,
 # killed with SIGKILL and started again on a host loaded to twice its
 # cores: no machine down, no task lost, at least 2 replicas answering
-# throughout (make test runs it at 1,500). Each task reserves 1m of CPU,
-# so 10,000 need a host of 11 cores or more.
+# throughout (make test runs it at 1,500). Each task reserves 1m of CPU and
+# 4 MiB; when they need more than this host has, the test has each machine
+# offer more (corral up --machine-cpu, --machine-memory). About 16 minutes
+# on 2 cores.
 RESTART_TASKS ?= 10000
 restart-load:
 	cd cmd/corral && CORRAL_RESTART_TASKS=$(RESTART_TASKS) $(GO) test -count=1 -timeout 30m -v -run 'TestRestartUnderLoadKeepsServicesUp$$' .

@@ -118,10 +118,16 @@
 // sweep never reaches another cell's containers on the same machine, even
 // one with a machine of the same name or a copy of this cell's CA: the
 // caller gives an id of the cell's own (the corral command mints one per
-// data directory), never one derived from its certificates. An adopted process is not the
-// agent's child, so its exit is
-// noticed by polling /proc and its exit status is unknown ("exit-unknown",
-// counted as a failure).
+// data directory), never one derived from its certificates. An adopted
+// process is not the agent's child, so its exit is noticed through a pidfd
+// (or, where the kernel has none, by polling /proc) and its exit status is
+// unknown ("exit-unknown", counted as a failure).
+//
+// No task holds an OS thread: exits are watched through pidfds parked in
+// Go's netpoller (exitwatch.go) and a child is reaped only once its pidfd
+// says it has exited, so the wait returns at once. A blocked wait per task
+// would give one `corral up` running 10,000 tasks as many threads, past Go's
+// limit of 10,000, and crash it.
 //
 // # Running
 //

@@ -228,16 +228,41 @@ func (r *osRuntime) start(ls launchSpec) (process, error) {
 	if st, err := procfs.ReadStat(pid); err == nil {
 		p.ticks = st.StartTicks
 	}
+	// A pidfd opened now names the child: it cannot be reaped, so its pid
+	// cannot be reused, until the wait below. os.Process holds a pidfd of
+	// its own; it is released, so that a task costs one descriptor, not two
+	// (10,000 tasks would pass a limit of 20,000 open files).
+	pidfd, err := openPidfd(pid)
+	if err != nil {
+		go func() {
+			_ = cmd.Wait() // the status says everything Wait knows
+			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			p.exited(ws)
+		}()
+		return p, nil
+	}
+	_ = cmd.Process.Release()
 	go func() {
-		err := cmd.Wait()
-		p.status = exitStatus{known: true, code: cmd.ProcessState.ExitCode()}
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			p.status.signal = ws.Signal()
+		_ = awaitExit(pidfd) // on failure wait4 blocks, as Wait would
+		var ws syscall.WaitStatus
+		for {
+			if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+				break
+			}
 		}
-		_ = err // the status above says everything Wait knows
-		close(p.doneCh)
+		pidfd.Close()
+		p.exited(ws)
 	}()
 	return p, nil
+}
+
+// exited records the status of a child that was reaped and closes done.
+func (p *osProcess) exited(ws syscall.WaitStatus) {
+	p.status = exitStatus{known: true, code: ws.ExitStatus()}
+	if ws.Signaled() {
+		p.status.signal = ws.Signal()
+	}
+	close(p.doneCh)
 }
 
 // writePid moves pid into the container whose cgroup.procs is path.
@@ -273,25 +298,60 @@ func (r *osRuntime) adopt(container string, pid int, startTicks uint64) (process
 	}
 	p := &osProcess{c: c, p: pid, ticks: startTicks, doneCh: make(chan struct{})}
 	// The process is not our child: its exit can only be seen, not waited
-	// for, and its status is lost.
-	go func() {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-r.stop:
-				return
-			case <-t.C:
-			}
-			st, err := procfs.ReadStat(pid)
-			if err != nil || !st.Alive() || st.StartTicks != startTicks {
-				p.status = exitStatus{code: -1}
-				close(p.doneCh)
-				return
-			}
+	// for, and its status is lost. A pidfd shows it without a thread or a
+	// poll; it is opened after the check above, so the start time is checked
+	// again to know it names the same process.
+	if pidfd, err := openPidfd(pid); err == nil {
+		if st, err := procfs.ReadStat(pid); err == nil && st.Alive() && st.StartTicks == startTicks {
+			go r.watchAdopted(p, pidfd)
+			return p, nil
 		}
-	}()
+		pidfd.Close() // gone already, or another process: the poll below sees it
+	}
+	go r.pollAdopted(p)
 	return p, nil
+}
+
+// pollAdopted closes p's done channel when its process is gone, read from
+// /proc ten times a second; on the runtime's close it ends without.
+func (r *osRuntime) pollAdopted(p *osProcess) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		st, err := procfs.ReadStat(p.p)
+		if err != nil || !st.Alive() || st.StartTicks != p.ticks {
+			p.status = exitStatus{code: -1}
+			close(p.doneCh)
+			return
+		}
+	}
+}
+
+// watchAdopted closes p's done channel when the process of pidfd exits;
+// on the runtime's close it ends without, as the poll does. Should the
+// netpoller not hold the pidfd, it polls the process's start time.
+func (r *osRuntime) watchAdopted(p *osProcess, pidfd *os.File) {
+	exited := make(chan error, 1)
+	go func() { exited <- awaitExit(pidfd) }()
+	select {
+	case <-r.stop:
+		pidfd.Close() // ends awaitExit
+		<-exited
+		return
+	case err := <-exited:
+		pidfd.Close()
+		if err != nil {
+			r.pollAdopted(p)
+			return
+		}
+	}
+	p.status = exitStatus{code: -1}
+	close(p.doneCh)
 }
 
 func (r *osRuntime) sweep(keep map[string]bool) []string {

@@ -36,10 +36,18 @@ func TestRestartUnderLoadKeepsServicesUp(t *testing.T) {
 		}
 		tasks = n
 	}
-	// Each small task reserves 1m of CPU (the least a task can ask) and the
-	// service 150m: `corral up` offers this host's cores and no more.
-	if need := tasks + 150; need > runtime.NumCPU()*1000 {
-		t.Fatalf("CORRAL_RESTART_TASKS=%d: %d tasks of 1m CPU and the service need %d cores; this host has %d", tasks, tasks, (need+999)/1000, runtime.NumCPU())
+	// Each small task reserves 1m of CPU (the least a task can ask) and
+	// 4 MiB (a cgroup limit: sleep uses far less), the service 150m and
+	// 288 MiB. `corral up` offers this host's cores and memory; when the
+	// tasks need more, each of the 3 machines is told to offer two thirds of
+	// what they need, so that any two hold them all.
+	const agents = 3
+	var offer []string
+	if need := int64(tasks + 150); need > int64(runtime.NumCPU())*1000 {
+		offer = append(offer, "--machine-cpu", strconv.FormatInt((2*need+agents-1)/agents, 10)+"m")
+	}
+	if need := int64(tasks)*4<<20 + 3*96<<20; need > hostMemory(t) {
+		offer = append(offer, "--machine-memory", strconv.FormatInt((2*need+agents-1)/agents, 10))
 	}
 	bin := buildCorral(t)
 	root, err := filepath.Abs("../..")
@@ -49,7 +57,11 @@ func TestRestartUnderLoadKeepsServicesUp(t *testing.T) {
 	data := t.TempDir()
 	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
 	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
-	args := []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", strconv.Itoa(freeTaskPorts(t, 3)), "--agents", "3"}
+	args := []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", strconv.Itoa(freeTaskPorts(t, agents)), "--agents", strconv.Itoa(agents)}
+	args = append(args, offer...)
+	if offer != nil {
+		t.Logf("each machine offers %s", strings.Join(offer, " "))
+	}
 	up := startUp(t, bin, root, env, args)
 	corral := func(args ...string) (string, int) { return runCorral(t, bin, root, env, args...) }
 
@@ -228,4 +240,18 @@ func burnCPU(t *testing.T, n int) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// hostMemory is this host's MemTotal in bytes.
+func hostMemory(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^MemTotal:\s+(\d+) kB$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("/proc/meminfo has no MemTotal:\n%s", b)
+	}
+	kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return kb << 10
 }

@@ -139,6 +139,9 @@ type upOptions struct {
 	webAnonymous                                        bool
 	streams                                             streamFlags
 	maxLogStreams                                       int // each agent's cap
+	// What each machine offers instead of its share of this host ("" keeps
+	// the share): overcommitting is the operator's choice.
+	machineCPU, machineMemory string
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -148,8 +151,8 @@ func (a *app) upCommand() *cobra.Command {
 		Short: "run a whole cell on this machine: master, scheduler, agents, Infrastore, web UI, DNS",
 		Long: `Run a whole cell on this machine in one process: an embedded SQLite log and a
 DuckDB Infrastore under --data, a master with its scheduler and agent link, N
-agents each offering its share of this machine, the gRPC API, the web UI and
-the DNS name service. Ctrl-C stops everything, tasks too; running it
+agents each offering its share of this machine (or --machine-cpu and
+--machine-memory), the gRPC API, the web UI and the DNS name service. Ctrl-C stops everything, tasks too; running it
 again resumes from the log with every job back. The local user is the cell's
 admin and gets quota to run examples in every band.`,
 		Args: args(0, 0, "no arguments"),
@@ -176,6 +179,8 @@ admin and gets quota to run examples in every band.`,
 	o.infra.add(f)
 	o.streams.add(f)
 	f.IntVar(&o.maxLogStreams, "max-log-streams", agent.DefaultMaxLogStreams, "log streams each machine's agent serves at once")
+	f.StringVar(&o.machineCPU, "machine-cpu", "", "CPU each machine offers, e.g. 4 or 500m (default its share of this machine's cores; more overcommits them)")
+	f.StringVar(&o.machineMemory, "machine-memory", "", "memory each machine offers, e.g. 16GiB (default its share of this machine's memory; more overcommits it)")
 	return c
 }
 
@@ -199,6 +204,10 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	}
 	if o.maxLogStreams < 1 {
 		return usageErr("--max-log-streams %d: want 1 or more", o.maxLogStreams)
+	}
+	override, err := machineOffer(o.machineCPU, o.machineMemory)
+	if err != nil {
+		return err
 	}
 	data := a.dataDir(o.data)
 	if err := os.MkdirAll(data, 0o755); err != nil {
@@ -298,7 +307,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	agentsCtx, stopAgents := context.WithCancel(context.Background())
 	defer stopAgents()
 	var agents sync.WaitGroup
-	share := machineShare(data, o.agents)
+	share := override.fill(machineShare(data, o.agents))
 	for i := 1; i <= o.agents; i++ {
 		name := machineNames[i-1]
 		first := int32(o.portBase + (i-1)*1000)
@@ -439,6 +448,48 @@ func grantQuota(ctx context.Context, m *master.Master, user string, log *slog.Lo
 			log.Info("quota granted", "user", user, "band", g.band, "resources", capacity.Scale(g.scale).String())
 		}
 	}
+}
+
+// machineOverride is what --machine-cpu and --machine-memory set; zero
+// fields keep the machine's share of this host.
+type machineOverride struct{ cpuMilli, memoryBytes int64 }
+
+// machineOffer reads --machine-cpu and --machine-memory: each, when given,
+// must be a positive quantity.
+func machineOffer(cpu, memory string) (machineOverride, error) {
+	var o machineOverride
+	if cpu != "" {
+		v, err := commands.ParseMilli(cpu)
+		if err != nil {
+			return o, usageErr("--machine-cpu: %v", err)
+		}
+		if v <= 0 {
+			return o, usageErr("--machine-cpu %q: want more than 0", cpu)
+		}
+		o.cpuMilli = v
+	}
+	if memory != "" {
+		v, err := commands.ParseBytes(memory)
+		if err != nil {
+			return o, usageErr("--machine-memory: %v", err)
+		}
+		if v <= 0 {
+			return o, usageErr("--machine-memory %q: want more than 0", memory)
+		}
+		o.memoryBytes = v
+	}
+	return o, nil
+}
+
+// fill sets in share what the operator chose, and returns it.
+func (o machineOverride) fill(share *events.Resources) *events.Resources {
+	if o.cpuMilli > 0 {
+		share.CpuMilli = o.cpuMilli
+	}
+	if o.memoryBytes > 0 {
+		share.MemoryBytes = o.memoryBytes
+	}
+	return share
 }
 
 // machineShare is what each of n machines offers: its share of this
