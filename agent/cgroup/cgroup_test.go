@@ -84,8 +84,10 @@ func TestV1MemoryLimitKillsAndCountsOOM(t *testing.T) {
 		}
 	}
 
-	cmd := startIn(t, c, "/bin/sh", "-c", "sleep 0.2; exec tail /dev/zero")
-	time.Sleep(50 * time.Millisecond)
+	// Attach has put the process in the container; it waits a second
+	// before it eats memory, so a loaded host cannot let the OOM kill come
+	// before the look.
+	cmd := startIn(t, c, "/bin/sh", "-c", "sleep 1; exec tail /dev/zero")
 	pids, err := c.Pids()
 	if err != nil || !slices.Contains(pids, cmd.Process.Pid) {
 		t.Fatalf("Pids() = %v, %v; want it to hold %d", pids, err, cmd.Process.Pid)
