@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -284,5 +285,20 @@ func TestUpRefusesBadMachineOffers(t *testing.T) {
 	got := o.fill(&events.Resources{CpuMilli: 666, MemoryBytes: 1 << 30, DiskBytes: 7})
 	if got.CpuMilli != 40000 || got.MemoryBytes != 64<<30 || got.DiskBytes != 7 {
 		t.Errorf("--machine-cpu 40 --machine-memory 64GiB offer %v; want 40 cores, 64 GiB and the share's disk", got)
+	}
+}
+
+// corral sim's --from and --to keep the rule of every moment of the log:
+// the past only, refused naming the flag before the log is read.
+func TestSimPointsAreInThePast(t *testing.T) {
+	cmd := &cobra.Command{}
+	cmd.SetContext(context.Background())
+	for _, v := range []string{"2999-01-01T00:00:00Z", "1969-12-31T23:00:00Z"} {
+		if _, err := logPoint(cmd, nil, "to", v, 0); err == nil || !strings.Contains(err.Error(), "--to") {
+			t.Errorf("--to %s: %v, want an error naming --to", v, err)
+		}
+	}
+	if n, err := logPoint(cmd, nil, "from", "12", 0); err != nil || n != 12 {
+		t.Errorf("--from 12: %d, %v", n, err)
 	}
 }

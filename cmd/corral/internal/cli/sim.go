@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/events/storeopen"
 	"github.com/corralhq/corral/fauxmaster"
 	"github.com/corralhq/corral/projections"
@@ -214,6 +215,11 @@ func logPoint(cmd *cobra.Command, log projections.Source, flag, v string, def in
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
 		return 0, usageErr("--%s %q: want a log position or an RFC 3339 time such as 2026-11-20T14:02:00Z", flag, v)
+	}
+	// The rule every surface keeps for a moment of the log (state --at,
+	// the API's times): the past only.
+	if err := commands.CheckPastMoment("", t, time.Now()); err != nil {
+		return 0, usageErr("--%s: %v", flag, err)
 	}
 	pos, err := projections.PositionAt(cmd.Context(), log, t)
 	if err != nil {
