@@ -392,7 +392,7 @@ func TestWhatIfPage(t *testing.T) {
 		"requests the simulated cell refused", "SubmitJob")
 	for q, field := range map[string]string{
 		"remove=150%25": "remove", "add=3x0c1g": "add", "policy=fastest": "policy", "from=yesterday": "from",
-		"from=-4": "from",
+		"from=-4": "from", "to=2999-01-01T00:00:00Z": "to",
 	} {
 		code, body := c.get(t, "/sim?run=1&"+q)
 		if code != http.StatusBadRequest || !strings.Contains(body, field+":") {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/fauxmaster"
 	"github.com/corralhq/corral/projections"
 	"github.com/corralhq/corral/scheduler"
@@ -143,6 +144,10 @@ func (h *Handler) logPoint(r *http.Request, name string, def int64) (int64, erro
 	pos, us, err := pointParam(r, name, time.Time{})
 	if err != nil || pos > 0 {
 		return pos, err
+	}
+	// The past only, as corral sim and every other moment of the log.
+	if err := commands.CheckPastMoment(name, time.UnixMicro(us), time.Now()); err != nil {
+		return 0, &badParam{name, strings.TrimPrefix(err.Error(), name+": ")}
 	}
 	return projections.PositionAt(r.Context(), h.cfg.Log, time.UnixMicro(us))
 }
