@@ -4281,10 +4281,13 @@ func (x *EventList) GetHead() int64 {
 }
 
 type QueryRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Sql           string                 `protobuf:"bytes,1,opt,name=sql,proto3" json:"sql,omitempty"`
-	TimeoutMs     int64                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`       // default and maximum set by the master
-	MinPosition   int64                  `protobuf:"varint,3,opt,name=min_position,json=minPosition,proto3" json:"min_position,omitempty"` // wait until the Infrastore has ingested this position
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Sql         string                 `protobuf:"bytes,1,opt,name=sql,proto3" json:"sql,omitempty"`
+	TimeoutMs   int64                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`       // default and maximum set by the master
+	MinPosition int64                  `protobuf:"varint,3,opt,name=min_position,json=minPosition,proto3" json:"min_position,omitempty"` // wait until the Infrastore has ingested this position
+	// describe, when set, asks for the schema instead of running sql (which
+	// must then be empty): the same path, limits and authorization as a query.
+	Describe      *DescribeRequest `protobuf:"bytes,4,opt,name=describe,proto3" json:"describe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4340,6 +4343,70 @@ func (x *QueryRequest) GetMinPosition() int64 {
 	return 0
 }
 
+func (x *QueryRequest) GetDescribe() *DescribeRequest {
+	if x != nil {
+		return x.Describe
+	}
+	return nil
+}
+
+// DescribeRequest asks what there is to query. The reply is a QueryReply:
+// with table empty, a row per table, view and macro (name, kind,
+// description), or with columns set a row per column of every one (table,
+// column, type, description); with a table, a row per column of that one
+// (column, type, description), and the reply's title names it.
+type DescribeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Columns       bool                   `protobuf:"varint,2,opt,name=columns,proto3" json:"columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeRequest) Reset() {
+	*x = DescribeRequest{}
+	mi := &file_api_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeRequest) ProtoMessage() {}
+
+func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
+func (*DescribeRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *DescribeRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *DescribeRequest) GetColumns() bool {
+	if x != nil {
+		return x.Columns
+	}
+	return false
+}
+
 type QueryReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Columns       []string               `protobuf:"bytes,1,rep,name=columns,proto3" json:"columns,omitempty"`
@@ -4348,13 +4415,14 @@ type QueryReply struct {
 	Truncated     bool                   `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`                       // the result was cut by a limit; truncated_by names it
 	Types         []string               `protobuf:"bytes,5,rep,name=types,proto3" json:"types,omitempty"`                                // each column's DuckDB type, e.g. BIGINT, VARCHAR, TIMESTAMP
 	TruncatedBy   string                 `protobuf:"bytes,6,opt,name=truncated_by,json=truncatedBy,proto3" json:"truncated_by,omitempty"` // the limit that cut the result, e.g. "the 100000-row limit"
+	Title         string                 `protobuf:"bytes,7,opt,name=title,proto3" json:"title,omitempty"`                                // a described table's signature, kind and description
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueryReply) Reset() {
 	*x = QueryReply{}
-	mi := &file_api_proto_msgTypes[53]
+	mi := &file_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4366,7 +4434,7 @@ func (x *QueryReply) String() string {
 func (*QueryReply) ProtoMessage() {}
 
 func (x *QueryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[53]
+	mi := &file_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4379,7 +4447,7 @@ func (x *QueryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryReply.ProtoReflect.Descriptor instead.
 func (*QueryReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{53}
+	return file_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *QueryReply) GetColumns() []string {
@@ -4424,6 +4492,13 @@ func (x *QueryReply) GetTruncatedBy() string {
 	return ""
 }
 
+func (x *QueryReply) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
 type QueryRow struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Values        []string               `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"` // each value as text in its column's type; NULL is "NULL" with null set
@@ -4434,7 +4509,7 @@ type QueryRow struct {
 
 func (x *QueryRow) Reset() {
 	*x = QueryRow{}
-	mi := &file_api_proto_msgTypes[54]
+	mi := &file_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4446,7 +4521,7 @@ func (x *QueryRow) String() string {
 func (*QueryRow) ProtoMessage() {}
 
 func (x *QueryRow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[54]
+	mi := &file_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4459,7 +4534,7 @@ func (x *QueryRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRow.ProtoReflect.Descriptor instead.
 func (*QueryRow) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{54}
+	return file_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *QueryRow) GetValues() []string {
@@ -4493,7 +4568,7 @@ type BillRequest struct {
 
 func (x *BillRequest) Reset() {
 	*x = BillRequest{}
-	mi := &file_api_proto_msgTypes[55]
+	mi := &file_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4505,7 +4580,7 @@ func (x *BillRequest) String() string {
 func (*BillRequest) ProtoMessage() {}
 
 func (x *BillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[55]
+	mi := &file_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4518,7 +4593,7 @@ func (x *BillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillRequest.ProtoReflect.Descriptor instead.
 func (*BillRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{55}
+	return file_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BillRequest) GetFromUs() int64 {
@@ -4596,7 +4671,7 @@ type CostsRequest struct {
 
 func (x *CostsRequest) Reset() {
 	*x = CostsRequest{}
-	mi := &file_api_proto_msgTypes[56]
+	mi := &file_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4608,7 +4683,7 @@ func (x *CostsRequest) String() string {
 func (*CostsRequest) ProtoMessage() {}
 
 func (x *CostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[56]
+	mi := &file_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4621,7 +4696,7 @@ func (x *CostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostsRequest.ProtoReflect.Descriptor instead.
 func (*CostsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{56}
+	return file_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CostsRequest) GetFromUs() int64 {
@@ -4663,7 +4738,7 @@ type CostSeries struct {
 
 func (x *CostSeries) Reset() {
 	*x = CostSeries{}
-	mi := &file_api_proto_msgTypes[57]
+	mi := &file_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4675,7 +4750,7 @@ func (x *CostSeries) String() string {
 func (*CostSeries) ProtoMessage() {}
 
 func (x *CostSeries) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[57]
+	mi := &file_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4688,7 +4763,7 @@ func (x *CostSeries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostSeries.ProtoReflect.Descriptor instead.
 func (*CostSeries) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{57}
+	return file_api_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CostSeries) GetName() string {
@@ -4724,7 +4799,7 @@ type JobCost struct {
 
 func (x *JobCost) Reset() {
 	*x = JobCost{}
-	mi := &file_api_proto_msgTypes[58]
+	mi := &file_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4736,7 +4811,7 @@ func (x *JobCost) String() string {
 func (*JobCost) ProtoMessage() {}
 
 func (x *JobCost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[58]
+	mi := &file_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4749,7 +4824,7 @@ func (x *JobCost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobCost.ProtoReflect.Descriptor instead.
 func (*JobCost) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{58}
+	return file_api_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *JobCost) GetUser() string {
@@ -4799,7 +4874,7 @@ type CostsReply struct {
 
 func (x *CostsReply) Reset() {
 	*x = CostsReply{}
-	mi := &file_api_proto_msgTypes[59]
+	mi := &file_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4811,7 +4886,7 @@ func (x *CostsReply) String() string {
 func (*CostsReply) ProtoMessage() {}
 
 func (x *CostsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[59]
+	mi := &file_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4824,7 +4899,7 @@ func (x *CostsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostsReply.ProtoReflect.Descriptor instead.
 func (*CostsReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{59}
+	return file_api_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CostsReply) GetCurrency() string {
@@ -4913,7 +4988,7 @@ type BillChunk struct {
 
 func (x *BillChunk) Reset() {
 	*x = BillChunk{}
-	mi := &file_api_proto_msgTypes[60]
+	mi := &file_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4925,7 +5000,7 @@ func (x *BillChunk) String() string {
 func (*BillChunk) ProtoMessage() {}
 
 func (x *BillChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[60]
+	mi := &file_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4938,7 +5013,7 @@ func (x *BillChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillChunk.ProtoReflect.Descriptor instead.
 func (*BillChunk) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{60}
+	return file_api_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *BillChunk) GetData() []byte {
@@ -4958,7 +5033,7 @@ type BillReply struct {
 
 func (x *BillReply) Reset() {
 	*x = BillReply{}
-	mi := &file_api_proto_msgTypes[61]
+	mi := &file_api_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4970,7 +5045,7 @@ func (x *BillReply) String() string {
 func (*BillReply) ProtoMessage() {}
 
 func (x *BillReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[61]
+	mi := &file_api_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4983,7 +5058,7 @@ func (x *BillReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BillReply.ProtoReflect.Descriptor instead.
 func (*BillReply) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{61}
+	return file_api_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *BillReply) GetData() []byte {
@@ -5015,7 +5090,7 @@ type TaskLogsRequest struct {
 
 func (x *TaskLogsRequest) Reset() {
 	*x = TaskLogsRequest{}
-	mi := &file_api_proto_msgTypes[62]
+	mi := &file_api_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5027,7 +5102,7 @@ func (x *TaskLogsRequest) String() string {
 func (*TaskLogsRequest) ProtoMessage() {}
 
 func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[62]
+	mi := &file_api_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5040,7 +5115,7 @@ func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsRequest.ProtoReflect.Descriptor instead.
 func (*TaskLogsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{62}
+	return file_api_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *TaskLogsRequest) GetUser() string {
@@ -5101,7 +5176,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_api_proto_msgTypes[63]
+	mi := &file_api_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5113,7 +5188,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[63]
+	mi := &file_api_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5126,7 +5201,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{63}
+	return file_api_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -5544,12 +5619,16 @@ const file_api_proto_rawDesc = "" +
 	"\tEventList\x120\n" +
 	"\x06events\x18\x01 \x03(\v2\x18.corral.api.v1.EventViewR\x06events\x12#\n" +
 	"\rnext_position\x18\x02 \x01(\x03R\fnextPosition\x12\x12\n" +
-	"\x04head\x18\x03 \x01(\x03R\x04head\"b\n" +
+	"\x04head\x18\x03 \x01(\x03R\x04head\"\x9e\x01\n" +
 	"\fQueryRequest\x12\x10\n" +
 	"\x03sql\x18\x01 \x01(\tR\x03sql\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12!\n" +
-	"\fmin_position\x18\x03 \x01(\x03R\vminPosition\"\xc6\x01\n" +
+	"\fmin_position\x18\x03 \x01(\x03R\vminPosition\x12:\n" +
+	"\bdescribe\x18\x04 \x01(\v2\x1e.corral.api.v1.DescribeRequestR\bdescribe\"A\n" +
+	"\x0fDescribeRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x18\n" +
+	"\acolumns\x18\x02 \x01(\bR\acolumns\"\xdc\x01\n" +
 	"\n" +
 	"QueryReply\x12\x18\n" +
 	"\acolumns\x18\x01 \x03(\tR\acolumns\x12+\n" +
@@ -5557,7 +5636,8 @@ const file_api_proto_rawDesc = "" +
 	"\bposition\x18\x03 \x01(\x03R\bposition\x12\x1c\n" +
 	"\ttruncated\x18\x04 \x01(\bR\ttruncated\x12\x14\n" +
 	"\x05types\x18\x05 \x03(\tR\x05types\x12!\n" +
-	"\ftruncated_by\x18\x06 \x01(\tR\vtruncatedBy\"6\n" +
+	"\ftruncated_by\x18\x06 \x01(\tR\vtruncatedBy\x12\x14\n" +
+	"\x05title\x18\a \x01(\tR\x05title\"6\n" +
 	"\bQueryRow\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\tR\x06values\x12\x12\n" +
 	"\x04null\x18\x02 \x03(\bR\x04null\"\xfc\x01\n" +
@@ -5670,7 +5750,7 @@ func file_api_proto_rawDescGZIP() []byte {
 	return file_api_proto_rawDescData
 }
 
-var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_api_proto_goTypes = []any{
 	(*ReadOptions)(nil),               // 0: corral.api.v1.ReadOptions
 	(*MutationReply)(nil),             // 1: corral.api.v1.MutationReply
@@ -5725,150 +5805,152 @@ var file_api_proto_goTypes = []any{
 	(*EventView)(nil),                 // 50: corral.api.v1.EventView
 	(*EventList)(nil),                 // 51: corral.api.v1.EventList
 	(*QueryRequest)(nil),              // 52: corral.api.v1.QueryRequest
-	(*QueryReply)(nil),                // 53: corral.api.v1.QueryReply
-	(*QueryRow)(nil),                  // 54: corral.api.v1.QueryRow
-	(*BillRequest)(nil),               // 55: corral.api.v1.BillRequest
-	(*CostsRequest)(nil),              // 56: corral.api.v1.CostsRequest
-	(*CostSeries)(nil),                // 57: corral.api.v1.CostSeries
-	(*JobCost)(nil),                   // 58: corral.api.v1.JobCost
-	(*CostsReply)(nil),                // 59: corral.api.v1.CostsReply
-	(*BillChunk)(nil),                 // 60: corral.api.v1.BillChunk
-	(*BillReply)(nil),                 // 61: corral.api.v1.BillReply
-	(*TaskLogsRequest)(nil),           // 62: corral.api.v1.TaskLogsRequest
-	(*LogChunk)(nil),                  // 63: corral.api.v1.LogChunk
-	nil,                               // 64: corral.api.v1.CreateAllocSetRequest.LabelsEntry
-	nil,                               // 65: corral.api.v1.StateDiffView.CountsEntry
-	nil,                               // 66: corral.api.v1.MachineView.AttributesEntry
-	(*events.JobSpec)(nil),            // 67: corral.events.v1.JobSpec
-	(*events.Resources)(nil),          // 68: corral.events.v1.Resources
-	(*events.Constraint)(nil),         // 69: corral.events.v1.Constraint
-	(*events.PriceSheetSet)(nil),      // 70: corral.events.v1.PriceSheetSet
+	(*DescribeRequest)(nil),           // 53: corral.api.v1.DescribeRequest
+	(*QueryReply)(nil),                // 54: corral.api.v1.QueryReply
+	(*QueryRow)(nil),                  // 55: corral.api.v1.QueryRow
+	(*BillRequest)(nil),               // 56: corral.api.v1.BillRequest
+	(*CostsRequest)(nil),              // 57: corral.api.v1.CostsRequest
+	(*CostSeries)(nil),                // 58: corral.api.v1.CostSeries
+	(*JobCost)(nil),                   // 59: corral.api.v1.JobCost
+	(*CostsReply)(nil),                // 60: corral.api.v1.CostsReply
+	(*BillChunk)(nil),                 // 61: corral.api.v1.BillChunk
+	(*BillReply)(nil),                 // 62: corral.api.v1.BillReply
+	(*TaskLogsRequest)(nil),           // 63: corral.api.v1.TaskLogsRequest
+	(*LogChunk)(nil),                  // 64: corral.api.v1.LogChunk
+	nil,                               // 65: corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	nil,                               // 66: corral.api.v1.StateDiffView.CountsEntry
+	nil,                               // 67: corral.api.v1.MachineView.AttributesEntry
+	(*events.JobSpec)(nil),            // 68: corral.events.v1.JobSpec
+	(*events.Resources)(nil),          // 69: corral.events.v1.Resources
+	(*events.Constraint)(nil),         // 70: corral.events.v1.Constraint
+	(*events.PriceSheetSet)(nil),      // 71: corral.events.v1.PriceSheetSet
 }
 var file_api_proto_depIdxs = []int32{
-	67, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
-	67, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
-	67, // 2: corral.api.v1.PlanReply.current:type_name -> corral.events.v1.JobSpec
-	67, // 3: corral.api.v1.PlanReply.proposed:type_name -> corral.events.v1.JobSpec
+	68, // 0: corral.api.v1.SubmitRequest.spec:type_name -> corral.events.v1.JobSpec
+	68, // 1: corral.api.v1.UpdateRequest.spec:type_name -> corral.events.v1.JobSpec
+	68, // 2: corral.api.v1.PlanReply.current:type_name -> corral.events.v1.JobSpec
+	68, // 3: corral.api.v1.PlanReply.proposed:type_name -> corral.events.v1.JobSpec
 	5,  // 4: corral.api.v1.PlanReply.placements:type_name -> corral.api.v1.PlannedPlacement
 	48, // 5: corral.api.v1.PlanReply.pending:type_name -> corral.api.v1.WhyPendingReply
-	67, // 6: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
+	68, // 6: corral.api.v1.JobVersionView.spec:type_name -> corral.events.v1.JobSpec
 	7,  // 7: corral.api.v1.JobHistoryReply.versions:type_name -> corral.api.v1.JobVersionView
-	68, // 8: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
-	68, // 9: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
-	69, // 10: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
-	64, // 11: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
+	69, // 8: corral.api.v1.SetQuotaRequest.resources:type_name -> corral.events.v1.Resources
+	69, // 9: corral.api.v1.CreateAllocSetRequest.resources:type_name -> corral.events.v1.Resources
+	70, // 10: corral.api.v1.CreateAllocSetRequest.constraints:type_name -> corral.events.v1.Constraint
+	65, // 11: corral.api.v1.CreateAllocSetRequest.labels:type_name -> corral.api.v1.CreateAllocSetRequest.LabelsEntry
 	0,  // 12: corral.api.v1.GetRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 13: corral.api.v1.ListRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 14: corral.api.v1.ListTasksRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 15: corral.api.v1.ListMachinesRequest.read:type_name -> corral.api.v1.ReadOptions
-	70, // 16: corral.api.v1.SetPriceSheetRequest.sheet:type_name -> corral.events.v1.PriceSheetSet
+	71, // 16: corral.api.v1.SetPriceSheetRequest.sheet:type_name -> corral.events.v1.PriceSheetSet
 	0,  // 17: corral.api.v1.GetPriceSheetsRequest.read:type_name -> corral.api.v1.ReadOptions
-	70, // 18: corral.api.v1.PriceSheetView.sheet:type_name -> corral.events.v1.PriceSheetSet
+	71, // 18: corral.api.v1.PriceSheetView.sheet:type_name -> corral.events.v1.PriceSheetSet
 	23, // 19: corral.api.v1.PriceSheetList.sheets:type_name -> corral.api.v1.PriceSheetView
 	24, // 20: corral.api.v1.PriceSheetList.closed:type_name -> corral.api.v1.ClosedPeriodView
 	0,  // 21: corral.api.v1.GetQuotaRequest.read:type_name -> corral.api.v1.ReadOptions
 	0,  // 22: corral.api.v1.WhyPendingRequest.read:type_name -> corral.api.v1.ReadOptions
 	30, // 23: corral.api.v1.StateDiffView.changes:type_name -> corral.api.v1.StateChange
-	65, // 24: corral.api.v1.StateDiffView.counts:type_name -> corral.api.v1.StateDiffView.CountsEntry
-	68, // 25: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
-	68, // 26: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
-	67, // 27: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
+	66, // 24: corral.api.v1.StateDiffView.counts:type_name -> corral.api.v1.StateDiffView.CountsEntry
+	69, // 25: corral.api.v1.TaskView.limit:type_name -> corral.events.v1.Resources
+	69, // 26: corral.api.v1.TaskView.reservation:type_name -> corral.events.v1.Resources
+	68, // 27: corral.api.v1.JobView.spec:type_name -> corral.events.v1.JobSpec
 	37, // 28: corral.api.v1.JobView.tasks:type_name -> corral.api.v1.TaskView
 	39, // 29: corral.api.v1.JobView.rollout:type_name -> corral.api.v1.RolloutView
 	38, // 30: corral.api.v1.JobList.jobs:type_name -> corral.api.v1.JobView
 	37, // 31: corral.api.v1.TaskList.tasks:type_name -> corral.api.v1.TaskView
-	68, // 32: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
-	68, // 33: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
-	68, // 34: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
-	66, // 35: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
+	69, // 32: corral.api.v1.MachineView.capacity:type_name -> corral.events.v1.Resources
+	69, // 33: corral.api.v1.MachineView.limits:type_name -> corral.events.v1.Resources
+	69, // 34: corral.api.v1.MachineView.reserved:type_name -> corral.events.v1.Resources
+	67, // 35: corral.api.v1.MachineView.attributes:type_name -> corral.api.v1.MachineView.AttributesEntry
 	42, // 36: corral.api.v1.MachineList.machines:type_name -> corral.api.v1.MachineView
-	68, // 37: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
-	68, // 38: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
+	69, // 37: corral.api.v1.QuotaView.granted:type_name -> corral.events.v1.Resources
+	69, // 38: corral.api.v1.QuotaView.in_use:type_name -> corral.events.v1.Resources
 	44, // 39: corral.api.v1.QuotaList.quotas:type_name -> corral.api.v1.QuotaView
 	46, // 40: corral.api.v1.PendingClass.rejections:type_name -> corral.api.v1.RejectionCount
 	47, // 41: corral.api.v1.WhyPendingReply.classes:type_name -> corral.api.v1.PendingClass
 	42, // 42: corral.api.v1.CellView.machines:type_name -> corral.api.v1.MachineView
 	38, // 43: corral.api.v1.CellView.jobs:type_name -> corral.api.v1.JobView
 	50, // 44: corral.api.v1.EventList.events:type_name -> corral.api.v1.EventView
-	54, // 45: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
-	57, // 46: corral.api.v1.CostsReply.users:type_name -> corral.api.v1.CostSeries
-	57, // 47: corral.api.v1.CostsReply.teams:type_name -> corral.api.v1.CostSeries
-	57, // 48: corral.api.v1.CostsReply.bands:type_name -> corral.api.v1.CostSeries
-	57, // 49: corral.api.v1.CostsReply.idle:type_name -> corral.api.v1.CostSeries
-	58, // 50: corral.api.v1.CostsReply.top_jobs:type_name -> corral.api.v1.JobCost
-	2,  // 51: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
-	3,  // 52: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
-	9,  // 53: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
-	10, // 54: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
-	11, // 55: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
-	11, // 56: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
-	11, // 57: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
-	6,  // 58: corral.api.v1.Cell.JobHistory:input_type -> corral.api.v1.JobHistoryRequest
-	3,  // 59: corral.api.v1.Cell.PlanUpdate:input_type -> corral.api.v1.UpdateRequest
-	62, // 60: corral.api.v1.Cell.TaskLogs:input_type -> corral.api.v1.TaskLogsRequest
-	12, // 61: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
-	20, // 62: corral.api.v1.Cell.SetPriceSheet:input_type -> corral.api.v1.SetPriceSheetRequest
-	21, // 63: corral.api.v1.Cell.CloseBillingPeriod:input_type -> corral.api.v1.CloseBillingPeriodRequest
-	13, // 64: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
-	14, // 65: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
-	15, // 66: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
-	11, // 67: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
-	16, // 68: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
-	17, // 69: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
-	18, // 70: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
-	19, // 71: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
-	26, // 72: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
-	22, // 73: corral.api.v1.Cell.GetPriceSheets:input_type -> corral.api.v1.GetPriceSheetsRequest
-	27, // 74: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
-	28, // 75: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
-	29, // 76: corral.api.v1.Cell.StateDiff:input_type -> corral.api.v1.StateDiffRequest
-	32, // 77: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
-	32, // 78: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
-	33, // 79: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
-	34, // 80: corral.api.v1.Cell.WhoAmI:input_type -> corral.api.v1.WhoAmIRequest
-	52, // 81: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
-	55, // 82: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
-	55, // 83: corral.api.v1.Cell.ExportBill:input_type -> corral.api.v1.BillRequest
-	56, // 84: corral.api.v1.Cell.Costs:input_type -> corral.api.v1.CostsRequest
-	1,  // 85: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
-	1,  // 86: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
-	1,  // 87: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
-	1,  // 88: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
-	1,  // 89: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 90: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
-	1,  // 91: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
-	8,  // 92: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
-	4,  // 93: corral.api.v1.Cell.PlanUpdate:output_type -> corral.api.v1.PlanReply
-	63, // 94: corral.api.v1.Cell.TaskLogs:output_type -> corral.api.v1.LogChunk
-	1,  // 95: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
-	1,  // 96: corral.api.v1.Cell.SetPriceSheet:output_type -> corral.api.v1.MutationReply
-	1,  // 97: corral.api.v1.Cell.CloseBillingPeriod:output_type -> corral.api.v1.MutationReply
-	1,  // 98: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 99: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
-	1,  // 100: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
-	1,  // 101: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
-	38, // 102: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
-	40, // 103: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
-	41, // 104: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
-	43, // 105: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
-	45, // 106: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
-	25, // 107: corral.api.v1.Cell.GetPriceSheets:output_type -> corral.api.v1.PriceSheetList
-	48, // 108: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
-	49, // 109: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
-	31, // 110: corral.api.v1.Cell.StateDiff:output_type -> corral.api.v1.StateDiffView
-	51, // 111: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
-	50, // 112: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
-	36, // 113: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
-	35, // 114: corral.api.v1.Cell.WhoAmI:output_type -> corral.api.v1.WhoAmIReply
-	53, // 115: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
-	61, // 116: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
-	60, // 117: corral.api.v1.Cell.ExportBill:output_type -> corral.api.v1.BillChunk
-	59, // 118: corral.api.v1.Cell.Costs:output_type -> corral.api.v1.CostsReply
-	85, // [85:119] is the sub-list for method output_type
-	51, // [51:85] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	53, // 45: corral.api.v1.QueryRequest.describe:type_name -> corral.api.v1.DescribeRequest
+	55, // 46: corral.api.v1.QueryReply.rows:type_name -> corral.api.v1.QueryRow
+	58, // 47: corral.api.v1.CostsReply.users:type_name -> corral.api.v1.CostSeries
+	58, // 48: corral.api.v1.CostsReply.teams:type_name -> corral.api.v1.CostSeries
+	58, // 49: corral.api.v1.CostsReply.bands:type_name -> corral.api.v1.CostSeries
+	58, // 50: corral.api.v1.CostsReply.idle:type_name -> corral.api.v1.CostSeries
+	59, // 51: corral.api.v1.CostsReply.top_jobs:type_name -> corral.api.v1.JobCost
+	2,  // 52: corral.api.v1.Cell.Submit:input_type -> corral.api.v1.SubmitRequest
+	3,  // 53: corral.api.v1.Cell.Update:input_type -> corral.api.v1.UpdateRequest
+	9,  // 54: corral.api.v1.Cell.Kill:input_type -> corral.api.v1.KillRequest
+	10, // 55: corral.api.v1.Cell.KillTask:input_type -> corral.api.v1.KillTaskRequest
+	11, // 56: corral.api.v1.Cell.CommitUpdate:input_type -> corral.api.v1.JobRequest
+	11, // 57: corral.api.v1.Cell.RollbackUpdate:input_type -> corral.api.v1.JobRequest
+	11, // 58: corral.api.v1.Cell.PromoteUpdate:input_type -> corral.api.v1.JobRequest
+	6,  // 59: corral.api.v1.Cell.JobHistory:input_type -> corral.api.v1.JobHistoryRequest
+	3,  // 60: corral.api.v1.Cell.PlanUpdate:input_type -> corral.api.v1.UpdateRequest
+	63, // 61: corral.api.v1.Cell.TaskLogs:input_type -> corral.api.v1.TaskLogsRequest
+	12, // 62: corral.api.v1.Cell.SetQuota:input_type -> corral.api.v1.SetQuotaRequest
+	20, // 63: corral.api.v1.Cell.SetPriceSheet:input_type -> corral.api.v1.SetPriceSheetRequest
+	21, // 64: corral.api.v1.Cell.CloseBillingPeriod:input_type -> corral.api.v1.CloseBillingPeriodRequest
+	13, // 65: corral.api.v1.Cell.DrainMachine:input_type -> corral.api.v1.DrainMachineRequest
+	14, // 66: corral.api.v1.Cell.RemoveMachine:input_type -> corral.api.v1.RemoveMachineRequest
+	15, // 67: corral.api.v1.Cell.CreateAllocSet:input_type -> corral.api.v1.CreateAllocSetRequest
+	11, // 68: corral.api.v1.Cell.RemoveAllocSet:input_type -> corral.api.v1.JobRequest
+	16, // 69: corral.api.v1.Cell.Get:input_type -> corral.api.v1.GetRequest
+	17, // 70: corral.api.v1.Cell.List:input_type -> corral.api.v1.ListRequest
+	18, // 71: corral.api.v1.Cell.ListTasks:input_type -> corral.api.v1.ListTasksRequest
+	19, // 72: corral.api.v1.Cell.ListMachines:input_type -> corral.api.v1.ListMachinesRequest
+	26, // 73: corral.api.v1.Cell.GetQuota:input_type -> corral.api.v1.GetQuotaRequest
+	22, // 74: corral.api.v1.Cell.GetPriceSheets:input_type -> corral.api.v1.GetPriceSheetsRequest
+	27, // 75: corral.api.v1.Cell.WhyPending:input_type -> corral.api.v1.WhyPendingRequest
+	28, // 76: corral.api.v1.Cell.StateAt:input_type -> corral.api.v1.StateAtRequest
+	29, // 77: corral.api.v1.Cell.StateDiff:input_type -> corral.api.v1.StateDiffRequest
+	32, // 78: corral.api.v1.Cell.Events:input_type -> corral.api.v1.EventsRequest
+	32, // 79: corral.api.v1.Cell.Watch:input_type -> corral.api.v1.EventsRequest
+	33, // 80: corral.api.v1.Cell.Status:input_type -> corral.api.v1.StatusRequest
+	34, // 81: corral.api.v1.Cell.WhoAmI:input_type -> corral.api.v1.WhoAmIRequest
+	52, // 82: corral.api.v1.Cell.Query:input_type -> corral.api.v1.QueryRequest
+	56, // 83: corral.api.v1.Cell.Bill:input_type -> corral.api.v1.BillRequest
+	56, // 84: corral.api.v1.Cell.ExportBill:input_type -> corral.api.v1.BillRequest
+	57, // 85: corral.api.v1.Cell.Costs:input_type -> corral.api.v1.CostsRequest
+	1,  // 86: corral.api.v1.Cell.Submit:output_type -> corral.api.v1.MutationReply
+	1,  // 87: corral.api.v1.Cell.Update:output_type -> corral.api.v1.MutationReply
+	1,  // 88: corral.api.v1.Cell.Kill:output_type -> corral.api.v1.MutationReply
+	1,  // 89: corral.api.v1.Cell.KillTask:output_type -> corral.api.v1.MutationReply
+	1,  // 90: corral.api.v1.Cell.CommitUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 91: corral.api.v1.Cell.RollbackUpdate:output_type -> corral.api.v1.MutationReply
+	1,  // 92: corral.api.v1.Cell.PromoteUpdate:output_type -> corral.api.v1.MutationReply
+	8,  // 93: corral.api.v1.Cell.JobHistory:output_type -> corral.api.v1.JobHistoryReply
+	4,  // 94: corral.api.v1.Cell.PlanUpdate:output_type -> corral.api.v1.PlanReply
+	64, // 95: corral.api.v1.Cell.TaskLogs:output_type -> corral.api.v1.LogChunk
+	1,  // 96: corral.api.v1.Cell.SetQuota:output_type -> corral.api.v1.MutationReply
+	1,  // 97: corral.api.v1.Cell.SetPriceSheet:output_type -> corral.api.v1.MutationReply
+	1,  // 98: corral.api.v1.Cell.CloseBillingPeriod:output_type -> corral.api.v1.MutationReply
+	1,  // 99: corral.api.v1.Cell.DrainMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 100: corral.api.v1.Cell.RemoveMachine:output_type -> corral.api.v1.MutationReply
+	1,  // 101: corral.api.v1.Cell.CreateAllocSet:output_type -> corral.api.v1.MutationReply
+	1,  // 102: corral.api.v1.Cell.RemoveAllocSet:output_type -> corral.api.v1.MutationReply
+	38, // 103: corral.api.v1.Cell.Get:output_type -> corral.api.v1.JobView
+	40, // 104: corral.api.v1.Cell.List:output_type -> corral.api.v1.JobList
+	41, // 105: corral.api.v1.Cell.ListTasks:output_type -> corral.api.v1.TaskList
+	43, // 106: corral.api.v1.Cell.ListMachines:output_type -> corral.api.v1.MachineList
+	45, // 107: corral.api.v1.Cell.GetQuota:output_type -> corral.api.v1.QuotaList
+	25, // 108: corral.api.v1.Cell.GetPriceSheets:output_type -> corral.api.v1.PriceSheetList
+	48, // 109: corral.api.v1.Cell.WhyPending:output_type -> corral.api.v1.WhyPendingReply
+	49, // 110: corral.api.v1.Cell.StateAt:output_type -> corral.api.v1.CellView
+	31, // 111: corral.api.v1.Cell.StateDiff:output_type -> corral.api.v1.StateDiffView
+	51, // 112: corral.api.v1.Cell.Events:output_type -> corral.api.v1.EventList
+	50, // 113: corral.api.v1.Cell.Watch:output_type -> corral.api.v1.EventView
+	36, // 114: corral.api.v1.Cell.Status:output_type -> corral.api.v1.StatusReply
+	35, // 115: corral.api.v1.Cell.WhoAmI:output_type -> corral.api.v1.WhoAmIReply
+	54, // 116: corral.api.v1.Cell.Query:output_type -> corral.api.v1.QueryReply
+	62, // 117: corral.api.v1.Cell.Bill:output_type -> corral.api.v1.BillReply
+	61, // 118: corral.api.v1.Cell.ExportBill:output_type -> corral.api.v1.BillChunk
+	60, // 119: corral.api.v1.Cell.Costs:output_type -> corral.api.v1.CostsReply
+	86, // [86:120] is the sub-list for method output_type
+	52, // [52:86] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_init() }
@@ -5882,7 +5964,7 @@ func file_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   67,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

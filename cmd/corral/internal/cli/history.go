@@ -52,21 +52,26 @@ func (a *app) openInfra(ctx context.Context, flag, path string, opts InfraOption
 func (a *app) sqlCommand() *cobra.Command {
 	var file, db string
 	var timeout time.Duration
+	var describe bool
 	c := &cobra.Command{
-		Use:   `sql "SELECT ..." | -f FILE`,
+		Use:   `sql "SELECT ..." | -f FILE | --describe [TABLE]`,
 		Short: "query the cell's whole history with SQL (read-only, DuckDB)",
 		Long: `Run one read-only query on the Infrastore: the master's (through its API), or
-a DuckDB file directly with --db. Tables: events, jobs, tasks, machines,
-task_events (the Google trace's columns), job_events, machine_events,
-task_usage, scheduling_decisions; macros tasks_at(ts), machines_at(ts),
-jobs_at(ts).`,
-		Example: `  corral sql "SELECT type, count(*) AS n FROM task_events GROUP BY type ORDER BY n DESC"
+a DuckDB file directly with --db. --describe lists the tables, views and
+macros there are to query, one line each; --describe TABLE lists a table's
+columns with their DuckDB types and what they mean.`,
+		Example: `  corral sql --describe
+  corral sql --describe task_usage
+  corral sql "SELECT type, count(*) AS n FROM task_events GROUP BY type ORDER BY n DESC"
   corral sql -f report.sql -o csv
   corral sql --db corral-data/infrastore.duckdb "SELECT count(*) FROM events"`,
-		Args: args(0, 1, "one query, or -f FILE"),
+		Args: args(0, 1, "one query, or -f FILE, or --describe [TABLE]"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			var query string
 			switch {
+			case describe && file != "":
+				return usageErr("--describe takes a table's name, not -f FILE")
+			case describe:
 			case file != "" && len(argv) == 0:
 				b, err := os.ReadFile(file)
 				if err != nil {
@@ -80,6 +85,14 @@ jobs_at(ts).`,
 			}
 			ctx := cmd.Context()
 			req := &apipb.QueryRequest{Sql: query, TimeoutMs: timeout.Milliseconds()}
+			if describe {
+				req.Describe = &apipb.DescribeRequest{}
+				if len(argv) == 1 {
+					if req.Describe.Table = strings.TrimSpace(argv[0]); req.Describe.Table == "" {
+						return usageErr("--describe TABLE: the table's name is empty; --describe alone lists the tables")
+					}
+				}
+			}
 			var res *apipb.QueryReply
 			if db != "" {
 				inf, err := a.openInfra(ctx, "--db", db, InfraOptions{ReadOnly: true})
@@ -114,12 +127,16 @@ jobs_at(ts).`,
 				}
 				defer a.note("(only the first %d rows are shown, cut by %s: add LIMIT or aggregate)", len(res.Rows), by)
 			}
+			if res.Title != "" && a.output == "table" {
+				fmt.Fprintf(a.stdout(), "%s\n\n", res.Title)
+			}
 			return a.show(queryTable(res), queryJSON(res))
 		},
 	}
 	c.Flags().StringVarP(&file, "file", "f", "", "read the query from this file")
 	c.Flags().StringVar(&db, "db", "", "query this Infrastore (DuckDB) file directly rather than the master's")
 	c.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "cancel the query after this long")
+	c.Flags().BoolVar(&describe, "describe", false, "list the tables, or with TABLE its columns, instead of running a query")
 	return c
 }
 

@@ -100,8 +100,12 @@ func (s *Store) ImportGoogleTrace(ctx context.Context, dir string) (string, erro
 	return fmt.Sprintf("imported %d task events and %d job events from %d files", st.TaskEvents, st.JobEvents, st.Files), nil
 }
 
-// Query runs a read-only statement (master.Analytics).
+// Query runs a read-only statement, or describes the schema when the
+// request says describe (master.Analytics).
 func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {
+	if r.Describe != nil && r.Sql != "" {
+		return nil, status.Error(codes.InvalidArgument, "sql: give a query or describe, not both")
+	}
 	if r.MinPosition > 0 {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := s.is.WaitPosition(wctx, r.MinPosition)
@@ -114,6 +118,11 @@ func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryR
 	timeout := time.Duration(r.TimeoutMs) * time.Millisecond
 	if timeout <= 0 || timeout > s.timeout {
 		timeout = s.timeout
+	}
+	if r.Describe != nil {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return s.describe(ctx, r.Describe)
 	}
 	res, err := s.is.Query(ctx, r.Sql, timeout)
 	if err != nil {
