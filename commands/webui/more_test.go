@@ -22,10 +22,26 @@ import (
 	"github.com/corralhq/corral/projections"
 )
 
-// fakeAnalytics answers queries from a fixed result and records them.
-type fakeAnalytics struct{ queries []string }
+// fakeAnalytics answers queries from a fixed result and records them;
+// it describes a schema of one table.
+type fakeAnalytics struct {
+	queries   []string
+	describes []*apipb.DescribeRequest
+}
 
 func (f *fakeAnalytics) Query(_ context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {
+	if r.Describe != nil {
+		f.describes = append(f.describes, r.Describe)
+		row := func(v ...string) *apipb.QueryRow { return &apipb.QueryRow{Values: v, Null: make([]bool, len(v))} }
+		if r.Describe.Columns {
+			return &apipb.QueryReply{Columns: []string{"table", "column", "type", "description"}, Rows: []*apipb.QueryRow{
+				row("events", "position", "BIGINT", "the event's position <in> the log"), row("events", "payload", "JSON", "the event as JSON"),
+			}}, nil
+		}
+		return &apipb.QueryReply{Columns: []string{"name", "kind", "description"}, Rows: []*apipb.QueryRow{
+			row("events", "table", "the event log itself"), row("tasks_at(ts)", "table macro", "tasks at ts"),
+		}}, nil
+	}
 	f.queries = append(f.queries, r.Sql)
 	if strings.HasPrefix(r.Sql, "DELETE") {
 		return nil, status.Error(codes.InvalidArgument, "infrastore: query refused: DELETE is not a read-only query")
@@ -144,6 +160,50 @@ func TestCostsPage(t *testing.T) {
 	if code, body = c.get(t, "/costs"); code != http.StatusNotImplemented || !strings.Contains(body, "runs no Infrastore") {
 		t.Errorf("no Infrastore: %d\n%s", code, body)
 	}
+}
+
+// TestSQLConsoleSchemaPanel: the console lists the tables the Infrastore
+// describes, each opening to its columns with type and description, with
+// buttons that insert names; a CSV download asks for no schema, and a
+// schema that cannot be read leaves the console usable and says why.
+func TestSQLConsoleSchemaPanel(t *testing.T) {
+	c := openCell(t, smallCell())
+	fa := &fakeAnalytics{}
+	c.svc.Analytics = fa
+	code, body := c.get(t, "/sql")
+	if code != http.StatusOK {
+		t.Fatalf("status %d\n%s", code, body)
+	}
+	mustContain(t, "schema panel", body, `id="schema"`, `<details data-table="events">`, `data-insert="events"`,
+		`<details data-table="tasks_at">`, `data-insert="tasks_at(ts)"`, "table macro", `data-insert="position"`,
+		"<code>BIGINT</code>", "the event&#39;s position &lt;in&gt; the log", `<script src="/static/sql.js" defer>`)
+	checkAccessible(t, "sql schema", body)
+	if len(fa.describes) != 2 || fa.describes[0].Columns || !fa.describes[1].Columns || len(fa.queries) != 0 {
+		t.Errorf("describes %v, queries %q", fa.describes, fa.queries)
+	}
+	if _, body := c.postSQL(t, "SELECT 1", ""); !strings.Contains(body, `id="schema"`) || !strings.Contains(body, `id="result"`) {
+		t.Errorf("a query's result page has no schema panel:\n%s", body)
+	}
+	n := len(fa.describes)
+	if code, _ := c.postSQL(t, "SELECT 1", "csv"); code != http.StatusOK || len(fa.describes) != n {
+		t.Errorf("a CSV download: %d, asked for the schema %d times", code, len(fa.describes)-n)
+	}
+	c.svc.Analytics = &failingDescribe{}
+	code, body = c.get(t, "/sql")
+	if code != http.StatusOK || !strings.Contains(body, `id="schema-err"`) || !strings.Contains(body, "the Infrastore process is not answering") ||
+		!strings.Contains(body, `id="q"`) {
+		t.Errorf("a schema that cannot be read: %d\n%s", code, body)
+	}
+}
+
+// failingDescribe answers queries but not the schema.
+type failingDescribe struct{ fakeAnalytics }
+
+func (f *failingDescribe) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {
+	if r.Describe != nil {
+		return nil, status.Error(codes.Unavailable, "the Infrastore process is not answering")
+	}
+	return f.fakeAnalytics.Query(ctx, r)
 }
 
 func TestSQLConsoleTableAndCSV(t *testing.T) {

@@ -37,6 +37,8 @@ type sqlData struct {
 	CSRF      string // the console's form token (csrf.go)
 	Elapsed   string
 	Truncated bool
+	Schema    []schemaTable // the schema panel (sql_schema.go)
+	SchemaErr string        // why the panel is empty
 }
 
 type sqlExample struct{ SQL, Href string }
@@ -55,7 +57,7 @@ func (h *Handler) sqlForm(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusMethodNotAllowed, &badParam{"format", "a CSV download is a POST from the console's form"})
 		return
 	}
-	h.render(w, r, "sql", page{Title: "SQL", Nav: "sql", Data: d})
+	h.renderSQL(w, r, d)
 }
 
 func (h *Handler) sqlPage(w http.ResponseWriter, r *http.Request, q string) sqlData {
@@ -88,7 +90,7 @@ func (h *Handler) sql(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, http.StatusBadRequest, &badParam{"q", "must not be empty"})
 			return
 		}
-		h.render(w, r, "sql", page{Title: "SQL", Nav: "sql", Data: d})
+		h.renderSQL(w, r, d)
 		return
 	}
 	start := time.Now()
@@ -102,7 +104,7 @@ func (h *Handler) sql(w http.ResponseWriter, r *http.Request) {
 		d.Err = status.Convert(err).Message()
 		d.NoStore = status.Code(err) == codes.Unimplemented
 		w.WriteHeader(code)
-		h.render(w, r, "sql", page{Title: "SQL", Nav: "sql", Data: d})
+		h.renderSQL(w, r, d)
 		return
 	}
 	if format == "csv" {
@@ -136,5 +138,14 @@ func (h *Handler) sql(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Rows = append(d.Rows, cells)
 	}
-	h.render(w, r, "sql", page{Title: "SQL", Nav: "sql", Data: d})
+	h.renderSQL(w, r, d)
+}
+
+// renderSQL shows the console with its schema panel.
+func (h *Handler) renderSQL(w http.ResponseWriter, r *http.Request, d sqlData) {
+	var err error
+	if d.Schema, err = h.schema(r); err != nil {
+		d.SchemaErr = status.Convert(err).Message()
+	}
+	h.render(w, r, "sql", page{Title: "SQL", Nav: "sql", Script: "sql.js", Data: d})
 }
