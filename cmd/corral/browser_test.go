@@ -236,6 +236,42 @@ func TestInBrowser(t *testing.T) {
 	}
 	shot("sql")
 
+	// The schema panel: every table, view and macro; one opens to its
+	// columns with type and description, and a click on a name puts it
+	// into the query at the cursor.
+	run("schema panel", chromedp.Navigate(web+"/sql"), chromedp.WaitVisible(chromedp.CSS(`#schema`)))
+	if n := eval("tables", `document.querySelectorAll('#schema details').length`).(float64); n < 20 {
+		t.Errorf("the schema panel lists %v tables", n)
+	}
+	const usage = `#schema details[data-table="task_usage"]`
+	run("open task_usage", chromedp.Click(chromedp.CSS(usage+` summary .muted`)),
+		chromedp.WaitVisible(chromedp.CSS(usage+` button[data-insert="cpu_usage_core_hours"]`)))
+	if row := text(usage + ` tr:has(button[data-insert="cpu_usage_core_hours"])`); !strings.Contains(row, "DECIMAL(18,9)") || !strings.Contains(row, "core-hours") {
+		t.Errorf("task_usage's cpu_usage_core_hours row: %q", row)
+	}
+	run("compose a query by clicks", chromedp.SendKeys(chromedp.CSS(`#q`), "SELECT sum("),
+		chromedp.Click(chromedp.CSS(usage+` button[data-insert="cpu_usage_core_hours"]`)),
+		chromedp.SendKeys(chromedp.CSS(`#q`), ") AS used FROM "),
+		chromedp.Click(chromedp.CSS(usage+` summary button[data-insert="task_usage"]`)))
+	if q := eval("query", `document.getElementById('q').value`); q != "SELECT sum(cpu_usage_core_hours) AS used FROM task_usage" {
+		t.Errorf("the query composed by clicks: %q", q)
+	}
+	run("run it", chromedp.Click(chromedp.CSS(`#run`)), chromedp.WaitVisible(chromedp.CSS(`#result`)))
+	if h := text(`#result thead`); strings.TrimSpace(h) != "used" {
+		t.Errorf("the composed query's columns: %q", h)
+	}
+	shot("sql-schema")
+	// corral sql --describe answers the same through the master.
+	if out, code := runCorral(t, bin, root, env, "sql", "--describe"); code != 0 || !strings.Contains(out, "task_usage") || !strings.Contains(out, "tasks_at(ts)") {
+		t.Errorf("corral sql --describe: exit %d\n%s", code, out)
+	}
+	if out, code := runCorral(t, bin, root, env, "sql", "--describe", "task_usage"); code != 0 || !regexp.MustCompile(`cpu_usage_core_hours\s+DECIMAL\(18,9\)\s+CPU used`).MatchString(out) {
+		t.Errorf("corral sql --describe task_usage: exit %d\n%s", code, out)
+	}
+	if out, code := runCorral(t, bin, root, env, "sql", "--describe", "nope"); code == 0 || !strings.Contains(out, `"nope"`) || !strings.Contains(out, "there are: ingest_state") {
+		t.Errorf("corral sql --describe nope: exit %d\n%s", code, out)
+	}
+
 	// The costs page: the month so far, priced by the cell's first sheet;
 	// hello appears among the top jobs once its usage is ingested, and the
 	// month's FOCUS file comes from the page's own download form.
