@@ -73,88 +73,37 @@
 //
 // # Tables
 //
+// Every table, view and macro, and each of its columns, is described once,
+// in the catalogue (catalog.go). Describe joins it to the file's own
+// catalog (names, kinds, DuckDB types) and is what shows the schema:
+// `corral sql --describe [TABLE]` and the web console's schema panel
+// (through the Query call, with its authorization), and docs/sql.md's
+// table reference, generated from it. TestCatalogueMatchesDatabase fails
+// when something exists without a description or a description names what
+// does not exist; TestSQLReference when docs/sql.md is stale.
+//
 // Times: events.time and events.recorded_at are TIMESTAMPs (UTC); every
-// other time column is BIGINT microseconds since the Unix epoch, as in the
+// BIGINT time column is microseconds since the Unix epoch, as in the
 // Google trace (make_timestamp(time) converts). Rows from the log have
 // source = 'log'; rows of an imported trace have source =
 // 'google-clusterdata-2011-2', the trace's units (normalised resources,
-// hashed names) and its relative times.
+// hashed names) and its relative times. task_events, job_events and
+// machine_events start with the trace's columns, in its order, with its
+// event codes (events.TraceCodeOf).
 //
-// events: one row per log position: position, time, recorded_at, type,
-// schema_version, stream, stream_version, actor, causation_id,
-// correlation_id, idempotency_key, payload (JSON from protojson with proto
-// field names; 64-bit integers are JSON strings, so cast them:
-// (payload->>'$.spec.resources.cpu_milli')::BIGINT). Parenthesise a
-// field read next to another operator: DuckDB's ->> binds more loosely
-// than AND and =, so `type = 'X' AND payload->>'$.f' = 'y'` reads the AND's
-// result (docs/sql.md); every view here is written (payload->>'$.f') = 'y'.
+// events.payload is protojson with proto field names; 64-bit integers are
+// JSON strings, so cast them: (payload->>'$.spec.resources.cpu_milli')::BIGINT.
+// Parenthesise a field read next to another operator: DuckDB's ->> binds
+// more loosely than AND, so `type = 'X' AND payload->>'$.f' = 'y'` reads
+// ->> of the AND's result (docs/sql.md). No view or macro here does
+// (TestNoViewMisreadsArrows looks in DuckDB's parse of each).
 //
-// task_events: the thirteen columns of the trace's task_events, in its
-// order: time, missing_info, job, task_index, machine, event_type (0 SUBMIT,
-// 1 SCHEDULE, 2 EVICT, 3 FAIL, 4 FINISH, 5 KILL, 6 LOST, 7 UPDATE_PENDING,
-// 8 UPDATE_RUNNING, from events.TraceCodeOf), user, scheduling_class (0-3),
-// priority, cpu_request (cores), memory_request (bytes), disk_request
-// (bytes), different_machines_restriction; then source, position, type (the
-// corral event type), state after the event (pending, running, evicted,
-// failed, finished, killed, lost), spec_version, reason, exit_code, message.
-// A job is (user, job). The requests are the limits of the spec version the
-// task runs, with its index's override. A FAIL the agent restarts in place
-// leaves the task running.
-//
-// job_events: the trace's time, missing_info, job, event_type (SUBMIT,
-// UPDATE_PENDING, KILL, FINISH), user, scheduling_class, job_name,
-// logical_job_name; then source, position, type, spec_version, priority,
-// task_count, reason.
-//
-// machine_events: the trace's time, machine, event_type (0 ADD for
-// MachineRegistered and MachineUp, 1 REMOVE for MachineDown and
-// MachineRemoved, 2 UPDATE for MachineUpdated and MachineDrainSet),
-// platform_id, cpus (cores), memory (bytes); then source, position, type,
-// address, cpu_milli, memory_bytes, disk_bytes, ports, gpu_milli,
-// attributes, state (up, down, removed), draining, reason: the machine's
-// whole state after the event.
-//
-// task_usage: one row per task per usage window (start_time, end_time):
-// job, task_index, machine, user, source, position, spec_version,
-// spec_position (the job_specs row in force), priority, band; what the
-// agent measured: cpu_core_seconds, memory_mean_bytes, memory_max_bytes,
-// disk_bytes, memory_byte_seconds (exact); the limit in force
-// (cpu_limit_milli, memory_limit_bytes, disk_limit_bytes: the spec version
-// the task runs, with its index's override) and the reservation in force
-// (cpu_/memory_/disk_reservation_*: the master's last ReservationEstimated
-// for the task since it was placed or its spec changed, else the limit);
-// and the billing quantities of the window as DECIMAL(18,9), rounded half
-// up once: cpu_limit_core_hours, cpu_reservation_core_hours,
-// cpu_usage_core_hours, memory_limit_gib_hours,
-// memory_reservation_gib_hours, memory_usage_gib_hours,
-// disk_usage_gib_hours.
-//
-// scheduling_decisions: one row per TaskScheduled: time, position, user,
-// job, task_index, machine, spec_version, score, machines_examined,
-// preemptions, preempted (user/job/index of each), alloc_index,
-// machine_version.
-//
-// job_specs: every spec version of every job: position, time, user, job,
-// spec_version, priority, band, scheduling_class, task_count, cpu_milli,
-// memory_bytes, disk_bytes, ports, gpu_milli, labels, appclass, command,
-// spec (JSON).
-//
-// jobs, tasks, machines: the current state, one row per entity (primary
-// keys user and job; user, job and task_index; machine), with the position
-// of the last event that changed it. jobs: spec in force, status
-// (running, killed, finished), submit_time, end_time. tasks: state, machine,
-// spec_version, band, limits, reservation (reservation_estimated false: the
-// reservation is the limit), restarts, pid, last event_type. machines:
-// capacity, attributes, state, draining.
-//
-// ingest_state: schema_version and the last position applied.
-//
-// cell: the cell's name (one row), recorded by the master's Infrastore at
-// start (SetCell), not derived from the log: a rebuild keeps it. Every FOCUS
-// export and the costs name it (billing account, invoice, region), so an
-// export of a copy of the file (corral bill --db) is the master's bytes; a
-// request naming another cell is refused. A file that records none (older
-// than the table) is named by the request, else "corral".
+// cell is not derived from the log: the master's Infrastore records it at
+// start (SetCell), so a rebuild keeps it. Every FOCUS export and the costs
+// name it, so an export of a copy of the file (corral bill --db) is the
+// master's bytes; a request naming another cell is refused. A file that
+// records none (older than the table) is named by the request, else
+// "corral".
 //
 // # Where ingestion spends its time
 //

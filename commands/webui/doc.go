@@ -50,7 +50,10 @@
 //   - /sql: a console on the Infrastore through the API's Query (the
 //     Infrastore's read-only guards apply), results as a table, and a CSV
 //     download. GET shows the form (a link's ?q= fills it in); only a POST
-//     carrying the page's CSRF token runs a query.
+//     carrying the page's CSRF token runs a query. A schema panel lists
+//     every table, view and macro, opening to its columns, from the same
+//     Query call's describe (sql_schema.go); a click on a name inserts it
+//     into the query (static/sql.js; the panel works without it).
 //
 // # Choices
 //
