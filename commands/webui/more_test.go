@@ -188,6 +188,11 @@ func TestSQLConsoleSchemaPanel(t *testing.T) {
 	if code, _ := c.postSQL(t, "SELECT 1", "csv"); code != http.StatusOK || len(fa.describes) != n {
 		t.Errorf("a CSV download: %d, asked for the schema %d times", code, len(fa.describes)-n)
 	}
+	// The master asks describe for a user, as it does a query.
+	n = len(fa.describes)
+	if _, err := c.svc.Query(context.Background(), &apipb.QueryRequest{Describe: &apipb.DescribeRequest{}}); status.Code(err) != codes.Unauthenticated || len(fa.describes) != n {
+		t.Errorf("a describe naming no user: %v, reached the Infrastore %d times", err, len(fa.describes)-n)
+	}
 	c.svc.Analytics = &failingDescribe{}
 	code, body = c.get(t, "/sql")
 	if code != http.StatusOK || !strings.Contains(body, `id="schema-err"`) || !strings.Contains(body, "the Infrastore process is not answering") ||
