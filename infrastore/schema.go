@@ -1,7 +1,8 @@
 package infrastore
 
-// The schema, one statement per table. doc.go describes every table for
-// users; the comments here say why a column is the way it is. A change to
+// The schema, one statement per table. catalog.go describes every table
+// and column for users (a test holds it to the database); the comments
+// here say why a column is the way it is. A change to
 // any table or macro bumps schemaVersion: the ingester then refuses to run
 // until a Rebuild re-derives everything from the log.
 
