@@ -18,7 +18,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
 
-func connect(t *testing.T, url string) *pgx.Conn {
+func connect(t testing.TB, url string) *pgx.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -30,7 +30,7 @@ func connect(t *testing.T, url string) *pgx.Conn {
 	return c
 }
 
-func show(t *testing.T, c *pgx.Conn, setting string) string {
+func show(t testing.TB, c *pgx.Conn, setting string) string {
 	t.Helper()
 	var v string
 	if err := c.QueryRow(context.Background(), "SHOW "+setting).Scan(&v); err != nil {
@@ -73,6 +73,31 @@ func TestNewDatabaseOnThePrivateServer(t *testing.T) {
 	if err := c.QueryRow(context.Background(), "SELECT count(*) FROM pg_database WHERE datname = $1", name).Scan(&n); err != nil || n != 0 {
 		t.Errorf("database %s after its test ended: %d, %v; want dropped", name, n, err)
 	}
+}
+
+// A benchmark run's shared server keeps PostgreSQL's durability settings,
+// so that its figures stand for a real server.
+func TestBenchmarkRunGetsADurableServer(t *testing.T) {
+	if os.Getenv(EnvServerURL) != "" {
+		t.Skipf("%s points the tests at a given server", EnvServerURL)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^BenchmarkHelperSharedSettings$", "-test.benchtime=1x")
+	cmd.Env = append(os.Environ(), helperEnv+"=bench")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "shared server: fsync=on synchronous_commit=on full_page_writes=on") {
+		t.Errorf("a benchmark run: %v, want its shared server durable:\n%s", err, out)
+	}
+}
+
+// BenchmarkHelperSharedSettings is not a benchmark: a test runs the binary
+// again to have it say how the shared server of a benchmark run is set.
+func BenchmarkHelperSharedSettings(b *testing.B) {
+	if os.Getenv(helperEnv) != "bench" {
+		b.Skip("a helper of TestBenchmarkRunGetsADurableServer")
+	}
+	c := connect(b, NewDatabase(b))
+	fmt.Printf("shared server: fsync=%s synchronous_commit=%s full_page_writes=%s\n",
+		show(b, c, "fsync"), show(b, c, "synchronous_commit"), show(b, c, "full_page_writes"))
 }
 
 // A durable server stopped at once keeps every committed row, runs on the
