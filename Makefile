@@ -5,9 +5,16 @@ PKGS    ?= ./...
 TESTFLAGS ?= -race -count=1 -timeout 25m
 
 .PHONY: test-kubepack kubepack
-.PHONY: test verify vet fmt-check staticcheck tidy-check proto-check deadcode test-only bench bench-events bench-sim borg-experiments google-replay soak proto build restart-load
+.PHONY: test test-deps verify vet fmt-check staticcheck tidy-check proto-check deadcode test-only bench bench-events bench-sim borg-experiments google-replay soak proto build restart-load
 
-test: verify test-only fuzz-short test-kubepack
+# Besides Go, make test needs protoc, Chromium, the PostgreSQL server
+# binaries (each test binary starts its own server from them: no server
+# need run) and docker-compose; test-deps names what is missing and the
+# Debian packages that bring it (.ci/run installs them).
+test: test-deps verify test-only fuzz-short test-kubepack
+
+test-deps:
+	scripts/test-deps
 
 # Everything short of running the tests: formatting, vet, staticcheck, go.mod
 # tidy, generated code up to date, and no code that only tests reach outside

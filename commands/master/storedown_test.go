@@ -17,6 +17,7 @@ import (
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/pgstore"
+	"github.com/corralhq/corral/internal/pgtest"
 )
 
 // newLinkCellOn is newLinkCell on a given store.
@@ -118,9 +119,9 @@ func TestStoreDownTasksRunOnAndWritesResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stops a database for 8 s")
 	}
-	pg := newPrivatePG(t)
+	pg := pgtest.NewServer(t, pgtest.Options{Durable: true}) // acknowledged commits survive the stop
 	ctx := context.Background()
-	store, err := pgstore.Open(ctx, pg.url(), pgstore.Options{PollInterval: 20 * time.Millisecond})
+	store, err := pgstore.Open(ctx, pg.URL(), pgstore.Options{PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,9 @@ func TestStoreDownTasksRunOnAndWritesResume(t *testing.T) {
 	time.Sleep(time.Second)
 
 	down := time.Now()
-	pg.stop()
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
 	outage := 8 * time.Second
 	for time.Since(down) < outage {
 		for i, tv := range before {
@@ -160,7 +163,9 @@ func TestStoreDownTasksRunOnAndWritesResume(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	pg.start()
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
 	up := time.Now()
 	eventually(t, 30*time.Second, "a write acknowledged after the store came back", func() (bool, string) { return w.okSince(up), "" })
 	resumed := time.Since(up)

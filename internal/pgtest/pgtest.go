@@ -4,37 +4,68 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// DefaultServerURL is used when CORRAL_TEST_DATABASE_URL is unset.
-const DefaultServerURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+// EnvServerURL names the variable that points the tests at a given server
+// instead of a private one.
+const EnvServerURL = "CORRAL_TEST_DATABASE_URL"
 
-// ServerURL returns the server tests create their databases on.
-func ServerURL() string {
-	if u := os.Getenv("CORRAL_TEST_DATABASE_URL"); u != "" {
-		return u
+// shared is the test binary's private server, started by the first
+// NewDatabase and stopped by Main.
+var shared struct {
+	sync.Mutex
+	inMain  bool
+	started bool
+	srv     *Server
+	err     error
+}
+
+// Main runs the test binary's tests, then stops the private server if one
+// was started. Every package whose tests call NewDatabase has
+//
+//	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func Main(m *testing.M) int {
+	shared.Lock()
+	shared.inMain = true
+	shared.Unlock()
+	code := m.Run()
+	if err := closeLive(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
+		}
 	}
-	return DefaultServerURL
+	return code
 }
 
 // NewDatabase creates an empty database for t, drops it when t ends, and
-// returns its URL.
+// returns its URL. The server is CORRAL_TEST_DATABASE_URL's when set, else
+// the test binary's private one, started on first use.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	server, given := os.LookupEnv(EnvServerURL)
+	given = given && server != ""
+	if !given {
+		server = sharedServerURL(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	server := ServerURL()
 	conn, err := pgx.Connect(ctx, server)
 	if err != nil {
-		Unreachable(t, err)
-		return ""
+		if given {
+			lacking(t, fmt.Errorf("PostgreSQL at %s (%s) is unreachable: %w; start it, or unset %s to have the tests start their own", server, EnvServerURL, err, EnvServerURL))
+		}
+		t.Fatalf("pgtest: the private PostgreSQL at %s: %v", server, err)
 	}
 	defer conn.Close(ctx)
 	var b [6]byte
@@ -64,12 +95,57 @@ func NewDatabase(t testing.TB) string {
 	return u.String()
 }
 
-// Unreachable fails the test under CI=true and skips it otherwise.
-func Unreachable(t testing.TB, err error) {
+// NewServer starts a private server for t alone, closed when t ends: for a
+// test that stops and starts its database. It ignores
+// CORRAL_TEST_DATABASE_URL, since a given server is not the test's to stop.
+func NewServer(t testing.TB, opts Options) *Server {
 	t.Helper()
-	msg := fmt.Sprintf("PostgreSQL at %s is unreachable (%v); start it with `pg_ctlcluster --skip-systemctl-redirect 15 main start` or set CORRAL_TEST_DATABASE_URL", ServerURL(), err)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
+	s, err := StartServer(opts)
+	if err != nil {
+		lacking(t, err)
 	}
-	t.Skip(msg)
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("pgtest: %v", err)
+		}
+	})
+	return s
+}
+
+func sharedServerURL(t testing.TB) string {
+	t.Helper()
+	shared.Lock()
+	defer shared.Unlock()
+	if !shared.inMain {
+		t.Fatal("pgtest: this package's tests do not run through pgtest.Main, which stops the private PostgreSQL after them: add `func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }`")
+	}
+	if !shared.started {
+		shared.started = true
+		shared.srv, shared.err = StartServer(Options{Durable: benchmarking()})
+	}
+	if shared.err != nil {
+		lacking(t, shared.err)
+	}
+	return shared.srv.URL()
+}
+
+// benchmarking says whether this run measures (-test.bench): benchmarks'
+// figures stand for a real server, so its private server keeps
+// PostgreSQL's durability settings.
+func benchmarking() bool {
+	f := flag.Lookup("test.bench")
+	return f != nil && f.Value.String() != ""
+}
+
+// lacking ends t when no server can be had: a failure under CI=true, which
+// never passes by skipping the real database, and where the cause is not a
+// missing part (no binaries, no account to run them as); a skip otherwise,
+// naming the cause and the cure.
+func lacking(t testing.TB, err error) {
+	t.Helper()
+	missingPart := errors.Is(err, ErrNoBinaries) || errors.Is(err, ErrNoAccount) || os.Getenv(EnvServerURL) != ""
+	if os.Getenv("CI") == "true" || !missingPart {
+		t.Fatal(err)
+	}
+	t.Skip(err)
 }
