@@ -110,7 +110,9 @@ func (d *doctor) checkLossHold(list *apipb.MachineList) {
 	default:
 		f.Severity = Fail
 		f.Summary = fmt.Sprintf("held for %s: %d of %d machines missed their polls at once, so the master takes the fault for its own or the network's and marks none down",
-			d.now.Sub(time.UnixMicro(list.LossHeldSinceUs)).Round(100*time.Millisecond), list.LossHeldMissing, list.LossHeldMachines)
+			// The doctor's clock is read before the leader answers: a hold
+			// that began in between is held for no time yet, not a negative one.
+			max(d.now.Sub(time.UnixMicro(list.LossHeldSinceUs)), 0).Round(100*time.Millisecond), list.LossHeldMissing, list.LossHeldMachines)
 		f.Fix = "check the leader's load (CPU, memory, GC pauses; corral_link_poll_duration_seconds) and the network between it and the agents; " +
 			"machines that really died are marked down once the others answer again"
 	}
