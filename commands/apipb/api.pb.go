@@ -4487,6 +4487,7 @@ type BillRequest struct {
 	AccountBy     string                 `protobuf:"bytes,7,opt,name=account_by,json=accountBy,proto3" json:"account_by,omitempty"` // FOCUS SubAccount: user (default) or label:KEY
 	Idle          string                 `protobuf:"bytes,8,opt,name=idle,proto3" json:"idle,omitempty"`                            // idle cost: none, separate (default) or share
 	Explain       string                 `protobuf:"bytes,9,opt,name=explain,proto3" json:"explain,omitempty"`                      // one FOCUS row's x_RowId: how it was computed
+	User          string                 `protobuf:"bytes,10,opt,name=user,proto3" json:"user,omitempty"`                           // only this user's costs; default: the caller's own, every user's for an admin (commands.CostsScope)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4584,12 +4585,20 @@ func (x *BillRequest) GetExplain() string {
 	return ""
 }
 
+func (x *BillRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
 type CostsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FromUs        int64                  `protobuf:"varint,1,opt,name=from_us,json=fromUs,proto3" json:"from_us,omitempty"` // whole hours, UTC
 	ToUs          int64                  `protobuf:"varint,2,opt,name=to_us,json=toUs,proto3" json:"to_us,omitempty"`
 	Label         string                 `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"` // the label whose values are teams; default team
 	Top           int32                  `protobuf:"varint,4,opt,name=top,proto3" json:"top,omitempty"`    // jobs; default 10, at most 100
+	User          string                 `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`   // only this user's costs; default: the caller's own, every user's for an admin (commands.CostsScope)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4650,6 +4659,13 @@ func (x *CostsRequest) GetTop() int32 {
 		return x.Top
 	}
 	return 0
+}
+
+func (x *CostsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
 }
 
 type CostSeries struct {
@@ -4793,6 +4809,7 @@ type CostsReply struct {
 	Total         string                 `protobuf:"bytes,9,opt,name=total,proto3" json:"total,omitempty"`             // usage + corrections + idle: the invoices' sum
 	TopJobs       []*JobCost             `protobuf:"bytes,10,rep,name=top_jobs,json=topJobs,proto3" json:"top_jobs,omitempty"`
 	Label         string                 `protobuf:"bytes,11,opt,name=label,proto3" json:"label,omitempty"`
+	User          string                 `protobuf:"bytes,12,opt,name=user,proto3" json:"user,omitempty"` // whose costs these are; "" every user's. One user's total leaves the cell's idle capacity out
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4900,6 +4917,13 @@ func (x *CostsReply) GetTopJobs() []*JobCost {
 func (x *CostsReply) GetLabel() string {
 	if x != nil {
 		return x.Label
+	}
+	return ""
+}
+
+func (x *CostsReply) GetUser() string {
+	if x != nil {
+		return x.User
 	}
 	return ""
 }
@@ -5560,7 +5584,7 @@ const file_api_proto_rawDesc = "" +
 	"\ftruncated_by\x18\x06 \x01(\tR\vtruncatedBy\"6\n" +
 	"\bQueryRow\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\tR\x06values\x12\x12\n" +
-	"\x04null\x18\x02 \x03(\bR\x04null\"\xfc\x01\n" +
+	"\x04null\x18\x02 \x03(\bR\x04null\"\x90\x02\n" +
 	"\vBillRequest\x12\x17\n" +
 	"\afrom_us\x18\x01 \x01(\x03R\x06fromUs\x12\x13\n" +
 	"\x05to_us\x18\x02 \x01(\x03R\x04toUs\x12\x19\n" +
@@ -5572,12 +5596,15 @@ const file_api_proto_rawDesc = "" +
 	"\n" +
 	"account_by\x18\a \x01(\tR\taccountBy\x12\x12\n" +
 	"\x04idle\x18\b \x01(\tR\x04idle\x12\x18\n" +
-	"\aexplain\x18\t \x01(\tR\aexplain\"d\n" +
+	"\aexplain\x18\t \x01(\tR\aexplain\x12\x12\n" +
+	"\x04user\x18\n" +
+	" \x01(\tR\x04user\"x\n" +
 	"\fCostsRequest\x12\x17\n" +
 	"\afrom_us\x18\x01 \x01(\x03R\x06fromUs\x12\x13\n" +
 	"\x05to_us\x18\x02 \x01(\x03R\x04toUs\x12\x14\n" +
 	"\x05label\x18\x03 \x01(\tR\x05label\x12\x10\n" +
-	"\x03top\x18\x04 \x01(\x05R\x03top\"L\n" +
+	"\x03top\x18\x04 \x01(\x05R\x03top\x12\x12\n" +
+	"\x04user\x18\x05 \x01(\tR\x04user\"L\n" +
 	"\n" +
 	"CostSeries\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
@@ -5587,7 +5614,7 @@ const file_api_proto_rawDesc = "" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x12\n" +
 	"\x04team\x18\x03 \x01(\tR\x04team\x12\x14\n" +
-	"\x05total\x18\x04 \x01(\tR\x05total\"\xa1\x03\n" +
+	"\x05total\x18\x04 \x01(\tR\x05total\"\xb5\x03\n" +
 	"\n" +
 	"CostsReply\x12\x1a\n" +
 	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12\x17\n" +
@@ -5601,7 +5628,8 @@ const file_api_proto_rawDesc = "" +
 	"\x05total\x18\t \x01(\tR\x05total\x121\n" +
 	"\btop_jobs\x18\n" +
 	" \x03(\v2\x16.corral.api.v1.JobCostR\atopJobs\x12\x14\n" +
-	"\x05label\x18\v \x01(\tR\x05label\"\x1f\n" +
+	"\x05label\x18\v \x01(\tR\x05label\x12\x12\n" +
+	"\x04user\x18\f \x01(\tR\x04user\"\x1f\n" +
 	"\tBillChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"7\n" +
 	"\tBillReply\x12\x12\n" +

@@ -191,7 +191,14 @@ from; --explain ROW_ID lists the usage windows behind one row. A closed
 billing period (corral bill close) exports the same bytes every time.
 With --db FILE (a copy of the Infrastore) the export names the cell the
 file records, so it is the master's bytes; --cell or $CORRAL_CELL must
-name that cell.`,
+name that cell.
+
+Whose costs: a user's bill holds only their own jobs' usage, --user or
+not (naming another user is refused); an admin's holds every user's, or
+with --user NAME only that user's. A user's FOCUS export has no idle
+capacity rows (the cell's, billed to no one) and refuses --idle share.
+The master decides this (commands.CostsScope); --db reads a file whose
+reader sees every user's costs.`,
 		Example: `  corral bill                              # today so far
   corral bill --from yesterday --to today --group-by job --format csv --out bill.csv
   corral bill --period 2026-10 --format focus --out october.csv
@@ -239,7 +246,7 @@ name that cell.`,
 			if format == "parquet" && out == "" && isTerminal(a.stdout()) {
 				return usageErr("parquet is binary: give --out FILE")
 			}
-			req := &apipb.BillRequest{FromUs: f.UnixMicro(), ToUs: t.UnixMicro(), GroupBy: groupBy, Format: format}
+			req := &apipb.BillRequest{FromUs: f.UnixMicro(), ToUs: t.UnixMicro(), GroupBy: groupBy, Format: format, User: focus.user}
 			if req.Format == "" {
 				req.Format = "csv"
 			}
@@ -346,6 +353,7 @@ name that cell.`,
 	c.Flags().StringVar(&focus.accountBy, "account-by", "user", "FOCUS SubAccount: user or label:KEY")
 	c.Flags().StringVar(&focus.idle, "idle", "separate", "idle capacity in FOCUS: none, separate or share")
 	c.Flags().StringVar(&focus.explain, "explain", "", "with --format focus: the usage windows behind the row with this x_RowId")
+	c.Flags().StringVar(&focus.user, "user", "", "only this user's costs (default: yours; an admin's default is every user's)")
 	c.Flags().StringVar(&focus.cell, "cell", "", "with --db: the cell's name, which must be the one the file records (default $CORRAL_CELL; names the cell of a file that records none)")
 	c.AddCommand(a.billCloseCommand())
 	return c
