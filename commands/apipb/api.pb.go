@@ -5025,14 +5025,18 @@ func (x *BillReply) GetFormat() string {
 }
 
 type TaskLogsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"` // the job's owner; default: the caller
-	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
-	Index         int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
-	Stderr        bool                   `protobuf:"varint,4,opt,name=stderr,proto3" json:"stderr,omitempty"`
-	TailLines     int32                  `protobuf:"varint,5,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"` // only the last N lines (0: all)
-	Follow        bool                   `protobuf:"varint,6,opt,name=follow,proto3" json:"follow,omitempty"`                        // then what it writes, until the call ends
-	Previous      bool                   `protobuf:"varint,7,opt,name=previous,proto3" json:"previous,omitempty"`                    // the run before the current one (restarts in place)
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	User      string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"` // the job's owner; default: the caller
+	Job       string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Index     int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Stderr    bool                   `protobuf:"varint,4,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	TailLines int32                  `protobuf:"varint,5,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"` // only the last N lines (0: all)
+	Follow    bool                   `protobuf:"varint,6,opt,name=follow,proto3" json:"follow,omitempty"`                        // then what it writes, until the call ends
+	Previous  bool                   `protobuf:"varint,7,opt,name=previous,proto3" json:"previous,omitempty"`                    // the run before the latest, wherever it ran (a drain or preemption moves tasks)
+	// One run of the task since its job was submitted: from 0, the first;
+	// negative counts back from the latest (-1 is previous). Read from the
+	// machine where that run ran, if its agent still keeps its logs.
+	Run           *int32 `protobuf:"varint,8,opt,name=run,proto3,oneof" json:"run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5114,6 +5118,13 @@ func (x *TaskLogsRequest) GetPrevious() bool {
 		return x.Previous
 	}
 	return false
+}
+
+func (x *TaskLogsRequest) GetRun() int32 {
+	if x != nil && x.Run != nil {
+		return *x.Run
+	}
+	return 0
 }
 
 type LogChunk struct {
@@ -5634,7 +5645,7 @@ const file_api_proto_rawDesc = "" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"7\n" +
 	"\tBillReply\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06format\x18\x02 \x01(\tR\x06format\"\xb8\x01\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format\"\xd7\x01\n" +
 	"\x0fTaskLogsRequest\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -5643,7 +5654,9 @@ const file_api_proto_rawDesc = "" +
 	"\n" +
 	"tail_lines\x18\x05 \x01(\x05R\ttailLines\x12\x16\n" +
 	"\x06follow\x18\x06 \x01(\bR\x06follow\x12\x1a\n" +
-	"\bprevious\x18\a \x01(\bR\bprevious\"\x1e\n" +
+	"\bprevious\x18\a \x01(\bR\bprevious\x12\x15\n" +
+	"\x03run\x18\b \x01(\x05H\x00R\x03run\x88\x01\x01B\x06\n" +
+	"\x04_run\"\x1e\n" +
 	"\bLogChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data2\xb8\x13\n" +
 	"\x04Cell\x12D\n" +
@@ -5904,6 +5917,7 @@ func file_api_proto_init() {
 	if File_api_proto != nil {
 		return
 	}
+	file_api_proto_msgTypes[62].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

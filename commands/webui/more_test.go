@@ -200,6 +200,14 @@ type fakeLogs struct{ asked []string }
 
 func (f *fakeLogs) MayReadLogs(context.Context, projections.TaskKey) error { return nil }
 
+func (f *fakeLogs) TaskRunsOf(context.Context, projections.TaskKey) ([]master.TaskRun, error) {
+	return nil, errors.New("no runs here")
+}
+
+func (f *fakeLogs) RunLogs(context.Context, projections.TaskKey, int32, string, int) ([]byte, error) {
+	return nil, errors.New("no runs here")
+}
+
 func (f *fakeLogs) TailLogs(_ context.Context, task projections.TaskKey, stream string, maxBytes int) ([]byte, error) {
 	f.asked = append(f.asked, fmt.Sprintf("%s %s %d", task, stream, maxBytes))
 	if stream == "stderr" {
