@@ -112,8 +112,8 @@ func RunOf(runs []TaskRun, run int32, previous bool) (TaskRun, error) {
 	return TaskRun{}, fmt.Errorf("%s: the task has %d run(s) since its job was submitted: %s", asked, len(runs), DescribeRuns(runs))
 }
 
-// DescribeRuns lists runs as "0 on m1 (started 10:04:05, TaskEvicted), 1
-// on m2 (started 10:05:00, running)", the latest 10 at most.
+// DescribeRuns lists runs as "0 on m1 (started ..., TaskEvicted), 1 on
+// m2 (started ..., latest)", the latest 10 at most.
 func DescribeRuns(runs []TaskRun) string {
 	var b strings.Builder
 	from := max(0, len(runs)-10)
@@ -125,8 +125,11 @@ func DescribeRuns(runs []TaskRun) string {
 			b.WriteString(", ")
 		}
 		how := r.Ended
-		if how == "" {
+		switch {
+		case how == "" && r.Number == len(runs)-1:
 			how = "latest"
+		case how == "":
+			how = "ended unrecorded" // a restart in place whose end no report carried
 		}
 		fmt.Fprintf(&b, "%d on %s (started %s, %s)", r.Number, r.Machine, time.UnixMicro(r.StartedUS).UTC().Format(time.RFC3339), how)
 	}
