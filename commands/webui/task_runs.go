@@ -32,7 +32,6 @@ type runData struct {
 	Run            int
 	Machine        string
 	Stdout, Stderr string
-	Note           string
 }
 
 // earlierRuns lists key's runs before its latest, the latest first.
@@ -94,10 +93,8 @@ func (h *Handler) taskRun(w http.ResponseWriter, r *http.Request) {
 	}{{"stdout", &d.Stdout}, {"stderr", &d.Stderr}} {
 		b, err := h.cfg.Logs.RunLogs(lctx, key, int32(run), s.name, logTail)
 		if err != nil {
-			// The same reason for both streams: say it once.
-			d.Note = status.Convert(err).Message()
-			d.Stdout, d.Stderr = "", ""
-			break
+			*s.dst = "(" + s.name + " is unavailable: " + status.Convert(err).Message() + ")"
+			continue
 		}
 		*s.dst = string(b)
 	}
