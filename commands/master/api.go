@@ -90,11 +90,11 @@ func (s *Service) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.Quer
 	if err != nil {
 		return nil, err
 	}
-	if err := commands.MayQueryCell(a); err != nil {
-		return nil, status.Error(codes.PermissionDenied, err.Error())
-	}
 	if s.Analytics == nil {
 		return nil, status.Error(codes.Unimplemented, "this master runs no Infrastore")
+	}
+	if err := commands.MayQueryCell(a); err != nil {
+		return nil, status.Error(codes.PermissionDenied, err.Error())
 	}
 	out, err := s.Analytics.Query(ctx, r)
 	return out, Status(ctx, err)
