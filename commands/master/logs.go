@@ -237,13 +237,11 @@ func (s *Service) routeRun(ctx context.Context, t projections.TaskKey, req *agen
 	if err != nil {
 		return nil, Status(ctx, err)
 	}
-	runs := TaskRuns(evs)
-	run, err := RunOf(runs, ask.run, ask.previous)
+	run, latest, err := RunOf(TaskRuns(evs), ask.run, ask.previous)
 	if err != nil {
 		return nil, status.Errorf(codes.NotFound, "task %s: %v", t, err)
 	}
-	if run.Number == len(runs)-1 {
-		req.Previous = false
+	if latest {
 		return nil, nil
 	}
 	if req.Follow {

@@ -24,6 +24,9 @@ type TaskRun struct {
 	AgentRun       int32
 	StartedUS      int64
 	Ended          string // how it ended (an event type: TaskFailed, TaskEvicted, ...); "" while it runs
+	// Restarting: it failed and the agent restarts the task in place, so
+	// a later run of the placement is coming, or has come unrecorded yet.
+	Restarting bool
 }
 
 // TaskRuns folds a task's stream (events.TaskStream, in log order) into
@@ -42,12 +45,18 @@ func TaskRuns(evs []events.Event) []TaskRun {
 		seen = agentRun
 		runs = append(runs, TaskRun{Number: len(runs), Machine: m, Placement: placement, AgentRun: agentRun, StartedUS: e.OccurredAt.UnixMicro()})
 	}
-	end := func(m, how string) {
-		if n := len(runs); n > 0 && runs[n-1].Machine == m && runs[n-1].Placement == placement && runs[n-1].Ended == "" {
-			runs[n-1].Ended = how
+	end := func(m, how string, restarting bool) {
+		n := len(runs)
+		if n == 0 || runs[n-1].Machine != m || runs[n-1].Placement != placement {
+			return
+		}
+		if runs[n-1].Ended == "" {
+			runs[n-1].Ended, runs[n-1].Restarting = how, restarting
+		} else if !restarting {
+			runs[n-1].Restarting = false // ended in its backoff: no restart came
 		}
 	}
-	for _, e := range evs {
+	for i, e := range evs {
 		switch p := e.Data.(type) {
 		case *events.TaskSubmitted:
 			if p.Reason == "new" {
@@ -59,16 +68,22 @@ func TaskRuns(evs []events.Event) []TaskRun {
 		case *events.TaskStarted:
 			add(e, p.Machine, p.Restarts+1)
 		case *events.TaskFailed:
+			if restartedBetweenPolls(p, evs[i+1:]) {
+				// It ended the run before and names the one that
+				// replaced it, whose start follows.
+				end(p.Machine, e.Type, false)
+				continue
+			}
 			add(e, p.Machine, p.Restarts+1) // a start that failed ran nothing, but wrote its marker
-			end(p.Machine, e.Type)
+			end(p.Machine, e.Type, p.WillRestart)
 		case *events.TaskFinished:
-			end(p.Machine, e.Type)
+			end(p.Machine, e.Type, false)
 		case *events.TaskEvicted:
-			end(p.Machine, e.Type)
+			end(p.Machine, e.Type, false)
 		case *events.TaskKilled:
-			end(p.Machine, e.Type)
+			end(p.Machine, e.Type, false)
 		case *events.TaskLost:
-			end(p.Machine, e.Type)
+			end(p.Machine, e.Type, false)
 		}
 	}
 	// The agent tells placements on one machine apart by their run-1
@@ -87,29 +102,50 @@ func TaskRuns(evs []events.Event) []TaskRun {
 	return runs
 }
 
+// restartedBetweenPolls says whether f, a failure, is the one the agent
+// link records for a run that exited and was restarted in place between
+// two polls: a TaskStarted of the same restart count follows it at once.
+func restartedBetweenPolls(f *events.TaskFailed, next []events.Event) bool {
+	if len(next) == 0 {
+		return false
+	}
+	s, ok := next[0].Data.(*events.TaskStarted)
+	return ok && f.WillRestart && s.Machine == f.Machine && s.Restarts == f.Restarts
+}
+
 // RunOf picks the run a log request asks for among runs: run (from 0, the
 // first; negative counts back from the latest, -1 the one before it), or
-// with previous the one before the latest. An error says which runs there
-// are, for a request that names none of them.
-func RunOf(runs []TaskRun, run int32, previous bool) (TaskRun, error) {
+// with previous the one before the latest. latest says the run asked is
+// the task's latest, which its machine serves as any read: after a failure
+// the agent restarts in place, that is the run coming after the last
+// recorded, which the log may not hold yet. An error says which runs
+// there are, for a request that names none of them.
+func RunOf(runs []TaskRun, run int32, previous bool) (r TaskRun, latest bool, err error) {
+	n := len(runs)
+	if n > 0 && runs[n-1].Restarting {
+		n++ // the run the agent restarted, recorded or not yet
+	}
 	i := int(run)
 	if previous {
 		i = -1
 	}
 	if i < 0 {
-		i = len(runs) - 1 + i
+		i = n - 1 + i
 	}
-	if i >= 0 && i < len(runs) {
-		return runs[i], nil
+	switch {
+	case i >= 0 && i < len(runs):
+		return runs[i], i == n-1, nil
+	case i >= 0 && i < n:
+		return TaskRun{Number: i}, true, nil
 	}
 	asked := fmt.Sprintf("run %d", run)
 	if previous {
 		asked = "the previous run"
 	}
 	if len(runs) == 0 {
-		return TaskRun{}, fmt.Errorf("%s: the task has not run since its job was submitted", asked)
+		return TaskRun{}, false, fmt.Errorf("%s: the task has not run since its job was submitted", asked)
 	}
-	return TaskRun{}, fmt.Errorf("%s: the task has %d run(s) since its job was submitted: %s", asked, len(runs), DescribeRuns(runs))
+	return TaskRun{}, false, fmt.Errorf("%s: the task has %d run(s) since its job was submitted: %s", asked, len(runs), DescribeRuns(runs))
 }
 
 // DescribeRuns lists runs as "0 on m1 (started ..., TaskEvicted), 1 on

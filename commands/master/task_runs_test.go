@@ -54,6 +54,9 @@ func TestTaskRuns(t *testing.T) {
 					add(&events.TaskFailed{User: "alice", Job: "web", Machine: m, Restarts: r, WillRestart: true})
 					ended = "TaskFailed"
 				} else {
+					if r > 0 && rng.IntN(3) == 0 { // it exited and restarted between two polls
+						add(&events.TaskFailed{User: "alice", Job: "web", Machine: m, Restarts: r, WillRestart: true})
+					}
 					add(&events.TaskStarted{User: "alice", Job: "web", Machine: m, Restarts: r})
 					if rng.IntN(3) == 0 { // a report repeated
 						add(&events.TaskStarted{User: "alice", Job: "web", Machine: m, Restarts: r})
@@ -90,20 +93,50 @@ func TestTaskRuns(t *testing.T) {
 		}
 		// RunOf: previous is the one before the latest; -1 the same; an
 		// unknown run lists them.
-		prev, err := master.RunOf(runs, 0, true)
+		prev, _, err := master.RunOf(runs, 0, true)
 		if len(runs) < 2 {
 			if err == nil || !strings.Contains(err.Error(), "the previous run") {
 				t.Fatalf("trial %d: previous of one run = %+v, %v; want an error", trial, prev, err)
 			}
 			continue
 		}
-		back, _ := master.RunOf(runs, -1, false)
+		back, _, _ := master.RunOf(runs, -1, false)
 		if err != nil || prev.Number != len(runs)-2 || back != prev {
 			t.Fatalf("trial %d: previous = %+v, %v; -1 = %+v; want run %d", trial, prev, err, back, len(runs)-2)
 		}
 		last := runs[len(runs)-1]
-		if _, err := master.RunOf(runs, int32(len(runs)), false); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d on %s", last.Number, last.Machine)) {
+		if _, _, err := master.RunOf(runs, int32(len(runs)), false); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d on %s", last.Number, last.Machine)) {
 			t.Fatalf("trial %d: run %d of %d: %v, want an error listing the runs", trial, len(runs), len(runs), err)
 		}
+	}
+}
+
+// TestPreviousWhileTheAgentRestarts: the latest recorded run failed and
+// the agent restarts the task in place; the log may not hold the new
+// run's start yet, and its machine serves it as the latest. --previous is
+// the failed run, found by its marker; a kill in the backoff means no
+// restart came, and the failed run is the latest again.
+func TestPreviousWhileTheAgentRestarts(t *testing.T) {
+	var evs []events.Event
+	add := func(p events.Payload) {
+		e := events.New(events.TaskStream("alice", "web", 0), time.Unix(int64(len(evs)), 0), p)
+		e.Position = int64(len(evs) + 1)
+		evs = append(evs, e)
+	}
+	add(&events.TaskSubmitted{User: "alice", Job: "web", Reason: "new"})
+	add(&events.TaskScheduled{User: "alice", Job: "web", Machine: "m1"})
+	add(&events.TaskStarted{User: "alice", Job: "web", Machine: "m1"})
+	add(&events.TaskFailed{User: "alice", Job: "web", Machine: "m1", WillRestart: true})
+	runs := master.TaskRuns(evs)
+	prev, latest, err := master.RunOf(runs, 0, true)
+	if err != nil || latest || prev.Number != 0 || prev.AgentRun != 1 {
+		t.Fatalf("previous while restarting = %+v, latest %v, %v; want run 0 by its marker", prev, latest, err)
+	}
+	if _, latest, err := master.RunOf(runs, 1, false); err != nil || !latest {
+		t.Fatalf("run 1 while restarting: latest %v, %v; want the latest, read as any read", latest, err)
+	}
+	add(&events.TaskKilled{User: "alice", Job: "web", Machine: "m1"})
+	if _, _, err := master.RunOf(master.TaskRuns(evs), 0, true); err == nil {
+		t.Fatalf("previous after a kill in the backoff: no error, want none before the only run")
 	}
 }

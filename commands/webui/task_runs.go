@@ -40,11 +40,15 @@ func (h *Handler) earlierRuns(ctx context.Context, key projections.TaskKey) ([]r
 	if err != nil {
 		return nil, "The earlier runs are unavailable: " + status.Convert(err).Message()
 	}
-	if len(runs) < 2 {
+	last := len(runs) - 1 // the latest, shown above
+	if len(runs) > 0 && runs[last].Restarting {
+		last++ // the agent restarts it: the latest is the next
+	}
+	if last < 1 {
 		return nil, "This is the task's only run since its job was submitted."
 	}
 	var rows []runRow
-	for i := len(runs) - 2; i >= 0; i-- {
+	for i := last - 1; i >= 0; i-- {
 		r := runs[i]
 		rows = append(rows, runRow{Number: r.Number, Machine: r.Machine, MachineHref: machineURL(r.Machine),
 			Started: time.UnixMicro(r.StartedUS).UTC().Format(time.RFC3339), Ended: r.Ended,
