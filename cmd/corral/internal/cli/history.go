@@ -59,7 +59,8 @@ func (a *app) sqlCommand() *cobra.Command {
 a DuckDB file directly with --db. Tables: events, jobs, tasks, machines,
 task_events (the Google trace's columns), job_events, machine_events,
 task_usage, scheduling_decisions; macros tasks_at(ts), machines_at(ts),
-jobs_at(ts).`,
+jobs_at(ts). The master's answers admins only: its tables hold every user's
+usage and costs (a user reads their own with corral bill).`,
 		Example: `  corral sql "SELECT type, count(*) AS n FROM task_events GROUP BY type ORDER BY n DESC"
   corral sql -f report.sql -o csv
   corral sql --db corral-data/infrastore.duckdb "SELECT count(*) FROM events"`,
