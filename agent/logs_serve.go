@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -110,7 +111,7 @@ func (a *Agent) Logs(req *agentpb.LogsRequest, stream agentpb.Agent_LogsServer) 
 			return err
 		}
 	}
-	if !req.Follow || req.Previous {
+	if !req.Follow || req.Previous || req.Run > 0 {
 		return nil
 	}
 	return followLog(stream.Context(), f, size, send)
@@ -129,7 +130,15 @@ func (a *Agent) sendWindow(f *os.File, req *agentpb.LogsRequest, send func([]byt
 	if _, err := f.ReadAt(window, start); err != nil && !errors.Is(err, io.EOF) {
 		return 0, status.Error(codes.Internal, err.Error())
 	}
-	return size, send(TailOf(SelectRun(window, req.Previous), int(req.TailLines), req.TailBytes))
+	part := SelectRun(window, req.Previous)
+	if req.Run > 0 {
+		var ok bool
+		if part, ok = SelectPlacementRun(window, int(req.PlacementsBack), req.Run); !ok {
+			return size, status.Errorf(codes.NotFound, "machine %s no longer keeps run %d of task %s's placement %d before its last here: its log keeps the last %d bytes, and they hold it no more (rotated)",
+				a.cfg.Name, req.Run, TaskKey(req.Task), req.PlacementsBack, a.cfg.LogMaxBytes)
+		}
+	}
+	return size, send(TailOf(part, int(req.TailLines), req.TailBytes))
 }
 
 // followLog sends what is appended to f from off on until ctx ends. A file
@@ -181,6 +190,51 @@ func SelectRun(log []byte, previous bool) []byte {
 	}
 	before := lastMarker(log, last, marker)
 	return log[max(before, 0):last]
+}
+
+// SelectPlacementRun is the part of a log written by run run of the
+// placement placementsBack before the last: the agent numbers a
+// placement's runs from 1 (markRun), so each run-1 marker starts a
+// placement. False when the log does not hold that run's marker.
+func SelectPlacementRun(log []byte, placementsBack int, run int32) ([]byte, bool) {
+	type mark struct {
+		at  int
+		run int32
+	}
+	var marks []mark
+	for at := 0; at < len(log); {
+		if bytes.HasPrefix(log[at:], []byte(RunMarker)) {
+			rest := log[at+len(RunMarker):]
+			end := bytes.IndexByte(rest, ' ')
+			if n, err := strconv.ParseInt(string(rest[:max(end, 0)]), 10, 32); end > 0 && err == nil {
+				marks = append(marks, mark{at, int32(n)})
+			}
+		}
+		nl := bytes.IndexByte(log[at:], '\n')
+		if nl < 0 {
+			break
+		}
+		at += nl + 1
+	}
+	// Placements from the last back: each begins at a run-1 marker (the
+	// first, cut by rotation, may not).
+	placement := 0
+	for i := len(marks) - 1; i >= 0; i-- {
+		if placement == placementsBack && marks[i].run == run {
+			end := len(log)
+			if i+1 < len(marks) {
+				end = marks[i+1].at
+			}
+			return log[marks[i].at:end], true
+		}
+		if marks[i].run == 1 {
+			placement++
+		}
+		if placement > placementsBack {
+			break
+		}
+	}
+	return nil, false
 }
 
 // lastMarker is the start of the last marker line beginning before end, or -1.

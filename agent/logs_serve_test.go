@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -132,5 +134,59 @@ func TestLogStreamsAreCapped(t *testing.T) {
 			t.Fatalf("a stream after a reader left: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestSelectPlacementRun: over generated histories of placements on one
+// machine (each numbering its runs from 1, as markRun does), every run
+// is found by its placement counted back from the last and its number,
+// with exactly its own lines; a run whose marker rotation cut away is
+// reported missing, never answered with another run's lines.
+func TestSelectPlacementRun(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for trial := range 500 {
+		type run struct {
+			back int
+			n    int32
+			text string
+			at   int
+		}
+		var log []byte
+		var runs []run
+		placements := 1 + rng.IntN(4)
+		for p := range placements {
+			for n := int32(1); n <= int32(1+rng.IntN(4)); n++ {
+				at := len(log)
+				log = fmt.Appendf(log, "%s%d started 2026-01-0%dT00:00:00Z ---\n", RunMarker, n, p+1)
+				for l := range rng.IntN(3) {
+					log = fmt.Appendf(log, "placement %d run %d line %d\n", p, n, l)
+				}
+				runs = append(runs, run{back: placements - 1 - p, n: n, at: at})
+			}
+		}
+		for i := range runs {
+			end := len(log)
+			if i+1 < len(runs) {
+				end = runs[i+1].at
+			}
+			runs[i].text = string(log[runs[i].at:end])
+		}
+		cut := 0
+		if trial%2 == 1 { // rotation kept only the end of the log
+			cut = rng.IntN(len(log))
+		}
+		window := log[cut:]
+		for _, r := range runs {
+			got, ok := SelectPlacementRun(window, r.back, r.n)
+			switch {
+			case r.at >= cut && (!ok || string(got) != r.text):
+				t.Fatalf("trial %d: placement %d back, run %d: %q, %v; want %q\nlog:\n%s", trial, r.back, r.n, got, ok, r.text, window)
+			case r.at < cut && ok && !strings.Contains(r.text, string(got)):
+				t.Fatalf("trial %d: placement %d back, run %d was cut, yet answered %q", trial, r.back, r.n, got)
+			}
+		}
+		if _, ok := SelectPlacementRun(window, placements, 1); ok {
+			t.Fatalf("trial %d: a placement older than all answered", trial)
+		}
 	}
 }

@@ -12,8 +12,11 @@ that time, the actor and the request id (as causation id).
 
 The read rules every surface asks (the API, the web UI, the CLI) live
 here too, one function each: MayReadLogs (a task's logs: owner or admin),
-MayReadMetrics (the master's /metrics: admin) and CheckPastMoment (a
-moment asked of the log: after 1970, not in the future).
+MayReadMetrics (the master's /metrics: admin), CostsScope (bills, the
+costs page, the FOCUS export: a user their own, an admin anyone's or
+all), MayQueryCell (SQL over the Infrastore: admin, as it holds every
+user's usage) and CheckPastMoment (a moment asked of the log: after
+1970, not in the future).
 
 # Where things are
 

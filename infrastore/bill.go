@@ -33,6 +33,8 @@ type BillRequest struct {
 	GroupBy string
 	// Rates is the price list; nil means DefaultRates().
 	Rates *Rates
+	// User, when set, bills only that user's usage (commands.CostsScope).
+	User string
 }
 
 // BillLine is the bill of one group in one priority band. Quantities are
@@ -112,7 +114,7 @@ func (s *Infrastore) Bill(ctx context.Context, req BillRequest) (*Bill, error) {
 	FROM (
 		SELECT ` + group + ` AS grp, coalesce(u.band, '` + UnknownBand + `') AS band, u.*
 		FROM task_usage u ` + join + `
-		WHERE u.source = '` + SourceLog + `' AND u.start_time >= ? AND u.start_time < ?
+		WHERE u.source = '` + SourceLog + `' AND u.start_time >= ? AND u.start_time < ?` + userFilter(req.User) + `
 	)
 	GROUP BY GROUPING SETS ((grp, band), ())`
 	args = append(args, req.From.UnixMicro(), req.To.UnixMicro())
@@ -142,11 +144,20 @@ func (s *Infrastore) billFromSheets(ctx context.Context, req BillRequest) (*Bill
 	FROM (
 		SELECT ` + group + ` AS grp, u.billed_band AS band, u.*
 		FROM priced_usage u ` + join + `
-		WHERE u.start_time >= ? AND u.start_time < ?
+		WHERE u.start_time >= ? AND u.start_time < ?` + userFilter(req.User) + `
 	)
 	GROUP BY GROUPING SETS ((grp, band), ())`
 	args = append(args, req.From.UnixMicro(), req.To.UnixMicro())
 	return s.billLines(ctx, req, cmp.Or(currency.String, "USD"), nil, q, args)
+}
+
+// userFilter is the condition that keeps only user's windows of
+// task_usage u (or priced_usage u), none when user is "".
+func userFilter(user string) string {
+	if user == "" {
+		return ""
+	}
+	return " AND u.user = " + sqlString(user)
 }
 
 // billLines runs a bill's query and sums its lines: with rates, each line

@@ -18,6 +18,10 @@ type CostsRequest struct {
 	Cell     string
 	Label    string // the label whose values are the teams; default "team"
 	Top      int    // jobs; default 10, at most 100
+	// User, when set, is whose costs to show (commands.CostsScope): their
+	// jobs' rows only, with the cell's idle capacity, which names no one,
+	// drawn apart and left out of Total.
+	User string
 }
 
 // CostSeries is one user's, team's or band's spend per bucket.
@@ -49,8 +53,9 @@ type Costs struct {
 	// Corrections is the late usage of closed months billed in the
 	// period (not drawn: it belongs to earlier hours).
 	Corrections Decimal
-	Total       Decimal // usage, corrections and idle capacity: the invoices' sum
+	Total       Decimal // usage, corrections and idle capacity: the invoices' sum; with User, theirs alone
 	TopJobs     []JobCost
+	User        string // whose costs: "" every user's
 }
 
 // maxSeries is the most series a chart draws before "(others)".
@@ -88,11 +93,11 @@ func (s *Infrastore) Costs(ctx context.Context, req CostsRequest) (*Costs, error
 	if req.To.Sub(req.From) > 48*time.Hour {
 		step = 24 * time.Hour
 	}
-	out := &Costs{Label: req.Label, Step: step}
+	out := &Costs{Label: req.Label, Step: step, User: req.User}
 	for t := req.From; t.Before(req.To); t = t.Add(step) {
 		out.Buckets = append(out.Buckets, t.UTC())
 	}
-	focus := FocusRequest{From: req.From, To: req.To, Cell: req.Cell, Granularity: "job", Idle: IdleSeparate}
+	focus := FocusRequest{From: req.From, To: req.To, Cell: req.Cell, Granularity: "job", Idle: IdleSeparate, User: req.User}
 	if err := focus.validate(); err != nil {
 		return nil, err
 	}
@@ -154,6 +159,9 @@ UNION ALL SELECT 'currency', 0, min(currency), NULL, NULL FROM costed`,
 				continue
 			case "idle":
 				addTo(&out.Idle, bucket, cost)
+				if req.User != "" {
+					continue // the cell's, not the user's to pay
+				}
 			default:
 				cs := series[kind][name.String]
 				if cs == nil {

@@ -38,6 +38,10 @@ type FocusRequest struct {
 	// Explain, when set to a row's x_RowId, returns instead the usage
 	// windows that row was computed from, with the sheet that priced them.
 	Explain string
+	// User, when set, exports only that user's rows (commands.CostsScope).
+	// Idle capacity is the cell's, billed to no user: its rows are left
+	// out, and Idle share (which prices every account) is refused.
+	User string
 }
 
 // Idle cost modes.
@@ -119,6 +123,14 @@ func (s *Infrastore) ExportFocus(ctx context.Context, req FocusRequest, w io.Wri
 	var err error
 	if req.Cell, err = s.billingCell(ctx, req.Cell); err != nil {
 		return err
+	}
+	if req.User != "" {
+		switch req.Idle {
+		case IdleSeparate:
+			req.Idle = IdleNone
+		case IdleShare:
+			return fmt.Errorf("%w: idle: share splits the cell's idle capacity by every account's charges; one user's export (user %q) has no idle rows", ErrInvalid, req.User)
+		}
 	}
 	if req.Explain != "" {
 		return s.explainFocus(ctx, req, w)

@@ -367,6 +367,9 @@ func focusRows(r *FocusRequest, in *focusInputs, sl focusSlice, perWindow bool) 
 	FROM windows`, hourUS)
 	}
 	idle, unformatted := "", "SELECT * FROM priced"
+	if r.User != "" {
+		unformatted += " WHERE user = " + sqlString(r.User)
+	}
 	if r.Idle != IdleNone && to > from {
 		idle = idleRows(r, from, min(to, in.horizon))
 		unformatted += " UNION ALL BY NAME SELECT * FROM idle"

@@ -1844,16 +1844,22 @@ func (x *AgentState) GetMachineUsage() *MachineUsage {
 }
 
 type LogsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Task          *events.TaskRef        `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
-	Stderr        bool                   `protobuf:"varint,2,opt,name=stderr,proto3" json:"stderr,omitempty"`                        // stderr rather than stdout
-	TailLines     int32                  `protobuf:"varint,3,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"` // only the last N lines (0: all)
-	TailBytes     int64                  `protobuf:"varint,4,opt,name=tail_bytes,json=tailBytes,proto3" json:"tail_bytes,omitempty"` // only the last N bytes (0: all)
-	Follow        bool                   `protobuf:"varint,5,opt,name=follow,proto3" json:"follow,omitempty"`                        // then what the task writes, until the call ends
-	Previous      bool                   `protobuf:"varint,6,opt,name=previous,proto3" json:"previous,omitempty"`                    // the run before the current one (restarts in place)
-	OnlyNew       bool                   `protobuf:"varint,7,opt,name=only_new,json=onlyNew,proto3" json:"only_new,omitempty"`       // with follow: none of what is there now, only what comes
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Task      *events.TaskRef        `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	Stderr    bool                   `protobuf:"varint,2,opt,name=stderr,proto3" json:"stderr,omitempty"`                        // stderr rather than stdout
+	TailLines int32                  `protobuf:"varint,3,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"` // only the last N lines (0: all)
+	TailBytes int64                  `protobuf:"varint,4,opt,name=tail_bytes,json=tailBytes,proto3" json:"tail_bytes,omitempty"` // only the last N bytes (0: all)
+	Follow    bool                   `protobuf:"varint,5,opt,name=follow,proto3" json:"follow,omitempty"`                        // then what the task writes, until the call ends
+	Previous  bool                   `protobuf:"varint,6,opt,name=previous,proto3" json:"previous,omitempty"`                    // the run before the current one (restarts in place)
+	OnlyNew   bool                   `protobuf:"varint,7,opt,name=only_new,json=onlyNew,proto3" json:"only_new,omitempty"`       // with follow: none of what is there now, only what comes
+	// With run > 0, the run of that number (its "--- corral: run N" marker)
+	// of the task's placement placements_back before its last on this
+	// machine (0: the last), in place of previous; NotFound when the log no
+	// longer holds it. The master routes a task's earlier runs this way.
+	Run            int32 `protobuf:"varint,8,opt,name=run,proto3" json:"run,omitempty"`
+	PlacementsBack int32 `protobuf:"varint,9,opt,name=placements_back,json=placementsBack,proto3" json:"placements_back,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LogsRequest) Reset() {
@@ -1933,6 +1939,20 @@ func (x *LogsRequest) GetOnlyNew() bool {
 		return x.OnlyNew
 	}
 	return false
+}
+
+func (x *LogsRequest) GetRun() int32 {
+	if x != nil {
+		return x.Run
+	}
+	return 0
+}
+
+func (x *LogsRequest) GetPlacementsBack() int32 {
+	if x != nil {
+		return x.PlacementsBack
+	}
+	return 0
 }
 
 type LogChunk struct {
@@ -2151,7 +2171,7 @@ const file_agent_proto_rawDesc = "" +
 	"\rmachine_usage\x18\x0f \x01(\v2\x1d.corral.agent.v1.MachineUsageR\fmachineUsage\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe1\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x02\n" +
 	"\vLogsRequest\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.corral.events.v1.TaskRefR\x04task\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\bR\x06stderr\x12\x1d\n" +
@@ -2161,7 +2181,9 @@ const file_agent_proto_rawDesc = "" +
 	"tail_bytes\x18\x04 \x01(\x03R\ttailBytes\x12\x16\n" +
 	"\x06follow\x18\x05 \x01(\bR\x06follow\x12\x1a\n" +
 	"\bprevious\x18\x06 \x01(\bR\bprevious\x12\x19\n" +
-	"\bonly_new\x18\a \x01(\bR\aonlyNew\"\x1e\n" +
+	"\bonly_new\x18\a \x01(\bR\aonlyNew\x12\x10\n" +
+	"\x03run\x18\b \x01(\x05R\x03run\x12'\n" +
+	"\x0fplacements_back\x18\t \x01(\x05R\x0eplacementsBack\"\x1e\n" +
 	"\bLogChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data*k\n" +
 	"\n" +

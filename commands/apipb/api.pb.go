@@ -4562,6 +4562,7 @@ type BillRequest struct {
 	AccountBy     string                 `protobuf:"bytes,7,opt,name=account_by,json=accountBy,proto3" json:"account_by,omitempty"` // FOCUS SubAccount: user (default) or label:KEY
 	Idle          string                 `protobuf:"bytes,8,opt,name=idle,proto3" json:"idle,omitempty"`                            // idle cost: none, separate (default) or share
 	Explain       string                 `protobuf:"bytes,9,opt,name=explain,proto3" json:"explain,omitempty"`                      // one FOCUS row's x_RowId: how it was computed
+	User          string                 `protobuf:"bytes,10,opt,name=user,proto3" json:"user,omitempty"`                           // only this user's costs; default: the caller's own, every user's for an admin (commands.CostsScope)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4659,12 +4660,20 @@ func (x *BillRequest) GetExplain() string {
 	return ""
 }
 
+func (x *BillRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
 type CostsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FromUs        int64                  `protobuf:"varint,1,opt,name=from_us,json=fromUs,proto3" json:"from_us,omitempty"` // whole hours, UTC
 	ToUs          int64                  `protobuf:"varint,2,opt,name=to_us,json=toUs,proto3" json:"to_us,omitempty"`
 	Label         string                 `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"` // the label whose values are teams; default team
 	Top           int32                  `protobuf:"varint,4,opt,name=top,proto3" json:"top,omitempty"`    // jobs; default 10, at most 100
+	User          string                 `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`   // only this user's costs; default: the caller's own, every user's for an admin (commands.CostsScope)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4725,6 +4734,13 @@ func (x *CostsRequest) GetTop() int32 {
 		return x.Top
 	}
 	return 0
+}
+
+func (x *CostsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
 }
 
 type CostSeries struct {
@@ -4868,6 +4884,7 @@ type CostsReply struct {
 	Total         string                 `protobuf:"bytes,9,opt,name=total,proto3" json:"total,omitempty"`             // usage + corrections + idle: the invoices' sum
 	TopJobs       []*JobCost             `protobuf:"bytes,10,rep,name=top_jobs,json=topJobs,proto3" json:"top_jobs,omitempty"`
 	Label         string                 `protobuf:"bytes,11,opt,name=label,proto3" json:"label,omitempty"`
+	User          string                 `protobuf:"bytes,12,opt,name=user,proto3" json:"user,omitempty"` // whose costs these are; "" every user's. One user's total leaves the cell's idle capacity out
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4979,6 +4996,13 @@ func (x *CostsReply) GetLabel() string {
 	return ""
 }
 
+func (x *CostsReply) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
 type BillChunk struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
@@ -5076,14 +5100,18 @@ func (x *BillReply) GetFormat() string {
 }
 
 type TaskLogsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"` // the job's owner; default: the caller
-	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
-	Index         int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
-	Stderr        bool                   `protobuf:"varint,4,opt,name=stderr,proto3" json:"stderr,omitempty"`
-	TailLines     int32                  `protobuf:"varint,5,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"` // only the last N lines (0: all)
-	Follow        bool                   `protobuf:"varint,6,opt,name=follow,proto3" json:"follow,omitempty"`                        // then what it writes, until the call ends
-	Previous      bool                   `protobuf:"varint,7,opt,name=previous,proto3" json:"previous,omitempty"`                    // the run before the current one (restarts in place)
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	User      string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"` // the job's owner; default: the caller
+	Job       string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Index     int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Stderr    bool                   `protobuf:"varint,4,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	TailLines int32                  `protobuf:"varint,5,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"` // only the last N lines (0: all)
+	Follow    bool                   `protobuf:"varint,6,opt,name=follow,proto3" json:"follow,omitempty"`                        // then what it writes, until the call ends
+	Previous  bool                   `protobuf:"varint,7,opt,name=previous,proto3" json:"previous,omitempty"`                    // the run before the latest, wherever it ran (a drain or preemption moves tasks)
+	// One run of the task since its job was submitted: from 0, the first;
+	// negative counts back from the latest (-1 is previous). Read from the
+	// machine where that run ran, if its agent still keeps its logs.
+	Run           *int32 `protobuf:"varint,8,opt,name=run,proto3,oneof" json:"run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5165,6 +5193,13 @@ func (x *TaskLogsRequest) GetPrevious() bool {
 		return x.Previous
 	}
 	return false
+}
+
+func (x *TaskLogsRequest) GetRun() int32 {
+	if x != nil && x.Run != nil {
+		return *x.Run
+	}
+	return 0
 }
 
 type LogChunk struct {
@@ -5640,7 +5675,7 @@ const file_api_proto_rawDesc = "" +
 	"\x05title\x18\a \x01(\tR\x05title\"6\n" +
 	"\bQueryRow\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\tR\x06values\x12\x12\n" +
-	"\x04null\x18\x02 \x03(\bR\x04null\"\xfc\x01\n" +
+	"\x04null\x18\x02 \x03(\bR\x04null\"\x90\x02\n" +
 	"\vBillRequest\x12\x17\n" +
 	"\afrom_us\x18\x01 \x01(\x03R\x06fromUs\x12\x13\n" +
 	"\x05to_us\x18\x02 \x01(\x03R\x04toUs\x12\x19\n" +
@@ -5652,12 +5687,15 @@ const file_api_proto_rawDesc = "" +
 	"\n" +
 	"account_by\x18\a \x01(\tR\taccountBy\x12\x12\n" +
 	"\x04idle\x18\b \x01(\tR\x04idle\x12\x18\n" +
-	"\aexplain\x18\t \x01(\tR\aexplain\"d\n" +
+	"\aexplain\x18\t \x01(\tR\aexplain\x12\x12\n" +
+	"\x04user\x18\n" +
+	" \x01(\tR\x04user\"x\n" +
 	"\fCostsRequest\x12\x17\n" +
 	"\afrom_us\x18\x01 \x01(\x03R\x06fromUs\x12\x13\n" +
 	"\x05to_us\x18\x02 \x01(\x03R\x04toUs\x12\x14\n" +
 	"\x05label\x18\x03 \x01(\tR\x05label\x12\x10\n" +
-	"\x03top\x18\x04 \x01(\x05R\x03top\"L\n" +
+	"\x03top\x18\x04 \x01(\x05R\x03top\x12\x12\n" +
+	"\x04user\x18\x05 \x01(\tR\x04user\"L\n" +
 	"\n" +
 	"CostSeries\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
@@ -5667,7 +5705,7 @@ const file_api_proto_rawDesc = "" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x12\n" +
 	"\x04team\x18\x03 \x01(\tR\x04team\x12\x14\n" +
-	"\x05total\x18\x04 \x01(\tR\x05total\"\xa1\x03\n" +
+	"\x05total\x18\x04 \x01(\tR\x05total\"\xb5\x03\n" +
 	"\n" +
 	"CostsReply\x12\x1a\n" +
 	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12\x17\n" +
@@ -5681,12 +5719,13 @@ const file_api_proto_rawDesc = "" +
 	"\x05total\x18\t \x01(\tR\x05total\x121\n" +
 	"\btop_jobs\x18\n" +
 	" \x03(\v2\x16.corral.api.v1.JobCostR\atopJobs\x12\x14\n" +
-	"\x05label\x18\v \x01(\tR\x05label\"\x1f\n" +
+	"\x05label\x18\v \x01(\tR\x05label\x12\x12\n" +
+	"\x04user\x18\f \x01(\tR\x04user\"\x1f\n" +
 	"\tBillChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"7\n" +
 	"\tBillReply\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06format\x18\x02 \x01(\tR\x06format\"\xb8\x01\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format\"\xd7\x01\n" +
 	"\x0fTaskLogsRequest\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -5695,7 +5734,9 @@ const file_api_proto_rawDesc = "" +
 	"\n" +
 	"tail_lines\x18\x05 \x01(\x05R\ttailLines\x12\x16\n" +
 	"\x06follow\x18\x06 \x01(\bR\x06follow\x12\x1a\n" +
-	"\bprevious\x18\a \x01(\bR\bprevious\"\x1e\n" +
+	"\bprevious\x18\a \x01(\bR\bprevious\x12\x15\n" +
+	"\x03run\x18\b \x01(\x05H\x00R\x03run\x88\x01\x01B\x06\n" +
+	"\x04_run\"\x1e\n" +
 	"\bLogChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data2\xb8\x13\n" +
 	"\x04Cell\x12D\n" +
@@ -5958,6 +5999,7 @@ func file_api_proto_init() {
 	if File_api_proto != nil {
 		return
 	}
+	file_api_proto_msgTypes[62].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

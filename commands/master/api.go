@@ -83,19 +83,27 @@ type Analytics interface {
 	Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.CostsReply, error)
 }
 
+// Query runs SQL over the Infrastore, for admins only
+// (commands.MayQueryCell): its tables hold every user's usage and costs.
 func (s *Service) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {
-	if _, err := s.actor(ctx); err != nil {
+	a, err := s.actor(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if s.Analytics == nil {
 		return nil, status.Error(codes.Unimplemented, "this master runs no Infrastore")
 	}
+	if err := commands.MayQueryCell(a); err != nil {
+		return nil, status.Error(codes.PermissionDenied, err.Error())
+	}
 	out, err := s.Analytics.Query(ctx, r)
 	return out, Status(ctx, err)
 }
 
+// Bill answers a period's bill of the costs the caller may read
+// (commands.CostsScope): their own, or for an admin anyone's or all.
 func (s *Service) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {
-	if _, err := s.actor(ctx); err != nil {
+	if err := s.scopeCosts(ctx, &r.User); err != nil {
 		return nil, err
 	}
 	if s.Analytics == nil {

@@ -54,9 +54,26 @@ func (s *Service) GetPriceSheets(ctx context.Context, r *apipb.GetPriceSheetsReq
 	return out, err
 }
 
-// Costs answers a period's showback from the Infrastore.
+// scopeCosts narrows *user, the costs a request asks for, to those ctx's
+// caller may read (commands.CostsScope): PermissionDenied naming the
+// field when it asks for another user's.
+func (s *Service) scopeCosts(ctx context.Context, user *string) error {
+	a, err := s.actor(ctx)
+	if err != nil {
+		return err
+	}
+	scope, err := commands.CostsScope(a, *user)
+	if err != nil {
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	*user = scope
+	return nil
+}
+
+// Costs answers a period's showback from the Infrastore, of the costs
+// the caller may read (commands.CostsScope).
 func (s *Service) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.CostsReply, error) {
-	if _, err := s.actor(ctx); err != nil {
+	if err := s.scopeCosts(ctx, &r.User); err != nil {
 		return nil, err
 	}
 	if s.Analytics == nil {
@@ -67,10 +84,11 @@ func (s *Service) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.Cost
 }
 
 // ExportBill streams a bill from the Infrastore in chunks: a month of a
-// large cell's FOCUS rows is gigabytes, which no reply may hold.
+// large cell's FOCUS rows is gigabytes, which no reply may hold. It
+// holds the costs the caller may read (commands.CostsScope).
 func (s *Service) ExportBill(r *apipb.BillRequest, stream apipb.Cell_ExportBillServer) error {
 	ctx := stream.Context()
-	if _, err := s.actor(ctx); err != nil {
+	if err := s.scopeCosts(ctx, &r.User); err != nil {
 		return err
 	}
 	if s.Analytics == nil {

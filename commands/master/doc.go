@@ -52,7 +52,14 @@
 // ResourceExhausted past either) while it reads, and reads from the agent
 // over AgentLogs' connections: one per agent, never the link's, so a flood
 // of streams cannot queue a poll. A stream ends on the agent when its
-// client goes away.
+// client goes away. An earlier run (TaskLogs previous or run, the web
+// UI's RunLogs) is read from the machine where it ran: TaskRuns folds the
+// task's stream into its runs, and the agent finds a run by its placement
+// on that machine and its run marker; a run whose machine is removed or
+// down, or whose agent no longer keeps it, is FailedPrecondition naming
+// the run, the machine and why. Bills, costs and the FOCUS export keep
+// commands.CostsScope; Query needs the admin capability
+// (commands.MayQueryCell).
 //
 // Who a caller is (Master.ActorOf) is one answer for the API and the
 // HTTP endpoints that take a token (the /metrics gate of the corral

@@ -155,12 +155,21 @@ func (s *Service) MayReadLogs(ctx context.Context, t projections.TaskKey) error 
 	return nil
 }
 
+// runAsk names an earlier run of a task for a log read: run from 0 (the
+// first since its job was submitted), negative back from the latest, or
+// previous, the run before the latest (RunOf).
+type runAsk struct {
+	run      int32
+	previous bool
+}
+
 // readLogs is the one path of every log read, the API's and the web UI's:
 // the caller must be the task's owner or an admin (commands.MayReadLogs),
 // holds a slot under StreamCaps for as long as the read lasts, and reads
 // from the machine the task runs on, or last ran on, over the log
-// connections (AgentLogs).
-func (s *Service) readLogs(ctx context.Context, t projections.TaskKey, req *agentpb.LogsRequest, send func([]byte) error) error {
+// connections (AgentLogs). With ask it reads that run from the machine
+// where it ran (routeRun).
+func (s *Service) readLogs(ctx context.Context, t projections.TaskKey, req *agentpb.LogsRequest, ask *runAsk, send func([]byte) error) error {
 	a, err := s.actor(ctx)
 	if err != nil {
 		return err
@@ -188,13 +197,69 @@ func (s *Service) readLogs(ctx context.Context, t projections.TaskKey, req *agen
 	case machine == "":
 		return status.Errorf(codes.FailedPrecondition, "task %s has never run: it has no logs yet; `corral why %s` says why", t, t.Job)
 	}
+	var run *TaskRun
+	if ask != nil {
+		if run, err = s.routeRun(ctx, t, req, *ask); err != nil {
+			return err
+		}
+		if run != nil {
+			machine = run.Machine
+		}
+	}
 	release, err := s.StreamCaps.Open(a.User)
 	if err != nil {
 		return err
 	}
 	defer release()
 	req.Task = &events.TaskRef{User: t.User, Job: t.Job, Index: t.Index}
-	return s.Logs.Stream(ctx, machine, req, send)
+	err = s.Logs.Stream(ctx, machine, req, send)
+	if run != nil && err != nil {
+		st := status.Convert(err)
+		switch st.Code() {
+		case codes.NotFound:
+			return status.Errorf(codes.FailedPrecondition, "run %d of task %s ran on machine %s, which no longer keeps its logs: %s (an agent keeps an ended task's sandbox for its retention, and a log's last window only)",
+				run.Number, t, run.Machine, st.Message())
+		case codes.FailedPrecondition:
+			return status.Errorf(codes.FailedPrecondition, "run %d of task %s ran on machine %s: %s", run.Number, t, run.Machine, st.Message())
+		}
+	}
+	return err
+}
+
+// routeRun points req at the run ask names (TaskRuns, read from the
+// task's stream in the log): the run's placement and number on the
+// machine where it ran. It answers nil, leaving req as it is, for the
+// latest run, which the task's machine serves as any read. An error names
+// the run, the machine and why its logs cannot be read: no such run, an
+// ended run followed, its machine removed or down.
+func (s *Service) routeRun(ctx context.Context, t projections.TaskKey, req *agentpb.LogsRequest, ask runAsk) (*TaskRun, error) {
+	evs, err := s.m.store.ReadStream(ctx, events.TaskStream(t.User, t.Job, t.Index))
+	if err != nil {
+		return nil, Status(ctx, err)
+	}
+	run, latest, err := RunOf(TaskRuns(evs), ask.run, ask.previous)
+	if err != nil {
+		return nil, status.Errorf(codes.NotFound, "task %s: %v", t, err)
+	}
+	if latest {
+		return nil, nil
+	}
+	if req.Follow {
+		return nil, status.Errorf(codes.InvalidArgument, "follow: run %d of task %s has ended (%s on %s); it writes no more", run.Number, t, run.Ended, run.Machine)
+	}
+	var gone, down bool
+	s.m.View(func(st *projections.State) {
+		m := st.Machines[run.Machine]
+		gone, down = m == nil, m != nil && m.State == projections.MachineDown
+	})
+	switch {
+	case gone:
+		return nil, status.Errorf(codes.FailedPrecondition, "run %d of task %s ran on machine %s, which was removed from the cell: its logs went with it", run.Number, t, run.Machine)
+	case down:
+		return nil, status.Errorf(codes.FailedPrecondition, "run %d of task %s ran on machine %s, which is down: its logs are on it, out of reach until it is up again", run.Number, t, run.Machine)
+	}
+	req.Previous, req.Run, req.PlacementsBack = false, run.AgentRun, int32(run.PlacementsBack)
+	return &run, nil
 }
 
 // TailLogs is the end of a task's stdout or stderr, at most maxBytes (the
@@ -204,7 +269,7 @@ func (s *Service) TailLogs(ctx context.Context, t projections.TaskKey, stream st
 		return nil, status.Errorf(codes.InvalidArgument, "stream %q: want stdout or stderr", stream)
 	}
 	var out []byte
-	err := s.readLogs(ctx, t, &agentpb.LogsRequest{Stderr: stream == "stderr", TailBytes: int64(maxBytes)}, func(b []byte) error {
+	err := s.readLogs(ctx, t, &agentpb.LogsRequest{Stderr: stream == "stderr", TailBytes: int64(maxBytes)}, nil, func(b []byte) error {
 		out = append(out, b...)
 		return nil
 	})
@@ -217,16 +282,53 @@ func (s *Service) FollowLogs(ctx context.Context, t projections.TaskKey, stream 
 	if stream != "stdout" && stream != "stderr" {
 		return status.Errorf(codes.InvalidArgument, "stream %q: want stdout or stderr", stream)
 	}
-	return s.readLogs(ctx, t, &agentpb.LogsRequest{Stderr: stream == "stderr", Follow: true, OnlyNew: true}, send)
+	return s.readLogs(ctx, t, &agentpb.LogsRequest{Stderr: stream == "stderr", Follow: true, OnlyNew: true}, nil, send)
 }
 
 // TaskLogs streams a task's log from its machine's agent: the machine it
-// runs on, or last ran on. Only the task's owner or an admin may read it:
-// logs hold what the task prints, which specs and events do not.
+// runs on, or last ran on; an earlier run's (previous, run) from the
+// machine where that run ran. Only the task's owner or an admin may read
+// it: logs hold what the task prints, which specs and events do not.
 func (s *Service) TaskLogs(r *apipb.TaskLogsRequest, stream apipb.Cell_TaskLogsServer) error {
 	ctx := stream.Context()
 	user := userOr(ctx, r.User)
 	t := projections.TaskKey{User: user, Job: r.Job, Index: r.Index}
-	req := &agentpb.LogsRequest{Stderr: r.Stderr, TailLines: r.TailLines, Follow: r.Follow, Previous: r.Previous}
-	return s.readLogs(ctx, t, req, func(b []byte) error { return stream.Send(&apipb.LogChunk{Data: b}) })
+	req := &agentpb.LogsRequest{Stderr: r.Stderr, TailLines: r.TailLines, Follow: r.Follow}
+	var ask *runAsk
+	if r.Previous || r.Run != nil {
+		if r.Previous && r.Run != nil {
+			return status.Error(codes.InvalidArgument, "run: give previous or run, not both")
+		}
+		ask = &runAsk{run: r.GetRun(), previous: r.Previous}
+	}
+	return s.readLogs(ctx, t, req, ask, func(b []byte) error { return stream.Send(&apipb.LogChunk{Data: b}) })
+}
+
+// RunLogs is the end of an earlier run's stdout or stderr, at most
+// maxBytes (the web UI's task page), read as TaskLogs reads it: run from
+// 0, the first since its job was submitted.
+func (s *Service) RunLogs(ctx context.Context, t projections.TaskKey, run int32, stream string, maxBytes int) ([]byte, error) {
+	if stream != "stdout" && stream != "stderr" {
+		return nil, status.Errorf(codes.InvalidArgument, "stream %q: want stdout or stderr", stream)
+	}
+	var out []byte
+	err := s.readLogs(ctx, t, &agentpb.LogsRequest{Stderr: stream == "stderr", TailBytes: int64(maxBytes)}, &runAsk{run: run}, func(b []byte) error {
+		out = append(out, b...)
+		return nil
+	})
+	return out, err
+}
+
+// TaskRunsOf is a task's runs since its job was submitted (TaskRuns), for
+// whoever may read its logs (commands.MayReadLogs): where each ran is
+// where its logs are.
+func (s *Service) TaskRunsOf(ctx context.Context, t projections.TaskKey) ([]TaskRun, error) {
+	if err := s.MayReadLogs(ctx, t); err != nil {
+		return nil, err
+	}
+	evs, err := s.m.store.ReadStream(ctx, events.TaskStream(t.User, t.Job, t.Index))
+	if err != nil {
+		return nil, Status(ctx, err)
+	}
+	return TaskRuns(evs), nil
 }

@@ -21,11 +21,15 @@ import (
 // The costs page is showback: what each user, team and band spent over a
 // month, what nobody used, and the costliest jobs, with the month's FOCUS
 // file to download. Its figures are the Infrastore's (API Costs), priced
-// as the bill is: the page and the bill cannot disagree.
+// as the bill is: the page and the bill cannot disagree. The API answers
+// the viewer's own costs unless they are an admin (commands.CostsScope):
+// a user's page draws their jobs by team and band, with the cell's idle
+// capacity apart from their total, and their FOCUS rows only.
 
 type costsData struct {
 	Month, Prev, Next string // YYYY-MM
 	Label             string
+	Owner             string // whose costs: "" every user's (an admin's view)
 	Currency          string
 	Total, Usage      string
 	Idle, IdleShare   string
@@ -95,11 +99,16 @@ func (h *Handler) costs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	money := func(s string) string { return formatMoney(s, c.Currency) }
+	d.Owner = c.User
 	d.Currency, d.Total, d.Idle, d.Corrections = c.Currency, money(c.Total), money(c.Idle.GetTotal()), money(c.Corrections)
 	d.HasCorrections = parseMoney(c.Corrections) != 0
 	total, idle := parseMoney(c.Total), parseMoney(c.Idle.GetTotal())
-	d.Usage = money(strconv.FormatFloat(total-idle-parseMoney(c.Corrections), 'f', -1, 64))
-	if total > 0 {
+	usage := total - idle - parseMoney(c.Corrections)
+	if d.Owner != "" {
+		usage = total - parseMoney(c.Corrections) // one user's total holds no idle capacity
+	}
+	d.Usage = money(strconv.FormatFloat(usage, 'f', -1, 64))
+	if total > 0 && d.Owner == "" {
 		d.IdleShare = strconv.FormatFloat(100*idle/total, 'f', 1, 64) + "%"
 	}
 	d.Empty = total == 0
@@ -137,7 +146,9 @@ func (h *Handler) costs(w http.ResponseWriter, r *http.Request) {
 	if c.StepUs == time.Hour.Microseconds() {
 		step = "hour"
 	}
-	d.ByUser = chart("by-user", "Spend per "+step+" by user", c.Users, nil)
+	if d.Owner == "" {
+		d.ByUser = chart("by-user", "Spend per "+step+" by user", c.Users, nil)
+	}
 	d.ByTeam = chart("by-team", "Spend per "+step+" by the label "+label, c.Teams, nil)
 	d.ByBand = chart("by-band", "Spend per "+step+" by band, and idle capacity", c.Bands, c.Idle)
 	for _, j := range c.TopJobs {

@@ -31,7 +31,10 @@
 //     sent events of Config.Logs.FollowLogs, from the task's agent). Logs
 //     are shown only to the task's owner and admins, the API's rule
 //     (commands.MayReadLogs, asked through the master's Service), and
-//     each read holds a slot under the API's caps on open streams.
+//     each read holds a slot under the API's caps on open streams. It
+//     lists the task's earlier runs, each linking
+//     /jobs/{user}/{job}/tasks/{index}/runs/{n}: that run's logs, read
+//     from the machine where it ran, or why they are gone.
 //   - /machines/{name}: attributes, allocs, tasks, and capacity against
 //     limits, reservations and usage; while it drains, the tasks left and
 //     the jobs whose disruption budgets hold them (commands.DrainHolds).
@@ -42,7 +45,10 @@
 //     user, team label (?label=, default team) and band, idle capacity and
 //     its share, corrections, the top jobs; and the month's FOCUS file
 //     (POST /costs/focus with the page's CSRF token, streamed through the
-//     API's ExportBill).
+//     API's ExportBill). Both keep commands.CostsScope for the viewer: a
+//     user sees their own jobs' costs (no chart by user, the cell's idle
+//     capacity apart from their total), an admin every user's. The SQL
+//     console is for admins (commands.MayQueryCell).
 //   - /diff?from=&to=: what changed between two points of the log (times
 //     in UTC or positions; to defaults to now), through the API's
 //     StateDiff, with links to the jobs, tasks and machines; the cell page

@@ -121,7 +121,7 @@ func openCell(t testing.TB, evs []events.Event) *testCell {
 		}
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m, err := master.New(ctx, master.Config{Name: "master1", Store: store, Logger: quiet})
+	m, err := master.New(ctx, master.Config{Name: "master1", Store: store, Logger: quiet, Admins: []string{"root"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,6 +129,13 @@ func TestWebLogsFollowTheAPIsRule(t *testing.T) {
 	if code, body := get(bob, live); code != http.StatusForbidden || strings.Contains(body, secret) || !strings.Contains(body, "bob may read only their own tasks' logs") {
 		t.Errorf("bob following alice's stdout: %d %q, want 403 with the reason", code, body)
 	}
+	// An earlier run's page keeps the same rule.
+	if code, body := get(bob, page+"/runs/0"); code != http.StatusForbidden || strings.Contains(body, secret) || !strings.Contains(body, "bob may read only their own tasks&#39; logs") {
+		t.Errorf("bob reading alice's run 0: %d, want 403 with the reason:\n%s", code, body)
+	}
+	if code, body := get(alice, page+"/runs/0"); code != 200 || !strings.Contains(body, secret) {
+		t.Errorf("alice reading her run 0 (her task's only run): %d, want its log line:\n%s", code, body)
+	}
 
 	// alice follows her stdout: the stream holds her one slot, so her
 	// page's tail and a second stream are refused, naming the cap.

@@ -215,8 +215,19 @@ func TestSQLConsoleTableAndCSV(t *testing.T) {
 	c := openCell(t, smallCell())
 	fa := &fakeAnalytics{}
 	c.svc.Analytics = fa
+	// SQL reads every user's usage: a viewer who is no admin is refused
+	// (commands.MayQueryCell), and nothing runs.
+	code, body := c.postSQL(t, "SELECT 1", "")
+	if code != http.StatusForbidden || len(fa.queries) != 0 || !strings.Contains(body, "admin capability") {
+		t.Fatalf("a user's query: status %d, %d queries run, want 403 naming the admin capability\n%s", code, len(fa.queries), body)
+	}
+	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, User: "root", Hosts: []string{"example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ui = ui
 	// A link fills the form in and runs nothing.
-	code, body := c.get(t, "/sql?q=SELECT+job%2C+count%28*%29+FROM+task_events+GROUP+BY+job")
+	code, body = c.get(t, "/sql?q=SELECT+job%2C+count%28*%29+FROM+task_events+GROUP+BY+job")
 	if code != http.StatusOK || len(fa.queries) != 0 {
 		t.Fatalf("GET with a query: status %d, %d queries run\n%s", code, len(fa.queries), body)
 	}
@@ -264,6 +275,14 @@ func TestSQLConsoleTableAndCSV(t *testing.T) {
 type fakeLogs struct{ asked []string }
 
 func (f *fakeLogs) MayReadLogs(context.Context, projections.TaskKey) error { return nil }
+
+func (f *fakeLogs) TaskRunsOf(context.Context, projections.TaskKey) ([]master.TaskRun, error) {
+	return nil, errors.New("no runs here")
+}
+
+func (f *fakeLogs) RunLogs(context.Context, projections.TaskKey, int32, string, int) ([]byte, error) {
+	return nil, errors.New("no runs here")
+}
 
 func (f *fakeLogs) TailLogs(_ context.Context, task projections.TaskKey, stream string, maxBytes int) ([]byte, error) {
 	f.asked = append(f.asked, fmt.Sprintf("%s %s %d", task, stream, maxBytes))

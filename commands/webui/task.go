@@ -45,6 +45,10 @@ type taskData struct {
 	HasLogs     bool
 	FollowURL   string // the logs' live streams, under /stdout and /stderr
 	Health      string
+	// Runs are the task's earlier runs, each linking its logs on the
+	// machine where it ran (task_runs.go); RunsNote says why none are.
+	Runs     []runRow
+	RunsNote string
 }
 
 // historyRow is one event of a task's life, with what to link.
@@ -144,6 +148,7 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 			*s.dst = string(b)
 		}
 		cancel()
+		d.Runs, d.RunsNote = h.earlierRuns(ctx, key)
 	}
 	h.render(w, r, "task", page{Title: fmt.Sprintf("Task %s/%s/%d", user, name, idx), Nav: "jobs", Script: "logs.js", Data: d})
 }

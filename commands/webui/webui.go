@@ -70,6 +70,12 @@ type Logs interface {
 	TailLogs(ctx context.Context, task projections.TaskKey, stream string, maxBytes int) ([]byte, error)
 	// FollowLogs sends what the task writes from now on, until ctx ends.
 	FollowLogs(ctx context.Context, task projections.TaskKey, stream string, send func([]byte) error) error
+	// TaskRunsOf lists the task's runs and where each ran (master.TaskRuns),
+	// under the same rule.
+	TaskRunsOf(ctx context.Context, task projections.TaskKey) ([]master.TaskRun, error)
+	// RunLogs is the end of one run's stdout or stderr, read from the
+	// machine where that run ran.
+	RunLogs(ctx context.Context, task projections.TaskKey, run int32, stream string, maxBytes int) ([]byte, error)
 }
 
 // Config says where the UI reads from.
@@ -173,6 +179,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /jobs/{user}/{job}", h.job)
 	h.mux.HandleFunc("GET /jobs/{user}/{job}/tasks/{index}", h.task)
 	h.mux.HandleFunc("GET /jobs/{user}/{job}/tasks/{index}/logs/{stream}", h.taskLogStream)
+	h.mux.HandleFunc("GET /jobs/{user}/{job}/tasks/{index}/runs/{run}", h.taskRun)
 	h.mux.HandleFunc("GET /machines/{name}", h.machine)
 	h.mux.HandleFunc("GET /events", h.events)
 	h.mux.HandleFunc("GET /events/stream", h.eventStream)

@@ -59,7 +59,9 @@ func (a *app) sqlCommand() *cobra.Command {
 		Long: `Run one read-only query on the Infrastore: the master's (through its API), or
 a DuckDB file directly with --db. --describe lists the tables, views and
 macros there are to query, one line each; --describe TABLE lists a table's
-columns with their DuckDB types and what they mean.`,
+columns with their DuckDB types and what they mean. The master's answers
+admins only: its tables hold every user's usage and costs (a user reads their
+own with corral bill).`,
 		Example: `  corral sql --describe
   corral sql --describe task_usage
   corral sql "SELECT type, count(*) AS n FROM task_events GROUP BY type ORDER BY n DESC"
@@ -208,7 +210,14 @@ from; --explain ROW_ID lists the usage windows behind one row. A closed
 billing period (corral bill close) exports the same bytes every time.
 With --db FILE (a copy of the Infrastore) the export names the cell the
 file records, so it is the master's bytes; --cell or $CORRAL_CELL must
-name that cell.`,
+name that cell.
+
+Whose costs: a user's bill holds only their own jobs' usage, --user or
+not (naming another user is refused); an admin's holds every user's, or
+with --user NAME only that user's. A user's FOCUS export has no idle
+capacity rows (the cell's, billed to no one) and refuses --idle share.
+The master decides this (commands.CostsScope); --db reads a file whose
+reader sees every user's costs.`,
 		Example: `  corral bill                              # today so far
   corral bill --from yesterday --to today --group-by job --format csv --out bill.csv
   corral bill --period 2026-10 --format focus --out october.csv
@@ -256,7 +265,7 @@ name that cell.`,
 			if format == "parquet" && out == "" && isTerminal(a.stdout()) {
 				return usageErr("parquet is binary: give --out FILE")
 			}
-			req := &apipb.BillRequest{FromUs: f.UnixMicro(), ToUs: t.UnixMicro(), GroupBy: groupBy, Format: format}
+			req := &apipb.BillRequest{FromUs: f.UnixMicro(), ToUs: t.UnixMicro(), GroupBy: groupBy, Format: format, User: focus.user}
 			if req.Format == "" {
 				req.Format = "csv"
 			}
@@ -363,6 +372,7 @@ name that cell.`,
 	c.Flags().StringVar(&focus.accountBy, "account-by", "user", "FOCUS SubAccount: user or label:KEY")
 	c.Flags().StringVar(&focus.idle, "idle", "separate", "idle capacity in FOCUS: none, separate or share")
 	c.Flags().StringVar(&focus.explain, "explain", "", "with --format focus: the usage windows behind the row with this x_RowId")
+	c.Flags().StringVar(&focus.user, "user", "", "only this user's costs (default: yours; an admin's default is every user's)")
 	c.Flags().StringVar(&focus.cell, "cell", "", "with --db: the cell's name, which must be the one the file records (default $CORRAL_CELL; names the cell of a file that records none)")
 	c.AddCommand(a.billCloseCommand())
 	return c

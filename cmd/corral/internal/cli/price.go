@@ -23,6 +23,8 @@ import (
 // focusFlags are `corral bill`'s FOCUS options.
 type focusFlags struct {
 	granularity, accountBy, idle, explain string
+	// user is --user: only that user's costs (commands.CostsScope).
+	user string
 	// cell is --cell or $CORRAL_CELL, with --db only: the file records its
 	// cell's name, which this must match (or name, for a file that records
 	// none), so that every export of a cell names it alike.
@@ -41,7 +43,7 @@ func (a *app) exportFocus(ctx context.Context, from, to time.Time, format, out, 
 		return usageErr("parquet is binary: give --out FILE")
 	}
 	req := &apipb.BillRequest{FromUs: from.UnixMicro(), ToUs: to.UnixMicro(), Format: format, Granularity: f.granularity,
-		AccountBy: f.accountBy, Idle: f.idle, Explain: f.explain}
+		AccountBy: f.accountBy, Idle: f.idle, Explain: f.explain, User: f.user}
 	if f.explain != "" {
 		req.Format = "focus"
 	}

@@ -150,7 +150,7 @@ func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryR
 
 // Bill computes and exports a bill (master.Analytics).
 func (s *Store) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {
-	req := infrastore.BillRequest{From: time.UnixMicro(r.FromUs), To: time.UnixMicro(r.ToUs), GroupBy: r.GroupBy}
+	req := infrastore.BillRequest{From: time.UnixMicro(r.FromUs), To: time.UnixMicro(r.ToUs), GroupBy: r.GroupBy, User: r.User}
 	if r.FromUs == 0 {
 		req.From = time.Time{}
 	}
@@ -181,7 +181,7 @@ func (s *Store) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillRepl
 
 // Costs computes a period's showback (master.Analytics).
 func (s *Store) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.CostsReply, error) {
-	req := infrastore.CostsRequest{Cell: s.cell, Label: r.Label, Top: int(r.Top)}
+	req := infrastore.CostsRequest{Cell: s.cell, Label: r.Label, Top: int(r.Top), User: r.User}
 	if r.FromUs != 0 {
 		req.From = time.UnixMicro(r.FromUs)
 	}
@@ -196,7 +196,7 @@ func (s *Store) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.CostsR
 		return &apipb.CostSeries{Name: cs.Name, Costs: cs.Costs, Total: cs.Total.String()}
 	}
 	out := &apipb.CostsReply{Currency: c.Currency, Label: c.Label, StepUs: c.Step.Microseconds(), Idle: series(c.Idle),
-		Corrections: c.Corrections.String(), Total: c.Total.String()}
+		Corrections: c.Corrections.String(), Total: c.Total.String(), User: c.User}
 	for _, b := range c.Buckets {
 		out.BucketUs = append(out.BucketUs, b.UnixMicro())
 	}
@@ -226,7 +226,7 @@ func (s *Store) ExportBill(ctx context.Context, r *apipb.BillRequest, send func(
 	w := &chunkWriter{send: send, buf: make([]byte, 0, 1<<20)}
 	switch r.Format {
 	case FormatFocus, FormatFocusParquet:
-		req := infrastore.FocusRequest{Cell: s.cell, Granularity: r.Granularity, AccountBy: r.AccountBy, Idle: r.Idle, Explain: r.Explain}
+		req := infrastore.FocusRequest{Cell: s.cell, Granularity: r.Granularity, AccountBy: r.AccountBy, Idle: r.Idle, Explain: r.Explain, User: r.User}
 		if r.FromUs != 0 {
 			req.From = time.UnixMicro(r.FromUs)
 		}

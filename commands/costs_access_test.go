@@ -1,0 +1,52 @@
+package commands_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral/commands"
+)
+
+func TestCostsScope(t *testing.T) {
+	for _, c := range []struct {
+		actor commands.Actor
+		asked string
+		scope string
+		ok    bool
+	}{
+		{commands.Actor{User: "alice"}, "", "alice", true},      // by default, one's own
+		{commands.Actor{User: "alice"}, "alice", "alice", true}, // asked by name
+		{commands.Actor{User: "alice"}, "bob", "", false},       // another's: refused
+		{commands.Actor{User: "root", Admin: true}, "", "", true},
+		{commands.Actor{User: "root", Admin: true}, "bob", "bob", true},
+		{commands.Actor{}, "", "", false},
+		{commands.Actor{}, "bob", "", false},
+	} {
+		scope, err := commands.CostsScope(c.actor, c.asked)
+		if (err == nil) != c.ok || scope != c.scope {
+			t.Errorf("CostsScope(%+v, %q) = %q, %v; want %q, allowed %v", c.actor, c.asked, scope, err, c.scope, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "costs") {
+			t.Errorf("refusal %q does not say the rule", err)
+		}
+	}
+}
+
+func TestMayQueryCell(t *testing.T) {
+	for _, c := range []struct {
+		actor commands.Actor
+		ok    bool
+	}{
+		{commands.Actor{User: "root", Admin: true}, true},
+		{commands.Actor{User: "alice"}, false},
+		{commands.Actor{}, false},
+	} {
+		err := commands.MayQueryCell(c.actor)
+		if (err == nil) != c.ok {
+			t.Errorf("MayQueryCell(%+v) = %v, want allowed %v", c.actor, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "admin capability") {
+			t.Errorf("refusal %q does not say the rule", err)
+		}
+	}
+}
