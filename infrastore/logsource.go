@@ -36,37 +36,9 @@ func (l logSource) Read(ctx context.Context, from int64, limit int) ([]events.Ev
 	}
 	var out []events.Event
 	err := l.s.inReadOnly(ctx, func(conn *sql.Conn) error {
-		rows, err := conn.QueryContext(ctx, `SELECT position, time, recorded_at, type, stream, stream_version,
-			actor, causation_id, correlation_id, idempotency_key, CAST(payload AS VARCHAR)
-			FROM events WHERE position >= ? ORDER BY position LIMIT ?`, from, limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				e                                      events.Event
-				recorded                               sql.NullTime
-				streamVersion                          sql.NullInt64
-				actor, causation, correlation, idemKey sql.NullString
-				payload                                sql.NullString
-			)
-			if err := rows.Scan(&e.Position, &e.OccurredAt, &recorded, &e.Type, &e.Stream, &streamVersion,
-				&actor, &causation, &correlation, &idemKey, &payload); err != nil {
-				return err
-			}
-			e.OccurredAt = e.OccurredAt.UTC()
-			if recorded.Valid {
-				e.RecordedAt = recorded.Time.UTC()
-			}
-			e.StreamVersion = streamVersion.Int64
-			e.Actor, e.CausationID, e.CorrelationID, e.IdempotencyKey = actor.String, causation.String, correlation.String, idemKey.String
-			if err := decodePayloadJSON(&e, payload); err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
-		return rows.Err()
+		var err error
+		out, err = readEvents(ctx, conn, from, int64(limit))
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("infrastore: reading the log from position %d: %w", from, err)
