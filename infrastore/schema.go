@@ -325,7 +325,7 @@ WITH e AS (
 	SELECT source, user, job,
 		arg_max(event_type, position) AS event_type,
 		max(time) AS time,
-		min(time) FILTER (WHERE event_type = 0) AS submit_time,
+		max(time) FILTER (WHERE event_type = 0) AS submit_time, -- the last: a name can be used again
 		arg_max(scheduling_class, position) AS scheduling_class,
 		arg_max(job_name, position) AS job_name,
 		arg_max(logical_job_name, position) AS logical_job_name
