@@ -70,6 +70,16 @@
 //   - The ingester never stops on an odd event: an event that names an
 //     unknown job or task still gets its rows, with NULLs where nothing is
 //     known. Only a log gap or a DuckDB failure stops it.
+//   - One fold: the ingester applies every event to a projections.State
+//     with projections.Apply, the master's own fold, and reads every fact
+//     of the current-state tables (jobs, tasks, machines, allocs) and the
+//     task's state, spec, limit and reservation on task_events and
+//     task_usage rows from it; it keeps no model of its own. An event the
+//     fold skips (an unknown task) changes no current-state row. The fold
+//     is recovered from the file: fold_checkpoint (written in a batch's
+//     transaction every 200,000 events) and the events after it, read back
+//     from the events table; a property test over the projections' golden
+//     histories holds every column to the fold at the same position.
 //
 // # Tables
 //
@@ -139,13 +149,32 @@
 // memory_bytes, disk_bytes, ports, gpu_milli, labels, appclass, command,
 // spec (JSON).
 //
-// jobs, tasks, machines: the current state, one row per entity (primary
-// keys user and job; user, job and task_index; machine), with the position
-// of the last event that changed it. jobs: spec in force, status
-// (running, killed, finished), submit_time, end_time. tasks: state, machine,
-// spec_version, band, limits, reservation (reservation_estimated false: the
-// reservation is the limit), restarts, pid, last event_type. machines:
-// capacity, attributes, state, draining.
+// jobs, tasks, machines, allocs: the current state, one row per entity
+// the projection holds (primary keys user and job; user, job and
+// task_index; machine; user, name and alloc_index), each column read from
+// projections.State as the master's own fold leaves it after the last
+// event applied (one fold, below), with the time and position of the last
+// event that changed it. jobs: spec in force, status (running, killed,
+// finished), submit_time, end_time, end_reason, submit_position (of its
+// JobSubmitted: a dead job's name can be used again, and the new job
+// replaces its row and its tasks' rows). tasks: state (pending; running
+// while placed, started or restarting in place; else how it ended:
+// finished, failed, killed, evicted, lost), machine (where it is placed,
+// or last ran once dead), spec_version, band, limits, reservation
+// (reservation_estimated: it differs from the limit), restarts (the
+// projection's count: restarts in place and reschedules after a failure of
+// its own, across reschedules, as `corral task get` says; before schema 6
+// it was the agent's in-place count of the run), pid, start_time, health
+// (healthy, unhealthy, NULL while unchecked in this run), health_message,
+// healthy_since, reason; event_type and submit_time are of its last task
+// event and last submission in the log. machines: capacity, attributes,
+// state (up, down; a removed machine leaves the table, machine_events
+// keeps its history), draining, reason. allocs: machine (NULL while
+// pending), the set's priority, band and resources, and what the limits
+// of the tasks inside use of them.
+//
+// fold_checkpoint: the ingester's fold (the projection's checkpoint
+// encoding) at a position, one row, for recovery.
 //
 // ingest_state: schema_version and the last position applied.
 //
@@ -159,8 +188,8 @@
 // # Where ingestion spends its time
 //
 // Three goroutines work on consecutive batches (catchUp): one reads the log
-// and writes each payload's JSON, one folds the events into the model and
-// builds the rows, and one writes them to DuckDB on the ingester's
+// and writes each payload's JSON, one folds the events into the
+// projection's State (projections.Apply) and builds the rows, and one writes them to DuckDB on the ingester's
 // connection. The writer is the one that cannot be split (a transaction is
 // one connection) and sets the pace. CPU profile of BenchmarkIngest (a
 // million events of internal/history's Large cell, from memory), per event:
@@ -194,9 +223,10 @@
 // need one core for DuckDB's copy alone at its floor and the other for all
 // of the reading, folding and encoding.
 //
-// The current-state tables (jobs, tasks, machines) have primary keys, and a
-// batch's new rows replace the old ones by INSERT OR REPLACE from a staging
-// table (replaceCurrent). They were appended and the older rows deleted by
+// The current-state tables (jobs, tasks, machines, allocs) have primary
+// keys, and a batch's new rows replace the old ones by an upsert from a
+// staging table (replaceCurrent); the rows of entities the fold dropped are
+// deleted by key. They were appended and the older rows deleted by
 // a join, which scanned the whole tables every batch: following a log at
 // 10,000 events/s on top of a million events, 28 ms of each 50 ms batch,
 // and the p99 of the time until a committed event could be queried was a
