@@ -166,7 +166,7 @@
 // its own, across reschedules, as `corral task get` says; before schema 6
 // it was the agent's in-place count of the run), pid, start_time, health
 // (healthy, unhealthy, NULL while unchecked in this run), health_message,
-// healthy_since, reason; event_type and submit_time are of its last task
+// healthy_since; event_type and submit_time are of its last task
 // event and last submission in the log. machines: capacity, attributes,
 // state (up, down; a removed machine leaves the table, machine_events
 // keeps its history), draining, reason. allocs: machine (NULL while

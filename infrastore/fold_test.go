@@ -98,13 +98,13 @@ func compareWithFold(t *testing.T, s *Infrastore, st *projections.State) int {
 				state = "running"
 			}
 			l, res := tk.Limit, tk.Reservation
-			tasks = append(tasks, fmt.Sprintf("%s,%s,%d,%s,%s,%d,%d,%s,%d,%d,%d,%d,%d,%d,%t,%d,%s,%s,%s,%s,%s,%s",
+			tasks = append(tasks, fmt.Sprintf("%s,%s,%d,%s,%s,%d,%d,%s,%d,%d,%d,%d,%d,%d,%t,%d,%s,%s,%s,%s,%s",
 				j.User, j.Name, tk.Index, state, orNull(tk.Machine != "", tk.Machine), tk.SpecVersion,
 				tk.Priority(), events.BandOf(tk.Priority()), l.CPUMilli, l.MemoryBytes, l.DiskBytes,
 				res.CPUMilli, res.MemoryBytes, res.DiskBytes, res != l, tk.Restarts,
 				orNull(tk.Pid != 0, fmt.Sprint(tk.Pid)), orNull(tk.StartedUS != 0, fmt.Sprint(tk.StartedUS)),
 				orNull(tk.Health != projections.HealthUnknown, tk.Health.String()), orNull(tk.HealthMessage != "", tk.HealthMessage),
-				orNull(tk.HealthyUS != 0, fmt.Sprint(tk.HealthyUS)), orNull(tk.Reason != "", tk.Reason)))
+				orNull(tk.HealthyUS != 0, fmt.Sprint(tk.HealthyUS))))
 		}
 	}
 	for _, m := range st.SortedMachines() {
@@ -128,7 +128,7 @@ func compareWithFold(t *testing.T, s *Infrastore, st *projections.State) int {
 		status, submit_time, end_time, end_reason FROM jobs ORDER BY user, job`, jobs...)
 	checkRows(t, s, `SELECT user, job, task_index, state, machine, spec_version, priority, band,
 		cpu_limit_milli, memory_limit_bytes, disk_limit_bytes, cpu_reservation_milli, memory_reservation_bytes, disk_reservation_bytes,
-		reservation_estimated, restarts, pid, start_time, health, health_message, healthy_since, reason
+		reservation_estimated, restarts, pid, start_time, health, health_message, healthy_since
 		FROM tasks ORDER BY user, job, task_index`, tasks...)
 	checkRows(t, s, `SELECT machine, address, cpu_milli, memory_bytes, disk_bytes, ports, gpu_milli, `+pairsSQL("attributes")+`,
 		state, draining, reason FROM machines ORDER BY machine`, machines...)

@@ -593,6 +593,9 @@ func upsertSQL(ctx context.Context, conn *sql.Conn, t currentTable) (string, err
 	}
 	q := fmt.Sprintf(`INSERT INTO %[1]s SELECT * FROM staged_%[1]s ON CONFLICT (%[2]s) DO UPDATE SET %[3]s`,
 		t.name, strings.Join(t.keys, ", "), strings.Join(set, ", "))
+	if len(t.kept) == 0 {
+		q = fmt.Sprintf(`INSERT OR REPLACE INTO %[1]s SELECT * FROM staged_%[1]s`, t.name)
+	}
 	upserts.Store(t.name, q)
 	return q, nil
 }

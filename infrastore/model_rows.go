@@ -35,7 +35,7 @@ func taskRow(t *projections.Task, at taskTouch) row {
 		t.Job.User, t.Job.Name, t.Index, taskStateName(t), nz(t.Machine), t.SpecVersion, priority, band,
 		l.CPUMilli, l.MemoryBytes, l.DiskBytes, r.CPUMilli, r.MemoryBytes, r.DiskBytes, r != l,
 		t.Restarts, nzInt(t.Pid), eventType, nzInt(at.submitTime), nzInt(t.StartedUS),
-		nz(t.Health.String()), nz(t.HealthMessage), nzInt(t.HealthyUS), nz(t.Reason),
+		nz(t.Health.String()), nz(t.HealthMessage), nzInt(t.HealthyUS),
 		at.time, at.position,
 	}
 }

@@ -117,7 +117,6 @@ const ddlTasks = `CREATE TABLE IF NOT EXISTS tasks (
 	health                   VARCHAR, -- healthy, unhealthy; NULL: not checked in this run
 	health_message           VARCHAR,
 	healthy_since            BIGINT,
-	reason                   VARCHAR,
 	time                     BIGINT,
 	position                 BIGINT NOT NULL,
 	PRIMARY KEY (user, job, task_index)
