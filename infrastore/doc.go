@@ -70,6 +70,16 @@
 //   - The ingester never stops on an odd event: an event that names an
 //     unknown job or task still gets its rows, with NULLs where nothing is
 //     known. Only a log gap or a DuckDB failure stops it.
+//   - One fold: the ingester applies every event to a projections.State
+//     with projections.Apply, the master's own fold, and reads every fact
+//     of the current-state tables (jobs, tasks, machines, allocs) and the
+//     task's state, spec, limit and reservation on task_events and
+//     task_usage rows from it; it keeps no model of its own. An event the
+//     fold skips (an unknown task) changes no current-state row. The fold
+//     is recovered from the file: fold_checkpoint (written in a batch's
+//     transaction every 200,000 events) and the events after it, read back
+//     from the events table; a property test over the projections' golden
+//     histories holds every column to the fold at the same position.
 //
 // # Tables
 //
@@ -105,11 +115,20 @@
 // records none (older than the table) is named by the request, else
 // "corral".
 //
+// jobs, tasks, machines and allocs are the current state, one row per
+// entity the projection holds, each column read from projections.State as
+// the master's own fold leaves it after the last event applied (one fold:
+// the ingester applies every event with projections.Apply, so SQL and the
+// CLI cannot disagree), with the time and position of the last event that
+// changed it. A dead job's name used again replaces its row and its
+// tasks' rows; a removed machine leaves the table (machine_events keeps
+// its history). fold_checkpoint holds the fold's checkpoint for recovery.
+//
 // # Where ingestion spends its time
 //
 // Three goroutines work on consecutive batches (catchUp): one reads the log
-// and writes each payload's JSON, one folds the events into the model and
-// builds the rows, and one writes them to DuckDB on the ingester's
+// and writes each payload's JSON, one folds the events into the
+// projection's State (projections.Apply) and builds the rows, and one writes them to DuckDB on the ingester's
 // connection. The writer is the one that cannot be split (a transaction is
 // one connection) and sets the pace. CPU profile of BenchmarkIngest (a
 // million events of internal/history's Large cell, from memory), per event:
@@ -143,9 +162,10 @@
 // need one core for DuckDB's copy alone at its floor and the other for all
 // of the reading, folding and encoding.
 //
-// The current-state tables (jobs, tasks, machines) have primary keys, and a
-// batch's new rows replace the old ones by INSERT OR REPLACE from a staging
-// table (replaceCurrent). They were appended and the older rows deleted by
+// The current-state tables (jobs, tasks, machines, allocs) have primary
+// keys, and a batch's new rows replace the old ones by an upsert from a
+// staging table (replaceCurrent); the rows of entities the fold dropped are
+// deleted by key. They were appended and the older rows deleted by
 // a join, which scanned the whole tables every batch: following a log at
 // 10,000 events/s on top of a million events, 28 ms of each 50 ms batch,
 // and the p99 of the time until a committed event could be queried was a

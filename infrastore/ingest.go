@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -263,7 +264,8 @@ func (s *Infrastore) catchUp(ctx context.Context, conn *sql.Conn, r events.Reade
 		for f := range read {
 			var out built
 			if out.err = f.err; out.err == nil {
-				out.b, out.last = m.build(f.evs, f.payloads), f.evs[len(f.evs)-1].Position
+				out.b, out.err = m.build(f.evs, f.payloads)
+				out.last = f.evs[len(f.evs)-1].Position
 			}
 			select {
 			case ready <- out:
@@ -321,7 +323,7 @@ func (s *Infrastore) takeModel(ctx context.Context, conn *sql.Conn) (*model, err
 	if m != nil {
 		return m, nil
 	}
-	m, err := loadModel(ctx, conn)
+	m, err := loadModel(ctx, conn, s.position())
 	if err != nil {
 		return nil, fmt.Errorf("infrastore: loading the ingester's state: %w", err)
 	}
@@ -364,7 +366,11 @@ func (s *Infrastore) applyEvents(ctx context.Context, conn *sql.Conn, evs []even
 		return err
 	}
 	last := evs[len(evs)-1].Position
-	if err := s.writeBatch(ctx, conn, m.build(evs, encodePayloads(evs)), prev, last); err != nil {
+	b, err := m.build(evs, encodePayloads(evs))
+	if err != nil {
+		return err
+	}
+	if err := s.writeBatch(ctx, conn, b, prev, last); err != nil {
 		return err
 	}
 	s.m = m
@@ -386,6 +392,9 @@ func (s *Infrastore) writeBatch(ctx context.Context, conn *sql.Conn, b *batch, p
 			return err
 		}
 		if err := s.replaceCurrent(ctx, conn, b); err != nil {
+			return err
+		}
+		if err := writeCheckpoint(ctx, conn, b, last); err != nil {
 			return err
 		}
 		if err := s.rollBatch(ctx, conn, b, last); err != nil {
@@ -536,37 +545,142 @@ func (s *Infrastore) appendTable(dc driver.Conn, t tableRows) (err error) {
 	return nil
 }
 
-// currentTables are the tables of current state, a row per entity, keyed
-// by their primary keys.
-var currentTables = []string{"jobs", "tasks", "machines"}
+// currentTable is a table of current state, a row per entity, keyed by
+// its primary key. kept are the columns a batch leaves NULL when it did
+// not change them (facts of the log's events, not of the fold): the
+// upsert keeps the stored value.
+type currentTable struct {
+	name string
+	keys []string
+	kept []string
+}
 
-// replaceCurrent writes the new rows of the jobs, tasks and machines a batch
-// touched over their old ones: appended to a staging table of the
-// connection, then INSERT OR REPLACE by the table's primary key, so that
-// the work is the batch's, not the table's (a delete of the older rows by a
-// join scanned the whole table each batch: 28 ms a batch at a million
-// events, most of the writer's time while following a busy log).
+var currentTables = []currentTable{
+	{"jobs", []string{"user", "job"}, []string{"submit_position"}},
+	{"tasks", []string{"user", "job", "task_index"}, []string{"event_type", "submit_time"}},
+	{"machines", []string{"machine"}, nil},
+	{"allocs", []string{"user", "name", "alloc_index"}, nil},
+}
+
+// upsertSQL is the statement that writes a table's staged rows over its
+// stored ones, built once from the table's columns.
+func upsertSQL(ctx context.Context, conn *sql.Conn, t currentTable) (string, error) {
+	if q, ok := upserts.Load(t.name); ok {
+		return q.(string), nil
+	}
+	rows, err := conn.QueryContext(ctx, `SELECT column_name FROM duckdb_columns()
+		WHERE database_name = current_database() AND schema_name = 'main' AND table_name = ? ORDER BY column_index`, t.name)
+	if err != nil {
+		return "", err
+	}
+	var set []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return "", err
+		}
+		switch {
+		case slices.Contains(t.keys, c):
+		case slices.Contains(t.kept, c):
+			set = append(set, fmt.Sprintf("%[1]s = coalesce(excluded.%[1]s, %[1]s)", c))
+		default:
+			set = append(set, fmt.Sprintf("%[1]s = excluded.%[1]s", c))
+		}
+	}
+	if err := closeRows(rows); err != nil {
+		return "", err
+	}
+	q := fmt.Sprintf(`INSERT INTO %[1]s SELECT * FROM staged_%[1]s ON CONFLICT (%[2]s) DO UPDATE SET %[3]s`,
+		t.name, strings.Join(t.keys, ", "), strings.Join(set, ", "))
+	if len(t.kept) == 0 {
+		q = fmt.Sprintf(`INSERT OR REPLACE INTO %[1]s SELECT * FROM staged_%[1]s`, t.name)
+	}
+	upserts.Store(t.name, q)
+	return q, nil
+}
+
+// upserts caches upsertSQL by table: the schema is the binary's.
+var upserts sync.Map
+
+// replaceCurrent writes the new rows of the entities a batch touched over
+// their old ones (appended to a staging table of the connection, then one
+// upsert by the table's primary key) and deletes the rows of those the
+// fold no longer holds, so that the work is the batch's, not the table's (a
+// delete of the older rows by a join scanned the whole table each batch:
+// 28 ms a batch at a million events, most of the writer's time while
+// following a busy log).
 func (s *Infrastore) replaceCurrent(ctx context.Context, conn *sql.Conn, b *batch) error {
-	for i, rows := range [][]row{b.jobs, b.tasks, b.machines} {
+	gone := [][]row{b.goneJobs, b.goneTasks, b.goneMachines, b.goneAllocs}
+	for i, rows := range [][]row{b.jobs, b.tasks, b.machines, b.allocs} {
+		t := currentTables[i]
+		if err := deleteKeys(ctx, conn, t, gone[i]); err != nil {
+			return fmt.Errorf("deleting rows of %s: %w", t.name, err)
+		}
 		if len(rows) == 0 {
 			continue
 		}
-		t := currentTables[i]
-		if _, err := conn.ExecContext(ctx, fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS staged_%[1]s AS FROM %[1]s LIMIT 0`, t)); err != nil {
-			return fmt.Errorf("staging rows of %s: %w", t, err)
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS staged_%[1]s AS FROM %[1]s LIMIT 0`, t.name)); err != nil {
+			return fmt.Errorf("staging rows of %s: %w", t.name, err)
 		}
-		if err := s.appendAll(conn, []tableRows{{"staged_" + t, rows}}); err != nil {
+		if err := s.appendAll(conn, []tableRows{{"staged_" + t.name, rows}}); err != nil {
 			return err
 		}
-		for _, q := range []string{
-			fmt.Sprintf(`INSERT OR REPLACE INTO %[1]s SELECT * FROM staged_%[1]s`, t),
-			`DELETE FROM staged_` + t,
-		} {
+		upsert, err := upsertSQL(ctx, conn, t)
+		if err != nil {
+			return fmt.Errorf("replacing rows of %s: %w", t.name, err)
+		}
+		for _, q := range []string{upsert, `DELETE FROM staged_` + t.name} {
 			if _, err := conn.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("replacing rows of %s: %w", t, err)
+				return fmt.Errorf("replacing rows of %s: %w", t.name, err)
 			}
 		}
-		s.hookAt("replaced:" + t)
+		s.hookAt("replaced:" + t.name)
+	}
+	return nil
+}
+
+// deleteKeys deletes the rows of t with the given keys (each in the order
+// of t.keys), a few hundred a statement.
+func deleteKeys(ctx context.Context, conn *sql.Conn, t currentTable, keys []row) error {
+	const perStatement = 500
+	for len(keys) > 0 {
+		n := min(len(keys), perStatement)
+		tuple := "(" + strings.Repeat("?, ", len(t.keys)-1) + "?)"
+		var on []string
+		for i, k := range t.keys {
+			on = append(on, fmt.Sprintf("t.%s = g.k%d", k, i))
+		}
+		aliases := make([]string, len(t.keys))
+		for i := range aliases {
+			aliases[i] = fmt.Sprintf("k%d", i)
+		}
+		q := fmt.Sprintf(`DELETE FROM %s t USING (VALUES %s) g(%s) WHERE %s`, t.name,
+			strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", "), strings.Join(aliases, ", "), strings.Join(on, " AND "))
+		args := make([]any, 0, n*len(t.keys))
+		for _, k := range keys[:n] {
+			for _, v := range k {
+				args = append(args, v)
+			}
+		}
+		if _, err := conn.ExecContext(ctx, q, args...); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// writeCheckpoint keeps the batch's checkpoint of the fold, if it carries one.
+func writeCheckpoint(ctx context.Context, conn *sql.Conn, b *batch, last int64) error {
+	if b.checkpoint == nil {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, `DELETE FROM fold_checkpoint`); err != nil {
+		return fmt.Errorf("checkpoint of the fold: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `INSERT INTO fold_checkpoint VALUES (?, ?)`, last, b.checkpoint); err != nil {
+		return fmt.Errorf("checkpoint of the fold: %w", err)
 	}
 	return nil
 }
@@ -575,7 +689,7 @@ func (s *Infrastore) replaceCurrent(ctx context.Context, conn *sql.Conn, b *batc
 // of the schema before a reset.
 func dropStaging(ctx context.Context, conn *sql.Conn) error {
 	for _, t := range currentTables {
-		if _, err := conn.ExecContext(ctx, `DROP TABLE IF EXISTS temp.staged_`+t); err != nil {
+		if _, err := conn.ExecContext(ctx, `DROP TABLE IF EXISTS temp.staged_`+t.name); err != nil {
 			return err
 		}
 	}

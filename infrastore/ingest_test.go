@@ -114,6 +114,10 @@ func digest(t *testing.T, s *Infrastore) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, tb := range append([]struct{ name, ddl string }{{"ingest_state", ""}}, tables...) {
+		if tb.name == "fold_checkpoint" {
+			// A cache of the fold, written where a run's batches fell due.
+			continue
+		}
 		d, err := tableDigest(s, tb.name)
 		if err != nil {
 			t.Fatal(err)

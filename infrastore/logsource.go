@@ -3,6 +3,7 @@ package infrastore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -15,8 +16,9 @@ import (
 // reader that has the file and not the cell's store (a replay of a copied
 // Infrastore, `corral sim --infrastore`). The table holds every event
 // with its payload as JSON of the current schema, so each event comes
-// back as the catalogue's message at the current version. The file keeps
-// no checkpoints: a state is folded from the beginning.
+// back as the catalogue's message at the current version. A state is
+// folded from the ingester's checkpoint of the fold (fold_checkpoint) when
+// it is at or before the position asked, else from the beginning.
 func (s *Infrastore) Log() projections.Source { return logSource{s} }
 
 type logSource struct{ s *Infrastore }
@@ -24,9 +26,28 @@ type logSource struct{ s *Infrastore }
 // Head is the last position the Infrastore holds.
 func (l logSource) Head(ctx context.Context) (int64, error) { return l.s.Position(ctx) }
 
-// LoadCheckpoint finds none: the Infrastore keeps no projection snapshots.
-func (logSource) LoadCheckpoint(context.Context, string, int64) (events.Checkpoint, bool, error) {
-	return events.Checkpoint{}, false, nil
+// LoadCheckpoint returns the ingester's checkpoint of the fold
+// (fold_checkpoint, the projection's codec) when it is of the cell state
+// and at or before atOrBefore, so a replay starts there.
+func (l logSource) LoadCheckpoint(ctx context.Context, name string, atOrBefore int64) (events.Checkpoint, bool, error) {
+	if name != projections.CheckpointName {
+		return events.Checkpoint{}, false, nil
+	}
+	var cp events.Checkpoint
+	found := false
+	err := l.s.inReadOnly(ctx, func(conn *sql.Conn) error {
+		err := conn.QueryRowContext(ctx, `SELECT position, state FROM fold_checkpoint WHERE position <= ?`, atOrBefore).Scan(&cp.Position, &cp.State)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	if err != nil {
+		return events.Checkpoint{}, false, fmt.Errorf("infrastore: reading the fold's checkpoint: %w", err)
+	}
+	cp.Name = name
+	return cp, found, nil
 }
 
 // Read returns up to limit events from position from on, in order.
@@ -36,37 +57,9 @@ func (l logSource) Read(ctx context.Context, from int64, limit int) ([]events.Ev
 	}
 	var out []events.Event
 	err := l.s.inReadOnly(ctx, func(conn *sql.Conn) error {
-		rows, err := conn.QueryContext(ctx, `SELECT position, time, recorded_at, type, stream, stream_version,
-			actor, causation_id, correlation_id, idempotency_key, CAST(payload AS VARCHAR)
-			FROM events WHERE position >= ? ORDER BY position LIMIT ?`, from, limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				e                                      events.Event
-				recorded                               sql.NullTime
-				streamVersion                          sql.NullInt64
-				actor, causation, correlation, idemKey sql.NullString
-				payload                                sql.NullString
-			)
-			if err := rows.Scan(&e.Position, &e.OccurredAt, &recorded, &e.Type, &e.Stream, &streamVersion,
-				&actor, &causation, &correlation, &idemKey, &payload); err != nil {
-				return err
-			}
-			e.OccurredAt = e.OccurredAt.UTC()
-			if recorded.Valid {
-				e.RecordedAt = recorded.Time.UTC()
-			}
-			e.StreamVersion = streamVersion.Int64
-			e.Actor, e.CausationID, e.CorrelationID, e.IdempotencyKey = actor.String, causation.String, correlation.String, idemKey.String
-			if err := decodePayloadJSON(&e, payload); err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
-		return rows.Err()
+		var err error
+		out, err = readEvents(ctx, conn, from, int64(limit))
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("infrastore: reading the log from position %d: %w", from, err)

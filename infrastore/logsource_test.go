@@ -14,6 +14,8 @@ import (
 // The log read back from the events table is the log: every event's
 // fields and payload, and the state folded from it.
 func TestLogReadBackIsTheLog(t *testing.T) {
+	defer func(n int64) { checkpointEvery = n }(checkpointEvery)
+	checkpointEvery = 1000 // so that replays start from the ingester's checkpoint
 	ctx := context.Background()
 	evs := cellHistory(4, 3000)
 	store := newSQLiteLog(t, evs)
@@ -58,8 +60,13 @@ func TestLogReadBackIsTheLog(t *testing.T) {
 		t.Errorf("Read past the head = %d events, %v", len(got), err)
 	}
 
-	// The state a replay starts from, folded from either, is the same.
-	for _, at := range []int64{1, head / 3, head} {
+	cp, ok, err := log.LoadCheckpoint(ctx, projections.CheckpointName, head)
+	if err != nil || !ok || cp.Position < head-1000 || cp.Position > head {
+		t.Fatalf("LoadCheckpoint(%d) = position %d, %v, %v; want the fold's checkpoint within 1000 events", head, cp.Position, ok, err)
+	}
+	// The state a replay starts from, folded from either (the Infrastore's
+	// from its checkpoint where one precedes), is the same.
+	for _, at := range []int64{1, head / 3, cp.Position, head} {
 		a, err := projections.StateAt(ctx, store, at)
 		if err != nil {
 			t.Fatal(err)

@@ -2,96 +2,61 @@ package infrastore
 
 import (
 	"database/sql/driver"
-	"strconv"
+	"fmt"
 	"time"
 
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
 )
 
-// model is what the ingester must remember between events to fill the
-// derived rows: job specs (for the limits a task runs with), tasks (machine,
-// spec version, reservation) and machines (their whole state, carried on
-// every machine_events row). It is pure: apply turns one event into rows,
-// with no I/O and no clock. It is loaded from the jobs, job_specs, tasks and
-// machines tables, which are written in the same transaction as the position,
-// so a reloaded model always matches the stored position.
+// model is what the ingester folds the log into: the projection's own
+// State, folded by projections.Apply (the one fold the master, the
+// scheduler and the CLI read), so that every fact of the current-state
+// tables and of the derived rows (a task's state, spec, limit and
+// reservation on its task_events and task_usage rows) is the projection's.
+// Beside it, only what the log says of the Infrastore's own rows: the
+// position of each spec version's job_specs row (task_usage.spec_position
+// cites it).
+//
+// Building a batch's rows is pure: no I/O, no clock. The model is
+// recovered from the file: the newest fold_checkpoint (the projection's
+// checkpoint codec, written in a batch's transaction every
+// checkpointEvery events) and the events after it, read back from the
+// events table (model_load.go).
 type model struct {
-	jobs     map[jobKey]*jobState
-	tasks    map[taskKey]*taskState
-	machines map[string]*machineState
+	st *projections.State
+	// specPositions maps a spec version to the position of its job_specs
+	// row. A name used again starts its versions afresh, and the new
+	// job's rows come later, so the newest row of a version is the one a
+	// live task can run.
+	specPositions map[specKey]int64
+	// checkpointed is the position of the last checkpoint a batch carries.
+	checkpointed int64
 }
 
-type jobKey struct{ user, job string }
-
-type taskKey struct {
+type specKey struct {
 	user, job string
+	version   int64
+}
+
+// allocKey names one alloc of an alloc set.
+type allocKey struct {
+	user, set string
 	index     int32
 }
 
-type jobSpec struct {
-	spec     *events.JobSpec
-	position int64 // of the job_specs row
-}
-
-type jobState struct {
-	// since is the position of the JobSubmitted that started this job: a
-	// name may be used again once its job has ended.
-	since      int64
-	versions   map[int64]jobSpec
-	version    int64
-	status     string // running, killed, finished
-	submitTime int64
-	endTime    int64 // 0 while the job runs
-	time       int64
-	position   int64
-}
-
-func (j *jobState) current() (jobSpec, bool) {
-	s, ok := j.versions[j.version]
-	return s, ok
-}
-
-type taskState struct {
-	state       string
-	machine     string
-	specVersion int64
-	// reservation is the master's last estimate since the task was placed
-	// or its spec changed; nil means the reservation is the limit (Borg
-	// starts a reservation at the limit and lets it decay).
-	reservation *events.Resources
-	// spec is the job spec the task ran under when last touched: its row,
-	// written at the end of the batch, must not take the spec of a job of
-	// the same name submitted later in the batch.
-	spec       *events.JobSpec
-	restarts   int32
-	pid        int64
-	eventType  int32
-	submitTime int64
-	startTime  int64
-	time       int64
-	position   int64
-}
-
-type machineState struct {
-	address    string
-	capacity   *events.Resources
-	attributes map[string]string
-	state      string // up, down, removed
-	draining   bool
-	time       int64
-	position   int64
-}
+// checkpointEvery is how many events may pass between two checkpoints of
+// the fold in the file: a restart replays at most that many events from
+// the events table. Encoding the state costs a few milliseconds per
+// thousand jobs, so it is paid once per many batches while catching up.
+var checkpointEvery int64 = 200_000
 
 func newModel() *model {
-	return &model{
-		jobs:     map[jobKey]*jobState{},
-		tasks:    map[taskKey]*taskState{},
-		machines: map[string]*machineState{},
-	}
+	return &model{st: projections.New(), specPositions: map[specKey]int64{}}
 }
 
-// Task states, the same for rows from the log and from the trace. A task is
-// "in force" (tasks_at) while pending or running.
+// Task states in the tables, the same for rows from the log and from the
+// trace. A task is "in force" (tasks_at) while pending or running.
 const (
 	statePending  = "pending"
 	stateRunning  = "running"
@@ -102,7 +67,8 @@ const (
 	stateLost     = "lost"
 )
 
-// stateOfCode is the task state after a trace event code.
+// stateOfCode is the task state after a trace event code (the trace's
+// rows; the log's come from the fold, taskStateName).
 func stateOfCode(code int) string {
 	switch code {
 	case 0, 7:
@@ -121,6 +87,30 @@ func stateOfCode(code int) string {
 		return stateLost
 	}
 	return ""
+}
+
+// taskStateName is the tables' word for a task of the fold: pending;
+// running while it holds a machine (placed, started, or restarting in
+// place, as the trace's SCHEDULE means); else how it ended.
+func taskStateName(t *projections.Task) string {
+	switch t.State {
+	case projections.TaskPending:
+		return statePending
+	case projections.TaskScheduled, projections.TaskRunning:
+		return stateRunning
+	}
+	return t.End.String()
+}
+
+// jobStatus is the jobs table's status of a job of the fold.
+func jobStatus(j *projections.Job) string {
+	switch j.End {
+	case projections.JobKilledEnd:
+		return "killed"
+	case projections.JobFinishedEnd:
+		return "finished"
+	}
+	return "running"
 }
 
 // bandOf names the priority band of a priority (events.BandOf, Borg §2.5).
@@ -149,30 +139,48 @@ func schedulingClass(s *events.JobSpec) int32 {
 	return 0
 }
 
-// limitOf is what a task of spec asks for: the job's resources, or its
-// index's override when that sets resources.
-func limitOf(s *events.JobSpec, index int32) *events.Resources {
-	if o, ok := s.GetOverrides()[index]; ok && o.GetResources() != nil {
-		return o.GetResources()
-	}
-	return s.GetResources()
-}
-
 // row is one row for DuckDB's appender, in the table's column order.
 type row = []driver.Value
+
+// touch is the event that last changed an entity in a batch.
+type touch struct{ time, position int64 }
+
+// taskTouch is a task's last change in a batch, and the facts of the
+// log's task events that only its events say: the trace code of the last
+// one, and when it was last submitted (unset: the row keeps what it had).
+type taskTouch struct {
+	touch
+	eventType  int32 // -1: no task event in the batch
+	submitTime int64 // 0: not submitted in the batch
+}
+
+// jobTouch is a job's last change in a batch; submitPosition is set when
+// the batch submitted it.
+type jobTouch struct {
+	touch
+	submitPosition int64
+}
 
 // batch collects the rows one transaction appends, table by table, and the
 // entities whose current-state row must be replaced.
 type batch struct {
 	events, jobSpecs, taskEvents, jobEvents, machineEvents, taskUsage, decisions []row
 
-	dirtyJobs     map[jobKey]bool
-	dirtyTasks    map[taskKey]bool
-	dirtyMachines map[string]bool
+	dirtyJobs     map[projections.JobKey]jobTouch
+	dirtyTasks    map[projections.TaskKey]taskTouch
+	dirtyMachines map[string]touch
+	dirtyAllocs   map[allocKey]touch
 
 	// The current-state rows of the entities touched, as they stand at
-	// the end of the batch.
-	jobs, tasks, machines []row
+	// the end of the batch, and the keys of those the fold no longer
+	// holds (a machine removed, a dead job's tasks when its name is used
+	// again, an alloc set removed).
+	jobs, tasks, machines, allocs                 []row
+	goneJobs, goneTasks, goneMachines, goneAllocs []row
+
+	// checkpoint is the fold's checkpoint at the batch's end, when one is
+	// due (checkpointEvery).
+	checkpoint []byte
 
 	// For the hourly rollup of usage (rollup.go): the positions of the
 	// billing periods closed in the batch, and when its last event occurred.
@@ -182,11 +190,15 @@ type batch struct {
 	slab []driver.Value
 }
 
-// build folds a batch of events into the model and returns their rows.
-func (m *model) build(evs []events.Event, payloads []string) *batch {
+// build folds a batch of events into the model and returns their rows. It
+// fails only when an event does not continue the fold's position: the
+// model does not match the file, and must be loaded again.
+func (m *model) build(evs []events.Event, payloads []string) (*batch, error) {
 	b := newBatch()
 	for i := range evs {
-		m.apply(b, &evs[i], payloads[i])
+		if err := m.apply(b, &evs[i], payloads[i]); err != nil {
+			return nil, err
+		}
 		if _, ok := evs[i].Data.(*events.BillingPeriodClosed); ok {
 			b.closes = append(b.closes, evs[i].Position)
 		}
@@ -194,16 +206,38 @@ func (m *model) build(evs []events.Event, payloads []string) *batch {
 	if len(evs) > 0 {
 		b.lastTime = evs[len(evs)-1].OccurredAt
 	}
-	for k := range b.dirtyJobs {
-		b.jobs = append(b.jobs, m.jobRow(k))
+	for k, at := range b.dirtyJobs {
+		if j := m.st.Jobs[k]; j != nil {
+			b.jobs = append(b.jobs, jobRow(j, at))
+		} else {
+			b.goneJobs = append(b.goneJobs, row{k.User, k.Name})
+		}
 	}
-	for k := range b.dirtyTasks {
-		b.tasks = append(b.tasks, m.taskRow(k))
+	for k, at := range b.dirtyTasks {
+		if t := m.st.Task(k.User, k.Job, k.Index); t != nil {
+			b.tasks = append(b.tasks, taskRow(t, at))
+		} else {
+			b.goneTasks = append(b.goneTasks, row{k.User, k.Job, k.Index})
+		}
 	}
-	for k := range b.dirtyMachines {
-		b.machines = append(b.machines, m.machineRow(k))
+	for name, at := range b.dirtyMachines {
+		if mc := m.st.Machines[name]; mc != nil {
+			b.machines = append(b.machines, machineRow(mc, at))
+		} else {
+			b.goneMachines = append(b.goneMachines, row{name})
+		}
 	}
-	return b
+	for k, at := range b.dirtyAllocs {
+		if a := m.alloc(k); a != nil {
+			b.allocs = append(b.allocs, allocRow(a, at))
+		} else {
+			b.goneAllocs = append(b.goneAllocs, row{k.user, k.set, k.index})
+		}
+	}
+	if m.st.Position-m.checkpointed >= checkpointEvery {
+		b.checkpoint, m.checkpointed = projections.Encode(m.st), m.st.Position
+	}
+	return b, nil
 }
 
 // slabValues is how many values a batch allocates at once for its rows.
@@ -221,7 +255,10 @@ func (b *batch) row(vals ...driver.Value) row {
 }
 
 func newBatch() *batch {
-	return &batch{dirtyJobs: map[jobKey]bool{}, dirtyTasks: map[taskKey]bool{}, dirtyMachines: map[string]bool{}}
+	return &batch{
+		dirtyJobs: map[projections.JobKey]jobTouch{}, dirtyTasks: map[projections.TaskKey]taskTouch{},
+		dirtyMachines: map[string]touch{}, dirtyAllocs: map[allocKey]touch{},
+	}
 }
 
 // nz turns an empty string into NULL.
@@ -230,6 +267,14 @@ func nz(s string) any {
 		return nil
 	}
 	return s
+}
+
+// nzInt turns 0 into NULL.
+func nzInt(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
 }
 
 func labelsValue(m map[string]string) any {
@@ -244,155 +289,100 @@ func labelsValue(m map[string]string) any {
 }
 
 // apply folds one event into the model and adds its rows to b. payload is
-// the event's JSON. It never fails: the log is the truth, so an event that
-// names an unknown job or task still gets its rows, with NULLs where the
-// model knows nothing.
-func (m *model) apply(b *batch, e *events.Event, payload string) {
+// the event's JSON. An event the fold skips (it names an unknown job or
+// task, or is out of place) still gets its rows, with NULLs where the fold
+// knows nothing: the log is the truth.
+func (m *model) apply(b *batch, e *events.Event, payload string) error {
 	us := e.OccurredAt.UnixMicro()
 	pos := e.Position
+	at := touch{us, pos}
 	b.events = append(b.events, b.row(
 		pos, e.OccurredAt.UTC(), nullTime(e.RecordedAt), e.Type, e.SchemaVersion, e.Stream, e.StreamVersion,
 		nz(e.Actor), nz(e.CausationID), nz(e.CorrelationID), nz(e.IdempotencyKey), payload,
 	))
+	// What the event changes without naming it, seen before the fold
+	// changes it: the tasks a job's end or a machine's removal ends, the
+	// tasks of a dead job whose name a submission takes, the allocs of a
+	// set removed, the machine a removal forgets.
+	removed := m.touchImplied(b, e.Data, at)
+	if e.Position != m.st.Position+1 {
+		return fmt.Errorf("infrastore: the fold is at position %d, the event at %d", m.st.Position, e.Position)
+	}
+	if err := projections.Apply(m.st, *e); err != nil {
+		return fmt.Errorf("infrastore: folding position %d: %w", pos, err)
+	}
 	typ := e.Type
 	switch p := e.Data.(type) {
 	case *events.MachineRegistered:
-		ms := &machineState{address: p.Address, capacity: p.Capacity, attributes: p.Attributes, state: "up"}
-		m.machines[p.Machine] = ms
-		m.machineEvent(b, p.Machine, ms, events.TraceMachineAdd, typ, "", us, pos)
+		m.machineEvent(b, p.Machine, nil, events.TraceMachineAdd, typ, "", at)
 	case *events.MachineUpdated:
-		ms := m.machine(p.Machine)
-		ms.address, ms.capacity, ms.attributes = p.Address, p.Capacity, p.Attributes
-		m.machineEvent(b, p.Machine, ms, events.TraceMachineUpdate, typ, "", us, pos)
+		m.machineEvent(b, p.Machine, nil, events.TraceMachineUpdate, typ, "", at)
 	case *events.MachineDrainSet:
-		ms := m.machine(p.Machine)
-		ms.draining = p.Draining
-		m.machineEvent(b, p.Machine, ms, events.TraceMachineUpdate, typ, p.Reason, us, pos)
+		m.machineEvent(b, p.Machine, nil, events.TraceMachineUpdate, typ, p.Reason, at)
 	case *events.MachineDown:
-		ms := m.machine(p.Machine)
-		ms.state = "down"
 		// The trace records a machine failure as REMOVE, its return as ADD.
-		m.machineEvent(b, p.Machine, ms, events.TraceMachineRemove, typ, p.Reason, us, pos)
+		m.machineEvent(b, p.Machine, nil, events.TraceMachineRemove, typ, p.Reason, at)
 	case *events.MachineUp:
-		ms := m.machine(p.Machine)
-		ms.state = "up"
-		m.machineEvent(b, p.Machine, ms, events.TraceMachineAdd, typ, "", us, pos)
+		m.machineEvent(b, p.Machine, nil, events.TraceMachineAdd, typ, "", at)
 	case *events.MachineRemoved:
-		ms := m.machine(p.Machine)
-		ms.state = "removed"
-		m.machineEvent(b, p.Machine, ms, events.TraceMachineRemove, typ, p.Reason, us, pos)
+		m.machineEvent(b, p.Machine, removed, events.TraceMachineRemove, typ, p.Reason, at)
 
 	case *events.JobSubmitted:
-		k := jobKey{p.GetSpec().GetUser(), p.GetSpec().GetName()}
-		// A name used again after its job ended starts a new job.
-		js := &jobState{since: pos, versions: map[int64]jobSpec{}, status: "running", submitTime: us}
-		m.jobs[k] = js
-		m.newSpec(b, k, js, p.SpecVersion, p.Spec, us, pos)
-		m.jobEvent(b, k, js, events.TraceSubmit, typ, "", us, pos)
-	case *events.JobUpdated:
-		k := jobKey{p.GetSpec().GetUser(), p.GetSpec().GetName()}
-		js := m.job(k, us)
-		m.newSpec(b, k, js, p.SpecVersion, p.Spec, us, pos)
-		m.jobEvent(b, k, js, events.TraceUpdatePending, typ, "", us, pos)
-	case *events.JobUpdateRolledBack:
-		k := jobKey{p.User, p.Job}
-		js := m.job(k, us)
-		// A rollback is a new version whose spec is an older one's.
-		var spec *events.JobSpec
-		if old, ok := js.versions[p.ToVersion]; ok {
-			spec = old.spec
+		k := projections.JobKey{User: p.GetSpec().GetUser(), Name: p.GetSpec().GetName()}
+		if m.newSpec(b, k, at) {
+			b.dirtyJobs[k] = jobTouch{at, pos}
 		}
-		m.newSpec(b, k, js, p.SpecVersion, spec, us, pos)
+		m.jobEvent(b, k, events.TraceSubmit, typ, "", at)
+	case *events.JobUpdated:
+		k := projections.JobKey{User: p.GetSpec().GetUser(), Name: p.GetSpec().GetName()}
+		m.newSpec(b, k, at)
+		m.jobEvent(b, k, events.TraceUpdatePending, typ, "", at)
+	case *events.JobUpdateRolledBack:
+		// A rollback is a new version whose spec is an older one's.
+		m.newSpec(b, projections.JobKey{User: p.User, Name: p.Job}, at)
 	case *events.JobKilled:
-		k := jobKey{p.User, p.Job}
-		js := m.job(k, us)
-		js.status, js.endTime = "killed", us
-		m.jobEvent(b, k, js, events.TraceKill, typ, p.Reason, us, pos)
+		m.jobEvent(b, projections.JobKey{User: p.User, Name: p.Job}, events.TraceKill, typ, p.Reason, at)
 	case *events.JobFinished:
-		k := jobKey{p.User, p.Job}
-		js := m.job(k, us)
-		js.status, js.endTime = "finished", us
-		m.jobEvent(b, k, js, events.TraceFinish, typ, "", us, pos)
+		m.jobEvent(b, projections.JobKey{User: p.User, Name: p.Job}, events.TraceFinish, typ, "", at)
 
 	case *events.TaskSubmitted:
-		k := taskKey{p.User, p.Job, p.Index}
-		ts := m.task(k)
-		ts.state, ts.machine, ts.submitTime = statePending, "", us
-		m.setVersion(k, ts, p.SpecVersion)
-		m.taskEvent(b, k, ts, events.TraceSubmit, "", typ, p.Reason, nil, "", us, pos)
+		k := projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}
+		m.taskEvent(b, k, events.TraceSubmit, "", typ, p.Reason, nil, "", at)
+		if tt, ok := b.dirtyTasks[k]; ok {
+			tt.submitTime = us
+			b.dirtyTasks[k] = tt
+		}
 	case *events.TaskScheduled:
-		k := taskKey{p.User, p.Job, p.Index}
-		ts := m.task(k)
-		ts.state, ts.machine, ts.reservation = stateRunning, p.Machine, nil
-		m.setVersion(k, ts, p.SpecVersion)
-		m.taskEvent(b, k, ts, events.TraceSchedule, p.Machine, typ, "", nil, "", us, pos)
+		k := projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}
+		t := m.taskEvent(b, k, events.TraceSchedule, p.Machine, typ, "", nil, "", at)
+		version := p.SpecVersion
+		if t != nil {
+			version = t.SpecVersion
+		}
 		preempted := make([]string, len(p.Preempted))
 		for i, r := range p.Preempted {
-			preempted[i] = r.GetUser() + "/" + r.GetJob() + "/" + strconv.Itoa(int(r.GetIndex()))
+			preempted[i] = projections.TaskKey{User: r.GetUser(), Job: r.GetJob(), Index: r.GetIndex()}.String()
 		}
 		b.decisions = append(b.decisions, b.row(
-			us, pos, p.User, p.Job, p.Index, nz(p.Machine), ts.specVersion, p.Score,
+			us, pos, p.User, p.Job, p.Index, nz(p.Machine), version, p.Score,
 			p.MachinesExamined, int32(len(p.Preempted)), preempted, p.AllocIndex, p.MachineVersion,
 		))
 	case *events.TaskStarted:
-		k := taskKey{p.User, p.Job, p.Index}
-		ts := m.task(k)
-		ts.state, ts.restarts, ts.pid, ts.startTime = stateRunning, p.Restarts, p.Pid, us
-		if p.Machine != "" {
-			ts.machine = p.Machine
-		}
-		m.touchTask(b, k, ts, us, pos)
+		m.touchTask(b, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, at)
+	case *events.TaskHealthChanged:
+		m.touchTask(b, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, at)
 	case *events.TaskEvicted:
-		k := taskKey{p.User, p.Job, p.Index}
-		ts := m.task(k)
-		machine := firstNonEmpty(p.Machine, ts.machine)
-		ts.state, ts.machine = stateEvicted, ""
-		m.taskEvent(b, k, ts, events.TraceEvict, machine, typ, p.Reason, nil, p.Message, us, pos)
+		m.taskEvent(b, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, events.TraceEvict, p.Machine, typ, p.Reason, nil, p.Message, at)
 	case *events.TaskFailed:
-		k := taskKey{p.User, p.Job, p.Index}
-		ts := m.task(k)
-		machine := firstNonEmpty(p.Machine, ts.machine)
-		ts.restarts = p.Restarts
-		if p.WillRestart {
-			// The agent restarts it in place: it keeps its machine.
-			ts.state, ts.machine = stateRunning, machine
-		} else {
-			ts.state, ts.machine = stateFailed, ""
-		}
-		m.taskEvent(b, k, ts, events.TraceFail, machine, typ, p.Signal, p.ExitCode, p.Message, us, pos)
+		m.taskEvent(b, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, events.TraceFail, p.Machine, typ, p.Signal, p.ExitCode, p.Message, at)
 	case *events.TaskFinished:
-		k := taskKey{p.User, p.Job, p.Index}
-		ts := m.task(k)
-		machine := firstNonEmpty(p.Machine, ts.machine)
-		ts.state, ts.machine = stateFinished, ""
-		m.taskEvent(b, k, ts, events.TraceFinish, machine, typ, "", p.ExitCode, "", us, pos)
+		m.taskEvent(b, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, events.TraceFinish, p.Machine, typ, "", p.ExitCode, "", at)
 	case *events.TaskKilled:
-		k := taskKey{p.User, p.Job, p.Index}
-		ts := m.task(k)
-		machine := firstNonEmpty(p.Machine, ts.machine)
-		ts.state, ts.machine = stateKilled, ""
-		m.taskEvent(b, k, ts, events.TraceKill, machine, typ, p.Reason, nil, "", us, pos)
+		m.taskEvent(b, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, events.TraceKill, p.Machine, typ, p.Reason, nil, "", at)
 	case *events.TaskLost:
-		k := taskKey{p.User, p.Job, p.Index}
-		ts := m.task(k)
-		machine := firstNonEmpty(p.Machine, ts.machine)
-		ts.state, ts.machine = stateLost, ""
-		m.taskEvent(b, k, ts, events.TraceLost, machine, typ, p.Reason, nil, "", us, pos)
+		m.taskEvent(b, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, events.TraceLost, p.Machine, typ, p.Reason, nil, "", at)
 	case *events.TaskUpdated:
-		k := taskKey{p.User, p.Job, p.Index}
-		ts := m.task(k)
-		m.setVersion(k, ts, p.SpecVersion)
-		code := events.TraceCodeOf(p)
-		// An update changes what a task runs, not where it is: a placed
-		// task stays placed (logs before the command said so of tasks
-		// placed but not yet started called them pending).
-		if ts.state != stateRunning {
-			ts.state = stateOfCode(int(code))
-			if ts.state == statePending {
-				ts.machine = ""
-			}
-		}
-		m.taskEvent(b, k, ts, code, ts.machine, typ, "", nil, "", us, pos)
+		m.taskEvent(b, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, events.TraceCodeOf(p), "", typ, "", nil, "", at)
 
 	case *events.UsageReported:
 		for _, u := range p.Tasks {
@@ -400,140 +390,267 @@ func (m *model) apply(b *batch, e *events.Event, payload string) {
 		}
 	case *events.ReservationEstimated:
 		for _, r := range p.Tasks {
-			k := taskKey{r.User, r.Job, r.Index}
-			ts := m.task(k)
-			ts.reservation = r.Reservation
-			m.touchTask(b, k, ts, us, pos)
+			m.touchTask(b, projections.TaskKey{User: r.User, Job: r.Job, Index: r.Index}, at)
+		}
+
+	case *events.AllocSetCreated:
+		if set := m.st.AllocSets[projections.JobKey{User: p.User, Name: p.Name}]; set != nil {
+			for _, a := range set.Allocs {
+				b.dirtyAllocs[allocKey{p.User, p.Name, a.Index}] = at
+			}
+		}
+	case *events.AllocScheduled:
+		b.dirtyAllocs[allocKey{p.User, p.Name, p.Index}] = at
+	case *events.AllocEvicted:
+		b.dirtyAllocs[allocKey{p.User, p.Name, p.Index}] = at
+	}
+	return nil
+}
+
+// touchImplied marks what e changes without naming it, as the fold holds it
+// before e; for a MachineRemoved it returns the machine, which the fold
+// then forgets.
+func (m *model) touchImplied(b *batch, d events.Payload, at touch) *projections.Machine {
+	st := m.st
+	switch p := d.(type) {
+	case *events.JobSubmitted:
+		// A name used again: the dead job's tasks leave with it.
+		if j := st.Jobs[projections.JobKey{User: p.GetSpec().GetUser(), Name: p.GetSpec().GetName()}]; j != nil && j.Dead() {
+			for _, t := range j.Tasks {
+				if t != nil {
+					m.touchTask(b, t.Key(), at)
+				}
+			}
+		}
+	case *events.JobKilled:
+		m.touchLiveTasks(b, st.Jobs[projections.JobKey{User: p.User, Name: p.Job}], at)
+	case *events.JobFinished:
+		m.touchLiveTasks(b, st.Jobs[projections.JobKey{User: p.User, Name: p.Job}], at)
+	case *events.MachineRemoved:
+		mc := st.Machines[p.Machine]
+		if mc == nil {
+			return nil
+		}
+		mc.RangeTasks(func(t *projections.Task) bool {
+			m.touchTask(b, t.Key(), at)
+			return true
+		})
+		for _, a := range mc.Allocs() {
+			b.dirtyAllocs[allocKey{a.Set.User, a.Set.Name, a.Index}] = at
+		}
+		return mc
+	case *events.AllocSetRemoved:
+		if set := st.AllocSets[projections.JobKey{User: p.User, Name: p.Name}]; set != nil {
+			for _, a := range set.Allocs {
+				b.dirtyAllocs[allocKey{p.User, p.Name, a.Index}] = at
+				m.touchAllocTasks(b, a, at)
+			}
+		}
+	case *events.AllocEvicted:
+		if a := m.alloc(allocKey{p.User, p.Name, p.Index}); a != nil {
+			m.touchAllocTasks(b, a, at)
+		}
+	case *events.TaskSubmitted, *events.TaskFinished, *events.TaskFailed, *events.TaskEvicted,
+		*events.TaskKilled, *events.TaskLost, *events.TaskUpdated:
+		// A task leaving an alloc, or changing its limit there, changes
+		// what the alloc has in use.
+		if k, ok := taskOf(d); ok {
+			if t := st.Task(k.User, k.Job, k.Index); t != nil {
+				m.touchAllocOf(b, t, at)
+			}
+		}
+	}
+	return nil
+}
+
+// taskOf names the task a task event is about.
+func taskOf(d events.Payload) (projections.TaskKey, bool) {
+	switch p := d.(type) {
+	case *events.TaskSubmitted:
+		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
+	case *events.TaskFinished:
+		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
+	case *events.TaskFailed:
+		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
+	case *events.TaskEvicted:
+		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
+	case *events.TaskKilled:
+		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
+	case *events.TaskLost:
+		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
+	case *events.TaskUpdated:
+		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
+	}
+	return projections.TaskKey{}, false
+}
+
+func (m *model) touchLiveTasks(b *batch, j *projections.Job, at touch) {
+	if j == nil || j.Dead() {
+		return
+	}
+	for _, t := range j.Tasks {
+		if t != nil && t.State != projections.TaskDead {
+			m.touchTask(b, t.Key(), at)
 		}
 	}
 }
 
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
+// touchAllocTasks marks the tasks running in alloc a.
+func (m *model) touchAllocTasks(b *batch, a *projections.Alloc, at touch) {
+	mc := m.st.Machines[a.Machine]
+	if mc == nil {
+		return
 	}
-	return b
+	mc.RangeTasks(func(t *projections.Task) bool {
+		if t.AllocIndex == a.Index && t.Job.User == a.Set.User && t.Spec().GetAllocSet() == a.Set.Name {
+			m.touchTask(b, t.Key(), at)
+		}
+		return true
+	})
 }
 
-func (m *model) machine(name string) *machineState {
-	ms, ok := m.machines[name]
+// touchAllocOf marks the alloc t runs in, if it runs in one.
+func (m *model) touchAllocOf(b *batch, t *projections.Task, at touch) {
+	if t.Live() && t.AllocIndex >= 0 {
+		if set := t.Spec().GetAllocSet(); set != "" {
+			b.dirtyAllocs[allocKey{t.Job.User, set, t.AllocIndex}] = at
+		}
+	}
+}
+
+func (m *model) alloc(k allocKey) *projections.Alloc {
+	set := m.st.AllocSets[projections.JobKey{User: k.user, Name: k.set}]
+	if set == nil || k.index < 0 || int(k.index) >= len(set.Allocs) {
+		return nil
+	}
+	return set.Allocs[k.index]
+}
+
+// touchTask marks a task changed by the event at, keeping the batch's
+// facts of its task events.
+func (m *model) touchTask(b *batch, k projections.TaskKey, at touch) {
+	tt, ok := b.dirtyTasks[k]
 	if !ok {
-		ms = &machineState{state: "up"}
-		m.machines[name] = ms
+		tt.eventType = -1
 	}
-	return ms
+	tt.touch = at
+	b.dirtyTasks[k] = tt
 }
 
-func (m *model) machineEvent(b *batch, name string, ms *machineState, code events.MachineTraceCode, typ, reason string, us, pos int64) {
-	ms.time, ms.position = us, pos
-	b.dirtyMachines[name] = true
-	c := ms.capacity
+// machineEvent adds the machine_events row of a machine event: the
+// machine's whole state after it, as the fold holds it. removed is the
+// machine a MachineRemoved made the fold forget.
+func (m *model) machineEvent(b *batch, name string, removed *projections.Machine, code events.MachineTraceCode, typ, reason string, at touch) {
+	b.dirtyMachines[name] = at
+	mc, state := m.st.Machines[name], any(nil)
+	switch {
+	case mc != nil:
+		state = mc.State.String()
+	case removed != nil:
+		mc, state = removed, "removed"
+	}
+	if mc == nil {
+		// A machine the fold never registered.
+		b.machineEvents = append(b.machineEvents, b.row(
+			at.time, name, int32(code), nil, nil, nil, SourceLog, at.position, typ,
+			nil, nil, nil, nil, nil, nil, nil, nil, nil, nz(reason),
+		))
+		return
+	}
+	c := mc.Capacity
 	b.machineEvents = append(b.machineEvents, b.row(
-		us, name, int32(code), nil, float64(c.GetCpuMilli())/1000, float64(c.GetMemoryBytes()),
-		SourceLog, pos, typ, nz(ms.address), c.GetCpuMilli(), c.GetMemoryBytes(), c.GetDiskBytes(),
-		c.GetPorts(), c.GetGpuMilli(), labelsValue(ms.attributes), ms.state, ms.draining, nz(reason),
+		at.time, name, int32(code), nil, float64(c.CPUMilli)/1000, float64(c.MemoryBytes),
+		SourceLog, at.position, typ, nz(mc.Address), c.CPUMilli, c.MemoryBytes, c.DiskBytes,
+		int32(c.Ports), c.GPUMilli, labelsValue(mc.Attributes), state, mc.Draining, nz(reason),
 	))
 }
 
-// job returns the job's state, creating an empty one for a job whose
-// submission the model never saw.
-func (m *model) job(k jobKey, us int64) *jobState {
-	js, ok := m.jobs[k]
-	if !ok {
-		js = &jobState{versions: map[int64]jobSpec{}, status: "running", submitTime: us}
-		m.jobs[k] = js
+// newSpec adds the job_specs row of the version a job event put in force,
+// if the fold took it, and reports whether it did.
+func (m *model) newSpec(b *batch, k projections.JobKey, at touch) bool {
+	j := m.st.Jobs[k]
+	if j == nil || j.ChangedPos != at.position {
+		return false
 	}
-	return js
-}
-
-func (m *model) newSpec(b *batch, k jobKey, js *jobState, version int64, spec *events.JobSpec, us, pos int64) {
-	if spec == nil {
-		spec = &events.JobSpec{User: k.user, Name: k.job}
-	}
-	js.versions[version] = jobSpec{spec: spec, position: pos}
-	js.version, js.time, js.position = version, us, pos
-	b.dirtyJobs[k] = true
+	b.dirtyJobs[k] = jobTouch{touch: at, submitPosition: b.dirtyJobs[k].submitPosition}
+	spec, version := j.Spec(), j.Current
+	m.specPositions[specKey{k.User, k.Name, version}] = at.position
 	r := spec.GetResources()
 	b.jobSpecs = append(b.jobSpecs, b.row(
-		pos, us, k.user, k.job, version, spec.GetPriority(), bandOf(spec.GetPriority()), schedulingClass(spec),
+		at.position, at.time, k.User, k.Name, version, spec.GetPriority(), bandOf(spec.GetPriority()), schedulingClass(spec),
 		spec.GetTaskCount(), r.GetCpuMilli(), r.GetMemoryBytes(), r.GetDiskBytes(), r.GetPorts(), r.GetGpuMilli(),
 		labelsValue(spec.GetLabels()), nz(spec.GetAppclass()), nz(spec.GetCommand()), specJSON(spec),
 	))
+	return true
 }
 
-func (m *model) jobEvent(b *batch, k jobKey, js *jobState, code events.TraceCode, typ, reason string, us, pos int64) {
-	js.time, js.position = us, pos
-	b.dirtyJobs[k] = true
-	var class, priority, count any
-	if s, ok := js.current(); ok {
-		class, priority, count = schedulingClass(s.spec), s.spec.GetPriority(), s.spec.GetTaskCount()
+func (m *model) jobEvent(b *batch, k projections.JobKey, code events.TraceCode, typ, reason string, at touch) {
+	var class, priority, count, version any
+	if j := m.st.Jobs[k]; j != nil {
+		if jt, ok := b.dirtyJobs[k]; ok {
+			jt.touch = at
+			b.dirtyJobs[k] = jt
+		} else {
+			b.dirtyJobs[k] = jobTouch{touch: at}
+		}
+		version = j.Current
+		if s := j.Spec(); s != nil {
+			class, priority, count = schedulingClass(s), s.GetPriority(), s.GetTaskCount()
+		}
 	}
 	b.jobEvents = append(b.jobEvents, b.row(
-		us, nil, k.job, int32(code), k.user, class, k.job, k.job,
-		SourceLog, pos, typ, js.version, priority, count, nz(reason),
+		at.time, nil, k.Name, int32(code), k.User, class, k.Name, k.Name,
+		SourceLog, at.position, typ, version, priority, count, nz(reason),
 	))
 }
 
-func (m *model) task(k taskKey) *taskState {
-	ts, ok := m.tasks[k]
-	if !ok {
-		ts = &taskState{eventType: -1}
-		if js, ok := m.jobs[jobKey{k.user, k.job}]; ok {
-			ts.specVersion = js.version
+// taskEvent adds the task_events row of a task event, with the task as the
+// fold holds it after the event, and returns the task (nil when the fold
+// does not hold it). machine is the one the event names, else where the
+// task is placed or last ran.
+func (m *model) taskEvent(b *batch, k projections.TaskKey, code events.TraceCode, machine, typ, reason string, exitCode any, message string, at touch) *projections.Task {
+	t := m.st.Task(k.User, k.Job, k.Index)
+	var class, priority, cpu, mem, disk, state, version any
+	if t != nil {
+		m.touchTask(b, k, at)
+		tt := b.dirtyTasks[k]
+		tt.eventType = int32(code)
+		b.dirtyTasks[k] = tt
+		m.touchAllocOf(b, t, at)
+		if machine == "" && t.State != projections.TaskPending {
+			machine = t.Machine
 		}
-		m.tasks[k] = ts
-	}
-	return ts
-}
-
-// setVersion moves a task to a spec version (0 in an event: unchanged). A new
-// version resets the reservation: the limit it decays from has changed.
-func (m *model) setVersion(k taskKey, ts *taskState, v int64) {
-	if v != 0 && v != ts.specVersion {
-		ts.specVersion, ts.reservation = v, nil
-	}
-	if ts.specVersion == 0 {
-		if js, ok := m.jobs[jobKey{k.user, k.job}]; ok {
-			ts.specVersion = js.version
+		if s := t.Spec(); s != nil {
+			class, priority = schedulingClass(s), s.GetPriority()
 		}
-	}
-}
-
-// specOf returns the spec version a task runs, if the model knows it.
-func (m *model) specOf(k taskKey, ts *taskState) (jobSpec, bool) {
-	js, ok := m.jobs[jobKey{k.user, k.job}]
-	if !ok {
-		return jobSpec{}, false
-	}
-	if s, ok := js.versions[ts.specVersion]; ok {
-		return s, true
-	}
-	return js.current()
-}
-
-func (m *model) touchTask(b *batch, k taskKey, ts *taskState, us, pos int64) {
-	ts.time, ts.position = us, pos
-	ts.spec = nil
-	if s, ok := m.specOf(k, ts); ok {
-		ts.spec = s.spec
-	}
-	b.dirtyTasks[k] = true
-}
-
-func (m *model) taskEvent(b *batch, k taskKey, ts *taskState, code events.TraceCode, machine, typ, reason string, exitCode any, message string, us, pos int64) {
-	ts.eventType = int32(code)
-	m.touchTask(b, k, ts, us, pos)
-	var class, priority, cpu, mem, disk any
-	if s, ok := m.specOf(k, ts); ok {
-		l := limitOf(s.spec, k.index)
-		class, priority = schedulingClass(s.spec), s.spec.GetPriority()
-		cpu, mem, disk = float64(l.GetCpuMilli())/1000, float64(l.GetMemoryBytes()), float64(l.GetDiskBytes())
+		l := t.Limit
+		cpu, mem, disk = float64(l.CPUMilli)/1000, float64(l.MemoryBytes), float64(l.DiskBytes)
+		state, version = taskStateName(t), t.SpecVersion
 	}
 	// In the order of queryAppends["task_events"].
 	b.taskEvents = append(b.taskEvents, b.row(
-		us, k.job, k.index, nz(machine), int32(code), k.user, class, priority, cpu, mem, disk,
-		pos, typ, ts.state, ts.specVersion, nz(reason), exitCode, nz(message),
+		at.time, k.Job, k.Index, nz(machine), int32(code), k.User, class, priority, cpu, mem, disk,
+		at.position, typ, state, version, nz(reason), exitCode, nz(message),
 	))
+	return t
+}
+
+// usageTerms are what a task's usage window is billed against: the spec
+// version it runs (and its job_specs row), its limit and its reservation,
+// as the fold holds them.
+func (m *model) usageTerms(k projections.TaskKey) (version int64, limit, res *events.Resources, priority, specPos any) {
+	t := m.st.Task(k.User, k.Job, k.Index)
+	if t == nil {
+		return 0, nil, nil, nil, nil
+	}
+	version = t.SpecVersion
+	if spec := t.Spec(); spec != nil {
+		limit, res, priority = t.Limit.Proto(), t.Reservation.Proto(), spec.GetPriority()
+		if p, ok := m.specPositions[specKey{k.User, k.Job, version}]; ok {
+			specPos = p
+		}
+	}
+	return version, limit, res, priority, specPos
 }
 
 // Divisors that turn (milli-cores × µs) into core-hours and (bytes × µs)
@@ -544,23 +661,8 @@ const (
 )
 
 func (m *model) usage(b *batch, p *events.UsageReported, u *events.TaskUsage, pos int64) {
-	k := taskKey{u.User, u.Job, u.Index}
-	// Look up without creating: usage changes no state, and a task created
-	// here would not be stored with the batch.
-	ts, ok := m.tasks[k]
-	if !ok {
-		ts = &taskState{}
-	}
-	var limit *events.Resources
-	var priority, specPos any
-	if s, ok := m.specOf(k, ts); ok {
-		limit = limitOf(s.spec, k.index)
-		priority, specPos = s.spec.GetPriority(), s.position
-	}
-	res := limit
-	if ts.reservation != nil {
-		res = ts.reservation
-	}
+	// The task's terms as the fold holds them: usage changes none of them.
+	specVersion, limit, res, priority, specPos := m.usageTerms(projections.TaskKey{User: u.User, Job: u.Job, Index: u.Index})
 	// A float comes in, so rounding once here is as exact as the input
 	// allows; from here on the stored decimal is the figure that is summed.
 	cpuUsage := int64(0)
@@ -573,7 +675,7 @@ func (m *model) usage(b *batch, p *events.UsageReported, u *events.TaskUsage, po
 	// and the byte-seconds.
 	dur := max(p.WindowEndUs-p.WindowStartUs, 0)
 	b.taskUsage = append(b.taskUsage, b.row(
-		p.WindowStartUs, p.WindowEndUs, u.Job, u.Index, nz(p.Machine), u.User, pos, ts.specVersion, specPos, priority,
+		p.WindowStartUs, p.WindowEndUs, u.Job, u.Index, nz(p.Machine), u.User, pos, specVersion, specPos, priority,
 		u.CpuCoreSeconds, u.MemoryBytes, u.MemoryMaxBytes, u.DiskBytes,
 		limit.GetCpuMilli(), limit.GetMemoryBytes(), limit.GetDiskBytes(),
 		res.GetCpuMilli(), res.GetMemoryBytes(), res.GetDiskBytes(),
@@ -587,63 +689,4 @@ func (m *model) usage(b *batch, p *events.UsageReported, u *events.TaskUsage, po
 		limit.GetGpuMilli(),
 		scaledRatio(limit.GetGpuMilli(), dur, milliCoreMicrosPerCoreHour),
 	))
-}
-
-// Rows of the current-state tables, written for each entity a batch touched.
-
-func (m *model) jobRow(k jobKey) row {
-	js := m.jobs[k]
-	var priority, band, class, count, cpu, mem, disk, labels any
-	if s, ok := js.current(); ok {
-		r := s.spec.GetResources()
-		priority, band, class = s.spec.GetPriority(), bandOf(s.spec.GetPriority()), schedulingClass(s.spec)
-		count, cpu, mem, disk = s.spec.GetTaskCount(), r.GetCpuMilli(), r.GetMemoryBytes(), r.GetDiskBytes()
-		labels = labelsValue(s.spec.GetLabels())
-	}
-	var end any
-	if js.endTime != 0 {
-		end = js.endTime
-	}
-	return row{
-		k.user, k.job, js.version, priority, band, class, count, cpu, mem, disk, labels,
-		js.status, js.submitTime, end, js.since, js.time, js.position,
-	}
-}
-
-func (m *model) taskRow(k taskKey) row {
-	ts := m.tasks[k]
-	var priority, band, lc, lm, ld, rc, rm, rd any
-	if spec := ts.spec; spec != nil {
-		l := limitOf(spec, k.index)
-		priority, band = spec.GetPriority(), bandOf(spec.GetPriority())
-		lc, lm, ld = l.GetCpuMilli(), l.GetMemoryBytes(), l.GetDiskBytes()
-		rc, rm, rd = lc, lm, ld
-	}
-	if r := ts.reservation; r != nil {
-		rc, rm, rd = r.GetCpuMilli(), r.GetMemoryBytes(), r.GetDiskBytes()
-	}
-	var eventType, submit, start any
-	if ts.eventType >= 0 {
-		eventType = ts.eventType
-	}
-	if ts.submitTime != 0 {
-		submit = ts.submitTime
-	}
-	if ts.startTime != 0 {
-		start = ts.startTime
-	}
-	return row{
-		k.user, k.job, k.index, nz(ts.state), nz(ts.machine), ts.specVersion, priority, band,
-		lc, lm, ld, rc, rm, rd, ts.reservation != nil, ts.restarts, ts.pid, eventType, submit, start,
-		ts.time, ts.position,
-	}
-}
-
-func (m *model) machineRow(name string) row {
-	ms := m.machines[name]
-	c := ms.capacity
-	return row{
-		name, nz(ms.address), c.GetCpuMilli(), c.GetMemoryBytes(), c.GetDiskBytes(), c.GetPorts(), c.GetGpuMilli(),
-		labelsValue(ms.attributes), ms.state, ms.draining, ms.time, ms.position,
-	}
 }

@@ -6,122 +6,103 @@ import (
 	"errors"
 	"fmt"
 
-	duckdb "github.com/duckdb/duckdb-go/v2"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/projections"
 )
 
-// loadModel reads the ingester's state back from the current-state tables.
-func loadModel(ctx context.Context, conn *sql.Conn) (*model, error) {
+// loadModel recovers the ingester's fold at position, the file's stored
+// position: the checkpoint in fold_checkpoint (the projection's codec),
+// else the empty cell, then the events after it, read back from the events
+// table (written in the same transactions as the position, so they reach
+// it exactly). A checkpoint this build cannot decode is passed over: the
+// events table holds the whole log.
+func loadModel(ctx context.Context, conn *sql.Conn, position int64) (*model, error) {
 	m := newModel()
-	rows, err := conn.QueryContext(ctx, `SELECT user, job, spec_version, status, submit_time, coalesce(end_time, 0), submit_position, time, position FROM jobs`)
-	if err != nil {
+	var at int64
+	var raw []byte
+	switch err := conn.QueryRowContext(ctx, `SELECT position, state FROM fold_checkpoint`).Scan(&at, &raw); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
 		return nil, err
+	case at <= position:
+		if st, err := projections.Decode(raw); err == nil && st.Position == at {
+			m.st, m.checkpointed = st, at
+		}
 	}
-	for rows.Next() {
-		js := &jobState{versions: map[int64]jobSpec{}}
-		var k jobKey
-		var version sql.NullInt64
-		var status sql.NullString
-		if err := rows.Scan(&k.user, &k.job, &version, &status, &js.submitTime, &js.endTime, &js.since, &js.time, &js.position); err != nil {
-			rows.Close()
+	for m.st.Position < position {
+		evs, err := readEvents(ctx, conn, m.st.Position+1, min(position-m.st.Position, replayBatch))
+		if err != nil {
 			return nil, err
 		}
-		js.version, js.status = version.Int64, status.String
-		m.jobs[k] = js
-	}
-	if err := closeRows(rows); err != nil {
-		return nil, err
+		if len(evs) == 0 {
+			return nil, fmt.Errorf("the events table ends at position %d, before the stored position %d", m.st.Position, position)
+		}
+		if err := projections.ApplyAll(m.st, evs); err != nil {
+			return nil, err
+		}
 	}
 
-	// The versions of each job since its submission: not those of an
-	// earlier job of the same name.
-	rows, err = conn.QueryContext(ctx, `SELECT s.user, s.job, s.spec_version, s.position, s.spec::VARCHAR
-		FROM job_specs s JOIN jobs j ON j.user = s.user AND j.job = s.job AND s.position >= j.submit_position
-		ORDER BY s.position`)
+	// The job_specs row of each version; a name used again has the newer
+	// rows (specPositions).
+	rows, err := conn.QueryContext(ctx, `SELECT user, job, spec_version, max(position) FROM job_specs GROUP BY ALL`)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
-		var k jobKey
-		var version, pos int64
-		var raw sql.NullString
-		if err := rows.Scan(&k.user, &k.job, &version, &pos, &raw); err != nil {
+		var k specKey
+		var pos int64
+		if err := rows.Scan(&k.user, &k.job, &k.version, &pos); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		spec := &events.JobSpec{}
-		if raw.Valid {
-			if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(raw.String), spec); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("job_specs position %d: %w", pos, err)
-			}
-		}
-		m.jobs[k].versions[version] = jobSpec{spec: spec, position: pos}
-	}
-	if err := closeRows(rows); err != nil {
-		return nil, err
-	}
-
-	rows, err = conn.QueryContext(ctx, `SELECT user, job, task_index, coalesce(state, ''), coalesce(machine, ''), coalesce(spec_version, 0),
-		cpu_reservation_milli, memory_reservation_bytes, disk_reservation_bytes, coalesce(reservation_estimated, false),
-		coalesce(restarts, 0), coalesce(pid, 0), coalesce(event_type, -1), coalesce(submit_time, 0), coalesce(start_time, 0), time, position FROM tasks`)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		ts := &taskState{}
-		var k taskKey
-		var rc, rm, rd sql.NullInt64
-		var estimated bool
-		if err := rows.Scan(&k.user, &k.job, &k.index, &ts.state, &ts.machine, &ts.specVersion, &rc, &rm, &rd, &estimated,
-			&ts.restarts, &ts.pid, &ts.eventType, &ts.submitTime, &ts.startTime, &ts.time, &ts.position); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if estimated {
-			ts.reservation = &events.Resources{CpuMilli: rc.Int64, MemoryBytes: rm.Int64, DiskBytes: rd.Int64}
-		}
-		m.tasks[k] = ts
-	}
-	if err := closeRows(rows); err != nil {
-		return nil, err
-	}
-
-	rows, err = conn.QueryContext(ctx, `SELECT machine, coalesce(address, ''), cpu_milli, memory_bytes, disk_bytes, ports, gpu_milli,
-		attributes, state, draining, time, position FROM machines`)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		ms := &machineState{capacity: &events.Resources{}}
-		var name string
-		var attrs any
-		c := ms.capacity
-		if err := rows.Scan(&name, &ms.address, &c.CpuMilli, &c.MemoryBytes, &c.DiskBytes, &c.Ports, &c.GpuMilli,
-			&attrs, &ms.state, &ms.draining, &ms.time, &ms.position); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if proto.Equal(c, &events.Resources{}) {
-			ms.capacity = nil
-		}
-		if am, ok := attrs.(duckdb.Map); ok {
-			ms.attributes = make(map[string]string, len(am))
-			for k, v := range am {
-				ks, _ := k.(string)
-				vs, _ := v.(string)
-				ms.attributes[ks] = vs
-			}
-		}
-		m.machines[name] = ms
+		m.specPositions[k] = pos
 	}
 	if err := closeRows(rows); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// replayBatch is how many events one read of a recovery asks for.
+const replayBatch = 8192
+
+// readEvents reads up to limit events of the events table from position
+// from on, in order, as the catalogue's messages.
+func readEvents(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, from, limit int64) ([]events.Event, error) {
+	rows, err := q.QueryContext(ctx, `SELECT position, time, recorded_at, type, stream, stream_version,
+		actor, causation_id, correlation_id, idempotency_key, CAST(payload AS VARCHAR)
+		FROM events WHERE position >= ? ORDER BY position LIMIT ?`, from, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []events.Event
+	for rows.Next() {
+		var (
+			e                                      events.Event
+			recorded                               sql.NullTime
+			streamVersion                          sql.NullInt64
+			actor, causation, correlation, idemKey sql.NullString
+			payload                                sql.NullString
+		)
+		if err := rows.Scan(&e.Position, &e.OccurredAt, &recorded, &e.Type, &e.Stream, &streamVersion,
+			&actor, &causation, &correlation, &idemKey, &payload); err != nil {
+			return nil, err
+		}
+		e.OccurredAt = e.OccurredAt.UTC()
+		if recorded.Valid {
+			e.RecordedAt = recorded.Time.UTC()
+		}
+		e.StreamVersion = streamVersion.Int64
+		e.Actor, e.CausationID, e.CorrelationID, e.IdempotencyKey = actor.String, causation.String, correlation.String, idemKey.String
+		if err := decodePayloadJSON(&e, payload); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }
 
 func closeRows(rows *sql.Rows) error {

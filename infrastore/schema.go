@@ -7,7 +7,7 @@ package infrastore
 // until a Rebuild re-derives everything from the log.
 
 // schemaVersion is stored in ingest_state.
-const schemaVersion = 5
+const schemaVersion = 6
 
 // Sources of rows in the trace-shaped tables.
 const (
@@ -65,9 +65,13 @@ const ddlJobSpecs = `CREATE TABLE IF NOT EXISTS job_specs (
 	spec             JSON
 )`
 
-// jobs, tasks and machines hold the current state, one row per entity.
-// Each batch appends the new rows of the entities it touched, then deletes
-// their older rows: two set-based statements instead of one UPDATE per row.
+// jobs, tasks, machines and allocs hold the current state, one row per
+// entity the projection's fold holds (model.go): each batch upserts the
+// rows of the entities it touched by key and deletes those the fold no
+// longer holds (replaceCurrent), set-based, never a statement per row.
+// Columns of the log's events only (submit_position, event_type,
+// submit_time) are NULL in a batch that did not change them, and the
+// upsert keeps the stored value (currentTables).
 const ddlJobs = `CREATE TABLE IF NOT EXISTS jobs (
 	user             VARCHAR NOT NULL,
 	job              VARCHAR NOT NULL,
@@ -84,6 +88,7 @@ const ddlJobs = `CREATE TABLE IF NOT EXISTS jobs (
 	submit_time      BIGINT,
 	end_time         BIGINT,
 	submit_position  BIGINT, -- the JobSubmitted of this job (a name can be used again)
+	end_reason       VARCHAR,
 	time             BIGINT,
 	position         BIGINT NOT NULL,
 	PRIMARY KEY (user, job) -- a batch replaces its jobs' rows by key (replaceCurrent)
@@ -105,11 +110,14 @@ const ddlTasks = `CREATE TABLE IF NOT EXISTS tasks (
 	memory_reservation_bytes BIGINT,
 	disk_reservation_bytes   BIGINT,
 	reservation_estimated    BOOLEAN, -- false: the reservation is the limit
-	restarts                 INTEGER,
+	restarts                 INTEGER, -- the fold's: in place and across reschedules
 	pid                      BIGINT,
 	event_type               INTEGER, -- the last trace code
 	submit_time              BIGINT,
 	start_time               BIGINT,
+	health                   VARCHAR, -- healthy, unhealthy; NULL: not checked in this run
+	health_message           VARCHAR,
+	healthy_since            BIGINT,
 	time                     BIGINT,
 	position                 BIGINT NOT NULL,
 	PRIMARY KEY (user, job, task_index)
@@ -124,11 +132,44 @@ const ddlMachines = `CREATE TABLE IF NOT EXISTS machines (
 	ports        INTEGER,
 	gpu_milli    BIGINT,
 	attributes   MAP(VARCHAR, VARCHAR),
-	state        VARCHAR, -- up, down, removed
+	state        VARCHAR, -- up, down (a removed machine leaves the table)
 	draining     BOOLEAN,
+	reason       VARCHAR,
 	time         BIGINT,
 	position     BIGINT NOT NULL,
 	PRIMARY KEY (machine)
+)`
+
+// allocs: every alloc of the alloc sets alive, its machine (NULL while
+// pending), its set's resources and what its tasks' limits use of them.
+const ddlAllocs = `CREATE TABLE IF NOT EXISTS allocs (
+	user              VARCHAR NOT NULL,
+	name              VARCHAR NOT NULL,
+	alloc_index       INTEGER NOT NULL,
+	machine           VARCHAR,
+	priority          INTEGER,
+	band              VARCHAR,
+	cpu_milli         BIGINT,
+	memory_bytes      BIGINT,
+	disk_bytes        BIGINT,
+	gpu_milli         BIGINT,
+	ports             INTEGER,
+	used_cpu_milli    BIGINT,
+	used_memory_bytes BIGINT,
+	used_disk_bytes   BIGINT,
+	used_gpu_milli    BIGINT,
+	time              BIGINT,
+	position          BIGINT NOT NULL,
+	PRIMARY KEY (user, name, alloc_index)
+)`
+
+// fold_checkpoint is one row: the projection's checkpoint encoding of the
+// ingester's fold at a position at or before ingest_state's, written in a
+// batch's transaction, so that a restart replays only the events after it
+// from the events table (model_load.go).
+const ddlFoldCheckpoint = `CREATE TABLE IF NOT EXISTS fold_checkpoint (
+	position BIGINT NOT NULL,
+	state    BLOB   NOT NULL
 )`
 
 // task_events starts with the thirteen columns of the Google trace's
@@ -284,7 +325,7 @@ WITH e AS (
 	SELECT source, user, job,
 		arg_max(event_type, position) AS event_type,
 		max(time) AS time,
-		min(time) FILTER (WHERE event_type = 0) AS submit_time,
+		max(time) FILTER (WHERE event_type = 0) AS submit_time, -- the last: a name can be used again
 		arg_max(scheduling_class, position) AS scheduling_class,
 		arg_max(job_name, position) AS job_name,
 		arg_max(logical_job_name, position) AS logical_job_name
@@ -315,6 +356,8 @@ var tables = []struct{ name, ddl string }{
 	{"jobs", ddlJobs},
 	{"tasks", ddlTasks},
 	{"machines", ddlMachines},
+	{"allocs", ddlAllocs},
+	{"fold_checkpoint", ddlFoldCheckpoint},
 	{"task_events", ddlTaskEvents},
 	{"job_events", ddlJobEvents},
 	{"machine_events", ddlMachineEvents},

@@ -148,12 +148,13 @@ func TestDerivedTables(t *testing.T) {
 	)
 	checkRows(t, s, `SELECT user, job, task_index, state, machine, spec_version, cpu_limit_milli, cpu_reservation_milli, reservation_estimated, event_type
 		FROM tasks ORDER BY ALL`,
-		"alice,web,0,killed,NULL,2,3000,3000,false,5",
-		"alice,web,1,finished,NULL,1,2000,2000,false,4",
+		// A dead task keeps the machine it last ran on, as the fold does.
+		"alice,web,0,killed,m1,2,3000,3000,false,5",
+		"alice,web,1,finished,m2,1,2000,2000,false,4",
 	)
+	// A removed machine leaves the fold, and the table; machine_events keeps its history.
 	checkRows(t, s, `SELECT machine, state, cpu_milli, attributes FROM machines ORDER BY ALL`,
 		`m1,down,16000,{"rack":"a"}`,
-		`m2,removed,16000,NULL`,
 	)
 	checkRows(t, s, `SELECT type, count(*) FROM events GROUP BY ALL ORDER BY ALL`,
 		"JobKilled,1", "JobSubmitted,1", "JobUpdated,1", "MachineDown,1", "MachineRegistered,2", "MachineRemoved,1",
