@@ -63,6 +63,10 @@ type Options struct {
 	MemoryLimit string
 	// Threads is DuckDB's worker threads. Default: one per core.
 	Threads int
+	// MemoryBudget is the memory the process may hold (its cgroup's
+	// limit): past 85% of it, running queries are interrupted
+	// (memwatch.go). Default none: only MemoryLimit bounds a query.
+	MemoryBudget int64
 }
 
 func (o *Options) defaults() {
@@ -87,6 +91,9 @@ type Infrastore struct {
 	opts      Options
 	connector *duckdb.Connector
 	db        *sql.DB
+
+	// memory interrupts queries when the process nears its budget.
+	memory *memoryWatch
 
 	// tableFunctions names every table function, table macro and pragma
 	// the database knows (checkQuery).
@@ -131,6 +138,9 @@ func Open(ctx context.Context, path string, opts Options) (*Infrastore, error) {
 	if opts.Threads < 0 {
 		return nil, fmt.Errorf("%w: threads: must not be negative", ErrInvalid)
 	}
+	if opts.MemoryBudget < 0 {
+		return nil, fmt.Errorf("%w: memory budget: must not be negative", ErrInvalid)
+	}
 	opts.defaults()
 	cfg := url.Values{}
 	cfg.Set("enable_external_access", "false")
@@ -155,7 +165,8 @@ func Open(ctx context.Context, path string, opts Options) (*Infrastore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("infrastore: opening %s: %w", path, err)
 	}
-	s := &Infrastore{path: path, opts: opts, connector: connector, db: sql.OpenDB(connector), posCh: make(chan struct{})}
+	s := &Infrastore{path: path, opts: opts, connector: connector, db: sql.OpenDB(connector), posCh: make(chan struct{}),
+		memory: newMemoryWatch(opts.MemoryBudget)}
 	if err := s.init(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("infrastore: opening %s: %w", path, err)
