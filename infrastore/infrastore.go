@@ -98,6 +98,9 @@ type Infrastore struct {
 	// tableFunctions names every table function, table macro and pragma
 	// the database knows (checkQuery).
 	tableFunctions map[string]bool
+	// refusedViews names DuckDB's views over table functions a query may
+	// not call (checkQuery).
+	refusedViews map[string]bool
 
 	// writeMu serializes write transactions: batches, imports, resets.
 	writeMu sync.Mutex
@@ -195,6 +198,9 @@ func (s *Infrastore) init(ctx context.Context) error {
 	s.stale = version != schemaVersion
 	if s.tableFunctions, err = loadTableFunctions(ctx, s.db); err != nil {
 		return fmt.Errorf("reading the catalog's table functions: %w", err)
+	}
+	if s.refusedViews, err = s.loadRefusedViews(ctx); err != nil {
+		return fmt.Errorf("reading the catalog's views: %w", err)
 	}
 	return nil
 }

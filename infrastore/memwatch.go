@@ -15,9 +15,13 @@ import (
 // in flight) and the states of some aggregates are outside it. The memory
 // watch bounds those: while queries run, it samples the process's resident
 // anonymous memory, and past the high-water mark it interrupts every
-// running query (its context is cancelled, and the driver interrupts
+// running query that started below the sample by more than
+// memoryGrowth (its context is cancelled, and the driver interrupts
 // DuckDB), before the kernel would kill the process at its budget.
-// Ingestion is never interrupted.
+// Ingestion is never interrupted. A query that started when the process
+// was already high runs on until it grows: the allocator keeps some of
+// what an interrupted query freed, and that must not stop the next
+// SELECT 1.
 
 // memoryWatch interrupts running queries when the process's memory passes
 // high; the zero value (no budget) watches nothing.
@@ -34,6 +38,7 @@ type memoryWatch struct {
 
 type watchedQuery struct {
 	cancel context.CancelCauseFunc
+	start  int64 // the process's memory when the query started
 }
 
 // memoryExceeded is the cause of a query's context the watch cancelled.
@@ -47,6 +52,10 @@ func (e *memoryExceeded) Error() string {
 // interrupted: below what the kernel allows, with room for what a query
 // allocates between two samples.
 const highWater = 0.85
+
+// memoryGrowth is how much a query must have grown the process, past the
+// high-water mark, to be interrupted.
+const memoryGrowth = 16 << 20
 
 // memorySample is how often the watch samples while queries run.
 const memorySample = 10 * time.Millisecond
@@ -66,7 +75,11 @@ func (w *memoryWatch) watch(ctx context.Context) (context.Context, func()) {
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	q := &watchedQuery{cancel: cancel}
+	start, err := w.held()
+	if err != nil {
+		start = 0 // unreadable: the query counts as grown from nothing
+	}
+	q := &watchedQuery{cancel: cancel, start: start}
 	w.mu.Lock()
 	w.running[q] = struct{}{}
 	if !w.polling {
@@ -101,8 +114,10 @@ func (w *memoryWatch) poll() {
 		cause := &memoryExceeded{held: held, budget: w.budget}
 		w.mu.Lock()
 		for q := range w.running {
-			q.cancel(cause)
-			delete(w.running, q)
+			if held-q.start >= memoryGrowth {
+				q.cancel(cause)
+				delete(w.running, q)
+			}
 		}
 		w.mu.Unlock()
 	}

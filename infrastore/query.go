@@ -406,7 +406,7 @@ func fetch(ctx context.Context, stmt *duckdb.Stmt, cols []resultColumn, bounded 
 }
 
 // unsupportedColumn names the column of the driver's "unsupported data
-// type: T: index: N" (N counts from 1), or "?" when it names none.
+// type: T: index: N" (N counts from 0), or "?" when it names none.
 func unsupportedColumn(err error, columns []string) string {
 	msg := err.Error()
 	i := strings.LastIndex(msg, "index: ")
@@ -414,10 +414,10 @@ func unsupportedColumn(err error, columns []string) string {
 		return "?"
 	}
 	n, convErr := strconv.Atoi(strings.TrimSpace(msg[i+len("index: "):]))
-	if convErr != nil || n < 1 || n > len(columns) {
+	if convErr != nil || n < 0 || n >= len(columns) {
 		return "?"
 	}
-	return columns[n-1]
+	return columns[n]
 }
 
 // normalize turns the driver's values into the package's: exact decimals,
