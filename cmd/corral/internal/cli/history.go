@@ -16,8 +16,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/ops"
 	"github.com/corralhq/corral/events/storeopen"
 )
@@ -88,7 +91,7 @@ jobs_at(ts).`,
 				}
 				defer inf.Close()
 				if res, err = inf.Query(ctx, req); err != nil {
-					return err
+					return queryTimeLimit(err)
 				}
 			} else {
 				cl, err := a.client()
@@ -100,11 +103,12 @@ jobs_at(ts).`,
 					cl.SetAttemptTimeout(timeout + 5*time.Second)
 				}
 				err = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-					res, err = c.Query(ctx, req)
+					// The master cuts a reply to fit this, never past it.
+					res, err = c.Query(ctx, req, grpc.MaxCallRecvMsgSize(auth.MaxReplyMsgSize))
 					return err
 				})
 				if err != nil {
-					return err
+					return queryTimeLimit(err)
 				}
 			}
 			if res.Truncated {
@@ -121,6 +125,17 @@ jobs_at(ts).`,
 	c.Flags().StringVar(&db, "db", "", "query this Infrastore (DuckDB) file directly rather than the master's")
 	c.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "cancel the query after this long")
 	return c
+}
+
+// queryTimeLimit words a query the Infrastore stopped at its time limit
+// as that (the reply names the limit and the flags that set it), not as a
+// master that did not answer.
+func queryTimeLimit(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "time limit") {
+		return err
+	}
+	return errors.New(st.Message())
 }
 
 func queryTable(r *apipb.QueryReply) *table {

@@ -9,8 +9,11 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/infrastore"
 	"github.com/corralhq/corral/projections"
@@ -116,6 +119,9 @@ func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryR
 		timeout = s.timeout
 	}
 	res, err := s.is.Query(ctx, r.Sql, timeout)
+	if errors.Is(err, infrastore.ErrQueryTimeout) {
+		return nil, status.Error(codes.DeadlineExceeded, err.Error()+"; narrow the query, or raise its time limit (corral sql --timeout, at most the Infrastore's limit of "+s.timeout.String()+": corral master or up --query-timeout)")
+	}
 	if err != nil {
 		return nil, statusOf(err)
 	}
@@ -124,7 +130,10 @@ func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryR
 		out.Position = pos
 	}
 	// Each cell as the Infrastore renders it in its column's type; NULL
-	// is flagged apart from the empty string.
+	// is flagged apart from the empty string. The reply is cut where it
+	// would pass what a client receives (auth.MaxReplyMsgSize), less room
+	// for the master's own framing.
+	size := proto.Size(out)
 	for i := range res.Rows {
 		qr := &apipb.QueryRow{Values: make([]string, len(res.Columns)), Null: make([]bool, len(res.Columns))}
 		for j := range res.Columns {
@@ -134,10 +143,21 @@ func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryR
 			}
 			qr.Values[j], qr.Null[j] = text, null
 		}
+		// A repeated message field costs its size, a tag and a length.
+		n := proto.Size(qr)
+		size += n + 1 + protowire.SizeVarint(uint64(n))
+		if size > maxReplyBytes {
+			out.Truncated = true
+			out.TruncatedBy = fmt.Sprintf("the %d-byte limit of a reply", maxReplyBytes)
+			break
+		}
 		out.Rows = append(out.Rows, qr)
 	}
 	return out, nil
 }
+
+// maxReplyBytes is the most a query's reply may encode to.
+const maxReplyBytes = auth.MaxReplyMsgSize - 64<<10
 
 // Bill computes and exports a bill (master.Analytics).
 func (s *Store) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {
