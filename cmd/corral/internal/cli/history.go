@@ -546,7 +546,7 @@ func (a *app) infrastoreServeCommand() *cobra.Command {
 				g.Stop()
 			}()
 			log.Info("Infrastore serving", "db", db, "socket", sock, "memory_limit", opts.MemoryLimit, "threads", opts.Threads,
-				"max_rows", opts.MaxRows, "max_result_bytes", opts.MaxResultBytes, "query_timeout", timeout)
+				"max_rows", opts.MaxRows, "max_result_bytes", opts.MaxResultBytes, "query_timeout", timeout, "memory_budget", opts.MemoryBudget)
 			if err := g.Serve(lis); err != nil && ctx.Err() == nil {
 				return err
 			}
@@ -563,5 +563,6 @@ func (a *app) infrastoreServeCommand() *cobra.Command {
 	f.IntVar(&opts.MaxRows, "max-rows", 0, "rows per result")
 	f.Int64Var(&opts.MaxResultBytes, "max-result-bytes", 0, "bytes of values per result")
 	f.DurationVar(&opts.QueryTimeout, "query-timeout", 0, "default and longest query")
+	f.Int64Var(&opts.MemoryBudget, "memory-budget", 0, "bytes this process may hold (its cgroup's limit): queries are interrupted as it nears them")
 	return c
 }

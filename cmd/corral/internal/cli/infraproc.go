@@ -219,7 +219,7 @@ func (p *infraProcess) args() []string {
 	return []string{"infrastore", "serve", "--db", p.db, "--store", p.store, "--socket", p.sock,
 		"--cell", p.cell, "--memory-limit", duckDBMemory(p.limits.memoryBytes), "--threads", strconv.Itoa(p.limits.threads),
 		"--max-rows", strconv.Itoa(p.limits.maxRows), "--max-result-bytes", strconv.FormatInt(p.limits.maxResultBytes, 10),
-		"--query-timeout", p.limits.queryTimeout.String()}
+		"--query-timeout", p.limits.queryTimeout.String(), "--memory-budget", strconv.FormatInt(p.limits.memoryBytes, 10)}
 }
 
 // supervise runs the child until ctx ends, restarting it with backoff

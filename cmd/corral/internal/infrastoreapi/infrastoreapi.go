@@ -37,6 +37,9 @@ type Options struct {
 	// MemoryLimit and Threads are DuckDB's (its defaults when empty or 0).
 	MemoryLimit string
 	Threads     int
+	// MemoryBudget is the process's memory, past 85% of which queries are
+	// interrupted (infrastore.Options.MemoryBudget); 0: none.
+	MemoryBudget int64
 }
 
 // Store is an open Infrastore file.
@@ -55,7 +58,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		opts.QueryTimeout = 30 * time.Second
 	}
 	is, err := infrastore.Open(ctx, path, infrastore.Options{ReadOnly: opts.ReadOnly, MaxRows: opts.MaxRows,
-		QueryTimeout: opts.QueryTimeout, MaxResultBytes: opts.MaxResultBytes, MemoryLimit: opts.MemoryLimit, Threads: opts.Threads})
+		QueryTimeout: opts.QueryTimeout, MaxResultBytes: opts.MaxResultBytes, MemoryLimit: opts.MemoryLimit, Threads: opts.Threads,
+		MemoryBudget: opts.MemoryBudget})
 	if err != nil {
 		return nil, err
 	}
