@@ -36,9 +36,9 @@ func (f *fakeAnalytics) Query(_ context.Context, r *apipb.QueryRequest) (*apipb.
 	}
 	return &apipb.QueryReply{Columns: []string{"job", "n", "note"}, Position: 29, Truncated: strings.Contains(r.Sql, "range("),
 		TruncatedBy: map[bool]string{true: "the 16777216-byte limit"}[strings.Contains(r.Sql, "range(")], Rows: []*apipb.QueryRow{
-		{Values: []string{"web", "3", "a, \"quoted\" note"}, Null: []bool{false, false, false}},
-		{Values: []string{"huge", "2", "NULL"}, Null: []bool{false, false, true}},
-	}}, nil
+			{Values: []string{"web", "3", "a, \"quoted\" note"}, Null: []bool{false, false, false}},
+			{Values: []string{"huge", "2", "NULL"}, Null: []bool{false, false, true}},
+		}}, nil
 }
 
 func (f *fakeAnalytics) ExportBill(context.Context, *apipb.BillRequest, func([]byte) error) error {
