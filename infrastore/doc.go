@@ -53,7 +53,8 @@
 //     Options.MaxResultBytes bytes of values and says which limit cut it;
 //     the limits are in the statement DuckDB runs (bounded.go), so no
 //     result past them is ever built. With Options.MemoryBudget, a query
-//     that grows the process past 85% of it is interrupted (memwatch.go).
+//     that grows the process past its high-water mark (85% of it, at
+//     least 128 MiB below it) is interrupted (memwatch.go).
 //
 // # One process holds the file
 //

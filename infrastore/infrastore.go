@@ -64,8 +64,9 @@ type Options struct {
 	// Threads is DuckDB's worker threads. Default: one per core.
 	Threads int
 	// MemoryBudget is the memory the process may hold (its cgroup's
-	// limit): past 85% of it, running queries are interrupted
-	// (memwatch.go). Default none: only MemoryLimit bounds a query.
+	// limit): past 85% of it (at least 128 MiB below it), running queries
+	// that grew it are interrupted (memwatch.go). Default none: only
+	// MemoryLimit bounds a query.
 	MemoryBudget int64
 }
 

@@ -37,7 +37,7 @@ type Options struct {
 	// MemoryLimit and Threads are DuckDB's (its defaults when empty or 0).
 	MemoryLimit string
 	Threads     int
-	// MemoryBudget is the process's memory, past 85% of which queries are
+	// MemoryBudget is the process's memory, near which queries are
 	// interrupted (infrastore.Options.MemoryBudget); 0: none.
 	MemoryBudget int64
 }
