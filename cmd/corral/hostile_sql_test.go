@@ -145,10 +145,12 @@ func TestHostileQueriesLeaveTheCellUp(t *testing.T) {
 	// query is answered while it runs.
 	sqlEventually(`SELECT 1`)
 	infra := infrastorePid(t, data)
-	// Its peak from here on (the queries above took it up too).
+	// Its peak from here on (the queries above took it up too, and
+	// its allocator keeps some of what they freed).
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", infra), []byte("5"), 0); err != nil {
 		t.Fatalf("resetting the Infrastore process's peak: %v", err)
 	}
+	held := procStatusKB(t, infra, "VmRSS:")
 	bomb := make(chan string, 1)
 	go func() {
 		out, code := sql(`SELECT repeat('x', 1000000) FROM range(1000)`)
@@ -162,9 +164,10 @@ func TestHostileQueriesLeaveTheCellUp(t *testing.T) {
 		t.Errorf("the Infrastore process was %d, is %d: it was restarted", infra, now)
 	}
 	peak := procStatusKB(t, infra, "VmHWM:")
-	t.Logf("the Infrastore process's peak resident memory (VmHWM): %d MiB of its 512 MiB", peak>>10)
-	if peak > 400<<10 {
-		t.Errorf("the Infrastore process's peak is %d MiB, near its 512 MiB budget", peak>>10)
+	t.Logf("the Infrastore process's peak resident memory (VmHWM) during the bomb: %d MiB of its 512 MiB, %d MiB above the %d MiB it held before",
+		peak>>10, (peak-held)>>10, held>>10)
+	if peak-held > 128<<10 || peak > 448<<10 {
+		t.Errorf("the byte bomb took the Infrastore process from %d to %d MiB, for a result cut at 8 MiB (its budget 512 MiB)", held>>10, peak>>10)
 	}
 
 	// The web console: a query is a POST with the form's CSRF token; a
