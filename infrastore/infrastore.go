@@ -155,6 +155,11 @@ func Open(ctx context.Context, path string, opts Options) (*Infrastore, error) {
 	// Checkpoints compress and rewrite what the WAL holds; at DuckDB's
 	// default (16 MB) a busy ingester would checkpoint every few batches.
 	cfg.Set("checkpoint_threshold", "256MB")
+	// The allocator gives back what a query freed within about two
+	// seconds, not never: after a query stopped at its memory (340 MiB),
+	// the process otherwise keeps it all, and the memory watch
+	// (memwatch.go) would stop the next queries that grow.
+	cfg.Set("allocator_background_threads", "true")
 	cfg.Set("lock_configuration", "true")
 	if opts.ReadOnly {
 		cfg.Set("access_mode", "READ_ONLY")

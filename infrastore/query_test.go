@@ -483,6 +483,26 @@ func TestQueryMemoryWatch(t *testing.T) {
 	if _, err := s.Query(ctx, `SELECT 1`, 0); err != nil {
 		t.Fatalf("after the watch stopped a query: %v", err)
 	}
+	// The allocator gives the memory back, so the next query that needs
+	// some is not stopped for what the last one held.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		now, err := residentAnonymous()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now < held+100<<20 {
+			t.Logf("back to %d MiB above the start after %s", (now-held)>>20, 10*time.Second-time.Until(deadline).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the process still holds %d MiB above its start 10 s after the query was stopped", (now-held)>>20)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := s.Query(ctx, `SELECT length(list(repeat('x', 2000))) FROM range(20000)`, 0); err != nil {
+		t.Fatalf("a query of 40 MB after the watch stopped one: %v", err)
+	}
 	if _, err := Open(ctx, filepath.Join(t.TempDir(), "x.duckdb"), Options{MemoryBudget: -1}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "memory budget") {
 		t.Errorf("a negative memory budget: %v", err)
 	}
