@@ -47,9 +47,14 @@
 //     see Query. The guard reads DuckDB's own parse of the whole statement
 //     (json_serialize_sql) before anything is prepared: one SELECT, table
 //     functions from an allow-list only (guard.go), an EXPLAIN run as
-//     EXPLAIN of the text that was checked. A result stops at
-//     Options.MaxRows rows or Options.MaxResultBytes bytes of values and
-//     says which limit cut it.
+//     EXPLAIN of the text that was checked; nothing that shows the
+//     server's paths or settings (current_setting, DuckDB's views over
+//     refused table functions). A result stops at Options.MaxRows rows or
+//     Options.MaxResultBytes bytes of values and says which limit cut it;
+//     the limits are in the statement DuckDB runs (bounded.go), so no
+//     result past them is ever built. With Options.MemoryBudget, a query
+//     that grows the process past its high-water mark (85% of it, at
+//     least 128 MiB below it) is interrupted (memwatch.go).
 //
 // # One process holds the file
 //

@@ -106,11 +106,19 @@ func (s *Infrastore) parse(ctx context.Context, conn *sql.Conn, query string) (a
 	return node, nil
 }
 
+// refusedScalarFunctions are the scalar functions a query may not call:
+// they answer with the server's settings, among them its paths
+// (temp_directory, home_directory, extension_directory).
+var refusedScalarFunctions = map[string]bool{"current_setting": true}
+
 // checkNode walks the whole parse tree: every table-function reference,
 // and every call of a function the catalog knows as a table function, must
-// be allowed.
+// be allowed; no scalar function of refusedScalarFunctions is called; and
+// no table named is one of DuckDB's views over a refused table function
+// (duckdb_databases, pg_settings: they show the file's path and the
+// settings).
 func (s *Infrastore) checkNode(node any) error {
-	var refused []string
+	var refused, scalars, views []string
 	var walk func(v any)
 	walk = func(v any) {
 		switch x := v.(type) {
@@ -123,10 +131,18 @@ func (s *Infrastore) checkNode(node any) error {
 					}
 				}
 			}
+			if x["type"] == "BASE_TABLE" {
+				if name, _ := x["table_name"].(string); s.refusedViews[strings.ToLower(name)] {
+					views = append(views, strings.ToLower(name))
+				}
+			}
 			if x["class"] == "FUNCTION" {
 				name := functionName(x)
 				if s.tableFunctions[name] && !allowedTableFunctions[name] {
 					refused = append(refused, name)
+				}
+				if refusedScalarFunctions[name] {
+					scalars = append(scalars, name)
 				}
 			}
 			for _, e := range x {
@@ -139,12 +155,21 @@ func (s *Infrastore) checkNode(node any) error {
 		}
 	}
 	walk(node)
-	if len(refused) == 0 {
-		return nil
+	switch {
+	case len(refused) > 0:
+		return fmt.Errorf("%w: the table function %s may not be called in a query; allowed: %s", ErrQueryRefused, sortedList(refused), strings.Join(allowedList(), ", "))
+	case len(scalars) > 0:
+		return fmt.Errorf("%w: the function %s may not be called in a query: it shows the server's settings and paths", ErrQueryRefused, sortedList(scalars))
+	case len(views) > 0:
+		return fmt.Errorf("%w: the view %s may not be read in a query: it shows the server's files or settings", ErrQueryRefused, sortedList(views))
 	}
-	slices.Sort(refused)
-	refused = slices.Compact(refused)
-	return fmt.Errorf("%w: the table function %s may not be called in a query; allowed: %s", ErrQueryRefused, strings.Join(refused, ", "), strings.Join(allowedList(), ", "))
+	return nil
+}
+
+// sortedList names each of names once, sorted.
+func sortedList(names []string) string {
+	slices.Sort(names)
+	return strings.Join(slices.Compact(names), ", ")
 }
 
 func functionName(f map[string]any) string {
@@ -201,4 +226,46 @@ func statementWords(q string) []string {
 		}
 	}
 	return out
+}
+
+// loadRefusedViews names DuckDB's own views that read a table function a
+// query may not call (duckdb_databases reads duckdb_databases(), which
+// shows the file's path; pg_settings reads duckdb_settings()): a query may
+// not read them either.
+func (s *Infrastore) loadRefusedViews(ctx context.Context) (map[string]bool, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	rows, err := conn.QueryContext(ctx, `SELECT DISTINCT lower(view_name), sql FROM duckdb_views() WHERE internal`)
+	if err != nil {
+		return nil, err
+	}
+	views := map[string]string{}
+	for rows.Next() {
+		var name, text string
+		if err := rows.Scan(&name, &text); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		views[name] = text
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for name, text := range views {
+		_, body, ok := strings.Cut(text, " AS ")
+		if !ok {
+			out[name] = true // unreadable: refused, to be safe
+			continue
+		}
+		node, err := s.parse(ctx, conn, strings.TrimSuffix(strings.TrimSpace(body), ";"))
+		if err != nil || s.checkNode(node) != nil {
+			out[name] = true
+		}
+	}
+	return out, nil
 }

@@ -63,6 +63,11 @@ type Options struct {
 	MemoryLimit string
 	// Threads is DuckDB's worker threads. Default: one per core.
 	Threads int
+	// MemoryBudget is the memory the process may hold (its cgroup's
+	// limit): past 85% of it (at least 128 MiB below it), running queries
+	// that grew it are interrupted (memwatch.go). Default none: only
+	// MemoryLimit bounds a query.
+	MemoryBudget int64
 }
 
 func (o *Options) defaults() {
@@ -88,9 +93,15 @@ type Infrastore struct {
 	connector *duckdb.Connector
 	db        *sql.DB
 
+	// memory interrupts queries when the process nears its budget.
+	memory *memoryWatch
+
 	// tableFunctions names every table function, table macro and pragma
 	// the database knows (checkQuery).
 	tableFunctions map[string]bool
+	// refusedViews names DuckDB's views over table functions a query may
+	// not call (checkQuery).
+	refusedViews map[string]bool
 
 	// writeMu serializes write transactions: batches, imports, resets.
 	writeMu sync.Mutex
@@ -131,6 +142,9 @@ func Open(ctx context.Context, path string, opts Options) (*Infrastore, error) {
 	if opts.Threads < 0 {
 		return nil, fmt.Errorf("%w: threads: must not be negative", ErrInvalid)
 	}
+	if opts.MemoryBudget < 0 {
+		return nil, fmt.Errorf("%w: memory budget: must not be negative", ErrInvalid)
+	}
 	opts.defaults()
 	cfg := url.Values{}
 	cfg.Set("enable_external_access", "false")
@@ -141,6 +155,11 @@ func Open(ctx context.Context, path string, opts Options) (*Infrastore, error) {
 	// Checkpoints compress and rewrite what the WAL holds; at DuckDB's
 	// default (16 MB) a busy ingester would checkpoint every few batches.
 	cfg.Set("checkpoint_threshold", "256MB")
+	// The allocator gives back what a query freed within about two
+	// seconds, not never: after a query stopped at its memory (340 MiB),
+	// the process otherwise keeps it all, and the memory watch
+	// (memwatch.go) would stop the next queries that grow.
+	cfg.Set("allocator_background_threads", "true")
 	cfg.Set("lock_configuration", "true")
 	if opts.ReadOnly {
 		cfg.Set("access_mode", "READ_ONLY")
@@ -155,7 +174,8 @@ func Open(ctx context.Context, path string, opts Options) (*Infrastore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("infrastore: opening %s: %w", path, err)
 	}
-	s := &Infrastore{path: path, opts: opts, connector: connector, db: sql.OpenDB(connector), posCh: make(chan struct{})}
+	s := &Infrastore{path: path, opts: opts, connector: connector, db: sql.OpenDB(connector), posCh: make(chan struct{}),
+		memory: newMemoryWatch(opts.MemoryBudget)}
 	if err := s.init(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("infrastore: opening %s: %w", path, err)
@@ -184,6 +204,9 @@ func (s *Infrastore) init(ctx context.Context) error {
 	s.stale = version != schemaVersion
 	if s.tableFunctions, err = loadTableFunctions(ctx, s.db); err != nil {
 		return fmt.Errorf("reading the catalog's table functions: %w", err)
+	}
+	if s.refusedViews, err = s.loadRefusedViews(ctx); err != nil {
+		return fmt.Errorf("reading the catalog's views: %w", err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,33 +33,6 @@ type Result struct {
 	// TruncatedBy names the limit that cut the result ("the 100000-row
 	// limit", "the 16777216-byte limit").
 	TruncatedBy string
-}
-
-// valueSize is about what a value costs to hold and send.
-func valueSize(v any) int64 {
-	switch x := v.(type) {
-	case nil:
-		return 1
-	case string:
-		return int64(len(x)) + 8
-	case []byte:
-		return int64(len(x)) + 8
-	case json.RawMessage:
-		return int64(len(x)) + 8
-	case []any:
-		n := int64(16)
-		for _, e := range x {
-			n += valueSize(e)
-		}
-		return n
-	case map[string]any:
-		n := int64(16)
-		for k, e := range x {
-			n += int64(len(k)) + valueSize(e)
-		}
-		return n
-	}
-	return 16
 }
 
 // Cell returns row i's value in column j as text, rendered as WriteCSV
@@ -95,21 +69,51 @@ func (s *Infrastore) Query(ctx context.Context, query string, timeout time.Durat
 	case timeout == 0:
 		timeout = s.opts.QueryTimeout
 	}
-	qctx, cancel := context.WithTimeout(ctx, timeout)
+	qctx, cancel := context.WithTimeoutCause(ctx, timeout, errPastTimeLimit)
 	defer cancel()
+	qctx, stop := s.memory.watch(qctx)
+	defer stop()
 	res, err := s.readOnly(qctx, func(conn *sql.Conn) (*Result, error) {
 		text, err := s.checkQuery(qctx, conn, query)
 		if err != nil {
 			return nil, err
 		}
-		var res *Result
+		var cols []resultColumn
+		var typ duckdb.StmtType
 		err = conn.Raw(func(dc any) error {
-			stmt, err := prepareReadOnly(dc.(driver.Conn), text)
+			stmt, t, err := prepareReadOnly(dc.(driver.Conn), text)
 			if err != nil {
 				return err
 			}
 			defer stmt.Close()
-			res, err = fetch(qctx, stmt, s.opts.MaxRows, s.opts.MaxResultBytes)
+			typ = t
+			cols, err = columnsOf(stmt)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		bounded := typ == duckdb.STATEMENT_TYPE_SELECT
+		if bounded {
+			// The text that runs is checked as the user's was: the
+			// subquery can only be the statement the guard passed.
+			text = boundedSelect(text, cols, s.opts.MaxRows, s.opts.MaxResultBytes)
+			node, err := s.parse(qctx, conn, text)
+			if err != nil {
+				return nil, fmt.Errorf("infrastore: bounding the query: %w", err)
+			}
+			if err := s.checkNode(node); err != nil {
+				return nil, err
+			}
+		}
+		var res *Result
+		err = conn.Raw(func(dc any) error {
+			stmt, _, err := prepareReadOnly(dc.(driver.Conn), text)
+			if err != nil {
+				return err
+			}
+			defer stmt.Close()
+			res, err = fetch(qctx, stmt, cols, bounded, s.opts.MaxRows, s.opts.MaxResultBytes)
 			return err
 		})
 		return res, err
@@ -120,8 +124,16 @@ func (s *Infrastore) Query(ctx context.Context, query string, timeout time.Durat
 			return nil, err
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case errors.Is(qctx.Err(), context.DeadlineExceeded):
+		case errors.Is(context.Cause(qctx), errPastTimeLimit):
 			return nil, fmt.Errorf("%w: it ran past its time limit of %s", ErrQueryTimeout, timeout)
+		}
+		var me *memoryExceeded
+		if errors.As(context.Cause(qctx), &me) {
+			return nil, fmt.Errorf("%w: stopped when the Infrastore process held %s of its %s memory budget; the query needs more memory than that", ErrQueryTooBig, formatBytes(me.held), formatBytes(me.budget))
+		}
+		var ut *unreadableType
+		if errors.As(err, &ut) {
+			return nil, fmt.Errorf("%w: %s", ErrInvalid, ut)
 		}
 		var de *duckdb.Error
 		if errors.As(err, &de) {
@@ -192,19 +204,19 @@ const allowed = "only SELECT, WITH, EXPLAIN, DESCRIBE and SHOW are accepted"
 
 // prepareReadOnly prepares query and returns it only if DuckDB's parse says
 // it is one SELECT, or an EXPLAIN of one.
-func prepareReadOnly(dc driver.Conn, query string) (*duckdb.Stmt, error) {
+func prepareReadOnly(dc driver.Conn, query string) (*duckdb.Stmt, duckdb.StmtType, error) {
 	stmt, typ, err := prepare(dc, query)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	switch typ {
 	case duckdb.STATEMENT_TYPE_SELECT, duckdb.STATEMENT_TYPE_EXPLAIN:
 		// checkQuery has passed the text; this is a second look by the
 		// statement's type.
-		return stmt, nil
+		return stmt, typ, nil
 	}
 	stmt.Close()
-	return nil, fmt.Errorf("%w: the statement is %s; %s", ErrQueryRefused, nameOf(typ), allowed)
+	return nil, 0, fmt.Errorf("%w: the statement is %s; %s", ErrQueryRefused, nameOf(typ), allowed)
 }
 
 func nameOf(t duckdb.StmtType) string {
@@ -295,52 +307,117 @@ func nextWord(s string) (string, string) {
 	return s[:i], s[i:]
 }
 
-// fetch runs a prepared statement and reads up to maxRows rows and about
-// maxBytes bytes of values, whichever comes first.
-func fetch(ctx context.Context, stmt *duckdb.Stmt, maxRows int, maxBytes int64) (*Result, error) {
+// columnsOf reads the names and types of the columns a prepared statement
+// returns.
+func columnsOf(stmt *duckdb.Stmt) ([]resultColumn, error) {
+	n, err := stmt.ColumnCount()
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]resultColumn, n)
+	for i := range cols {
+		if cols[i].name, err = stmt.ColumnName(i); err != nil {
+			return nil, err
+		}
+		if cols[i].typ, err = stmt.ColumnType(i); err != nil {
+			return nil, err
+		}
+	}
+	return cols, nil
+}
+
+// errPastTimeLimit is the cause of a query's context past its time limit.
+var errPastTimeLimit = errors.New("past its time limit")
+
+// unreadableType: the driver could not read a value of a column (a type it
+// does not support, nested in a list or struct).
+type unreadableType struct {
+	column string
+	err    error
+}
+
+func (e *unreadableType) Error() string {
+	return fmt.Sprintf("column %q: its values cannot be returned (%v); cast the column to VARCHAR", e.column, e.err)
+}
+
+// fetch runs a prepared statement and reads its rows. A bounded
+// statement (boundedSelect) carries the limits in its plan: it returns at
+// most maxRows+1 rows, each with a last column that is true from the first
+// row past maxBytes; fetch stops there or at maxRows rows and says which
+// limit cut the result. An EXPLAIN is read up to maxRows rows.
+func fetch(ctx context.Context, stmt *duckdb.Stmt, cols []resultColumn, bounded bool, maxRows int, maxBytes int64) (*Result, error) {
 	rows, err := stmt.QueryContext(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	res := &Result{Columns: rows.Columns(), Rows: [][]any{}}
+	n := len(rows.Columns())
+	if bounded {
+		n--
+	}
+	res := &Result{Columns: rows.Columns()[:n], Rows: [][]any{}}
+	if bounded {
+		// The bound statement's columns are expressions; the names are the
+		// query's own.
+		res.Columns = make([]string, n)
+		for i := range res.Columns {
+			res.Columns[i] = cols[i].name
+		}
+	}
 	typed, _ := rows.(driver.RowsColumnTypeDatabaseTypeName)
-	for i := range res.Columns {
+	for i := range n {
 		t := ""
 		if typed != nil {
 			t = typed.ColumnTypeDatabaseTypeName(i)
 		}
 		res.Types = append(res.Types, t)
 	}
-	var size int64
+	dest := make([]driver.Value, len(rows.Columns()))
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		dest := make([]driver.Value, len(res.Columns))
 		if err := rows.Next(dest); err != nil {
 			if errors.Is(err, io.EOF) {
 				return res, nil
 			}
+			var de *duckdb.Error
+			if !errors.As(err, &de) && ctx.Err() == nil && strings.Contains(err.Error(), "unsupported") {
+				return nil, &unreadableType{column: unsupportedColumn(err, res.Columns), err: err}
+			}
 			return nil, err
+		}
+		if bounded && dest[n] == true {
+			res.Truncated = true
+			res.TruncatedBy = fmt.Sprintf("the %d-byte limit", maxBytes)
+			return res, nil
 		}
 		if len(res.Rows) == maxRows {
 			res.Truncated = true
 			res.TruncatedBy = fmt.Sprintf("the %d-row limit", maxRows)
 			return res, nil
 		}
-		out := make([]any, len(dest))
-		for i, v := range dest {
+		out := make([]any, n)
+		for i, v := range dest[:n] {
 			out[i] = normalize(v, res.Types[i])
-			size += valueSize(out[i])
-		}
-		if maxBytes > 0 && size > maxBytes {
-			res.Truncated = true
-			res.TruncatedBy = fmt.Sprintf("the %d-byte limit", maxBytes)
-			return res, nil
 		}
 		res.Rows = append(res.Rows, out)
 	}
+}
+
+// unsupportedColumn names the column of the driver's "unsupported data
+// type: T: index: N" (N counts from 0), or "?" when it names none.
+func unsupportedColumn(err error, columns []string) string {
+	msg := err.Error()
+	i := strings.LastIndex(msg, "index: ")
+	if i < 0 {
+		return "?"
+	}
+	n, convErr := strconv.Atoi(strings.TrimSpace(msg[i+len("index: "):]))
+	if convErr != nil || n < 0 || n >= len(columns) {
+		return "?"
+	}
+	return columns[n]
 }
 
 // normalize turns the driver's values into the package's: exact decimals,

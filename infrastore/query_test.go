@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +88,16 @@ func TestHostileQueries(t *testing.T) {
 		{`SELECT count(*) FROM range(1000000000000) a, range(1000000000000) b`, cancelled, "time limit"},
 		{`WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r`, cancelled, ""},
 		{`SELECT list(i) FROM range(10000000000) t(i)`, cancelled, ""},
+		// What shows the server's paths: its settings and the file's
+		// path, through functions and through DuckDB's views over them.
+		{`SELECT current_setting('temp_directory')`, refused, "current_setting"},
+		{`SELECT upper(current_setting('home_directory')) AS h`, refused, "current_setting"},
+		{`SELECT * FROM duckdb_settings()`, refused, "duckdb_settings"},
+		{`SELECT path FROM duckdb_databases()`, refused, "duckdb_databases"},
+		{`SELECT path FROM duckdb_databases`, refused, "duckdb_databases"},
+		{`SELECT * FROM main.pragma_database_list`, refused, "pragma_database_list"},
+		{`SELECT setting FROM pg_catalog.pg_settings WHERE name = 'temp_directory'`, refused, "pg_settings"},
+		{`SELECT * FROM duckdb_extensions()`, refused, "duckdb_extensions"},
 	} {
 		t.Run(c.query, func(t *testing.T) {
 			res, err := s.Query(ctx, c.query, time.Second)
@@ -254,5 +267,243 @@ func TestQueryValuesAndLimits(t *testing.T) {
 	}
 	if _, err := s.Query(ctx, `SELECT * FROM nowhere`, 0); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a query naming no table is a mistake of the query: %v", err)
+	}
+}
+
+// No view DuckDB offers a query answers with a path of the server: every
+// internal view is either refused or free of the file's directory, and so
+// are the catalog's table functions a query may call.
+func TestQueryShowsNoServerPath(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, filepath.Join(dir, "infra.duckdb"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT schema_name, view_name FROM duckdb_views() WHERE internal ORDER BY ALL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queries []string
+	for rows.Next() {
+		var schema, view string
+		if err := rows.Scan(&schema, &view); err != nil {
+			t.Fatal(err)
+		}
+		queries = append(queries, fmt.Sprintf(`SELECT * FROM %s.%s`, schema, view))
+	}
+	rows.Close()
+	for _, f := range []string{"duckdb_tables", "duckdb_columns", "duckdb_views", "duckdb_schemas", "duckdb_types",
+		"duckdb_functions", "duckdb_constraints", "duckdb_indexes"} {
+		queries = append(queries, `SELECT * FROM `+f+`()`)
+	}
+	queries = append(queries, `SHOW DATABASES`, `SHOW ALL TABLES`, `SELECT current_database(), current_schema()`)
+	if len(queries) < 20 {
+		t.Fatalf("only %d views and functions to try", len(queries))
+	}
+	refused := 0
+	for _, q := range queries {
+		res, err := s.Query(ctx, q, 0)
+		if errors.Is(err, ErrQueryRefused) {
+			refused++
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", q, err)
+			continue
+		}
+		for i := range res.Rows {
+			for j := range res.Columns {
+				if text, _ := res.Cell(i, j); strings.Contains(text, dir) || strings.Contains(text, "infra.duckdb") {
+					t.Errorf("%s: column %s shows the server's path: %.200s", q, res.Columns[j], text)
+				}
+			}
+		}
+	}
+	if refused < 3 {
+		t.Errorf("%d views refused, want at least duckdb_databases, pragma_database_list and pg_settings", refused)
+	}
+}
+
+// peakMemory resets the process's peak resident set (VmHWM) and returns a
+// function that reads how far above the start it went.
+func peakMemory(t *testing.T) func() int64 {
+	t.Helper()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		t.Fatalf("resetting the peak resident set: %v", err)
+	}
+	start := statusKB(t, "VmHWM:")
+	return func() int64 { return (statusKB(t, "VmHWM:") - start) << 10 }
+}
+
+func statusKB(t *testing.T, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("/proc/self/status has no %s", field)
+	return 0
+}
+
+// The limits apply while the query runs: results that would be a
+// gigabyte, or a hundred billion rows, stop at the limits in DuckDB's plan,
+// so the process never holds them, and the query ends as soon as the
+// limit is reached rather than at its time limit.
+func TestQueryBoundedWhileItRuns(t *testing.T) {
+	ctx := context.Background()
+	const maxBytes = 16 << 20
+	s := openStore(t, Options{MemoryLimit: "256MB", Threads: 2, MaxRows: 10_000, MaxResultBytes: maxBytes})
+	for _, c := range []struct {
+		query, by string
+		rows      int // the rows that fit, -1 for any
+	}{
+		// 16 values of 1,000,000 bytes (and 8 each) fit in 16 MiB.
+		{`SELECT repeat('x', 1000000) FROM range(1000)`, "byte limit", 16},
+		{`SELECT repeat('x', 1000000)::BLOB AS b FROM range(1000)`, "byte limit", 16},
+		{`SELECT [repeat('x', 20000)] AS l, i FROM range(100000000) t(i)`, "byte limit", -1},
+		{`SELECT {'s': repeat('x', 20000)} AS st FROM range(100000000)`, "byte limit", -1},
+		{`SELECT i, repeat('y', 100) AS s FROM range(100000000000) t(i)`, "row limit", 10_000},
+		{`SELECT i FROM range(100000) t(i) ORDER BY i DESC`, "row limit", 10_000},
+		{`SELECT 'a' AS x; -- the end`, "", 1},
+		{`SELECT 'a;--' AS x, $$;$$ AS y /* end */ ;  `, "", 1},
+	} {
+		t.Run(c.query, func(t *testing.T) {
+			peak := peakMemory(t)
+			start := time.Now()
+			res, err := s.Query(ctx, c.query, 20*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			took, grew := time.Since(start), peak()
+			t.Logf("%d rows, cut by %q, %s, peak +%d MiB", len(res.Rows), res.TruncatedBy, took.Round(time.Millisecond), grew>>20)
+			if c.by == "" && res.Truncated || c.by != "" && !strings.Contains(res.TruncatedBy, c.by) {
+				t.Errorf("cut by %q, want %q", res.TruncatedBy, c.by)
+			}
+			if c.rows >= 0 && len(res.Rows) != c.rows {
+				t.Errorf("%d rows, want %d", len(res.Rows), c.rows)
+			}
+			if strings.Contains(c.query, "DESC") && fmt.Sprint(res.Rows[0]) != "[99999]" {
+				t.Errorf("first row %v: the query's order was lost", res.Rows[0])
+			}
+			if grew > 8*maxBytes {
+				t.Errorf("the process's peak grew by %d MiB for a result limited to %d MiB", grew>>20, maxBytes>>20)
+			}
+			if took > 10*time.Second {
+				t.Errorf("took %s: the limit did not stop the query", took)
+			}
+		})
+	}
+	// The query's own column names and order come back, duplicates too.
+	res, err := s.Query(ctx, `SELECT 2 AS a, 1 AS a, 'z' AS "#1" ORDER BY 1`, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(res.Columns, res.Types, res.Rows); got != `[a a #1] [INTEGER INTEGER VARCHAR] [[2 1 z]]` {
+		t.Errorf("columns, types and rows: %s", got)
+	}
+}
+
+// Every type DuckDB has comes back: the ones the driver cannot read
+// (BIGNUM, BIT) as their text; one nested where it cannot be read is a
+// clear mistake of the query naming the column, not a server failure.
+func TestQueryAllTypes(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, Options{})
+	res, err := s.Query(ctx, `SELECT * FROM test_all_types()`, 0)
+	if err != nil {
+		t.Fatalf("test_all_types(): %v", err)
+	}
+	if len(res.Rows) != 3 || len(res.Columns) < 40 {
+		t.Fatalf("test_all_types(): %d rows of %d columns", len(res.Rows), len(res.Columns))
+	}
+	for j, c := range res.Columns {
+		if c == "bignum" || c == "bit" {
+			if text, _ := res.Cell(0, j); text == "" {
+				t.Errorf("column %s: empty", c)
+			}
+		}
+	}
+	_, err = s.Query(ctx, `SELECT [1::BIGNUM] AS nested`, 0)
+	if err != nil && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"nested"`)) {
+		t.Errorf("a list of BIGNUM: %v, want a mistake of the query naming the column", err)
+	}
+}
+
+// A query stops when its caller leaves, at once, not at its time limit.
+func TestQueryCancelledWhenTheCallerLeaves(t *testing.T) {
+	s := openStore(t, Options{Threads: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := s.Query(ctx, `SELECT count(*) FROM range(1000000000000) a, range(1000000000000) b`, time.Minute)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("took %s after its caller left", took)
+	}
+	if _, err := s.Query(context.Background(), `SELECT 1`, 0); err != nil {
+		t.Fatalf("after a cancelled query: %v", err)
+	}
+}
+
+// A query whose memory is outside DuckDB's memory_limit (an aggregate's
+// state) is interrupted by the memory watch before the process passes its
+// budget, with a clear error; the store answers the next query.
+func TestQueryMemoryWatch(t *testing.T) {
+	ctx := context.Background()
+	held, err := residentAnonymous()
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := held + 600<<20
+	s := openStore(t, Options{MemoryLimit: "2GB", Threads: 2, MemoryBudget: budget})
+	peak := peakMemory(t)
+	start := time.Now()
+	_, err = s.Query(ctx, `SELECT length(list(repeat(i::VARCHAR, 2000))) FROM range(10000000) t(i)`, time.Minute)
+	grew := peak()
+	t.Logf("%v after %s; peak +%d MiB", err, time.Since(start).Round(time.Millisecond), grew>>20)
+	if !errors.Is(err, ErrQueryTooBig) || !strings.Contains(err.Error(), "memory budget") {
+		t.Fatalf("err %v, want ErrQueryTooBig naming the memory budget", err)
+	}
+	if grew > 600<<20 {
+		t.Errorf("the process grew by %d MiB, past its budget of %d MiB above the start", grew>>20, 600)
+	}
+	if _, err := s.Query(ctx, `SELECT 1`, 0); err != nil {
+		t.Fatalf("after the watch stopped a query: %v", err)
+	}
+	// The allocator gives the memory back, so the next query that needs
+	// some is not stopped for what the last one held.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		now, err := residentAnonymous()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now < held+100<<20 {
+			t.Logf("back to %d MiB above the start after %s", (now-held)>>20, 10*time.Second-time.Until(deadline).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the process still holds %d MiB above its start 10 s after the query was stopped", (now-held)>>20)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := s.Query(ctx, `SELECT length(list(repeat('x', 2000))) FROM range(20000)`, 0); err != nil {
+		t.Fatalf("a query of 40 MB after the watch stopped one: %v", err)
+	}
+	if _, err := Open(ctx, filepath.Join(t.TempDir(), "x.duckdb"), Options{MemoryBudget: -1}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "memory budget") {
+		t.Errorf("a negative memory budget: %v", err)
 	}
 }

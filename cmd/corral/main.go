@@ -14,7 +14,7 @@ func main() {
 		Stderr: os.Stderr,
 		OpenInfra: func(ctx context.Context, path string, o cli.InfraOptions) (cli.Infra, error) {
 			return infrastoreapi.Open(ctx, path, infrastoreapi.Options{ReadOnly: o.ReadOnly, Cell: o.Cell, MemoryLimit: o.MemoryLimit,
-				Threads: o.Threads, MaxRows: o.MaxRows, MaxResultBytes: o.MaxResultBytes, QueryTimeout: o.QueryTimeout})
+				Threads: o.Threads, MaxRows: o.MaxRows, MaxResultBytes: o.MaxResultBytes, QueryTimeout: o.QueryTimeout, MemoryBudget: o.MemoryBudget})
 		},
 	}))
 }

@@ -13,6 +13,13 @@ import (
 // refuses anything larger with ResourceExhausted before it is decoded.
 const MaxRecvMsgSize = 4 << 20
 
+// MaxReplyMsgSize bounds a reply of the cell's API, a query's above all:
+// the corral command receives up to it (gRPC's default is 4 MiB), the
+// master receives its Infrastore process's replies up to it, and a query's
+// reply is cut to fit it (its result's byte limit, --query-max-bytes, is
+// at most this), so a big result arrives cut, never refused.
+const MaxReplyMsgSize = 64 << 20
+
 // MaxConcurrentStreams bounds the calls one connection may have open.
 const MaxConcurrentStreams = 1000
 

@@ -46,10 +46,15 @@ func (f *fakeAnalytics) Query(_ context.Context, r *apipb.QueryRequest) (*apipb.
 	if strings.HasPrefix(r.Sql, "DELETE") {
 		return nil, status.Error(codes.InvalidArgument, "infrastore: query refused: DELETE is not a read-only query")
 	}
-	return &apipb.QueryReply{Columns: []string{"job", "n", "note"}, Position: 29, Rows: []*apipb.QueryRow{
-		{Values: []string{"web", "3", "a, \"quoted\" note"}, Null: []bool{false, false, false}},
-		{Values: []string{"huge", "2", "NULL"}, Null: []bool{false, false, true}},
-	}}, nil
+	if strings.Contains(r.Sql, "list(") {
+		// What the Infrastore answers a query past its memory.
+		return nil, status.Error(codes.ResourceExhausted, "infrastore: query too big: stopped when the Infrastore process held 1800 MiB of its 2048 MiB memory budget; narrow the query")
+	}
+	return &apipb.QueryReply{Columns: []string{"job", "n", "note"}, Position: 29, Truncated: strings.Contains(r.Sql, "range("),
+		TruncatedBy: map[bool]string{true: "the 16777216-byte limit"}[strings.Contains(r.Sql, "range(")], Rows: []*apipb.QueryRow{
+			{Values: []string{"web", "3", "a, \"quoted\" note"}, Null: []bool{false, false, false}},
+			{Values: []string{"huge", "2", "NULL"}, Null: []bool{false, false, true}},
+		}}, nil
 }
 
 func (f *fakeAnalytics) ExportBill(context.Context, *apipb.BillRequest, func([]byte) error) error {
@@ -263,6 +268,25 @@ func TestSQLConsoleTableAndCSV(t *testing.T) {
 	c.ui.ServeHTTP(rec, req)
 	if rec.Code != http.StatusMisdirectedRequest {
 		t.Errorf("Host attacker.example: %d, want 421", rec.Code)
+	}
+	// A result the Infrastore cut says so in the download too.
+	req = httptest.NewRequest(http.MethodPost, "/sql", strings.NewReader(url.Values{"q": {"SELECT repeat('x', 1000000) FROM range(1000)"},
+		"csrf": {"0123456789abcdef0123456789abcdef-token"}, "format": {"csv"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: "corral_csrf", Value: "0123456789abcdef0123456789abcdef-token"})
+	rec = httptest.NewRecorder()
+	c.ui.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || rec.Header().Get(webui.TruncatedHeader) != "cut at the 16777216-byte limit" ||
+		!strings.Contains(rec.Header().Get("Content-Disposition"), "truncated") {
+		t.Errorf("a cut CSV: %d, %s %q, disposition %q", rec.Code, webui.TruncatedHeader, rec.Header().Get(webui.TruncatedHeader), rec.Header().Get("Content-Disposition"))
+	}
+	// A query past the Infrastore's memory is the query's doing: 422
+	// with the reason, on the page and as a download.
+	for _, format := range []string{"", "csv"} {
+		code, body = c.postSQL(t, "SELECT list(repeat('x', 1000)) FROM range(100000000)", format)
+		if code != http.StatusUnprocessableEntity || !strings.Contains(body, "memory budget") {
+			t.Errorf("a query past the memory (format %q): %d\n%.300s", format, code, body)
+		}
 	}
 	code, body = c.postSQL(t, "DELETE FROM events", "")
 	if code != http.StatusBadRequest || !strings.Contains(body, "DELETE is not a read-only query") || !strings.Contains(body, `aria-invalid="true"`) {

@@ -96,7 +96,7 @@ func (h *Handler) sql(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	res, err := h.cfg.API.Query(h.ctx(r), &apipb.QueryRequest{Sql: d.Query, TimeoutMs: sqlTimeout.Milliseconds()})
 	if err != nil {
-		code := httpStatus(err)
+		code := sqlStatus(err)
 		if format == "csv" {
 			http.Error(w, status.Convert(err).Message(), code)
 			return
@@ -109,7 +109,15 @@ func (h *Handler) sql(w http.ResponseWriter, r *http.Request) {
 	}
 	if format == "csv" {
 		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		w.Header().Set("Content-Disposition", `attachment; filename="corral-query.csv"`)
+		name := "corral-query.csv"
+		if res.Truncated {
+			// A cut file says so where it is kept (its name) and to a
+			// program that downloads it (the header); a row in it would
+			// be read as data.
+			name = "corral-query-truncated.csv"
+			w.Header().Set(TruncatedHeader, truncatedBy(res))
+		}
+		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 		cw := csv.NewWriter(w)
 		_ = cw.Write(res.Columns)
 		for _, row := range res.Rows {
@@ -148,4 +156,25 @@ func (h *Handler) renderSQL(w http.ResponseWriter, r *http.Request, d sqlData) {
 		d.SchemaErr = status.Convert(err).Message()
 	}
 	h.render(w, r, "sql", page{Title: "SQL", Nav: "sql", Script: "sql.js", Data: d})
+}
+
+// TruncatedHeader, on a CSV download of the console, says the Infrastore
+// cut the result, and at which limit.
+const TruncatedHeader = "X-Corral-Truncated"
+
+func truncatedBy(res *apipb.QueryReply) string {
+	if res.TruncatedBy != "" {
+		return "cut at " + res.TruncatedBy
+	}
+	return "cut at a limit of the Infrastore"
+}
+
+// sqlStatus is the HTTP status of a query's error: one that asks more
+// memory than the Infrastore allows is the query's doing (422), not the
+// server's.
+func sqlStatus(err error) int {
+	if status.Code(err) == codes.ResourceExhausted {
+		return http.StatusUnprocessableEntity
+	}
+	return httpStatus(err)
 }

@@ -16,8 +16,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/ops"
 	"github.com/corralhq/corral/events/storeopen"
 )
@@ -103,7 +106,7 @@ own with corral bill).`,
 				}
 				defer inf.Close()
 				if res, err = inf.Query(ctx, req); err != nil {
-					return err
+					return queryTimeLimit(err)
 				}
 			} else {
 				cl, err := a.client()
@@ -115,11 +118,12 @@ own with corral bill).`,
 					cl.SetAttemptTimeout(timeout + 5*time.Second)
 				}
 				err = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-					res, err = c.Query(ctx, req)
+					// The master cuts a reply to fit this, never past it.
+					res, err = c.Query(ctx, req, grpc.MaxCallRecvMsgSize(auth.MaxReplyMsgSize))
 					return err
 				})
 				if err != nil {
-					return err
+					return queryTimeLimit(err)
 				}
 			}
 			if res.Truncated {
@@ -140,6 +144,17 @@ own with corral bill).`,
 	c.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "cancel the query after this long")
 	c.Flags().BoolVar(&describe, "describe", false, "list the tables, or with TABLE its columns, instead of running a query")
 	return c
+}
+
+// queryTimeLimit words a query the Infrastore stopped at its time limit
+// as that (the reply names the limit and the flags that set it), not as a
+// master that did not answer.
+func queryTimeLimit(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "time limit") {
+		return err
+	}
+	return errors.New(st.Message())
 }
 
 func queryTable(r *apipb.QueryReply) *table {
@@ -558,7 +573,7 @@ func (a *app) infrastoreServeCommand() *cobra.Command {
 				g.Stop()
 			}()
 			log.Info("Infrastore serving", "db", db, "socket", sock, "memory_limit", opts.MemoryLimit, "threads", opts.Threads,
-				"max_rows", opts.MaxRows, "max_result_bytes", opts.MaxResultBytes, "query_timeout", timeout)
+				"max_rows", opts.MaxRows, "max_result_bytes", opts.MaxResultBytes, "query_timeout", timeout, "memory_budget", opts.MemoryBudget)
 			if err := g.Serve(lis); err != nil && ctx.Err() == nil {
 				return err
 			}
@@ -575,5 +590,6 @@ func (a *app) infrastoreServeCommand() *cobra.Command {
 	f.IntVar(&opts.MaxRows, "max-rows", 0, "rows per result")
 	f.Int64Var(&opts.MaxResultBytes, "max-result-bytes", 0, "bytes of values per result")
 	f.DurationVar(&opts.QueryTimeout, "query-timeout", 0, "default and longest query")
+	f.Int64Var(&opts.MemoryBudget, "memory-budget", 0, "bytes this process may hold (its cgroup's limit): queries are interrupted as it nears them")
 	return c
 }

@@ -24,6 +24,8 @@ import (
 	"github.com/corralhq/corral/agent/cgroup"
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/auth"
+	"github.com/corralhq/corral/projections"
 )
 
 // infraLimits bound the Infrastore process and each query it answers.
@@ -84,8 +86,8 @@ func (f *infraFlags) resolve() (infraLimits, error) {
 		return l, usageErr("--infra-threads %d: between 1 and 256", l.threads)
 	case l.maxRows < 1 || l.maxRows > 10_000_000:
 		return l, usageErr("--query-max-rows %d: between 1 and 10000000", l.maxRows)
-	case l.maxResultBytes < 1<<10 || l.maxResultBytes > 1<<30:
-		return l, usageErr("--query-max-bytes %s: between 1KiB and 1GiB", f.maxBytes)
+	case l.maxResultBytes < 1<<10 || l.maxResultBytes > auth.MaxReplyMsgSize:
+		return l, usageErr("--query-max-bytes %s: between 1KiB and %s (the most a reply of the cell's API may carry)", f.maxBytes, projections.FormatBytes(auth.MaxReplyMsgSize))
 	case l.queryTimeout < time.Second || l.queryTimeout > time.Hour:
 		return l, usageErr("--query-timeout %s: between 1s and 1h", l.queryTimeout)
 	}
@@ -149,7 +151,7 @@ func startInfraProcess(ctx context.Context, db, store, cell string, limits infra
 	}
 	p.cg = p.container()
 	p.conn, err = grpc.NewClient("unix://"+p.dialSock, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(int(limits.maxResultBytes)*2+(4<<20))))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(auth.MaxReplyMsgSize)))
 	if err != nil {
 		p.freeSocket()
 		return nil, err
@@ -217,7 +219,7 @@ func (p *infraProcess) args() []string {
 	return []string{"infrastore", "serve", "--db", p.db, "--store", p.store, "--socket", p.sock,
 		"--cell", p.cell, "--memory-limit", duckDBMemory(p.limits.memoryBytes), "--threads", strconv.Itoa(p.limits.threads),
 		"--max-rows", strconv.Itoa(p.limits.maxRows), "--max-result-bytes", strconv.FormatInt(p.limits.maxResultBytes, 10),
-		"--query-timeout", p.limits.queryTimeout.String()}
+		"--query-timeout", p.limits.queryTimeout.String(), "--memory-budget", strconv.FormatInt(p.limits.memoryBytes, 10)}
 }
 
 // supervise runs the child until ctx ends, restarting it with backoff

@@ -52,6 +52,9 @@ type InfraOptions struct {
 	MaxRows        int
 	MaxResultBytes int64
 	QueryTimeout   time.Duration
+	// MemoryBudget is the memory the process may hold: queries are
+	// interrupted as it nears it (infrastore.Options.MemoryBudget).
+	MemoryBudget int64
 }
 
 // OpenInfra opens the Infrastore file at path.

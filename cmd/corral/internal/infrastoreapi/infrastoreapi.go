@@ -9,8 +9,11 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/infrastore"
 	"github.com/corralhq/corral/projections"
@@ -34,6 +37,9 @@ type Options struct {
 	// MemoryLimit and Threads are DuckDB's (its defaults when empty or 0).
 	MemoryLimit string
 	Threads     int
+	// MemoryBudget is the process's memory, near which queries are
+	// interrupted (infrastore.Options.MemoryBudget); 0: none.
+	MemoryBudget int64
 }
 
 // Store is an open Infrastore file.
@@ -52,7 +58,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		opts.QueryTimeout = 30 * time.Second
 	}
 	is, err := infrastore.Open(ctx, path, infrastore.Options{ReadOnly: opts.ReadOnly, MaxRows: opts.MaxRows,
-		QueryTimeout: opts.QueryTimeout, MaxResultBytes: opts.MaxResultBytes, MemoryLimit: opts.MemoryLimit, Threads: opts.Threads})
+		QueryTimeout: opts.QueryTimeout, MaxResultBytes: opts.MaxResultBytes, MemoryLimit: opts.MemoryLimit, Threads: opts.Threads,
+		MemoryBudget: opts.MemoryBudget})
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +132,9 @@ func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryR
 		return s.describe(ctx, r.Describe)
 	}
 	res, err := s.is.Query(ctx, r.Sql, timeout)
+	if errors.Is(err, infrastore.ErrQueryTimeout) {
+		return nil, status.Error(codes.DeadlineExceeded, err.Error()+"; narrow the query, or raise its time limit (corral sql --timeout, at most the Infrastore's limit of "+s.timeout.String()+": corral master or up --query-timeout)")
+	}
 	if err != nil {
 		return nil, statusOf(err)
 	}
@@ -133,7 +143,10 @@ func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryR
 		out.Position = pos
 	}
 	// Each cell as the Infrastore renders it in its column's type; NULL
-	// is flagged apart from the empty string.
+	// is flagged apart from the empty string. The reply is cut where it
+	// would pass what a client receives (auth.MaxReplyMsgSize), less room
+	// for the master's own framing.
+	size := proto.Size(out)
 	for i := range res.Rows {
 		qr := &apipb.QueryRow{Values: make([]string, len(res.Columns)), Null: make([]bool, len(res.Columns))}
 		for j := range res.Columns {
@@ -143,10 +156,21 @@ func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryR
 			}
 			qr.Values[j], qr.Null[j] = text, null
 		}
+		// A repeated message field costs its size, a tag and a length.
+		n := proto.Size(qr)
+		size += n + 1 + protowire.SizeVarint(uint64(n))
+		if size > maxReplyBytes {
+			out.Truncated = true
+			out.TruncatedBy = fmt.Sprintf("the %d-byte limit of a reply", maxReplyBytes)
+			break
+		}
 		out.Rows = append(out.Rows, qr)
 	}
 	return out, nil
 }
+
+// maxReplyBytes is the most a query's reply may encode to.
+const maxReplyBytes = auth.MaxReplyMsgSize - 64<<10
 
 // Bill computes and exports a bill (master.Analytics).
 func (s *Store) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {
