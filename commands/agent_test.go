@@ -112,8 +112,7 @@ func TestUsageAndReservations(t *testing.T) {
 		{User: "alice", Job: "web", Index: 1, CpuCoreSeconds: 300, MemoryBytes: gib, MemoryMaxBytes: gib},            // at its limit
 	}
 	report := func() []events.Event {
-		end := c.now.UnixMicro()
-		return c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: c.running("m0"), Usage: []UsageWindow{{StartUS: end - 300_000_000, EndUS: end, Tasks: usage}}})
+		return c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: c.running("m0"), Usage: &UsageWindow{Tasks: usage}})
 	}
 	// In its first 300 s a task's reservation stays at its limit: start-up
 	// transients are not what it will use (Borg §5.5).
