@@ -30,6 +30,8 @@ type Run struct {
 	Seq     int64
 	StartUS int64
 	EndUS   int64
+	billed  int64 // microseconds
+	removed bool  // its machine was removed since
 }
 
 // Interval is one window's part billed to a task.
@@ -46,9 +48,19 @@ func New() *Checker {
 
 // Apply checks e against the log before it, then follows it.
 func (c *Checker) Apply(e events.Event) error {
-	if p, ok := e.Data.(*events.UsageReported); ok {
+	switch p := e.Data.(type) {
+	case *events.UsageReported:
 		if err := c.window(e.Position, p); err != nil {
 			return err
+		}
+	case *events.MachineRemoved:
+		delete(c.LastEnd, p.Machine) // registered again, it starts afresh
+		for _, runs := range c.Runs {
+			for _, r := range runs {
+				if r.Machine == p.Machine {
+					r.removed = true
+				}
+			}
 		}
 	}
 	if err := projections.Apply(c.s, e); err != nil {
@@ -121,8 +133,9 @@ func (c *Checker) window(pos int64, p *events.UsageReported) error {
 		}
 		inside := false
 		for _, r := range c.Runs[k] {
-			if r.Machine == p.Machine && r.StartUS <= u.StartUs && (r.EndUS == 0 || u.EndUs <= r.EndUS) {
+			if r.Machine == p.Machine && !r.removed && r.StartUS <= u.StartUs && (r.EndUS == 0 || u.EndUs <= r.EndUS) {
 				inside = true
+				r.billed += u.EndUs - u.StartUs
 				break
 			}
 		}
@@ -143,19 +156,21 @@ func (c *Checker) describe(k projections.TaskKey) string {
 	return "(runs:" + out + ")"
 }
 
-// Unbilled is how much of k's running, up to its machines' last windows'
-// ends, no window billed: 0 when its bill covers every moment it ran.
+// Unbilled is how much of k's running no window billed, over its runs on
+// machines still registered, up to their machines' last windows' ends: 0
+// when its bill covers every moment it ran.
 func (c *Checker) Unbilled(k projections.TaskKey) time.Duration {
-	var ran, billed int64
+	var gap int64
 	for _, r := range c.Runs[k] {
+		last, ok := c.LastEnd[r.Machine]
+		if !ok || r.removed {
+			continue
+		}
 		end := r.EndUS
-		if last := c.LastEnd[r.Machine]; end == 0 || end > last {
+		if end == 0 || end > last {
 			end = last
 		}
-		ran += max(end-r.StartUS, 0)
+		gap += max(end-r.StartUS, 0) - r.billed
 	}
-	for _, b := range c.Billed[k] {
-		billed += b.EndUS - b.StartUS
-	}
-	return time.Duration(ran-billed) * time.Microsecond
+	return time.Duration(gap) * time.Microsecond
 }

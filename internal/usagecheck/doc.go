@@ -9,7 +9,8 @@
 // start until the task is no longer live there), not from the spans the
 // rule itself reads. Invariants it checks:
 //   - A machine's windows never overlap and leave no gap: each starts
-//     where the machine's previous one ended, and ends after it starts.
+//     where the machine's previous one ended (since it was last
+//     registered), and ends after it starts.
 //   - Every task in a window carries its own interval, inside the window.
 //   - A task's intervals never overlap one another (on any machine).
 //   - An interval lies inside one run of the task on that machine: never
