@@ -90,7 +90,7 @@ func (u *usage) report(ref *events.TaskRef, now time.Time, reset bool) *agentpb.
 	total := u.cpuBase + u.cpuCur
 	mean := u.mem
 	if dt := end.Sub(u.winStart).Seconds(); dt > 0 {
-		mean = int64((memInt - u.winMemInt) / dt)
+		mean = max(int64((memInt-u.winMemInt)/dt), 0)
 	}
 	s := &agentpb.TaskUsageSample{
 		Task:                   proto.Clone(ref).(*events.TaskRef),
@@ -113,7 +113,10 @@ func (u *usage) report(ref *events.TaskRef, now time.Time, reset bool) *agentpb.
 		WindowEndUs:   end.UnixMicro(),
 	}
 	if reset && end.After(u.winStart) {
-		u.winStart, u.winCPU, u.winMemInt, u.winMax = end, total, memInt, u.mem
+		if end.After(u.at) {
+			u.integrate(end, u.mem) // what the window counted is counted once
+		}
+		u.winStart, u.winCPU, u.winMemInt, u.winMax = end, total, u.memInt, u.mem
 	}
 	return s
 }
