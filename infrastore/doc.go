@@ -114,7 +114,9 @@
 // attributes, state (up, down, removed), draining, reason: the machine's
 // whole state after the event.
 //
-// task_usage: one row per task per usage window (start_time, end_time):
+// task_usage: one row per task per usage window (start_time, end_time:
+// the task's own interval in the machine's window when the event carries
+// one, TaskUsage.start_us/end_us; the whole window in older logs):
 // job, task_index, machine, user, source, position, spec_version,
 // spec_position (the job_specs row in force), priority, band; what the
 // agent measured: cpu_core_seconds, memory_mean_bytes, memory_max_bytes,

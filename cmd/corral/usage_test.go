@@ -40,7 +40,7 @@ func TestUsageBillsRunningTime(t *testing.T) {
 		}
 	}
 	submit("crashy", `{"name": "crashy", "priority": "batch", "count": 2, "command": "/bin/sh", "args": ["-c", "sleep 1; exit 3"],
-		"resources": {"cpu": "10m", "memory": "8MiB"}, "restart": {"policy": "always", "backoff": "100ms", "max_backoff": "200ms"}}`)
+		"resources": {"cpu": "10m", "memory": "8MiB"}, "restart": {"mode": "always", "max_restarts": 1000, "backoff": "100ms", "max_backoff": "200ms"}}`)
 	submit("steady", `{"name": "steady", "priority": "batch", "count": 3, "command": "/bin/sleep", "args": ["1000"],
 		"resources": {"cpu": "10m", "memory": "8MiB"}}`)
 	// Several 5 s windows of crash loops, then the kills, then a window
