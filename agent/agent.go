@@ -332,10 +332,11 @@ func (a *Agent) ack(seq uint64) {
 
 // snapshot builds the full state; reset starts new usage windows. a.mu held.
 func (a *Agent) snapshot(reset bool) *agentpb.AgentState {
+	now := a.clock.Now()
 	st := &agentpb.AgentState{
 		Machine:       a.cfg.Name,
 		Incarnation:   a.incarnation,
-		TimeUs:        a.clock.Now().UnixMicro(),
+		TimeUs:        now.UnixMicro(),
 		Capacity:      proto.Clone(a.cfg.Capacity).(*events.Resources),
 		Attributes:    cloneAttrs(a.cfg.Attributes),
 		CgroupMode:    cgroupMode(a.rt.mode()),
@@ -356,7 +357,7 @@ func (a *Agent) snapshot(reset bool) *agentpb.AgentState {
 	for _, k := range keys {
 		t := a.tasks[k]
 		st.Tasks = append(st.Tasks, a.status(t))
-		if u := t.u.report(t.ref, reset); u != nil {
+		if u := t.u.report(t.ref, now, reset); u != nil {
 			st.Usage = append(st.Usage, u)
 			if t.proc != nil {
 				st.MachineUsage.TasksMemoryBytes += u.MemoryBytes

@@ -72,21 +72,31 @@ func (u *usage) finish(now time.Time, fin *cgroup.Stats) {
 	u.cpuCur = 0
 }
 
-// report is the task's latest sample; reset starts a new window.
-func (u *usage) report(ref *events.TaskRef, reset bool) *agentpb.TaskUsageSample {
+// report is the task's latest sample at now, the poll; reset starts a new
+// window. A window runs to the poll, not to the last sample: one that ended
+// at a process's exit would leave the time until the poll to the next
+// window, which would then start before this one ended. The time after the
+// last sample counts at its memory (none once the process is gone). A
+// clock stepped back never moves a window's start back: its windows tile
+// its time.
+func (u *usage) report(ref *events.TaskRef, now time.Time, reset bool) *agentpb.TaskUsageSample {
 	if u.at.IsZero() {
 		return nil
 	}
+	end, memInt := u.at, u.memInt
+	if dt := now.Sub(u.at).Seconds(); dt > 0 {
+		end, memInt = now, u.memInt+float64(u.mem)*dt
+	}
 	total := u.cpuBase + u.cpuCur
 	mean := u.mem
-	if dt := u.at.Sub(u.winStart).Seconds(); dt > 0 {
-		mean = int64((u.memInt - u.winMemInt) / dt)
+	if dt := end.Sub(u.winStart).Seconds(); dt > 0 {
+		mean = max(int64((memInt-u.winMemInt)/dt), 0)
 	}
 	s := &agentpb.TaskUsageSample{
 		Task:                   proto.Clone(ref).(*events.TaskRef),
 		SampledAtUs:            u.at.UnixMicro(),
 		CpuCoreSecondsTotal:    total,
-		MemoryByteSecondsTotal: u.memInt,
+		MemoryByteSecondsTotal: memInt,
 		MemoryBytes:            u.mem,
 		MemoryPeakBytes:        u.peak,
 		DiskBytes:              u.disk,
@@ -100,10 +110,13 @@ func (u *usage) report(ref *events.TaskRef, reset bool) *agentpb.TaskUsageSample
 			DiskBytes:      u.disk,
 		},
 		WindowStartUs: u.winStart.UnixMicro(),
-		WindowEndUs:   u.at.UnixMicro(),
+		WindowEndUs:   end.UnixMicro(),
 	}
-	if reset {
-		u.winStart, u.winCPU, u.winMemInt, u.winMax = u.at, total, u.memInt, u.mem
+	if reset && end.After(u.winStart) {
+		if end.After(u.at) {
+			u.integrate(end, u.mem) // what the window counted is counted once
+		}
+		u.winStart, u.winCPU, u.winMemInt, u.winMax = end, total, u.memInt, u.mem
 	}
 	return s
 }

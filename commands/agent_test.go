@@ -108,12 +108,19 @@ func TestUsageAndReservations(t *testing.T) {
 	c.start("m0")
 	set := c.task("alice", "web", 0).ReservationUS
 	usage := []*events.TaskUsage{
-		{User: "alice", Job: "web", Index: 0, CpuCoreSeconds: 60, MemoryBytes: 100 << 20, MemoryMaxBytes: 200 << 20}, // 200m over 5 minutes
-		{User: "alice", Job: "web", Index: 1, CpuCoreSeconds: 300, MemoryBytes: gib, MemoryMaxBytes: gib},            // at its limit
+		{User: "alice", Job: "web", Index: 0, MemoryBytes: 100 << 20, MemoryMaxBytes: 200 << 20}, // 200m
+		{User: "alice", Job: "web", Index: 1, MemoryBytes: gib, MemoryMaxBytes: gib},             // at its limit
 	}
+	// A window runs from where the machine's last one ended to now (the
+	// first from the tasks' start): the agent's CPU figures cover it.
+	cores := []float64{0.2, 1}
+	last := c.now
 	report := func() []events.Event {
-		end := c.now.UnixMicro()
-		return c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: c.running("m0"), Usage: []UsageWindow{{StartUS: end - 300_000_000, EndUS: end, Tasks: usage}}})
+		for i, u := range usage {
+			u.CpuCoreSeconds = cores[i] * c.now.Sub(last).Seconds()
+		}
+		last = c.now
+		return c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: c.running("m0"), Usage: &UsageWindow{Tasks: usage}})
 	}
 	// In its first 300 s a task's reservation stays at its limit: start-up
 	// transients are not what it will use (Borg §5.5).
@@ -143,7 +150,7 @@ func TestUsageAndReservations(t *testing.T) {
 		t.Fatal(free)
 	}
 	// Usage back at the limit: the estimate rises at once.
-	usage[0].CpuCoreSeconds, usage[0].MemoryMaxBytes = 300, gib
+	cores[0], usage[0].MemoryMaxBytes = 1, gib
 	c.now = c.now.Add(time.Minute)
 	evs = report()
 	if est := evs[len(evs)-1].Data.(*events.ReservationEstimated); est.Tasks[0].Reservation.CpuMilli != 1000 {

@@ -17,7 +17,7 @@ import (
 // §3.3: full state, not deltas, so a lost reply costs nothing). Tasks that
 // started, restarted in place, finished, failed or were OOM-killed get their
 // events; a task the projection has running but the agent no longer
-// reports is lost. Usage windows become UsageReported, and a reservation
+// reports is lost. A usage window becomes UsageReported (usageReported), and a reservation
 // that the estimate moves by more than a tenth of the limit becomes
 // ReservationEstimated. A machine the link could not reach for several
 // polls (Unreachable) goes down and its tasks are lost; one that answers
@@ -28,7 +28,9 @@ type ReportAgentState struct {
 	Unreachable bool
 	MissedPolls int32
 	Tasks       []AgentTask
-	Usage       []UsageWindow
+	// Usage, when set, closes the machine's usage window now
+	// (usageReported).
+	Usage *UsageWindow
 }
 
 // AgentTaskState mirrors the agent's task states.
@@ -76,12 +78,6 @@ func (at AgentTask) gone() bool { return at.Ended || at.State >= AgentFinished }
 // run of the task before it was submitted again (its Seq).
 func OtherSubmission(t *projections.Task, submission int64) bool {
 	return submission != 0 && submission != t.Seq
-}
-
-// UsageWindow is the usage of some tasks over one window.
-type UsageWindow struct {
-	StartUS, EndUS int64
-	Tasks          []*events.TaskUsage
 }
 
 // Reservation estimation is Borg's (§5.5), scheduler.EstimateReservation:
@@ -179,18 +175,17 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 
 	latest := map[*projections.Task]*events.TaskUsage{}
 	windows := map[*projections.Task]float64{}
-	for _, w := range c.Usage {
-		if len(w.Tasks) == 0 || w.EndUS <= w.StartUS {
-			continue
-		}
-		b.add(events.MachineStream(m.Name), &events.UsageReported{Machine: m.Name, WindowStartUs: w.StartUS, WindowEndUs: w.EndUS, Tasks: w.Tasks})
-		for _, u := range w.Tasks {
-			if u == nil {
-				continue
-			}
-			if t := s.Task(u.User, u.Job, u.Index); t != nil && t.Live() && t.Machine == m.Name && !b.dead(t) {
-				latest[t] = u
-				windows[t] = float64(w.EndUS-w.StartUS) / 1e6
+	if c.Usage != nil {
+		if ev, fresh := usageReported(m, c.Usage, now.UnixMicro()); ev != nil {
+			b.add(events.MachineStream(m.Name), ev)
+			for _, u := range ev.Tasks {
+				if !fresh[u] {
+					continue // no figures to estimate from
+				}
+				if t := s.Task(u.User, u.Job, u.Index); t != nil && t.Live() && t.Machine == m.Name && !b.dead(t) {
+					latest[t] = u
+					windows[t] = float64(u.EndUs-u.StartUs) / 1e6
+				}
 			}
 		}
 	}

@@ -3256,8 +3256,14 @@ type TaskUsage struct {
 	MemoryBytes    int64                  `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`             // mean resident memory within the window
 	MemoryMaxBytes int64                  `protobuf:"varint,6,opt,name=memory_max_bytes,json=memoryMaxBytes,proto3" json:"memory_max_bytes,omitempty"`
 	DiskBytes      int64                  `protobuf:"varint,7,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The part of the window in which this task's run held resources on the
+	// machine (from its start to its stop), microseconds since the Unix
+	// epoch: what it is billed for. Both 0 in events written before they
+	// existed: the whole window.
+	StartUs       int64 `protobuf:"varint,8,opt,name=start_us,json=startUs,proto3" json:"start_us,omitempty"`
+	EndUs         int64 `protobuf:"varint,9,opt,name=end_us,json=endUs,proto3" json:"end_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskUsage) Reset() {
@@ -3339,7 +3345,23 @@ func (x *TaskUsage) GetDiskBytes() int64 {
 	return 0
 }
 
-// UsageReported is one machine's samples for one window.
+func (x *TaskUsage) GetStartUs() int64 {
+	if x != nil {
+		return x.StartUs
+	}
+	return 0
+}
+
+func (x *TaskUsage) GetEndUs() int64 {
+	if x != nil {
+		return x.EndUs
+	}
+	return 0
+}
+
+// UsageReported is one machine's samples for one window. The master's
+// clock bounds it: a window starts where the machine's previous one ended,
+// so a machine's windows tile its time and a task's never overlap.
 type UsageReported struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Machine       string                 `protobuf:"bytes,1,opt,name=machine,proto3" json:"machine,omitempty"`
@@ -4252,7 +4274,7 @@ const file_catalogue_proto_rawDesc = "" +
 	"\x05index\x18\x03 \x01(\x05R\x05index\x12!\n" +
 	"\fspec_version\x18\x04 \x01(\x03R\vspecVersion\x12\x18\n" +
 	"\arunning\x18\x05 \x01(\bR\arunning\x12%\n" +
-	"\x0erestart_needed\x18\x06 \x01(\bR\rrestartNeeded\"\xdd\x01\n" +
+	"\x0erestart_needed\x18\x06 \x01(\bR\rrestartNeeded\"\x8f\x02\n" +
 	"\tTaskUsage\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
@@ -4261,7 +4283,9 @@ const file_catalogue_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x05 \x01(\x03R\vmemoryBytes\x12(\n" +
 	"\x10memory_max_bytes\x18\x06 \x01(\x03R\x0ememoryMaxBytes\x12\x1d\n" +
 	"\n" +
-	"disk_bytes\x18\a \x01(\x03R\tdiskBytes\"\xa8\x01\n" +
+	"disk_bytes\x18\a \x01(\x03R\tdiskBytes\x12\x19\n" +
+	"\bstart_us\x18\b \x01(\x03R\astartUs\x12\x15\n" +
+	"\x06end_us\x18\t \x01(\x03R\x05endUs\"\xa8\x01\n" +
 	"\rUsageReported\x12\x18\n" +
 	"\amachine\x18\x01 \x01(\tR\amachine\x12&\n" +
 	"\x0fwindow_start_us\x18\x02 \x01(\x03R\rwindowStartUs\x12\"\n" +

@@ -163,9 +163,9 @@ func (r *recordedRun) duration() int64 {
 // usageSample is a usage window that moved the task's reservation in the
 // recording, at an offset from its run's start.
 type usageSample struct {
-	offsetUS, lengthUS int64
-	position           int64
-	usage              *events.TaskUsage
+	offsetUS int64
+	position int64
+	usage    *events.TaskUsage
 }
 
 // placement is one recorded or simulated placement of a task's run.
@@ -531,8 +531,7 @@ func (r *recorder) task(e events.Event, us int64) {
 			}
 			for _, u := range r.usage.Tasks {
 				if u.GetUser() == moved.User && u.GetJob() == moved.Job && u.GetIndex() == moved.Index {
-					run.usage = append(run.usage, usageSample{offsetUS: us - run.startedUS,
-						lengthUS: r.usage.WindowEndUs - r.usage.WindowStartUs, position: r.usagePos, usage: u})
+					run.usage = append(run.usage, usageSample{offsetUS: us - run.startedUS, position: r.usagePos, usage: u})
 					break
 				}
 			}

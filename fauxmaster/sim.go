@@ -665,8 +665,7 @@ func (s *Sim) runFrom(a *simAgent, ar *agentRun, startUS int64) {
 				if a.tasks[ar.key] != ar || s.agents[a.name] != a {
 					return
 				}
-				w := commands.UsageWindow{StartUS: s.nowUS - u.lengthUS, EndUS: s.nowUS, Tasks: []*events.TaskUsage{u.usage}}
-				s.poll(a, nil, []commands.UsageWindow{w})
+				s.poll(a, nil, &commands.UsageWindow{Tasks: []*events.TaskUsage{u.usage}})
 			})
 		}
 	}
@@ -715,7 +714,7 @@ func (s *Sim) outcome(k taskID, run int) (*recordedRun, int64) {
 
 // poll is one poll's answer of a's agent: every run it has started,
 // ended one first when given, and usage windows.
-func (s *Sim) poll(a *simAgent, ended *commands.AgentTask, usage []commands.UsageWindow) {
+func (s *Sim) poll(a *simAgent, ended *commands.AgentTask, usage *commands.UsageWindow) {
 	tasks := make([]commands.AgentTask, 0, len(a.tasks)+1)
 	if ended != nil {
 		tasks = append(tasks, *ended)

@@ -193,8 +193,8 @@ var catalogue = []tableDoc{
 		{"reason", "why, as the event says (a machine marked down)"},
 	}},
 	{name: "task_usage", kind: KindTable, summary: "one row per task per usage window the agent measured, with the limits, reservation and billing quantities in force", columns: []columnDoc{
-		{"start_time", "the window's start, in microseconds since the Unix epoch"},
-		{"end_time", "the window's end, in microseconds"},
+		{"start_time", "the start of the task's own interval in its machine's usage window (the part its run held resources in; the whole window in logs older than per-task intervals), in microseconds since the Unix epoch"},
+		{"end_time", "the end of the task's own interval, in microseconds: a machine's windows tile its time, and a task's intervals never overlap"},
 		{"position", "the log position of the usage report"},
 		{"spec_position", "the job_specs row in force (its position)"},
 		{"cpu_core_seconds", "CPU used in the window, core-seconds"},

@@ -671,11 +671,18 @@ func (m *model) usage(b *batch, p *events.UsageReported, u *events.TaskUsage, po
 	} else if f >= 1 {
 		cpuUsage = int64(f)
 	}
+	// A task is billed for its own interval: the part of the machine's
+	// window its run held resources in. Events written before tasks
+	// carried one bill the whole window, as they always did.
+	start, end := p.WindowStartUs, p.WindowEndUs
+	if u.EndUs > 0 {
+		start, end = u.StartUs, u.EndUs
+	}
 	// In the order of queryAppends["task_usage"], which derives the band
 	// and the byte-seconds.
-	dur := max(p.WindowEndUs-p.WindowStartUs, 0)
+	dur := max(end-start, 0)
 	b.taskUsage = append(b.taskUsage, b.row(
-		p.WindowStartUs, p.WindowEndUs, u.Job, u.Index, nz(p.Machine), u.User, pos, specVersion, specPos, priority,
+		start, end, u.Job, u.Index, nz(p.Machine), u.User, pos, specVersion, specPos, priority,
 		u.CpuCoreSeconds, u.MemoryBytes, u.MemoryMaxBytes, u.DiskBytes,
 		limit.GetCpuMilli(), limit.GetMemoryBytes(), limit.GetDiskBytes(),
 		res.GetCpuMilli(), res.GetMemoryBytes(), res.GetDiskBytes(),

@@ -49,6 +49,7 @@ func (s *State) detach(t *Task, pos int64) {
 		return
 	}
 	delete(m.tasks, t)
+	s.leave(m, t)
 	if a := t.alloc; a != nil {
 		delete(a.tasks, t)
 		a.Used = a.Used.Sub(t.Limit)
@@ -232,6 +233,9 @@ func (s *State) taskStarted(p *events.TaskStarted) bool {
 	}
 	s.setState(t, TaskRunning)
 	t.Pid, t.StartedUS = p.Pid, s.TimeUS
+	if t.RunStartUS == 0 {
+		t.RunStartUS = s.TimeUS // the run's first start: restarts in place keep the run
+	}
 	t.RunsSeen = max(t.RunsSeen, p.Restarts+1)
 	t.Health, t.HealthMessage, t.HealthyUS = HealthUnknown, "", 0
 	return true
@@ -318,22 +322,6 @@ func (s *State) taskUpdated(pos int64, p *events.TaskUpdated) bool {
 	t.SpecVersion, t.Limit = p.SpecVersion, limit
 	s.notePending(t)
 	return true
-}
-
-func (s *State) usageReported(p *events.UsageReported) bool {
-	for _, u := range p.Tasks {
-		if u == nil {
-			continue
-		}
-		if t := s.liveTask(u.User, u.Job, u.Index, p.Machine); t != nil {
-			t.Usage = Usage{
-				WindowStartUS: p.WindowStartUs, WindowEndUS: p.WindowEndUs,
-				CPUCoreSeconds: u.CpuCoreSeconds, MemoryBytes: u.MemoryBytes,
-				MemoryMaxBytes: u.MemoryMaxBytes, DiskBytes: u.DiskBytes,
-			}
-		}
-	}
-	return s.Machines[p.Machine] != nil
 }
 
 func (s *State) reservationEstimated(pos int64, p *events.ReservationEstimated) bool {

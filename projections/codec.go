@@ -25,7 +25,7 @@ import (
 
 var codecMagic = [4]byte{'c', 'r', 's', 't'}
 
-const codecVersion = 8
+const codecVersion = 9
 
 // ErrCheckpoint: a checkpoint's bytes are not a state this build can read.
 var ErrCheckpoint = errors.New("projections: unreadable checkpoint")
@@ -64,6 +64,18 @@ func Encode(s *State) []byte {
 			e.res(h.Limit)
 			e.res(h.Reservation)
 			e.int(h.SinceUS)
+		}
+		e.int(m.UsageEndUS)
+		spans := slices.SortedFunc(maps.Keys(m.spans), compareRuns)
+		e.uint(uint64(len(spans)))
+		for _, r := range spans {
+			sp := m.spans[r]
+			e.str(r.User)
+			e.str(r.Job)
+			e.int(int64(r.Index))
+			e.int(r.Submission)
+			e.int(sp.startUS)
+			e.int(sp.stopUS)
 		}
 	}
 
@@ -188,6 +200,7 @@ func (e *encoder) job(j *Job) {
 		e.int(int64(t.RunsSeen))
 		e.str(t.StoppingOn)
 		e.int(t.StartedUS)
+		e.int(t.RunStartUS)
 		e.str(t.FailMessage)
 		e.int(t.ReservationUS)
 		// The limit is derived from the spec; the reservation equals it
@@ -293,6 +306,14 @@ func Decode(b []byte) (*State, error) {
 			r := TaskRun{TaskKey{User: d.istr(), Job: d.istr(), Index: int32(d.int())}, d.int()}
 			m.stopping[r] = Hold{Limit: d.res(), Reservation: d.res(), SinceUS: d.int()}
 		}
+		m.UsageEndUS = d.int()
+		for k := d.count(); k > 0 && d.err == nil; k-- {
+			if m.spans == nil {
+				m.spans = map[TaskRun]span{}
+			}
+			r := TaskRun{TaskKey{User: d.istr(), Job: d.istr(), Index: int32(d.int())}, d.int()}
+			m.spans[r] = span{startUS: d.int(), stopUS: d.int()}
+		}
 		s.Machines[m.Name] = m
 	}
 	for n := d.count(); n > 0 && d.err == nil; n-- {
@@ -394,6 +415,7 @@ func (d *decoder) job() *Job {
 		t.RunsSeen = int32(d.int())
 		t.StoppingOn = d.istr()
 		t.StartedUS = d.int()
+		t.RunStartUS = d.int()
 		t.FailMessage = d.istr()
 		t.ReservationUS = d.int()
 		spec := j.SpecOf(t.SpecVersion)

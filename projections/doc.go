@@ -72,6 +72,10 @@ StateDiff call it on two replays of the log.
     until the machine goes down or away. The task itself is dead (or
     pending again) at once; Task.StoppingOn names the machine while its
     last stopped run holds, and Status says "stopping".
+  - Machine.UsageEndUS is the end of the machine's last UsageReported,
+    and Machine.RunSpans the runs that held resources there since (from a
+    run's first start to its end): the next window starts there and bills
+    those, so windows never overlap, a new leader's included.
   - Machine.Version is the position of the last event that changed the
     machine or what is placed on it (placements, ends, reservations, spec
     changes of its tasks; not starts or usage). Positions never repeat, so

@@ -228,6 +228,13 @@ type Machine struct {
 	// still run: Limits and Reserved count them until TaskStopped (or the
 	// machine goes down or away).
 	stopping map[TaskRun]Hold
+	// UsageEndUS is where the machine's last usage window (UsageReported)
+	// ended: the next one starts there, so windows never overlap, through
+	// a failover too. 0 before its first.
+	UsageEndUS int64
+	// spans holds the runs that left the machine since UsageEndUS
+	// (RunSpans).
+	spans map[TaskRun]span
 }
 
 // TaskRun names one run of a task: the task and the submission it served
@@ -250,10 +257,12 @@ func (m *Machine) StoppingRuns() []TaskRun {
 	for r := range m.stopping {
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b TaskRun) int {
-		return cmp.Or(compareTaskKeys(a.TaskKey, b.TaskKey), cmp.Compare(a.Submission, b.Submission))
-	})
+	slices.SortFunc(out, compareRuns)
 	return out
+}
+
+func compareRuns(a, b TaskRun) int {
+	return cmp.Or(compareTaskKeys(a.TaskKey, b.TaskKey), cmp.Compare(a.Submission, b.Submission))
 }
 
 // HeldLimits sums the limits of the runs stopping here: room no new task
@@ -473,8 +482,11 @@ type Task struct {
 	// a start or a failure of: the agent's restarts count plus one of the
 	// last recorded. A report of a run past it failing to start is news
 	// (the agent retries such a start in place, and no start precedes it).
-	RunsSeen    int32
-	StartedUS   int64  // when its current or last run started
+	RunsSeen  int32
+	StartedUS int64 // when its current or last run started
+	// RunStartUS is when the run placed on its machine first started (0:
+	// not yet, or not placed): the start of what a usage window bills it.
+	RunStartUS  int64
 	FailMessage string // the message of its last failure (OOMKilled: ..., the agent's refusal)
 	ExitCode    int32  // of the last exit
 	Signal      string

@@ -64,7 +64,7 @@ type Report struct {
 //
 // acked and dropped are what the link last had in the log of the agent's
 // events: its sequence number and its count of dropped events.
-func Reports(s *projections.State, machine string, st *agentpb.AgentState, reqs []*agentpb.Request, acked, dropped uint64, recorded EventRecorded, usage []commands.UsageWindow) Report {
+func Reports(s *projections.State, machine string, st *agentpb.AgentState, reqs []*agentpb.Request, acked, dropped uint64, recorded EventRecorded, usage *commands.UsageWindow) Report {
 	var out Report
 	// Every task the agent has, as news of nothing (a task in a report is
 	// not lost, and "starting" records nothing); each event overrides one.

@@ -23,7 +23,6 @@ type usageSum struct {
 	cpu, memByteSecs float64
 	seconds          float64
 	memMax, disk     int64
-	startUS, endUS   int64
 }
 
 // NewUsage opens a window at start.
@@ -45,10 +44,6 @@ func (u *Usage) Add(st *agentpb.AgentState) {
 			continue
 		}
 		secs := float64(s.WindowEndUs-s.WindowStartUs) / 1e6
-		if sum.startUS == 0 || s.WindowStartUs < sum.startUS {
-			sum.startUS = s.WindowStartUs
-		}
-		sum.endUS = max(sum.endUS, s.WindowEndUs)
 		sum.cpu += w.CpuCoreSeconds
 		sum.memByteSecs += float64(w.MemoryBytes) * secs
 		sum.seconds += secs
@@ -57,21 +52,18 @@ func (u *Usage) Add(st *agentpb.AgentState) {
 	}
 }
 
-// Window is the open window as one UsageWindow, tasks in key order: CPU
+// Window is what the open window measured, tasks in key order: CPU
 // summed, memory averaged over the time sampled, its peak, the last disk
-// figure. The caller opens the next window (NewUsage) once this one is in
-// the log.
-func (u *Usage) Window() commands.UsageWindow {
-	var w commands.UsageWindow
+// figure. Its bounds are the log's, not the agent's: ReportAgentState
+// cuts the window (commands.UsageWindow). The caller opens the next window
+// (NewUsage) once this one is in the log.
+func (u *Usage) Window() *commands.UsageWindow {
+	w := &commands.UsageWindow{}
 	for _, k := range slices.SortedFunc(maps.Keys(u.byTask), compareKeys) {
 		sum := u.byTask[k]
 		if sum.seconds <= 0 {
 			continue
 		}
-		if w.StartUS == 0 || sum.startUS < w.StartUS {
-			w.StartUS = sum.startUS
-		}
-		w.EndUS = max(w.EndUS, sum.endUS)
 		w.Tasks = append(w.Tasks, &events.TaskUsage{User: k.User, Job: k.Job, Index: k.Index,
 			CpuCoreSeconds: sum.cpu, MemoryBytes: int64(sum.memByteSecs / sum.seconds), MemoryMaxBytes: sum.memMax, DiskBytes: sum.disk})
 	}

@@ -422,12 +422,10 @@ func (l *link) poll(ctx context.Context, ml *machineLink, lag time.Duration) {
 	l.polled(ml, started, now, st)
 	ml.misses, ml.silence, ml.lastOK, ml.Last, ml.Synced = 0, agentlink.Silence{}, now, st, false
 	ml.usage.Add(st)
-	var usage []commands.UsageWindow
+	var usage *commands.UsageWindow
 	windowDue := now.Sub(ml.usage.Start) >= l.cfg.UsageWindow
 	if windowDue {
-		if w := ml.usage.Window(); len(w.Tasks) > 0 {
-			usage = append(usage, w)
-		}
+		usage = ml.usage.Window()
 	}
 	if err := l.record(ctx, ml, st, reqs, usage); err != nil {
 		if ctx.Err() == nil {
@@ -598,7 +596,7 @@ func (l *link) send(ctx context.Context, ml *machineLink, reqs []*agentpb.Reques
 // it (agentlink.Reports) and sends them in order, stopping at the first
 // that fails: the events stay unacknowledged and the next poll brings
 // them again.
-func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentState, reqs []*agentpb.Request, usage []commands.UsageWindow) error {
+func (l *link) record(ctx context.Context, ml *machineLink, st *agentpb.AgentState, reqs []*agentpb.Request, usage *commands.UsageWindow) error {
 	recorded := func(id string) bool {
 		_, _, ok := l.m.recent.Get(commands.Meta{Actor: agentlink.Meta.Actor, RequestID: id}.Key())
 		return ok

@@ -140,12 +140,11 @@ func checkCellPlans(t *testing.T, seed uint64, seen map[string]int) (proposals i
 		// minutes later: reservations fall below limits (Borg §5.5), so
 		// the next passes fit non-prod work by reservations and preempt
 		// running tasks.
-		start := now
 		now = now.Add(6 * time.Minute)
 		for _, m := range s.SortedMachines() {
 			var rep commands.ReportAgentState
 			rep.Meta, rep.Machine = admin, m.Name
-			w := commands.UsageWindow{StartUS: start.UnixMicro(), EndUS: now.UnixMicro()}
+			w := commands.UsageWindow{}
 			for _, task := range m.Tasks() {
 				k := task.Key()
 				rep.Tasks = append(rep.Tasks, commands.AgentTask{Task: k, SpecVersion: task.SpecVersion, State: commands.AgentRunning, Pid: int64(100 + task.Index)})
@@ -156,7 +155,7 @@ func checkCellPlans(t *testing.T, seed uint64, seen map[string]int) (proposals i
 				continue
 			}
 			must(rep)
-			rep.Usage = []commands.UsageWindow{w}
+			rep.Usage = &w
 			must(rep)
 		}
 		if rng.IntN(6) == 0 {

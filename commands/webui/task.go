@@ -268,10 +268,13 @@ func (h *Handler) usageCharts(ctx context.Context, key projections.TaskKey, t *a
 				if unmarshal.Unmarshal([]byte(e.PayloadJson), &p) != nil {
 					continue
 				}
-				secs := float64(p.WindowEndUs-p.WindowStartUs) / 1e6
 				for _, u := range p.Tasks {
 					if u.User != key.User || u.Job != key.Job || u.Index != key.Index {
 						continue
+					}
+					secs := float64(p.WindowEndUs-p.WindowStartUs) / 1e6
+					if u.EndUs > 0 { // the task's own part of the window
+						secs = float64(u.EndUs-u.StartUs) / 1e6
 					}
 					if secs > 0 {
 						cpuUse = append(cpuUse, point{p.WindowEndUs, u.CpuCoreSeconds / secs})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/usagecheck"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -32,6 +33,10 @@ import (
 //     the projection does not place on its machine is gone within a few
 //     polls of that machine by the current leader (the reconciliation
 //     window): a task never runs on two machines after reconciliation.
+//  7. usage windows tile time (internal/usagecheck): a machine's windows
+//     neither overlap nor leave gaps, and a task's intervals never overlap
+//     and lie inside its runs, through failovers, clock jumps, agent
+//     restarts and lost polls.
 type checker struct {
 	w      *World
 	err    error
@@ -49,6 +54,7 @@ type checker struct {
 	refused   map[string]bool
 	unwanted  map[int64]unwanted // by pid
 	Positions int64              // checked
+	usage     *usagecheck.Checker
 }
 
 // unwanted is when a process was first seen running where the projection
@@ -79,7 +85,8 @@ const (
 
 func newChecker(w *World) *checker {
 	return &checker{w: w, shadow: projections.New(), hashes: map[int64]uint64{0: hashState(projections.New())},
-		writers: map[int64]string{}, seen: map[*Master]seenState{}, acked: map[string]master.Result{}, refused: map[string]bool{}, unwanted: map[int64]unwanted{}}
+		writers: map[int64]string{}, seen: map[*Master]seenState{}, acked: map[string]master.Result{}, refused: map[string]bool{}, unwanted: map[int64]unwanted{},
+		usage: usagecheck.New()}
 }
 
 func hashState(s *projections.State) uint64 {
@@ -143,6 +150,10 @@ func (c *checker) advance() bool {
 		}
 		if err := projections.Apply(c.shadow, ev); err != nil {
 			c.fail("replaying position %d: %v", pos, err)
+			return false
+		}
+		if err := c.usage.Apply(ev); err != nil {
+			c.fail("usage windows: %v", err)
 			return false
 		}
 		if c.shadow.Skipped != 0 {

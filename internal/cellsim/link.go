@@ -142,12 +142,10 @@ func (l *simLink) poll(ml *mlink, lag time.Duration) {
 		now := l.m.now()
 		ml.misses, ml.failing, ml.silence, ml.lastOK, ml.Last, ml.Synced = 0, false, agentlink.Silence{}, now, st, false
 		ml.usage.Add(st)
-		var usage []commands.UsageWindow
+		var usage *commands.UsageWindow
 		windowDue := now.Sub(ml.usage.Start) >= usageWindow
 		if windowDue {
-			if w := ml.usage.Window(); len(w.Tasks) > 0 {
-				usage = append(usage, w)
-			}
+			usage = ml.usage.Window()
 		}
 		l.record(ml, st, reqs, usage, func(err error) {
 			if !l.live() {
@@ -268,11 +266,11 @@ func (l *simLink) checkHold() bool {
 // record turns one reply into ReportAgentState commands, in link.go's
 // order: refused starts, then each event alone, then the full state; done
 // gets the first error, or nil once all are in the log.
-func (l *simLink) record(ml *mlink, st *agentpb.AgentState, reqs []*agentpb.Request, usage []commands.UsageWindow, done func(error)) {
+func (l *simLink) record(ml *mlink, st *agentpb.AgentState, reqs []*agentpb.Request, usage *commands.UsageWindow, done func(error)) {
 	l.m.view(func(s *projections.State) { l.recordIn(s, ml, st, reqs, usage, done) })
 }
 
-func (l *simLink) recordIn(s *projections.State, ml *mlink, st *agentpb.AgentState, reqs []*agentpb.Request, usage []commands.UsageWindow, done func(error)) {
+func (l *simLink) recordIn(s *projections.State, ml *mlink, st *agentpb.AgentState, reqs []*agentpb.Request, usage *commands.UsageWindow, done func(error)) {
 	recorded := func(id string) bool {
 		_, _, ok := l.m.recent.Get(commands.Meta{Actor: agentlink.Meta.Actor, RequestID: id}.Key())
 		return ok

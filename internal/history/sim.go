@@ -334,7 +334,7 @@ func (s *Sim) report() {
 		return
 	}
 	cmd := commands.ReportAgentState{Meta: admin, Machine: m.Name}
-	window := commands.UsageWindow{StartUS: s.Now.Add(-5 * time.Minute).UnixMicro(), EndUS: s.Now.UnixMicro()}
+	window := commands.UsageWindow{}
 	for _, t := range m.Tasks() {
 		at := commands.AgentTask{Task: t.Key(), SpecVersion: t.SpecVersion, Pid: t.Pid, State: commands.AgentRunning}
 		if at.Pid == 0 {
@@ -365,7 +365,7 @@ func (s *Sim) report() {
 		}
 	}
 	if len(window.Tasks) > 0 {
-		cmd.Usage = []commands.UsageWindow{window}
+		cmd.Usage = &window
 	}
 	s.do(cmd)
 }
@@ -505,7 +505,7 @@ func (s *Sim) LateUsage(from, to time.Time) bool {
 			continue
 		}
 		cmd := commands.ReportAgentState{Meta: admin, Machine: m.Name}
-		window := commands.UsageWindow{StartUS: from.UnixMicro(), EndUS: to.UnixMicro()}
+		window := commands.UsageWindow{}
 		for _, t := range m.Tasks() {
 			if t.State != projections.TaskRunning {
 				continue
@@ -518,7 +518,7 @@ func (s *Sim) LateUsage(from, to time.Time) bool {
 		if len(window.Tasks) == 0 || len(cmd.Tasks) != len(m.Tasks()) {
 			continue
 		}
-		cmd.Usage = []commands.UsageWindow{window}
+		cmd.Usage = &window
 		return s.do(cmd)
 	}
 	return false
