@@ -39,6 +39,8 @@ import (
 // focusModel is model-1.2.json: the rules and the names of the check
 // functions and applicability criteria it defines.
 type focusModel struct {
+	Details               json.RawMessage
+	ModelDatasets         json.RawMessage
 	ApplicabilityCriteria map[string]json.RawMessage `json:"ApplicabilityCriteria"`
 	CheckFunctions        map[string]json.RawMessage `json:"CheckFunctions"`
 	ModelRules            map[string]*focusRule      `json:"ModelRules"`
@@ -47,15 +49,19 @@ type focusModel struct {
 }
 
 type focusRule struct {
-	id                    string
-	Function, Reference   string
-	Type                  string // Static or Dynamic
-	ApplicabilityCriteria []string
-	ValidationCriteria    struct {
-		MustSatisfy string
-		Keyword     string
-		Requirement *checkNode
-		Condition   *checkNode
+	id                     string
+	Function, Reference    string
+	EntityType, Notes      string
+	ModelVersionIntroduced string
+	Status                 string
+	Type                   string // Static or Dynamic
+	ApplicabilityCriteria  []string
+	ValidationCriteria     struct {
+		MustSatisfy  string
+		Keyword      string
+		Requirement  *checkNode
+		Condition    *checkNode
+		Dependencies []string
 	}
 }
 
@@ -134,13 +140,20 @@ func loadFocusModel(t testing.TB) *focusModel {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every field of the model is known here: a check's argument this
+	// evaluator does not read would otherwise be ignored unseen.
 	var m focusModel
-	if err := json.Unmarshal(data, &m); err != nil {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
 		t.Fatalf("model-1.2.json: %v", err)
 	}
 	m.parents = map[string][]string{}
 	for id, r := range m.ModelRules {
 		r.id = id
+		if r.Status != "Active" {
+			t.Fatalf("%s: status %q (the evaluator knows Active rules only)", id, r.Status)
+		}
 		for _, n := range []*checkNode{r.ValidationCriteria.Requirement, r.ValidationCriteria.Condition} {
 			if err := n.normalize(); err != nil {
 				t.Fatalf("%s: %v", id, err)
@@ -488,6 +501,9 @@ func (e *focusEvaluation) check(t testing.TB, r *focusRule, n *checkNode, scope 
 		}
 		return perValue(func(v string) bool { _, ok := parseDecimal(v); return ok })
 	case "TypeDateTime":
+		if n.ExpectedType != "" && n.ExpectedType != "DateTime" {
+			t.Fatalf("%s: TypeDateTime of ExpectedType %q", r.id, n.ExpectedType)
+		}
 		if column != nil && d.typed {
 			return all(isDateTimeType(column.typ))
 		}
