@@ -64,7 +64,7 @@ func TestExportsOfACopyNameTheCell(t *testing.T) {
 		master = append(master, exportFocus(t, s, req))
 	}
 	rows := readCSV(t, master[0])
-	for _, col := range []string{"BillingAccountId", "BillingAccountName", "InvoiceIssuerName", "RegionId"} {
+	for _, col := range []string{"BillingAccountId", "BillingAccountName", "InvoiceIssuerName", "ProviderName", "PublisherName", "RegionId"} {
 		if rows[0][col] != "dev" {
 			t.Errorf("the master's export: %s %q, want the cell's name dev", col, rows[0][col])
 		}

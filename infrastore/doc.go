@@ -213,7 +213,9 @@
 // production, batch, best-effort; "unknown" for usage of jobs never seen);
 // with a Rates table (ParseRates) it prices a what-if instead.
 //
-// ExportFocus writes the FinOps FOCUS dataset (focus.go): a row per billing
+// ExportFocus writes the FinOps FOCUS dataset (focus.go; held to the
+// FinOps Foundation's FOCUS 1.2 rules by TestFocusRules, the README's
+// FOCUS section says which apply): a row per billing
 // period, charge hour, task or job, account, band, priority, sheet, charge
 // class and meter, each citing the log positions of its windows; idle
 // capacity (machines not removed, at the machine prices of the sheet in

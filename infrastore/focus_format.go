@@ -32,6 +32,18 @@ const costExpr = "(r.pricing_q * r.price)"
 // unitExpr names a meter's unit, in FOCUS's unit format.
 const unitExpr = "CASE r.meter WHEN 'cpu' THEN 'Core-Hours' WHEN 'gpu' THEN 'GPU-Hours' ELSE 'GiB-Hours' END"
 
+// skuMeterExpr is what a SKU meters: a meter's resource.
+const skuMeterExpr = "CASE r.meter WHEN 'cpu' THEN 'CPU' WHEN 'memory' THEN 'Memory' WHEN 'disk' THEN 'Disk' ELSE 'GPU' END"
+
+// skuPriceDetailsExpr is the properties of a SKU price (a band's, or
+// idle capacity's, price of a meter in one sheet) as FOCUS's key-value
+// JSON: the band and the basis it is billed on, which the sheet fixes for
+// the band, so every row of a SkuPriceId has the same details. Null when
+// no sheet priced the row, as its SkuPriceId is. The band's name is a
+// known word, so it needs no JSON escaping.
+const skuPriceDetailsExpr = `CASE WHEN r.sheet_position IS NULL THEN NULL
+	ELSE '{"x_Band":"' || coalesce(r.band, 'capacity') || '","x_Basis":"' || r.basis || '"}' END`
+
 func focusColumns(cell string) []focusColumn {
 	c := sqlString(cell)
 	// The cell's name is the one free text of these columns; quote it in
@@ -70,8 +82,12 @@ func focusColumns(cell string) []focusColumn {
 		{name: "PricingCategory", expr: "'Standard'", kind: 's'},
 		{name: "PricingQuantity", expr: "r.pricing_q", kind: 'q'},
 		{name: "PricingUnit", expr: unitExpr, kind: 's'},
-		{name: "ProviderName", expr: "'corral'", kind: 's'},
-		{name: "PublisherName", expr: "'corral'", kind: 's'},
+		// The cell makes its machines available, runs the tasks on them
+		// and bills them: provider, publisher and invoice issuer, as for a
+		// cloud's own services. (A provider other than the issuer would be a
+		// marketplace charge, whose BilledCost FOCUS requires to be 0.)
+		{name: "ProviderName", expr: c, kind: cellKind},
+		{name: "PublisherName", expr: c, kind: cellKind},
 		{name: "RegionId", expr: c, kind: cellKind},
 		{name: "RegionName", expr: c, kind: cellKind},
 		{name: "ResourceId", expr: "r.resource_id", kind: 'f'},
@@ -79,8 +95,13 @@ func focusColumns(cell string) []focusColumn {
 		{name: "ResourceType", expr: "r.resource_type", kind: 's'},
 		{name: "ServiceCategory", expr: "'Compute'", kind: 's'},
 		{name: "ServiceName", expr: "'corral'", kind: 's'},
+		// FOCUS's subcategory of Compute for "management and orchestration
+		// of containerized compute platforms".
+		{name: "ServiceSubcategory", expr: "'Containers'", kind: 's'},
 		{name: "SkuId", expr: "'corral/' || coalesce(r.band, 'capacity') || '/' || r.meter", kind: 's'},
+		{name: "SkuMeter", expr: skuMeterExpr, kind: 's'},
 		{name: "SkuPriceId", expr: "'corral/' || coalesce(r.band, 'capacity') || '/' || r.meter || '@' || r.sheet_position", kind: 's'},
+		{name: "SkuPriceDetails", expr: skuPriceDetailsExpr, kind: 'f'},
 		{name: "SubAccountId", expr: "r.account", kind: 'f'},
 		{name: "SubAccountName", expr: "r.account", kind: 'f'},
 		{name: "SubAccountType", expr: "CASE WHEN r.account IS NULL THEN NULL ELSE r.account_type END", kind: 's'},

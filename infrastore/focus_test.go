@@ -34,10 +34,13 @@ type billingLog struct {
 
 var billingStart = time.Date(2026, 1, 31, 21, 0, 0, 0, time.UTC)
 
-func billingHistory(t testing.TB) billingLog {
+func billingHistory(t testing.TB) billingLog { return billingHistorySeed(t, 17) }
+
+// billingHistorySeed is the billing history of the cell seed generates.
+func billingHistorySeed(t testing.TB, seed uint64) billingLog {
 	t.Helper()
 	admin := commands.Meta{Actor: commands.Actor{User: "root", Admin: true}}
-	s := history.New(history.Hours, 17)
+	s := history.New(history.Hours, seed)
 	s.Now = billingStart
 	first := commands.DefaultPriceSheet()
 	if !s.Do(commands.SetPriceSheet{Meta: admin, Sheet: first}) {
@@ -209,7 +212,7 @@ func TestFocusConformance(t *testing.T) {
 				t.Errorf("%s: conditional column %s is missing", idle, c)
 			}
 		}
-		focusNames := append([]string{"ChargeFrequency", "SkuId", "SkuPriceId"}, conditional...)
+		focusNames := append([]string{"ChargeFrequency", "SkuId", "SkuPriceId", "SkuMeter", "SkuPriceDetails", "ServiceSubcategory"}, conditional...)
 		for _, m := range mandatory {
 			focusNames = append(focusNames, m.col)
 		}
