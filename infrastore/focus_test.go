@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,6 +61,17 @@ func billingHistorySeed(t testing.TB, seed uint64) billingLog {
 		}
 	}
 	priceAt(billingStart.Add(90*time.Minute), "0.030")
+	// An agent cut off shortly before January ends is heard again after
+	// January was closed: its window spans the silence and starts in
+	// January, usage recorded late (a correction).
+	for s.Now.Before(feb.Add(-10 * time.Minute)) {
+		s.Step()
+	}
+	silent := s.Silence()
+	for silent == "" {
+		s.Step()
+		silent = s.Silence()
+	}
 	priceAt(feb.Add(40*time.Minute), "0.036")
 	for s.Now.Before(feb.Add(75 * time.Minute)) {
 		s.Step()
@@ -68,15 +80,18 @@ func billingHistorySeed(t testing.TB, seed uint64) billingLog {
 		t.Fatal("closing January was refused")
 	}
 	closedAt := s.S.Position
-	lateStart, lateEnd := feb.Add(-10*time.Minute), feb.Add(-5*time.Minute)
-	for i := 0; i < 50 && !s.LateUsage(lateStart, lateEnd); i++ {
-		s.Step()
+	if !s.LateUsage() {
+		t.Fatalf("machine %s, cut off before January ended, could not report its late usage", silent)
 	}
 	var lateFrom int64
+	var lateStart, lateEnd time.Time
 	for _, e := range s.Log[closedAt:] {
-		if u, ok := e.Data.(*events.UsageReported); ok && u.WindowStartUs == lateStart.UnixMicro() {
-			lateFrom = e.Position
+		if u, ok := e.Data.(*events.UsageReported); ok && u.Machine == silent && lateFrom == 0 {
+			lateFrom, lateStart, lateEnd = e.Position, time.UnixMicro(u.WindowStartUs).UTC(), time.UnixMicro(u.WindowEndUs).UTC()
 		}
+	}
+	if lateFrom == 0 || !lateStart.Before(feb) {
+		t.Fatalf("machine %s's late window: position %d, from %s", silent, lateFrom, lateStart)
 	}
 	if lateFrom == 0 {
 		t.Fatal("no machine reported the late usage")
@@ -610,8 +625,15 @@ func TestSummaryBillPricesBySheets(t *testing.T) {
 		}
 		want[k].Add(want[k], dec(t, r["BilledCost"]))
 	}
+	// Usage of a task the log no longer knows (an index gone with its job's
+	// smaller resubmission) bills nothing, in an "unknown" band the
+	// summary shows and the export, with no price, leaves out.
+	b.Lines = slices.DeleteFunc(b.Lines, func(l BillLine) bool { return l.Band == "unknown" && l.Charge.Unscaled.Sign() == 0 })
 	if len(b.Lines) != len(want) || len(want) < 6 {
-		t.Fatalf("%d lines, the export has %d user-bands", len(b.Lines), len(want))
+		for _, l := range b.Lines {
+			t.Logf("line %s %s %s", l.Group, l.Band, l.Charge)
+		}
+		t.Fatalf("%d lines, the export has %d user-bands: %v", len(b.Lines), len(want), want)
 	}
 	for _, l := range b.Lines {
 		w := want[l.Group+" "+l.Band]

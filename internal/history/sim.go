@@ -53,6 +53,9 @@ type Sim struct {
 
 	machines []*projections.Machine // sorted by name; rebuilt when the set changes
 	dirty    bool                   // a machine was removed or registered
+	// silent is the machine Silence cut off ("" when none): no poll
+	// reaches it and no trouble befalls it until LateUsage hears it again.
+	silent string
 }
 
 // machineList returns the machines by name, sorting only after the set of
@@ -327,6 +330,9 @@ func (s *Sim) report() {
 		return
 	}
 	m := machines[s.rng.IntN(len(machines))]
+	if m.Name == s.silent {
+		return
+	}
 	if m.State == projections.MachineDown {
 		if s.rng.IntN(3) == 0 {
 			s.do(commands.ReportAgentState{Meta: admin, Machine: m.Name})
@@ -450,6 +456,9 @@ func (s *Sim) machineTrouble() {
 		return
 	}
 	m := machines[s.rng.IntN(len(machines))]
+	if m.Name == s.silent {
+		return
+	}
 	switch s.rng.IntN(5) {
 	case 0:
 		s.do(commands.DrainMachine{Meta: admin, Machine: m.Name, Draining: !m.Draining, Reason: "maintenance"})
@@ -495,31 +504,64 @@ func meetsHard(attrs map[string]string, cs []*events.Constraint) bool {
 // (price sheets, closing a billing period) to a history.
 func (s *Sim) Do(cmd commands.Command) bool { return s.do(cmd) }
 
-// LateUsage has one machine's agent report a usage window [from, to) for
-// its running tasks, leaving their states as they are: what an agent that
-// was partitioned sends when it is heard again. It reports whether a
-// machine had running tasks to report.
-func (s *Sim) LateUsage(from, to time.Time) bool {
+// Silence cuts one machine with running tasks off, as a partition would:
+// no poll reaches its agent and no usage window of it is cut until
+// LateUsage hears it again, so its next window spans the silence. It
+// returns the machine, or "" when no machine runs a task.
+func (s *Sim) Silence() string {
 	for _, m := range s.machineList() {
-		if m.State == projections.MachineDown {
+		if m.State == projections.MachineDown || m.UsageEndUS == 0 {
 			continue
 		}
-		cmd := commands.ReportAgentState{Meta: admin, Machine: m.Name}
-		window := commands.UsageWindow{}
 		for _, t := range m.Tasks() {
-			if t.State != projections.TaskRunning {
-				continue
+			if t.State == projections.TaskRunning {
+				s.silent = m.Name
+				return m.Name
 			}
-			cmd.Tasks = append(cmd.Tasks, commands.AgentTask{Task: t.Key(), SpecVersion: t.SpecVersion, Pid: t.Pid, State: commands.AgentRunning})
-			window.Tasks = append(window.Tasks, &events.TaskUsage{User: t.Job.User, Job: t.Job.Name, Index: t.Index,
-				CpuCoreSeconds: float64(t.Limit.CPUMilli) / 1000 * to.Sub(from).Seconds() / 2, MemoryBytes: t.Limit.MemoryBytes / 2,
-				MemoryMaxBytes: t.Limit.MemoryBytes / 2})
 		}
-		if len(window.Tasks) == 0 || len(cmd.Tasks) != len(m.Tasks()) {
+	}
+	return ""
+}
+
+// LateUsage has the machine Silence cut off report again, with a usage
+// window for its running tasks, leaving their states as they are: what an
+// agent that was partitioned sends when it is heard again. The window
+// starts where the machine's last one ended, before the silence. It
+// reports whether the machine was still up and its report recorded.
+func (s *Sim) LateUsage() bool {
+	m := s.S.Machines[s.silent]
+	s.silent = ""
+	if m == nil || m.State == projections.MachineDown {
+		return false
+	}
+	cmd := commands.ReportAgentState{Meta: admin, Machine: m.Name}
+	for _, t := range m.Tasks() {
+		at := commands.AgentTask{Task: t.Key(), SpecVersion: t.SpecVersion, Pid: t.Pid, State: commands.AgentRunning}
+		if t.State != projections.TaskRunning {
+			// Placed while it was cut off: its agent is starting it.
+			at.Pid, at.State = 0, commands.AgentStarting
+		}
+		cmd.Tasks = append(cmd.Tasks, at)
+	}
+	// The agent measured every run since its last window, those that
+	// ended during the silence too: half of each one's CPU limit.
+	window := commands.UsageWindow{}
+	seen := map[projections.TaskKey]bool{}
+	for _, sp := range m.RunSpans() {
+		t := s.S.Task(sp.User, sp.Job, sp.Index)
+		if t == nil || seen[sp.TaskKey] {
 			continue
 		}
-		cmd.Usage = &window
-		return s.do(cmd)
+		seen[sp.TaskKey] = true
+		stop := s.Now
+		if sp.StopUS != 0 {
+			stop = time.UnixMicro(sp.StopUS)
+		}
+		secs := stop.Sub(time.UnixMicro(max(sp.StartUS, m.UsageEndUS))).Seconds()
+		window.Tasks = append(window.Tasks, &events.TaskUsage{User: sp.User, Job: sp.Job, Index: sp.Index,
+			CpuCoreSeconds: float64(t.Limit.CPUMilli) / 1000 * max(secs, 0) / 2, MemoryBytes: t.Limit.MemoryBytes / 2,
+			MemoryMaxBytes: t.Limit.MemoryBytes / 2})
 	}
-	return false
+	cmd.Usage = &window
+	return s.do(cmd)
 }
