@@ -22,7 +22,9 @@
 //     restarts, last exit, health), the why-pending explanation of each
 //     pending class with its hints, a note when the job's tasks sit more
 //     crowded than spreading by default wants (WhyPendingReply.Spread),
-//     rolling update progress and the job's timeline.
+//     rolling update progress and the job's timeline: its events since
+//     its submission, newest first (as Kubernetes and Nomad show events),
+//     paged back with ?before=POSITION.
 //   - /jobs/{user}/{job}/tasks/{index}: the task's whole history (where and
 //     why it was scheduled, evictions with reason and preemptor, exits),
 //     CPU and memory per usage window against limit and reservation, and
