@@ -17,7 +17,9 @@
 //     the machines, paged; and, while the leader's link holds machine loss
 //     (Config.LossHold), a line saying so.
 //   - /jobs: jobs filtered by user, label selector and state, with their
-//     pending, running and dead task counts.
+//     pending, running and dead task counts. A task that exited 0 at its
+//     end, and a job that finished, are shown "finished" in a colour of
+//     their own, not red "dead" like a killed one (states.go).
 //   - /jobs/{user}/{job}: the resolved spec, the tasks (state, machine,
 //     restarts, last exit, health), the why-pending explanation of each
 //     pending class with its hints, a note when the job's tasks sit more

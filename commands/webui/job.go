@@ -21,6 +21,7 @@ var taskStates = []string{"pending", "scheduled", "running", "dead", "finished",
 type jobData struct {
 	User, Name  string
 	Job         *apipb.JobView
+	Shown       string // the job's state as shown: finished told from dead
 	Spec        specView
 	State       string // the task state filter
 	StateErr    string
@@ -178,6 +179,7 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 		h.failAPI(w, r, err)
 		return
 	}
+	d.Shown = h.jobRows([]*apipb.JobView{d.Job})[0].Shown
 	d.Spec = newSpecView(d.Job.Spec)
 	d.HasHealth = d.Job.Spec.GetHealthCheck() != nil
 	tasks, err := h.cfg.API.ListTasks(ctx, &apipb.ListTasksRequest{User: user, Job: name, State: d.State, Offset: int32(min(offset, math.MaxInt32)), Limit: int32(h.cfg.PageSize)})
