@@ -44,7 +44,8 @@
 //     (/events/stream, through the API's Watch).
 //   - /costs: a month's showback through the API's Costs: spend per day by
 //     user, team label (?label=, default team) and band, idle capacity and
-//     its share, corrections, the top jobs; and the month's FOCUS file
+//     its share, corrections, the top jobs, all at one precision so the
+//     parts shown add up to the total shown (money.go); and the month's FOCUS file
 //     (POST /costs/focus with the page's CSRF token, streamed through the
 //     API's ExportBill).
 //   - /diff?from=&to=: what changed between two points of the log (times

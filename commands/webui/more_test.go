@@ -85,6 +85,30 @@ func (f *fakeCosts) ExportBill(_ context.Context, r *apipb.BillRequest, send fun
 	return send([]byte("1.5,cell\n"))
 }
 
+// tinyIdle is a month where idle capacity is a fraction of a cent of the
+// total: 10.004 = 10.000 + 0.004.
+type tinyIdle struct{ fakeCosts }
+
+func (f *tinyIdle) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.CostsReply, error) {
+	c, _ := f.fakeCosts.Costs(ctx, r)
+	c.Total, c.Idle.Total, c.Corrections = "10.004000000", "0.004000000", "0"
+	c.TopJobs = []*apipb.JobCost{{User: "alice", Job: "web", Team: "ads", Total: "9.5"}}
+	return c, nil
+}
+
+// The summary's figures add up as shown: one precision for the total and
+// its parts, not a total rounded to the cent beside parts to the millionth.
+func TestCostsFiguresAddUp(t *testing.T) {
+	c := openCell(t, smallCell())
+	c.svc.Analytics = &tinyIdle{}
+	code, body := c.get(t, "/costs?month=2026-02")
+	if code != http.StatusOK {
+		t.Fatalf("status %d\n%s", code, body)
+	}
+	mustContain(t, "costs", body, `id="cost-total">10.004 EUR`, `id="cost-usage">10.000 EUR`, `id="cost-idle">0.004 EUR (0.04% of the total)`,
+		`<td class="num">9.500 EUR</td>`)
+}
+
 func TestCostsPage(t *testing.T) {
 	c := openCell(t, smallCell())
 	fc := &fakeCosts{}
