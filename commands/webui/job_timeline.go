@@ -49,7 +49,7 @@ func jobTimeline(ctx context.Context, api interface {
 		return tl, nil
 	}
 	var kept []*apipb.EventView
-	lo := to + 1
+	var lo int64
 	for span := int64(4 * timelineLimit); ; span *= 4 {
 		lo = max(start, to-min(span, timelineMaxSpan)+1)
 		// At most to-lo+1 events of the span match, and they come first.
