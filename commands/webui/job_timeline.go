@@ -50,7 +50,7 @@ func jobTimeline(ctx context.Context, api interface {
 	}
 	var kept []*apipb.EventView
 	var lo int64
-	for span := int64(4 * timelineLimit); ; span *= 4 {
+	for span := int64(timelineLimit); ; span *= 4 {
 		lo = max(start, to-min(span, timelineMaxSpan)+1)
 		// At most to-lo+1 events of the span match, and they come first.
 		evs, err := api.Events(ctx, &apipb.EventsRequest{User: user, Job: name, FromPosition: lo, Limit: int32(to - lo + 1)})
