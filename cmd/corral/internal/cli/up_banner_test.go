@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,6 +38,35 @@ func TestUpBannerSaysHowToReachTheCell(t *testing.T) {
 		if startsWithDig := strings.Contains(s, "\n  dig @127.0.0.1 -p 5353 0.hello.alice.dev.corral"); startsWithDig != haveDig {
 			t.Errorf("dig on the path %v, but the banner offers it as the command to type: %v:\n%s", haveDig, startsWithDig, s)
 		}
+	}
+}
+
+// corral up --help shows a second cell with the flags the banner names.
+func TestUpHelpShowsASecondCell(t *testing.T) {
+	long := strings.ReplaceAll((&app{}).upCommand().Long, "\\\n", "")
+	m := regexp.MustCompile(`(?m)^\s*corral up (--data .*)$`).FindStringSubmatch(long)
+	if m == nil {
+		t.Fatalf("corral up --help shows no second cell:\n%s", long)
+	}
+	var flags []string
+	for _, f := range strings.Fields(m[1]) {
+		if strings.HasPrefix(f, "--") {
+			flags = append(flags, f)
+		}
+	}
+	b := upBanner{agents: 3, data: "/d", grpc: DefaultMaster, http: "127.0.0.1:8080", dns: "127.0.0.1:5353", portBase: 20000}
+	want := secondCellArgs(t, b)
+	for i, f := range flags {
+		if i*2 >= len(want) || want[i*2] != f {
+			t.Fatalf("corral up --help's second cell has the flags %v; the banner's is %v", flags, want)
+		}
+	}
+	if len(flags)*2 != len(want) {
+		t.Fatalf("corral up --help's second cell has the flags %v; the banner's is %v", flags, want)
+	}
+	// And the same ports as the banner says after a cell at the defaults.
+	if got := strings.Join(strings.Fields(m[1])[2:], " "); got != strings.Join(want[2:], " ") {
+		t.Errorf("corral up --help's second cell: %s; the banner's: %s", got, strings.Join(want[2:], " "))
 	}
 }
 
