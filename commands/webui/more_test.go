@@ -413,7 +413,7 @@ func TestWhatIfPage(t *testing.T) {
 	mustContain(t, "sim remove", body, "change: --remove 100% --policy best-fit", "not placed in the simulation by the window&#39;s end; its machine was removed by the change",
 		// The handmade log admitted jobs asking for 100 ports; the real
 		// command, replayed, does not, and the page says why in its words.
-		"requests the simulated cell refused", "SubmitJob", "<li>SubmitJob 3: resources.ports: must be between 0 and 64</li>")
+		"requests the simulated cell refused", "SubmitJob", "<li>SubmitJob 3, such as: resources.ports: must be between 0 and 64</li>")
 	for q, field := range map[string]string{
 		"remove=150%25": "remove", "add=3x0c1g": "add", "policy=fastest": "policy", "from=yesterday": "from",
 		"from=-4": "from", "to=2999-01-01T00:00:00Z": "to",
