@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -194,6 +196,22 @@ func TestJobAndQuotaChanges(t *testing.T) {
 	cut := replay(t, log, 0, fauxmaster.Options{Change: fauxmaster.Change{Quotas: []fauxmaster.QuotaChange{q}}})
 	if cut.Refused["SubmitJob"] == 0 {
 		t.Errorf("u0's production quota cut to nothing, yet no submission refused: %v", cut.Refused)
+	}
+	// Each refusal says why, as the command did; every one is counted.
+	why := map[string]int{}
+	for _, r := range cut.RefusedWhy {
+		why[r.Command] += r.Count + r.Others
+		if r.Reason == "" || r.Count <= 0 {
+			t.Errorf("refusal %+v: want a reason and a count", r)
+		}
+	}
+	if !maps.Equal(why, cut.Refused) {
+		t.Errorf("refusals by reason add up to %v, want %v", why, cut.Refused)
+	}
+	if i := slices.IndexFunc(cut.RefusedWhy, func(r fauxmaster.Refusal) bool {
+		return r.Command == "SubmitJob" && strings.Contains(r.Reason, "quota")
+	}); i < 0 {
+		t.Errorf("no submission refused for quota: %v", cut.RefusedWhy)
 	}
 	for _, bad := range []string{"alice:priority=1", "a/b:priority=12", "a/b:scale=0", "a/b:speed=2", "[/b:priority=1"} {
 		if _, err := fauxmaster.ParseJobChange(bad); err == nil {

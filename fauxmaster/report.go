@@ -14,18 +14,20 @@ import (
 // Report is a replay's answer: the window, the change, the recorded and
 // simulated metrics side by side, and how the placements compare.
 type Report struct {
-	From        int64          `json:"from_position"`
-	To          int64          `json:"to_position"`
-	StartTime   time.Time      `json:"start_time"`
-	EndTime     time.Time      `json:"end_time"`
-	Events      int            `json:"events"`
-	Change      string         `json:"change"`
-	Recorded    *Metrics       `json:"recorded"`
-	Simulated   *Metrics       `json:"simulated"`
-	Placements  Placement      `json:"placements"`
-	Commands    int            `json:"commands"`
-	Passes      int            `json:"passes"`
-	Refused     map[string]int `json:"refused,omitempty"`
+	From       int64          `json:"from_position"`
+	To         int64          `json:"to_position"`
+	StartTime  time.Time      `json:"start_time"`
+	EndTime    time.Time      `json:"end_time"`
+	Events     int            `json:"events"`
+	Change     string         `json:"change"`
+	Recorded   *Metrics       `json:"recorded"`
+	Simulated  *Metrics       `json:"simulated"`
+	Placements Placement      `json:"placements"`
+	Commands   int            `json:"commands"`
+	Passes     int            `json:"passes"`
+	Refused    map[string]int `json:"refused,omitempty"`
+	// RefusedWhy says why: each command's most frequent reasons.
+	RefusedWhy  []Refusal      `json:"refused_why,omitempty"`
 	NotReplayed map[string]int `json:"not_replayed,omitempty"`
 	// SimSeconds per WallSeconds is the replay's speed.
 	SimSeconds  float64 `json:"simulated_seconds"`
@@ -66,7 +68,7 @@ func (s *Sim) report() *Report {
 	rec := s.rec
 	r := &Report{From: rec.From, To: rec.To, StartTime: rec.StartTime, EndTime: rec.EndTime, Events: rec.Events,
 		Change: s.opt.Change.String(), Recorded: rec.Recorded, Simulated: s.obs.finish(s.nowUS), Commands: s.commands, Passes: s.passes,
-		Refused: s.refused, NotReplayed: rec.NotReplayed, SimSeconds: rec.EndTime.Sub(rec.StartTime).Seconds()}
+		Refused: s.refused, RefusedWhy: refusals(s.refusedWhy), NotReplayed: rec.NotReplayed, SimSeconds: rec.EndTime.Sub(rec.StartTime).Seconds()}
 	r.Placements = s.compare()
 	return r
 }
@@ -205,6 +207,9 @@ func (r *Report) WriteText(w io.Writer, maxDiffs int) error {
 	}
 	if len(r.Refused) > 0 {
 		p.printf("\nrequests the simulated cell refused: %s\n", counts(r.Refused))
+		for _, w := range r.RefusedWhy {
+			p.printf("  %s\n", w)
+		}
 	}
 	if len(r.NotReplayed) > 0 {
 		p.printf("recorded requests not replayed (not modelled): %s\n", counts(r.NotReplayed))

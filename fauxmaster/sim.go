@@ -57,6 +57,7 @@ type Sim struct {
 	nextStep    int // the next recorded rolling-update step
 	currentSeed int64
 	refused     map[string]int
+	refusedWhy  map[refusal]*refusalCount // refusals by command and the field their reason names
 	commands    int
 	passes      int // passes run, recorded and the simulation's own
 	// onRead, in tests, sees each recorded pass about to read the state.
@@ -125,7 +126,7 @@ func newSim(rec *Recording, opt Options) (*Sim, error) {
 	cfg := master.SchedulerConfig{Pass: pass}
 	s := &Sim{rec: rec, opt: opt, st: st, cfg: cfg, core: master.NewSchedulingCore(cfg), nowUS: rec.StartTime.UnixMicro(),
 		removed: map[string]bool{}, agents: map[string]*simAgent{}, runCount: map[taskID]int{},
-		jobInc: map[projections.JobKey]int{}, refused: map[string]int{}}
+		jobInc: map[projections.JobKey]int{}, refused: map[string]int{}, refusedWhy: map[refusal]*refusalCount{}}
 	s.obs = newObserver(st)
 	if n := opt.Change.removals(len(rec.machines)); n > 0 {
 		rng := rand.New(rand.NewPCG(opt.Seed, 0x6661757820))
@@ -451,6 +452,7 @@ func (s *Sim) step() {
 func (s *Sim) do(cmd commands.Command) bool {
 	if err := s.decide(cmd); err != nil {
 		s.refused[commands.Name(cmd)]++
+		countRefusal(s.refusedWhy, commands.Name(cmd), err.Error())
 		return false
 	}
 	return true

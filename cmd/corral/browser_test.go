@@ -209,6 +209,34 @@ func TestInBrowser(t *testing.T) {
 	})
 	shot("task")
 
+	// A task that wrote more than its log box holds: the box opens at the
+	// newest line, not the oldest.
+	chatty := filepath.Join(t.TempDir(), "chatty.yaml")
+	if err := os.WriteFile(chatty, []byte(`name: chatty
+priority: batch
+count: 1
+command: /bin/sh
+args: ["-c", "i=0; while [ $i -lt 400 ]; do echo \"line $i\"; i=$((i+1)); done; echo the newest line; sleep 3600"]
+resources: {cpu: 100m, memory: 32MiB}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runCorral(t, bin, root, env, "job", "submit", chatty, "--wait"); code != 0 {
+		t.Fatalf("submit chatty: exit %d\n%s", code, out)
+	}
+	run("chatty's task page", chromedp.Navigate(web+"/jobs/alice/chatty/tasks/0"), chromedp.WaitVisible(chromedp.CSS(`#logs-h`)))
+	until("chatty's last line in its page", 20*time.Second, func() (bool, string) {
+		s, _ := eval("stdout", `document.querySelector('pre[data-follow$="/stdout"]').textContent`).(string)
+		return strings.Contains(s, "the newest line"), fmt.Sprintf("%d characters of stdout", len(s))
+	})
+	scroll := eval("the log box's scroll", `(p => [p.scrollHeight, p.clientHeight, p.scrollTop])(document.querySelector('pre[data-follow$="/stdout"]'))`)
+	if v, ok := scroll.([]any); !ok || len(v) != 3 {
+		t.Errorf("the log box's scroll: %v", scroll)
+	} else if height, client, top := v[0].(float64), v[1].(float64), v[2].(float64); height <= client || top+client < height-4 {
+		t.Errorf("chatty's log box (%v high, %v shown) opens scrolled to %v, want its newest line at the bottom", height, client, top)
+	}
+	shot("task-chatty")
+
 	// unschedulable says why it waits.
 	run("unschedulable", chromedp.Navigate(web+"/jobs/alice/unschedulable"), chromedp.WaitVisible(chromedp.CSS(`#why-h`)))
 	until("the why-pending explanation", 20*time.Second, func() (bool, string) {

@@ -26,7 +26,7 @@ import (
 	"github.com/miekg/dns"
 )
 
-// TestNewcomerPath walks docs/using.md's path against a real `corral up`:
+// TestNewcomerPath walks the README's newcomer path against a real `corral up`:
 // the binary built once, a temporary data dir, free ports. Each step checks
 // what a person would look for in the output.
 func TestNewcomerPath(t *testing.T) {
@@ -47,7 +47,9 @@ func TestNewcomerPath(t *testing.T) {
 	upArgs := []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", strconv.Itoa(portBase)}
 
 	up := startUp(t, bin, root, env, upArgs)
-	for _, want := range []string{`corral cell "dev" is up: 3 of 3 machines registered`, grpcAddr, "http://" + httpAddr, dnsAddr, "corral job submit examples/hello.jsonnet --wait"} {
+	for _, want := range []string{`corral cell "dev" is up: 3 of 3 machines registered`, grpcAddr, "http://" + httpAddr, dnsAddr, "corral job submit examples/hello.jsonnet --wait",
+		"export CORRAL_MASTER=" + grpcAddr + "\n", "export CORRAL_DATA=" + data + "\n", "corral task get hello 0",
+		"task ports  " + strconv.Itoa(portBase) + "-" + strconv.Itoa(portBase+2999)} {
 		if !strings.Contains(up.out.String(), want) {
 			t.Fatalf("corral up printed no %q:\n%s", want, up.out.String())
 		}
@@ -276,6 +278,10 @@ func TestNewcomerPath(t *testing.T) {
 		return string(body), resp.StatusCode == 200 && strings.Contains(string(body), "task 0 of alice/web")
 	})
 	checkDNS(t, dnsAddr, m[2])
+
+	// A second cell beside this one, as the walk says: both answer, and
+	// neither touches the other's tasks.
+	runSecondCell(t, bin, root, up, env, portBase)
 
 	// Ctrl-C stops the cell and its tasks; up again brings every job back.
 	pids := taskPids(t, corral)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"html/template"
+	"math/big"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -98,18 +99,30 @@ func (h *Handler) costs(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, "costs", page{Title: "Costs", Nav: "costs", Data: d})
 		return
 	}
-	money := func(s string) string { return formatMoney(s, c.Currency) }
 	d.Owner = c.User
-	d.Currency, d.Total, d.Idle, d.Corrections = c.Currency, money(c.Total), money(c.Idle.GetTotal()), money(c.Corrections)
-	d.HasCorrections = parseMoney(c.Corrections) != 0
-	total, idle := parseMoney(c.Total), parseMoney(c.Idle.GetTotal())
-	usage := total - idle - parseMoney(c.Corrections)
-	if d.Owner != "" {
-		usage = total - parseMoney(c.Corrections) // one user's total holds no idle capacity
+	// One precision for the total, its parts and the top jobs, so the
+	// figures shown add up (money.go).
+	totalR, idleR, corrR := parseMoneyRat(c.Total), parseMoneyRat(c.Idle.GetTotal()), parseMoneyRat(c.Corrections)
+	usageR := new(big.Rat).Sub(totalR, corrR)
+	if d.Owner == "" {
+		usageR.Sub(usageR, idleR) // one user's total holds no idle capacity
 	}
-	d.Usage = money(strconv.FormatFloat(usage, 'f', -1, 64))
+	var jobs []*big.Rat
+	for _, j := range c.TopJobs {
+		jobs = append(jobs, parseMoneyRat(j.Total))
+	}
+	prec := moneyPrecision(totalR, []*big.Rat{usageR, idleR, corrR}, jobs...)
+	money := func(s string) string { return formatMoneyAt(parseMoneyRat(s), prec, c.Currency) }
+	d.Currency, d.Total, d.Idle, d.Corrections = c.Currency, money(c.Total), money(c.Idle.GetTotal()), money(c.Corrections)
+	d.HasCorrections = corrR.Sign() != 0
+	d.Usage = formatMoneyAt(usageR, prec, c.Currency)
+	total, idle := parseMoney(c.Total), parseMoney(c.Idle.GetTotal())
 	if total > 0 && d.Owner == "" {
-		d.IdleShare = strconv.FormatFloat(100*idle/total, 'f', 1, 64) + "%"
+		share := 100 * idle / total
+		d.IdleShare = strconv.FormatFloat(share, 'f', 1, 64) + "%"
+		if share > 0 && share < 0.05 {
+			d.IdleShare = strconv.FormatFloat(share, 'g', 2, 64) + "%" // not 0.0% of something
+		}
 	}
 	d.Empty = total == 0
 	// Axis ticks are narrow: the currency is in the title, tiny amounts
@@ -236,17 +249,6 @@ func (s *billStream) SendMsg(m any) error {
 }
 
 var _ apipb.Cell_ExportBillServer = (*billStream)(nil)
-
-// formatMoney prints an amount to the cent, with its currency ("12.50
-// USD"); amounts under a cent (a young cell's) to the millionth, so that
-// they do not read as nothing.
-func formatMoney(s, currency string) string {
-	v, prec := parseMoney(s), 2
-	if v != 0 && v < 0.01 && v > -0.01 {
-		prec = 6
-	}
-	return strconv.FormatFloat(v, 'f', prec, 64) + " " + currency
-}
 
 func parseMoney(s string) float64 {
 	v, _ := strconv.ParseFloat(s, 64)

@@ -17,12 +17,16 @@
 //     the machines, paged; and, while the leader's link holds machine loss
 //     (Config.LossHold), a line saying so.
 //   - /jobs: jobs filtered by user, label selector and state, with their
-//     pending, running and dead task counts.
+//     pending, running and dead task counts. A task that exited 0 at its
+//     end, and a job that finished, are shown "finished" in a colour of
+//     their own, not red "dead" like a killed one (states.go).
 //   - /jobs/{user}/{job}: the resolved spec, the tasks (state, machine,
 //     restarts, last exit, health), the why-pending explanation of each
 //     pending class with its hints, a note when the job's tasks sit more
 //     crowded than spreading by default wants (WhyPendingReply.Spread),
-//     rolling update progress and the job's timeline.
+//     rolling update progress and the job's timeline: its events since
+//     its submission, newest first (as Kubernetes and Nomad show events),
+//     paged back with ?before=POSITION.
 //   - /jobs/{user}/{job}/tasks/{index}: the task's whole history (where and
 //     why it was scheduled, evictions with reason and preemptor, exits),
 //     CPU and memory per usage window against limit and reservation, and
@@ -43,7 +47,8 @@
 //     (/events/stream, through the API's Watch).
 //   - /costs: a month's showback through the API's Costs: spend per day by
 //     user, team label (?label=, default team) and band, idle capacity and
-//     its share, corrections, the top jobs; and the month's FOCUS file
+//     its share, corrections, the top jobs, all at one precision so the
+//     parts shown add up to the total shown (money.go); and the month's FOCUS file
 //     (POST /costs/focus with the page's CSRF token, streamed through the
 //     API's ExportBill). Both keep commands.CostsScope for the viewer: a
 //     user sees their own jobs' costs (no chart by user, the cell's idle

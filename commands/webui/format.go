@@ -15,21 +15,22 @@ import (
 )
 
 var funcs = template.FuncMap{
-	"bytes":      humanBytes,
-	"cores":      cores,
-	"milli":      milli,
-	"pct":        pct,
-	"num":        num,
-	"us":         formatUS,
-	"jobURL":     jobURL,
-	"taskURL":    taskURL,
-	"machineURL": machineURL,
-	"eventsURL":  eventsURL,
-	"res":        resources,
-	"sortedKeys": sortedKeys,
-	"join":       strings.Join,
-	"add":        func(a, b int32) int32 { return a + b },
-	"stateClass": stateClass,
+	"bytes":          humanBytes,
+	"cores":          cores,
+	"milli":          milli,
+	"pct":            pct,
+	"num":            num,
+	"us":             formatUS,
+	"jobURL":         jobURL,
+	"taskURL":        taskURL,
+	"machineURL":     machineURL,
+	"eventsURL":      eventsURL,
+	"res":            resources,
+	"sortedKeys":     sortedKeys,
+	"join":           strings.Join,
+	"add":            func(a, b int32) int32 { return a + b },
+	"stateClass":     stateClass,
+	"shownTaskState": shownTaskState,
 }
 
 // humanBytes prints n in binary units with up to one decimal: "1.5 GiB".
@@ -167,8 +168,10 @@ func sortedKeys(m map[string]string) []string {
 // stateClass is the CSS class of a task or job state.
 func stateClass(s string) string {
 	switch s {
-	case "running", "up", "finished":
+	case "running", "up":
 		return "ok"
+	case "finished":
+		return "done"
 	case "pending", "scheduled", "draining", "stopping":
 		return "wait"
 	case "dead", "down", "failed", "evicted", "lost", "killed":

@@ -16,14 +16,12 @@ import (
 	"github.com/corralhq/corral/projections"
 )
 
-// timelineLimit is how many of a job's events its page shows at once.
-const timelineLimit = 50
-
 var taskStates = []string{"pending", "scheduled", "running", "dead", "finished", "failed", "killed", "evicted", "lost"}
 
 type jobData struct {
 	User, Name  string
 	Job         *apipb.JobView
+	Shown       string // the job's state as shown: finished told from dead
 	Spec        specView
 	State       string // the task state filter
 	StateErr    string
@@ -35,9 +33,10 @@ type jobData struct {
 	WhyErr      string
 	Timeline    []*apipb.EventView
 	TimelineErr string
-	LaterEvents string // link to the next events of the timeline
-	Update      *updateProgress
-	EventsLink  string
+	// Links to the timeline's earlier page and back to its newest.
+	EarlierEvents, NewestEvents string
+	Update                      *updateProgress
+	EventsLink                  string
 }
 
 type taskRow struct {
@@ -160,7 +159,8 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	from, err := intParam(r, "from", 0)
+	// before pages the timeline back: the events at or before it.
+	before, err := intParam(r, "before", 0)
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
@@ -179,6 +179,7 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 		h.failAPI(w, r, err)
 		return
 	}
+	d.Shown = h.jobRows([]*apipb.JobView{d.Job})[0].Shown
 	d.Spec = newSpecView(d.Job.Spec)
 	d.HasHealth = d.Job.Spec.GetHealthCheck() != nil
 	tasks, err := h.cfg.API.ListTasks(ctx, &apipb.ListTasksRequest{User: user, Job: name, State: d.State, Offset: int32(min(offset, math.MaxInt32)), Limit: int32(h.cfg.PageSize)})
@@ -206,24 +207,21 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 		d.Update = h.updateProgress(user, name)
 	}
 
-	// The timeline: the job's events from its submission on, a page at a
-	// time.
-	req := &apipb.EventsRequest{User: user, Job: name, Limit: timelineLimit}
-	if from > 0 {
-		req.FromPosition = int64(from)
-	} else {
-		// A second before submission, in case clocks differ a little.
-		req.SinceUs = d.Job.SubmittedUs - 1_000_000
-	}
-	evs, err := h.cfg.API.Events(ctx, req)
+	// The timeline: the job's events since its submission, newest first,
+	// a page at a time.
+	tl, err := jobTimeline(ctx, h.cfg.API, user, name, d.Job.SubmittedUs, int64(before))
 	if err != nil {
 		d.TimelineErr = status.Convert(err).Message()
 	} else {
-		d.Timeline = evs.Events
-		if len(evs.Events) == timelineLimit && evs.NextPosition <= evs.Head {
-			q := r.URL.Query()
-			q.Set("from", strconv.FormatInt(evs.NextPosition, 10))
-			d.LaterEvents = r.URL.Path + "?" + q.Encode() + "#timeline"
+		d.Timeline = tl.Events
+		q := r.URL.Query()
+		if tl.Earlier > 0 {
+			q.Set("before", strconv.FormatInt(tl.Earlier, 10))
+			d.EarlierEvents = r.URL.Path + "?" + q.Encode() + "#timeline"
+		}
+		if before > 0 {
+			q.Del("before")
+			d.NewestEvents = r.URL.Path + "?" + q.Encode() + "#timeline"
 		}
 	}
 	h.render(w, r, "job", page{Title: "Job " + user + "/" + name, Nav: "jobs", Data: d})

@@ -18,7 +18,7 @@ type jobsData struct {
 	User, Selector, State string
 	SelectorErr, StateErr string
 	States                []string
-	Rows                  []*apipb.JobView
+	Rows                  []jobRow
 	Pager                 pager
 	Jobs                  int
 	Pending, Live, Dead   int32
@@ -63,7 +63,7 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, errors.New("offset: past the last job"))
 		return
 	}
-	d.Rows = list.Jobs[offset:min(offset+h.cfg.PageSize, len(list.Jobs))]
+	d.Rows = h.jobRows(list.Jobs[offset:min(offset+h.cfg.PageSize, len(list.Jobs))])
 	d.Pager = newPager(r, "offset", offset, h.cfg.PageSize, len(list.Jobs))
 	h.render(w, r, "jobs", page{Title: "Jobs", Nav: "jobs", Data: d})
 }

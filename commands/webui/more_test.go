@@ -106,6 +106,30 @@ func (f *fakeCosts) ExportBill(_ context.Context, r *apipb.BillRequest, send fun
 	return send([]byte("1.5,cell\n"))
 }
 
+// tinyIdle is a month where idle capacity is a fraction of a cent of the
+// total: 10.004 = 10.000 + 0.004.
+type tinyIdle struct{ fakeCosts }
+
+func (f *tinyIdle) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.CostsReply, error) {
+	c, _ := f.fakeCosts.Costs(ctx, r)
+	c.Total, c.Idle.Total, c.Corrections = "10.004000000", "0.004000000", "0"
+	c.TopJobs = []*apipb.JobCost{{User: "alice", Job: "web", Team: "ads", Total: "9.5"}}
+	return c, nil
+}
+
+// The summary's figures add up as shown: one precision for the total and
+// its parts, not a total rounded to the cent beside parts to the millionth.
+func TestCostsFiguresAddUp(t *testing.T) {
+	c := openCell(t, smallCell())
+	c.svc.Analytics = &tinyIdle{}
+	code, body := c.get(t, "/costs?month=2026-02")
+	if code != http.StatusOK {
+		t.Fatalf("status %d\n%s", code, body)
+	}
+	mustContain(t, "costs", body, `id="cost-total">10.004 EUR`, `id="cost-usage">10.000 EUR`, `id="cost-idle">0.004 EUR (0.04% of the total)`,
+		`<td class="num">9.500 EUR</td>`)
+}
+
 func TestCostsPage(t *testing.T) {
 	c := openCell(t, smallCell())
 	fc := &fakeCosts{}
@@ -506,9 +530,9 @@ func TestWhatIfPage(t *testing.T) {
 		t.Fatalf("/sim remove 100%%: %d\n%s", code, body)
 	}
 	mustContain(t, "sim remove", body, "change: --remove 100% --policy best-fit", "not placed in the simulation by the window&#39;s end; its machine was removed by the change",
-		// The handmade log admitted a prod job without quota; the real
-		// command, replayed, does not.
-		"requests the simulated cell refused", "SubmitJob")
+		// The handmade log admitted jobs asking for 100 ports; the real
+		// command, replayed, does not, and the page says why in its words.
+		"requests the simulated cell refused", "SubmitJob", "<li>SubmitJob 3, such as: resources.ports: must be between 0 and 64</li>")
 	for q, field := range map[string]string{
 		"remove=150%25": "remove", "add=3x0c1g": "add", "policy=fastest": "policy", "from=yesterday": "from",
 		"from=-4": "from", "to=2999-01-01T00:00:00Z": "to",

@@ -492,7 +492,7 @@ func (a *app) infrastoreCommand() *cobra.Command {
 	}
 	for _, x := range []*cobra.Command{rebuild, imp} {
 		x.Flags().StringVar(&db, "db", "", "the Infrastore file (default DATA/infrastore.duckdb)")
-		x.Flags().StringVar(&data, "data", "", "the data directory of a `corral up` cell (default $CORRAL_DATA or "+DefaultData+")")
+		x.Flags().StringVar(&data, "data", "", "the data directory `DIR` of a cell run by corral up (default $CORRAL_DATA or "+DefaultData+")")
 	}
 	rebuild.Flags().StringVar(&store, "store", "", "the event log: postgres://... or a SQLite file (default $CORRAL_STORE or DATA/events.db)")
 	c.AddCommand(rebuild, imp, a.infrastoreServeCommand())

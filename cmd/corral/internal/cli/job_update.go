@@ -95,8 +95,8 @@ the roll and exits 1 with the reason when it halts or reverts.`,
 	}
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the jobs to change, e.g. team=web,tier!=canary")
 	c.Flags().IntVar(&priority, "priority", 0, "with --selector: the new priority (0-11)")
-	c.Flags().BoolVar(&dryRun, "dry-run", false, "say what the update would do (as `corral job plan`) and change nothing")
-	c.Flags().Int64Var(&ifPosition, "if-position", 0, "refuse if the job changed after this log position (the one `corral job plan` printed)")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "say what the update would do (as corral job plan does) and change nothing")
+	c.Flags().Int64Var(&ifPosition, "if-position", 0, "refuse if the job changed after this log `POSITION` (the one corral job plan printed)")
 	c.Flags().BoolVarP(&wait, "wait", "w", false, "show the roll's progress; exit 0 once every task runs the new version healthy (or canaries wait for a promote), 1 with the reason when the update halts or reverts")
 	c.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "with --wait: give up after this long")
 	c.Flags().StringArrayVar(&secrets, "secret", nil, "NAME: a new value for the secret_env variable NAME from $NAME in your environment (repeat the flag); secrets not given keep their values")

@@ -167,7 +167,7 @@ type clientAuth struct {
 
 func (c *clientAuth) add(cmd *cobra.Command) {
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&c.ca, "ca", "", "the cell's CA certificate (default $CORRAL_CA, else a local `corral up` cell's)")
+	pf.StringVar(&c.ca, "ca", "", "the cell's CA certificate `FILE` (default $CORRAL_CA, else that of the corral up cell in $CORRAL_DATA or "+DefaultData+")")
 	pf.StringVar(&c.cert, "cert", "", "your certificate (default $CORRAL_CERT)")
 	pf.StringVar(&c.key, "key", "", "your certificate's key (default $CORRAL_KEY)")
 	pf.StringVar(&c.token, "token", "", "your bearer token, or @FILE holding it (default $CORRAL_TOKEN)")

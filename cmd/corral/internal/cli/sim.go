@@ -144,7 +144,7 @@ the log directly (the master need not run) and writes nothing.`,
 	f := c.Flags()
 	f.StringVar(&store, "store", "", "the event log: postgres://... or a SQLite file (default $CORRAL_STORE or DATA/events.db)")
 	f.StringVar(&infra, "infrastore", "", "read the log from an Infrastore file (its events table) instead of the store")
-	f.StringVar(&data, "data", "", "the data directory of a `corral up` cell (default $CORRAL_DATA or "+DefaultData+")")
+	f.StringVar(&data, "data", "", "the data directory `DIR` of a cell run by corral up (default $CORRAL_DATA or "+DefaultData+")")
 	f.StringVar(&from, "from", "", "the window's start: a log position or an RFC 3339 time (default the log's beginning)")
 	f.StringVar(&to, "to", "", "the window's end: a log position or an RFC 3339 time (default the log's head)")
 	f.StringVar(&remove, "remove", "", "remove this share of the machines at the window's start, e.g. 10%")

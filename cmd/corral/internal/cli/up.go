@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -154,7 +155,18 @@ DuckDB Infrastore under --data, a master with its scheduler and agent link, N
 agents each offering its share of this machine (or --machine-cpu and
 --machine-memory), the gRPC API, the web UI and the DNS name service. Ctrl-C stops everything, tasks too; running it
 again resumes from the log with every job back. The local user is the cell's
-admin and gets quota to run examples in every band.`,
+admin and gets quota to run examples in every band.
+
+Ports: the API on --listen (7070), its machines' agents on the ports after it
+(7071-7073 for 3), the web UI on --http (8080), DNS on --dns (5353; without it
+when that is taken), and tasks on 1000 ports a machine from --port-base (20000).
+A second cell beside the first needs all of them apart, and its own --data:
+
+  corral up --data corral-data-2 --listen 127.0.0.1:7170 --http 127.0.0.1:8180 \
+    --dns 127.0.0.1:5453 --port-base 23000
+
+The banner says the line for the cell after the one it starts. Point the corral
+command at a cell with CORRAL_MASTER and CORRAL_DATA (the banner says both).`,
 		Args: args(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The default DNS port is mDNS's too: when it is taken, the
@@ -167,15 +179,15 @@ admin and gets quota to run examples in every band.`,
 	f.StringVar(&o.data, "data", "", "directory for the log, the Infrastore and the machines (default $CORRAL_DATA or "+DefaultData+")")
 	f.StringVar(&o.store, "store", "", "use this event log instead of DATA/events.db: postgres://... or cockroachdb://...")
 	f.IntVar(&o.agents, "agents", 3, "how many machines (agents) to run")
-	f.StringVar(&o.listen, "listen", DefaultMaster, "gRPC address of the master")
+	f.StringVar(&o.listen, "listen", DefaultMaster, "gRPC address of the master; its machines' agents listen on the ports after it (+1 to +N, a free port where one is taken)")
 	f.StringVar(&o.http, "http", "127.0.0.1:8080", "HTTP address of the web UI and /healthz")
 	f.StringArrayVar(&o.httpHosts, "http-host", nil, "a name the web UI is served as (repeatable); requests naming another Host than these, an IP address or localhost are refused")
 	f.BoolVar(&o.webAnonymous, "web-anonymous", false, "serve the web UI without a login (by default it asks for one of the cell's tokens, e.g. DATA/certs/admins/NAME.token)")
 	f.StringVar(&o.dns, "dns", "127.0.0.1:5353", "DNS address of the name service")
 	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
 	f.StringVar(&o.admin, "admin", "", "the cell's admin (default you: $CORRAL_USER or $USER)")
-	f.IntVar(&o.portBase, "port-base", 20000, "first port given to tasks; each machine gets 1000 ports from here on")
-	f.StringVar(&o.prices, "prices", "", "price sheet file (JSON or YAML, as `corral price set`) a new cell starts with (default the built-in sheet)")
+	f.IntVar(&o.portBase, "port-base", 20000, "first port given to tasks; each machine gets 1000 ports from here on. Keep them apart from another cell's and below the kernel's ephemeral ports (/proc/sys/net/ipv4/ip_local_port_range, often from 32768), where an outgoing connection can take a task's port")
+	f.StringVar(&o.prices, "prices", "", "price sheet `FILE` (JSON or YAML, as corral price set reads) a new cell starts with (default the built-in sheet)")
 	o.infra.add(f)
 	o.streams.add(f)
 	f.IntVar(&o.maxLogStreams, "max-log-streams", agent.DefaultMaxLogStreams, "log streams each machine's agent serves at once")
@@ -220,7 +232,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	}
 	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return fmt.Errorf("another `corral up` runs on %s: stop it (Ctrl-C in its terminal), or give this one another --data", abs)
+		return fmt.Errorf("another `corral up` runs on %s: stop it (Ctrl-C in its terminal), or give this one another --data (and other addresses: `corral up --help` shows a second cell)", abs)
 	}
 	if o.cell == "" {
 		o.cell = a.cellName()
@@ -292,7 +304,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	case rm = <-readyc:
 	case err := <-masterDone:
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("%w\n(another cell or program uses that address: stop it, or give `corral up` other --listen, --http and --dns addresses)", err)
+			return fmt.Errorf("%w\n(another cell or program uses that address: stop it, or give `corral up` other --listen, --http and --dns addresses and --port-base, as `corral up --help` shows for a second cell)", err)
 		}
 		return err
 	case <-ctx.Done():
@@ -308,13 +320,15 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	defer stopAgents()
 	var agents sync.WaitGroup
 	share := override.fill(machineShare(data, o.agents))
+	agentAddrs := make([]string, o.agents)
 	for i := 1; i <= o.agents; i++ {
 		name := machineNames[i-1]
 		first := int32(o.portBase + (i-1)*1000)
+		agentAddrs[i-1] = agentAddr(rm.grpc, i)
 		offer := proto.Clone(share).(*events.Resources)
 		offer.Ports = 1000
 		r := &agentRun{
-			cfg: agent.Config{Name: name, ListenAddr: agentAddr(rm.grpc, i), DataDir: filepath.Join(data, "machines", name),
+			cfg: agent.Config{Name: name, ListenAddr: agentAddrs[i-1], DataDir: filepath.Join(data, "machines", name),
 				Capacity: offer, PortFirst: first, PortLast: first + 999, Attributes: map[string]string{"rack": "r" + strconv.Itoa((i-1)%2+1)},
 				ReregisterAfter: 10 * time.Second, MaxLogStreams: o.maxLogStreams},
 			masters: []string{rm.grpc}, stopTasks: true, log: log, metrics: rm.metrics,
@@ -332,53 +346,14 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	machines := waitMachines(ctx, rm.m, o.agents, 15*time.Second)
 	grantQuota(ctx, rm.m, admin, log)
 
-	w := a.stdout()
-	fmt.Fprintf(w, "corral cell %q is up: %d of %d machines registered\n\n", o.cell, machines, o.agents)
-	fmt.Fprintf(w, "  gRPC API    %s\n", rm.grpc)
-	if rm.http != "" {
-		fmt.Fprintf(w, "  web         http://%s/\n", rm.http)
-	}
-	if rm.dns != "" {
-		fmt.Fprintf(w, "  DNS         %s   (names like 0.hello.%s.%s.corral)\n", rm.dns, admin, o.cell)
-	} else {
-		fmt.Fprintf(w, "  DNS         off: %s is taken (give --dns ADDR)\n", o.dns)
-	}
-	fmt.Fprintf(w, "  event log   %s\n", redactURL(store))
-	fmt.Fprintf(w, "  Infrastore  %s\n", filepath.Join(abs, "infrastore.duckdb"))
-	fmt.Fprintf(w, "  logs        %s\n", filepath.Join(abs, "corral.log"))
-	fmt.Fprintf(w, "  admin       %s\n", admin)
-	fmt.Fprintf(w, "  CA          %s\n", absPath(local.CA))
-	fmt.Fprintf(w, "  admin cert  %s (key %s)\n", absPath(local.AdminCert), absPath(local.AdminKey))
-	fmt.Fprintf(w, "  admin token %s\n\n", absPath(local.AdminToken))
-	fmt.Fprintf(w, "The API and every master-agent connection are TLS; the corral command finds your certificate under the data dir.\n")
-	if o.webAnonymous {
-		fmt.Fprintf(w, "The web UI is plain HTTP on loopback, readable without a login by anyone who can reach it (--web-anonymous).\n\n")
-	} else {
-		fmt.Fprintf(w, "The web UI is plain HTTP on loopback; log in with the admin token (the file above) or one from `corral token issue`.\n\n")
-	}
-	env := ""
-	if rm.grpc != DefaultMaster {
-		env = "export CORRAL_MASTER=" + rm.grpc + "\n  "
-	}
-	if filepath.Clean(data) != filepath.Clean(DefaultData) {
-		env += "export CORRAL_DATA=" + abs + "\n  "
-	}
-	digLine := ""
-	if host, port, err := net.SplitHostPort(rm.dns); err == nil {
-		digLine = fmt.Sprintf("  dig @%s -p %s 0.hello.%s.%s.corral\n", host, port, admin, o.cell)
-	}
-	fmt.Fprintf(w, `Next, in another terminal:
-  %scorral job submit examples/hello.jsonnet --wait
-  corral task list hello
-  corral job submit examples/unschedulable.jsonnet
-  corral why unschedulable
-  corral events --job hello
-  corral sql "SELECT type, count(*) AS n FROM task_events GROUP BY type ORDER BY type"
-  corral bill
-  corral state --at 5m
-%s
-Ctrl-C stops the cell and its tasks; `+"`corral up`"+` again resumes it.
-`, env, digLine)
+	_, digErr := exec.LookPath("dig")
+	upBanner{
+		cell: o.cell, admin: admin, machines: machines, agents: o.agents,
+		grpc: rm.grpc, http: rm.http, dns: rm.dns, dnsWanted: o.dns, agentAddrs: agentAddrs, portBase: o.portBase,
+		store: store, data: abs, ca: absPath(local.CA), cert: absPath(local.AdminCert), key: absPath(local.AdminKey), tok: absPath(local.AdminToken),
+		webAnonymous: o.webAnonymous, haveDig: digErr == nil,
+		defaultMasterAndDir: rm.grpc == DefaultMaster && filepath.Clean(data) == filepath.Clean(DefaultData),
+	}.write(a.stdout())
 
 	var err2 error
 	select {
