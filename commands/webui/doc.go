@@ -60,8 +60,9 @@
 //     holds its form.
 //   - /sql: a console on the Infrastore through the API's Query (the
 //     Infrastore's read-only guards apply), results as a table, and a CSV
-//     download. GET shows the form (a link's ?q= fills it in); only a POST
-//     carrying the page's CSRF token runs a query. A schema panel lists
+//     download. GET shows the form (a link's ?q= fills it in) to those the
+//     API lets query (commands.MayQueryCell; others get its 403); only a
+//     POST carrying the page's CSRF token runs a query. A schema panel lists
 //     every table, view and macro, opening to its columns, from the same
 //     Query call's describe (sql_schema.go); a click on a name inserts it
 //     into the query (static/sql.js; the panel works without it).
@@ -103,6 +104,12 @@
 //   - Every table is a <table> with <th scope>, every form control has a
 //     <label>, every page works with the keyboard (a skip link, visible
 //     focus), and tables of unbounded size are paged.
+//   - A read is refused on a page exactly when the API refuses it to the
+//     same viewer: both ask the one rule in commands. The pages and
+//     endpoints are the list routes returns, which TestEveryReadAnswers-
+//     AlikeOnEverySurface walks as a job's owner, another user, an admin
+//     and anonymous beside the RPC that reads the same, with every
+//     method of the Cell service.
 //   - Bad input is answered with 400 and an error naming the parameter and
 //     the reason; the API's errors keep their message and map to the HTTP
 //     status of their gRPC code.

@@ -199,10 +199,11 @@ func TestSQLConsoleSchemaPanel(t *testing.T) {
 	c := openCell(t, smallCell())
 	fa := &fakeAnalytics{}
 	c.svc.Analytics = fa
-	// A viewer who is no admin is told why the schema is not shown
-	// (commands.MayQueryCell), and nothing reaches the Infrastore.
+	// A viewer who is no admin is refused the console as the API refuses
+	// the query, naming the rule (commands.MayQueryCell), and nothing
+	// reaches the Infrastore.
 	code, body := c.get(t, "/sql")
-	if code != http.StatusOK || !strings.Contains(body, `id="schema-err"`) || !strings.Contains(body, "admin capability") || len(fa.describes) != 0 {
+	if code != http.StatusForbidden || !strings.Contains(body, "admin capability") || len(fa.describes) != 0 {
 		t.Fatalf("a user's console: status %d, %d describes, want the rule named\n%s", code, len(fa.describes), body)
 	}
 	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, User: "root", Hosts: []string{"example.com"}})

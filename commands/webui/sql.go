@@ -152,7 +152,14 @@ func (h *Handler) sql(w http.ResponseWriter, r *http.Request) {
 // renderSQL shows the console with its schema panel.
 func (h *Handler) renderSQL(w http.ResponseWriter, r *http.Request, d sqlData) {
 	var err error
-	if d.Schema, err = h.schema(r); err != nil {
+	d.Schema, err = h.schema(r)
+	if status.Code(err) == codes.PermissionDenied {
+		// The API's rule (commands.MayQueryCell) refuses this viewer the
+		// console; the page says so as the API does, not an empty form.
+		h.failAPI(w, r, err)
+		return
+	}
+	if err != nil {
 		d.SchemaErr = status.Convert(err).Message()
 	}
 	h.render(w, r, "sql", page{Title: "SQL", Nav: "sql", Script: "sql.js", Data: d})
