@@ -101,6 +101,12 @@ func (h *Handler) sql(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, status.Convert(err).Message(), code)
 			return
 		}
+		if status.Code(err) == codes.PermissionDenied {
+			// The rule refuses this viewer the console itself, as GET
+			// does: an error page, not the form around the refusal.
+			h.failAPI(w, r, err)
+			return
+		}
 		d.Err = status.Convert(err).Message()
 		d.NoStore = status.Code(err) == codes.Unimplemented
 		w.WriteHeader(code)

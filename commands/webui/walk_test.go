@@ -92,7 +92,7 @@ var webReads = map[string]readPair{
 	"GET /costs": {path: "/costs", rpc: "Costs", req: &apipb.CostsRequest{}, refused: []string{anon}},
 	"POST /costs/focus": {method: http.MethodPost, path: "/costs/focus", form: url.Values{"month": {"2026-03"}}, rpc: "ExportBill",
 		req: &apipb.BillRequest{}, refused: []string{anon}},
-	"GET /diff": {path: "/diff?from=1", rpc: "StateDiff", req: &apipb.StateDiffRequest{FromPosition: 1}, refused: []string{anon}},
+	"GET /diff": {path: "/diff?from=1&to=10", rpc: "StateDiff", req: &apipb.StateDiffRequest{FromPosition: 1, ToPosition: 10}, refused: []string{anon}},
 	"GET /sim":  {path: "/sim", rpc: "StateAt", req: &apipb.StateAtRequest{Position: 1}, refused: []string{anon}},
 }
 
@@ -100,17 +100,20 @@ var webReads = map[string]readPair{
 // start and end.
 var webNotReads = []string{"GET /login", "POST /login", "POST /logout"}
 
-// rpcOnlyReads are the reads the web UI does not show, with whom their
-// rule refuses.
+// rpcOnlyReads are the reads the web UI does not ask, by what they read,
+// with whom their rule refuses.
 var rpcOnlyReads = map[string]readPair{
-	"WhyPending":     {req: &apipb.WhyPendingRequest{User: owner, Job: "web"}, refused: []string{anon}},
-	"JobHistory":     {req: &apipb.JobHistoryRequest{User: owner, Job: "web"}, refused: []string{anon}},
-	"GetQuota":       {req: &apipb.GetQuotaRequest{User: owner}, refused: []string{anon}},
-	"GetPriceSheets": {req: &apipb.GetPriceSheetsRequest{}, refused: []string{anon}},
-	"WhoAmI":         {req: &apipb.WhoAmIRequest{}, refused: []string{anon}},
-	"Bill":           {req: &apipb.BillRequest{}, refused: []string{anon}},
-	"PlanUpdate": {req: &apipb.UpdateRequest{User: owner, Job: "web", Spec: nil},
-		refused: []string{other, anon}},
+	"WhyPending":            {rpc: "WhyPending", req: &apipb.WhyPendingRequest{User: owner, Job: "web"}, refused: []string{anon}},
+	"JobHistory":            {rpc: "JobHistory", req: &apipb.JobHistoryRequest{User: owner, Job: "web"}, refused: []string{anon}},
+	"GetQuota":              {rpc: "GetQuota", req: &apipb.GetQuotaRequest{User: owner}, refused: []string{anon}},
+	"GetPriceSheets":        {rpc: "GetPriceSheets", req: &apipb.GetPriceSheetsRequest{}, refused: []string{anon}},
+	"WhoAmI":                {rpc: "WhoAmI", req: &apipb.WhoAmIRequest{}, refused: []string{anon}},
+	"Bill":                  {rpc: "Bill", req: &apipb.BillRequest{}, refused: []string{anon}},
+	"PlanUpdate":            {rpc: "PlanUpdate", req: &apipb.UpdateRequest{User: owner, Job: "web", RevertTo: 1}, refused: []string{other, anon}},
+	"alice's costs":         {rpc: "Costs", req: &apipb.CostsRequest{User: owner}, refused: []string{other, anon}},
+	"alice's bill":          {rpc: "Bill", req: &apipb.BillRequest{User: owner}, refused: []string{other, anon}},
+	"alice's FOCUS export":  {rpc: "ExportBill", req: &apipb.BillRequest{User: owner}, refused: []string{other, anon}},
+	"alice's previous logs": {rpc: "TaskLogs", req: &apipb.TaskLogsRequest{User: owner, Job: "web", Previous: true}, refused: []string{other, anon}},
 }
 
 // writeCase is one write of the API, asked of a fresh cell; refused are
@@ -376,10 +379,11 @@ func TestEveryReadAnswersAlikeOnEverySurface(t *testing.T) {
 	for _, p := range webReads {
 		paired[p.rpc] = true
 	}
+	for _, p := range rpcOnlyReads {
+		paired[p.rpc] = true
+	}
 	for _, m := range methods {
-		_, only := rpcOnlyReads[m]
-		_, write := rpcWrites[m]
-		if !paired[m] && !only && !write {
+		if _, write := rpcWrites[m]; !paired[m] && !write {
 			t.Errorf("method %s of the Cell service is not walked: pair it with a route in webReads, or add it to rpcOnlyReads or rpcWrites", m)
 		}
 	}
@@ -395,6 +399,7 @@ func TestEveryReadAnswersAlikeOnEverySurface(t *testing.T) {
 			w := c.web(t, browsers[v], csrfs[v], p)
 			a := c.rpc(t, v, p.rpc, p.req)
 			want := slices.Contains(p.refused, v)
+			t.Logf("%s as %s: web %s; %s %s", pat, v, w.said, p.rpc, a.said)
 			if w.refused != a.refused {
 				t.Errorf("%s as %s: the web says %s, %s says %s: one surface refuses what the other allows", pat, v, w.said, p.rpc, a.said)
 				continue
@@ -404,12 +409,13 @@ func TestEveryReadAnswersAlikeOnEverySurface(t *testing.T) {
 			}
 		}
 	}
-	for m, p := range rpcOnlyReads {
+	for what, p := range rpcOnlyReads {
 		for _, v := range viewers {
-			a := c.rpc(t, v, m, p.req)
+			a := c.rpc(t, v, p.rpc, p.req)
 			if want := slices.Contains(p.refused, v); a.refused != want {
-				t.Errorf("%s as %s: %s, want refused=%v", m, v, a.said, want)
+				t.Errorf("%s (%s) as %s: %s, want refused=%v", what, p.rpc, v, a.said, want)
 			}
+			t.Logf("%s (%s) as %s: %s", what, p.rpc, v, a.said)
 		}
 	}
 }
