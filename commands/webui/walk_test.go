@@ -45,10 +45,15 @@ var viewers = []string{owner, other, admin, anon}
 
 // walkTokens are the tokens the walk's cell knows, on both surfaces.
 var walkTokens = map[string]auth.Identity{
-	"tok-" + owner: {Name: owner, Role: auth.RoleUser, Via: "token"},
-	"tok-" + other: {Name: other, Role: auth.RoleUser, Via: "token"},
-	"tok-" + admin: {Name: admin, Role: auth.RoleUser, Via: "token"},
+	"tok-" + owner:   {Name: owner, Role: auth.RoleUser, Via: "token"},
+	"tok-" + other:   {Name: other, Role: auth.RoleUser, Via: "token"},
+	"tok-" + admin:   {Name: admin, Role: auth.RoleUser, Via: "token"},
+	"tok-" + webUser: {Name: webUser, Role: auth.RoleUser, Via: "token"},
 }
+
+// webUser is the user a UI served without a login acts as (Config.User's
+// default).
+const webUser = "webui"
 
 func walkLogin(_ context.Context, tok string) (auth.Identity, error) {
 	if id, ok := walkTokens[tok]; ok {
@@ -172,7 +177,11 @@ type walkCell struct {
 	conn *grpc.ClientConn
 }
 
-func openWalkCell(t *testing.T) *walkCell {
+func openWalkCell(t *testing.T) *walkCell { return openWalkCellAs(t, false) }
+
+// openWalkCellAs opens the walk's cell; with anonymous the UI serves
+// every page without a login, as its own user (--web-anonymous).
+func openWalkCellAs(t *testing.T, anonymous bool) *walkCell {
 	t.Helper()
 	c := openCell(t, smallCell())
 	c.svc.Analytics = &fakeCosts{}
@@ -180,7 +189,7 @@ func openWalkCell(t *testing.T) *walkCell {
 	t.Cleanup(c.svc.Logs.Close)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, Streams: c.store, Log: c.store, Logs: c.svc, Logger: quiet,
-		Login: walkLogin, Clock: func() time.Time { return t0.Add(time.Hour) }})
+		Login: walkLogin, Anonymous: anonymous, Clock: func() time.Time { return t0.Add(time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,5 +463,25 @@ func TestEveryWriteIsRefusedToOthers(t *testing.T) {
 				t.Logf("%s as %s: %s", m, v, a.said)
 			}
 		})
+	}
+}
+
+// A UI served without a login (--web-anonymous) acts as its own user on
+// every page: each read answers as the API answers that user.
+func TestAnonymousWebAnswersAsItsUser(t *testing.T) {
+	c := openWalkCellAs(t, true)
+	b, csrf := c.browser(t, anon)
+	for pat, p := range webReads {
+		w := c.web(t, b, csrf, p)
+		a := c.rpc(t, webUser, p.rpc, p.req)
+		t.Logf("%s: web %s; %s as %s %s", pat, w.said, p.rpc, webUser, a.said)
+		if w.refused != a.refused {
+			t.Errorf("%s without a login: the web says %s, %s as %s says %s", pat, w.said, p.rpc, webUser, a.said)
+		}
+		// The UI's user owns nothing and is no admin: it is refused what
+		// another user is.
+		if want := slices.Contains(p.refused, other); w.refused != want {
+			t.Errorf("%s without a login: %s, want refused=%v", pat, w.said, want)
+		}
 	}
 }
