@@ -108,7 +108,7 @@
 //     same viewer: both ask the one rule in commands. The pages and
 //     endpoints are the list routes returns, which TestEveryReadAnswers-
 //     AlikeOnEverySurface walks as a job's owner, another user, an admin
-//     and anonymous beside the RPC that reads the same, with every
+//     (by the master's Admins list and by role) and anonymous beside the RPC that reads the same, with every
 //     method of the Cell service.
 //   - Bad input is answered with 400 and an error naming the parameter and
 //     the reason; the API's errors keep their message and map to the HTTP

@@ -31,23 +31,25 @@ import (
 	"github.com/corralhq/corral/events"
 )
 
-// The four viewers of the walk: the owner of alice/web, another user, an
-// admin (by the master's Admins list, as the cell's root is) and someone
-// with no credentials.
+// The viewers of the walk: the owner of alice/web, another user, an admin
+// by the master's Admins list (as the cell's root is), an admin by its
+// token's role, and someone with no credentials.
 const (
-	owner = "alice"
-	other = "bob"
-	admin = "root"
-	anon  = "anonymous"
+	owner   = "alice"
+	other   = "bob"
+	admin   = "root"
+	roleAdm = "ops"
+	anon    = "anonymous"
 )
 
-var viewers = []string{owner, other, admin, anon}
+var viewers = []string{owner, other, admin, roleAdm, anon}
 
 // walkTokens are the tokens the walk's cell knows, on both surfaces.
 var walkTokens = map[string]auth.Identity{
 	"tok-" + owner:   {Name: owner, Role: auth.RoleUser, Via: "token"},
 	"tok-" + other:   {Name: other, Role: auth.RoleUser, Via: "token"},
 	"tok-" + admin:   {Name: admin, Role: auth.RoleUser, Via: "token"},
+	"tok-" + roleAdm: {Name: roleAdm, Role: auth.RoleAdmin, Via: "token"},
 	"tok-" + webUser: {Name: webUser, Role: auth.RoleUser, Via: "token"},
 }
 
@@ -359,7 +361,8 @@ func isStream(method string) bool {
 }
 
 // Every route of the web UI and every method of the API, walked as the
-// owner of a job, another user, an admin and anonymous: a read the rules
+// owner of a job, another user, an admin (by the Admins list and by
+// role) and anonymous: a read the rules
 // in commands refuse is refused on both surfaces, a read they allow is
 // allowed on both; a write is refused to anonymous and to another user.
 func TestEveryReadAnswersAlikeOnEverySurface(t *testing.T) {
@@ -455,7 +458,7 @@ func TestEveryWriteIsRefusedToOthers(t *testing.T) {
 			if w.setup != nil {
 				w.setup(t, c)
 			}
-			for _, v := range []string{anon, other, owner, admin} {
+			for _, v := range []string{anon, other, owner, admin, roleAdm} {
 				a := c.rpc(t, v, m, w.req)
 				if want := slices.Contains(w.refused, v); a.refused != want {
 					t.Errorf("%s as %s: %s, want refused=%v", m, v, a.said, want)
