@@ -90,11 +90,13 @@ func (s *Service) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.Quer
 	if err != nil {
 		return nil, err
 	}
-	if s.Analytics == nil {
-		return nil, status.Error(codes.Unimplemented, "this master runs no Infrastore")
-	}
+	// Who may ask comes first, as for bills: a refusal does not depend on
+	// whether this master runs an Infrastore.
 	if err := commands.MayQueryCell(a); err != nil {
 		return nil, status.Error(codes.PermissionDenied, err.Error())
+	}
+	if s.Analytics == nil {
+		return nil, status.Error(codes.Unimplemented, "this master runs no Infrastore")
 	}
 	out, err := s.Analytics.Query(ctx, r)
 	return out, Status(ctx, err)
