@@ -38,7 +38,6 @@ func TestPages(t *testing.T) {
 		{"/machines/m0", []string{"rack", "amd64", `href="/jobs/alice/web/tasks/0"`, "Share of capacity"}},
 		{"/events", []string{"MachineDown", `href="/machines/m2"`, "data-stream=\"/events/stream?from="}},
 		{"/events?job=alice/web&type=TaskEvicted", []string{"TaskEvicted", `href="/jobs/alice/web/tasks/1"`}},
-		{"/sql", []string{`<label for="q">Query</label>`, "SELECT count(*) FROM task_events"}},
 	}
 	for _, tc := range cases {
 		code, body := c.get(t, tc.path)
@@ -90,7 +89,22 @@ func TestBadInputNamesTheField(t *testing.T) {
 
 func TestSQLWithoutInfrastoreSaysSo(t *testing.T) {
 	c := openCell(t, smallCell())
-	code, body := c.postSQL(t, "SELECT count(*) FROM task_events", "")
+	// Who may ask comes first (commands.MayQueryCell): a user is refused.
+	if code, _ := c.postSQL(t, "SELECT count(*) FROM task_events", ""); code != http.StatusForbidden {
+		t.Fatalf("a user's query: status %d, want 403", code)
+	}
+	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, User: "root", Hosts: []string{"example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ui = ui
+	code, body := c.get(t, "/sql")
+	if code != http.StatusOK {
+		t.Fatalf("an admin's console: status %d", code)
+	}
+	mustContain(t, "/sql", body, `<label for="q">Query</label>`, "SELECT count(*) FROM task_events")
+	checkAccessible(t, "/sql", body)
+	code, body = c.postSQL(t, "SELECT count(*) FROM task_events", "")
 	if code != http.StatusNotImplemented {
 		t.Fatalf("status %d, want 501", code)
 	}
