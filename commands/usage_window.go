@@ -36,13 +36,7 @@ func usageReported(m *projections.Machine, w *UsageWindow, nowUS int64) (ev *eve
 	if len(spans) == 0 {
 		return nil, nil
 	}
-	start := m.UsageEndUS
-	if start == 0 {
-		start = spans[0].StartUS
-		for _, sp := range spans {
-			start = min(start, sp.StartUS)
-		}
-	}
+	start := usageWindowStart(m, spans)
 	if nowUS <= start {
 		return nil, nil
 	}
@@ -77,4 +71,41 @@ func usageReported(m *projections.Machine, w *UsageWindow, nowUS int64) (ev *eve
 		return nil, nil
 	}
 	return ev, fresh
+}
+
+// usageWindowStart is where the machine's next usage window starts: where
+// its last ended, or for its first at the earliest start of a run on it.
+func usageWindowStart(m *projections.Machine, spans []projections.RunSpan) int64 {
+	start := m.UsageEndUS
+	if start == 0 && len(spans) > 0 {
+		start = spans[0].StartUS
+		for _, sp := range spans {
+			start = min(start, sp.StartUS)
+		}
+	}
+	return start
+}
+
+// UsageSeconds is how long the task k's latest run on machine m would be
+// billed, and its usage rated over, by a window of m recorded at nowUS
+// (what usageReported gives its entry); 0 when the window would bill it
+// nothing. A replay of recorded usage asks it to keep a recorded rate.
+func UsageSeconds(m *projections.Machine, k projections.TaskKey, nowUS int64) float64 {
+	spans := m.RunSpans()
+	start := usageWindowStart(m, spans)
+	var got float64
+	for _, sp := range spans {
+		if sp.TaskKey != k {
+			continue
+		}
+		from, to := max(sp.StartUS, start), nowUS
+		if sp.StopUS != 0 {
+			to = min(sp.StopUS, nowUS)
+		}
+		got = 0
+		if to > from {
+			got = float64(to-from) / 1e6
+		}
+	}
+	return got
 }

@@ -166,6 +166,9 @@ type usageSample struct {
 	offsetUS int64
 	position int64
 	usage    *events.TaskUsage
+	// seconds is what the recorded usage was rated over: the task's own
+	// interval, or the whole window in logs older than intervals.
+	seconds float64
 }
 
 // placement is one recorded or simulated placement of a task's run.
@@ -531,7 +534,11 @@ func (r *recorder) task(e events.Event, us int64) {
 			}
 			for _, u := range r.usage.Tasks {
 				if u.GetUser() == moved.User && u.GetJob() == moved.Job && u.GetIndex() == moved.Index {
-					run.usage = append(run.usage, usageSample{offsetUS: us - run.startedUS, position: r.usagePos, usage: u})
+					secs := float64(r.usage.WindowEndUs-r.usage.WindowStartUs) / 1e6
+					if u.GetEndUs() > 0 {
+						secs = float64(u.GetEndUs()-u.GetStartUs()) / 1e6
+					}
+					run.usage = append(run.usage, usageSample{offsetUS: us - run.startedUS, position: r.usagePos, usage: u, seconds: secs})
 					break
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -667,7 +668,14 @@ func (s *Sim) runFrom(a *simAgent, ar *agentRun, startUS int64) {
 				if a.tasks[ar.key] != ar || s.agents[a.name] != a {
 					return
 				}
-				s.poll(a, nil, &commands.UsageWindow{Tasks: []*events.TaskUsage{u.usage}})
+				// The simulated window rates the usage over its own
+				// interval: scale the CPU so the rate is the recorded one,
+				// which is what moved the reservation.
+				use := proto.Clone(u.usage).(*events.TaskUsage)
+				if m := s.st.Machines[a.name]; m != nil && u.seconds > 0 {
+					use.CpuCoreSeconds = u.usage.CpuCoreSeconds / u.seconds * commands.UsageSeconds(m, ar.key, s.nowUS)
+				}
+				s.poll(a, nil, &commands.UsageWindow{Tasks: []*events.TaskUsage{use}})
 			})
 		}
 	}
