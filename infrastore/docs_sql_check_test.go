@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -163,7 +162,28 @@ type shownOutput struct {
 }
 
 // A fenced block that is not SQL, with a `$ corral sql "..."` in it.
-var fencedBlock = regexp.MustCompile("(?s)```\n(.*?)```")
+// fencedBlocks are a Markdown file's fenced code blocks, each without its
+// fences; a fence may name a language (```sh), so blocks are found by
+// walking the fences in order, not by pairing them by a pattern.
+func fencedBlocks(text string) []string {
+	var out []string
+	var block []string
+	in := false
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			if in {
+				out = append(out, strings.Join(block, "\n")+"\n")
+				block = nil
+			}
+			in = !in
+			continue
+		}
+		if in {
+			block = append(block, l)
+		}
+	}
+	return out
+}
 
 // shownOutputs finds each `$ corral sql "QUERY"` of a fenced block and
 // the lines after it up to the next prompt or the block's end.
@@ -179,8 +199,7 @@ func shownOutputs(t *testing.T) []shownOutput {
 			t.Fatal(err)
 		}
 		text := string(b)
-		for _, m := range fencedBlock.FindAllStringSubmatch(text, -1) {
-			block := m[1]
+		for _, block := range fencedBlocks(text) {
 			for {
 				i := strings.Index(block, `$ corral sql "`)
 				if i < 0 {
