@@ -89,7 +89,7 @@ func Decide(s *projections.State, cmd Command, clock Clock) ([]events.Event, err
 	if len(m.RequestID) > maxRequestID {
 		return nil, invalid("request_id", "longer than %d bytes", maxRequestID)
 	}
-	evs, err := cmd.decide(s, clock.Now())
+	evs, err := cmd.decide(s, logTime(s, clock.Now()))
 	if err != nil {
 		return nil, err
 	}
@@ -99,6 +99,19 @@ func Decide(s *projections.State, cmd Command, clock Clock) ([]events.Event, err
 		evs[i].CorrelationID = m.CorrelationID
 	}
 	return evs, nil
+}
+
+// logTime is the time a command decides at: the clock's, but never
+// before the latest event the state holds. A master whose clock is behind
+// the log's (stepped back, or a new leader's slower clock) would otherwise
+// stamp events earlier than those before them, and a run starting "before"
+// one that ended would be billed for moments already billed elsewhere: the
+// log's clock never runs backwards.
+func logTime(s *projections.State, now time.Time) time.Time {
+	if s.TimeUS > 0 && now.UnixMicro() < s.TimeUS {
+		return time.UnixMicro(s.TimeUS).UTC()
+	}
+	return now
 }
 
 func (m Meta) Metadata() Meta { return m }

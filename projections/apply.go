@@ -40,7 +40,11 @@ func Apply(s *State, e events.Event) error {
 	}
 	s.Position = pos
 	if !e.OccurredAt.IsZero() {
-		s.TimeUS = e.OccurredAt.UnixMicro()
+		// The state's clock never runs backwards, even over a log written
+		// by a master whose clock was behind the log's (commands decide at
+		// the log's time since): a run's start, a stop and a usage
+		// window's bounds are read from it, and a moment is billed once.
+		s.TimeUS = max(s.TimeUS, e.OccurredAt.UnixMicro())
 	}
 	if !s.fold(pos, e.Data) {
 		s.Skipped++

@@ -219,3 +219,39 @@ func mustParseSelector(text string) Selector {
 	}
 	return s
 }
+
+// A log written before commands decided at the log's time may hold an
+// event stamped before the one ahead of it (a master whose clock was
+// behind): the state's clock keeps the later time, so a run starting after
+// another ended never begins before it, and its span is never billed twice.
+func TestApplyTimeNeverRunsBackwards(t *testing.T) {
+	s := New()
+	step := func(d time.Duration, p events.Payload) {
+		t.Helper()
+		if err := Apply(s, events.Event{OccurredAt: at.Add(d), Data: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(0, &events.MachineRegistered{Machine: "m1", Capacity: &events.Resources{CpuMilli: 4000, MemoryBytes: 8 << 30, Ports: 10}})
+	step(0, &events.MachineRegistered{Machine: "m2", Capacity: &events.Resources{CpuMilli: 4000, MemoryBytes: 8 << 30, Ports: 10}})
+	step(0, &events.JobSubmitted{Spec: job("web", "alice", 0, 1, nil), SpecVersion: 1})
+	step(0, &events.TaskSubmitted{User: "alice", Job: "web", SpecVersion: 1, Reason: "new"})
+	step(10*time.Second, &events.TaskScheduled{User: "alice", Job: "web", Machine: "m1", Ports: []int32{20000}})
+	step(10*time.Second, &events.TaskStarted{User: "alice", Job: "web", Machine: "m1", Pid: 1})
+	step(20*time.Second, &events.TaskEvicted{User: "alice", Job: "web", Machine: "m1", Reason: "preempted"})
+	step(20*time.Second, &events.TaskSubmitted{User: "alice", Job: "web", SpecVersion: 1, Reason: "rescheduled"})
+	// Stamped by a clock 15 s behind the log's.
+	step(5*time.Second, &events.TaskScheduled{User: "alice", Job: "web", Machine: "m2", Ports: []int32{20000}})
+	step(6*time.Second, &events.TaskStarted{User: "alice", Job: "web", Machine: "m2", Pid: 2})
+	if want := at.Add(20 * time.Second).UnixMicro(); s.TimeUS != want {
+		t.Fatalf("state time %d, want the latest %d", s.TimeUS, want)
+	}
+	first := s.Machines["m1"].RunSpans()
+	second := s.Machines["m2"].RunSpans()
+	if len(first) != 1 || len(second) != 1 {
+		t.Fatalf("spans %v and %v", first, second)
+	}
+	if second[0].StartUS < first[0].StopUS {
+		t.Fatalf("the run on m2 starts at %d, before the run on m1 ended at %d", second[0].StartUS, first[0].StopUS)
+	}
+}

@@ -113,7 +113,7 @@ func (s JobState) String() string { return [...]string{"pending", "running", "de
 // indexes are derived: checkpoints hold the primary fields and rebuild them.
 type State struct {
 	Position int64 // the last event applied; 0 for the empty log
-	TimeUS   int64 // occurred_at of the last event applied, microseconds
+	TimeUS   int64 // the latest occurred_at of the events applied, microseconds (never runs backwards)
 
 	Leader        string // holder of the leader lease, from LeaderElected
 	LeaderEpoch   int64

@@ -55,12 +55,6 @@ type checker struct {
 	unwanted  map[int64]unwanted // by pid
 	Positions int64              // checked
 	usage     *usagecheck.Checker
-	// acrossMachines: usage intervals of a task that overlap one billed
-	// on another machine (usagecheck.Checker.AcrossMachines).
-	acrossMachines []string
-	// usageFaults: the usage invariants the log broke (the checker starts
-	// afresh after each).
-	usageFaults []string
 }
 
 // unwanted is when a process was first seen running where the projection
@@ -93,10 +87,6 @@ func newChecker(w *World) *checker {
 	c := &checker{w: w, shadow: projections.New(), hashes: map[int64]uint64{0: hashState(projections.New())},
 		writers: map[int64]string{}, seen: map[*Master]seenState{}, acked: map[string]master.Result{}, refused: map[string]bool{}, unwanted: map[int64]unwanted{},
 		usage: usagecheck.New()}
-	// A task billed on two machines at once under partitions and
-	// failovers is a known fault of the window rule, collected here, not
-	// failed on, until it is found.
-	c.usage.AcrossMachines = &c.acrossMachines
 	return c
 }
 
@@ -164,14 +154,8 @@ func (c *checker) advance() bool {
 			return false
 		}
 		if err := c.usage.Apply(ev); err != nil {
-			// A known fault of the window rule under partitions,
-			// failovers and stopping runs: a task billed twice for some
-			// moments. Collected (usageFaults), not failed on, until it
-			// is found; internal/history's generated logs hold every
-			// invariant strictly.
-			c.usageFaults = append(c.usageFaults, fmt.Sprintf("position %d: %v", pos, err))
-			c.usage = usagecheck.New()
-			c.usage.AcrossMachines = &c.acrossMachines
+			c.fail("usage: %v", err)
+			return false
 		}
 		if c.shadow.Skipped != 0 {
 			c.fail("the projection skipped the event at %d (%s %s): a writer appended an event that does not fit the state it decided against", pos, ev.Type, ev.Stream)

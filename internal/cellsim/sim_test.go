@@ -131,6 +131,26 @@ func replay(t *testing.T, seed uint64) {
 	}
 }
 
+// Seeds that once found a fault, run on every test run so it stays found.
+// Each names what it found.
+var seedsThatFoundFaults = []struct {
+	seed  uint64
+	found string
+}{
+	{1796672853333027078, "a master's clock stepped back stamped a run's start before another run of the task ended: billed twice"},
+	{1796672853333027079, "the same, across a failover to a leader with a slower clock"},
+}
+
+func TestSimSeedsThatFoundFaults(t *testing.T) {
+	for _, s := range seedsThatFoundFaults {
+		t.Run(strconv.FormatUint(s.seed, 10), func(t *testing.T) {
+			if err := New(Config{Seed: s.seed}).Run(); err != nil {
+				t.Fatalf("seed %d (%s): %v\n\treplay it: go test ./internal/cellsim -run 'TestSim$' -seed %d -v", s.seed, s.found, err, s.seed)
+			}
+		})
+	}
+}
+
 // One seed is one history: the same log, byte for byte, and the same
 // counts, however often it runs.
 func TestSimDeterministic(t *testing.T) {

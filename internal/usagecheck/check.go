@@ -21,11 +21,6 @@ type Checker struct {
 	LastEnd map[string]int64
 	// Windows counts the usage windows checked.
 	Windows int
-	// AcrossMachines, when set, collects a task's interval that overlaps
-	// one billed on another machine instead of failing: a known fault of
-	// the window rule under partitions and failovers in the simulation,
-	// not yet found (its count is reported, not hidden).
-	AcrossMachines *[]string
 }
 
 // Run is one run of a task on a machine, in the log's clock; EndUS is 0
@@ -71,7 +66,7 @@ func (c *Checker) Apply(e events.Event) error {
 	if err := projections.Apply(c.s, e); err != nil {
 		return fmt.Errorf("position %d: %w", e.Position, err)
 	}
-	c.follow(e.OccurredAt.UnixMicro())
+	c.follow(c.s.TimeUS)
 	return nil
 }
 
@@ -132,11 +127,6 @@ func (c *Checker) window(pos int64, p *events.UsageReported) error {
 		}
 		for _, b := range c.Billed[k] {
 			if u.StartUs < b.EndUS && b.StartUS < u.EndUs {
-				if c.AcrossMachines != nil && b.Machine != p.Machine {
-					*c.AcrossMachines = append(*c.AcrossMachines, fmt.Sprintf("position %d: task %v's interval [%d, %d] on %s overlaps [%d, %d] billed on %s", pos, k,
-						u.StartUs, u.EndUs, p.Machine, b.StartUS, b.EndUS, b.Machine))
-					continue
-				}
 				return fmt.Errorf("position %d: task %v's interval [%d, %d] on %s overlaps [%d, %d] billed on %s", pos, k,
 					u.StartUs, u.EndUs, p.Machine, b.StartUS, b.EndUS, b.Machine)
 			}
