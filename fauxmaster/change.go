@@ -238,3 +238,107 @@ func ParseMachines(s string) (MachineGroup, error) {
 	}
 	return g, nil
 }
+
+// ChangeArgs is a change in the words of `corral sim`'s flags and the
+// what-if page's fields: each parsed by ParseChange, the one reading of
+// them.
+type ChangeArgs struct {
+	Remove string   `json:"remove,omitempty"`
+	Add    []string `json:"add,omitempty"`
+	Jobs   []string `json:"jobs,omitempty"`
+	Quotas []string `json:"quotas,omitempty"`
+	Policy string   `json:"policy,omitempty"`
+	Pool   int      `json:"pool,omitempty"`
+}
+
+// ChangeError is a ChangeArgs field that does not parse: Field names it
+// as its flag does (add, remove, job, quota, policy, pool).
+type ChangeError struct {
+	Field string
+	Err   error
+}
+
+func (e *ChangeError) Error() string {
+	msg := e.Err.Error()
+	if !strings.HasPrefix(msg, e.Field+": ") {
+		msg = e.Field + ": " + msg
+	}
+	return msg
+}
+
+func (e *ChangeError) Unwrap() error { return e.Err }
+
+// maxAddShapes bounds the machine shapes one change adds.
+const maxAddShapes = 16
+
+// ParseChange reads a ChangeArgs; an error is a *ChangeError naming the
+// field.
+func ParseChange(a ChangeArgs) (Change, error) {
+	var c Change
+	var err error
+	if strings.TrimSpace(a.Remove) != "" {
+		if c.RemovePercent, err = ParseRemove(a.Remove); err != nil {
+			return Change{}, &ChangeError{"remove", err}
+		}
+	}
+	if len(a.Add) > maxAddShapes {
+		return Change{}, &ChangeError{"add", fmt.Errorf("at most %d machine shapes", maxAddShapes)}
+	}
+	for _, s := range a.Add {
+		g, err := ParseMachines(s)
+		if err != nil {
+			return Change{}, &ChangeError{"add", err}
+		}
+		c.Add = append(c.Add, g)
+	}
+	for _, s := range a.Jobs {
+		j, err := ParseJobChange(s)
+		if err != nil {
+			return Change{}, &ChangeError{"job", err}
+		}
+		c.Jobs = append(c.Jobs, j)
+	}
+	for _, s := range a.Quotas {
+		q, err := ParseQuotaChange(s)
+		if err != nil {
+			return Change{}, &ChangeError{"quota", err}
+		}
+		c.Quotas = append(c.Quotas, q)
+	}
+	if a.Policy != "" {
+		if c.Policy, err = scheduler.ParsePolicy(a.Policy); err != nil {
+			return Change{}, &ChangeError{"policy", err}
+		}
+	}
+	if a.Pool < -1 {
+		return Change{}, &ChangeError{"pool", fmt.Errorf("%d: want -1 (every feasible machine), 0 (the default) or a pool size", a.Pool)}
+	}
+	c.PoolSize = a.Pool
+	return c, nil
+}
+
+// Flags are the `corral sim` flags that say a; a child process replaying
+// for the what-if page is given these (each as --name=value, so no value
+// can pass for a flag).
+func (a ChangeArgs) Flags() []string {
+	var out []string
+	if a.Remove != "" {
+		out = append(out, "--remove="+a.Remove)
+	}
+	for _, s := range a.Add {
+		out = append(out, "--add="+s)
+	}
+	for _, s := range a.Jobs {
+		out = append(out, "--job="+s)
+	}
+	for _, s := range a.Quotas {
+		out = append(out, "--quota="+s)
+	}
+	if a.Policy != "" {
+		out = append(out, "--policy="+a.Policy)
+	}
+	if a.Pool != 0 {
+		out = append(out, "--pool="+strconv.Itoa(a.Pool))
+	}
+	return out
+}

@@ -40,7 +40,22 @@ type Placement struct {
 	Recorded    int          `json:"recorded"`
 	Same        int          `json:"same_machine"`
 	Differences []Difference `json:"differences"`
+	// MoreDifferences counts the differences KeepDifferences dropped.
+	MoreDifferences int `json:"more_differences,omitempty"`
 }
+
+// KeepDifferences keeps the first n differing placements and counts the
+// rest: a report bound for a page or a pipe stays small however much the
+// change moved.
+func (p *Placement) KeepDifferences(n int) {
+	if n >= 0 && len(p.Differences) > n {
+		p.MoreDifferences += len(p.Differences) - n
+		p.Differences = p.Differences[:n:n]
+	}
+}
+
+// DifferenceCount is how many placements differ, kept or not.
+func (p *Placement) DifferenceCount() int { return len(p.Differences) + p.MoreDifferences }
 
 // RefusedText lists the requests the simulated cell refused, by command.
 func (r *Report) RefusedText() string { return counts(r.Refused) }
@@ -197,13 +212,19 @@ func (r *Report) WriteText(w io.Writer, maxDiffs int) error {
 	}
 	tw.Flush()
 	pl := r.Placements
-	p.printf("\nplacements: %d of %d recorded runs on the same machine (%.1f%%), %d differences\n", pl.Same, pl.Recorded, 100*pl.SameShare(), len(pl.Differences))
+	p.printf("\nplacements: %d of %d recorded runs on the same machine (%.1f%%), %d differences\n", pl.Same, pl.Recorded, 100*pl.SameShare(), pl.DifferenceCount())
 	for i, d := range pl.Differences {
 		if i == maxDiffs {
-			p.printf("  ... %d more (--json lists them all)\n", len(pl.Differences)-maxDiffs)
 			break
 		}
 		p.printf("  %s run %d: recorded %s, simulated %s: %s\n", d.Task, d.Run, orNone(d.Recorded), orNone(d.Simulated), d.Why)
+	}
+	shown := len(pl.Differences)
+	if maxDiffs >= 0 {
+		shown = min(maxDiffs, shown)
+	}
+	if pl.DifferenceCount() > shown {
+		p.printf("  ... %d more (--differences N lists more)\n", pl.DifferenceCount()-shown)
 	}
 	if len(r.Refused) > 0 {
 		p.printf("\nrequests the simulated cell refused: %s\n", counts(r.Refused))

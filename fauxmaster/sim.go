@@ -3,13 +3,15 @@ package fauxmaster
 import (
 	"cmp"
 	"container/heap"
+	"context"
 	"fmt"
-	"google.golang.org/protobuf/proto"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/agentlink"
@@ -87,6 +89,17 @@ type agentRun struct {
 	healthMessage string
 	restarts      int32
 	backoff       *restartSample // exited, to be restarted in place
+}
+
+// Replay takes the window (from, to] of src apart and replays it under
+// opt: what `corral sim` runs over a cell's log, and the child process the
+// master starts for its web UI's what-if page.
+func Replay(ctx context.Context, src Source, from, to int64, opt Options) (*Report, error) {
+	rec, err := Load(ctx, src, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return Run(rec, opt)
 }
 
 // Run replays rec under opt and reports the two side by side.

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/corralhq/corral/commands/auth"
 )
 
 // TestCostsAreTheirOwners: on a real `corral up` run by the admin root,
@@ -32,20 +30,11 @@ func TestCostsAreTheirOwners(t *testing.T) {
 		"--port-base", strconv.Itoa(freeTaskPorts(t, 3))})
 	corral := func(env []string, args ...string) (string, int) { return runCorral(t, bin, root, env, args...) }
 
-	tokens := auth.NewTokens(filepath.Join(data, "certs", auth.TokensFile))
-	envOf, tokenFile := map[string][]string{}, map[string]string{}
+	tokens, tokenFile := issueUserTokens(t, data, "alice", "bob")
+	envOf := map[string][]string{}
 	for _, u := range []string{"alice", "bob"} {
-		tok, err := tokens.Issue(u, auth.RoleUser)
-		if err != nil {
-			t.Fatal(err)
-		}
-		envOf[u] = append(slices.Clone(admin), "CORRAL_TOKEN="+tok)
-		tokenFile[u] = filepath.Join(t.TempDir(), u+".token")
-		if err := os.WriteFile(tokenFile[u], []byte(tok), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		envOf[u] = append(slices.Clone(admin), "CORRAL_TOKEN="+tokens[u])
 	}
-	time.Sleep(time.Second) // the master reads the tokens file again within a second of a change
 	job := filepath.Join(t.TempDir(), "work.jsonnet")
 	if err := os.WriteFile(job, []byte(`{name: 'work', priority: 'best-effort', count: 1, command: '/bin/sh',
   args: ['-c', 'while true; do :; done'], resources: {cpu: '50m', memory: '16MiB'}}`), 0o644); err != nil {

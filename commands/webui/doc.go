@@ -58,6 +58,13 @@
 //     in UTC or positions; to defaults to now), through the API's
 //     StateDiff, with links to the jobs, tasks and machines; the cell page
 //     holds its form.
+//   - /sim?run=1&from=&to=&remove=&add=&policy=: what if: a window of the
+//     log replayed with a change (fauxmaster), recorded against simulated.
+//     The replay runs where Config.Replay runs it (the binary: a child
+//     process bounded in memory and time, killed when the viewer leaves,
+//     capped per user and per cell), never in the page's process; each
+//     field is read by fauxmaster.ParseChange, as corral sim reads its
+//     flags, and a refusal names it.
 //   - /sql: a console on the Infrastore through the API's Query (the
 //     Infrastore's read-only guards apply), results as a table, and a CSV
 //     download. GET shows the form (a link's ?q= fills it in) to those the

@@ -12,11 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/webui"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/sqlitestore"
+	"github.com/corralhq/corral/fauxmaster"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -127,12 +131,25 @@ func openCell(t testing.TB, evs []events.Event) *testCell {
 	}
 	svc := master.NewService(m)
 	svc.Explain = explainFits
-	ui, err := webui.New(webui.Config{API: svc, Cell: m, Streams: store, Log: store, Logger: quiet, Hosts: []string{"example.com"},
+	ui, err := webui.New(webui.Config{API: svc, Cell: m, Streams: store, Log: store, Replay: replayHere(store), Logger: quiet, Hosts: []string{"example.com"},
 		Clock: func() time.Time { return t0.Add(time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &testCell{store: store, m: m, svc: svc, ui: ui}
+}
+
+// replayHere runs a what-if replay in the test's process: the work of the
+// binary's child process (fauxmaster.Replay over the same log), without
+// the process, whose bounds cmd/corral's tests hold.
+func replayHere(log projections.Source) func(context.Context, webui.ReplayRequest) (*fauxmaster.Report, error) {
+	return func(ctx context.Context, r webui.ReplayRequest) (*fauxmaster.Report, error) {
+		change, err := fauxmaster.ParseChange(r.Change)
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		return fauxmaster.Replay(ctx, log, r.From, r.To, fauxmaster.Options{Change: change, Seed: 1})
+	}
 }
 
 // explainFits stands in for the scheduler: every pending class fits on no

@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,17 +11,25 @@ import (
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/fauxmaster"
 	"github.com/corralhq/corral/projections"
-	"github.com/corralhq/corral/scheduler"
 )
 
 // The what-if page replays a window of the cell's log through the cell's
 // own code with a change (fauxmaster, as `corral sim`), and draws the
-// recorded and simulated pending times side by side. A replay runs in the
-// master's process: one at a time, over a bounded window.
+// recorded and simulated pending times side by side. The replay runs
+// where Config.Replay runs it: in the binary, a child process bounded in
+// time and memory and stopped when the viewer leaves, never the master.
 
-// simMaxEvents bounds the window a page may replay (the command line has
-// no bound: it runs in its own process).
-const simMaxEvents = 100_000
+// ReplayRequest is one what-if replay: a window of the log (positions)
+// and a change in corral sim's words, asked by User.
+type ReplayRequest struct {
+	User     string
+	From, To int64
+	Change   fauxmaster.ChangeArgs
+}
+
+// SimDifferences is how many differing placements the page lists (a
+// replay's report need keep no more).
+const SimDifferences = 100
 
 type simData struct {
 	From, To, Remove, Add, Policy string // as given, for the form
@@ -40,39 +49,23 @@ type simRow struct {
 func (h *Handler) sim(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := simData{From: q.Get("from"), To: q.Get("to"), Remove: q.Get("remove"), Add: q.Get("add"), Policy: q.Get("policy")}
-	if h.cfg.Log == nil {
-		h.fail(w, r, http.StatusNotFound, fmt.Errorf("this web UI was started without the cell's log: run corral sim"))
+	if h.cfg.Log == nil || h.cfg.Replay == nil {
+		h.fail(w, r, http.StatusNotFound, fmt.Errorf("this web UI was started without the cell's log or a way to replay it: run corral sim"))
 		return
 	}
 	if !q.Has("run") {
 		h.render(w, r, "sim", page{Title: "What if", Nav: "cell", Data: d})
 		return
 	}
-	var change fauxmaster.Change
-	var err error
-	if d.Remove != "" {
-		if change.RemovePercent, err = fauxmaster.ParseRemove(d.Remove); err != nil {
-			h.fail(w, r, http.StatusBadRequest, &badParam{"remove", err.Error()})
+	args := fauxmaster.ChangeArgs{Remove: d.Remove, Add: strings.Fields(d.Add), Policy: d.Policy}
+	if _, err := fauxmaster.ParseChange(args); err != nil {
+		var ce *fauxmaster.ChangeError
+		if errors.As(err, &ce) {
+			h.fail(w, r, http.StatusBadRequest, &badParam{ce.Field, strings.TrimPrefix(err.Error(), ce.Field+": ")})
 			return
 		}
-	}
-	for _, a := range strings.Fields(d.Add) {
-		g, err := fauxmaster.ParseMachines(a)
-		if err != nil {
-			h.fail(w, r, http.StatusBadRequest, &badParam{"add", err.Error()})
-			return
-		}
-		change.Add = append(change.Add, g)
-	}
-	if len(change.Add) > 4 {
-		h.fail(w, r, http.StatusBadRequest, &badParam{"add", "at most 4 machine shapes"})
+		h.fail(w, r, http.StatusBadRequest, err)
 		return
-	}
-	if d.Policy != "" {
-		if change.Policy, err = scheduler.ParsePolicy(d.Policy); err != nil {
-			h.fail(w, r, http.StatusBadRequest, &badParam{"policy", err.Error()})
-			return
-		}
 	}
 	ctx := r.Context()
 	head, err := h.cfg.Log.Head(ctx)
@@ -91,25 +84,13 @@ func (h *Handler) sim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	to = min(to, head)
-	if to-from > simMaxEvents {
-		h.fail(w, r, http.StatusBadRequest, &badParam{"from", fmt.Sprintf("the window holds %d events; this page replays at most %d (corral sim has no bound)", to-from, simMaxEvents)})
+	if from >= to {
+		h.fail(w, r, http.StatusBadRequest, &badParam{"from", fmt.Sprintf("the window from %d to %d holds no event", from, to)})
 		return
 	}
-	select {
-	case h.replaying <- struct{}{}:
-		defer func() { <-h.replaying }()
-	default:
-		h.fail(w, r, http.StatusTooManyRequests, fmt.Errorf("another replay is running; try again when it is done"))
-		return
-	}
-	rec, err := fauxmaster.Load(ctx, h.cfg.Log, from, to)
+	rep, err := h.cfg.Replay(ctx, ReplayRequest{User: h.viewerName(r), From: from, To: to, Change: args})
 	if err != nil {
-		h.fail(w, r, http.StatusBadRequest, &badParam{"from", err.Error()})
-		return
-	}
-	rep, err := fauxmaster.Run(rec, fauxmaster.Options{Change: change, Seed: 1})
-	if err != nil {
-		h.fail(w, r, http.StatusBadRequest, err)
+		h.failAPI(w, r, err)
 		return
 	}
 	d.Ran, d.Report = true, rep
@@ -128,10 +109,8 @@ func (h *Handler) sim(w http.ResponseWriter, r *http.Request) {
 			d.Rows = append(d.Rows, simRow{User: g.User, Band: g.Band, Sim: g})
 		}
 	}
-	d.Diffs = rep.Placements.Differences
-	if len(d.Diffs) > 100 {
-		d.Diffs, d.MoreDiffs = d.Diffs[:100], len(d.Diffs)-100
-	}
+	rep.Placements.KeepDifferences(SimDifferences)
+	d.Diffs, d.MoreDiffs = rep.Placements.Differences, rep.Placements.MoreDifferences
 	h.render(w, r, "sim", page{Title: "What if", Nav: "cell", Data: d})
 }
 

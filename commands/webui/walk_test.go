@@ -190,7 +190,7 @@ func openWalkCellAs(t *testing.T, anonymous bool) *walkCell {
 	c.svc.Logs = master.NewAgentLogs(c.m, nil)
 	t.Cleanup(c.svc.Logs.Close)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, Streams: c.store, Log: c.store, Logs: c.svc, Logger: quiet,
+	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, Streams: c.store, Log: c.store, Replay: replayHere(c.store), Logs: c.svc, Logger: quiet,
 		Login: walkLogin, Anonymous: anonymous, Clock: func() time.Time { return t0.Add(time.Hour) }})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/fauxmaster"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -93,6 +94,12 @@ type Config struct {
 	// Log, when set, is the cell's event log, which the what-if page
 	// (/sim) replays (pass the master's events.Store).
 	Log projections.Source
+	// Replay, when set with Log, runs a what-if replay for /sim. The
+	// binary's runs each in a child process bounded in time and memory,
+	// stopped when the context ends, and caps replays per user and per
+	// cell (ResourceExhausted); its errors are gRPC statuses (OutOfRange:
+	// past its memory; DeadlineExceeded: past its time).
+	Replay func(ctx context.Context, r ReplayRequest) (*fauxmaster.Report, error)
 	// User is the identity the UI's API calls carry (the API requires
 	// one) without a login; default "webui". The UI is read-only: every
 	// user sees every job, as Borg's Sigma shows debugging information to
@@ -131,7 +138,6 @@ type Handler struct {
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close: live streams end
-	replaying chan struct{} // holds the one what-if replay that may run
 }
 
 //go:embed templates/*.html
@@ -160,8 +166,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}, closed: make(chan struct{}),
-		replaying: make(chan struct{}, 1)}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}, closed: make(chan struct{})}
 	if err := h.parse(); err != nil {
 		return nil, err
 	}
@@ -345,6 +350,8 @@ func httpStatus(err error) int {
 		return http.StatusUnauthorized
 	case codes.Canceled:
 		return 499
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }
@@ -358,6 +365,14 @@ func (h *Handler) ctx(r *http.Request) context.Context {
 		return auth.NewContext(r.Context(), id)
 	}
 	return metadata.NewIncomingContext(r.Context(), metadata.Pairs(master.UserHeader, h.cfg.User))
+}
+
+// viewerName is who views: the session's user, else the UI's own.
+func (h *Handler) viewerName(r *http.Request) string {
+	if id := identityOf(r); id.Name != "" {
+		return id.Name
+	}
+	return h.cfg.User
 }
 
 // badParam is the error for a query parameter that does not parse.

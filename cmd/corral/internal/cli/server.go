@@ -55,6 +55,8 @@ type masterOptions struct {
 	infrastore  string // "" runs no Infrastore
 	prices      string // the price sheet file a new cell starts with
 	infraLimits infraLimits
+	// simLimits bound the web UI's what-if replays (--sim-*).
+	simLimits simLimits
 	// usageWindow is how often machines' usage becomes an event; 0 is the
 	// link's default (5 minutes).
 	usageWindow time.Duration
@@ -195,7 +197,14 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 		if access.tokens == nil || o.webAnonymous {
 			log.Warn("the web UI asks for no login: anyone who reaches it reads the whole cell", "http", o.http)
 		}
-		handler, closeUI := webHandler(svc, m, store, svc, o.cell, access, rm, log)
+		sims, err := newSimProcess(o.store, o.simLimits, log)
+		if err != nil {
+			stop()
+			g.Stop()
+			wg.Wait()
+			return err
+		}
+		handler, closeUI := webHandler(svc, m, store, svc, sims.Replay, o.cell, access, rm, log)
 		web = &http.Server{Handler: mops.handler(m, access.tokens, handler, log), ReadHeaderTimeout: 10 * time.Second}
 		web.RegisterOnShutdown(closeUI)
 		run("HTTP", func() error {
@@ -278,6 +287,7 @@ func (a *app) masterCommand() *cobra.Command {
 	var admins, certs string
 	var insecureMode bool
 	var infra infraFlags
+	var sim simFlags
 	c := &cobra.Command{
 		Use:   "master",
 		Short: "run one master replica of a cell",
@@ -341,6 +351,9 @@ plaintext and believes whatever user a client names: a trusted machine only.`,
 			if o.infraLimits, err = infra.resolve(); err != nil {
 				return err
 			}
+			if o.simLimits, err = sim.resolve(); err != nil {
+				return err
+			}
 			if err := o.streams.check(); err != nil {
 				return err
 			}
@@ -351,6 +364,7 @@ plaintext and believes whatever user a client names: a trusted machine only.`,
 	}
 	f := c.Flags()
 	infra.add(f)
+	sim.add(f)
 	o.streams.add(f)
 	f.StringVar(&o.store, "store", "", "the event log: postgres://..., cockroachdb://... or a SQLite file (default $CORRAL_STORE)")
 	f.StringVar(&o.name, "name", "", "this replica's name (default the host name)")

@@ -15,7 +15,6 @@ import (
 	"github.com/corralhq/corral/events/storeopen"
 	"github.com/corralhq/corral/fauxmaster"
 	"github.com/corralhq/corral/projections"
-	"github.com/corralhq/corral/scheduler"
 )
 
 // simCommand is the Fauxmaster: a window of the cell's log replayed
@@ -42,46 +41,20 @@ the log directly (the master need not run) and writes nothing.`,
   corral sim --google-trace ~/traces/google-clusterdata-2011-2 --share 0.1`,
 		Args: args(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Run by the master for its web UI's what-if page, this process
+			// joins the cgroup that bounds its memory before it reads
+			// anything (simproc.go).
+			if err := joinCgroup(); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("differences") && a.output == "json" {
+				diffs = -1 // every one
+			}
 			ctx := cmd.Context()
-			var change fauxmaster.Change
-			var err error
-			if remove != "" {
-				if change.RemovePercent, err = fauxmaster.ParseRemove(remove); err != nil {
-					return usageErr("--%v", err)
-				}
+			change, err := fauxmaster.ParseChange(fauxmaster.ChangeArgs{Remove: remove, Add: add, Jobs: jobChanges, Quotas: quotas, Policy: policy, Pool: pool})
+			if err != nil {
+				return usageErr("--%v", err)
 			}
-			for _, s := range add {
-				g, err := fauxmaster.ParseMachines(s)
-				if err != nil {
-					return usageErr("--%v", err)
-				}
-				change.Add = append(change.Add, g)
-			}
-			for _, j := range jobChanges {
-				jc, err := fauxmaster.ParseJobChange(j)
-				if err != nil {
-					return usageErr("--%v", err)
-				}
-				change.Jobs = append(change.Jobs, jc)
-			}
-			for _, q := range quotas {
-				qc, err := fauxmaster.ParseQuotaChange(q)
-				if err != nil {
-					return usageErr("--%v", err)
-				}
-				change.Quotas = append(change.Quotas, qc)
-			}
-			if policy != "" {
-				p, err := scheduler.ParsePolicy(policy)
-				if err != nil {
-					return usageErr("--policy: %v", err)
-				}
-				change.Policy = p
-			}
-			if pool < -1 {
-				return usageErr("--pool %d: want -1 (every feasible machine), 0 (the default) or a pool size", pool)
-			}
-			change.PoolSize = pool
 			if trace != "" {
 				if store != "" || data != "" || infra != "" || from != "" || to != "" {
 					return usageErr("--google-trace replays the trace: drop --store, --data, --infrastore, --from and --to")
@@ -127,14 +100,10 @@ the log directly (the master need not run) and writes nothing.`,
 			if err != nil {
 				return err
 			}
-			rec, err := fauxmaster.Load(ctx, log, fromPos, toPos)
-			if err != nil {
-				return usageErr("%v", err)
-			}
 			// A replay allocates fast and keeps little: collecting less
 			// often makes it a fifth faster for memory this command has.
 			debug.SetGCPercent(400)
-			rep, err := fauxmaster.Run(rec, fauxmaster.Options{Change: change, Seed: seed})
+			rep, err := fauxmaster.Replay(ctx, log, fromPos, toPos, fauxmaster.Options{Change: change, Seed: seed})
 			if err != nil {
 				return usageErr("%v", err)
 			}
@@ -154,7 +123,7 @@ the log directly (the master need not run) and writes nothing.`,
 	f.StringVar(&policy, "policy", "", "the pass's policy: worst-fit, best-fit or hybrid (default the cell's)")
 	f.IntVar(&pool, "pool", 0, "the pass's pool of feasible machines per class (0: the cell's; -1: every feasible machine)")
 	f.Uint64Var(&seed, "seed", 1, "draws the machines --remove takes")
-	f.IntVar(&diffs, "differences", 20, "list at most this many differing placements (-o json lists them all)")
+	f.IntVar(&diffs, "differences", 20, "list at most this many differing placements (-o json lists them all unless this is given)")
 	f.StringVar(&trace, "google-trace", "", "replay the public Google trace (clusterdata-2011-2's folder) as a cell instead of a log")
 	f.Float64Var(&share, "share", 1, "with --google-trace: the share of its machines and jobs to replay")
 	return c
@@ -193,6 +162,7 @@ func (a *app) simSource(cmd *cobra.Command, store, data, infra string) (projecti
 
 func (a *app) writeSimReport(rep *fauxmaster.Report, diffs int) error {
 	if a.output == "json" {
+		rep.Placements.KeepDifferences(diffs)
 		enc := json.NewEncoder(a.stdout())
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)

@@ -35,7 +35,7 @@ func (a *app) agentCommand() *cobra.Command {
 	var ports, portFirst int32
 	var attrs []string
 	var stopTasks bool
-	var httpAddr, certs, taskUIDs string
+	var httpAddr, certs, taskUIDs, metricsTokenFile string
 	c := &cobra.Command{
 		Use:   "agent",
 		Short: "run the agent of one machine: it runs the tasks the master places here",
@@ -108,6 +108,17 @@ stops; the next agent on the same --data adopts them.`,
 				return err
 			}
 			r := &agentRun{cfg: cfg, masters: masters, stopTasks: stopTasks, log: log, http: httpAddr}
+			if httpAddr != "" && certs != "" {
+				// A cell with certificates keeps its task names to those it
+				// trusts: the agent's series name users and jobs.
+				r.guardMetrics = true
+				if r.metricsToken, err = readScrapeToken(metricsTokenFile); err != nil {
+					return err
+				}
+				if r.metricsToken == "" {
+					log.Warn("/metrics answers no one: its series name users and jobs; give --metrics-token-file FILE and scrape with that token", "http", httpAddr)
+				}
+			}
 			return r.run(ctx)
 		},
 	}
@@ -123,6 +134,7 @@ stops; the next agent on the same --data adopts them.`,
 	f.StringVar(&cfg.Cgroups, "cgroups", "auto", "containers: auto, v2, v1 or sampling (no cgroups)")
 	f.IntVar(&cfg.MaxLogStreams, "max-log-streams", agent.DefaultMaxLogStreams, "log streams this agent serves at once; past it a stream is refused")
 	f.StringVar(&httpAddr, "http", "", "HTTP address for /metrics, /healthz and /readyz (default none)")
+	f.StringVar(&metricsTokenFile, "metrics-token-file", "", "with --certs and --http: a `FILE` holding the bearer token /metrics asks of its scraper (its series name users and jobs)")
 	f.StringVar(&certs, "certs", "", "directory holding ca.crt and agents/NAME.crt and .key (corral certs issue --role agent NAME): mutual TLS with the masters")
 	f.StringVar(&taskUIDs, "task-uids", "", "FIRST:COUNT: run each task as a uid of its own from this range (agent running as root)")
 	f.BoolVar(&stopTasks, "stop-tasks-on-exit", false, "stop every task when the agent stops, rather than leave them for the next agent to adopt")
@@ -136,6 +148,7 @@ type upOptions struct {
 	portBase                                            int
 	dnsOptional                                         bool
 	infra                                               infraFlags
+	sim                                                 simFlags
 	httpHosts                                           []string
 	webAnonymous                                        bool
 	streams                                             streamFlags
@@ -189,6 +202,7 @@ command at a cell with CORRAL_MASTER and CORRAL_DATA (the banner says both).`,
 	f.IntVar(&o.portBase, "port-base", 20000, "first port given to tasks; each machine gets 1000 ports from here on. Keep them apart from another cell's and below the kernel's ephemeral ports (/proc/sys/net/ipv4/ip_local_port_range, often from 32768), where an outgoing connection can take a task's port")
 	f.StringVar(&o.prices, "prices", "", "price sheet `FILE` (JSON or YAML, as corral price set reads) a new cell starts with (default the built-in sheet)")
 	o.infra.add(f)
+	o.sim.add(f)
 	o.streams.add(f)
 	f.IntVar(&o.maxLogStreams, "max-log-streams", agent.DefaultMaxLogStreams, "log streams each machine's agent serves at once")
 	f.StringVar(&o.machineCPU, "machine-cpu", "", "CPU each machine offers, e.g. 4 or 500m (default its share of this machine's cores; more overcommits them)")
@@ -206,6 +220,10 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	if lo, hi, ok := ephemeralPorts(); ok && o.portBase <= hi && o.portBase+o.agents*1000-1 >= lo {
 		a.note("warning: task ports %d-%d overlap the kernel's ephemeral ports %d-%d: a task may find its port taken by an outgoing connection. Pick --port-base below %d.",
 			o.portBase, o.portBase+o.agents*1000-1, lo, hi, lo-o.agents*1000)
+	}
+	simLimits, err := o.sim.resolve()
+	if err != nil {
+		return err
 	}
 	infraLimits, err := o.infra.resolve()
 	if err != nil {
@@ -294,7 +312,7 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	go func() {
 		masterDone <- a.serveMaster(masterCtx, masterOptions{
 			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell, prices: o.prices,
-			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"), infraLimits: infraLimits, httpHosts: o.httpHosts, webAnonymous: o.webAnonymous,
+			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"), infraLimits: infraLimits, simLimits: simLimits, httpHosts: o.httpHosts, webAnonymous: o.webAnonymous,
 			usageWindow: 5 * time.Second, pollInterval: time.Second, log: log, streams: o.streams,
 			auth: &masterAuth{creds: local.Master, tokens: local.Tokens, sealer: local.Sealer},
 		}, func(rm *runningMaster) { readyc <- rm })

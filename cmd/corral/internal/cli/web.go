@@ -16,6 +16,7 @@ import (
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/webui"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/fauxmaster"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -62,9 +63,10 @@ func (a webAccess) login() func(context.Context, string) (auth.Identity, error) 
 	}
 }
 
-func webHandler(svc *master.Service, m *master.Master, store events.Store, logs webui.Logs, cell string, access webAccess, rm *runningMaster, log *slog.Logger) (http.Handler, func()) {
+func webHandler(svc *master.Service, m *master.Master, store events.Store, logs webui.Logs, replay func(context.Context, webui.ReplayRequest) (*fauxmaster.Report, error),
+	cell string, access webAccess, rm *runningMaster, log *slog.Logger) (http.Handler, func()) {
 	mux := http.NewServeMux()
-	ui, err := webui.New(webui.Config{API: redactedAPI{svc}, Cell: m, Streams: store, Log: store, Logs: logs, Logger: log, LossHold: m.LossHold,
+	ui, err := webui.New(webui.Config{API: redactedAPI{svc}, Cell: m, Streams: store, Log: store, Replay: replay, Logs: logs, Logger: log, LossHold: m.LossHold,
 		Hosts: access.hosts, Login: access.login(), Anonymous: access.anonymous})
 	if err != nil {
 		log.Error("the web UI cannot start; serving a status page", "err", err)
