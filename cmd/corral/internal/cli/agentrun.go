@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,10 @@ type agentRun struct {
 	log   *slog.Logger
 	// http, when set, serves /metrics, /healthz and /readyz.
 	http string
+	// metricsToken, when set, is the bearer token /metrics asks of its
+	// scraper; guardMetrics, when set without it, refuses every scrape.
+	metricsToken string
+	guardMetrics bool
 	// metrics, when set, gets the agent's series under a machine label
 	// (corral up: the master's /metrics shows every agent's).
 	metrics prometheus.Registerer
@@ -43,6 +48,9 @@ func (r *agentRun) run(ctx context.Context) error {
 	rec := ops.NewRecovery(r.log, nil)
 	cfg.ServerOptions = append(rec.ServerOptions(), cfg.ServerOptions...)
 	cfg.HTTPMiddleware = rec.Handler
+	if r.metricsToken != "" || r.guardMetrics {
+		cfg.HTTPMiddleware = func(h http.Handler) http.Handler { return rec.Handler(scrapeTokenGuard(r.metricsToken, h)) }
+	}
 	return agent.Run(ctx, cfg)
 }
 

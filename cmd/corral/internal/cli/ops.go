@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"crypto/subtle"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -117,6 +119,46 @@ func (o *masterOps) handler(m *master.Master, tokens *auth.Tokens, next http.Han
 	mux.Handle("GET /readyz", ops.Readyz(3*time.Second, ops.MasterChecks(m, ops.DefaultMaxLag)...))
 	mux.Handle("/", next)
 	return ops.NewRecovery(log, o.reg).Handler(mux)
+}
+
+// readScrapeToken reads the token a file holds ("" for no file): at
+// least 16 bytes, so it cannot be guessed.
+func readScrapeToken(file string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", usageErr("--metrics-token-file: %v", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 16 {
+		return "", usageErr("--metrics-token-file %s: the token is %d bytes; want at least 16 (e.g. openssl rand -hex 32 > %s)", file, len(tok), file)
+	}
+	return tok, nil
+}
+
+// scrapeTokenGuard serves /metrics of next only to "Authorization: Bearer
+// <token>" (compared in constant time; an empty token refuses every
+// scrape); /healthz and /readyz, which name no one, stay open.
+func scrapeTokenGuard(token string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if token == "" || !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="corral-agent"`)
+			msg := "authorization: want \"Bearer <token>\" of the file the agent's --metrics-token-file names (its series name users and jobs)"
+			if token == "" {
+				msg = "this agent serves /metrics to no one: start it with --metrics-token-file FILE and scrape with that token (its series name users and jobs)"
+			}
+			http.Error(w, msg, http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // adminBearer serves next to a request with "Authorization: Bearer
