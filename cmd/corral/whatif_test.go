@@ -130,8 +130,16 @@ func TestWhatIfRunsOutsideTheMaster(t *testing.T) {
 	for len(simChildren(pid)) == 0 && time.Since(start) < 30*time.Second {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(simChildren(pid)) == 0 {
+	kids := simChildren(pid)
+	if len(kids) == 0 {
 		t.Fatal("the huge replay started no child process of the master")
+	}
+	// The store's URL (which may hold a password) is not in any child's
+	// argv, which every user of the machine may read.
+	for _, p := range append(kids, infrastorePid(t, data)) {
+		if cmd := readFile(fmt.Sprintf("/proc/%d/cmdline", p)); strings.Contains(cmd, "--store") || strings.Contains(cmd, "events.db") {
+			t.Errorf("process %d's argv names the store: %q", p, strings.ReplaceAll(cmd, "\x00", " "))
+		}
 	}
 	// Alice's second replay is refused while her first runs; bob's is
 	// answered.

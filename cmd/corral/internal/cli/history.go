@@ -513,8 +513,11 @@ func (a *app) infrastoreServeCommand() *cobra.Command {
 		Args:   args(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if store == "" {
+				store = a.getenv("CORRAL_STORE") // from its master: a password in argv would show in ps
+			}
 			if db == "" || store == "" || sock == "" {
-				return usageErr("--db, --store and --socket are required")
+				return usageErr("--db, --store (or CORRAL_STORE) and --socket are required")
 			}
 			if err := joinCgroup(); err != nil {
 				return err
@@ -582,7 +585,7 @@ func (a *app) infrastoreServeCommand() *cobra.Command {
 	}
 	f := c.Flags()
 	f.StringVar(&db, "db", "", "the Infrastore file")
-	f.StringVar(&store, "store", "", "the event log")
+	f.StringVar(&store, "store", "", "the event log (default $CORRAL_STORE)")
 	f.StringVar(&sock, "socket", "", "the unix socket to answer on")
 	f.StringVar(&opts.Cell, "cell", "", "the cell's name, in FOCUS exports")
 	f.StringVar(&opts.MemoryLimit, "memory-limit", "", "DuckDB's memory_limit")

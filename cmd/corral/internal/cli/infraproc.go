@@ -216,7 +216,7 @@ func (p *infraProcess) freeSocket() {
 }
 
 func (p *infraProcess) args() []string {
-	return []string{"infrastore", "serve", "--db", p.db, "--store", p.store, "--socket", p.sock,
+	return []string{"infrastore", "serve", "--db", p.db, "--socket", p.sock,
 		"--cell", p.cell, "--memory-limit", duckDBMemory(p.limits.memoryBytes), "--threads", strconv.Itoa(p.limits.threads),
 		"--max-rows", strconv.Itoa(p.limits.maxRows), "--max-result-bytes", strconv.FormatInt(p.limits.maxResultBytes, 10),
 		"--query-timeout", p.limits.queryTimeout.String(), "--memory-budget", strconv.FormatInt(p.limits.memoryBytes, 10)}
@@ -249,7 +249,9 @@ func (p *infraProcess) supervise(ctx context.Context) {
 func (p *infraProcess) runOnce(ctx context.Context) error {
 	cmd := exec.Command(p.self, p.args()...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.Env = os.Environ()
+	// The store's URL may hold a password: in the environment, not argv,
+	// which every user of the machine may read.
+	cmd.Env = append(os.Environ(), "CORRAL_STORE="+p.store)
 	if p.dirFD != nil {
 		cmd.ExtraFiles = []*os.File{p.dirFD} // fd 3, as sock names it
 	}

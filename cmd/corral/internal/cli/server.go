@@ -233,7 +233,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 			log.Warn("no name service: its address is taken; give --dns another address", "dns", o.dns, "err", err)
 		}
 	}
-	log.Info("master serving", "name", o.name, "grpc", rm.grpc, "advertise", advertise, "http", rm.http, "dns", rm.dns, "store", o.store)
+	log.Info("master serving", "name", o.name, "grpc", rm.grpc, "advertise", advertise, "http", rm.http, "dns", rm.dns, "store", redactURL(o.store))
 	if ready != nil {
 		ready(rm)
 	}

@@ -76,7 +76,8 @@ func (f *simFlags) resolve() (simLimits, error) {
 const maxSimReport = 16 << 20
 
 // simProcess runs the web UI's what-if replays (webui.Config.Replay), each
-// in a child process (`corral sim ... -o json` over the cell's store):
+// in a child process (`corral sim ... -o json` over the cell's store, named
+// by CORRAL_STORE):
 // bounded in memory by a cgroup of its own (GOMEMLIMIT where the machine
 // has none), in time by --sim-timeout, in its report by maxSimReport, and
 // killed with its process group when the viewer leaves. A replay that
@@ -148,12 +149,14 @@ func (p *simProcess) Replay(ctx context.Context, r webui.ReplayRequest) (*fauxma
 	ctx, cancel := context.WithTimeout(ctx, p.limits.timeout)
 	defer cancel()
 
-	args := append([]string{"sim", "--store", p.store, "--from", strconv.FormatInt(r.From, 10), "--to", strconv.FormatInt(r.To, 10),
+	args := append([]string{"sim", "--from", strconv.FormatInt(r.From, 10), "--to", strconv.FormatInt(r.To, 10),
 		"-o", "json", "--differences", strconv.Itoa(webui.SimDifferences)}, r.Change.Flags()...)
 	cmd := exec.Command(p.self, args...)
 	// The child's heap gives way to the collector before the cgroup's
 	// limit (or, without one, is the only bound).
-	cmd.Env = append(os.Environ(), "GOMEMLIMIT="+strconv.FormatInt(p.limits.memoryBytes/10*8, 10))
+	// The store's URL may hold a password: in the environment, not argv,
+	// which every user of the machine may read.
+	cmd.Env = append(os.Environ(), "CORRAL_STORE="+p.store, "GOMEMLIMIT="+strconv.FormatInt(p.limits.memoryBytes/10*8, 10))
 	var cg cgroup.Container
 	if p.mgr != nil {
 		name := fmt.Sprintf("master-%d-sim-%d", os.Getpid(), p.n.Add(1))
