@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/master"
@@ -104,7 +105,7 @@ func newCell(t testing.TB, o cellOptions) *cell {
 	}
 	c.secrets.View = c.m.View
 	g := grpc.NewServer(auth.Server{Credentials: local.Master, Tokens: local.Tokens, Limiter: o.limiter, Secrets: c.secrets, Logger: log}.Options()...)
-	master.NewService(c.m).Register(g)
+	api.NewService(c.m).Register(g)
 	master.NewAgentRegistry(c.m, cellName, 100*time.Millisecond).Attach(g)
 	go g.Serve(lis)
 	done := make(chan struct{})

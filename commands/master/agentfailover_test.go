@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
@@ -99,7 +100,7 @@ func (c *linkCell) startStandby(name string, store events.Store) *liveMaster {
 		c.t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	master.NewService(m).Register(g)
+	api.NewService(m).Register(g)
 	master.NewAgentRegistry(m, "test", lc.Interval).Attach(g)
 	go g.Serve(lis)
 	done := make(chan struct{})

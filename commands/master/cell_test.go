@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/agent"
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
@@ -54,7 +55,7 @@ func startCell(t *testing.T, store events.Store, machines int) *cell {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	svc := master.NewService(m)
+	svc := api.NewService(m)
 	svc.Explain = expl.Explain
 	svc.Register(g)
 	master.NewAgentRegistry(m, "test", 300*time.Millisecond).Attach(g)

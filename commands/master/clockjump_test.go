@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/client"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events/pgstore"
@@ -56,7 +57,7 @@ func startHostReplica(t *testing.T, name, url, addr string, clock *hostClock) *h
 		t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	master.NewService(m).Register(g)
+	api.NewService(m).Register(g)
 	master.NewAgentRegistry(m, "test", time.Second).Attach(g)
 	go g.Serve(lis)
 	done := make(chan struct{})

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/client"
 	"github.com/corralhq/corral/commands/master"
@@ -53,7 +54,7 @@ func TestHelperMasterProcess(t *testing.T) {
 		os.Exit(1)
 	}
 	g := grpc.NewServer()
-	master.NewService(m).Register(g)
+	api.NewService(m).Register(g)
 	master.NewAgentRegistry(m, "test", time.Second).Attach(g)
 	go g.Serve(lis)
 	m.Run(ctx)

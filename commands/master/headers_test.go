@@ -7,10 +7,10 @@ import (
 	"github.com/corralhq/corral/commands/client"
 )
 
-// The one client and the masters name the caller and the leader alike.
-func TestClientHeadersAreTheMasters(t *testing.T) {
-	if client.UserHeader != UserHeader || client.LeaderHeader != LeaderHeader {
-		t.Fatalf("client headers %q %q, masters %q %q", client.UserHeader, client.LeaderHeader, UserHeader, LeaderHeader)
+// The one client and the masters name the leader alike.
+func TestClientLeaderHeaderIsTheMasters(t *testing.T) {
+	if client.LeaderHeader != LeaderHeader {
+		t.Fatalf("client.LeaderHeader %q, masters %q", client.LeaderHeader, LeaderHeader)
 	}
 }
 

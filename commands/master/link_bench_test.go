@@ -26,6 +26,7 @@ import (
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/agentsim"
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
@@ -268,7 +269,7 @@ func BenchmarkTaskStartLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	g := grpc.NewServer()
-	master.NewService(m).Register(g)
+	api.NewService(m).Register(g)
 	master.NewAgentRegistry(m, "bench", 0).Attach(g)
 	go g.Serve(lis)
 	defer g.Stop()

@@ -27,6 +27,7 @@ import (
 
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/cgroup"
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
@@ -164,7 +165,7 @@ func (c *linkCell) startMaster(name string) *liveMaster {
 		c.t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	master.NewService(m).Register(g)
+	api.NewService(m).Register(g)
 	master.NewAgentRegistry(m, "test", lc.Interval).Attach(g)
 	go g.Serve(lis)
 	done := make(chan struct{})

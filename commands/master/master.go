@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/writer"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
@@ -174,6 +175,9 @@ func (m *Master) Holder() string { return m.cfg.Name + "#" + m.cfg.Incarnation }
 
 // Store is the log the master writes.
 func (m *Master) Store() events.Store { return m.store }
+
+// Now is the master's clock: the time commands are stamped with.
+func (m *Master) Now() time.Time { return m.clock() }
 
 // Leading reports whether this replica holds the lease now.
 func (m *Master) Leading() bool { return m.leading.Load() }
@@ -369,6 +373,18 @@ func (m *Master) lead(ctx context.Context) {
 		go func(f func(context.Context, *Master)) { defer wg.Done(); f(ctx, m) }(f)
 	}
 	wg.Wait()
+}
+
+// ActorOf is who an authenticated identity acts as, on every surface of
+// this master (the API, and its HTTP endpoints that take a token): the
+// admin capability is the certificate's or token's role, or the master's
+// Admins list.
+func (m *Master) ActorOf(id auth.Identity) commands.Actor {
+	admin := id.Role == auth.RoleAdmin
+	for _, a := range m.cfg.Admins {
+		admin = admin || a == id.Name || a == "*"
+	}
+	return commands.Actor{User: id.Name, Admin: admin}
 }
 
 // Do submits a command through the leader's write path and waits for its

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
@@ -76,7 +77,7 @@ func startReplica(t testing.TB, name string, store events.Store) *replica {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	master.NewService(m).Register(g)
+	api.NewService(m).Register(g)
 	go g.Serve(lis)
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(ctx) }()
@@ -103,7 +104,7 @@ func startReplica(t testing.TB, name string, store events.Store) *replica {
 func (r *replica) client() apipb.CellClient { return apipb.NewCellClient(r.conn) }
 
 func as(user string) context.Context {
-	return metadata.AppendToOutgoingContext(context.Background(), master.UserHeader, user)
+	return metadata.AppendToOutgoingContext(context.Background(), api.UserHeader, user)
 }
 
 func waitLeading(t testing.TB, r *replica) {

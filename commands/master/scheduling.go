@@ -53,7 +53,9 @@ func NewExplanations() *Explanations {
 	return &Explanations{byJob: map[projections.JobKey][]scheduler.Explanation{}}
 }
 
-func (e *Explanations) set(position int64, plan *scheduler.Plan) {
+// Set keeps plan, the pass at position, as the answers: the scheduling
+// loop after each pass, PlanUpdate for the pass it plans.
+func (e *Explanations) Set(position int64, plan *scheduler.Plan) {
 	by := map[projections.JobKey][]scheduler.Explanation{}
 	sets := map[projections.JobKey][]scheduler.Explanation{}
 	for _, ex := range plan.Pending {
@@ -387,7 +389,7 @@ func SchedulerLoop(cfg SchedulerConfig) func(ctx context.Context, m *Master) {
 					cfg.Metrics.PassDone(time.Since(passStart), plan)
 				}
 				if cfg.Explanations != nil {
-					cfg.Explanations.set(position, plan)
+					cfg.Explanations.Set(position, plan)
 				}
 				if cmd != nil {
 					if _, err := m.Do(ctx, *cmd); err != nil && ctx.Err() == nil && commands.CodeOf(err) != commands.Aborted {

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/corralhq/corral/agent"
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/ops"
@@ -109,7 +110,7 @@ func startCell(t *testing.T, store events.Store, machines int) *cell {
 	mm.Watch(m)
 	mm.Consumer("infrastore", func(context.Context) (int64, error) { return m.Position(), nil })
 	g := grpc.NewServer(mm.ServerOptions(log)...)
-	svc := master.NewService(m)
+	svc := api.NewService(m)
 	svc.Explain = expl.Explain
 	svc.Analytics = fakeAnalytics{position: m.Position}
 	svc.Register(g)
@@ -169,7 +170,7 @@ func startCell(t *testing.T, store events.Store, machines int) *cell {
 }
 
 func as(user string) context.Context {
-	return metadata.AppendToOutgoingContext(context.Background(), master.UserHeader, user)
+	return metadata.AppendToOutgoingContext(context.Background(), api.UserHeader, user)
 }
 
 // get fetches an HTTP path.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/projections"
@@ -84,7 +85,7 @@ func (h *Handler) cell(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		for i := offset; i < len(ms) && i < offset+h.cfg.PageSize; i++ {
-			d.MachineRows = append(d.MachineRows, master.MachineView(ms[i]))
+			d.MachineRows = append(d.MachineRows, api.MachineView(ms[i]))
 		}
 		d.Pager = newPager(r, "offset", offset, h.cfg.PageSize, len(ms))
 		d.Jobs, d.Pending = len(st.Jobs), st.PendingCount()

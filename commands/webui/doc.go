@@ -6,7 +6,7 @@
 //	mux.Handle("/", ui)
 //	server.RegisterOnShutdown(ui.Close) // ends the live event streams
 //
-// where service is the master's *master.Service (with Explain and
+// where service is the master's *api.Service (with Explain and
 // Analytics set), replica its *master.Master and store its events.Store.
 //
 // # Pages

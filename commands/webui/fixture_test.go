@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/webui"
@@ -106,7 +107,7 @@ func smallCell() []events.Event {
 type testCell struct {
 	store *sqlitestore.Store
 	m     *master.Master
-	svc   *master.Service
+	svc   *api.Service
 	ui    *webui.Handler
 }
 
@@ -129,7 +130,7 @@ func openCell(t testing.TB, evs []events.Event) *testCell {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := master.NewService(m)
+	svc := api.NewService(m)
 	svc.Explain = explainFits
 	ui, err := webui.New(webui.Config{API: svc, Cell: m, Streams: store, Log: store, Replay: replayHere(store), Logger: quiet, Hosts: []string{"example.com"},
 		Clock: func() time.Time { return t0.Add(time.Hour) }})

@@ -22,8 +22,8 @@ import (
 
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/auth"
-	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/webui"
 	"github.com/corralhq/corral/events"
 )
@@ -62,7 +62,7 @@ func TestWebLogsFollowTheAPIsRule(t *testing.T) {
 	h.job("alice", "web", 9, 1, res(500, 256<<20), nil)
 	h.run("alice", "web", 0, "m0")
 	c := openCell(t, h.evs)
-	c.svc.Logs = master.NewAgentLogs(c.m, nil)
+	c.svc.Logs = api.NewAgentLogs(c.m, nil)
 	t.Cleanup(c.svc.Logs.Close)
 	c.svc.StreamCaps = &auth.StreamCaps{PerUser: 1, Total: 10}
 

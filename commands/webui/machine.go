@@ -5,8 +5,8 @@ import (
 	"html/template"
 	"net/http"
 
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
-	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -46,8 +46,8 @@ func (h *Handler) machine(w http.ResponseWriter, r *http.Request) {
 		if m == nil {
 			return
 		}
-		d.M = master.MachineView(m)
-		d.M.DrainHolds = master.DrainHoldLines(st, m, h.cfg.Clock())
+		d.M = api.MachineView(m)
+		d.M.DrainHolds = api.DrainHoldLines(st, m, h.cfg.Clock())
 		capacity, limits, reserved = m.Capacity, m.Limits, m.Reserved
 		for _, a := range m.Allocs() {
 			d.Allocs = append(d.Allocs, allocRow{User: a.Set.User, Set: a.Set.Name, Index: a.Index,

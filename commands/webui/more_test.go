@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/webui"
@@ -336,7 +337,7 @@ type fakeLogs struct{ asked []string }
 
 func (f *fakeLogs) MayReadLogs(context.Context, projections.TaskKey) error { return nil }
 
-func (f *fakeLogs) TaskRunsOf(context.Context, projections.TaskKey) ([]master.TaskRun, error) {
+func (f *fakeLogs) TaskRunsOf(context.Context, projections.TaskKey) ([]api.TaskRun, error) {
 	return nil, errors.New("no runs here")
 }
 

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
-	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
@@ -85,7 +85,7 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 		if t == nil {
 			return
 		}
-		d.Task = master.TaskView(st, t)
+		d.Task = api.TaskView(st, t)
 		d.Signal, d.JobState, submittedUS = t.Signal, t.Job.State().String(), t.Job.SubmittedUS
 		d.Spec = newSpecView(t.Spec())
 	})
@@ -169,7 +169,7 @@ func (h *Handler) taskHistory(ctx context.Context, key projections.TaskKey, subm
 		}
 		out := make([]*apipb.EventView, len(evs))
 		for i, e := range evs {
-			out[i] = master.EventView(e)
+			out[i] = api.EventView(e)
 		}
 		return out, note
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // A task's earlier runs: the task page lists them, each linking a page
-// of its logs read from the machine where it ran (master.Service's
+// of its logs read from the machine where it ran (api.Service's
 // RunLogs, the path `corral task logs --run N` takes, under
 // commands.MayReadLogs), or saying why they are gone.
 

@@ -24,9 +24,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/auth"
-	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/webui"
 	"github.com/corralhq/corral/events"
 )
@@ -187,7 +187,7 @@ func openWalkCellAs(t *testing.T, anonymous bool) *walkCell {
 	t.Helper()
 	c := openCell(t, smallCell())
 	c.svc.Analytics = &fakeCosts{}
-	c.svc.Logs = master.NewAgentLogs(c.m, nil)
+	c.svc.Logs = api.NewAgentLogs(c.m, nil)
 	t.Cleanup(c.svc.Logs.Close)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ui, err := webui.New(webui.Config{API: c.svc, Cell: c.m, Streams: c.store, Log: c.store, Replay: replayHere(c.store), Logs: c.svc, Logger: quiet,

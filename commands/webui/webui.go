@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/master"
@@ -27,7 +28,7 @@ import (
 	"github.com/corralhq/corral/projections"
 )
 
-// API is the part of the Cell API the pages read. *master.Service
+// API is the part of the Cell API the pages read. *api.Service
 // implements it; the UI calls it in-process, so every page shows what
 // `corral` shows.
 type API interface {
@@ -59,7 +60,7 @@ type Streams interface {
 }
 
 // Logs reads a task's stdout or stderr from the agent of the machine it
-// runs (or last ran) on. *master.Service implements it with the path its
+// runs (or last ran) on. *api.Service implements it with the path its
 // TaskLogs takes: the same rule of who may read a task's logs
 // (commands.MayReadLogs, for the viewer ctx carries) and the same caps on
 // streams open at once. Optional: without it the task page says where
@@ -71,9 +72,9 @@ type Logs interface {
 	TailLogs(ctx context.Context, task projections.TaskKey, stream string, maxBytes int) ([]byte, error)
 	// FollowLogs sends what the task writes from now on, until ctx ends.
 	FollowLogs(ctx context.Context, task projections.TaskKey, stream string, send func([]byte) error) error
-	// TaskRunsOf lists the task's runs and where each ran (master.TaskRuns),
+	// TaskRunsOf lists the task's runs and where each ran (api.TaskRuns),
 	// under the same rule.
-	TaskRunsOf(ctx context.Context, task projections.TaskKey) ([]master.TaskRun, error)
+	TaskRunsOf(ctx context.Context, task projections.TaskKey) ([]api.TaskRun, error)
 	// RunLogs is the end of one run's stdout or stderr, read from the
 	// machine where that run ran.
 	RunLogs(ctx context.Context, task projections.TaskKey, run int32, stream string, maxBytes int) ([]byte, error)
@@ -364,7 +365,7 @@ func (h *Handler) ctx(r *http.Request) context.Context {
 	if id := identityOf(r); id.Name != "" {
 		return auth.NewContext(r.Context(), id)
 	}
-	return metadata.NewIncomingContext(r.Context(), metadata.Pairs(master.UserHeader, h.cfg.User))
+	return metadata.NewIncomingContext(r.Context(), metadata.Pairs(api.UserHeader, h.cfg.User))
 }
 
 // viewerName is who views: the session's user, else the UI's own.

@@ -293,7 +293,7 @@ func (p *infraProcess) unavailable(err error) error {
 	return status.Errorf(codes.Unavailable, "the Infrastore process is not answering (restarted %d times; it restarts after a query exhausts its memory or will not stop): retry shortly", max(p.starts.Load()-1, 0))
 }
 
-// Query answers through the child (master.Analytics).
+// Query answers through the child (api.Analytics).
 func (p *infraProcess) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {
 	out, err := p.client.Query(ctx, r)
 	if err != nil {
@@ -302,7 +302,7 @@ func (p *infraProcess) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb
 	return out, nil
 }
 
-// Bill answers through the child (master.Analytics).
+// Bill answers through the child (api.Analytics).
 func (p *infraProcess) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {
 	out, err := p.client.Bill(ctx, r)
 	if err != nil {
@@ -311,7 +311,7 @@ func (p *infraProcess) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.B
 	return out, nil
 }
 
-// Costs answers through the child (master.Analytics).
+// Costs answers through the child (api.Analytics).
 func (p *infraProcess) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.CostsReply, error) {
 	out, err := p.client.Costs(ctx, r)
 	if err != nil {
@@ -320,7 +320,7 @@ func (p *infraProcess) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb
 	return out, nil
 }
 
-// ExportBill streams a bill from the child (master.Analytics).
+// ExportBill streams a bill from the child (api.Analytics).
 func (p *infraProcess) ExportBill(ctx context.Context, r *apipb.BillRequest, send func([]byte) error) error {
 	stream, err := p.client.ExportBill(ctx, r)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
@@ -32,7 +32,7 @@ const DefaultMaster = "127.0.0.1:7070"
 
 // Infra is an open Infrastore file, as the corral command uses it.
 type Infra interface {
-	master.Analytics
+	api.Analytics
 	Run(ctx context.Context, store events.Store) error
 	Rebuild(ctx context.Context, store events.Reader) (int64, error)
 	ImportGoogleTrace(ctx context.Context, dir string) (string, error)

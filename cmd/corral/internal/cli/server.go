@@ -19,6 +19,7 @@ import (
 
 	"github.com/corralhq/corral/agent"
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/nameservice"
@@ -134,11 +135,11 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	if secrets != nil {
 		secrets.View = m.View
 	}
-	svc := master.NewService(m)
+	svc := api.NewService(m)
 	svc.Explain = explanations.Explain
 	svc.Cell = o.cell
 	svc.Scheduler = master.SchedulerConfig{Pass: schedCfg.Pass} // plans: the same pass, without the loop's hooks
-	svc.Logs = master.NewAgentLogs(m, linkDial)                 // logs travel with the link's credentials, on connections of their own
+	svc.Logs = api.NewAgentLogs(m, linkDial)                    // logs travel with the link's credentials, on connections of their own
 	defer svc.Logs.Close()
 	svc.StreamCaps = &auth.StreamCaps{PerUser: o.streams.perUser, Total: o.streams.total}
 	var inf *infraProcess

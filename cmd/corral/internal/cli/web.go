@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/master"
@@ -63,7 +64,7 @@ func (a webAccess) login() func(context.Context, string) (auth.Identity, error) 
 	}
 }
 
-func webHandler(svc *master.Service, m *master.Master, store events.Store, logs webui.Logs, replay func(context.Context, webui.ReplayRequest) (*fauxmaster.Report, error),
+func webHandler(svc *api.Service, m *master.Master, store events.Store, logs webui.Logs, replay func(context.Context, webui.ReplayRequest) (*fauxmaster.Report, error),
 	cell string, access webAccess, rm *runningMaster, log *slog.Logger) (http.Handler, func()) {
 	mux := http.NewServeMux()
 	ui, err := webui.New(webui.Config{API: redactedAPI{svc}, Cell: m, Streams: store, Log: store, Replay: replay, Logs: logs, Logger: log, LossHold: m.LossHold,

@@ -1,5 +1,5 @@
 // Package infrastoreapi adapts the Infrastore (DuckDB) to the master's API
-// (master.Analytics: Query and Bill) and to the corral command's direct
+// (api.Analytics: Query and Bill) and to the corral command's direct
 // uses of an Infrastore file (sql --db, infrastore rebuild and
 // import-google-trace).
 //

@@ -108,7 +108,7 @@ func (s *Store) ImportGoogleTrace(ctx context.Context, dir string) (string, erro
 }
 
 // Query runs a read-only statement, or describes the schema when the
-// request says describe (master.Analytics).
+// request says describe (api.Analytics).
 func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryReply, error) {
 	if r.Describe != nil && r.Sql != "" {
 		return nil, status.Error(codes.InvalidArgument, "sql: give a query or describe, not both")
@@ -172,7 +172,7 @@ func (s *Store) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.QueryR
 // maxReplyBytes is the most a query's reply may encode to.
 const maxReplyBytes = auth.MaxReplyMsgSize - 64<<10
 
-// Bill computes and exports a bill (master.Analytics).
+// Bill computes and exports a bill (api.Analytics).
 func (s *Store) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillReply, error) {
 	req := infrastore.BillRequest{From: time.UnixMicro(r.FromUs), To: time.UnixMicro(r.ToUs), GroupBy: r.GroupBy, User: r.User}
 	if r.FromUs == 0 {
@@ -203,7 +203,7 @@ func (s *Store) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillRepl
 	return &apipb.BillReply{Data: buf.Bytes(), Format: format}, nil
 }
 
-// Costs computes a period's showback (master.Analytics).
+// Costs computes a period's showback (api.Analytics).
 func (s *Store) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.CostsReply, error) {
 	req := infrastore.CostsRequest{Cell: s.cell, Label: r.Label, Top: int(r.Top), User: r.User}
 	if r.FromUs != 0 {

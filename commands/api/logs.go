@@ -1,4 +1,4 @@
-package master
+package api
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
@@ -29,7 +30,7 @@ import (
 // stream, keeps the master's file descriptors and buffers bounded by the
 // number of machines.
 type AgentLogs struct {
-	m *Master
+	m *master.Master
 	// Dial connects to an agent; default agent.Dial (plaintext). Pass the
 	// link's, so logs travel with the link's credentials.
 	Dial func(addr string) (*agent.Client, error)
@@ -40,7 +41,7 @@ type AgentLogs struct {
 }
 
 // NewAgentLogs returns the log reader of m's cell.
-func NewAgentLogs(m *Master, dial func(addr string) (*agent.Client, error)) *AgentLogs {
+func NewAgentLogs(m *master.Master, dial func(addr string) (*agent.Client, error)) *AgentLogs {
 	if dial == nil {
 		dial = func(addr string) (*agent.Client, error) { return agent.Dial(addr) }
 	}
@@ -233,9 +234,9 @@ func (s *Service) readLogs(ctx context.Context, t projections.TaskKey, req *agen
 // the run, the machine and why its logs cannot be read: no such run, an
 // ended run followed, its machine removed or down.
 func (s *Service) routeRun(ctx context.Context, t projections.TaskKey, req *agentpb.LogsRequest, ask runAsk) (*TaskRun, error) {
-	evs, err := s.m.store.ReadStream(ctx, events.TaskStream(t.User, t.Job, t.Index))
+	evs, err := s.m.Store().ReadStream(ctx, events.TaskStream(t.User, t.Job, t.Index))
 	if err != nil {
-		return nil, Status(ctx, err)
+		return nil, master.Status(ctx, err)
 	}
 	run, latest, err := RunOf(TaskRuns(evs), ask.run, ask.previous)
 	if err != nil {
@@ -326,9 +327,9 @@ func (s *Service) TaskRunsOf(ctx context.Context, t projections.TaskKey) ([]Task
 	if err := s.MayReadLogs(ctx, t); err != nil {
 		return nil, err
 	}
-	evs, err := s.m.store.ReadStream(ctx, events.TaskStream(t.User, t.Job, t.Index))
+	evs, err := s.m.Store().ReadStream(ctx, events.TaskStream(t.User, t.Job, t.Index))
 	if err != nil {
-		return nil, Status(ctx, err)
+		return nil, master.Status(ctx, err)
 	}
 	return TaskRuns(evs), nil
 }

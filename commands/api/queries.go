@@ -1,4 +1,4 @@
-package master
+package api
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/auth"
+	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
@@ -32,7 +33,7 @@ func (s *Service) read(ctx context.Context, ro *apipb.ReadOptions, fn func(st *p
 	}
 	var err error
 	s.m.View(func(st *projections.State) { err = fn(st) })
-	return Status(ctx, err)
+	return master.Status(ctx, err)
 }
 
 func userOr(ctx context.Context, user string) string {
@@ -150,9 +151,9 @@ func (s *Service) ListTasks(ctx context.Context, r *apipb.ListTasksRequest) (*ap
 func (s *Service) ListMachines(ctx context.Context, r *apipb.ListMachinesRequest) (*apipb.MachineList, error) {
 	out := &apipb.MachineList{}
 	err := s.read(ctx, r.Read, func(st *projections.State) error {
-		now := s.m.clock()
+		now := s.m.Now()
 		for _, m := range st.SortedMachines() {
-			v := s.m.withAgent(MachineView(m))
+			v := withAgent(s.m, MachineView(m))
 			v.DrainHolds = DrainHoldLines(st, m, now)
 			out.Machines = append(out.Machines, v)
 		}
@@ -297,8 +298,8 @@ func (s *Service) stateAtPoint(ctx context.Context, pos, timeUs int64, posField,
 		return nil, status.Errorf(codes.InvalidArgument, "%s or %s: one must be set", posField, timeField)
 	}
 	if timeUs != 0 {
-		if err := commands.CheckPastMoment(timeField, time.UnixMicro(timeUs), s.m.clock()); err != nil {
-			return nil, Status(ctx, err)
+		if err := commands.CheckPastMoment(timeField, time.UnixMicro(timeUs), s.m.Now()); err != nil {
+			return nil, master.Status(ctx, err)
 		}
 	}
 	release, err := takeSlot(ctx, s.replaySlots)
@@ -308,14 +309,14 @@ func (s *Service) stateAtPoint(ctx context.Context, pos, timeUs int64, posField,
 	defer release()
 	var st *projections.State
 	if pos > 0 {
-		if st, err = projections.StateAt(ctx, s.m.store, pos); err != nil {
+		if st, err = projections.StateAt(ctx, s.m.Store(), pos); err != nil {
 			err = fmt.Errorf("%s: %w", posField, err) // which end was beyond the head
 		}
 	} else {
-		st, _, err = projections.StateAtTime(ctx, s.m.store, time.UnixMicro(timeUs))
+		st, _, err = projections.StateAtTime(ctx, s.m.Store(), time.UnixMicro(timeUs))
 	}
 	if err != nil {
-		return nil, Status(ctx, err)
+		return nil, master.Status(ctx, err)
 	}
 	return st, nil
 }
@@ -415,9 +416,9 @@ func (s *Service) start(ctx context.Context, r *apipb.EventsRequest) (int64, err
 	}
 	from := r.FromPosition
 	if r.SinceUs != 0 {
-		p, err := projections.PositionAt(ctx, s.m.store, time.UnixMicro(r.SinceUs))
+		p, err := projections.PositionAt(ctx, s.m.Store(), time.UnixMicro(r.SinceUs))
 		if err != nil {
-			return 0, Status(ctx, err)
+			return 0, master.Status(ctx, err)
 		}
 		from = p + 1
 	}
@@ -441,15 +442,15 @@ func (s *Service) Events(ctx context.Context, r *apipb.EventsRequest) (*apipb.Ev
 	}
 	keep := filter(r)
 	out := &apipb.EventList{}
-	head, err := s.m.store.Head(ctx)
+	head, err := s.m.Store().Head(ctx)
 	if err != nil {
-		return nil, Status(ctx, err)
+		return nil, master.Status(ctx, err)
 	}
 	out.Head = head
 	for from <= head && len(out.Events) < limit {
-		evs, err := s.m.store.Read(ctx, from, 2000)
+		evs, err := s.m.Store().Read(ctx, from, 2000)
 		if err != nil {
-			return nil, Status(ctx, err)
+			return nil, master.Status(ctx, err)
 		}
 		if len(evs) == 0 {
 			break
@@ -486,14 +487,14 @@ func (s *Service) Watch(r *apipb.EventsRequest, stream apipb.Cell_WatchServer) e
 	}
 	defer release()
 	keep := filter(r)
-	sub := s.m.store.Subscribe(from - 1)
+	sub := s.m.Store().Subscribe(from - 1)
 	for {
 		evs, err := sub.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return Status(ctx, err)
+			return master.Status(ctx, err)
 		}
 		for _, e := range evs {
 			if keep(e) {
@@ -523,7 +524,7 @@ func (s *Service) WhoAmI(ctx context.Context, _ *apipb.WhoAmIRequest) (*apipb.Wh
 }
 
 func (s *Service) Status(ctx context.Context, _ *apipb.StatusRequest) (*apipb.StatusReply, error) {
-	out := &apipb.StatusReply{Master: s.m.cfg.Name, Leader: s.m.Leading(), Epoch: s.m.Epoch(), Cell: s.Cell}
+	out := &apipb.StatusReply{Master: s.m.Name(), Leader: s.m.Leading(), Epoch: s.m.Epoch(), Cell: s.Cell}
 	var leaderEpoch int64
 	s.m.View(func(st *projections.State) {
 		out.LeaderName, out.LeaderAddress, out.Position, leaderEpoch = st.Leader, st.LeaderAddress, st.Position, st.LeaderEpoch

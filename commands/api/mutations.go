@@ -1,4 +1,4 @@
-package master
+package api
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
@@ -30,7 +31,7 @@ func (s *Service) mutate(ctx context.Context, r mutation, build func(commands.Me
 	}
 	cmd, err := build(m)
 	if err != nil {
-		return nil, Status(ctx, err)
+		return nil, master.Status(ctx, err)
 	}
 	// The link keys the agents' events "link/..." in the same idempotency
 	// namespace: a client must not be able to take (or replay) one.
@@ -39,7 +40,7 @@ func (s *Service) mutate(ctx context.Context, r mutation, build func(commands.Me
 	}
 	res, err := s.m.Do(ctx, cmd)
 	if err != nil {
-		return nil, Status(ctx, err)
+		return nil, master.Status(ctx, err)
 	}
 	msg := Touched(res.Appended)
 	switch {

@@ -1,4 +1,4 @@
-package master
+package api
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/commandtest"
+	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
@@ -34,7 +35,7 @@ func TestTouchedSaysWhatChanged(t *testing.T) {
 			t.Errorf("submit %s: %q, want it to start %q and say where", name, got, want)
 		}
 	}
-	core := NewSchedulingCore(SchedulerConfig{})
+	core := master.NewSchedulingCore(master.SchedulerConfig{})
 	cell, pos, _ := core.Input(s, now)
 	_, place := core.Plan(cell, pos)
 	do(*place)

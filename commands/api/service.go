@@ -1,8 +1,7 @@
-package master
+package api
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"google.golang.org/grpc"
@@ -13,7 +12,7 @@ import (
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/auth"
-	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -23,14 +22,10 @@ import (
 // before the service sees it.
 const UserHeader = auth.UserHeader
 
-// LeaderHeader is set on a follower's refusal of a write: the leader's
-// address, so a client can follow it.
-const LeaderHeader = "x-corral-leader"
-
 // Service implements the Cell API over a Master.
 type Service struct {
 	apipb.UnimplementedCellServer
-	m *Master
+	m *master.Master
 	// Explain, when set, explains a job's pending tasks (the scheduler
 	// fills it in). It runs under the state's read lock.
 	Explain func(s *projections.State, j *projections.Job) *apipb.WhyPendingReply
@@ -43,7 +38,7 @@ type Service struct {
 	Cell string
 	// Scheduler is the scheduling loop's configuration, which PlanUpdate
 	// plans with.
-	Scheduler SchedulerConfig
+	Scheduler master.SchedulerConfig
 	// Logs reads task logs from the agents (TaskLogs); nil: Unimplemented.
 	Logs *AgentLogs
 	// StreamCaps bounds the long calls open at once (TaskLogs, Watch),
@@ -68,7 +63,7 @@ func takeSlot(ctx context.Context, slots chan struct{}) (release func(), err err
 	case slots <- struct{}{}:
 		return func() { <-slots }, nil
 	case <-ctx.Done():
-		return nil, Status(ctx, ctx.Err())
+		return nil, master.Status(ctx, ctx.Err())
 	}
 }
 
@@ -99,7 +94,7 @@ func (s *Service) Query(ctx context.Context, r *apipb.QueryRequest) (*apipb.Quer
 		return nil, status.Error(codes.Unimplemented, "this master runs no Infrastore")
 	}
 	out, err := s.Analytics.Query(ctx, r)
-	return out, Status(ctx, err)
+	return out, master.Status(ctx, err)
 }
 
 // Bill answers a period's bill of the costs the caller may read
@@ -112,28 +107,16 @@ func (s *Service) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.BillRe
 		return nil, status.Error(codes.Unimplemented, "this master runs no Infrastore")
 	}
 	out, err := s.Analytics.Bill(ctx, r)
-	return out, Status(ctx, err)
+	return out, master.Status(ctx, err)
 }
 
 // NewService returns the API of m.
-func NewService(m *Master) *Service {
+func NewService(m *master.Master) *Service {
 	return &Service{m: m, ReadWait: 10 * time.Second, planSlots: make(chan struct{}, maxPlans), replaySlots: make(chan struct{}, maxReplays)}
 }
 
 // Register adds the service to a gRPC server.
 func (s *Service) Register(g *grpc.Server) { apipb.RegisterCellServer(g, s) }
-
-// ActorOf is who an authenticated identity acts as, on every surface of
-// this master (the API, and its HTTP endpoints that take a token): the
-// admin capability is the certificate's or token's role, or the master's
-// Admins list.
-func (m *Master) ActorOf(id auth.Identity) commands.Actor {
-	admin := id.Role == auth.RoleAdmin
-	for _, a := range m.cfg.Admins {
-		admin = admin || a == id.Name || a == "*"
-	}
-	return commands.Actor{User: id.Name, Admin: admin}
-}
 
 func (s *Service) actor(ctx context.Context) (commands.Actor, error) {
 	if id, ok := auth.FromContext(ctx); ok {
@@ -144,61 +127,7 @@ func (s *Service) actor(ctx context.Context) (commands.Actor, error) {
 	if len(users) == 0 || users[0] == "" {
 		return commands.Actor{}, status.Error(codes.Unauthenticated, "the request names no user: set the "+UserHeader+" header (the corral command does this from $CORRAL_USER or $USER)")
 	}
-	u := users[0]
-	admin := false
-	for _, a := range s.m.cfg.Admins {
-		if a == u || a == "*" {
-			admin = true
-		}
-	}
-	return commands.Actor{User: u, Admin: admin}, nil
-}
-
-// Status maps an error of the core to a gRPC status a person can act on.
-func Status(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	var nl *ErrNotLeader
-	switch {
-	case errors.As(err, &nl):
-		if nl.Address != "" {
-			_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderHeader, nl.Address))
-		}
-		return status.Error(codes.Unavailable, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	case errors.Is(err, context.Canceled) && ctx.Err() == nil:
-		// Not the caller's cancel: this master stopped the write (it is
-		// shutting down or lost the lead). Another may take it; whether
-		// this one committed, the request id tells.
-		return status.Error(codes.Unavailable, "this master stopped writing (shutting down or deposed): "+err.Error()+"; retry with the same request id")
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, projections.ErrNoPosition):
-		return status.Error(codes.OutOfRange, err.Error())
-	case errors.Is(err, events.ErrFenced), errors.Is(err, events.ErrClosed):
-		return status.Error(codes.Unavailable, err.Error())
-	}
-	var ce *commands.Error
-	if errors.As(err, &ce) {
-		code := map[commands.Code]codes.Code{
-			commands.InvalidArgument:    codes.InvalidArgument,
-			commands.FailedPrecondition: codes.FailedPrecondition,
-			commands.PermissionDenied:   codes.PermissionDenied,
-			commands.ResourceExhausted:  codes.ResourceExhausted,
-			commands.NotFound:           codes.NotFound,
-			commands.AlreadyExists:      codes.AlreadyExists,
-			commands.Aborted:            codes.Aborted,
-			commands.Unauthenticated:    codes.Unauthenticated,
-		}[ce.Code]
-		if code == codes.OK {
-			code = codes.Unknown
-		}
-		return status.Error(code, ce.Error())
-	}
-	return status.Error(codes.Unavailable, "the event log is unreachable or failed: "+err.Error()+"; retry with the same request id")
+	// A header names a user, never a role: the admin capability comes
+	// from the master's Admins list alone.
+	return s.m.ActorOf(auth.Identity{Name: users[0]}), nil
 }

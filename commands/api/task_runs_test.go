@@ -1,4 +1,4 @@
-package master_test
+package api_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corralhq/corral/commands/master"
+	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/events"
 )
 
@@ -70,7 +70,7 @@ func TestTaskRuns(t *testing.T) {
 			add(&events.TaskEvicted{User: "alice", Job: "web", Machine: m, Reason: "drain"})
 			add(&events.TaskSubmitted{User: "alice", Job: "web", Reason: "rescheduled"})
 		}
-		runs := master.TaskRuns(evs)
+		runs := api.TaskRuns(evs)
 		if len(runs) != len(wants) {
 			t.Fatalf("trial %d: %d runs, want %d: %+v", trial, len(runs), len(wants), runs)
 		}
@@ -93,19 +93,19 @@ func TestTaskRuns(t *testing.T) {
 		}
 		// RunOf: previous is the one before the latest; -1 the same; an
 		// unknown run lists them.
-		prev, _, err := master.RunOf(runs, 0, true)
+		prev, _, err := api.RunOf(runs, 0, true)
 		if len(runs) < 2 {
 			if err == nil || !strings.Contains(err.Error(), "the previous run") {
 				t.Fatalf("trial %d: previous of one run = %+v, %v; want an error", trial, prev, err)
 			}
 			continue
 		}
-		back, _, _ := master.RunOf(runs, -1, false)
+		back, _, _ := api.RunOf(runs, -1, false)
 		if err != nil || prev.Number != len(runs)-2 || back != prev {
 			t.Fatalf("trial %d: previous = %+v, %v; -1 = %+v; want run %d", trial, prev, err, back, len(runs)-2)
 		}
 		last := runs[len(runs)-1]
-		if _, _, err := master.RunOf(runs, int32(len(runs)), false); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d on %s", last.Number, last.Machine)) {
+		if _, _, err := api.RunOf(runs, int32(len(runs)), false); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d on %s", last.Number, last.Machine)) {
 			t.Fatalf("trial %d: run %d of %d: %v, want an error listing the runs", trial, len(runs), len(runs), err)
 		}
 	}
@@ -127,16 +127,16 @@ func TestPreviousWhileTheAgentRestarts(t *testing.T) {
 	add(&events.TaskScheduled{User: "alice", Job: "web", Machine: "m1"})
 	add(&events.TaskStarted{User: "alice", Job: "web", Machine: "m1"})
 	add(&events.TaskFailed{User: "alice", Job: "web", Machine: "m1", WillRestart: true})
-	runs := master.TaskRuns(evs)
-	prev, latest, err := master.RunOf(runs, 0, true)
+	runs := api.TaskRuns(evs)
+	prev, latest, err := api.RunOf(runs, 0, true)
 	if err != nil || latest || prev.Number != 0 || prev.AgentRun != 1 {
 		t.Fatalf("previous while restarting = %+v, latest %v, %v; want run 0 by its marker", prev, latest, err)
 	}
-	if _, latest, err := master.RunOf(runs, 1, false); err != nil || !latest {
+	if _, latest, err := api.RunOf(runs, 1, false); err != nil || !latest {
 		t.Fatalf("run 1 while restarting: latest %v, %v; want the latest, read as any read", latest, err)
 	}
 	add(&events.TaskKilled{User: "alice", Job: "web", Machine: "m1"})
-	if _, _, err := master.RunOf(master.TaskRuns(evs), 0, true); err == nil {
+	if _, _, err := api.RunOf(api.TaskRuns(evs), 0, true); err == nil {
 		t.Fatalf("previous after a kill in the backoff: no error, want none before the only run")
 	}
 }

@@ -1,4 +1,4 @@
-package master
+package api
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 )
 
@@ -24,9 +25,9 @@ func (s *Service) JobHistory(ctx context.Context, r *apipb.JobHistoryRequest) (*
 	if r.Job == "" {
 		return nil, status.Error(codes.InvalidArgument, "job: name the job")
 	}
-	evs, err := s.m.store.ReadStream(ctx, events.JobStream(user, r.Job))
+	evs, err := s.m.Store().ReadStream(ctx, events.JobStream(user, r.Job))
 	if err != nil {
-		return nil, Status(ctx, err)
+		return nil, master.Status(ctx, err)
 	}
 	out := History(evs)
 	if len(out.Versions) == 0 {

@@ -1,4 +1,4 @@
-package master
+package api
 
 import (
 	"cmp"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -37,7 +38,7 @@ func (s *Service) GetPriceSheets(ctx context.Context, r *apipb.GetPriceSheetsReq
 	err := s.read(ctx, r.Read, func(st *projections.State) error {
 		at := r.AtUs
 		if at == 0 {
-			at = s.m.clock().UnixMicro()
+			at = s.m.Now().UnixMicro()
 		}
 		inForce, ok := st.SheetAt(at)
 		for _, p := range st.PriceSheets {
@@ -80,7 +81,7 @@ func (s *Service) Costs(ctx context.Context, r *apipb.CostsRequest) (*apipb.Cost
 		return nil, status.Error(codes.Unimplemented, "this master runs no Infrastore")
 	}
 	out, err := s.Analytics.Costs(ctx, r)
-	return out, Status(ctx, err)
+	return out, master.Status(ctx, err)
 }
 
 // ExportBill streams a bill from the Infrastore in chunks: a month of a
@@ -95,5 +96,5 @@ func (s *Service) ExportBill(r *apipb.BillRequest, stream apipb.Cell_ExportBillS
 		return status.Error(codes.Unimplemented, "this master runs no Infrastore")
 	}
 	err := s.Analytics.ExportBill(ctx, r, func(b []byte) error { return stream.Send(&apipb.BillChunk{Data: b}) })
-	return Status(ctx, err)
+	return master.Status(ctx, err)
 }

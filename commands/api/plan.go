@@ -1,4 +1,4 @@
-package master
+package api
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
@@ -52,9 +53,9 @@ func (s *Service) PlanUpdate(ctx context.Context, r *apipb.UpdateRequest) (*apip
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "copying the state to plan on: %v", err)
 	}
-	p, err := PlanCommand(cp, plannedCommand(cp, m, r), s.m.clock(), s.Scheduler)
+	p, err := master.PlanCommand(cp, plannedCommand(cp, m, r), s.m.Now(), s.Scheduler)
 	if err != nil {
-		return nil, Status(ctx, err)
+		return nil, master.Status(ctx, err)
 	}
 	return planReply(p), nil
 }
@@ -79,9 +80,9 @@ func (s *Service) planAt(ctx context.Context, m commands.Meta, r *apipb.UpdateRe
 	if err != nil {
 		return nil, err
 	}
-	p, err := PlanCommand(st, plannedCommand(st, m, r), time.UnixMicro(st.TimeUS), s.Scheduler)
+	p, err := master.PlanCommand(st, plannedCommand(st, m, r), time.UnixMicro(st.TimeUS), s.Scheduler)
 	if err != nil {
-		return nil, Status(ctx, err)
+		return nil, master.Status(ctx, err)
 	}
 	return planReply(p), nil
 }
@@ -104,7 +105,7 @@ func plannedCommand(st *projections.State, m commands.Meta, r *apipb.UpdateReque
 }
 
 // planReply words a plan for the API.
-func planReply(p *Plan) *apipb.PlanReply {
+func planReply(p *master.Plan) *apipb.PlanReply {
 	out := &apipb.PlanReply{Position: p.Position}
 	var job projections.JobKey
 	for _, e := range p.Events {
@@ -131,9 +132,9 @@ func planReply(p *Plan) *apipb.PlanReply {
 		}
 	}
 	if j := p.After.Jobs[job]; j != nil {
-		ex := NewExplanations()
+		ex := master.NewExplanations()
 		if p.Pass != nil {
-			ex.set(p.After.Position, p.Pass)
+			ex.Set(p.After.Position, p.Pass)
 		}
 		out.Pending = ex.Explain(p.After, j)
 	}
