@@ -128,7 +128,7 @@ func TestAgentFaultsDuringFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a lease and a partition")
 	}
-	store := backends[1].open(t)
+	store := backends[1].Open(t)
 	leaderConn := &cutStore{Store: store}
 	c := newLinkCellOn(t, leaderConn, testLinkConfig())
 	standby := c.startStandby("master2", store)

@@ -25,7 +25,7 @@ func benchSpec(name string) *events.JobSpec {
 func BenchmarkSubmit(b *testing.B) {
 	b.Run("throughput", func(b *testing.B) {
 		r := startBenchReplica(b)
-		c := r.client()
+		c := r.Client()
 		const clients = 64
 		var next atomic.Int64
 		lat := make([]time.Duration, b.N)
@@ -59,7 +59,7 @@ func BenchmarkSubmit(b *testing.B) {
 	})
 	b.Run("paced", func(b *testing.B) {
 		r := startBenchReplica(b)
-		c := r.client()
+		c := r.Client()
 		jobsPerSecond := 10_000.0 / 10 / 60 // 10,000 tasks a minute
 		gap := time.Duration(int64(float64(time.Second) / jobsPerSecond))
 		lat := make([]time.Duration, b.N)
@@ -94,7 +94,7 @@ func p99(lat []time.Duration) float64 {
 }
 
 func startBenchReplica(b *testing.B) *replica {
-	r := startReplica(b, "bench", backends[0].open(b))
+	r := startReplica(b, "bench", backends[0].Open(b))
 	waitLeading(b, r)
 	return r
 }

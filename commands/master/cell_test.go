@@ -133,7 +133,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 func pidAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func TestWholeCellRunsKillsAndExplains(t *testing.T) {
-	c := startCell(t, backends[1].open(t), 2)
+	c := startCell(t, backends[1].Open(t), 2)
 	eventually(t, 15*time.Second, "two machines registered", func() (bool, string) {
 		ms, err := c.client.ListMachines(as("alice"), &apipb.ListMachinesRequest{})
 		if err != nil {
@@ -253,7 +253,7 @@ func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 }
 
 func TestPreemptionThroughTheAPI(t *testing.T) {
-	c := startCell(t, backends[1].open(t), 1)
+	c := startCell(t, backends[1].Open(t), 1)
 	eventually(t, 15*time.Second, "machine registered", func() (bool, string) {
 		ms, err := c.client.ListMachines(as("alice"), &apipb.ListMachinesRequest{})
 		if err != nil {

@@ -123,7 +123,7 @@ func newLinkCell(t *testing.T, cfg master.LinkConfig, sched ...func(*master.Sche
 	for _, f := range sched {
 		f(&sc)
 	}
-	c := &linkCell{t: t, store: backends[1].open(t), linkCfg: cfg, schedCfg: sc, dir: t.TempDir(),
+	c := &linkCell{t: t, store: backends[1].Open(t), linkCfg: cfg, schedCfg: sc, dir: t.TempDir(),
 		run:    fmt.Sprintf("%d-%d", os.Getpid(), runs.Add(1)),
 		agents: map[string]*agentProc{}, proxies: map[string]*proxy{}}
 	c.cgroups = "corral-linktest-" + c.run

@@ -17,11 +17,11 @@ import (
 // answers from memory and, after a restart, for ids it learns from the log.
 func TestRequestIDsBelongToTheirUser(t *testing.T) {
 	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
-			store := be.open(t)
+		t.Run(be.Name, func(t *testing.T) {
+			store := be.Open(t)
 			r := startReplica(t, "m1", store)
 			waitLeading(t, r)
-			c := r.client()
+			c := r.Client()
 			for _, u := range []string{"alice", "bob"} {
 				if _, err := c.SetQuota(as("root"), &apipb.SetQuotaRequest{RequestId: "quota-" + u, User: u, Band: "batch",
 					Resources: &events.Resources{CpuMilli: 64000, MemoryBytes: 64 * gib}}); err != nil {
@@ -41,7 +41,7 @@ func TestRequestIDsBelongToTheirUser(t *testing.T) {
 			if err != nil || bob.Duplicate || bob.FirstPosition == alice.FirstPosition {
 				t.Fatalf("bob's submission under alice's id: %+v %v, want a job of his own", bob, err)
 			}
-			r.m.View(func(s *projections.State) {
+			r.M.View(func(s *projections.State) {
 				if s.Job("bob", "web") == nil {
 					t.Error("bob's job was not created")
 				}
@@ -57,7 +57,7 @@ func TestRequestIDsBelongToTheirUser(t *testing.T) {
 				if err != nil || !again.Duplicate || again.FirstPosition != bob.FirstPosition {
 					t.Errorf("%s: bob's retry = %+v %v, want his first result", when, again, err)
 				}
-				head := r.m.Position()
+				head := r.M.Position()
 				_, err = c.Submit(as("alice"), &apipb.SubmitRequest{RequestId: "r1", Spec: batchSpec("other")})
 				if codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "request_id") || !strings.Contains(err.Error(), "different request") {
 					t.Errorf("%s: alice's id for another request: %v, want InvalidArgument naming request_id", when, err)
@@ -66,17 +66,17 @@ func TestRequestIDsBelongToTheirUser(t *testing.T) {
 				if codeOf(err) != codes.InvalidArgument {
 					t.Errorf("%s: alice's id for a kill: %v, want InvalidArgument", when, err)
 				}
-				if h := r.m.Position(); h != head {
+				if h := r.M.Position(); h != head {
 					t.Errorf("%s: refused requests moved the log from %d to %d", when, head, h)
 				}
 			}
 			check("answered from memory")
 			// A new process learns the requests from the log, without their
 			// fingerprints, and asks the store for them.
-			r.stop()
+			r.Stop()
 			r = startReplica(t, "m1", store)
 			waitLeading(t, r)
-			c = r.client()
+			c = r.Client()
 			check("after a restart")
 		})
 	}

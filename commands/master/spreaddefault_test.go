@@ -14,7 +14,7 @@ import (
 // both beside the cell's other work; a master restarted on the same log
 // finds them so, and spreads the next job the same way.
 func TestReplicasSpreadAcrossMasterRestart(t *testing.T) {
-	c := newLinkCellOn(t, backends[0].open(t), testLinkConfig())
+	c := newLinkCellOn(t, backends[0].Open(t), testLinkConfig())
 	for _, m := range []string{"m0", "m1", "m2"} {
 		c.startAgent(m, false)
 	}

@@ -94,7 +94,7 @@ func submitCmd(id, name string) commands.SubmitJob {
 
 func jobVisible(r *replica, name string) bool {
 	seen := false
-	r.m.View(func(s *projections.State) { seen = s.Job("alice", name) != nil })
+	r.M.View(func(s *projections.State) { seen = s.Job("alice", name) != nil })
 	return seen
 }
 
@@ -106,10 +106,10 @@ func TestRetryOfAnAppendWhoseAnswerWasLost(t *testing.T) {
 	r := startReplica(t, "m1", store)
 	waitLeading(t, r)
 	store.loseAnswer.Store(1)
-	if _, err := r.m.Do(context.Background(), submitCmd("req-1", "web")); err == nil {
+	if _, err := r.M.Do(context.Background(), submitCmd("req-1", "web")); err == nil {
 		t.Fatal("the append's answer was lost, yet the submission was acknowledged")
 	}
-	res, err := r.m.Do(context.Background(), submitCmd("req-1", "web"))
+	res, err := r.M.Do(context.Background(), submitCmd("req-1", "web"))
 	if err != nil {
 		t.Fatalf("retry of a request the log holds: %v; want its first result", err)
 	}
@@ -134,11 +134,11 @@ func TestRetryQueuedBehindItsFirstAttempt(t *testing.T) {
 	store.holding.Store(true)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); r.m.Do(context.Background(), submitCmd("other", "db")) }() // held in the store
+	go func() { defer wg.Done(); r.M.Do(context.Background(), submitCmd("other", "db")) }() // held in the store
 	time.Sleep(100 * time.Millisecond)
 	first, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := r.m.Do(first, submitCmd("req-1", "web")); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := r.M.Do(first, submitCmd("req-1", "web")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("first attempt: %v, want a timeout while the writer is held", err)
 	}
 	type answer struct {
@@ -147,7 +147,7 @@ func TestRetryQueuedBehindItsFirstAttempt(t *testing.T) {
 	}
 	retry := make(chan answer, 1)
 	go func() {
-		res, err := r.m.Do(context.Background(), submitCmd("req-1", "web"))
+		res, err := r.M.Do(context.Background(), submitCmd("req-1", "web"))
 		retry <- answer{res, err}
 	}()
 	time.Sleep(100 * time.Millisecond)
@@ -172,7 +172,7 @@ func TestFailedAppendWithStoreDownIsNeverRead(t *testing.T) {
 	waitLeading(t, r)
 	do(t, r, submitCmd("seen", "web"))
 	store.down.Store(true)
-	if _, err := r.m.Do(context.Background(), submitCmd("ghost", "ghost")); err == nil {
+	if _, err := r.M.Do(context.Background(), submitCmd("ghost", "ghost")); err == nil {
 		t.Fatal("an append to an unreachable store was acknowledged")
 	}
 	visible := make(chan bool, 1)
@@ -186,12 +186,12 @@ func TestFailedAppendWithStoreDownIsNeverRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pos := r.m.Position(); pos > head {
+	if pos := r.M.Position(); pos > head {
 		t.Fatalf("the master's state is at %d, beyond the log's head %d", pos, head)
 	}
 	// Appended after the outage, a job the tail must not skip.
 	res := do(t, r, submitCmd("after", "db"))
-	if err := r.m.WaitFor(context.Background(), res.Last); err != nil {
+	if err := r.M.WaitFor(context.Background(), res.Last); err != nil {
 		t.Fatal(err)
 	}
 	want, err := projections.Load(context.Background(), store)
@@ -199,7 +199,7 @@ func TestFailedAppendWithStoreDownIsNeverRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []byte
-	r.m.View(func(s *projections.State) {
+	r.M.View(func(s *projections.State) {
 		if s.Position == want.Position {
 			got = projections.Encode(s)
 		}
