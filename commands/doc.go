@@ -26,9 +26,11 @@ user's usage) and CheckPastMoment (a moment asked of the log: after
 	commands/writer      the leader's group commit, decided purely
 	commands/agentlink   the agent link's decisions, pure
 	commands/master      a replica's I/O: lease, tail, the writer's appends,
-	                     the gRPC API (api*.go), the scheduler loop
-	                     (scheduling.go), the link's polls (link.go), the
-	                     agent registry
+	                     the scheduler loop (scheduling.go), the link's
+	                     polls (link.go), the agent registry
+	commands/api         the gRPC API over one replica (depends on master,
+	                     never the other way); commands/api/apitest starts
+	                     replicas serving it for tests
 	commands/apipb       the API's protobuf; commands/client the one client
 	commands/webui       the web UI; commands/nameservice DNS
 	commands/ops         metrics, health, doctor; commands/auth security

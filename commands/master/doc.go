@@ -1,6 +1,11 @@
 // Package master is one replica of the cell's master: it keeps a projection
-// of the log current, campaigns for the leader lease, and, while it leads,
-// is the only writer of the log. It serves the Cell gRPC API (apipb).
+// of the log current (the tail), campaigns for the leader lease, and, while
+// it leads, is the only writer of the log (the writer loop) and runs the
+// scheduling loop (scheduling.go) and the agent link's I/O (link.go: the
+// polls, and the agents' registration). It is the replica only: the Cell
+// gRPC API over it is package commands/api, which depends on this package,
+// never the other way; the simulation (internal/cellsim) runs this package
+// without it.
 //
 // The write path, in order (the decisions are commands/writer's, which
 // the simulation drives too; write.go does their I/O):
@@ -32,7 +37,7 @@
 //     are scoped by the authenticated user (commands.Meta.Key), and an id
 //     sent again for a different request (its fingerprint, a digest of the
 //     API request) is refused with InvalidArgument naming request_id.
-//   - Reads with min_position wait until it is applied: read-your-writes on
+//   - Reads with min_position wait until it is applied (WaitFor): read-your-writes on
 //     any replica. Followers refuse writes with Unavailable, naming the
 //     leader and its address (trailer x-corral-leader).
 //
@@ -41,31 +46,13 @@
 // Prometheus series); the leader keeps what its link last saw of each
 // agent (Agent: last poll, missed polls, clock skew, cgroup mode), and
 // whether its link holds machine loss (LossHold: most machines miss at
-// once, so none is marked down; recorded as MachineLossHeld), which
-// ListMachines shows; Status says why the log's head could not be read and
-// since when the leader leads.
-//
-// Logs (logs.go): every read of a task's logs, the API's TaskLogs and the
-// web UI's TailLogs and FollowLogs, takes one path (readLogs): the caller
-// must be the task's owner or an admin (commands.MayReadLogs), holds a
-// slot under Service.StreamCaps (per user and per cell, refused with
-// ResourceExhausted past either) while it reads, and reads from the agent
-// over AgentLogs' connections: one per agent, never the link's, so a flood
-// of streams cannot queue a poll. A stream ends on the agent when its
-// client goes away. An earlier run (TaskLogs previous or run, the web
-// UI's RunLogs) is read from the machine where it ran: TaskRuns folds the
-// task's stream into its runs, and the agent finds a run by its placement
-// on that machine and its run marker; a run whose machine is removed or
-// down, or whose agent no longer keeps it, is FailedPrecondition naming
-// the run, the machine and why. Bills, costs and the FOCUS export keep
-// commands.CostsScope; Query needs the admin capability
-// (commands.MayQueryCell).
+// once, so none is marked down; recorded as MachineLossHeld), which the
+// API shows.
 //
 // Who a caller is (Master.ActorOf) is one answer for the API and the
 // HTTP endpoints that take a token (the /metrics gate of the corral
-// command, commands.MayReadMetrics). A moment asked of the past (StateAt,
-// StateDiff, WhyPending and PlanUpdate at a time) must pass
-// commands.CheckPastMoment, as the CLI's parse does: a future moment or
-// one before 1970 is InvalidArgument naming the field, never answered
-// with the present.
+// command, commands.MayReadMetrics), from the identity and Config.Admins.
+// How an error of the core reads as a gRPC status (Status, status.go) is
+// one mapping for the API and the agents' registration: a follower's
+// refusal of a write is Unavailable, naming the leader in LeaderHeader.
 package master
