@@ -139,7 +139,7 @@ func spreadUnmet(s *projections.State, j *projections.Job, k int) string {
 }
 
 // Explain renders the latest explanation of a job's pending tasks; it is
-// Service.Explain.
+// api.Service.Explain.
 func (e *Explanations) Explain(s *projections.State, j *projections.Job) *apipb.WhyPendingReply {
 	out := &apipb.WhyPendingReply{User: j.User, Job: j.Name, Pending: int32(j.PendingTasks())}
 	e.mu.RLock()
