@@ -116,7 +116,7 @@ func (m *Master) withAgent(v *apipb.MachineView) *apipb.MachineView {
 
 // storeKind names the store's backend, seeing through decorators that
 // offer Unwrap (such as ops.InstrumentStore).
-func storeKind(s events.Store) string {
+func storeKind(s Store) string {
 	for {
 		u, ok := s.(interface{ Unwrap() events.Store })
 		if !ok {
