@@ -130,46 +130,6 @@ func TestV1MemoryLimitKillsAndCountsOOM(t *testing.T) {
 	}
 }
 
-func TestV1DestroyKillsLeftovers(t *testing.T) {
-	mem, cpu, cpuacct := v1Roots(t)
-	parent := testParent(t, mem, cpu, cpuacct)
-	m, err := NewV1(mem, cpu, cpuacct, parent)
-	if err != nil {
-		noCgroups(t, "cgroup v1 not writable: %v", err)
-	}
-	c, err := m.Create("left", Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A process that left its process group is still in the cgroup.
-	cmd := startIn(t, c, "/bin/sh", "-c", "setsid sleep 30 & wait")
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		pids, _ := c.Pids()
-		if len(pids) >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("child never appeared in the cgroup: %v", pids)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// Opening by name (as after an agent restart) finds the same container.
-	again, err := m.Open("left")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := again.Destroy(); err != nil {
-		t.Fatal(err)
-	}
-	<-done
-	if names, _ := m.List(); len(names) != 0 {
-		t.Errorf("List() after Destroy = %v", names)
-	}
-}
-
 // The v2 implementation is exercised against a directory shaped like a
 // cgroup2 mount: the files it writes are checked and the files the kernel
 // would write are faked.
