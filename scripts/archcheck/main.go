@@ -6,6 +6,8 @@
 //
 //	go run ./scripts/archcheck            check; exit 1 naming each forbidden import
 //	go run ./scripts/archcheck -readme    rewrite the README's table from rules.go
+//	go run ./scripts/archcheck -kits      print the test kits' paths as patterns
+//	                                      (scripts/deadcode-check allows code only tests reach there)
 package main
 
 import (
@@ -20,7 +22,12 @@ import (
 func main() {
 	write := flag.Bool("readme", false, "rewrite the README's table of parts from rules.go instead of checking")
 	dir := flag.String("C", ".", "the repository's top")
+	kits := flag.Bool("kits", false, "print a pattern per test kit path, ^path/, and exit")
 	flag.Parse()
+	if *kits {
+		fmt.Print(KitPatterns())
+		return
+	}
 	if err := run(*dir, *write); err != nil {
 		fmt.Fprintln(os.Stderr, "archcheck:", err)
 		os.Exit(1)
@@ -80,6 +87,20 @@ const (
 	tableBegin = "<!-- archcheck: begin (generated from scripts/archcheck/rules.go by go run ./scripts/archcheck -readme) -->\n"
 	tableEnd   = "<!-- archcheck: end -->\n"
 )
+
+// KitPatterns are the test kits' paths, one ^path/ line each: code there
+// is reached only from tests by design.
+func KitPatterns() string {
+	var b strings.Builder
+	for _, p := range Parts {
+		if p.Kit {
+			for _, x := range p.Paths {
+				fmt.Fprintf(&b, "^%s/\n", x)
+			}
+		}
+	}
+	return b.String()
+}
 
 // Table renders Parts as the README's markdown table.
 func Table() string {
