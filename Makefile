@@ -5,7 +5,7 @@ PKGS    ?= ./...
 TESTFLAGS ?= -race -count=1 -timeout 25m
 
 .PHONY: test-kubepack kubepack
-.PHONY: test test-deps verify vet fmt-check staticcheck tidy-check proto-check deadcode test-only bench bench-events bench-sim borg-experiments google-replay soak proto build restart-load
+.PHONY: test test-deps verify vet fmt-check staticcheck tidy-check proto-check deadcode arch-check test-only bench bench-events bench-sim borg-experiments google-replay soak proto build restart-load
 
 # Besides Go, make test needs protoc, Chromium, the PostgreSQL server
 # binaries (each test binary starts its own server from them: no server
@@ -17,10 +17,12 @@ test-deps:
 	scripts/test-deps
 
 # Everything short of running the tests: formatting, vet, staticcheck, go.mod
-# tidy, generated code up to date, and no code that only tests reach outside
-# scripts/deadcode-allow (a twin of shipped logic, or dead). The tools are
-# pinned in go.mod.
-verify: fmt-check vet staticcheck tidy-check proto-check deadcode
+# tidy, generated code up to date, no code that only tests reach outside
+# scripts/deadcode-allow (a twin of shipped logic, or dead), and the
+# architecture: imports between the parts, tests included, as
+# scripts/archcheck/rules.go allows them (and the README's table of parts
+# generated from it). The tools are pinned in go.mod.
+verify: fmt-check vet staticcheck tidy-check proto-check deadcode arch-check
 
 vet:
 	$(GO) vet $(PKGS)
@@ -39,6 +41,9 @@ proto-check:
 
 deadcode:
 	scripts/deadcode-check
+
+arch-check:
+	$(GO) run ./scripts/archcheck
 
 test-only:
 	$(GO) test $(TESTFLAGS) $(PKGS)

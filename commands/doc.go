@@ -38,9 +38,16 @@ user's usage) and CheckPastMoment (a moment asked of the log: after
 	                     PlaceTasks); agent/ the machine's agent and the task
 	                     lifecycle's rule; projections/ the fold; events/ the
 	                     log; infrastore/ DuckDB
+	fauxmaster/          what-if replays through this package, the writer,
+	                     the link and the replica's scheduling core; above
+	                     commands, below commands/webui (its /sim page)
 	internal/cellsim     the deterministic simulation of a cell, which drives
 	                     all of the above; internal/history the golden
-	                     histories' generator
+	                     histories' generator (test kits: only tests import
+	                     them)
+
+Which of these may import which is scripts/archcheck/rules.go, checked by
+make verify and drawn in the README.
 
 # Usage
 

@@ -48,7 +48,7 @@ func checkMachineFields(v *violations, address string, capacity projections.Reso
 		v.add("capacity.ports", "%d ports from %d run past port 65535", capacity.Ports, base)
 	}
 	for _, k := range sortedKeys(attrs) {
-		if !projections.ValidLabelKey(k) {
+		if !events.ValidLabelKey(k) {
 			v.add(join("attributes", k), "%q is not an attribute name", k)
 		}
 		val := attrs[k]

@@ -195,7 +195,7 @@ func validateSpec(spec *events.JobSpec) violations {
 	}
 	for i, a := range spec.Spread {
 		switch {
-		case !projections.ValidLabelKey(a):
+		case !events.ValidLabelKey(a):
 			v.add(index("spread", i), "%q is not an attribute name", a)
 		case slices.Index(spec.Spread, a) != i:
 			v.add(index("spread", i), "%q is named twice", a)
@@ -231,9 +231,9 @@ func checkLabels(v *violations, field string, labels map[string]string) {
 		v.add(field, "more than %d labels", maxLabelsOrEnv)
 	}
 	for _, k := range sortedKeys(labels) {
-		if !projections.ValidLabelKey(k) {
+		if !events.ValidLabelKey(k) {
 			v.add(join(field, k), "%q is not a label key: 1-63 letters, digits, '-', '_', '.' or '/', starting and ending with a letter or digit", k)
-		} else if !projections.ValidLabelValue(labels[k]) {
+		} else if !events.ValidLabelValue(labels[k]) {
 			v.add(join(field, k), "%q is not a label value: up to 63 letters, digits, '-', '_', '.' or '/'", labels[k])
 		}
 	}
@@ -318,7 +318,7 @@ func checkConstraint(v *violations, field string, c *events.Constraint) {
 		v.add(field, "must be set")
 		return
 	}
-	if !projections.ValidLabelKey(c.Attribute) {
+	if !events.ValidLabelKey(c.Attribute) {
 		v.add(join(field, "attribute"), "%q is not an attribute name", c.Attribute)
 	}
 	switch c.Op {

@@ -5,8 +5,9 @@
 //
 // The vocabulary every layer shares lives here too: the priority bands and
 // what is prod (bands.go, with BandSQL for the Infrastore), the restart
-// policy's backoff (restart.go), a health check's defaults (healthcheck.go)
-// and the resource ceilings (limits.go).
+// policy's backoff (restart.go), a health check's defaults (healthcheck.go),
+// the resource ceilings (limits.go) and the syntax of label keys and values
+// (labels.go).
 //
 // # The one rule
 //

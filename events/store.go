@@ -67,10 +67,38 @@ type Checkpoint struct {
 	State    []byte
 }
 
-// Store is the cell's append-only log. Implementations: pgstore (CockroachDB
-// and PostgreSQL) and sqlitestore (one machine). Every implementation passes
-// storetest.Run.
-type Store interface {
+// The store's interfaces are cut along what its users need, so that each
+// takes the smallest (io.Reader beside io.ReadWriteCloser): the event feed
+// and the Infrastore only tail (Tailer), the fold rebuilds from Log and
+// Checkpoints, the master's writer appends (Appender) and asks what a
+// request id was (Requests), and only the replica's lease loop and the
+// health checks know of Leases. Store is all of them and Close: what a
+// backend implements and what opening one returns.
+
+// Reader is the part of a Store a Subscription needs.
+type Reader interface {
+	// Read returns up to limit events with position >= from, in order.
+	Read(ctx context.Context, from int64, limit int) ([]Event, error)
+}
+
+// Tailer reads the log and follows it: what the event feed needs.
+type Tailer interface {
+	Reader
+	// Subscribe tails the log from just after position `after`.
+	Subscribe(after int64) *Subscription
+}
+
+// Log is the reading side of the log.
+type Log interface {
+	Tailer
+	// ReadStream returns every event of one stream, in order.
+	ReadStream(ctx context.Context, stream string) ([]Event, error)
+	// Head returns the position of the last committed event (0 when empty).
+	Head(ctx context.Context) (int64, error)
+}
+
+// Appender is the writing side of the log.
+type Appender interface {
 	// Append writes the request's events atomically at head+1 ... head+n.
 	Append(ctx context.Context, req AppendRequest) (AppendResult, error)
 	// AppendMany writes several requests in one transaction (group commit),
@@ -80,15 +108,10 @@ type Store interface {
 	// repeats within the batch, nothing is appended and the error is
 	// ErrDuplicateInBatch: the caller retries the requests one by one.
 	AppendMany(ctx context.Context, reqs []AppendRequest) ([]AppendResult, error)
-	// Read returns up to limit events with position >= from, in order.
-	Read(ctx context.Context, from int64, limit int) ([]Event, error)
-	// ReadStream returns every event of one stream, in order.
-	ReadStream(ctx context.Context, stream string) ([]Event, error)
-	// Head returns the position of the last committed event (0 when empty).
-	Head(ctx context.Context) (int64, error)
-	// Subscribe tails the log from just after position `after`.
-	Subscribe(after int64) *Subscription
+}
 
+// Leases are the named leases that elect the leader and fence its appends.
+type Leases interface {
 	// AcquireLease takes the named lease for holder for ttl, or returns
 	// ErrLeaseHeld with the current lease when another holder has it.
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error)
@@ -96,17 +119,35 @@ type Store interface {
 	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
 	// ReleaseLease gives the lease up so a follower can take it at once.
 	ReleaseLease(ctx context.Context, l Lease) error
+	// CurrentLease returns the named lease as stored (ok=false if none).
+	CurrentLease(ctx context.Context, name string) (Lease, bool, error)
+}
+
+// Requests answers what was appended under an idempotency key.
+type Requests interface {
 	// Request returns what the store keeps of the request appended with
 	// an idempotency key (ok=false if none).
 	Request(ctx context.Context, key string) (Request, bool, error)
-	// CurrentLease returns the named lease as stored (ok=false if none).
-	CurrentLease(ctx context.Context, name string) (Lease, bool, error)
+}
 
+// Checkpoints stores projections' snapshots.
+type Checkpoints interface {
 	// SaveCheckpoint stores a snapshot; LoadCheckpoint returns the newest
 	// one of that name at or before position (ok=false if none).
 	SaveCheckpoint(ctx context.Context, c Checkpoint) error
 	LoadCheckpoint(ctx context.Context, name string, atOrBefore int64) (Checkpoint, bool, error)
+}
 
+// Store is the cell's append-only log with everything kept beside it.
+// Implementations: pgstore (CockroachDB and PostgreSQL), sqlitestore (one
+// machine), memstore (the simulation's) and ops.InstrumentStore's
+// decorator; every one passes storetest.Run.
+type Store interface {
+	Log
+	Appender
+	Leases
+	Requests
+	Checkpoints
 	Close() error
 }
 
@@ -137,11 +178,6 @@ func (n *Notifier) Notify() {
 	close(n.ch)
 	n.ch = make(chan struct{})
 	n.mu.Unlock()
-}
-
-// Reader is the part of a Store a Subscription needs.
-type Reader interface {
-	Read(ctx context.Context, from int64, limit int) ([]Event, error)
 }
 
 // Subscription tails the log: each Next returns the committed events after

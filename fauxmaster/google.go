@@ -9,8 +9,8 @@ import (
 
 	"github.com/corralhq/corral/commands/agentlink"
 	"github.com/corralhq/corral/events"
-	"github.com/corralhq/corral/internal/googletrace"
 	"github.com/corralhq/corral/projections"
+	"github.com/corralhq/corral/scheduler/googletrace"
 )
 
 // GoogleStart is when the trace's time 0 falls: its first record, May 2011.

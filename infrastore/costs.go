@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/corralhq/corral/projections"
+	"github.com/corralhq/corral/events"
 )
 
 // CostsRequest asks for the showback of [From, To): what the web UI's
@@ -69,7 +69,7 @@ func (r *CostsRequest) validate() error {
 	switch {
 	case r.Label == "":
 		r.Label = "team"
-	case !projections.ValidLabelKey(r.Label):
+	case !events.ValidLabelKey(r.Label):
 		return fmt.Errorf("%w: label: %q is not a label key", ErrInvalid, r.Label)
 	}
 	switch {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corralhq/corral/projections"
+	"github.com/corralhq/corral/events"
 )
 
 // FocusRequest asks for a FOCUS export (the FinOps Open Cost and Usage
@@ -82,7 +82,7 @@ func (r *FocusRequest) validate() error {
 	case r.AccountBy == "":
 		r.AccountBy = "user"
 	case r.AccountBy == "user":
-	case strings.HasPrefix(r.AccountBy, "label:") && projections.ValidLabelKey(strings.TrimPrefix(r.AccountBy, "label:")):
+	case strings.HasPrefix(r.AccountBy, "label:") && events.ValidLabelKey(strings.TrimPrefix(r.AccountBy, "label:")):
 	default:
 		return fmt.Errorf("%w: account_by: %q is not user or label:KEY, KEY a label key (e.g. label:team)", ErrInvalid, r.AccountBy)
 	}

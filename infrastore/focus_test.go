@@ -17,7 +17,6 @@ import (
 
 	_ "github.com/duckdb/duckdb-go/v2"
 
-	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/internal/history"
 )
@@ -40,11 +39,9 @@ func billingHistory(t testing.TB) billingLog { return billingHistorySeed(t, 17) 
 // billingHistorySeed is the billing history of the cell seed generates.
 func billingHistorySeed(t testing.TB, seed uint64) billingLog {
 	t.Helper()
-	admin := commands.Meta{Actor: commands.Actor{User: "root", Admin: true}}
 	s := history.New(history.Hours, seed)
 	s.Now = billingStart
-	first := commands.DefaultPriceSheet()
-	if !s.Do(commands.SetPriceSheet{Meta: admin, Sheet: first}) {
+	if !s.SetPriceSheet(nil) {
 		t.Fatal("the first price sheet was refused")
 	}
 	feb := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
@@ -52,11 +49,11 @@ func billingHistorySeed(t testing.TB, seed uint64) billingLog {
 		for s.Now.Before(at) {
 			s.Step()
 		}
-		sheet := commands.DefaultPriceSheet()
-		sheet.EffectiveUs = s.Now.Add(7 * time.Minute).UnixMicro()
-		sheet.Bands["batch"].CpuCoreHour = batchCPU
-		sheet.Bands["production"].MemoryGibHour = "0.0070"
-		if !s.Do(commands.SetPriceSheet{Meta: admin, Sheet: sheet}) {
+		if !s.SetPriceSheet(func(sheet *events.PriceSheetSet) {
+			sheet.EffectiveUs = s.Now.Add(7 * time.Minute).UnixMicro()
+			sheet.Bands["batch"].CpuCoreHour = batchCPU
+			sheet.Bands["production"].MemoryGibHour = "0.0070"
+		}) {
 			t.Fatal("a price change was refused")
 		}
 	}
@@ -76,7 +73,7 @@ func billingHistorySeed(t testing.TB, seed uint64) billingLog {
 	for s.Now.Before(feb.Add(75 * time.Minute)) {
 		s.Step()
 	}
-	if !s.Do(commands.CloseBillingPeriod{Meta: admin, Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}) {
+	if !s.CloseBillingPeriod(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Fatal("closing January was refused")
 	}
 	closedAt := s.S.Position

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/internal/history"
 )
@@ -66,21 +65,20 @@ func capacityIn(spans []*capacitySpan, from, to time.Time) (cpu, memory *big.Rat
 // less what the charges priced by its sheet took, and the hour's idle cost
 // is, to the cent, those quantities at their sheets' prices.
 func TestIdleSplitsAtAMidHourSheet(t *testing.T) {
-	admin := commands.Meta{Actor: commands.Actor{User: "root", Admin: true}}
 	noon := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	sim := history.New(history.Hours, 31)
 	sim.Now = noon.Add(-30 * time.Minute)
-	if !sim.Do(commands.SetPriceSheet{Meta: admin, Sheet: commands.DefaultPriceSheet()}) {
+	if !sim.SetPriceSheet(nil) {
 		t.Fatal("the first price sheet was refused")
 	}
 	for sim.Now.Before(noon.Add(30 * time.Minute)) {
 		sim.Step()
 	}
 	change := noon.Add(31 * time.Minute)
-	sheet := commands.DefaultPriceSheet()
-	sheet.EffectiveUs = change.UnixMicro()
-	sheet.Machine = &events.Prices{CpuCoreHour: "0.200", MemoryGibHour: "0.0250", DiskGibHour: "0.00040", GpuHour: "4.50"}
-	if !sim.Do(commands.SetPriceSheet{Meta: admin, Sheet: sheet}) {
+	if !sim.SetPriceSheet(func(sheet *events.PriceSheetSet) {
+		sheet.EffectiveUs = change.UnixMicro()
+		sheet.Machine = &events.Prices{CpuCoreHour: "0.200", MemoryGibHour: "0.0250", DiskGibHour: "0.00040", GpuHour: "4.50"}
+	}) {
 		t.Fatal("the price change was refused")
 	}
 	for sim.Now.Before(noon.Add(75 * time.Minute)) {

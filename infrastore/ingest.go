@@ -26,7 +26,7 @@ import (
 // derived data. Calling Run again resumes where the last committed batch
 // ended, whatever moment the previous run stopped at. It is the one tail:
 // the corral command's Infrastore process runs it.
-func (s *Infrastore) Run(ctx context.Context, store events.Store) error {
+func (s *Infrastore) Run(ctx context.Context, store events.Tailer) error {
 	release, err := s.claim()
 	if err != nil {
 		return err

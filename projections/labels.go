@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/corralhq/corral/events"
 )
 
 // SelectorOp is the operator of one requirement of a label selector.
@@ -184,7 +186,7 @@ func parseRequirement(term string) (Requirement, error) {
 		var vals []string
 		for _, v := range strings.Split(rest[1:len(rest)-1], ",") {
 			v = strings.TrimSpace(v)
-			if !ValidLabelValue(v) || v == "" {
+			if !events.ValidLabelValue(v) || v == "" {
 				return Requirement{}, fmt.Errorf("selector term %q: %q is not a label value", term, v)
 			}
 			vals = append(vals, v)
@@ -202,43 +204,15 @@ func binaryReq(term, key, value string, op SelectorOp) (Requirement, error) {
 	if err := checkKey(term, key); err != nil {
 		return Requirement{}, err
 	}
-	if !ValidLabelValue(value) {
+	if !events.ValidLabelValue(value) {
 		return Requirement{}, fmt.Errorf("selector term %q: %q is not a label value", term, value)
 	}
 	return Requirement{Key: key, Op: op, Values: []string{value}}, nil
 }
 
 func checkKey(term, key string) error {
-	if !ValidLabelKey(key) {
+	if !events.ValidLabelKey(key) {
 		return fmt.Errorf("selector term %q: %q is not a label key", term, key)
 	}
 	return nil
-}
-
-// ValidLabelKey: 1-63 characters of [A-Za-z0-9._/-], starting and ending
-// with a letter or digit.
-func ValidLabelKey(k string) bool {
-	return k != "" && validLabelText(k)
-}
-
-// ValidLabelValue: empty, or like a key.
-func ValidLabelValue(v string) bool {
-	return v == "" || validLabelText(v)
-}
-
-func validLabelText(s string) bool {
-	if len(s) > 63 || !alnum(s[0]) || !alnum(s[len(s)-1]) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !alnum(c) && c != '-' && c != '_' && c != '.' && c != '/' {
-			return false
-		}
-	}
-	return true
-}
-
-func alnum(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }

@@ -13,7 +13,11 @@
 //     killing, and must say at start that it does.
 //
 // Detect picks the first that works, in that order, and returns a note
-// saying why the better ones could not be used.
+// saying why the better ones could not be used. One test suite
+// (suite_test.go, TestManagers) runs over all three, each declaring which
+// of its promises it makes (containers that outlive the agent; real
+// processes counted and killed): v2 on the kernel's unified hierarchy where
+// it offers memory and cpu, else on a directory shaped like one.
 //
 // Invariants:
 //   - Every container lives under the manager's parent path, so List finds

@@ -26,7 +26,7 @@ func withAgent(m *master.Master, v *apipb.MachineView) *apipb.MachineView {
 
 // storeKind names the store's backend, seeing through decorators that
 // offer Unwrap (such as ops.InstrumentStore).
-func storeKind(s events.Store) string {
+func storeKind(s master.Store) string {
 	for {
 		u, ok := s.(interface{ Unwrap() events.Store })
 		if !ok {

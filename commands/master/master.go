@@ -31,7 +31,7 @@ type Config struct {
 	// Advertise is the gRPC address clients and followers reach it at.
 	Advertise string
 	// Store is the cell's log; the master does not close it.
-	Store events.Store
+	Store Store
 	// Clock is read for command times, leases and checkpoints. Default time.Now.
 	Clock func() time.Time
 	// LeaseTTL is how long leadership lasts without renewal (default 6 s);
@@ -54,11 +54,23 @@ type Config struct {
 	OnLeading []func(ctx context.Context, m *Master)
 }
 
+// Store is what a replica needs of the cell's store: the log it tails and
+// serves reads from, the writer's appends and the request ids it checks, the
+// leader lease, and the checkpoints it loads and writes. Every events.Store
+// is one; the replica never closes it.
+type Store interface {
+	events.Log
+	events.Appender
+	events.Requests
+	events.Leases
+	events.Checkpoints
+}
+
 // Master is one replica: a projection of the log kept current, the leader's
 // write path when it holds the lease, and the API's reads.
 type Master struct {
 	cfg   Config
-	store events.Store
+	store Store
 	clock func() time.Time
 	log   *slog.Logger
 
@@ -174,7 +186,7 @@ func (m *Master) Name() string { return m.cfg.Name }
 func (m *Master) Holder() string { return m.cfg.Name + "#" + m.cfg.Incarnation }
 
 // Store is the log the master writes.
-func (m *Master) Store() events.Store { return m.store }
+func (m *Master) Store() Store { return m.store }
 
 // Now is the master's clock: the time commands are stamped with.
 func (m *Master) Now() time.Time { return m.clock() }

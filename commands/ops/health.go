@@ -102,7 +102,7 @@ func MasterChecks(m *master.Master, maxLag int64) []Check {
 }
 
 // leaderKnown checks that someone holds the leader lease now.
-func leaderKnown(ctx context.Context, m *master.Master, store events.Store) error {
+func leaderKnown(ctx context.Context, m *master.Master, store events.Leases) error {
 	if m.Leading() {
 		return nil
 	}

@@ -364,7 +364,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // headOf reads the head with the scrape's timeout.
-func headOf(ctx context.Context, store events.Store) (int64, error) {
+func headOf(ctx context.Context, store events.Log) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
 	defer cancel()
 	return store.Head(ctx)

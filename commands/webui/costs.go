@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -71,7 +72,7 @@ func labelParam(v string) (string, error) {
 	if v == "" {
 		return "team", nil
 	}
-	if !projections.ValidLabelKey(v) {
+	if !events.ValidLabelKey(v) {
 		return "", &badParam{"label", fmt.Sprintf("%q is not a label key", v)}
 	}
 	return v, nil

@@ -42,7 +42,7 @@ type Options struct {
 
 // Feed runs the router.
 type Feed struct {
-	store     events.Store
+	store     events.Tailer
 	consumers []Consumer
 	opts      Options
 	pubsub    *gochannel.GoChannel
@@ -57,8 +57,8 @@ type Feed struct {
 
 const poisonTopic = "corral.poison"
 
-// New builds a feed of store's events to the consumers.
-func New(store events.Store, opts Options, consumers ...Consumer) (*Feed, error) {
+// New builds a feed of the events store reads and tails to the consumers.
+func New(store events.Tailer, opts Options, consumers ...Consumer) (*Feed, error) {
 	if opts.Retries <= 0 {
 		opts.Retries = 5
 	}

@@ -11,27 +11,8 @@ import (
 	"github.com/corralhq/corral/events/storetest"
 )
 
-// Backend opens fresh SQLite files for the conformance suite.
-var Backend = storetest.Backend{
-	New: func(t testing.TB, clock func() time.Time) func() events.Store {
-		path := filepath.Join(t.TempDir(), "events.db")
-		return func() events.Store {
-			s, err := sqlitestore.Open(context.Background(), path, sqlitestore.Options{Clock: clock, PollInterval: 20 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-	},
-	Corrupt: func(t testing.TB, s events.Store, position int64, typ string, payload []byte) {
-		if err := s.(*sqlitestore.Store).ExecForTest(`UPDATE events SET type = ?, payload = ? WHERE position = ?`, typ, payload, position); err != nil {
-			t.Fatal(err)
-		}
-	},
-}
-
 func TestConformance(t *testing.T) {
-	storetest.Run(t, Backend)
+	storetest.Run(t, storetest.SQLite)
 }
 
 func TestTwoStoresOnOneFile(t *testing.T) {

@@ -499,10 +499,24 @@ func meetsHard(attrs map[string]string, cs []*events.Constraint) bool {
 	return true
 }
 
-// Do decides cmd against the cell and applies its events; it reports
-// whether any came out. Tests use it to add what the random steps do not
-// (price sheets, closing a billing period) to a history.
-func (s *Sim) Do(cmd commands.Command) bool { return s.do(cmd) }
+// SetPriceSheet has an admin set the default price sheet
+// (commands.DefaultPriceSheet) as edit changes it (nil: as it is) and
+// reports whether it was accepted. With CloseBillingPeriod it adds to a
+// history what the random steps do not, so that the Infrastore's tests
+// read billing histories without driving the commands themselves.
+func (s *Sim) SetPriceSheet(edit func(*events.PriceSheetSet)) bool {
+	sheet := commands.DefaultPriceSheet()
+	if edit != nil {
+		edit(sheet)
+	}
+	return s.do(commands.SetPriceSheet{Meta: admin, Sheet: sheet})
+}
+
+// CloseBillingPeriod has an admin close the billing period that starts at
+// start and reports whether it was accepted.
+func (s *Sim) CloseBillingPeriod(start time.Time) bool {
+	return s.do(commands.CloseBillingPeriod{Meta: admin, Start: start})
+}
 
 // Silence cuts one machine with running tasks off, as a partition would:
 // no poll reaches its agent and no usage window of it is cut until

@@ -6,12 +6,12 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/corralhq/corral/internal/googletrace"
 	"github.com/corralhq/corral/scheduler"
+	"github.com/corralhq/corral/scheduler/googletrace"
 )
 
 // The public Google trace (clusterdata-2011-2) as a cell: its tasks'
-// requests on the published machine mix (internal/googletrace).
+// requests on the published machine mix (scheduler/googletrace).
 
 // GoogleCellMachines is the cell's size in the trace.
 const GoogleCellMachines = googletrace.CellMachines

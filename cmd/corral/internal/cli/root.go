@@ -33,7 +33,7 @@ const DefaultMaster = "127.0.0.1:7070"
 // Infra is an open Infrastore file, as the corral command uses it.
 type Infra interface {
 	api.Analytics
-	Run(ctx context.Context, store events.Store) error
+	Run(ctx context.Context, store events.Tailer) error
 	Rebuild(ctx context.Context, store events.Reader) (int64, error)
 	ImportGoogleTrace(ctx context.Context, dir string) (string, error)
 	Position(ctx context.Context) (int64, error)

@@ -16,7 +16,6 @@ import (
 	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/webui"
-	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/fauxmaster"
 	"github.com/corralhq/corral/projections"
 )
@@ -64,7 +63,14 @@ func (a webAccess) login() func(context.Context, string) (auth.Identity, error) 
 	}
 }
 
-func webHandler(svc *api.Service, m *master.Master, store events.Store, logs webui.Logs, replay func(context.Context, webui.ReplayRequest) (*fauxmaster.Report, error),
+// webLog is what the web UI reads of the log: task histories by stream,
+// and the window the what-if page replays.
+type webLog interface {
+	webui.Streams
+	projections.Source
+}
+
+func webHandler(svc *api.Service, m *master.Master, store webLog, logs webui.Logs, replay func(context.Context, webui.ReplayRequest) (*fauxmaster.Report, error),
 	cell string, access webAccess, rm *runningMaster, log *slog.Logger) (http.Handler, func()) {
 	mux := http.NewServeMux()
 	ui, err := webui.New(webui.Config{API: redactedAPI{svc}, Cell: m, Streams: store, Log: store, Replay: replay, Logs: logs, Logger: log, LossHold: m.LossHold,

@@ -86,7 +86,7 @@ func (s *Store) Position(ctx context.Context) (int64, error) { return s.is.Posit
 
 // Run ingests the log until ctx ends (infrastore.Infrastore.Run: catch up,
 // then follow the event feed, rebuilding a file of another schema version).
-func (s *Store) Run(ctx context.Context, store events.Store) error {
+func (s *Store) Run(ctx context.Context, store events.Tailer) error {
 	if err := s.is.Run(ctx, store); ctx.Err() == nil {
 		return err
 	}
