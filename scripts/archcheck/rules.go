@@ -42,7 +42,7 @@ var Parts = []Part{
 		Owns: "DuckDB: the log's tables, SQL, billing; with cmd the only importer of DuckDB"},
 	{Name: "cmd", Paths: []string{"cmd"}, Imports: []string{"events", "projections", "scheduler", "agent", "commands", "fauxmaster", "operations", "infrastore"},
 		Owns: "the one binary, `corral`"},
-	{Name: "test kits", Paths: []string{"internal", "events/storetest", "events/golden", "commands/commandtest", "agent/agentsim"}, Kit: true,
+	{Name: "test kits", Paths: []string{"internal", "events/storetest", "events/golden", "commands/commandtest", "commands/api/apitest", "agent/agentsim"}, Kit: true,
 		Imports: []string{"events", "projections", "scheduler", "agent", "commands", "fauxmaster", "operations", "infrastore"},
 		Owns:    "what tests share: real PostgreSQL (`internal/pgtest`), the store conformance suite, golden histories and their generator, the cell simulation, simulated agents"},
 	{Name: "tools", Paths: []string{"scripts", "tools"},
