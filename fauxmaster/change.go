@@ -198,8 +198,9 @@ func (c Change) removals(machines int) int {
 
 // ParseRemove reads "10%" (or "10").
 func ParseRemove(s string) (float64, error) {
-	v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
-	if err != nil || math.IsNaN(v) || v < 0 || v > 100 {
+	num := strings.TrimSuffix(strings.TrimSpace(s), "%")
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || strings.ContainsAny(num, "_xXpP") || math.IsNaN(v) || v < 0 || v > 100 {
 		return 0, fmt.Errorf("remove: %q is not a percentage from 0 to 100", s)
 	}
 	return v, nil
@@ -224,8 +225,11 @@ func ParseMachines(s string) (MachineGroup, error) {
 	}
 	cores, _ := strconv.ParseFloat(m[2], 64)
 	gib, _ := strconv.ParseFloat(m[3], 64)
-	if cores <= 0 || cores > 1e5 || gib <= 0 || gib > 1e6 {
-		return MachineGroup{}, fmt.Errorf("add: %q: cores must be in (0, 100000] and GiB in (0, 1000000]", s)
+	// Bounded as the machine registers them: at least a millicore and a
+	// thousandth of a GiB, so a shape the form takes is one the replay
+	// takes.
+	if cores < 0.001 || cores > 1e5 || gib < 0.001 || gib > 1e6 {
+		return MachineGroup{}, fmt.Errorf("add: %q: cores must be in [0.001, 100000] and GiB in [0.001, 1000000]", s)
 	}
 	g := MachineGroup{Count: n, Capacity: projections.Resources{CPUMilli: int64(cores * 1000), MemoryBytes: int64(gib * (1 << 30)),
 		DiskBytes: 1 << 40, Ports: 1000}}

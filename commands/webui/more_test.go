@@ -538,6 +538,10 @@ func TestWhatIfPage(t *testing.T) {
 	for q, field := range map[string]string{
 		"remove=150%25": "remove", "add=3x0c1g": "add", "policy=fastest": "policy", "from=yesterday": "from",
 		"from=-4": "from", "to=2999-01-01T00:00:00Z": "to",
+		// A shape whose cores or memory round to nothing, and a
+		// percentage in Go's digit separators.
+		"add=1x0.0001c1g": "add", "add=1x1c0.0000000001g": "add", "remove=1_0": "remove",
+		"add=1x1c1g&add=--store=/etc/passwd": "add", "policy=--help": "policy",
 	} {
 		code, body := c.get(t, "/sim?run=1&"+q)
 		if code != http.StatusBadRequest || !strings.Contains(body, field+":") {

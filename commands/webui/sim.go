@@ -48,7 +48,8 @@ type simRow struct {
 
 func (h *Handler) sim(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	d := simData{From: q.Get("from"), To: q.Get("to"), Remove: q.Get("remove"), Add: q.Get("add"), Policy: q.Get("policy")}
+	// add may come once with shapes apart, or once per shape.
+	d := simData{From: q.Get("from"), To: q.Get("to"), Remove: q.Get("remove"), Add: strings.Join(q["add"], " "), Policy: q.Get("policy")}
 	if h.cfg.Log == nil || h.cfg.Replay == nil {
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("this web UI was started without the cell's log or a way to replay it: run corral sim"))
 		return
@@ -85,7 +86,11 @@ func (h *Handler) sim(w http.ResponseWriter, r *http.Request) {
 	}
 	to = min(to, head)
 	if from >= to {
-		h.fail(w, r, http.StatusBadRequest, &badParam{"from", fmt.Sprintf("the window from %d to %d holds no event", from, to)})
+		field := "from"
+		if to == 0 {
+			field = "to" // before the log's first event
+		}
+		h.fail(w, r, http.StatusBadRequest, &badParam{field, fmt.Sprintf("the window from %d to %d holds no event", from, to)})
 		return
 	}
 	rep, err := h.cfg.Replay(ctx, ReplayRequest{User: h.viewerName(r), From: from, To: to, Change: args})

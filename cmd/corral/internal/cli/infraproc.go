@@ -169,6 +169,7 @@ func (p *infraProcess) container() cgroup.Container {
 		p.log.Warn("the Infrastore process runs without a cgroup: its memory is bounded by DuckDB's memory_limit only", "note", note, "err", err)
 		return nil
 	}
+	sweepDeadMasters(mgr, p.log)
 	c, err := mgr.Create(fmt.Sprintf("master-%d", os.Getpid()), cgroup.Limits{MemoryBytes: p.limits.memoryBytes})
 	if err != nil {
 		p.log.Warn("the Infrastore process runs without a cgroup", "err", err)

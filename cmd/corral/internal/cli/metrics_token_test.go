@@ -44,7 +44,7 @@ func TestAgentMetricsAskForTheScrapeToken(t *testing.T) {
 		token string
 		want  map[string]int // Authorization header -> status of /metrics
 	}{
-		{"with a token", token, map[string]int{"": 401, "Bearer wrong": 401, "Bearer " + token: 200, token: 401}},
+		{"with a token", token, map[string]int{"": 401, "Bearer wrong": 401, "Bearer " + token: 200, "bearer " + token: 200, token: 401, "Basic " + token: 401}},
 		{"without one", "", map[string]int{"": 401, "Bearer " + token: 401, "Bearer ": 401}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -94,5 +94,18 @@ func TestAgentMetricsAskForTheScrapeToken(t *testing.T) {
 				t.Errorf("/healthz without a token: %d, want 200", code)
 			}
 		})
+	}
+}
+
+// A token file without --certs would guard nothing (an agent without
+// certificates obeys anyone): refused, naming the flags.
+func TestMetricsTokenFileNeedsCerts(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "scrape.token")
+	if err := os.WriteFile(file, []byte("0123456789abcdef0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := run(t, "agent", "--name", "m1", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--metrics-token-file", file)
+	if code != ExitUsage || !strings.Contains(stderr, "--metrics-token-file") || !strings.Contains(stderr, "--certs") {
+		t.Fatalf("exit %d, want a usage error naming --metrics-token-file and --certs:\n%s", code, stderr)
 	}
 }

@@ -205,6 +205,7 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 			wg.Wait()
 			return err
 		}
+		defer sims.close()
 		handler, closeUI := webHandler(svc, m, store, svc, sims.Replay, o.cell, access, rm, log)
 		web = &http.Server{Handler: mops.handler(m, access.tokens, handler, log), ReadHeaderTimeout: 10 * time.Second}
 		web.RegisterOnShutdown(closeUI)

@@ -93,6 +93,12 @@ type simProcess struct {
 	byUser map[string]int
 	total  int
 	n      atomic.Int64 // names each replay's cgroup
+
+	// stop ends every replay (close); running counts those not yet
+	// cleaned up after.
+	ctx     context.Context
+	stop    context.CancelFunc
+	running sync.WaitGroup
 }
 
 func newSimProcess(store string, limits simLimits, log *slog.Logger) (*simProcess, error) {
@@ -101,13 +107,71 @@ func newSimProcess(store string, limits simLimits, log *slog.Logger) (*simProces
 		return nil, fmt.Errorf("finding the corral binary to run what-if replays: %w", err)
 	}
 	p := &simProcess{self: self, store: store, limits: limits, log: log, byUser: map[string]int{}}
+	p.ctx, p.stop = context.WithCancel(context.Background())
 	mgr, note, err := cgroup.Detect("auto", "corral-sim")
 	if err != nil || mgr.Mode() == cgroup.ModeSampling {
 		log.Warn("what-if replays run without a cgroup: their memory is bounded by GOMEMLIMIT only", "note", note, "err", err)
 	} else {
 		p.mgr = mgr
+		sweepDeadMasters(mgr, log)
 	}
 	return p, nil
+}
+
+// close stops every replay running (its viewer gets Unavailable) and
+// waits, a few seconds at most, until their processes and cgroups are gone.
+func (p *simProcess) close() {
+	p.stop()
+	done := make(chan struct{})
+	go func() { p.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		p.log.Warn("what-if replays still running 10s after the master stopped them")
+	}
+}
+
+// sweepDeadMasters removes the empty cgroups, under mgr, of masters that
+// are gone (named master-PID..., the PID not running): a master killed
+// with SIGKILL leaves its replays' and its Infrastore's cgroups behind,
+// and a restart runs under another PID. A cgroup with a process in it is
+// never touched.
+func sweepDeadMasters(mgr cgroup.Manager, log *slog.Logger) {
+	names, err := mgr.List()
+	if err != nil {
+		return
+	}
+	swept := 0
+	for _, name := range names {
+		rest, ok := strings.CutPrefix(name, "master-")
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.SplitN(rest, "-", 2)[0])
+		if err != nil || pid <= 0 || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		c, err := mgr.Open(name)
+		if err != nil {
+			continue
+		}
+		if pids, err := c.Pids(); err != nil || len(pids) > 0 {
+			continue
+		}
+		if c.Destroy() == nil {
+			swept++
+		}
+	}
+	if swept > 0 {
+		log.Info("removed the empty cgroups of masters that are gone", "cgroups", swept)
+	}
+}
+
+// processAlive reports whether pid names a process (one of another user's
+// too).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // take holds a slot for user's replay, or refuses naming the cap.
@@ -146,8 +210,11 @@ func (p *simProcess) Replay(ctx context.Context, r webui.ReplayRequest) (*fauxma
 		return nil, err
 	}
 	defer release()
+	p.running.Add(1)
+	defer p.running.Done()
 	ctx, cancel := context.WithTimeout(ctx, p.limits.timeout)
 	defer cancel()
+	defer context.AfterFunc(p.ctx, cancel)()
 
 	args := append([]string{"sim", "--from", strconv.FormatInt(r.From, 10), "--to", strconv.FormatInt(r.To, 10),
 		"-o", "json", "--differences", strconv.Itoa(webui.SimDifferences)}, r.Change.Flags()...)
@@ -184,9 +251,16 @@ func (p *simProcess) Replay(ctx context.Context, r webui.ReplayRequest) (*fauxma
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-waited
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		took := time.Since(start).Round(time.Millisecond)
+		switch {
+		case p.ctx.Err() != nil:
+			p.log.Info("what-if replay stopped with the master", "user", r.User, "took", took)
+			return nil, status.Error(codes.Unavailable, "the master is stopping: retry the replay when it is back")
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			p.log.Info("what-if replay past its time", "user", r.User, "from", r.From, "to", r.To, "took", took, "limit", p.limits.timeout)
 			return nil, status.Errorf(codes.DeadlineExceeded, "the replay ran past its time limit (%s, --sim-timeout): replay a shorter window (from, to)", p.limits.timeout)
 		}
+		p.log.Info("what-if replay stopped: its viewer left", "user", r.User, "took", took)
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	var peak int64
@@ -202,13 +276,17 @@ func (p *simProcess) Replay(ctx context.Context, r webui.ReplayRequest) (*fauxma
 		var ee *exec.ExitError
 		killed := errors.As(runErr, &ee) && ee.Sys().(syscall.WaitStatus).Signaled() && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL
 		switch {
-		case oom || killed || strings.Contains(msg, "out of memory"):
+		// Killed where its cgroup saw no OOM: by someone, not its memory.
+		// Without a cgroup a SIGKILL is most likely the kernel's OOM killer.
+		case oom || killed && cg == nil || strings.Contains(msg, "out of memory"):
 			return nil, status.Errorf(codes.OutOfRange, "the replay needed more than its memory (%s, --sim-memory): replay a shorter window or add fewer machines",
 				projections.FormatBytes(p.limits.memoryBytes))
+		case killed:
+			return nil, status.Error(codes.Unavailable, "the replay's process was killed before it finished (not at its memory): retry")
 		case errors.As(runErr, &ee) && ee.ExitCode() == ExitUsage:
-			return nil, status.Error(codes.InvalidArgument, strings.TrimPrefix(lastLine(msg), "corral: "))
+			return nil, status.Error(codes.InvalidArgument, strings.TrimPrefix(errorLine(msg), "corral: "))
 		}
-		return nil, status.Errorf(codes.Internal, "the what-if replay failed: %v: %s", runErr, lastLine(msg))
+		return nil, status.Errorf(codes.Internal, "the what-if replay failed: %v: %s", runErr, errorLine(msg))
 	}
 	if stdout.Len() >= maxSimReport {
 		return nil, status.Errorf(codes.Internal, "the what-if replay's report passed %s", projections.FormatBytes(maxSimReport))
@@ -237,9 +315,15 @@ func (l *limitedWriter) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-func lastLine(s string) string {
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
+// errorLine is the line of a corral command's stderr that says what went
+// wrong (the last "corral: " line; a usage hint follows it), else its last
+// line.
+func errorLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "corral: ") {
+			return lines[i]
+		}
 	}
-	return s
+	return lines[len(lines)-1]
 }

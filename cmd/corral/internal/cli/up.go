@@ -108,6 +108,9 @@ stops; the next agent on the same --data adopts them.`,
 				return err
 			}
 			r := &agentRun{cfg: cfg, masters: masters, stopTasks: stopTasks, log: log, http: httpAddr}
+			if metricsTokenFile != "" && (certs == "" || httpAddr == "") {
+				return usageErr("--metrics-token-file guards the /metrics of --http in a cell with --certs: give both (an agent without --certs obeys anyone, and serves /metrics to anyone)")
+			}
 			if httpAddr != "" && certs != "" {
 				// A cell with certificates keeps its task names to those it
 				// trusts: the agent's series name users and jobs.
