@@ -443,30 +443,6 @@ func TestPreemptionAvoidedWhenRoomElsewhere(t *testing.T) {
 	}
 }
 
-func TestPlacementEvents(t *testing.T) {
-	m := machineOf("m1", 8, 64)
-	m.Version = 42
-	m.Tasks = []PlacedTask{placedOf("u", "be", 3, 0, res(8000, 1), res(8000, 1))}
-	p := PendingTask{Ref: ref("alice", "web", 7), Priority: 9, SpecVersion: 5, Resources: Resources{CPU: 2000, Ports: 2}}
-	plan := Schedule(&Cell{Machines: []*Machine{m}, Pending: []PendingTask{p}}, DefaultConfig(), 1)
-	if len(plan.Placements) != 1 {
-		t.Fatalf("placements: %+v", plan)
-	}
-	pl := &plan.Placements[0]
-	ev := pl.Event()
-	if ev.GetUser() != "alice" || ev.GetJob() != "web" || ev.GetIndex() != 7 || ev.GetMachine() != "m1" ||
-		ev.GetSpecVersion() != 5 || ev.GetMachineVersion() != 42 || ev.GetMachinesExamined() != 1 ||
-		!slices.Equal(ev.GetPorts(), []int32{30000, 30001}) || len(ev.GetPreempted()) != 1 ||
-		ev.GetPreempted()[0].GetJob() != "be" || ev.GetPreempted()[0].GetIndex() != 3 {
-		t.Errorf("TaskScheduled: %v", ev)
-	}
-	evs := pl.EvictionEvents()
-	if len(evs) != 1 || evs[0].GetReason() != "preempted" || evs[0].GetMachine() != "m1" ||
-		evs[0].GetPreemptor().GetJob() != "web" || evs[0].GetJob() != "be" {
-		t.Errorf("TaskEvicted: %v", evs)
-	}
-}
-
 func TestPortsAssigned(t *testing.T) {
 	m := machineOf("m1", 64, 64)
 	m.Capacity[Ports] = 6
