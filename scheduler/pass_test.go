@@ -81,6 +81,48 @@ func TestConstraintOps(t *testing.T) {
 	}
 }
 
+// Every operator of Ops takes the values its arity says and no other
+// count, is named in the message that lists them, and the matcher knows it:
+// a machine with the attribute is judged without falling to the default.
+func TestOpsListedOnce(t *testing.T) {
+	for _, op := range Ops {
+		t.Run(string(op), func(t *testing.T) {
+			lo, hi := op.Values()
+			values := func(n int) []string { return slices.Repeat([]string{"1"}, n) }
+			if err := (Constraint{Attribute: "a", Op: op, Values: values(lo)}).validate(); err != nil {
+				t.Errorf("%d values: %v", lo, err)
+			}
+			if lo > 0 {
+				if err := (Constraint{Attribute: "a", Op: op, Values: values(lo - 1)}).validate(); err == nil {
+					t.Errorf("%d values accepted", lo-1)
+				}
+			}
+			if hi >= 0 {
+				if err := (Constraint{Attribute: "a", Op: op, Values: values(hi + 1)}).validate(); err == nil {
+					t.Errorf("%d values accepted", hi+1)
+				}
+			}
+			if !strings.Contains(OpNames(), string(op)) {
+				t.Errorf("OpNames() = %q leaves it out", OpNames())
+			}
+			if !op.Valid() {
+				t.Error("not valid")
+			}
+			c := compileConstraint(Constraint{Attribute: "a", Op: op, Values: values(lo)})
+			matched := false
+			for _, attrs := range []map[string]string{{"a": "0"}, {"a": "1"}, {"a": "2"}} {
+				matched = matched || c.matches(attrs)
+			}
+			if !matched {
+				t.Error("the matcher matches no machine: it does not know the operator")
+			}
+		})
+	}
+	if Op("~").Valid() {
+		t.Error(`"~" is valid`)
+	}
+}
+
 func TestConstraintValidate(t *testing.T) {
 	tests := []struct {
 		c    Constraint
@@ -88,7 +130,7 @@ func TestConstraintValidate(t *testing.T) {
 	}{
 		{Constraint{Attribute: "a", Op: OpEq, Values: []string{"x"}}, ""},
 		{Constraint{Op: OpEq, Values: []string{"x"}}, "attribute: empty"},
-		{Constraint{Attribute: "a", Op: OpEq}, "takes one value"},
+		{Constraint{Attribute: "a", Op: OpEq}, "needs exactly one value"},
 		{Constraint{Attribute: "a", Op: OpIn}, "one or more"},
 		{Constraint{Attribute: "a", Op: OpExists, Values: []string{"x"}}, "takes no value"},
 		{Constraint{Attribute: "a", Op: "~"}, "want one of"},
