@@ -291,3 +291,19 @@ func TestDrainingMachineShowsWhatHoldsIt(t *testing.T) {
 	_, body = c.get(t, "/")
 	mustContain(t, "/", body, "draining, 1 tasks left")
 }
+
+// Every type of the events catalogue is offered by the events page's type
+// filter, and filtering on it is a page, not an error: a new type is
+// filterable the day it is registered.
+func TestEveryEventTypeFilterable(t *testing.T) {
+	c := openCell(t, smallCell())
+	_, body := c.get(t, "/events")
+	for _, typ := range events.Types() {
+		if !strings.Contains(body, "<option>"+typ+"</option>") && !strings.Contains(body, "<option selected>"+typ+"</option>") {
+			t.Errorf("the events page's type filter leaves out %s", typ)
+		}
+		if code, page := c.get(t, "/events?type="+typ); code != http.StatusOK || !strings.Contains(page, "<option selected>"+typ+"</option>") {
+			t.Errorf("GET /events?type=%s: %d, the filter not kept", typ, code)
+		}
+	}
+}
