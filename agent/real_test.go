@@ -22,6 +22,7 @@ import (
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/agent/cgroup"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 	"google.golang.org/grpc"
 )
 
@@ -34,48 +35,8 @@ var testParents atomic.Int64
 func testCgroupParent(t *testing.T) string {
 	t.Helper()
 	top := fmt.Sprintf("corral-test-%d-%d", os.Getpid(), testParents.Add(1))
-	t.Cleanup(func() { removeTestCgroups(t, top) })
+	t.Cleanup(func() { testkit.RemoveCgroups(t, top) })
 	return top + "/m1"
-}
-
-func removeTestCgroups(t *testing.T, top string) {
-	ms, err := cgroup.Mounts()
-	if err != nil {
-		return
-	}
-	for _, m := range ms {
-		root := filepath.Join(m.Path, top)
-		if _, err := os.Stat(root); err != nil {
-			continue
-		}
-		// Deepest first: a cgroup with children cannot be removed.
-		var dirs []string
-		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		slices.Reverse(dirs)
-		for _, d := range dirs {
-			for i := 0; i < 200; i++ {
-				if pids, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
-					for _, f := range strings.Fields(string(pids)) {
-						var pid int
-						fmt.Sscan(f, &pid)
-						_ = syscall.Kill(pid, syscall.SIGKILL)
-					}
-				}
-				if err := syscall.Rmdir(d); err == nil || err == syscall.ENOENT {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-		if _, err := os.Stat(root); err == nil {
-			t.Errorf("test cgroup %s left behind", root)
-		}
-	}
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -26,10 +26,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/corralhq/corral/agent"
-	"github.com/corralhq/corral/agent/cgroup"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -297,7 +297,7 @@ func (c *linkCell) cleanup() {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 	}
-	removeCgroups(c.t, c.cgroups)
+	testkit.RemoveCgroups(c.t, c.cgroups)
 	for _, px := range c.proxies {
 		px.close()
 	}
@@ -311,47 +311,6 @@ func (c *linkCell) cleanup() {
 		}
 	}
 	c.stopMaster()
-}
-
-// removeCgroups removes the cgroups under top in every hierarchy, killing
-// what still runs in them, deepest first.
-func removeCgroups(t testing.TB, top string) {
-	ms, err := cgroup.Mounts()
-	if err != nil {
-		return
-	}
-	for _, m := range ms {
-		root := filepath.Join(m.Path, top)
-		if _, err := os.Stat(root); err != nil {
-			continue
-		}
-		var dirs []string
-		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		slices.Reverse(dirs)
-		for _, d := range dirs {
-			for i := 0; i < 200; i++ {
-				if pids, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
-					for _, f := range strings.Fields(string(pids)) {
-						if pid, err := strconv.Atoi(f); err == nil {
-							_ = syscall.Kill(pid, syscall.SIGKILL)
-						}
-					}
-				}
-				if err := syscall.Rmdir(d); err == nil || err == syscall.ENOENT {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-		if _, err := os.Stat(root); err == nil {
-			t.Errorf("test cgroup %s left behind", root)
-		}
-	}
 }
 
 // spec is a job of this cell: its tasks carry the cell's marker.

@@ -25,6 +25,7 @@ import (
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/ops"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // cell is a whole cell in one process, wired as `corral master` wires it:
@@ -38,27 +39,10 @@ type cell struct {
 	addr   string // gRPC
 	web    string // HTTP
 	client apipb.CellClient
-	logs   *syncBuffer
+	logs   *testkit.SyncBuffer
 
 	mu     sync.Mutex
 	agents map[string]string // machine -> its HTTP address
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // fakeAnalytics stands for the Infrastore: it has ingested what its
@@ -84,7 +68,7 @@ func (f fakeAnalytics) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.B
 func startCell(t *testing.T, store events.Store, machines int) *cell {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	level := new(slog.LevelVar)
 	log, err := ops.NewLogger(logs, "json", level)
 	if err != nil {

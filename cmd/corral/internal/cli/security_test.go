@@ -9,11 +9,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // run runs the corral command with env as its whole environment.
 func runEnv(ctx context.Context, env map[string]string, args ...string) (int, string, string) {
-	var out, errb lockedBuffer
+	var out, errb testkit.SyncBuffer
 	code := Main(ctx, args, Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
 	return code, out.String(), errb.String()
 }
@@ -49,7 +51,7 @@ func TestMasterWithCertsAndTokens(t *testing.T) {
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan int, 1)
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	go func() {
 		done <- Main(ctx, []string{"master", "--certs", certs, "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr},
 			Env{Stdout: io.Discard, Stderr: &logs, Getenv: func(string) string { return "" }})
@@ -187,7 +189,7 @@ func TestMetricsNeedAnAdminToken(t *testing.T) {
 	addr, httpAddr := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan int, 1)
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	go func() {
 		done <- Main(ctx, []string{"master", "--certs", certs, "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr, "--http", httpAddr},
 			Env{Stdout: io.Discard, Stderr: &logs, Getenv: func(string) string { return "" }})
