@@ -207,6 +207,21 @@ func (c *linkCell) stopMaster() {
 
 func (c *linkCell) m() *master.Master { return c.master.m }
 
+// waitPolls waits until the master has made n more rounds of polls, as
+// many polls (answered or not) as n times the machines it knows: "a poll
+// or two more" as a condition, not a length of time.
+func (c *linkCell) waitPolls(n int) {
+	c.t.Helper()
+	lm := c.master
+	polls := func() int64 { return lm.stats.Polls.Load() + lm.stats.Failures.Load() }
+	machines := 0
+	lm.m.View(func(s *projections.State) { machines = len(s.Machines) })
+	want := polls() + int64(n*max(machines, 1))
+	testkit.Eventually(c.t, time.Duration(n+20)*c.linkCfg.Interval, fmt.Sprintf("%d more rounds of polls of %d machines", n, machines), func() (bool, string) {
+		return polls() >= want, fmt.Sprintf("%d of %d polls", polls(), want)
+	})
+}
+
 // startAgent starts (or starts again, on the same data dir) an agent
 // process. With viaProxy the master reaches it only through a proxy the
 // test can cut.
@@ -437,7 +452,7 @@ func alive(pid int) bool {
 func (c *linkCell) runningOn(job string, n int, timeout time.Duration, ok func(machine string) bool) map[int32]taskView {
 	c.t.Helper()
 	var ts map[int32]taskView
-	eventually(c.t, timeout, fmt.Sprintf("%d tasks of %s running", n, job), func() (bool, string) {
+	testkit.Eventually(c.t, timeout, fmt.Sprintf("%d tasks of %s running", n, job), func() (bool, string) {
 		ts = c.tasks(job)
 		procs := c.procs(job)
 		running := 0

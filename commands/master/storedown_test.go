@@ -18,6 +18,7 @@ import (
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/pgstore"
 	"github.com/corralhq/corral/internal/pgtest"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // newLinkCellOn is newLinkCell on a given store.
@@ -167,7 +168,7 @@ func TestStoreDownTasksRunOnAndWritesResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := time.Now()
-	eventually(t, 30*time.Second, "a write acknowledged after the store came back", func() (bool, string) { return w.okSince(up), "" })
+	testkit.Eventually(t, 30*time.Second, "a write acknowledged after the store came back", func() (bool, string) { return w.okSince(up), "" })
 	resumed := time.Since(up)
 	stopWriter()
 	<-done

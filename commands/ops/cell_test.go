@@ -227,25 +227,9 @@ func (m metrics) has(name string) bool {
 	return false
 }
 
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
-}
-
 func (c *cell) waitMachines(n int) {
 	c.t.Helper()
-	eventually(c.t, 15*time.Second, fmt.Sprintf("%d machines up and polled", n), func() (bool, string) {
+	testkit.Eventually(c.t, 15*time.Second, fmt.Sprintf("%d machines up and polled", n), func() (bool, string) {
 		ms, err := c.client.ListMachines(as("root"), &apipb.ListMachinesRequest{})
 		if err != nil {
 			return false, err.Error()

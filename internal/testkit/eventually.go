@@ -26,10 +26,16 @@ func Poll(within time.Duration, cond func() bool) bool {
 }
 
 // Eventually waits until cond holds, failing the test with what was
-// waited for when within passes first.
-func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+// waited for, and what cond last said of it, when within passes first.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	if !Poll(within, cond) {
-		t.Fatalf("waited %v for %s", within, what)
+	var last string
+	held := Poll(within, func() bool {
+		ok, msg := cond()
+		last = msg
+		return ok
+	})
+	if !held {
+		t.Fatalf("%s: not within %s; last: %s", what, within, last)
 	}
 }
