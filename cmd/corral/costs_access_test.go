@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/commands/auth"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestCostsAreTheirOwners: on a real `corral up` run by the admin root,
@@ -45,7 +46,15 @@ func TestCostsAreTheirOwners(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(time.Second) // the master reads the tokens file again within a second of a change
+	// The master reads the tokens file again within a second of a change.
+	testkit.Eventually(t, 10*time.Second, "the new tokens accepted", func() (bool, string) {
+		for _, u := range []string{"alice", "bob"} {
+			if out, code := corral(envOf[u], "whoami"); code != 0 {
+				return false, u + ": " + out
+			}
+		}
+		return true, ""
+	})
 	job := filepath.Join(t.TempDir(), "work.jsonnet")
 	if err := os.WriteFile(job, []byte(`{name: 'work', priority: 'best-effort', count: 1, command: '/bin/sh',
   args: ['-c', 'while true; do :; done'], resources: {cpu: '50m', memory: '16MiB'}}`), 0o644); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -30,21 +31,25 @@ func TestProgressLine(t *testing.T) {
 	}
 }
 
-// A terminal gets the line redrawn in place and cleared at the end.
+// A terminal gets the line redrawn in place and cleared at the end. The
+// ticker runs on synctest's clock: two ticks pass without waiting for them.
 func TestShowProgressRedrawsOnATerminal(t *testing.T) {
-	var out bytes.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var p int64
-		showProgress(ctx, &out, true, 100, func() (int64, error) { p += 10; return p, nil })
-	}()
-	time.Sleep(1200 * time.Millisecond)
-	cancel()
-	<-done
-	s := out.String()
-	if !strings.Contains(s, "\r\033[K10 of 100 events") || !strings.HasSuffix(s, "\r\033[K") {
-		t.Fatalf("progress on a terminal: %q", s)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			var p int64
+			showProgress(ctx, &out, true, 100, func() (int64, error) { p += 10; return p, nil })
+		}()
+		time.Sleep(1200 * time.Millisecond) // the bubble's clock: two ticks of 500 ms
+		synctest.Wait()
+		cancel()
+		<-done
+		s := out.String()
+		if !strings.Contains(s, "\r\033[K10 of 100 events") || !strings.Contains(s, "\r\033[K20 of 100 events") || !strings.HasSuffix(s, "\r\033[K") {
+			t.Fatalf("progress on a terminal: %q", s)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -110,10 +111,11 @@ func TestMasterWithCertsAndTokens(t *testing.T) {
 		t.Errorf("job get shows the secret, or no <redacted>:\n%s", got)
 	}
 	must("token", "revoke", "bob")
-	time.Sleep(1100 * time.Millisecond) // the master reads the tokens file again within a second
-	if code, _, stderr := runEnv(bg, env, "job", "list"); code == ExitOK || !strings.Contains(stderr, "credentials") {
-		t.Fatalf("job list with a revoked token: exit %d %s", code, stderr)
-	}
+	// The master reads the tokens file again within a second.
+	testkit.Eventually(t, 5*time.Second, "the revoked token refused", func() (bool, string) {
+		code, _, stderr := runEnv(bg, env, "job", "list")
+		return code != ExitOK && strings.Contains(stderr, "credentials"), fmt.Sprintf("exit %d %s", code, stderr)
+	})
 	delete(env, "CORRAL_TOKEN")
 	delete(env, "CORRAL_CA")
 	if code, _, stderr := runEnv(bg, env, "job", "list"); code == ExitOK {
