@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -793,7 +792,7 @@ func TestRealCPUSharesAndQuota(t *testing.T) {
 }
 
 func TestLimitsFor(t *testing.T) {
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		appclass string
 		priority int32
 		milli    int64
@@ -805,19 +804,21 @@ func TestLimitsFor(t *testing.T) {
 		{"", 2, 500, cgroup.Limits{CPUShares: 51, CPUQuotaMilli: 500, MemoryBytes: 1 << 20}},
 		{"batch", 0, 0, cgroup.Limits{CPUShares: 2, MemoryBytes: 1 << 20}},
 	} {
-		got := limitsFor(&agentpb.TaskSpec{Appclass: tc.appclass, Priority: tc.priority,
-			Resources: &events.Resources{CpuMilli: tc.milli, MemoryBytes: 1 << 20}})
-		if got != tc.want {
-			t.Errorf("%q priority %d %d milli: %+v, want %+v", tc.appclass, tc.priority, tc.milli, got, tc.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			got := limitsFor(&agentpb.TaskSpec{Appclass: tc.appclass, Priority: tc.priority,
+				Resources: &events.Resources{CpuMilli: tc.milli, MemoryBytes: 1 << 20}})
+			if got != tc.want {
+				t.Errorf("%q priority %d %d milli: %+v, want %+v", tc.appclass, tc.priority, tc.milli, got, tc.want)
+			}
+		})
 	}
 }
 
 // Without cgroups the agent says so at start, and in every report.
 func TestSamplingModeIsAnnounced(t *testing.T) {
-	var log strings.Builder
+	var log testkit.SyncBuffer
 	a, err := New(Config{Name: "m1", DataDir: t.TempDir(), Cgroups: "sampling", MemoryLowWater: -1,
-		Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))})
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -829,15 +830,4 @@ func TestSamplingModeIsAnnounced(t *testing.T) {
 	if st.CgroupMode != agentpb.CgroupMode_CGROUP_MODE_SAMPLING || !strings.Contains(st.CgroupNote, "sampling") {
 		t.Errorf("report: %v %q", st.CgroupMode, st.CgroupNote)
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }

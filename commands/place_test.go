@@ -93,10 +93,12 @@ func TestPlaceTasksFitConstraintsAndPorts(t *testing.T) {
 		{Placement{Task: key("alice", "big", 0), Machine: "m0", MachineVersion: v}, "task alice/big/0 is scheduled, not pending"},
 		{Placement{Task: key("alice", "big", 1), Machine: "m9", MachineVersion: v}, `machine "m9" is not registered`},
 	} {
-		got := PlaceTasks{Meta: root, Placements: []Placement{tc.p}}.Check(c.s)
-		if len(got) != 1 || got[0].Reason != tc.want {
-			t.Errorf("got %v\nwant %s", got, tc.want)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			got := PlaceTasks{Meta: root, Placements: []Placement{tc.p}}.Check(c.s)
+			if len(got) != 1 || got[0].Reason != tc.want {
+				t.Errorf("got %v\nwant %s", got, tc.want)
+			}
+		})
 	}
 	// Proposed ports must be free and in the machine's range.
 	c.do(KillJob{Meta: alice, Name: "arm"})

@@ -42,6 +42,9 @@ type Placement struct {
 	Differences []Difference `json:"differences"`
 }
 
+// RefusedText lists the requests the simulated cell refused, by command.
+func (r *Report) RefusedText() string { return counts(r.Refused) }
+
 // SameShare is the share of recorded placements the simulation put on the
 // same machine.
 func (p Placement) SameShare() float64 {

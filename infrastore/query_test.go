@@ -161,10 +161,12 @@ func TestQueryInvalidInput(t *testing.T) {
 		{"SELECT 1", -time.Second, "timeout: must not be negative"},
 		{"SELECT '" + strings.Repeat("x", MaxQueryBytes) + "'", 0, "query: longer than"},
 	} {
-		_, err := s.Query(ctx, c.query, c.timeout)
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.field) {
-			t.Errorf("Query(%.20q, %v) = %v, want ErrInvalid naming %q", c.query, c.timeout, err, c.field)
-		}
+		t.Run(c.query, func(t *testing.T) {
+			_, err := s.Query(ctx, c.query, c.timeout)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.field) {
+				t.Errorf("Query(%.20q, %v) = %v, want ErrInvalid naming %q", c.query, c.timeout, err, c.field)
+			}
+		})
 	}
 	if _, err := s.Query(ctx, "SELEC 1", 0); err == nil || !strings.Contains(err.Error(), "syntax error") {
 		t.Errorf("syntax error: %v", err)
@@ -222,16 +224,18 @@ func TestQueryValuesAndLimits(t *testing.T) {
 		{`SELECT 1.5::DECIMAL(4,2)`, "1.50", false},
 		{`SELECT [1, NULL, 3]`, "[1,null,3]", false},
 	} {
-		res, err := s.Query(ctx, c.query, 0)
-		if err != nil {
-			t.Fatalf("%s: %v", c.query, err)
-		}
-		if len(res.Rows) != 1 {
-			t.Fatalf("%s: %d rows", c.query, len(res.Rows))
-		}
-		if text, null := res.Cell(0, 0); text != c.text || null != c.null {
-			t.Errorf("%s: cell %q null %v, want %q null %v", c.query, text, null, c.text, c.null)
-		}
+		t.Run(c.query, func(t *testing.T) {
+			res, err := s.Query(ctx, c.query, 0)
+			if err != nil {
+				t.Fatalf("%s: %v", c.query, err)
+			}
+			if len(res.Rows) != 1 {
+				t.Fatalf("%s: %d rows", c.query, len(res.Rows))
+			}
+			if text, null := res.Cell(0, 0); text != c.text || null != c.null {
+				t.Errorf("%s: cell %q null %v, want %q null %v", c.query, text, null, c.text, c.null)
+			}
+		})
 	}
 	res, err := s.Query(ctx, `SELECT repeat('x', 100000) FROM range(1000)`, 0)
 	if err != nil {

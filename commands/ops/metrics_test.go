@@ -136,10 +136,12 @@ func TestScrapeMovesWhenAJobRuns(t *testing.T) {
 		{"corral_jobs", []string{`state="dead"`}, 1},
 	}
 	for _, mv := range moved {
-		b, a := before.sum(mv.name, mv.labels...), after.sum(mv.name, mv.labels...)
-		if a-b < mv.min {
-			t.Errorf("%s%v went from %v to %v; want it up by %v or more", mv.name, mv.labels, b, a, mv.min)
-		}
+		t.Run(mv.name, func(t *testing.T) {
+			b, a := before.sum(mv.name, mv.labels...), after.sum(mv.name, mv.labels...)
+			if a-b < mv.min {
+				t.Errorf("%s%v went from %v to %v; want it up by %v or more", mv.name, mv.labels, b, a, mv.min)
+			}
+		})
 	}
 	if got := after.sum("corral_consumer_position", `consumer="infrastore"`); got < head {
 		t.Errorf("consumer infrastore at %v, behind the first scrape's head %v", got, head)

@@ -7,7 +7,9 @@
 // scripts/deadcode-check runs both and holds the output to one allow-list.
 //
 // Generated code (*.pb.go) is left out: its getters and reflection hooks
-// exist for every field whether corral calls them or not.
+// exist for every field whether corral calls them or not. A method that a
+// template calls by name is listed too (text/template finds it by
+// reflection): the allow-list names those, with the template.
 package main
 
 import (

@@ -20,9 +20,11 @@ func TestProgressLine(t *testing.T) {
 		{10_000_000, 10_000_000, 50 * time.Second, "10,000,000 of 10,000,000 events, 200,000 events/s"},
 		{999, 1000, time.Second, "999 of 1,000 events, 999 events/s, 0s left"},
 	} {
-		if got := progressLine(c.done, c.total, c.elapsed); got != c.want {
-			t.Errorf("progressLine(%d, %d, %s) = %q, want %q", c.done, c.total, c.elapsed, got, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			if got := progressLine(c.done, c.total, c.elapsed); got != c.want {
+				t.Errorf("progressLine(%d, %d, %s) = %q, want %q", c.done, c.total, c.elapsed, got, c.want)
+			}
+		})
 	}
 	for n, want := range map[int64]string{0: "0", 12: "12", 123: "123", 1234: "1,234", 1234567: "1,234,567", -1234: "-1,234"} {
 		if got := groupDigits(n); got != want {

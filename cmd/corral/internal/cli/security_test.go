@@ -236,9 +236,11 @@ func TestMetricsNeedAnAdminToken(t *testing.T) {
 		{"Bearer corral_not-a-token", "not known", http.StatusUnauthorized},
 		{"Bearer " + userTok, "admin", http.StatusForbidden},
 	} {
-		code, body := get(c.auth)
-		if code != c.code || !strings.Contains(body, c.want) || strings.Contains(body, "corral_") && strings.Contains(body, "# TYPE") {
-			t.Errorf("/metrics with %q: %d %.300q, want %d saying %q and no series", c.auth, code, body, c.code, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			code, body := get(c.auth)
+			if code != c.code || !strings.Contains(body, c.want) || strings.Contains(body, "corral_") && strings.Contains(body, "# TYPE") {
+				t.Errorf("/metrics with %q: %d %.300q, want %d saying %q and no series", c.auth, code, body, c.code, c.want)
+			}
+		})
 	}
 }
