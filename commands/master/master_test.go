@@ -23,6 +23,7 @@ import (
 	"github.com/corralhq/corral/events/pgstore"
 	"github.com/corralhq/corral/events/sqlitestore"
 	"github.com/corralhq/corral/internal/pgtest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -432,7 +433,9 @@ func TestFollowerRefusesWritesNamingTheLeader(t *testing.T) {
 	a := startReplica(t, "master-a", store)
 	waitLeading(t, a)
 	b := startReplica(t, "master-b", store)
-	time.Sleep(200 * time.Millisecond)
+	testkit.Eventually(t, 10*time.Second, "master-b following the log", func() (bool, string) {
+		return b.m.Position() >= a.m.Position(), fmt.Sprint(b.m.Position(), " of ", a.m.Position())
+	})
 	if b.m.Leading() {
 		t.Fatal("two leaders")
 	}

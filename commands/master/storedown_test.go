@@ -144,7 +144,11 @@ func TestStoreDownTasksRunOnAndWritesResume(t *testing.T) {
 	wctx, stopWriter := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); w.run(wctx, c.master.client, "sub") }()
-	time.Sleep(time.Second)
+	testkit.Eventually(t, 30*time.Second, "writes acknowledged before the outage", func() (bool, string) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.acked) >= 10, fmt.Sprint(len(w.acked), " acknowledged")
+	})
 
 	down := time.Now()
 	if err := pg.Stop(); err != nil {
