@@ -23,11 +23,6 @@ type TaskRef struct {
 	Index int32
 }
 
-// Events converts to the catalogue's message.
-func (r TaskRef) Events() *events.TaskRef {
-	return &events.TaskRef{User: r.User, Job: r.Job, Index: r.Index}
-}
-
 // String prints the task as Borg's name service does: index.job.user.
 func (r TaskRef) String() string {
 	return strconv.Itoa(int(r.Index)) + "." + r.Job + "." + r.User

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/tools/go/callgraph"
 	"golang.org/x/tools/go/callgraph/rta"
 	"golang.org/x/tools/go/packages"
 	"golang.org/x/tools/go/ssa"
@@ -84,7 +85,7 @@ func run(patterns []string) ([]string, error) {
 }
 
 // reflectionOnly: fn is an exported method of the module, written by hand,
-// and no call edge reaches it (every call, static, through an interface or
+// and no call reaches it (every call, static, through an interface or
 // through a func value, is an edge in the graph rta builds; reflection is
 // the one way in it adds without one).
 func reflectionOnly(fn *ssa.Function, res *rta.Result, module string) bool {
@@ -100,7 +101,27 @@ func reflectionOnly(fn *ssa.Function, res *rta.Result, module string) bool {
 		return false
 	}
 	node := res.CallGraph.Nodes[fn]
-	return node == nil || len(node.In) == 0
+	return node == nil || !called(node, map[*callgraph.Node]bool{})
+}
+
+// called reports whether some call reaches node: a call from hand-written
+// code, or from a wrapper the compiler writes (the pointer receiver's
+// method of a value method) that is itself called. A wrapper nothing calls
+// is reached by reflection too.
+func called(node *callgraph.Node, seen map[*callgraph.Node]bool) bool {
+	for _, e := range node.In {
+		caller := e.Caller
+		if caller.Func == nil || caller.Func.Synthetic == "" {
+			return true
+		}
+		if !seen[caller] {
+			seen[caller] = true
+			if called(caller, seen) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // methodName prints a method as deadcode does: Type.Method.
