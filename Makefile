@@ -5,15 +5,26 @@ PKGS    ?= ./...
 TESTFLAGS ?= -race -count=1 -timeout 25m
 
 .PHONY: test-kubepack kubepack
-.PHONY: test test-deps verify vet fmt-check staticcheck tidy-check proto-check deadcode arch-check test-only bench bench-events bench-sim borg-experiments google-replay soak proto build restart-load
+.PHONY: help check test test-deps verify vet fmt-check staticcheck tidy-check proto-check deadcode arch-check test-only bench bench-events bench-sim borg-experiments google-replay soak proto build restart-load
+
+# help lists the targets with the line that describes each (a "## " comment
+# after the target's name).
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-zA-Z_-]+):.*## (.*)/\1\t\2/' | expand -t 18
+
+# The loop for a change of a few minutes: everything verify checks, then
+# every package's tests with -short (the long scenarios, fuzzing, the
+# kubepack harness and -race are make test's).
+check: verify ## verify, then go test -short ./... (minutes; make test is CI's whole run)
+	$(GO) test -short -count=1 $(PKGS)
 
 # Besides Go, make test needs protoc, Chromium, the PostgreSQL server
 # binaries (each test binary starts its own server from them: no server
 # need run) and docker-compose; test-deps names what is missing and the
 # Debian packages that bring it (.ci/run installs them).
-test: test-deps verify test-only fuzz-short test-kubepack
+test: test-deps verify test-only fuzz-short test-kubepack ## what CI runs: verify, every test with -race, the fuzzers, kubepack
 
-test-deps:
+test-deps: ## name what make test needs and is missing
 	scripts/test-deps
 
 # Everything short of running the tests: formatting, vet, staticcheck, go.mod
@@ -22,33 +33,33 @@ test-deps:
 # architecture: imports between the parts, tests included, as
 # scripts/archcheck/rules.go allows them (and the README's table of parts
 # generated from it). The tools are pinned in go.mod.
-verify: fmt-check vet staticcheck tidy-check proto-check deadcode arch-check
+verify: fmt-check vet staticcheck tidy-check proto-check deadcode arch-check ## gofmt, vet, staticcheck, tidy, protos, deadcode, architecture
 
-vet:
+vet: ## go vet
 	$(GO) vet $(PKGS)
 
-fmt-check:
+fmt-check: ## gofmt -l is empty
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-staticcheck:
+staticcheck: ## staticcheck
 	$(GO) tool staticcheck $(PKGS)
 
-tidy-check:
+tidy-check: ## go.mod is tidy
 	$(GO) mod tidy -diff
 
-proto-check:
+proto-check: ## generated protobuf code is current
 	scripts/protogen --check
 
-deadcode:
+deadcode: ## code only tests reach (scripts/deadcode-check)
 	scripts/deadcode-check
 
-arch-check:
+arch-check: ## imports between the parts as scripts/archcheck/rules.go allows
 	$(GO) run ./scripts/archcheck
 
-test-only:
+test-only: ## every test with -race
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
-build:
+build: ## build bin/corral
 	$(GO) build -o bin/corral ./cmd/corral
 
 # A `corral up` with RESTART_TASKS small tasks and a 3-replica service,
@@ -59,28 +70,28 @@ build:
 # offer more (corral up --machine-cpu, --machine-memory). About 16 minutes
 # on 2 cores.
 RESTART_TASKS ?= 10000
-restart-load:
+restart-load: ## a corral up under load killed and restarted
 	cd cmd/corral && CORRAL_RESTART_TASKS=$(RESTART_TASKS) $(GO) test -count=1 -timeout 30m -v -run 'TestRestartUnderLoadKeepsServicesUp$$' .
 
 # The kube-scheduler harness (tools/kubepack) is a module of its own, so
 # that corral's module does not carry Kubernetes: vetted and tested here,
 # without -race (Kubernetes takes minutes to build with it, and the
 # harness's own code is the fake API server's few reactors).
-test-kubepack:
+test-kubepack: ## vet and test tools/kubepack
 	cd tools/kubepack && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
 # kube-scheduler v1.36 packing a workload on the machine prefixes corral's
 # compaction keeps (the README's "Cell compaction"). One packing of
 # synthetic-10k takes 5-19 minutes here, of OpenB under a minute.
 KUBEPACK ?= -workload openb -machines 1523 -profile default,binpack
-kubepack:
+kubepack: ## kube-scheduler packing a workload
 	cd tools/kubepack && $(GO) run . $(KUBEPACK)
 
 # Benchmarks whose figures the README's Performance section quotes. Each runs
 # several times so the median can be taken on a noisy machine.
 BENCHCOUNT ?= 5
 LARGE_HISTORY = projections/testdata/histories/large-1.jsonl.gz
-bench: $(LARGE_HISTORY)
+bench: $(LARGE_HISTORY) ## the README Performance benchmarks
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count $(BENCHCOUNT) ./events/ ./projections/ ./commands/ ./scheduler/... ./infrastore/ ./agent/...
 
 # The projections' benchmarks read a 1,000,000-event history written by the
@@ -89,28 +100,28 @@ $(LARGE_HISTORY):
 	$(GO) run ./internal/history/histgen -o $@
 
 # A week of a 1,000-machine cell replayed by the Fauxmaster (corral sim).
-bench-sim:
+bench-sim: ## a week of a 1,000-machine cell replayed
 	$(GO) test -run '^$$' -bench ReplayWeek -benchtime 1x -count 3 -timeout 30m ./fauxmaster/
 
 # The Borg paper's §5 experiments on the whole Google trace cell (make test
 # runs a 1% sample): policies, segregated prod and non-prod, bucketed
 # requests, 11 seeds each.
-borg-experiments:
+borg-experiments: ## the Borg paper section 5 experiments
 	$(GO) test ./scheduler/workload/ -run TestBorgExperiments -borg.share 1 -borg.seeds 11 -timeout 4h -v -count=1
 
 # The Google trace's seven hours replayed through corral as a cell: the
 # whole cell (12,583 machines, about 14 minutes here; GOOGLE_SHARE=0.25 for
 # a quarter, 50 s); make test replays a 2% slice.
 GOOGLE_SHARE ?= 1
-google-replay:
+google-replay: ## the Google trace replayed as a cell
 	$(GO) test ./fauxmaster/ -run TestGoogleTraceReplay -google.share $(GOOGLE_SHARE) -timeout 6h -v -count=1
 
-bench-events:
+bench-events: ## the events benchmarks
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count $(BENCHCOUNT) ./events/
 
 # Regenerate protobuf code (needs protoc; the plugins are built at the
 # versions go.mod pins).
-proto:
+proto: ## regenerate the protobuf code
 	scripts/protogen
 
 # A short run of every fuzzer (their seed corpora under testdata/fuzz run in
@@ -124,7 +135,7 @@ FUZZSCALE ?= 1
 FUZZERS  ?= ./commands/:FuzzDecodeSpec:20000 ./commands/:FuzzAdmission:10000 ./events/:FuzzDecode:50000 ./projections/:FuzzDecodeState:20000 \
             ./commands/auth/:FuzzSubmitRequest:1000 ./cmd/corral/:FuzzJobFile:2000 ./infrastore/:FuzzQueryGuard:500
 .PHONY: fuzz-short
-fuzz-short:
+fuzz-short: ## a short run of every fuzzer
 	@set -e; for f in $(FUZZERS); do pkg=$${f%%:*}; rest=$${f#*:}; name=$${rest%%:*}; n=$$(( $${rest##*:} * $(FUZZSCALE) )); \
 		echo "fuzz $$name in $$pkg for $${n} executions"; \
 		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $${n}x $$pkg; done
@@ -132,6 +143,6 @@ fuzz-short:
 # A long run: every fuzzer at 50 times its budget, then the whole-cell
 # simulation over as many seeds as fit in SOAKTIME.
 SOAKTIME ?= 10m
-soak:
+soak: ## long fuzzing and simulation
 	$(MAKE) fuzz-short FUZZSCALE=50
 	$(GO) test -run '^TestSim$$' -count=1 -timeout 0 ./internal/cellsim/ -sim.budget $(SOAKTIME) -v

@@ -252,17 +252,7 @@ func (a *Agent) MachineInfo(address string) *agentpb.MachineInfo {
 	}
 }
 
-func cgroupMode(m cgroup.Mode) agentpb.CgroupMode {
-	switch m {
-	case cgroup.ModeV1:
-		return agentpb.CgroupMode_CGROUP_MODE_V1
-	case cgroup.ModeV2:
-		return agentpb.CgroupMode_CGROUP_MODE_V2
-	case cgroup.ModeSampling:
-		return agentpb.CgroupMode_CGROUP_MODE_SAMPLING
-	}
-	return agentpb.CgroupMode_CGROUP_MODE_UNSPECIFIED
-}
+func cgroupMode(m cgroup.Mode) agentpb.CgroupMode { return agentpb.CgroupModeOf(string(m)) }
 
 func requestTask(r *agentpb.Request) *events.TaskRef {
 	switch k := r.Kind.(type) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 	"google.golang.org/grpc"
 )
 
@@ -34,7 +35,7 @@ func BenchmarkTaskStart(b *testing.B) {
 	ra.Agent = a
 	b.Cleanup(func() {
 		_ = a.Close()
-		removeTestCgroups(&testing.T{}, fmt.Sprintf("corral-test-%d-bench", os.Getpid()))
+		testkit.RemoveCgroups(b, fmt.Sprintf("corral-test-%d-bench", os.Getpid()))
 	})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

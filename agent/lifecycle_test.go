@@ -44,10 +44,12 @@ func TestAfterExit(t *testing.T) {
 		{"lost while the agent was down", onFailure, Counts{}, Exit{Code: -1, Lost: errors.New("gone")}, backoff, ReasonLost},
 		{"stopped while the agent was down", onFailure, Counts{}, Exit{Why: KillStop, KillReason: "bye", Code: -1, Lost: errors.New("gone")}, killed, "bye"},
 	} {
-		n := AfterExit(tc.p, tc.c, tc.e)
-		if n.State != tc.state || n.Reason != tc.reason || n.WillRestart != (tc.state == backoff) {
-			t.Errorf("%s: state %v reason %q restart %v, want %v %q", tc.name, n.State, n.Reason, n.WillRestart, tc.state, tc.reason)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			n := AfterExit(tc.p, tc.c, tc.e)
+			if n.State != tc.state || n.Reason != tc.reason || n.WillRestart != (tc.state == backoff) {
+				t.Errorf("%s: state %v reason %q restart %v, want %v %q", tc.name, n.State, n.Reason, n.WillRestart, tc.state, tc.reason)
+			}
+		})
 	}
 	// Backoff doubles with failures in a row, and a healthy run starts it
 	// over.

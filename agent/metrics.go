@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"strings"
@@ -244,19 +245,7 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(st.Epoch))
 	ch <- prometheus.MustNewConstMetric(descUnacked, prometheus.GaugeValue, float64(len(st.Events)))
 	ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(st.EventsDropped))
-	ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, cgroupModeLabel(st.CgroupMode), st.Incarnation)
-}
-
-func cgroupModeLabel(m agentpb.CgroupMode) string {
-	switch m {
-	case agentpb.CgroupMode_CGROUP_MODE_V1:
-		return "v1"
-	case agentpb.CgroupMode_CGROUP_MODE_V2:
-		return "v2"
-	case agentpb.CgroupMode_CGROUP_MODE_SAMPLING:
-		return "sampling"
-	}
-	return "unknown"
+	ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, cmp.Or(st.CgroupMode.Label(), "unknown"), st.Incarnation)
 }
 
 // taskLog is the agent's logger for records about one task, by its key

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/agent/cgroup"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 	"google.golang.org/grpc"
 )
 
@@ -34,48 +34,8 @@ var testParents atomic.Int64
 func testCgroupParent(t *testing.T) string {
 	t.Helper()
 	top := fmt.Sprintf("corral-test-%d-%d", os.Getpid(), testParents.Add(1))
-	t.Cleanup(func() { removeTestCgroups(t, top) })
+	t.Cleanup(func() { testkit.RemoveCgroups(t, top) })
 	return top + "/m1"
-}
-
-func removeTestCgroups(t *testing.T, top string) {
-	ms, err := cgroup.Mounts()
-	if err != nil {
-		return
-	}
-	for _, m := range ms {
-		root := filepath.Join(m.Path, top)
-		if _, err := os.Stat(root); err != nil {
-			continue
-		}
-		// Deepest first: a cgroup with children cannot be removed.
-		var dirs []string
-		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		slices.Reverse(dirs)
-		for _, d := range dirs {
-			for i := 0; i < 200; i++ {
-				if pids, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
-					for _, f := range strings.Fields(string(pids)) {
-						var pid int
-						fmt.Sscan(f, &pid)
-						_ = syscall.Kill(pid, syscall.SIGKILL)
-					}
-				}
-				if err := syscall.Rmdir(d); err == nil || err == syscall.ENOENT {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-		if _, err := os.Stat(root); err == nil {
-			t.Errorf("test cgroup %s left behind", root)
-		}
-	}
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -400,11 +360,11 @@ func TestRealLogsRotateAndOutliveTheTask(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(logs, "stdout")); err != nil {
 		t.Fatalf("logs gone right after the task ended: %v", err)
 	}
-	time.Sleep(400 * time.Millisecond)
-	ra.removeOldSandboxes()
-	if _, err := os.Stat(ts.Sandbox); !os.IsNotExist(err) {
-		t.Errorf("sandbox kept past its retention: %v", err)
-	}
+	testkit.Eventually(t, 5*time.Second, "the sandbox removed past its retention", func() (bool, string) {
+		ra.removeOldSandboxes()
+		_, err := os.Stat(ts.Sandbox)
+		return os.IsNotExist(err), fmt.Sprint(err)
+	})
 }
 
 func TestRotate(t *testing.T) {
@@ -832,7 +792,7 @@ func TestRealCPUSharesAndQuota(t *testing.T) {
 }
 
 func TestLimitsFor(t *testing.T) {
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		appclass string
 		priority int32
 		milli    int64
@@ -844,19 +804,21 @@ func TestLimitsFor(t *testing.T) {
 		{"", 2, 500, cgroup.Limits{CPUShares: 51, CPUQuotaMilli: 500, MemoryBytes: 1 << 20}},
 		{"batch", 0, 0, cgroup.Limits{CPUShares: 2, MemoryBytes: 1 << 20}},
 	} {
-		got := limitsFor(&agentpb.TaskSpec{Appclass: tc.appclass, Priority: tc.priority,
-			Resources: &events.Resources{CpuMilli: tc.milli, MemoryBytes: 1 << 20}})
-		if got != tc.want {
-			t.Errorf("%q priority %d %d milli: %+v, want %+v", tc.appclass, tc.priority, tc.milli, got, tc.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			got := limitsFor(&agentpb.TaskSpec{Appclass: tc.appclass, Priority: tc.priority,
+				Resources: &events.Resources{CpuMilli: tc.milli, MemoryBytes: 1 << 20}})
+			if got != tc.want {
+				t.Errorf("%q priority %d %d milli: %+v, want %+v", tc.appclass, tc.priority, tc.milli, got, tc.want)
+			}
+		})
 	}
 }
 
 // Without cgroups the agent says so at start, and in every report.
 func TestSamplingModeIsAnnounced(t *testing.T) {
-	var log strings.Builder
+	var log testkit.SyncBuffer
 	a, err := New(Config{Name: "m1", DataDir: t.TempDir(), Cgroups: "sampling", MemoryLowWater: -1,
-		Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))})
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -868,15 +830,4 @@ func TestSamplingModeIsAnnounced(t *testing.T) {
 	if st.CgroupMode != agentpb.CgroupMode_CGROUP_MODE_SAMPLING || !strings.Contains(st.CgroupNote, "sampling") {
 		t.Errorf("report: %v %q", st.CgroupMode, st.CgroupNote)
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }

@@ -128,10 +128,12 @@ func TestRealTasksCannotReadEachOther(t *testing.T) {
 		{filepath.Dir(sb), 0, 0, 0o711},
 		{filepath.Join(ra.cfg.DataDir, "tasks"), 0, 0, 0o711},
 	} {
-		uid, gid, mode := owner(t, c.path)
-		if uid != c.uid || gid != c.gid || mode != c.mode {
-			t.Errorf("%s: %d:%d %v, want %d:%d %v", c.path, uid, gid, mode, c.uid, c.gid, c.mode)
-		}
+		t.Run(c.path, func(t *testing.T) {
+			uid, gid, mode := owner(t, c.path)
+			if uid != c.uid || gid != c.gid || mode != c.mode {
+				t.Errorf("%s: %d:%d %v, want %d:%d %v", c.path, uid, gid, mode, c.uid, c.gid, c.mode)
+			}
+		})
 	}
 	for _, f := range stateFiles {
 		if _, _, mode := owner(t, filepath.Join(ra.cfg.DataDir, f)); mode != 0o600 {

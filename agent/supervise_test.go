@@ -394,9 +394,11 @@ func TestPressureVictims(t *testing.T) {
 			pressureNeed{disk: 10 * gib}, []string{"writer"}},
 		{"a task that frees nothing short stays", []pressureCandidate{mem("m", 0, 8*gib)}, pressureNeed{disk: gib}, nil},
 	} {
-		if got := pressureVictims(tc.cands, tc.need); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if got := pressureVictims(tc.cands, tc.need); !slices.Equal(got, tc.want) {
+				t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+			}
+		})
 	}
 }
 
@@ -490,16 +492,18 @@ func TestBadRequestsAreRefusedWithTheField(t *testing.T) {
 		{UpdateRequest("16", ref("nope", 0), 2, spec()), "does not run here"},
 		{&agentpb.Request{Id: "17"}, "no kind"},
 	} {
-		st, err := h.a.Poll(context.Background(), &agentpb.PollRequest{Requests: []*agentpb.Request{tc.req}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := st.Results[0].Error; !strings.Contains(got, tc.want) {
-			t.Errorf("request %s: error %q, want it to name %q", tc.req.Id, got, tc.want)
-		}
-		if len(st.Tasks) != 0 {
-			t.Fatalf("request %s created a task", tc.req.Id)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			st, err := h.a.Poll(context.Background(), &agentpb.PollRequest{Requests: []*agentpb.Request{tc.req}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Results[0].Error; !strings.Contains(got, tc.want) {
+				t.Errorf("request %s: error %q, want it to name %q", tc.req.Id, got, tc.want)
+			}
+			if len(st.Tasks) != 0 {
+				t.Fatalf("request %s created a task", tc.req.Id)
+			}
+		})
 	}
 	// A command that cannot be found fails the start, by the restart policy.
 	h.poll(StartRequest("18", ref("j", 0), 1, 0, spec(func(s *agentpb.TaskSpec) {
@@ -627,10 +631,12 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{Config{Name: "m1", DataDir: t.TempDir(), Cgroups: "v9"}, "Config.Cgroups"},
 		{Config{Name: "m1", DataDir: t.TempDir(), SampleInterval: -1}, "Config.SampleInterval"},
 	} {
-		_, err := New(tc.cfg)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("New(%+v) = %v, want an error naming %s", tc.cfg, err, tc.want)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			_, err := New(tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New(%+v) = %v, want an error naming %s", tc.cfg, err, tc.want)
+			}
+		})
 	}
 }
 

@@ -34,12 +34,14 @@ func TestAdmissionArithmeticCannotWrap(t *testing.T) {
 		// Each task at the ceiling, the job past what any user may hold.
 		{"job total past the most a user may hold", &events.Resources{CpuMilli: 100, MemoryBytes: events.MaxTaskMemoryBytes}, MaxTasks, 0, InvalidArgument, "resources"},
 	} {
-		sp := spec("huge", tc.prio, tc.count)
-		sp.Resources = tc.res
-		e := c.refused(SubmitJob{Meta: alice, Spec: sp}, tc.code)
-		if e.Field != tc.field {
-			t.Errorf("%s: refusal names %q: %v; want %q", tc.name, e.Field, e, tc.field)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			sp := spec("huge", tc.prio, tc.count)
+			sp.Resources = tc.res
+			e := c.refused(SubmitJob{Meta: alice, Spec: sp}, tc.code)
+			if e.Field != tc.field {
+				t.Errorf("%s: refusal names %q: %v; want %q", tc.name, e.Field, e, tc.field)
+			}
+		})
 	}
 	// Nothing was charged, and the quota still holds.
 	for ub, r := range c.s.Charged {

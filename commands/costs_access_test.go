@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -8,7 +9,7 @@ import (
 )
 
 func TestCostsScope(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		actor commands.Actor
 		asked string
 		scope string
@@ -22,18 +23,20 @@ func TestCostsScope(t *testing.T) {
 		{commands.Actor{}, "", "", false},
 		{commands.Actor{}, "bob", "", false},
 	} {
-		scope, err := commands.CostsScope(c.actor, c.asked)
-		if (err == nil) != c.ok || scope != c.scope {
-			t.Errorf("CostsScope(%+v, %q) = %q, %v; want %q, allowed %v", c.actor, c.asked, scope, err, c.scope, c.ok)
-		}
-		if err != nil && !strings.Contains(err.Error(), "costs") {
-			t.Errorf("refusal %q does not say the rule", err)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			scope, err := commands.CostsScope(c.actor, c.asked)
+			if (err == nil) != c.ok || scope != c.scope {
+				t.Errorf("CostsScope(%+v, %q) = %q, %v; want %q, allowed %v", c.actor, c.asked, scope, err, c.scope, c.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "costs") {
+				t.Errorf("refusal %q does not say the rule", err)
+			}
+		})
 	}
 }
 
 func TestMayQueryCell(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		actor commands.Actor
 		ok    bool
 	}{
@@ -41,12 +44,14 @@ func TestMayQueryCell(t *testing.T) {
 		{commands.Actor{User: "alice"}, false},
 		{commands.Actor{}, false},
 	} {
-		err := commands.MayQueryCell(c.actor)
-		if (err == nil) != c.ok {
-			t.Errorf("MayQueryCell(%+v) = %v, want allowed %v", c.actor, err, c.ok)
-		}
-		if err != nil && !strings.Contains(err.Error(), "admin capability") {
-			t.Errorf("refusal %q does not say the rule", err)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			err := commands.MayQueryCell(c.actor)
+			if (err == nil) != c.ok {
+				t.Errorf("MayQueryCell(%+v) = %v, want allowed %v", c.actor, err, c.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "admin capability") {
+				t.Errorf("refusal %q does not say the rule", err)
+			}
+		})
 	}
 }

@@ -29,13 +29,15 @@ func TestJobFileReferenceCoversTheFormat(t *testing.T) {
 		{"health_check", `{"health_check": {"zz": 1}}`, "### `health_check`"},
 		{"update", `{"update": {"zz": 1}}`, "### `update`"},
 	} {
-		known := knownFields(t, c.path, c.probe)
-		section := docSection(t, string(doc), c.heading)
-		for _, f := range known {
-			if !strings.Contains(section, "| `"+f+"` |") {
-				t.Errorf("docs/jobfile.md, %s: field %s is not documented (a row | `%s` | ...)", c.heading, join(c.path, f), f)
+		t.Run(c.path, func(t *testing.T) {
+			known := knownFields(t, c.path, c.probe)
+			section := docSection(t, string(doc), c.heading)
+			for _, f := range known {
+				if !strings.Contains(section, "| `"+f+"` |") {
+					t.Errorf("docs/jobfile.md, %s: field %s is not documented (a row | `%s` | ...)", c.heading, join(c.path, f), f)
+				}
 			}
-		}
+		})
 	}
 }
 

@@ -126,9 +126,11 @@ func TestSetQuota(t *testing.T) {
 		{SetQuota{Meta: root, User: "Alice!", Band: "batch"}, InvalidArgument, "user"},
 		{SetQuota{Meta: root, User: "alice", Band: "batch", Resources: projections.Resources{CPUMilli: -1}}, InvalidArgument, "resources"},
 	} {
-		if e := c.refused(tc.cmd, tc.code); e.Field != tc.field {
-			t.Errorf("%+v: field %q, want %q (%v)", tc.cmd, e.Field, tc.field, e)
-		}
+		t.Run(tc.field, func(t *testing.T) {
+			if e := c.refused(tc.cmd, tc.code); e.Field != tc.field {
+				t.Errorf("%+v: field %q, want %q (%v)", tc.cmd, e.Field, tc.field, e)
+			}
+		})
 	}
 	if e := c.refused(SetQuota{Meta: bob, User: "bob", Band: "batch"}, PermissionDenied); e.Msg != "setting quota needs the admin capability, which bob does not have" {
 		t.Fatal(e)
@@ -210,10 +212,12 @@ func TestPermissions(t *testing.T) {
 		{PlaceTasks{Meta: bob, Placements: []Placement{{Task: key("alice", "web", 0), Machine: "m0"}}}, "placing tasks needs the admin capability"},
 		{ReportAgentState{Meta: bob, Machine: "m0"}, "reporting an agent's state needs the admin capability"},
 	} {
-		e := c.refused(tc.cmd, PermissionDenied)
-		if !strings.Contains(e.Error(), tc.want) {
-			t.Errorf("%T: %q, want %q", tc.cmd, e.Error(), tc.want)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			e := c.refused(tc.cmd, PermissionDenied)
+			if !strings.Contains(e.Error(), tc.want) {
+				t.Errorf("%T: %q, want %q", tc.cmd, e.Error(), tc.want)
+			}
+		})
 	}
 	// The admin may change alice's job.
 	c.do(KillTask{Meta: root, User: "alice", Job: "web", Index: 0})

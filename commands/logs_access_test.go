@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -8,7 +9,7 @@ import (
 )
 
 func TestMayReadLogs(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		actor commands.Actor
 		owner string
 		ok    bool
@@ -18,18 +19,20 @@ func TestMayReadLogs(t *testing.T) {
 		{commands.Actor{User: "root", Admin: true}, "alice", true},
 		{commands.Actor{}, "", false}, // no name is nobody's owner
 	} {
-		err := commands.MayReadLogs(c.actor, c.owner)
-		if (err == nil) != c.ok {
-			t.Errorf("MayReadLogs(%+v, %q) = %v, want allowed %v", c.actor, c.owner, err, c.ok)
-		}
-		if err != nil && !strings.Contains(err.Error(), "only their own tasks' logs") {
-			t.Errorf("refusal %q does not say the rule", err)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			err := commands.MayReadLogs(c.actor, c.owner)
+			if (err == nil) != c.ok {
+				t.Errorf("MayReadLogs(%+v, %q) = %v, want allowed %v", c.actor, c.owner, err, c.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "only their own tasks' logs") {
+				t.Errorf("refusal %q does not say the rule", err)
+			}
+		})
 	}
 }
 
 func TestMayReadMetrics(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		actor commands.Actor
 		ok    bool
 	}{
@@ -37,12 +40,14 @@ func TestMayReadMetrics(t *testing.T) {
 		{commands.Actor{User: "alice"}, false},
 		{commands.Actor{}, false},
 	} {
-		err := commands.MayReadMetrics(c.actor)
-		if (err == nil) != c.ok {
-			t.Errorf("MayReadMetrics(%+v) = %v, want allowed %v", c.actor, err, c.ok)
-		}
-		if err != nil && !strings.Contains(err.Error(), "admin capability") {
-			t.Errorf("refusal %q does not say the rule", err)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			err := commands.MayReadMetrics(c.actor)
+			if (err == nil) != c.ok {
+				t.Errorf("MayReadMetrics(%+v) = %v, want allowed %v", c.actor, err, c.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "admin capability") {
+				t.Errorf("refusal %q does not say the rule", err)
+			}
+		})
 	}
 }

@@ -41,9 +41,11 @@ func TestMachineCommands(t *testing.T) {
 		{DrainMachine{Meta: root, Machine: "m9", Draining: true}, NotFound, "machine"},
 		{RemoveMachine{Meta: root, Machine: "m9"}, NotFound, "machine"},
 	} {
-		if e := c.refused(tc.cmd, tc.code); e.Field != tc.field {
-			t.Errorf("%+v: field %q, want %q (%v)", tc.cmd, e.Field, tc.field, e)
-		}
+		t.Run(tc.field, func(t *testing.T) {
+			if e := c.refused(tc.cmd, tc.code); e.Field != tc.field {
+				t.Errorf("%+v: field %q, want %q (%v)", tc.cmd, e.Field, tc.field, e)
+			}
+		})
 	}
 	// Every error at once.
 	e := c.refused(RegisterMachine{Meta: root, Machine: "", Capacity: projections.Resources{MemoryBytes: -1}}, InvalidArgument)

@@ -26,9 +26,11 @@ func TestCheckPastMoment(t *testing.T) {
 		{time.Unix(0, 0).Add(-time.Microsecond), "before 1970"},
 		{time.Date(1829, 1, 1, 0, 0, 0, 0, time.UTC), "before 1970"},
 	} {
-		err := commands.CheckPastMoment("at", bad.t, now)
-		if commands.CodeOf(err) != commands.InvalidArgument || !strings.HasPrefix(err.Error(), "at: ") || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("%s: %v, want InvalidArgument at: ... %s", bad.t, err, bad.want)
-		}
+		t.Run(bad.want, func(t *testing.T) {
+			err := commands.CheckPastMoment("at", bad.t, now)
+			if commands.CodeOf(err) != commands.InvalidArgument || !strings.HasPrefix(err.Error(), "at: ") || !strings.Contains(err.Error(), bad.want) {
+				t.Errorf("%s: %v, want InvalidArgument at: ... %s", bad.t, err, bad.want)
+			}
+		})
 	}
 }

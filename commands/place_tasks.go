@@ -180,24 +180,27 @@ func unmet(m *projections.Machine, cs []*events.Constraint) string {
 	return ""
 }
 
-// sameJobOn is a task of t's job other than t on machine m, placed before
-// this command (and not ended by it) or by it; nil when there is none.
-func (p *planner) sameJobOn(t *projections.Task, m *projections.Machine) *projections.Task {
+// sameJobOn counts the tasks of t's job other than t on machine m, placed
+// before this command (and not ended by it) or by it, and returns the first.
+func (p *planner) sameJobOn(t *projections.Task, m *projections.Machine) (first *projections.Task, n int) {
 	for _, o := range t.Job.Tasks {
 		if o == nil || o == t {
 			continue
 		}
+		there := false
 		if at, ok := p.placedAt[o]; ok {
-			if at == m {
-				return o
-			}
-			continue
+			there = at == m
+		} else {
+			there = o.Live() && o.Machine == m.Name && !p.dead(o)
 		}
-		if o.Live() && o.Machine == m.Name && !p.dead(o) {
-			return o
+		if there {
+			if first == nil {
+				first = o
+			}
+			n++
 		}
 	}
-	return nil
+	return first, n
 }
 
 func (p *planner) placeAlloc(ap AllocPlacement) string {
@@ -252,16 +255,18 @@ func (p *planner) placeTask(pl Placement) string {
 	if why := unmet(m, spec.Constraints); why != "" {
 		return why
 	}
+	// distinct_hosts by the pass's rule; the job's tasks are looked through
+	// only when it asks for it.
 	if spec.DistinctHosts {
-		if o := p.sameJobOn(t, m); o != nil {
+		if o, n := p.sameJobOn(t, m); scheduler.DistinctHostsExclude(spec.DistinctHosts, n) {
 			return fmt.Sprintf("distinct_hosts: task %d of the job is on machine %s already", o.Index, m.Name)
 		}
 	}
 	prio := spec.Priority
 	prod := projections.IsProd(prio)
 
-	// Preemptions: lower-priority tasks placed directly on this machine;
-	// prod tasks never preempt prod tasks (Borg §2.5).
+	// Preemptions: tasks placed directly on this machine that the task may
+	// preempt by the pass's own rule, events.CanPreempt (Borg §2.5).
 	var victims []*projections.Task
 	var freed projections.Resources
 	freedPorts := map[int32]bool{}
@@ -270,10 +275,8 @@ func (p *planner) placeTask(pl Placement) string {
 		switch {
 		case v == nil || !v.Live() || v.Machine != m.Name || (p.state(v) != projections.TaskScheduled && p.state(v) != projections.TaskRunning):
 			return fmt.Sprintf("victim %s is not placed on machine %s", k, m.Name)
-		case v.Priority() >= prio:
-			return fmt.Sprintf("victim %s has priority %d, not below the task's %d", k, v.Priority(), prio)
-		case prod && projections.IsProd(v.Priority()):
-			return fmt.Sprintf("victim %s is prod, and prod tasks do not preempt each other", k)
+		case events.WhyNoPreemption(prio, v.Priority()) != "":
+			return fmt.Sprintf("victim %s at priority %d, the task at %d: %s", k, v.Priority(), prio, events.WhyNoPreemption(prio, v.Priority()))
 		case v.AllocIndex >= 0:
 			return fmt.Sprintf("victim %s runs inside an alloc; evicting it frees nothing on the machine", k)
 		}

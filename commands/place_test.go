@@ -93,10 +93,12 @@ func TestPlaceTasksFitConstraintsAndPorts(t *testing.T) {
 		{Placement{Task: key("alice", "big", 0), Machine: "m0", MachineVersion: v}, "task alice/big/0 is scheduled, not pending"},
 		{Placement{Task: key("alice", "big", 1), Machine: "m9", MachineVersion: v}, `machine "m9" is not registered`},
 	} {
-		got := PlaceTasks{Meta: root, Placements: []Placement{tc.p}}.Check(c.s)
-		if len(got) != 1 || got[0].Reason != tc.want {
-			t.Errorf("got %v\nwant %s", got, tc.want)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			got := PlaceTasks{Meta: root, Placements: []Placement{tc.p}}.Check(c.s)
+			if len(got) != 1 || got[0].Reason != tc.want {
+				t.Errorf("got %v\nwant %s", got, tc.want)
+			}
+		})
 	}
 	// Proposed ports must be free and in the machine's range.
 	c.do(KillJob{Meta: alice, Name: "arm"})
@@ -153,13 +155,13 @@ func TestPlaceTasksPreempts(t *testing.T) {
 	got = PlaceTasks{Meta: root, Placements: []Placement{
 		{Task: key("alice", "prod2", 0), Machine: "m0", MachineVersion: v, Preempt: []projections.TaskKey{key("alice", "prod", 0)}},
 	}}.Check(c.s)
-	if len(got) != 1 || got[0].Reason != "victim alice/prod/0 is prod, and prod tasks do not preempt each other" {
+	if len(got) != 1 || got[0].Reason != "victim alice/prod/0 at priority 9, the task at 10: prod tasks do not preempt each other" {
 		t.Fatal(got)
 	}
 	got = PlaceTasks{Meta: root, Placements: []Placement{
 		{Task: key("bob", "low", 0), Machine: "m0", MachineVersion: v, Preempt: []projections.TaskKey{key("bob", "batch", 0)}},
 	}}.Check(c.s)
-	if len(got) != 1 || got[0].Reason != "victim bob/batch/0 has priority 4, not below the task's 0" {
+	if len(got) != 1 || got[0].Reason != "victim bob/batch/0 at priority 4, the task at 0: only a lower priority is preempted" {
 		t.Fatal(got)
 	}
 }

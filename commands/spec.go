@@ -26,8 +26,9 @@ const MaxSpecBytes = 1 << 20
 // The file's friendlier forms: priority as a band name (monitoring,
 // production, batch, best-effort) or an integer 0-11; cpu and gpu as "500m"
 // or cores (0.5); memory and disk as "2GiB", "512Mi", "1G" or bytes;
-// durations as "10s" or milliseconds; constraints with op =, !=, <, >, in,
-// exists, soft or hard; per-task overrides under tasks, keyed by index.
+// durations as "10s" or milliseconds; constraints with an op of
+// scheduler.Ops, soft or hard; per-task overrides under tasks, keyed by
+// index.
 func DecodeSpecJSON(data []byte, user string) (*events.JobSpec, error) {
 	if len(data) > MaxSpecBytes {
 		return nil, invalid("", "the spec is %d bytes, more than the %d allowed", len(data), MaxSpecBytes)

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -68,20 +69,22 @@ func TestDecodeSpecFriendlyForms(t *testing.T) {
 }
 
 func TestDecodeSpecJSONAndPriorities(t *testing.T) {
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		priority string
 		want     int32
 	}{
 		{`"monitoring"`, 11}, {`"production"`, 9}, {`"batch"`, 4}, {`"best-effort"`, 0}, {`10`, 10}, {`"2"`, 2},
 	} {
-		js := `{"name":"j","priority":` + tc.priority + `,"count":1,"command":"x","resources":{"cpu":0.25,"memory":"512Mi"}}`
-		got, err := DecodeSpecJSON([]byte(js), "bob")
-		if err != nil {
-			t.Fatalf("%s: %v", tc.priority, err)
-		}
-		if got.Priority != tc.want || got.Resources.CpuMilli != 250 || got.Resources.MemoryBytes != 512<<20 || got.User != "bob" {
-			t.Fatalf("%s: got %v", tc.priority, got)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			js := `{"name":"j","priority":` + tc.priority + `,"count":1,"command":"x","resources":{"cpu":0.25,"memory":"512Mi"}}`
+			got, err := DecodeSpecJSON([]byte(js), "bob")
+			if err != nil {
+				t.Fatalf("%s: %v", tc.priority, err)
+			}
+			if got.Priority != tc.want || got.Resources.CpuMilli != 250 || got.Resources.MemoryBytes != 512<<20 || got.User != "bob" {
+				t.Fatalf("%s: got %v", tc.priority, got)
+			}
+		})
 	}
 }
 
@@ -163,10 +166,12 @@ func TestParseQuantities(t *testing.T) {
 	}{
 		{"500m", 500, ""}, {"0.5", 500, ""}, {"2", 2000, ""}, {"1.25", 1250, ""}, {"0.0005", 0, "finer"}, {"-1", 0, "negative"}, {"1e3", 0, "not a quantity"},
 	} {
-		got, err := ParseMilli(tc.in)
-		if (err != nil) != (tc.err != "") || got != tc.want || (err != nil && !strings.Contains(err.Error(), tc.err)) {
-			t.Errorf("ParseMilli(%q) = %d, %v; want %d, %q", tc.in, got, err, tc.want, tc.err)
-		}
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseMilli(tc.in)
+			if (err != nil) != (tc.err != "") || got != tc.want || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Errorf("ParseMilli(%q) = %d, %v; want %d, %q", tc.in, got, err, tc.want, tc.err)
+			}
+		})
 	}
 	for _, tc := range []struct {
 		in   string
@@ -177,10 +182,12 @@ func TestParseQuantities(t *testing.T) {
 		{"100", 100, ""}, {"4KB", 4000, ""}, {"2m", 0, "milli"}, {"3 parsecs", 0, "unknown unit"},
 		{"99999999999PiB", 0, "too large"}, {"0.5B", 0, "finer"},
 	} {
-		got, err := ParseBytes(tc.in)
-		if (err != nil) != (tc.err != "") || got != tc.want || (err != nil && !strings.Contains(err.Error(), tc.err)) {
-			t.Errorf("ParseBytes(%q) = %d, %v; want %d, %q", tc.in, got, err, tc.want, tc.err)
-		}
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseBytes(tc.in)
+			if (err != nil) != (tc.err != "") || got != tc.want || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Errorf("ParseBytes(%q) = %d, %v; want %d, %q", tc.in, got, err, tc.want, tc.err)
+			}
+		})
 	}
 	for _, tc := range []struct {
 		in   string

@@ -118,9 +118,11 @@ func TestUpdateRefused(t *testing.T) {
 		{UpdateJob{Meta: alice, Selector: "team=nothing", Change: JobChange{Priority: ptr(int32(1))}}, NotFound, "selector"},
 		{UpdateJob{Meta: alice, Selector: "team=web", Change: JobChange{Priority: ptr(int32(42))}}, InvalidArgument, "jobs[alice/web].priority"},
 	} {
-		if e := c.refused(tc.cmd, tc.code); e.Field != tc.field {
-			t.Errorf("%+v: field %q, want %q (%v)", tc.cmd, e.Field, tc.field, e)
-		}
+		t.Run(tc.field, func(t *testing.T) {
+			if e := c.refused(tc.cmd, tc.code); e.Field != tc.field {
+				t.Errorf("%+v: field %q, want %q (%v)", tc.cmd, e.Field, tc.field, e)
+			}
+		})
 	}
 }
 
@@ -353,7 +355,7 @@ func TestStaleReportOfTheReplacedVersionIsNotTheNewRun(t *testing.T) {
 	}
 	c.place("alice", "web", 0, "m0")
 	stopped := &events.TaskStopped{User: "alice", Job: "web", Index: 0, Machine: "m0", Submission: c.s.Machines["m0"].StoppingRuns()[0].Submission}
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		at   AgentTask
 		want []events.Payload
 	}{
@@ -361,12 +363,14 @@ func TestStaleReportOfTheReplacedVersionIsNotTheNewRun(t *testing.T) {
 		// Its end frees what it held, and that is all.
 		{AgentTask{Task: key("alice", "web", 0), State: AgentKilled, ExitCode: -1, Signal: "SIGTERM", SpecVersion: 1}, []events.Payload{stopped}},
 	} {
-		report := c.running("m0")[1:] // task 1 as it is
-		report = append(report, tc.at)
-		evs := c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: report})
-		if len(evs) != len(tc.want) || len(evs) > 0 && !proto.Equal(evs[0].Data, tc.want[0]) {
-			t.Fatalf("a report of version 1's process (%v) wrote %s", tc.at.State, dump(evs))
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			report := c.running("m0")[1:] // task 1 as it is
+			report = append(report, tc.at)
+			evs := c.do(ReportAgentState{Meta: root, Machine: "m0", Tasks: report})
+			if len(evs) != len(tc.want) || len(evs) > 0 && !proto.Equal(evs[0].Data, tc.want[0]) {
+				t.Fatalf("a report of version 1's process (%v) wrote %s", tc.at.State, dump(evs))
+			}
+		})
 	}
 	if j := c.s.Job("alice", "web"); j.Update == nil || j.Update.Halted != "" {
 		t.Fatalf("the update: %+v", j.Update)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
+	"github.com/corralhq/corral/scheduler"
 )
 
 // Limits of a spec. MaxTasks bounds one job (Borg's largest jobs have tens
@@ -321,27 +322,20 @@ func checkConstraint(v *violations, field string, c *events.Constraint) {
 	if !events.ValidLabelKey(c.Attribute) {
 		v.add(join(field, "attribute"), "%q is not an attribute name", c.Attribute)
 	}
-	switch c.Op {
-	case "=", "!=":
-		if len(c.Values) != 1 {
-			v.add(join(field, "value"), "%s needs exactly one value", c.Op)
-		}
-	case "<", ">":
-		if len(c.Values) != 1 {
-			v.add(join(field, "value"), "%s needs exactly one value", c.Op)
-		}
-	case "in":
-		if len(c.Values) == 0 {
-			v.add(join(field, "values"), "in needs one or more values")
-		}
-	case "exists":
-		if len(c.Values) != 0 {
-			v.add(join(field, "values"), "exists takes no value")
-		}
-	case "":
-		v.add(join(field, "op"), "must be set: =, !=, <, >, in or exists")
+	switch op := scheduler.Op(c.Op); {
+	case c.Op == "":
+		v.add(join(field, "op"), "must be set: %s", scheduler.OpNames())
+	case !op.Valid():
+		v.add(join(field, "op"), "%q is not %s", c.Op, scheduler.OpNames())
 	default:
-		v.add(join(field, "op"), "%q is not =, !=, <, >, in or exists", c.Op)
+		// One value is given as "value" in a spec, several as "values".
+		name := "values"
+		if _, hi := op.Values(); hi == 1 {
+			name = "value"
+		}
+		if why := op.WhyNotValues(len(c.Values)); why != "" {
+			v.add(join(field, name), "%s", why)
+		}
 	}
 	for i, val := range c.Values {
 		if len(val) > maxNameLen*4 {

@@ -46,8 +46,18 @@ func IsProd(priority int32) bool { return priority >= MinProdPriority }
 // CanPreempt reports whether a task of priority preemptor may evict one of
 // priority victim: only strictly lower priorities, and prod never evicts
 // prod (production and monitoring never preempt each other).
-func CanPreempt(preemptor, victim int32) bool {
-	return victim < preemptor && !(IsProd(victim) && IsProd(preemptor))
+func CanPreempt(preemptor, victim int32) bool { return WhyNoPreemption(preemptor, victim) == "" }
+
+// WhyNoPreemption is the rule of CanPreempt with its reason: "" when a task
+// of priority preemptor may evict one of priority victim, else why not.
+func WhyNoPreemption(preemptor, victim int32) string {
+	switch {
+	case victim >= preemptor:
+		return "only a lower priority is preempted"
+	case IsProd(victim) && IsProd(preemptor):
+		return "prod tasks do not preempt each other"
+	}
+	return ""
 }
 
 // String returns the band's name as written in specs and quotas.

@@ -2,6 +2,7 @@ package events
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestEveryTypeRoundTrips(t *testing.T) {
 }
 
 func TestTraceCodes(t *testing.T) {
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		p    Payload
 		want TraceCode
 	}{
@@ -48,9 +49,11 @@ func TestTraceCodes(t *testing.T) {
 		{&TaskStarted{}, NoTraceCode},
 		{&MachineRegistered{}, NoTraceCode},
 	} {
-		if got := TraceCodeOf(tc.p); got != tc.want {
-			t.Errorf("%s: trace code %v, want %v", TypeOf(tc.p), got, tc.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := TraceCodeOf(tc.p); got != tc.want {
+				t.Errorf("%s: trace code %v, want %v", TypeOf(tc.p), got, tc.want)
+			}
+		})
 	}
 }
 
@@ -135,12 +138,14 @@ func TestValidateNamesTheField(t *testing.T) {
 		{func(e *Event) { e.OccurredAt = time.Time{} }, "events[0].occurred_at"},
 		{func(e *Event) { e.Type = "MachineDown" }, "events[0].type"},
 	} {
-		e := ok
-		tc.mutate(&e)
-		_, err := ValidateAppend(&AppendRequest{Events: []Event{e}})
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v", tc.want, err)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			e := ok
+			tc.mutate(&e)
+			_, err := ValidateAppend(&AppendRequest{Events: []Event{e}})
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v", tc.want, err)
+			}
+		})
 	}
 	if _, err := ValidateAppend(&AppendRequest{}); !errors.Is(err, ErrEmptyAppend) {
 		t.Errorf("empty: %v", err)

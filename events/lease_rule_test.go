@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ func TestKeepLeading(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	held := events.Lease{Name: events.LeaderLease, Holder: "m1#a", Epoch: 3, ExpiresAt: now.Add(time.Second)}
 	down := errors.New("connection refused")
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		err  error
 		at   time.Time
 		keep bool
@@ -24,8 +25,10 @@ func TestKeepLeading(t *testing.T) {
 		{down, now, true},
 		{down, now.Add(2 * time.Second), false},
 	} {
-		if keep, why := events.KeepLeading(held, tc.err, tc.at); keep != tc.keep || (!keep && why == "") {
-			t.Errorf("err %v at +%s: keep %v (%q), want %v", tc.err, tc.at.Sub(now), keep, why, tc.keep)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if keep, why := events.KeepLeading(held, tc.err, tc.at); keep != tc.keep || (!keep && why == "") {
+				t.Errorf("err %v at +%s: keep %v (%q), want %v", tc.err, tc.at.Sub(now), keep, why, tc.keep)
+			}
+		})
 	}
 }

@@ -35,15 +35,6 @@ const (
 	MaxKillTimeout     = 5 * time.Minute
 )
 
-// KillTimeout is how long a stopped task of this spec has between SIGTERM
-// and SIGKILL. s may be nil.
-func (s *JobSpec) KillTimeout() time.Duration {
-	if ms := s.GetKillTimeoutMs(); ms > 0 {
-		return time.Duration(ms) * time.Millisecond
-	}
-	return DefaultKillTimeout
-}
-
 // IsService reports whether a job is a long-running service: its tasks
 // restart always, whatever their exit.
 func (s *JobSpec) IsService() bool { return s.GetRestart().GetMode() == "always" }

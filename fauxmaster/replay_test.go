@@ -71,7 +71,7 @@ func replay(t *testing.T, log events.Store, from int64, opt fauxmaster.Options) 
 const minSameShare = 0.99
 
 func TestUnchangedReplay(t *testing.T) {
-	for _, seed := range []uint64{1, 2, 3} {
+	for _, seed := range fauxmaster.ReplaySeeds() {
 		log := recordCell(t, seed)
 		for _, from := range []int64{0, 400} {
 			rep := replay(t, log, from, fauxmaster.Options{})

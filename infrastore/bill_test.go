@@ -253,10 +253,12 @@ func TestBillInvalidInput(t *testing.T) {
 		{BillRequest{From: t0, To: t0.Add(time.Hour), GroupBy: "label:"}, "group_by: label: needs a key"},
 		{BillRequest{From: t0, To: t0.Add(time.Hour), Rates: &Rates{Currency: "EUR"}}, "rates.bands.monitoring: missing"},
 	} {
-		_, err := s.Bill(ctx, c.req)
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: %v, want ErrInvalid with %q", c.req, err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			_, err := s.Bill(ctx, c.req)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%+v: %v, want ErrInvalid with %q", c.req, err, c.want)
+			}
+		})
 	}
 	b, err := s.Bill(ctx, BillRequest{From: t0, To: t0.Add(time.Hour)})
 	if err != nil || len(b.Lines) != 0 || !b.Total.Charge.IsZero() {

@@ -97,19 +97,21 @@ func TestDescribeOneTable(t *testing.T) {
 		{"state_diff(t1, t2)", "state_diff", "change", "VARCHAR"},
 		{"machines", "machines", "attributes", "MAP(VARCHAR, VARCHAR)"},
 	} {
-		ts, err := s.Describe(ctx, tc.ask)
-		if err != nil {
-			t.Errorf("Describe(%q): %v", tc.ask, err)
-			continue
-		}
-		if len(ts) != 1 || ts[0].Name != tc.name {
-			t.Errorf("Describe(%q) = %+v, want %s alone", tc.ask, ts, tc.name)
-			continue
-		}
-		i := slices.IndexFunc(ts[0].Columns, func(c Column) bool { return c.Name == tc.col })
-		if i < 0 || ts[0].Columns[i].Type != tc.typ || ts[0].Columns[i].Description == "" {
-			t.Errorf("Describe(%q): column %s = %+v, want type %s with a description", tc.ask, tc.col, ts[0].Columns, tc.typ)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			ts, err := s.Describe(ctx, tc.ask)
+			if err != nil {
+				t.Errorf("Describe(%q): %v", tc.ask, err)
+				return
+			}
+			if len(ts) != 1 || ts[0].Name != tc.name {
+				t.Errorf("Describe(%q) = %+v, want %s alone", tc.ask, ts, tc.name)
+				return
+			}
+			i := slices.IndexFunc(ts[0].Columns, func(c Column) bool { return c.Name == tc.col })
+			if i < 0 || ts[0].Columns[i].Type != tc.typ || ts[0].Columns[i].Description == "" {
+				t.Errorf("Describe(%q): column %s = %+v, want type %s with a description", tc.ask, tc.col, ts[0].Columns, tc.typ)
+			}
+		})
 	}
 	if ts, err := s.Describe(ctx, "billed_quantity"); err != nil || len(ts) != 1 || len(ts[0].Columns) != 0 ||
 		ts[0].Signature() != "billed_quantity(basis, limit_q, reservation_q, usage_q)" {

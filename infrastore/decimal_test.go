@@ -14,10 +14,12 @@ func TestDecimal(t *testing.T) {
 	}{
 		{"12", 9, "12.000000000"}, {"0.05", 9, "0.050000000"}, {"-1.5", 2, "-1.50"}, {".5", 1, "0.5"}, {"+7.25", 3, "7.250"},
 	} {
-		d, err := ParseDecimal(c.in, c.scale)
-		if err != nil || d.String() != c.want {
-			t.Errorf("ParseDecimal(%q, %d) = %s, %v; want %s", c.in, c.scale, d, err, c.want)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			d, err := ParseDecimal(c.in, c.scale)
+			if err != nil || d.String() != c.want {
+				t.Errorf("ParseDecimal(%q, %d) = %s, %v; want %s", c.in, c.scale, d, err, c.want)
+			}
+		})
 	}
 	for _, bad := range []string{"", "1.2.3", "1e5", "0x10", "1.0000000001", "-", "."} {
 		if _, err := ParseDecimal(bad, 9); err == nil {
@@ -31,10 +33,12 @@ func TestDecimal(t *testing.T) {
 	}{
 		{"0.0000005", 6, "0.000001"}, {"0.0000004999", 6, "0.000000"}, {"-0.0000005", 6, "-0.000001"}, {"2.5", 0, "3"},
 	} {
-		d, _ := ParseDecimal(c.in, 10)
-		if got := d.Round(c.to).String(); got != c.want {
-			t.Errorf("Round(%s, %d) = %s, want %s", c.in, c.to, got, c.want)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			d, _ := ParseDecimal(c.in, 10)
+			if got := d.Round(c.to).String(); got != c.want {
+				t.Errorf("Round(%s, %d) = %s, want %s", c.in, c.to, got, c.want)
+			}
+		})
 	}
 	a, _ := ParseDecimal("1.25", 2)
 	b, _ := ParseDecimal("0.048", 3)
@@ -59,7 +63,7 @@ func TestBandSQLMatchesGo(t *testing.T) {
 }
 
 func TestScaledRatio(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		a, b int64
 		d    uint64
 		want int64
@@ -72,8 +76,10 @@ func TestScaledRatio(t *testing.T) {
 		{1 << 50, 1 << 50, byteMicrosPerGiBHour, maxDecimal18},                        // clamps
 		{1 << 40, 31 * 24 * 3_600_000_000, byteMicrosPerGiBHour, 761_856_000_000_000}, // a TiB for a month
 	} {
-		if got := scaledRatio(c.a, c.b, c.d); got != c.want {
-			t.Errorf("scaledRatio(%d, %d, %d) = %d, want %d", c.a, c.b, c.d, got, c.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := scaledRatio(c.a, c.b, c.d); got != c.want {
+				t.Errorf("scaledRatio(%d, %d, %d) = %d, want %d", c.a, c.b, c.d, got, c.want)
+			}
+		})
 	}
 }

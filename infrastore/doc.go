@@ -17,8 +17,8 @@
 //     schema version; the corral command's Infrastore process runs it.
 //     CatchUp applies up to the head and returns. Only one ingester runs at
 //     a time (ErrBusy).
-//  3. Query(ctx, sql, timeout) answers read-only SQL; Result.WriteTable,
-//     WriteCSV and WriteJSON print the answer.
+//  3. Query(ctx, sql, timeout) answers read-only SQL; Result.Cell gives
+//     each value as the text the API sends.
 //  4. Bill(ctx, BillRequest{From, To, GroupBy}) prices a period by the
 //     log's price sheets; Bill.Export writes it as csv, json or parquet.
 //     ExportFocus(ctx, FocusRequest{...}, w) streams the FOCUS dataset.

@@ -289,20 +289,22 @@ func TestFocusRulesCatchBreaches(t *testing.T) {
 		}},
 		{"a SubAccountName without its SubAccountId", "SubAccountName-C-004-C", set("SubAccountId", "")},
 	} {
-		d := csvDataset(t, breach.what, data)
-		breach.apply(d)
-		_, failures := evaluateFocus(t, m, d, focusClaims).report()
-		var must []string
-		for _, f := range failures {
-			if keywordStrength(m.ModelRules[f.id].ValidationCriteria.Keyword) == 3 {
-				must = append(must, f.id)
+		t.Run(breach.what, func(t *testing.T) {
+			d := csvDataset(t, breach.what, data)
+			breach.apply(d)
+			_, failures := evaluateFocus(t, m, d, focusClaims).report()
+			var must []string
+			for _, f := range failures {
+				if keywordStrength(m.ModelRules[f.id].ValidationCriteria.Keyword) == 3 {
+					must = append(must, f.id)
+				}
 			}
-		}
-		switch {
-		case breach.rule == "" && len(must) > 0:
-			t.Errorf("%s: fails %v", breach.what, must)
-		case breach.rule != "" && !slices.Contains(must, breach.rule):
-			t.Errorf("%s: %s does not fail (failing: %v)", breach.what, breach.rule, must)
-		}
+			switch {
+			case breach.rule == "" && len(must) > 0:
+				t.Errorf("%s: fails %v", breach.what, must)
+			case breach.rule != "" && !slices.Contains(must, breach.rule):
+				t.Errorf("%s: %s does not fail (failing: %v)", breach.what, breach.rule, must)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/csv"
 	"errors"
+	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -200,24 +201,26 @@ func TestFocusConformance(t *testing.T) {
 		conditional := []string{"ConsumedQuantity", "ConsumedUnit", "ListUnitPrice", "ContractedUnitPrice", "ResourceId", "ResourceName",
 			"ResourceType", "SubAccountId", "SubAccountName", "SubAccountType", "Tags", "RegionId", "RegionName", "InvoiceId", "PricingCategory"}
 		want := map[string]string{"Decimal": "DECIMAL", "String": "VARCHAR", "Date/Time": "TIMESTAMP WITH TIME ZONE"}
-		for _, m := range mandatory {
-			ty, ok := types[m.col]
-			if !ok {
-				t.Errorf("%s: Mandatory column %s is missing", idle, m.col)
-				continue
-			}
-			if !strings.HasPrefix(ty, want[m.kind]) {
-				t.Errorf("%s: %s is %s, want %s", idle, m.col, ty, m.kind)
-			}
-			if !m.nullable {
-				var nulls int
-				if err := db.QueryRow(`SELECT count(*) FROM f WHERE "` + m.col + `" IS NULL`).Scan(&nulls); err != nil {
-					t.Fatal(err)
+		for i, m := range mandatory {
+			t.Run(fmt.Sprint(i), func(t *testing.T) {
+				ty, ok := types[m.col]
+				if !ok {
+					t.Errorf("%s: Mandatory column %s is missing", idle, m.col)
+					return
 				}
-				if nulls > 0 {
-					t.Errorf("%s: %s is null in %d rows", idle, m.col, nulls)
+				if !strings.HasPrefix(ty, want[m.kind]) {
+					t.Errorf("%s: %s is %s, want %s", idle, m.col, ty, m.kind)
 				}
-			}
+				if !m.nullable {
+					var nulls int
+					if err := db.QueryRow(`SELECT count(*) FROM f WHERE "` + m.col + `" IS NULL`).Scan(&nulls); err != nil {
+						t.Fatal(err)
+					}
+					if nulls > 0 {
+						t.Errorf("%s: %s is null in %d rows", idle, m.col, nulls)
+					}
+				}
+			})
 		}
 		for _, c := range conditional {
 			if _, ok := types[c]; !ok {
@@ -225,8 +228,10 @@ func TestFocusConformance(t *testing.T) {
 			}
 		}
 		focusNames := append([]string{"ChargeFrequency", "SkuId", "SkuPriceId", "SkuMeter", "SkuPriceDetails", "ServiceSubcategory"}, conditional...)
-		for _, m := range mandatory {
-			focusNames = append(focusNames, m.col)
+		for i, m := range mandatory {
+			t.Run(fmt.Sprint(i), func(t *testing.T) {
+				focusNames = append(focusNames, m.col)
+			})
 		}
 		for c := range types {
 			if !strings.HasPrefix(c, "x_") && !slicesContains(focusNames, c) {
@@ -828,9 +833,11 @@ func TestCostsAreTheBill(t *testing.T) {
 		{CostsRequest{From: h.mar, To: h.feb}, "to"},
 		{CostsRequest{From: h.feb.Add(time.Minute), To: h.mar}, "from"},
 	} {
-		if _, err := s.Costs(ctx, bad.req); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad.field+":") {
-			t.Errorf("%+v: %v, want an error naming %s", bad.req, err, bad.field)
-		}
+		t.Run(bad.field, func(t *testing.T) {
+			if _, err := s.Costs(ctx, bad.req); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad.field+":") {
+				t.Errorf("%+v: %v, want an error naming %s", bad.req, err, bad.field)
+			}
+		})
 	}
 }
 
@@ -857,10 +864,12 @@ func TestFocusRefusesBadRequests(t *testing.T) {
 		{FocusRequest{From: feb, To: mar, Explain: strings.Repeat("x", 2000)}, "explain"},
 		{FocusRequest{From: feb, To: mar, Explain: "no-meter"}, "explain"},
 	} {
-		var buf bytes.Buffer
-		if err := s.ExportFocus(context.Background(), bad.req, &buf); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad.field+":") || buf.Len() != 0 {
-			t.Errorf("%+v: %v (%d bytes written), want an error naming %s", bad.req, err, buf.Len(), bad.field)
-		}
+		t.Run(bad.field, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := s.ExportFocus(context.Background(), bad.req, &buf); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad.field+":") || buf.Len() != 0 {
+				t.Errorf("%+v: %v (%d bytes written), want an error naming %s", bad.req, err, buf.Len(), bad.field)
+			}
+		})
 	}
 }
 

@@ -68,16 +68,18 @@ func checkIngested(t *testing.T, s *Infrastore, evs []events.Event) {
 	if got := queryInt(t, s, `SELECT count(DISTINCT position) FROM events WHERE position BETWEEN 1 AND ?`, n); got != n {
 		t.Errorf("events: %d distinct positions in 1..%d, want %d", got, n, n)
 	}
-	for _, c := range []struct {
+	for i, c := range []struct {
 		table string
 		want  int64
 	}{
 		{"task_events", x.taskEvents}, {"job_events", x.jobEvents}, {"machine_events", x.machineEvs},
 		{"task_usage", x.usageRows}, {"scheduling_decisions", x.decisions}, {"job_specs", x.jobSpecs},
 	} {
-		if got := queryInt(t, s, `SELECT count(*) FROM `+c.table+` WHERE position IS NOT NULL AND (`+sourceFilter(c.table)+`)`); got != c.want {
-			t.Errorf("%s: %d rows, want %d", c.table, got, c.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := queryInt(t, s, `SELECT count(*) FROM `+c.table+` WHERE position IS NOT NULL AND (`+sourceFilter(c.table)+`)`); got != c.want {
+				t.Errorf("%s: %d rows, want %d", c.table, got, c.want)
+			}
+		})
 	}
 	if got := queryInt(t, s, `SELECT position FROM ingest_state`); got != n {
 		t.Errorf("ingest_state.position = %d, want %d", got, n)
@@ -332,9 +334,11 @@ func TestOpenInvalid(t *testing.T) {
 		{"x.duckdb?access_mode=READ_WRITE", Options{}, "must name a file"},
 		{"x.duckdb", Options{Threads: -1}, "threads: must not be negative"},
 	} {
-		if _, err := Open(ctx, c.path, c.opts); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("Open(%q) = %v, want ErrInvalid with %q", c.path, err, c.want)
-		}
+		t.Run(c.path, func(t *testing.T) {
+			if _, err := Open(ctx, c.path, c.opts); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Open(%q) = %v, want ErrInvalid with %q", c.path, err, c.want)
+			}
+		})
 	}
 }
 

@@ -35,8 +35,8 @@ type Result struct {
 	TruncatedBy string
 }
 
-// Cell returns row i's value in column j as text, rendered as WriteCSV
-// renders it, and whether it is NULL.
+// Cell returns row i's value in column j as text, as the API sends it,
+// and whether it is NULL.
 func (r *Result) Cell(i, j int) (string, bool) {
 	v := r.Rows[i][j]
 	if v == nil {

@@ -182,7 +182,9 @@ func TestStateAtTime(t *testing.T) {
 		// A timestamp value works as well as a string.
 		{`SELECT count(*) FROM tasks_at(TIMESTAMP ` + ts(30*time.Minute) + `)`, []string{"2"}},
 	} {
-		checkRows(t, s, c.query, c.want...)
+		t.Run(c.query, func(t *testing.T) {
+			checkRows(t, s, c.query, c.want...)
+		})
 	}
 }
 

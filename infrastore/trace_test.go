@@ -183,12 +183,14 @@ func TestImportGoogleTraceBadInput(t *testing.T) {
 		{"short line", "1,,42,0,7,0,u\n", "wrong number of fields"},
 		{"bad flag", "1,,42,0,7,0,u,2,9,0.1,0.1,0.1,2\n", `field 13 (different-machines restriction): "2" is not 0 or 1`},
 	} {
-		dir := t.TempDir()
-		writeGz(t, filepath.Join(dir, "task_events", "part-00000-of-00001.csv.gz"), "1,,42,0,7,0,u,2,9,0.1,0.1,0.1,0\n"+c.task)
-		_, err := s.ImportGoogleTrace(ctx, dir)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeGz(t, filepath.Join(dir, "task_events", "part-00000-of-00001.csv.gz"), "1,,42,0,7,0,u,2,9,0.1,0.1,0.1,0\n"+c.task)
+			_, err := s.ImportGoogleTrace(ctx, dir)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+			}
+		})
 	}
 	if _, err := s.ImportGoogleTrace(ctx, t.TempDir()); !errors.Is(err, ErrInvalid) {
 		t.Errorf("empty dir: %v, want ErrInvalid", err)

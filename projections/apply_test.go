@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -185,7 +186,7 @@ func TestLastEndSurvivesResubmission(t *testing.T) {
 	if tk.LastEnd != NoEnd || tk.LastMachine != "" {
 		t.Fatalf("a new task has a last end: %+v", tk)
 	}
-	for _, c := range []struct {
+	for i, c := range []struct {
 		end  events.Payload
 		want TaskEnd
 	}{
@@ -193,21 +194,23 @@ func TestLastEndSurvivesResubmission(t *testing.T) {
 		{&events.TaskFailed{User: "alice", Job: "web", Index: 0, Machine: "m1", ExitCode: 1}, Failed},
 		{&events.TaskEvicted{User: "alice", Job: "web", Index: 0, Machine: "m1", Reason: "oom"}, Evicted},
 	} {
-		fold(t, s,
-			&events.TaskScheduled{User: "alice", Job: "web", Index: 0, Machine: "m1", Ports: []int32{20000}},
-			c.end,
-			&events.TaskSubmitted{User: "alice", Job: "web", Index: 0, SpecVersion: 1, Reason: "rescheduled"},
-		)
-		if tk.State != TaskPending || tk.End != NoEnd || tk.Machine != "" || tk.LastEnd != c.want || tk.LastMachine != "m1" {
-			t.Fatalf("after %T and resubmission: %+v", c.end, tk)
-		}
-		d, err := Decode(Encode(s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if dt := d.Job("alice", "web").Task(0); dt.LastEnd != c.want || dt.LastMachine != "m1" {
-			t.Fatalf("checkpoint lost the last end: %+v", dt)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			fold(t, s,
+				&events.TaskScheduled{User: "alice", Job: "web", Index: 0, Machine: "m1", Ports: []int32{20000}},
+				c.end,
+				&events.TaskSubmitted{User: "alice", Job: "web", Index: 0, SpecVersion: 1, Reason: "rescheduled"},
+			)
+			if tk.State != TaskPending || tk.End != NoEnd || tk.Machine != "" || tk.LastEnd != c.want || tk.LastMachine != "m1" {
+				t.Fatalf("after %T and resubmission: %+v", c.end, tk)
+			}
+			d, err := Decode(Encode(s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dt := d.Job("alice", "web").Task(0); dt.LastEnd != c.want || dt.LastMachine != "m1" {
+				t.Fatalf("checkpoint lost the last end: %+v", dt)
+			}
+		})
 	}
 }
 

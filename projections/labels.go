@@ -33,9 +33,6 @@ type Selector struct {
 	Reqs []Requirement
 }
 
-// Empty reports whether the selector has no requirement (matches everything).
-func (s Selector) Empty() bool { return len(s.Reqs) == 0 }
-
 // Matches reports whether labels satisfy every requirement.
 func (s Selector) Matches(labels map[string]string) bool {
 	for _, r := range s.Reqs {

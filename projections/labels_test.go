@@ -26,13 +26,15 @@ func TestSelectors(t *testing.T) {
 		{"!zone,team", true, "!zone,team"},
 		{"zone in (a)", false, "zone in (a)"},
 	} {
-		s, err := ParseSelector(tc.sel)
-		if err != nil {
-			t.Fatalf("%q: %v", tc.sel, err)
-		}
-		if s.Matches(labels) != tc.match || s.String() != tc.text {
-			t.Errorf("%q: matches %v (want %v), prints %q (want %q)", tc.sel, s.Matches(labels), tc.match, s.String(), tc.text)
-		}
+		t.Run(tc.text, func(t *testing.T) {
+			s, err := ParseSelector(tc.sel)
+			if err != nil {
+				t.Fatalf("%q: %v", tc.sel, err)
+			}
+			if s.Matches(labels) != tc.match || s.String() != tc.text {
+				t.Errorf("%q: matches %v (want %v), prints %q (want %q)", tc.sel, s.Matches(labels), tc.match, s.String(), tc.text)
+			}
+		})
 	}
 	for _, tc := range []struct{ sel, err string }{
 		{"team=web,,tier=prod", "empty term"},

@@ -87,11 +87,6 @@ func satAdd(a, b int64) int64 {
 	return events.MaxTotal
 }
 
-// Max returns the larger of r and o in every dimension.
-func (r Resources) Max(o Resources) Resources {
-	return Resources{max(r.CPUMilli, o.CPUMilli), max(r.MemoryBytes, o.MemoryBytes), max(r.DiskBytes, o.DiskBytes), max(r.GPUMilli, o.GPUMilli), max(r.Ports, o.Ports)}
-}
-
 // LessEq reports whether r <= o in every dimension: r fits in o.
 func (r Resources) LessEq(o Resources) bool {
 	return r.CPUMilli <= o.CPUMilli && r.MemoryBytes <= o.MemoryBytes && r.DiskBytes <= o.DiskBytes &&

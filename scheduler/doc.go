@@ -123,10 +123,12 @@
 //     current state and refuses stale ones, which the next pass reconsiders.
 //   - Priorities outside 0-11 are clamped by the pass and refused by
 //     Cell.Validate.
-//   - A pass runs at most twice (step 8), and the second run only when a
-//     task that had room at the start of the pass was left pending; the
-//     packing run of step 10 repeats that, only when spreading by default
-//     moved a task and tasks were left pending.
+//   - A pass runs at most five times (step 8: the first run, the rerun,
+//     two new samples, the whole view; Stats.Reruns at most 4, held by
+//     TestExtraRunsKeepOnlyAFullerPlan), and runs again only when a task
+//     that had room at the start of the pass was left pending; the packing
+//     run of step 10 repeats that, only when spreading by default moved a
+//     task and tasks were left pending.
 //   - Spreading by default never leaves more tasks pending at any
 //     priority than packing every job would.
 //   - Relocation only adds placements: every task the pass placed stays

@@ -99,12 +99,17 @@ func (p *pass) admits(c *class, m *machine, mi int32) checkResult {
 		}
 	}
 	if c.distinct {
-		if js := p.jobs[c.job]; js != nil && js.machines[mi] > 0 {
+		if js := p.jobs[c.job]; js != nil && DistinctHostsExclude(c.distinct, int(js.machines[mi])) {
 			return checkResult{reason: ReasonDistinctHosts}
 		}
 	}
 	return checkResult{ok: true}
 }
+
+// DistinctHostsExclude reports whether distinct_hosts keeps a task off a
+// machine where other tasks of its job run already: the pass's rule, and
+// the placement handler's when it re-checks a plan.
+func DistinctHostsExclude(distinct bool, others int) bool { return distinct && others > 0 }
 
 // strandedNow is the stranded room of the machine as it stands, cached
 // until the machine changes.

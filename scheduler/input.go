@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/corralhq/corral/events"
 )
@@ -19,11 +21,6 @@ type TaskRef struct {
 	User  string
 	Job   string
 	Index int32
-}
-
-// Events converts to the catalogue's message.
-func (r TaskRef) Events() *events.TaskRef {
-	return &events.TaskRef{User: r.User, Job: r.Job, Index: r.Index}
 }
 
 // String prints the task as Borg's name service does: index.job.user.
@@ -111,7 +108,7 @@ type PlacedAlloc struct {
 	Capacity Resources
 }
 
-// Op is a constraint operator.
+// Op is a constraint operator, written in specs as its string.
 type Op string
 
 const (
@@ -122,6 +119,49 @@ const (
 	OpIn     Op = "in"
 	OpExists Op = "exists"
 )
+
+// Ops is every operator, in the order messages and documents list them:
+// the one list the spec's validation, the pass and the job file's
+// rendering ask.
+var Ops = []Op{OpEq, OpNe, OpLt, OpGt, OpIn, OpExists}
+
+// Valid reports whether o is one of Ops.
+func (o Op) Valid() bool { return slices.Contains(Ops, o) }
+
+// Values is how many values the operator takes: at least lo, at most hi
+// (-1: no bound).
+func (o Op) Values() (lo, hi int) {
+	switch o {
+	case OpIn:
+		return 1, -1
+	case OpExists:
+		return 0, 0
+	}
+	return 1, 1
+}
+
+// WhyNotValues is why n values do not suit the operator, "" when they do.
+func (o Op) WhyNotValues(n int) string {
+	lo, hi := o.Values()
+	switch {
+	case hi == 0 && n != 0:
+		return fmt.Sprintf("%s takes no value", o)
+	case hi == 1 && n != 1:
+		return fmt.Sprintf("%s needs exactly one value", o)
+	case n < lo:
+		return fmt.Sprintf("%s needs one or more values", o)
+	}
+	return ""
+}
+
+// OpNames lists the operators for a message: "=, !=, <, >, in or exists".
+func OpNames() string {
+	names := make([]string, len(Ops))
+	for i, o := range Ops {
+		names[i] = string(o)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 // Constraint restricts (hard) or prefers (soft) machines by an attribute.
 // "<" and ">" compare as numbers when both sides parse as numbers, else as
@@ -308,24 +348,14 @@ func checkResources(r Resources) error {
 }
 
 func (c Constraint) validate() error {
-	if c.Attribute == "" {
+	switch {
+	case c.Attribute == "":
 		return fmt.Errorf("attribute: empty")
+	case !c.Op.Valid():
+		return fmt.Errorf("op %q: want one of %s", c.Op, OpNames())
 	}
-	switch c.Op {
-	case OpEq, OpNe, OpLt, OpGt:
-		if len(c.Values) != 1 {
-			return fmt.Errorf("op %q takes one value, got %d", c.Op, len(c.Values))
-		}
-	case OpIn:
-		if len(c.Values) == 0 {
-			return fmt.Errorf("op \"in\" takes one or more values")
-		}
-	case OpExists:
-		if len(c.Values) != 0 {
-			return fmt.Errorf("op \"exists\" takes no value")
-		}
-	default:
-		return fmt.Errorf("op %q: want one of =, !=, <, >, in, exists", c.Op)
+	if why := c.Op.WhyNotValues(len(c.Values)); why != "" {
+		return fmt.Errorf("op %s", why)
 	}
 	return nil
 }

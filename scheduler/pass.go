@@ -136,8 +136,9 @@ type pass struct {
 	cfg  Config
 	cell *Cell
 	// items is the queue's contents: the pending tasks, then the pending
-	// allocs as tasks of a job named after their set (prefixed by a NUL so
-	// that no job name collides), with the same priority and resources.
+	// allocs as tasks of a job named after their set, with the same
+	// priority and resources (an item at or past nTasks is an alloc:
+	// jobKey.alloc keeps a set apart from a job of the same name).
 	items    []PendingTask
 	nTasks   int
 	machines []machine

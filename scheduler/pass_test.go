@@ -81,6 +81,48 @@ func TestConstraintOps(t *testing.T) {
 	}
 }
 
+// Every operator of Ops takes the values its arity says and no other
+// count, is named in the message that lists them, and the matcher knows it:
+// a machine with the attribute is judged without falling to the default.
+func TestOpsListedOnce(t *testing.T) {
+	for _, op := range Ops {
+		t.Run(string(op), func(t *testing.T) {
+			lo, hi := op.Values()
+			values := func(n int) []string { return slices.Repeat([]string{"1"}, n) }
+			if err := (Constraint{Attribute: "a", Op: op, Values: values(lo)}).validate(); err != nil {
+				t.Errorf("%d values: %v", lo, err)
+			}
+			if lo > 0 {
+				if err := (Constraint{Attribute: "a", Op: op, Values: values(lo - 1)}).validate(); err == nil {
+					t.Errorf("%d values accepted", lo-1)
+				}
+			}
+			if hi >= 0 {
+				if err := (Constraint{Attribute: "a", Op: op, Values: values(hi + 1)}).validate(); err == nil {
+					t.Errorf("%d values accepted", hi+1)
+				}
+			}
+			if !strings.Contains(OpNames(), string(op)) {
+				t.Errorf("OpNames() = %q leaves it out", OpNames())
+			}
+			if !op.Valid() {
+				t.Error("not valid")
+			}
+			c := compileConstraint(Constraint{Attribute: "a", Op: op, Values: values(lo)})
+			matched := false
+			for _, attrs := range []map[string]string{{"a": "0"}, {"a": "1"}, {"a": "2"}} {
+				matched = matched || c.matches(attrs)
+			}
+			if !matched {
+				t.Error("the matcher matches no machine: it does not know the operator")
+			}
+		})
+	}
+	if Op("~").Valid() {
+		t.Error(`"~" is valid`)
+	}
+}
+
 func TestConstraintValidate(t *testing.T) {
 	tests := []struct {
 		c    Constraint
@@ -88,7 +130,7 @@ func TestConstraintValidate(t *testing.T) {
 	}{
 		{Constraint{Attribute: "a", Op: OpEq, Values: []string{"x"}}, ""},
 		{Constraint{Op: OpEq, Values: []string{"x"}}, "attribute: empty"},
-		{Constraint{Attribute: "a", Op: OpEq}, "takes one value"},
+		{Constraint{Attribute: "a", Op: OpEq}, "needs exactly one value"},
 		{Constraint{Attribute: "a", Op: OpIn}, "one or more"},
 		{Constraint{Attribute: "a", Op: OpExists, Values: []string{"x"}}, "takes no value"},
 		{Constraint{Attribute: "a", Op: "~"}, "want one of"},
@@ -440,30 +482,6 @@ func TestPreemptionAvoidedWhenRoomElsewhere(t *testing.T) {
 		if len(plan.Placements) != 1 || plan.Placements[0].Machine != "free" {
 			t.Errorf("%s: placements %+v, want the machine with room", policy, plan.Placements)
 		}
-	}
-}
-
-func TestPlacementEvents(t *testing.T) {
-	m := machineOf("m1", 8, 64)
-	m.Version = 42
-	m.Tasks = []PlacedTask{placedOf("u", "be", 3, 0, res(8000, 1), res(8000, 1))}
-	p := PendingTask{Ref: ref("alice", "web", 7), Priority: 9, SpecVersion: 5, Resources: Resources{CPU: 2000, Ports: 2}}
-	plan := Schedule(&Cell{Machines: []*Machine{m}, Pending: []PendingTask{p}}, DefaultConfig(), 1)
-	if len(plan.Placements) != 1 {
-		t.Fatalf("placements: %+v", plan)
-	}
-	pl := &plan.Placements[0]
-	ev := pl.Event()
-	if ev.GetUser() != "alice" || ev.GetJob() != "web" || ev.GetIndex() != 7 || ev.GetMachine() != "m1" ||
-		ev.GetSpecVersion() != 5 || ev.GetMachineVersion() != 42 || ev.GetMachinesExamined() != 1 ||
-		!slices.Equal(ev.GetPorts(), []int32{30000, 30001}) || len(ev.GetPreempted()) != 1 ||
-		ev.GetPreempted()[0].GetJob() != "be" || ev.GetPreempted()[0].GetIndex() != 3 {
-		t.Errorf("TaskScheduled: %v", ev)
-	}
-	evs := pl.EvictionEvents()
-	if len(evs) != 1 || evs[0].GetReason() != "preempted" || evs[0].GetMachine() != "m1" ||
-		evs[0].GetPreemptor().GetJob() != "web" || evs[0].GetJob() != "be" {
-		t.Errorf("TaskEvicted: %v", evs)
 	}
 }
 

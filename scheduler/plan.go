@@ -3,8 +3,6 @@ package scheduler
 import (
 	"fmt"
 	"strings"
-
-	"github.com/corralhq/corral/events"
 )
 
 // Plan is the output of a pass: placements to propose as one PlaceTasks
@@ -40,12 +38,6 @@ func (r AllocRef) String() string {
 	return fmt.Sprintf("%s/%s/%d", r.Set.User, r.Set.Name, r.Index)
 }
 
-// Event returns the AllocScheduled event recording the placement.
-func (p *AllocPlacement) Event() *events.AllocScheduled {
-	return &events.AllocScheduled{User: p.Alloc.Set.User, Name: p.Alloc.Set.Name, Index: p.Alloc.Index,
-		Machine: p.Machine, MachineVersion: p.MachineVersion, Score: p.Score}
-}
-
 // Placement assigns one pending task to a machine.
 type Placement struct {
 	Task        TaskRef
@@ -64,44 +56,6 @@ type Placement struct {
 	Ports      []int32
 	AllocSet   string // empty when the task runs on the machine directly
 	AllocIndex int32
-}
-
-// Event returns the TaskScheduled event recording the placement.
-func (p *Placement) Event() *events.TaskScheduled {
-	ev := &events.TaskScheduled{
-		User:             p.Task.User,
-		Job:              p.Task.Job,
-		Index:            p.Task.Index,
-		Machine:          p.Machine,
-		SpecVersion:      p.SpecVersion,
-		Score:            p.Score,
-		MachinesExamined: p.MachinesExamined,
-		Ports:            p.Ports,
-		MachineVersion:   p.MachineVersion,
-		AllocIndex:       p.AllocIndex,
-	}
-	for _, r := range p.Preempted {
-		ev.Preempted = append(ev.Preempted, r.Events())
-	}
-	return ev
-}
-
-// EvictionEvents returns one TaskEvicted per preempted task, naming the
-// preemptor.
-func (p *Placement) EvictionEvents() []*events.TaskEvicted {
-	out := make([]*events.TaskEvicted, 0, len(p.Preempted))
-	for _, r := range p.Preempted {
-		out = append(out, &events.TaskEvicted{
-			User:      r.User,
-			Job:       r.Job,
-			Index:     r.Index,
-			Machine:   p.Machine,
-			Reason:    "preempted",
-			Preemptor: p.Task.Events(),
-			Message:   "preempted by " + p.Task.String(),
-		})
-	}
-	return out
 }
 
 // Stats counts the work of a pass.

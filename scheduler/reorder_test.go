@@ -118,6 +118,11 @@ func TestExtraRunsKeepOnlyAFullerPlan(t *testing.T) {
 			t.Fatalf("seed %d: two plans from one input and seed", seed)
 		}
 		drawn += with.Stats.Reruns - without.Stats.Reruns
+		// The bound scheduler/doc.go states: at most five runs, the first,
+		// the rerun, the new samples and the whole view.
+		if with.Stats.Reruns > wholeViewRun || with.Stats.RerunKept > wholeViewRun {
+			t.Fatalf("seed %d: %d reruns (run %d kept), more than the %d the pass allows", seed, with.Stats.Reruns, with.Stats.RerunKept, wholeViewRun)
+		}
 		switch {
 		case with.Stats.RerunKept == wholeViewRun:
 			kept["whole view"]++

@@ -57,7 +57,6 @@ type Manager interface {
 
 // Container is one task process's resource container.
 type Container interface {
-	Name() string
 	// JoinFiles are the files a new process writes its pid into to join.
 	JoinFiles() []string
 	// Attach tells the container its process's pid once started (the

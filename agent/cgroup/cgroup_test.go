@@ -241,10 +241,12 @@ func TestParseMountinfo(t *testing.T) {
 		{"30 25 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate", Mount{Path: "/sys/fs/cgroup", V2: true}, true},
 		{"22 1 0:21 / /proc rw - proc proc rw", Mount{}, false},
 	} {
-		got, ok := parseMountinfo(tc.line)
-		if ok != tc.ok || got.Path != tc.want.Path || got.V2 != tc.want.V2 || !slices.Equal(got.Controllers, tc.want.Controllers) {
-			t.Errorf("parseMountinfo(%q) = %+v, %v; want %+v, %v", tc.line, got, ok, tc.want, tc.ok)
-		}
+		t.Run(tc.line, func(t *testing.T) {
+			got, ok := parseMountinfo(tc.line)
+			if ok != tc.ok || got.Path != tc.want.Path || got.V2 != tc.want.V2 || !slices.Equal(got.Controllers, tc.want.Controllers) {
+				t.Errorf("parseMountinfo(%q) = %+v, %v; want %+v, %v", tc.line, got, ok, tc.want, tc.ok)
+			}
+		})
 	}
 }
 

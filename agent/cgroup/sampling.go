@@ -81,7 +81,6 @@ type samplingContainer struct {
 	peak int64
 }
 
-func (c *samplingContainer) Name() string          { return c.name }
 func (c *samplingContainer) JoinFiles() []string   { return nil }
 func (c *samplingContainer) Update(l Limits) error { return nil }
 

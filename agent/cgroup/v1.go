@@ -101,8 +101,6 @@ type v1Container struct {
 	memory, cpu, cpuacct string
 }
 
-func (c *v1Container) Name() string { return c.name }
-
 func (c *v1Container) JoinFiles() []string {
 	files := make([]string, len(c.dirs))
 	for i, d := range c.dirs {

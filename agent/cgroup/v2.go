@@ -95,7 +95,6 @@ type v2Container struct {
 	dir  string
 }
 
-func (c *v2Container) Name() string         { return c.name }
 func (c *v2Container) JoinFiles() []string  { return []string{filepath.Join(c.dir, "cgroup.procs")} }
 func (c *v2Container) Attach(pid int) error { return nil }
 

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestNewcomerPath walks the README's newcomer path against a real `corral up`:
@@ -441,27 +443,9 @@ func buildCorral(t *testing.T) string {
 	return built.bin
 }
 
-// syncBuffer is a bytes.Buffer safe for a process writing while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type upProcess struct {
 	cmd      *exec.Cmd
-	out, err *syncBuffer
+	out, err *testkit.SyncBuffer
 	done     chan error
 	stopped  bool
 }
@@ -469,7 +453,7 @@ type upProcess struct {
 // startUp runs `corral up` and waits until it says the cell is up.
 func startUp(t *testing.T, bin, dir string, env, args []string) *upProcess {
 	t.Helper()
-	p := &upProcess{cmd: exec.Command(bin, args...), out: &syncBuffer{}, err: &syncBuffer{}, done: make(chan error, 1)}
+	p := &upProcess{cmd: exec.Command(bin, args...), out: &testkit.SyncBuffer{}, err: &testkit.SyncBuffer{}, done: make(chan error, 1)}
 	p.cmd.Dir, p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = dir, env, p.out, p.err
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -144,16 +144,18 @@ func TestHostileQueriesLeaveTheCellUp(t *testing.T) {
 		{`SELECT * FROM pg_catalog.pg_settings`, "pg_settings"},
 		{`SELECT * FROM pragma_database_list`, "pragma_database_list"},
 	}
-	for _, h := range hostile {
-		sqlEventually(`SELECT 1`) // the Infrastore process is (back) up
-		out, code := sql(h.q)
-		t.Logf("$ corral sql %q  (exit %d; the Infrastore process holds %d MiB)\n%.400s", h.q, code, procStatusKB(t, infrastorePid(t, data), "RssAnon:")>>10, out)
-		if h.mention != "" && (code == 0 || !strings.Contains(out, h.mention)) {
-			t.Errorf("%s: exit %d, want a refusal mentioning %q", h.q, code, h.mention)
-		}
-		if strings.Contains(out, "Internal") {
-			t.Errorf("%s: answered as a server failure: %s", h.q, out)
-		}
+	for i, h := range hostile {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			sqlEventually(`SELECT 1`) // the Infrastore process is (back) up
+			out, code := sql(h.q)
+			t.Logf("$ corral sql %q  (exit %d; the Infrastore process holds %d MiB)\n%.400s", h.q, code, procStatusKB(t, infrastorePid(t, data), "RssAnon:")>>10, out)
+			if h.mention != "" && (code == 0 || !strings.Contains(out, h.mention)) {
+				t.Errorf("%s: exit %d, want a refusal mentioning %q", h.q, code, h.mention)
+			}
+			if strings.Contains(out, "Internal") {
+				t.Errorf("%s: answered as a server failure: %s", h.q, out)
+			}
+		})
 	}
 	// A query stopped at its memory or time leaves memory that DuckDB's
 	// allocator gives back within seconds; until then a query that needs

@@ -20,6 +20,7 @@ import (
 
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/auth"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestLogStreamFloodLeavesMachinesUp is issue 36's first attack on a real
@@ -85,7 +86,18 @@ func TestLogStreamFloodLeavesMachinesUp(t *testing.T) {
 		flooders[i] = apipb.NewCellClient(dial(names[i]))
 	}
 	carol := apipb.NewCellClient(dial("carol"))
-	time.Sleep(time.Second) // the master reads the tokens file again within a second of a change
+	// The master reads the tokens file again within a second of a change.
+	testkit.Eventually(t, 10*time.Second, "the new tokens accepted", func() (bool, string) {
+		for i, c := range append(slices.Clone(flooders), carol) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := c.WhoAmI(ctx, &apipb.WhoAmIRequest{})
+			cancel()
+			if err != nil {
+				return false, fmt.Sprintf("client %d: %v", i, err)
+			}
+		}
+		return true, ""
+	})
 	for _, u := range names {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		cmd := exec.CommandContext(ctx, bin, "job", "submit", jobFile, "--wait")

@@ -1,6 +1,7 @@
 package agentlink
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/corralhq/corral/agent/agentpb"
@@ -12,7 +13,7 @@ import (
 // both read it.
 func TestAgentEventTask(t *testing.T) {
 	r := &events.TaskRef{User: "u", Job: "j", Index: 4}
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		ev     *agentpb.AgentEvent
 		state  commands.AgentTaskState
 		record bool
@@ -29,9 +30,11 @@ func TestAgentEventTask(t *testing.T) {
 		{&agentpb.AgentEvent{Kind: agentpb.EventKind_EVENT_KIND_KILLED, Task: r}, commands.AgentKilled, true, ""},
 		{&agentpb.AgentEvent{Kind: agentpb.EventKind_EVENT_KIND_ADOPTED, Task: r}, 0, false, ""},
 	} {
-		at, ok := AgentEventTask(tc.ev)
-		if ok != tc.record || (ok && (at.State != tc.state || at.Message != tc.msg || at.Task != TaskKeyOf(r))) {
-			t.Errorf("%v: %+v %v, want state %v message %q recorded %v", tc.ev.Kind, at, ok, tc.state, tc.msg, tc.record)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			at, ok := AgentEventTask(tc.ev)
+			if ok != tc.record || (ok && (at.State != tc.state || at.Message != tc.msg || at.Task != TaskKeyOf(r))) {
+				t.Errorf("%v: %+v %v, want state %v message %q recorded %v", tc.ev.Kind, at, ok, tc.state, tc.msg, tc.record)
+			}
+		})
 	}
 }

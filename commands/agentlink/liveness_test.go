@@ -1,6 +1,7 @@
 package agentlink_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,7 +10,7 @@ import (
 
 // TestHoldLoss: a hold needs at least two machines and 55% of the cell.
 func TestHoldLoss(t *testing.T) {
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		missing, machines int
 		want              bool
 	}{
@@ -25,9 +26,11 @@ func TestHoldLoss(t *testing.T) {
 		{5000, 10000, false},
 		{5500, 10000, true},
 	} {
-		if got := agentlink.HoldLoss(tc.missing, tc.machines); got != tc.want {
-			t.Errorf("HoldLoss(%d, %d) = %v, want %v", tc.missing, tc.machines, got, tc.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := agentlink.HoldLoss(tc.missing, tc.machines); got != tc.want {
+				t.Errorf("HoldLoss(%d, %d) = %v, want %v", tc.missing, tc.machines, got, tc.want)
+			}
+		})
 	}
 }
 

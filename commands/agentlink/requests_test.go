@@ -1,6 +1,7 @@
 package agentlink_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -116,7 +117,7 @@ func TestReportsSkipWhatTheLogHolds(t *testing.T) {
 func TestDue(t *testing.T) {
 	iv := 2 * time.Second
 	next := t0.Add(iv)
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		now           time.Time
 		down, changed bool
 		want          bool
@@ -127,9 +128,11 @@ func TestDue(t *testing.T) {
 		{t0, true, true, false},                  // but the machine is down
 		{t0.Add(-time.Hour), false, false, true}, // the clock went back
 	} {
-		if got := agentlink.Due(tc.now, next, iv, tc.down, tc.changed); got != tc.want {
-			t.Errorf("Due(%v, down %v, changed %v) = %v", tc.now.Sub(t0), tc.down, tc.changed, got)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := agentlink.Due(tc.now, next, iv, tc.down, tc.changed); got != tc.want {
+				t.Errorf("Due(%v, down %v, changed %v) = %v", tc.now.Sub(t0), tc.down, tc.changed, got)
+			}
+		})
 	}
 }
 

@@ -17,18 +17,19 @@ import (
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // liveAgent is an agent.Run in this process, serving and registering with
 // mutual TLS.
 type liveAgent struct {
 	name, addr, dir string
-	logs            *syncBuffer
+	logs            *testkit.SyncBuffer
 }
 
 func (c *cell) startAgent(t *testing.T, name string, cr *auth.Credentials) *liveAgent {
 	t.Helper()
-	la := &liveAgent{name: name, dir: t.TempDir(), logs: &syncBuffer{}}
+	la := &liveAgent{name: name, dir: t.TempDir(), logs: &testkit.SyncBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)

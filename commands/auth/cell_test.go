@@ -1,13 +1,11 @@
 package auth_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"log/slog"
 	"net"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,25 +20,8 @@ import (
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/sqlitestore"
+	"github.com/corralhq/corral/internal/testkit"
 )
-
-// syncBuffer collects a logger's output from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // cell is a master of a cell with every connection authenticated: its
 // gRPC server takes the options of auth.Server, and its link dials agents
@@ -52,7 +33,7 @@ type cell struct {
 	store   *sqlitestore.Store
 	m       *master.Master
 	addr    string
-	logs    *syncBuffer // the master's log
+	logs    *testkit.SyncBuffer // the master's log
 	limiter *auth.Limiter
 	secrets *auth.Secrets
 }
@@ -79,7 +60,7 @@ func newCell(t testing.TB, o cellOptions) *cell {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cell{t: t, dir: dir, local: local, store: store, logs: &syncBuffer{}, limiter: o.limiter}
+	c := &cell{t: t, dir: dir, local: local, store: store, logs: &testkit.SyncBuffer{}, limiter: o.limiter}
 	log := slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c.secrets = &auth.Secrets{Sealer: local.Sealer, Logger: log}
 	var ms events.Store = store

@@ -144,17 +144,19 @@ func TestSecretsReachOnlyTheTask(t *testing.T) {
 			s.Overrides = map[int32]*events.TaskOverride{0: {Env: map[string]string{"API_KEY": "x"}}}
 		}), "overrides[0].env[API_KEY]"},
 	} {
-		_, err := alice.Submit(bg, &apipb.SubmitRequest{RequestId: "bad-" + tc.spec.Name, Spec: tc.spec})
-		if code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.says) {
-			t.Errorf("%s: %v, want InvalidArgument saying %q", tc.name, err, tc.says)
-		}
-		// The running task's agent appends meanwhile: look for the job's
-		// own events rather than at the head.
-		for _, e := range c.events("") {
-			if e.Stream == events.JobStream("alice", tc.spec.Name) {
-				t.Errorf("%s: appended %s", tc.name, e.Type)
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := alice.Submit(bg, &apipb.SubmitRequest{RequestId: "bad-" + tc.spec.Name, Spec: tc.spec})
+			if code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("%s: %v, want InvalidArgument saying %q", tc.name, err, tc.says)
 			}
-		}
+			// The running task's agent appends meanwhile: look for the job's
+			// own events rather than at the head.
+			for _, e := range c.events("") {
+				if e.Stream == events.JobStream("alice", tc.spec.Name) {
+					t.Errorf("%s: appended %s", tc.name, e.Type)
+				}
+			}
+		})
 	}
 
 	// The log's bytes, the master's and the agent's logs.

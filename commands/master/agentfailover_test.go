@@ -18,6 +18,7 @@ import (
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -135,7 +136,7 @@ func TestAgentFaultsDuringFailover(t *testing.T) {
 	c.startAgent("m0", true)
 	c.startAgent("m1", true)
 	c.startAgent("m2", false)
-	eventually(t, 10*time.Second, "three machines up", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "three machines up", func() (bool, string) {
 		return c.machineState("m0") == projections.MachineUp && c.machineState("m1") == projections.MachineUp && c.machineState("m2") == projections.MachineUp, ""
 	})
 	c.submit(c.spec("svc", 9, "exec sleep 600"))
@@ -168,7 +169,7 @@ func TestAgentFaultsDuringFailover(t *testing.T) {
 	c.mu.Unlock()
 	time.Sleep(2 * time.Second)
 	c.startAgent("m0", true) // restarted before any leader polls it
-	eventually(t, 20*time.Second, "the standby leading", func() (bool, string) { return standby.m.Leading(), "" })
+	testkit.Eventually(t, 20*time.Second, "the standby leading", func() (bool, string) { return standby.m.Leading(), "" })
 	failover := time.Since(t0)
 
 	// m1's tasks run elsewhere; m0's were adopted where they ran.
@@ -188,7 +189,7 @@ func TestAgentFaultsDuringFailover(t *testing.T) {
 
 	healed := time.Now()
 	c.proxies["m1"].setCut(false)
-	eventually(t, 20*time.Second, "one process per task, and m1 up", func() (bool, string) {
+	testkit.Eventually(t, 20*time.Second, "one process per task, and m1 up", func() (bool, string) {
 		procs := c.procs("svc")
 		for i := int32(0); i < 9; i++ {
 			if len(procs[i]) != 1 {
@@ -211,7 +212,7 @@ func TestAgentFaultsDuringFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	var same bool
-	eventually(t, 5*time.Second, "the leader's state equal to the log's", func() (bool, string) {
+	testkit.Eventually(t, 5*time.Second, "the leader's state equal to the log's", func() (bool, string) {
 		loaded, err = projections.Load(context.Background(), store)
 		if err != nil {
 			t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // cell is a whole cell in one process: a master with its scheduler loop and
@@ -114,27 +115,11 @@ func (c *cell) stopAgent(name string) {
 	}
 }
 
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
-}
-
 func pidAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 	c := startCell(t, backends[1].Open(t), 2)
-	eventually(t, 15*time.Second, "two machines registered", func() (bool, string) {
+	testkit.Eventually(t, 15*time.Second, "two machines registered", func() (bool, string) {
 		ms, err := c.client.ListMachines(as("alice"), &apipb.ListMachinesRequest{})
 		if err != nil {
 			return false, err.Error()
@@ -147,7 +132,7 @@ func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pids []int
-	eventually(t, 20*time.Second, "three tasks running", func() (bool, string) {
+	testkit.Eventually(t, 20*time.Second, "three tasks running", func() (bool, string) {
 		job, err := c.client.Get(as("alice"), &apipb.GetRequest{Job: "sleeper"})
 		if err != nil {
 			return false, err.Error()
@@ -179,7 +164,7 @@ func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 	if _, err := c.client.Submit(as("alice"), &apipb.SubmitRequest{RequestId: "s2", Spec: big}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "why pending explains the memory", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "why pending explains the memory", func() (bool, string) {
 		why, err := c.client.WhyPending(as("alice"), &apipb.WhyPendingRequest{Job: "huge"})
 		if err != nil {
 			return false, err.Error()
@@ -196,7 +181,7 @@ func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 	// The reason is history: recorded once, and there to ask at a later
 	// position, after the job is gone.
 	var recorded int64
-	eventually(t, 10*time.Second, "the reason recorded in the log", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "the reason recorded in the log", func() (bool, string) {
 		evs, err := c.client.Events(as("alice"), &apipb.EventsRequest{Type: "PendingReasonsChanged"})
 		if err != nil || len(evs.Events) == 0 {
 			return false, fmt.Sprint(evs, err)
@@ -230,7 +215,7 @@ func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 	if _, err := c.client.Kill(as("alice"), &apipb.KillRequest{RequestId: "k1", Job: "sleeper"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "processes stopped", func() (bool, string) {
+	testkit.Eventually(t, 15*time.Second, "processes stopped", func() (bool, string) {
 		for _, p := range pids {
 			if pidAlive(p) {
 				return false, fmt.Sprintf("pid %d alive", p)
@@ -254,7 +239,7 @@ func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 
 func TestPreemptionThroughTheAPI(t *testing.T) {
 	c := startCell(t, backends[1].Open(t), 1)
-	eventually(t, 15*time.Second, "machine registered", func() (bool, string) {
+	testkit.Eventually(t, 15*time.Second, "machine registered", func() (bool, string) {
 		ms, err := c.client.ListMachines(as("alice"), &apipb.ListMachinesRequest{})
 		if err != nil {
 			return false, err.Error()
@@ -273,7 +258,7 @@ func TestPreemptionThroughTheAPI(t *testing.T) {
 	if _, err := c.client.Submit(as("bob"), &apipb.SubmitRequest{RequestId: "b1", Spec: batch}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "filler running", func() (bool, string) {
+	testkit.Eventually(t, 20*time.Second, "filler running", func() (bool, string) {
 		job, err := c.client.Get(as("bob"), &apipb.GetRequest{Job: "filler"})
 		if err != nil {
 			return false, err.Error()
@@ -286,7 +271,7 @@ func TestPreemptionThroughTheAPI(t *testing.T) {
 	if _, err := c.client.Submit(as("alice"), &apipb.SubmitRequest{RequestId: "p1", Spec: prod}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "frontend running", func() (bool, string) {
+	testkit.Eventually(t, 20*time.Second, "frontend running", func() (bool, string) {
 		job, err := c.client.Get(as("alice"), &apipb.GetRequest{Job: "frontend"})
 		if err != nil {
 			return false, err.Error()

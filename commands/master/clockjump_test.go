@@ -14,6 +14,7 @@ import (
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events/pgstore"
 	"github.com/corralhq/corral/internal/pgtest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -80,7 +81,7 @@ func startHostReplica(t *testing.T, name, url, addr string, clock *hostClock) *h
 func waitLeader(t *testing.T, timeout time.Duration, r *hostReplica) time.Duration {
 	t.Helper()
 	start := time.Now()
-	eventually(t, timeout, r.m.Name()+" leading", func() (bool, string) { return r.m.Leading(), "" })
+	testkit.Eventually(t, timeout, r.m.Name()+" leading", func() (bool, string) { return r.m.Leading(), "" })
 	return time.Since(start)
 }
 
@@ -119,41 +120,29 @@ func TestClockJumpDoesNotReorderTheLog(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); sub.run(ctx, t, c, "job") }()
-	time.Sleep(time.Second)
+	sub.waitAcks(t, 20)
 
 	// A's clock goes back an hour: its renewal writes an expiry an hour in
 	// B's past, and B takes the lease.
 	clockA.jump(-time.Hour)
 	took := waitLeader(t, 10*time.Second, b)
 	t.Logf("hostA's clock back an hour: hostB leads after %s", took.Round(time.Millisecond))
-	eventually(t, 5*time.Second, "hostA stepping down", func() (bool, string) { return !a.m.Leading(), "" })
-	time.Sleep(time.Second)
+	testkit.Eventually(t, 5*time.Second, "hostA stepping down", func() (bool, string) { return !a.m.Leading(), "" })
+	sub.waitAcks(t, 20)
 
 	// B steps aside (released lease): A, an hour behind, leads and writes.
 	b.stop()
 	took = waitLeader(t, 10*time.Second, a)
 	t.Logf("hostB stopped: hostA (clock %s) leads after %s", clockA, took.Round(time.Millisecond))
-	since := time.Now()
-	for !sub.okSince(since) {
-		if time.Since(since) > 10*time.Second {
-			t.Fatal("no write acknowledged while hostA led with its clock an hour behind")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(time.Second)
+	sub.waitOKSince(t, time.Now(), 10*time.Second, "a write acknowledged while hostA leads with its clock an hour behind")
+	sub.waitAcks(t, 20)
 
 	// B back: A's lease looks an hour expired to it, so it takes over again.
 	b = startHostReplica(t, "hostB", url, b.addr, clockB)
 	took = waitLeader(t, 10*time.Second, b)
 	t.Logf("hostB restarted: leads again after %s", took.Round(time.Millisecond))
-	since = time.Now()
-	for !sub.okSince(since) {
-		if time.Since(since) > 10*time.Second {
-			t.Fatal("no write acknowledged after hostB took over again")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond)
+	sub.waitOKSince(t, time.Now(), 10*time.Second, "a write acknowledged after hostB took over again")
+	sub.waitAcks(t, 10)
 	cancel()
 	<-done
 

@@ -24,6 +24,7 @@ import (
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/pgstore"
 	"github.com/corralhq/corral/internal/pgtest"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestHelperMasterProcess is not a test: the failover tests run it as a
@@ -136,20 +137,23 @@ func statusOf(addr string) (*apipb.StatusReply, error) {
 
 func leaderOf(t *testing.T, procs []*masterProc, timeout time.Duration, except string) *masterProc {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var leader *masterProc
+	found := testkit.Poll(timeout, func() bool {
 		for _, p := range procs {
 			if p.name == except {
 				continue
 			}
 			if st, err := statusOf(p.addr); err == nil && st.Leader {
-				return p
+				leader = p
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	})
+	if !found {
+		t.Fatalf("no leader among the masters within %s", timeout)
 	}
-	t.Fatalf("no leader among the masters within %s", timeout)
-	return nil
+	return leader
 }
 
 // submitter submits jobs continuously through a leader-following client
@@ -184,6 +188,30 @@ func (s *submitter) run(ctx context.Context, t *testing.T, c *client.Client, pre
 		s.mu.Unlock()
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// acks counts the acknowledged submissions.
+func (s *submitter) acks() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.acked)
+}
+
+// waitAcks waits until n more submissions than now are acknowledged: the
+// stream runs under the replica that leads before the next fault.
+func (s *submitter) waitAcks(t *testing.T, n int) {
+	t.Helper()
+	want := s.acks() + n
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("%d more writes acknowledged", n), func() (bool, string) {
+		got := s.acks()
+		return got >= want, fmt.Sprintf("%d of %d", got, want)
+	})
+}
+
+// waitOKSince waits until a submission is acknowledged after t0.
+func (s *submitter) waitOKSince(t *testing.T, t0 time.Time, within time.Duration, what string) {
+	t.Helper()
+	testkit.Eventually(t, within, what, func() (bool, string) { return s.okSince(t0), "none" })
 }
 
 func (s *submitter) okSince(t0 time.Time) bool {
@@ -299,7 +327,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); sub.run(ctx, t, c, "job") }()
-	time.Sleep(1500 * time.Millisecond)
+	sub.waitAcks(t, 30)
 
 	// kill -9 the leader in the middle of the stream.
 	killed := time.Now()
@@ -307,18 +335,13 @@ func TestFailoverUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := leaderOf(t, procs, 15*time.Second, leader.name)
-	for !sub.okSince(killed) {
-		if time.Since(killed) > 15*time.Second {
-			t.Fatal("no write acknowledged within 15 s of the leader's death")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	sub.waitOKSince(t, killed, 15*time.Second, "a write acknowledged after the leader's death")
 	failover := time.Since(killed)
 	t.Logf("kill -9 of %s: %s leads and serves writes after %s", leader.name, next.name, failover.Round(time.Millisecond))
 	if failover > 10*time.Second {
 		t.Errorf("failover took %s, want under 10 s", failover)
 	}
-	time.Sleep(time.Second)
+	sub.waitAcks(t, 20)
 
 	// Pause the new leader instead: a request it received while paused is
 	// fenced when it resumes, never appended.
@@ -341,12 +364,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 		late <- err
 	}()
 	third := leaderOf(t, procs, 15*time.Second, next.name)
-	for !sub.okSince(paused.Add(time.Second)) {
-		if time.Since(paused) > 20*time.Second {
-			t.Fatal("no write acknowledged within 20 s of pausing the leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	sub.waitOKSince(t, paused.Add(time.Second), 20*time.Second, "a write acknowledged after pausing the leader")
 	t.Logf("SIGSTOP of %s: %s leads after %s", next.name, third.name, time.Since(paused).Round(time.Millisecond))
 	if err := next.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -354,10 +372,10 @@ func TestFailoverUnderLoad(t *testing.T) {
 	if err := <-late; err == nil {
 		t.Error("the paused leader acknowledged a write after it was deposed")
 	}
-	time.Sleep(500 * time.Millisecond)
-	if st, err := statusOf(next.addr); err != nil || st.Leader {
-		t.Errorf("the resumed old leader: %+v %v, want a follower", st, err)
-	}
+	testkit.Eventually(t, 5*time.Second, "the resumed old leader a follower", func() (bool, string) {
+		st, err := statusOf(next.addr)
+		return err == nil && !st.Leader, fmt.Sprint(st, err)
+	})
 	cancel()
 	<-done
 	sub.mu.Lock()
@@ -407,7 +425,7 @@ func TestFailoverSameNameRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); sub.run(ctx, t, c, "job") }()
-	time.Sleep(time.Second)
+	sub.waitAcks(t, 20)
 
 	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -415,35 +433,23 @@ func TestFailoverSameNameRestart(t *testing.T) {
 	paused := time.Now()
 	started := startMasterProcAt(t, "master1", url, fresh.addr)
 	procs = append(procs, started)
-	for !sub.okSince(paused.Add(100 * time.Millisecond)) {
-		if time.Since(paused) > 15*time.Second {
-			t.Fatal("no write acknowledged within 15 s of pausing the leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	sub.waitOKSince(t, paused.Add(100*time.Millisecond), 15*time.Second, "a write acknowledged after pausing the leader")
 	t.Logf("leader paused and restarted under its name: writes acknowledged again after %s", time.Since(paused).Round(time.Millisecond))
-	time.Sleep(500 * time.Millisecond)
+	sub.waitAcks(t, 10)
 
 	// The old process resumes believing it leads.
 	if err := old.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.Eventually(t, 5*time.Second, "one leader after the old process resumed", func() (bool, string) {
 		var leaders []string
 		for _, p := range procs {
 			if st, err := statusOf(p.addr); err == nil && st.Leader {
 				leaders = append(leaders, p.addr)
 			}
 		}
-		if len(leaders) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d replicas say they lead 5 s after the old process resumed: %v", len(leaders), leaders)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(leaders) == 1, fmt.Sprintf("%d replicas say they lead: %v", len(leaders), leaders)
+	})
 	if st, err := statusOf(old.addr); err != nil || st.Leader {
 		t.Errorf("the resumed old process: %+v %v, want a follower", st, err)
 	}
@@ -454,12 +460,7 @@ func TestFailoverSameNameRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	for !sub.okSince(killed.Add(100 * time.Millisecond)) {
-		if time.Since(killed) > 15*time.Second {
-			t.Fatalf("no write acknowledged within 15 s of killing the leader at %s", leader.addr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	sub.waitOKSince(t, killed.Add(100*time.Millisecond), 15*time.Second, "a write acknowledged after killing the leader at "+leader.addr)
 	t.Logf("kill -9 of the leader at %s: writes acknowledged again after %s", leader.addr, time.Since(killed).Round(time.Millisecond))
 	cancel()
 	<-done

@@ -59,7 +59,7 @@ func (m *Master) Agent(machine string) (AgentSeen, bool) {
 // polled records an answered poll that started at started and ended at now.
 func (l *link) polled(ml *machineLink, started, now time.Time, st *agentpb.AgentState) {
 	took := now.Sub(started)
-	seen := AgentSeen{LastPoll: now, CgroupMode: cgroupModeName(st.GetCgroupMode()), CgroupNote: st.GetCgroupNote()}
+	seen := AgentSeen{LastPoll: now, CgroupMode: st.GetCgroupMode().Label(), CgroupNote: st.GetCgroupNote()}
 	if us := st.GetTimeUs(); us != 0 {
 		// The agent took its time somewhere within the poll: take the middle.
 		seen.ClockSkew = time.UnixMicro(us).Sub(started.Add(took / 2))
@@ -82,16 +82,4 @@ func (l *link) unanswered(ml *machineLink, err error) {
 	if l.cfg.Metrics != nil {
 		l.cfg.Metrics.PollDone(ml.name, 0, 0, err)
 	}
-}
-
-func cgroupModeName(m agentpb.CgroupMode) string {
-	switch m {
-	case agentpb.CgroupMode_CGROUP_MODE_V1:
-		return "v1"
-	case agentpb.CgroupMode_CGROUP_MODE_V2:
-		return "v2"
-	case agentpb.CgroupMode_CGROUP_MODE_SAMPLING:
-		return "sampling"
-	}
-	return ""
 }

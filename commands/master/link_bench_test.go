@@ -31,6 +31,7 @@ import (
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/sqlitestore"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -277,7 +278,7 @@ func BenchmarkTaskStartLatency(b *testing.B) {
 	go func() { defer close(done); m.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	top := fmt.Sprintf("corral-linkbench-%d", os.Getpid())
-	b.Cleanup(func() { removeCgroups(b, top) })
+	b.Cleanup(func() { testkit.RemoveCgroups(b, top) })
 	agentDone := make(chan struct{})
 	go func() {
 		defer close(agentDone)

@@ -12,6 +12,7 @@ import (
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -38,12 +39,12 @@ func TestLinkRecordsEveryFailureAndRestart(t *testing.T) {
 	// Backoff 100, 200, 400, 800 ms: several restarts fall between polls.
 	spec.Restart = &events.RestartPolicy{Mode: "on-failure", MaxRestarts: 4, BackoffInitialMs: 100, BackoffMaxMs: 800}
 	c.submit(spec)
-	eventually(t, 20*time.Second, "the task failed for good", func() (bool, string) {
+	testkit.Eventually(t, 20*time.Second, "the task failed for good", func() (bool, string) {
 		ts := c.tasks("flaky")
 		return ts[0].State == projections.TaskDead, fmt.Sprint(ts)
 	})
 	// A poll or two more: nothing else may happen.
-	time.Sleep(3 * testPoll)
+	c.waitPolls(3)
 	b, _ := os.ReadFile(runs)
 	got := strings.Count(string(b), "run")
 	var willRestart, final int
@@ -83,7 +84,7 @@ func TestLinkOOMKilledTaskBacksOff(t *testing.T) {
 	// Two machines: a failed task avoids the machine it last failed on.
 	c.startAgent("m0", false)
 	c.startAgent("m1", false)
-	eventually(t, 10*time.Second, "m0 and m1 up", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "m0 and m1 up", func() (bool, string) {
 		return c.machineState("m0") == projections.MachineUp && c.machineState("m1") == projections.MachineUp, ""
 	})
 	// tail looks for a line end in an endless stream of zeros: it keeps
@@ -144,7 +145,7 @@ func TestLinkOOMKilledTaskBacksOff(t *testing.T) {
 	}
 
 	// restart: never is obeyed for an OOM kill too: one run, then dead.
-	eventually(t, 10*time.Second, "hog-once failed for good", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "hog-once failed for good", func() (bool, string) {
 		ts := c.tasks("hog-once")
 		return ts[0].State == projections.TaskDead, fmt.Sprint(ts)
 	})
@@ -167,7 +168,7 @@ func TestLinkAgentKilledTasksMoveAndDuplicatesDie(t *testing.T) {
 	before := c.runningOn("web", 2, 20*time.Second, func(m string) bool { return m == "m0" })
 	c.startAgent("m1", false)
 	c.startAgent("m2", false)
-	eventually(t, 10*time.Second, "m1 and m2 up", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "m1 and m2 up", func() (bool, string) {
 		return c.machineState("m1") == projections.MachineUp && c.machineState("m2") == projections.MachineUp, ""
 	})
 	old := map[int32]int{}
@@ -208,7 +209,7 @@ func TestLinkAgentKilledTasksMoveAndDuplicatesDie(t *testing.T) {
 	// and the master has it stop them.
 	back := time.Now()
 	c.startAgent("m0", false)
-	eventually(t, 15*time.Second, "one process per task", func() (bool, string) {
+	testkit.Eventually(t, 15*time.Second, "one process per task", func() (bool, string) {
 		procs := c.procs("web")
 		return len(procs[0]) == 1 && len(procs[1]) == 1, fmt.Sprint(procs)
 	})
@@ -219,7 +220,7 @@ func TestLinkAgentKilledTasksMoveAndDuplicatesDie(t *testing.T) {
 		}
 	}
 	now := c.runningOn("web", 2, 5*time.Second, func(m string) bool { return m == "m1" || m == "m2" })
-	eventually(t, 5*time.Second, "m0 up", func() (bool, string) { return c.machineState("m0") == projections.MachineUp, "" })
+	testkit.Eventually(t, 5*time.Second, "m0 up", func() (bool, string) { return c.machineState("m0") == projections.MachineUp, "" })
 	if n := len(c.events("web", "TaskScheduled")); n != 4 {
 		t.Errorf("%d TaskScheduled, want 4 (2 first, 2 after the loss): %v", n, now)
 	}
@@ -237,7 +238,7 @@ func TestLinkMasterStoppedTasksRunOn(t *testing.T) {
 	c := newLinkCell(t, testLinkConfig())
 	c.startAgent("m0", false)
 	c.startAgent("m1", false)
-	eventually(t, 10*time.Second, "two machines up", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "two machines up", func() (bool, string) {
 		return c.machineState("m0") == projections.MachineUp && c.machineState("m1") == projections.MachineUp, ""
 	})
 	c.submit(c.spec("svc", 4, "exec sleep 600"))
@@ -272,10 +273,10 @@ func TestLinkMasterStoppedTasksRunOn(t *testing.T) {
 	}
 
 	lm := c.startMaster("master2")
-	eventually(t, 10*time.Second, "every machine polled by the new master", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "every machine polled by the new master", func() (bool, string) {
 		return lm.stats.Polls.Load() >= 4, fmt.Sprint(lm.stats.Polls.Load(), " polls")
 	})
-	time.Sleep(3 * testPoll)
+	c.waitPolls(3)
 	after := c.runningOn("svc", 4, 5*time.Second, func(string) bool { return true })
 	for i, tv := range before {
 		if a := after[i]; a.Pid != tv.Pid || a.Machine != tv.Machine {
@@ -334,7 +335,7 @@ func TestLinkPartitionHealedDuplicatesDie(t *testing.T) {
 	c.submit(c.spec("api", 2, "exec sleep 600"))
 	before := c.runningOn("api", 2, 20*time.Second, func(m string) bool { return m == "m0" })
 	c.startAgent("m1", false)
-	eventually(t, 10*time.Second, "m1 up", func() (bool, string) { return c.machineState("m1") == projections.MachineUp, "" })
+	testkit.Eventually(t, 10*time.Second, "m1 up", func() (bool, string) { return c.machineState("m1") == projections.MachineUp, "" })
 
 	cut := time.Now()
 	c.proxies["m0"].setCut(true)
@@ -350,7 +351,7 @@ func TestLinkPartitionHealedDuplicatesDie(t *testing.T) {
 
 	healed := time.Now()
 	c.proxies["m0"].setCut(false)
-	eventually(t, 15*time.Second, "one process per task", func() (bool, string) {
+	testkit.Eventually(t, 15*time.Second, "one process per task", func() (bool, string) {
 		procs := c.procs("api")
 		return len(procs[0]) == 1 && len(procs[1]) == 1, fmt.Sprint(procs)
 	})
@@ -367,5 +368,5 @@ func TestLinkPartitionHealedDuplicatesDie(t *testing.T) {
 		}
 	}
 	c.runningOn("api", 2, 5*time.Second, func(m string) bool { return m == "m1" })
-	eventually(t, 5*time.Second, "m0 up", func() (bool, string) { return c.machineState("m0") == projections.MachineUp, "" })
+	testkit.Eventually(t, 5*time.Second, "m0 up", func() (bool, string) { return c.machineState("m0") == projections.MachineUp, "" })
 }

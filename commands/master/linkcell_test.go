@@ -26,11 +26,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/corralhq/corral/agent"
-	"github.com/corralhq/corral/agent/cgroup"
 	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -208,6 +208,21 @@ func (c *linkCell) stopMaster() {
 
 func (c *linkCell) m() *master.Master { return c.master.m }
 
+// waitPolls waits until the master has made n more rounds of polls, as
+// many polls (answered or not) as n times the machines it knows: "a poll
+// or two more" as a condition, not a length of time.
+func (c *linkCell) waitPolls(n int) {
+	c.t.Helper()
+	lm := c.master
+	polls := func() int64 { return lm.stats.Polls.Load() + lm.stats.Failures.Load() }
+	machines := 0
+	lm.m.View(func(s *projections.State) { machines = len(s.Machines) })
+	want := polls() + int64(n*max(machines, 1))
+	testkit.Eventually(c.t, time.Duration(n+20)*c.linkCfg.Interval, fmt.Sprintf("%d more rounds of polls of %d machines", n, machines), func() (bool, string) {
+		return polls() >= want, fmt.Sprintf("%d of %d polls", polls(), want)
+	})
+}
+
 // startAgent starts (or starts again, on the same data dir) an agent
 // process. With viaProxy the master reaches it only through a proxy the
 // test can cut.
@@ -298,7 +313,7 @@ func (c *linkCell) cleanup() {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 	}
-	removeCgroups(c.t, c.cgroups)
+	testkit.RemoveCgroups(c.t, c.cgroups)
 	for _, px := range c.proxies {
 		px.close()
 	}
@@ -312,47 +327,6 @@ func (c *linkCell) cleanup() {
 		}
 	}
 	c.stopMaster()
-}
-
-// removeCgroups removes the cgroups under top in every hierarchy, killing
-// what still runs in them, deepest first.
-func removeCgroups(t testing.TB, top string) {
-	ms, err := cgroup.Mounts()
-	if err != nil {
-		return
-	}
-	for _, m := range ms {
-		root := filepath.Join(m.Path, top)
-		if _, err := os.Stat(root); err != nil {
-			continue
-		}
-		var dirs []string
-		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		slices.Reverse(dirs)
-		for _, d := range dirs {
-			for i := 0; i < 200; i++ {
-				if pids, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
-					for _, f := range strings.Fields(string(pids)) {
-						if pid, err := strconv.Atoi(f); err == nil {
-							_ = syscall.Kill(pid, syscall.SIGKILL)
-						}
-					}
-				}
-				if err := syscall.Rmdir(d); err == nil || err == syscall.ENOENT {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-		if _, err := os.Stat(root); err == nil {
-			t.Errorf("test cgroup %s left behind", root)
-		}
-	}
 }
 
 // spec is a job of this cell: its tasks carry the cell's marker.
@@ -479,7 +453,7 @@ func alive(pid int) bool {
 func (c *linkCell) runningOn(job string, n int, timeout time.Duration, ok func(machine string) bool) map[int32]taskView {
 	c.t.Helper()
 	var ts map[int32]taskView
-	eventually(c.t, timeout, fmt.Sprintf("%d tasks of %s running", n, job), func() (bool, string) {
+	testkit.Eventually(c.t, timeout, fmt.Sprintf("%d tasks of %s running", n, job), func() (bool, string) {
 		ts = c.tasks(job)
 		procs := c.procs(job)
 		running := 0

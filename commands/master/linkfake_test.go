@@ -22,6 +22,7 @@ import (
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -189,12 +190,12 @@ func TestLinkNewLeaderRecordsUnacknowledgedEventsOnce(t *testing.T) {
 	c.submit(c.spec("once", 1, "exec sleep 600"))
 	key := "alice/once/0"
 	count := func(typ string) int { return len(c.events("once", typ)) }
-	eventually(t, 10*time.Second, "started", func() (bool, string) { return count("TaskStarted") == 1, fmt.Sprint(c.tasks("once")) })
-	time.Sleep(2 * testPoll) // the start acknowledged
+	testkit.Eventually(t, 10*time.Second, "started", func() (bool, string) { return count("TaskStarted") == 1, fmt.Sprint(c.tasks("once")) })
+	c.waitPolls(2) // the start acknowledged
 	a.setIgnoreAcks(true)
 	a.flap(key)
-	eventually(t, 10*time.Second, "failures recorded", func() (bool, string) { return count("TaskFailed") == 2, fmt.Sprint(c.tasks("once")) })
-	time.Sleep(3 * testPoll) // polls replaying the events to the same leader
+	testkit.Eventually(t, 10*time.Second, "failures recorded", func() (bool, string) { return count("TaskFailed") == 2, fmt.Sprint(c.tasks("once")) })
+	c.waitPolls(3) // polls replaying the events to the same leader
 	if s, f := count("TaskStarted"), count("TaskFailed"); s != 2 || f != 2 {
 		t.Fatalf("%d TaskStarted, %d TaskFailed recorded by the first leader: want 2 and 2", s, f)
 	}
@@ -202,7 +203,7 @@ func TestLinkNewLeaderRecordsUnacknowledgedEventsOnce(t *testing.T) {
 
 	a.setIgnoreAcks(false)
 	lm := c.startMaster("master2")
-	eventually(t, 10*time.Second, "polled by the new leader", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "polled by the new leader", func() (bool, string) {
 		return lm.stats.Polls.Load() >= 3, fmt.Sprint(lm.stats.Polls.Load())
 	})
 	if s, f := count("TaskStarted"), count("TaskFailed"); s != 2 || f != 2 {
@@ -213,7 +214,7 @@ func TestLinkNewLeaderRecordsUnacknowledgedEventsOnce(t *testing.T) {
 	}
 	// And it goes on: the next restart in place is recorded.
 	pid := a.restart(key)
-	eventually(t, 10*time.Second, "restart recorded", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "restart recorded", func() (bool, string) {
 		tv := c.tasks("once")[0]
 		return tv.State == projections.TaskRunning && tv.Pid == pid, fmt.Sprint(tv)
 	})
@@ -233,7 +234,7 @@ func TestLinkPacesStarts(t *testing.T) {
 	c := newLinkCell(t, cfg)
 	a := c.scriptedAgent("f0")
 	c.submit(c.spec("many", 30, "exit 0"))
-	eventually(t, 20*time.Second, "30 tasks running", func() (bool, string) {
+	testkit.Eventually(t, 20*time.Second, "30 tasks running", func() (bool, string) {
 		running := 0
 		for _, tv := range c.tasks("many") {
 			if tv.State == projections.TaskRunning {
@@ -256,7 +257,7 @@ func TestLinkRecordsRefusedStart(t *testing.T) {
 	spec := c.spec("refused", 1, "exit 0")
 	spec.Restart = &events.RestartPolicy{Mode: "never"}
 	c.submit(spec)
-	eventually(t, 10*time.Second, "the task failed", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "the task failed", func() (bool, string) {
 		tv := c.tasks("refused")[0]
 		return tv.State == projections.TaskDead, fmt.Sprint(tv)
 	})
@@ -306,10 +307,10 @@ func TestLinkHungMachinesDoNotStarveTheOthers(t *testing.T) {
 	}
 	c.scriptedAgent("ok0")
 	c.scriptedAgent("ok1")
-	time.Sleep(2 * testPoll)
+	c.waitPolls(2)
 	stats := c.master.stats
 	from := len(stats.Snapshot())
-	time.Sleep(10 * testPoll)
+	c.waitPolls(10)
 	ivs := stats.Snapshot()[from:] // only answered polls have intervals: ok0's and ok1's
 	p95 := percentile(ivs, 0.95)
 	t.Logf("answering machines: %d polls in %s, p95 interval %s (poll interval %s); %d unanswered polls", len(ivs), 10*testPoll, p95, testPoll, stats.Failures.Load())
@@ -325,7 +326,7 @@ func TestLinkLostTasksAreRescheduledAtABoundedRate(t *testing.T) {
 	c := newLinkCell(t, testLinkConfig(), func(sc *master.SchedulerConfig) { sc.RescheduleRate, sc.RescheduleBurst = 2, 2 })
 	a := c.scriptedAgent("f0")
 	c.submit(c.spec("many", 8, "exec sleep 600"))
-	eventually(t, 10*time.Second, "8 tasks running on f0", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "8 tasks running on f0", func() (bool, string) {
 		n := 0
 		for _, tv := range c.tasks("many") {
 			if tv.State == projections.TaskRunning {
@@ -336,7 +337,7 @@ func TestLinkLostTasksAreRescheduledAtABoundedRate(t *testing.T) {
 	})
 	c.scriptedAgent("f1")
 	a.setDown(true)
-	eventually(t, 10*time.Second, "8 tasks running on f1", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "8 tasks running on f1", func() (bool, string) {
 		n := 0
 		for _, tv := range c.tasks("many") {
 			if tv.State == projections.TaskRunning && tv.Machine == "f1" {
@@ -371,20 +372,20 @@ func TestLinkFailedTaskAvoidsItsMachine(t *testing.T) {
 	spec := c.spec("crashy", 1, "exec sleep 600")
 	spec.Restart = &events.RestartPolicy{Mode: "on-failure"}
 	c.submit(spec)
-	eventually(t, 10*time.Second, "running on f0", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "running on f0", func() (bool, string) {
 		tv := c.tasks("crashy")[0]
 		return tv.State == projections.TaskRunning && tv.Machine == "f0", fmt.Sprint(tv)
 	})
 	a.failForGood("alice/crashy/0")
-	eventually(t, 10*time.Second, "failure recorded", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "failure recorded", func() (bool, string) {
 		return len(c.events("crashy", "TaskFailed")) == 1, fmt.Sprint(c.tasks("crashy"))
 	})
-	time.Sleep(4 * testPoll)
+	c.waitPolls(4)
 	if tv := c.tasks("crashy")[0]; tv.State != projections.TaskPending {
 		t.Fatalf("with only the machine it failed on, the task is %+v: want pending", tv)
 	}
 	c.scriptedAgent("f1")
-	eventually(t, 10*time.Second, "running on f1", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "running on f1", func() (bool, string) {
 		tv := c.tasks("crashy")[0]
 		return tv.State == projections.TaskRunning && tv.Machine == "f1", fmt.Sprint(tv)
 	})
@@ -399,7 +400,7 @@ func TestLinkNewLeaderGivesAgentsAGracePeriod(t *testing.T) {
 	c := newLinkCell(t, cfg)
 	a := c.scriptedAgent("f0")
 	c.submit(c.spec("steady", 3, "sleep 600"))
-	eventually(t, 10*time.Second, "the tasks run", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "the tasks run", func() (bool, string) {
 		ts := c.tasks("steady")
 		n := 0
 		for _, tv := range ts {
@@ -414,9 +415,9 @@ func TestLinkNewLeaderGivesAgentsAGracePeriod(t *testing.T) {
 	a.setDown(true)
 	c.stopMaster()
 	c.startMaster("master2")
-	time.Sleep(time.Duration(2*testMisses) * testPoll)
+	c.waitPolls(2 * testMisses)
 	a.setDown(false)
-	time.Sleep(4 * testPoll)
+	c.waitPolls(4)
 	if lost := c.events("steady", "TaskLost"); len(lost) != 0 {
 		t.Fatalf("%d tasks lost on a machine that answered within the grace", len(lost))
 	}
@@ -425,7 +426,7 @@ func TestLinkNewLeaderGivesAgentsAGracePeriod(t *testing.T) {
 	}
 	// Past the grace, silence still marks the machine down.
 	a.setDown(true)
-	eventually(t, 10*time.Second, "f0 is down", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "f0 is down", func() (bool, string) {
 		st := c.machineState("f0")
 		return st == projections.MachineDown, fmt.Sprint(st)
 	})
@@ -441,7 +442,7 @@ func TestLinkHoldsMachineLossWhenMostMachinesMiss(t *testing.T) {
 	c := newLinkCell(t, testLinkConfig())
 	agents := []*scriptedAgent{c.scriptedAgent("f0"), c.scriptedAgent("f1"), c.scriptedAgent("f2")}
 	c.submit(c.spec("steady", 6, "sleep 600"))
-	eventually(t, 10*time.Second, "the tasks run", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "the tasks run", func() (bool, string) {
 		n := 0
 		for _, tv := range c.tasks("steady") {
 			if tv.State == projections.TaskRunning {
@@ -455,11 +456,11 @@ func TestLinkHoldsMachineLossWhenMostMachinesMiss(t *testing.T) {
 	// the silence that would mark one down.
 	agents[0].setDown(true)
 	agents[1].setDown(true)
-	eventually(t, 10*time.Second, "the link holds", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "the link holds", func() (bool, string) {
 		_, ok := c.m().LossHold()
 		return ok, "no hold"
 	})
-	time.Sleep(4 * time.Duration(testMisses) * testPoll)
+	c.waitPolls(4 * testMisses)
 	h, ok := c.m().LossHold()
 	if !ok || h.Missing != 2 || h.Machines != 3 {
 		t.Errorf("LossHold() = %+v, %v: want 2 of 3 machines missing", h, ok)
@@ -479,12 +480,12 @@ func TestLinkHoldsMachineLossWhenMostMachinesMiss(t *testing.T) {
 
 	agents[0].setDown(false)
 	agents[1].setDown(false)
-	eventually(t, 10*time.Second, "the hold ends", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "the hold ends", func() (bool, string) {
 		_, ok := c.m().LossHold()
 		return !ok, "still held"
 	})
 	var held []*events.MachineLossHeld
-	eventually(t, 5*time.Second, "the hold's end is recorded", func() (bool, string) {
+	testkit.Eventually(t, 5*time.Second, "the hold's end is recorded", func() (bool, string) {
 		held = held[:0]
 		for _, e := range c.events("", "MachineLossHeld") {
 			held = append(held, e.Data.(*events.MachineLossHeld))
@@ -497,7 +498,7 @@ func TestLinkHoldsMachineLossWhenMostMachinesMiss(t *testing.T) {
 
 	// One machine alone is its own fault.
 	agents[2].setDown(true)
-	eventually(t, 15*time.Second, "f2 is down", func() (bool, string) {
+	testkit.Eventually(t, 15*time.Second, "f2 is down", func() (bool, string) {
 		st := c.machineState("f2")
 		return st == projections.MachineDown, fmt.Sprint(st)
 	})

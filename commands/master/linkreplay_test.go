@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/commands"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -62,7 +63,7 @@ func TestLinkReplayedStartOfAnEarlierPlacement(t *testing.T) {
 	sa.setIgnoreAcks(true)
 	c.submit(c.spec("again", 1, "exec sleep 600"))
 	key := "alice/again/0"
-	eventually(t, 10*time.Second, "started", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "started", func() (bool, string) {
 		return c.tasks("again")[0].State == projections.TaskRunning, fmt.Sprint(c.tasks("again"))
 	})
 	first := c.tasks("again")[0].Pid
@@ -77,7 +78,7 @@ func TestLinkReplayedStartOfAnEarlierPlacement(t *testing.T) {
 	sa.events[len(sa.events)-1].Reason = "overcommitted"
 	ts.State, ts.Pid, ts.Reason = agentpb.TaskState_TASK_STATE_EVICTED, 0, "overcommitted"
 	sa.mu.Unlock()
-	eventually(t, 10*time.Second, "evicted and placed on f0 again", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "evicted and placed on f0 again", func() (bool, string) {
 		tv := c.tasks("again")[0]
 		return len(c.events("again", "TaskEvicted")) == 1 && tv.State == projections.TaskScheduled && tv.Machine == "f0", fmt.Sprint(tv)
 	})
@@ -85,14 +86,14 @@ func TestLinkReplayedStartOfAnEarlierPlacement(t *testing.T) {
 	// A new leader gets the old start and the eviction back.
 	c.stopMaster()
 	lm := c.startMaster("master2")
-	eventually(t, 10*time.Second, "polled by the new leader", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "polled by the new leader", func() (bool, string) {
 		return lm.stats.Polls.Load() >= 3, fmt.Sprint(lm.stats.Polls.Load())
 	})
 	if tv := c.tasks("again")[0]; tv.State != projections.TaskScheduled {
 		t.Fatalf("after the new leader's polls the task is %s with pid %d (the earlier placement's was %d): want still scheduled, its start held back", tv.State, tv.Pid, first)
 	}
 	a.hold.Store(false)
-	eventually(t, 10*time.Second, "started again", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "started again", func() (bool, string) {
 		tv := c.tasks("again")[0]
 		return tv.State == projections.TaskRunning && tv.Pid != first, fmt.Sprint(tv)
 	})

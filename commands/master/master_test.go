@@ -1,6 +1,7 @@
 package master_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/commands/api/apitest"
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -37,7 +39,9 @@ func TestFollowerRefusesWritesNamingTheLeader(t *testing.T) {
 	a := startReplica(t, "master-a", store)
 	waitLeading(t, a)
 	b := startReplica(t, "master-b", store)
-	time.Sleep(200 * time.Millisecond)
+	testkit.Eventually(t, 10*time.Second, "master-b following the log", func() (bool, string) {
+		return b.M.Position() >= a.M.Position(), fmt.Sprint(b.M.Position(), " of ", a.M.Position())
+	})
 	if b.M.Leading() {
 		t.Fatal("two leaders")
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -18,7 +19,7 @@ func TestReplicasSpreadAcrossMasterRestart(t *testing.T) {
 	for _, m := range []string{"m0", "m1", "m2"} {
 		c.startAgent(m, false)
 	}
-	eventually(t, 15*time.Second, "three machines up", func() (bool, string) {
+	testkit.Eventually(t, 15*time.Second, "three machines up", func() (bool, string) {
 		return c.machineState("m0") == projections.MachineUp && c.machineState("m1") == projections.MachineUp &&
 			c.machineState("m2") == projections.MachineUp, ""
 	})
@@ -45,7 +46,7 @@ func TestReplicasSpreadAcrossMasterRestart(t *testing.T) {
 
 	c.stopMaster()
 	lm := c.startMaster("master2")
-	eventually(t, 10*time.Second, "every machine polled by the new master", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "every machine polled by the new master", func() (bool, string) {
 		return lm.stats.Polls.Load() >= 6, fmt.Sprint(lm.stats.Polls.Load(), " polls")
 	})
 	apart("web")

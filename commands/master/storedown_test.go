@@ -18,6 +18,7 @@ import (
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/pgstore"
 	"github.com/corralhq/corral/internal/pgtest"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // newLinkCellOn is newLinkCell on a given store.
@@ -143,7 +144,11 @@ func TestStoreDownTasksRunOnAndWritesResume(t *testing.T) {
 	wctx, stopWriter := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); w.run(wctx, c.master.client, "sub") }()
-	time.Sleep(time.Second)
+	testkit.Eventually(t, 30*time.Second, "writes acknowledged before the outage", func() (bool, string) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.acked) >= 10, fmt.Sprint(len(w.acked), " acknowledged")
+	})
 
 	down := time.Now()
 	if err := pg.Stop(); err != nil {
@@ -167,7 +172,7 @@ func TestStoreDownTasksRunOnAndWritesResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := time.Now()
-	eventually(t, 30*time.Second, "a write acknowledged after the store came back", func() (bool, string) { return w.okSince(up), "" })
+	testkit.Eventually(t, 30*time.Second, "a write acknowledged after the store came back", func() (bool, string) { return w.okSince(up), "" })
 	resumed := time.Since(up)
 	stopWriter()
 	<-done

@@ -233,13 +233,11 @@ func (m *Master) notLeaderLocked() error {
 }
 
 func (m *Master) maybeCheckpoint(ctx context.Context) {
-	if !m.checkpointer.Due(m.state) {
-		return
-	}
-	cp, err := m.checkpointer.Save(ctx, m.state)
-	if err != nil {
+	cp, written, err := m.checkpointer.Maybe(ctx, m.state)
+	switch {
+	case err != nil:
 		m.log.Warn("writing a checkpoint", "err", err)
-		return
+	case written:
+		m.log.Info("checkpoint written", "position", cp.Position, "bytes", len(cp.State))
 	}
-	m.log.Info("checkpoint written", "position", cp.Position, "bytes", len(cp.State))
 }

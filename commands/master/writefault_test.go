@@ -13,6 +13,7 @@ import (
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/sqlitestore"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -26,6 +27,7 @@ type faultyStore struct {
 	loseAnswer atomic.Int32 // the next n appends commit, then report an error
 	hold       chan struct{}
 	holding    atomic.Bool
+	held       atomic.Int32 // appends waiting on hold
 }
 
 var errUnreachable = errors.New("faulty store: connection refused")
@@ -41,7 +43,9 @@ func newFaultyStore(t *testing.T) *faultyStore {
 
 func (s *faultyStore) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]events.AppendResult, error) {
 	if s.holding.Load() {
+		s.held.Add(1)
 		<-s.hold
+		s.held.Add(-1)
 	}
 	if s.down.Load() {
 		return nil, errUnreachable
@@ -134,8 +138,8 @@ func TestRetryQueuedBehindItsFirstAttempt(t *testing.T) {
 	store.holding.Store(true)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); r.M.Do(context.Background(), submitCmd("other", "db")) }() // held in the store
-	time.Sleep(100 * time.Millisecond)
+	go func() { defer wg.Done(); r.M.Do(context.Background(), submitCmd("other", "db")) }()
+	testkit.Eventually(t, 5*time.Second, "an append held in the store", func() (bool, string) { return store.held.Load() == 1, "" })
 	first, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if _, err := r.M.Do(first, submitCmd("req-1", "web")); !errors.Is(err, context.DeadlineExceeded) {

@@ -61,9 +61,6 @@ func New(v Viewer, cfg Config) (*Server, error) {
 	return &Server{v: v, zone: cfg.Cell + "." + Domain, ttl: uint32(cfg.TTL / time.Second), log: cfg.Logger.With("component", "dns")}, nil
 }
 
-// Zone is the cell's zone, e.g. "dev.corral.".
-func (s *Server) Zone() string { return s.zone }
-
 // TaskName is the DNS name of one task, e.g. "0.hello.alice.dev.corral.".
 func TaskName(index int32, job, user, cell string) string {
 	return strconv.Itoa(int(index)) + "." + job + "." + user + "." + cell + "." + Domain

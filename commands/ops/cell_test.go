@@ -26,6 +26,7 @@ import (
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/commands/ops"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // cell is a whole cell in one process, wired as `corral master` wires it:
@@ -39,27 +40,10 @@ type cell struct {
 	addr   string // gRPC
 	web    string // HTTP
 	client apipb.CellClient
-	logs   *syncBuffer
+	logs   *testkit.SyncBuffer
 
 	mu     sync.Mutex
 	agents map[string]string // machine -> its HTTP address
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // fakeAnalytics stands for the Infrastore: it has ingested what its
@@ -85,7 +69,7 @@ func (f fakeAnalytics) Bill(ctx context.Context, r *apipb.BillRequest) (*apipb.B
 func startCell(t *testing.T, store events.Store, machines int) *cell {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	level := new(slog.LevelVar)
 	log, err := ops.NewLogger(logs, "json", level)
 	if err != nil {
@@ -244,25 +228,9 @@ func (m metrics) has(name string) bool {
 	return false
 }
 
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
-}
-
 func (c *cell) waitMachines(n int) {
 	c.t.Helper()
-	eventually(c.t, 15*time.Second, fmt.Sprintf("%d machines up and polled", n), func() (bool, string) {
+	testkit.Eventually(c.t, 15*time.Second, fmt.Sprintf("%d machines up and polled", n), func() (bool, string) {
 		ms, err := c.client.ListMachines(as("root"), &apipb.ListMachinesRequest{})
 		if err != nil {
 			return false, err.Error()

@@ -175,7 +175,7 @@ func (d *doctor) checkCgroups(ms []*apipb.MachineView) {
 			line += " (" + m.CgroupNote + ")"
 		}
 		f.Details = append(f.Details, line)
-		if m.CgroupMode == "sampling" {
+		if m.CgroupMode == string(cgroup.ModeSampling) {
 			sampling = append(sampling, m.Name)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/pgstore"
 	"github.com/corralhq/corral/internal/pgtest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -86,7 +87,7 @@ func TestDoctorSaysTheLinkHoldsMachineLoss(t *testing.T) {
 		}
 	}
 	var f ops.Finding
-	eventually(t, 20*time.Second, "the doctor says machine loss is held", func() (bool, string) {
+	testkit.Eventually(t, 20*time.Second, "the doctor says machine loss is held", func() (bool, string) {
 		rep := ops.Doctor(context.Background(), ops.DoctorConfig{Masters: []string{c.addr}, User: "root", Store: path,
 			DataDir: t.TempDir(), MinFreeBytes: 1 << 20, MinFreeRatio: 0.001})
 		f, _ = rep.Find("machine loss")
@@ -147,7 +148,7 @@ func TestDoctorFlagsCrashLoopingTasks(t *testing.T) {
 		}
 	}
 	var f ops.Finding
-	eventually(t, 30*time.Second, "the doctor flags the crash loop", func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the doctor flags the crash loop", func() (bool, string) {
 		rep := ops.Doctor(context.Background(), ops.DoctorConfig{Masters: []string{c.addr}, User: "root", Store: path,
 			DataDir: t.TempDir(), MinFreeBytes: 1 << 20, MinFreeRatio: 0.001})
 		f, _ = rep.Find("tasks")

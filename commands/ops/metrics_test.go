@@ -14,6 +14,7 @@ import (
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/sqlitestore"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 func openSQLite(t *testing.T) (events.Store, string) {
@@ -34,7 +35,7 @@ func TestScrapeMovesWhenAJobRuns(t *testing.T) {
 	store, _ := openSQLite(t)
 	c := startCell(t, store, 2)
 	c.waitMachines(2)
-	eventually(t, 10*time.Second, "the master ready", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "the master ready", func() (bool, string) {
 		code, body := get(t, c.web, "/readyz")
 		return code == 200, body
 	})
@@ -71,7 +72,7 @@ func TestScrapeMovesWhenAJobRuns(t *testing.T) {
 	if _, err := c.client.Submit(as("alice"), &apipb.SubmitRequest{RequestId: "s1", Spec: huge}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the pending gauges up", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "the pending gauges up", func() (bool, string) {
 		m := scrape(t, c.web)
 		p, why := m.sum("corral_tasks", `band="best-effort"`, `state="pending"`), m.sum("corral_tasks_pending_by_reason", `reason="memory"`)
 		return p == 1 && why == 1, fmt.Sprintf("pending %v, by memory %v", p, why)
@@ -83,12 +84,12 @@ func TestScrapeMovesWhenAJobRuns(t *testing.T) {
 	if _, err := c.client.Submit(as("alice"), &apipb.SubmitRequest{RequestId: "s2", Spec: sleeper}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "three tasks running", func() (bool, string) {
+	testkit.Eventually(t, 20*time.Second, "three tasks running", func() (bool, string) {
 		m := scrape(t, c.web)
 		r := m.sum("corral_tasks", `band="best-effort"`, `state="running"`)
 		return r == 3, fmt.Sprintf("running %v", r)
 	})
-	eventually(t, 10*time.Second, "the agents report three running tasks", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "the agents report three running tasks", func() (bool, string) {
 		running, cpuSeries := 0.0, 0
 		for _, a := range c.agentAddrs() {
 			m := scrape(t, a)
@@ -109,7 +110,7 @@ func TestScrapeMovesWhenAJobRuns(t *testing.T) {
 	if _, err := c.client.Kill(as("alice"), &apipb.KillRequest{RequestId: "k1", Job: "huge"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the pending gauges down", func() (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "the pending gauges down", func() (bool, string) {
 		m := scrape(t, c.web)
 		p, why := m.sum("corral_tasks", `state="pending"`), m.sum("corral_tasks_pending_by_reason")
 		return p == 0 && why == 0, fmt.Sprintf("pending %v, by reason %v", p, why)
@@ -135,10 +136,12 @@ func TestScrapeMovesWhenAJobRuns(t *testing.T) {
 		{"corral_jobs", []string{`state="dead"`}, 1},
 	}
 	for _, mv := range moved {
-		b, a := before.sum(mv.name, mv.labels...), after.sum(mv.name, mv.labels...)
-		if a-b < mv.min {
-			t.Errorf("%s%v went from %v to %v; want it up by %v or more", mv.name, mv.labels, b, a, mv.min)
-		}
+		t.Run(mv.name, func(t *testing.T) {
+			b, a := before.sum(mv.name, mv.labels...), after.sum(mv.name, mv.labels...)
+			if a-b < mv.min {
+				t.Errorf("%s%v went from %v to %v; want it up by %v or more", mv.name, mv.labels, b, a, mv.min)
+			}
+		})
 	}
 	if got := after.sum("corral_consumer_position", `consumer="infrastore"`); got < head {
 		t.Errorf("consumer infrastore at %v, behind the first scrape's head %v", got, head)

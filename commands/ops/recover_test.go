@@ -18,6 +18,7 @@ import (
 
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/commands/ops"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // panickyCell panics in Status and Watch, and answers Get.
@@ -44,7 +45,7 @@ func (panickyCell) Get(_ context.Context, r *apipb.GetRequest) (*apipb.JobView, 
 // the ones the master's server is built with.
 func TestGRPCHandlerPanicIsAnsweredInternal(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	g := grpc.NewServer(ops.NewMaster(reg).ServerOptions(log)...)
 	apipb.RegisterCellServer(g, panickyCell{})
@@ -92,7 +93,7 @@ func TestGRPCHandlerPanicIsAnsweredInternal(t *testing.T) {
 
 // A panic in an HTTP handler is answered 500 and logged with the request.
 func TestHTTPHandlerPanicIsAnswered500(t *testing.T) {
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /boom", func(w http.ResponseWriter, r *http.Request) { panic("page went wrong") })
 	mux.HandleFunc("GET /ok", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "fine") })

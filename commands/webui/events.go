@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/commands/apipb"
+	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -40,15 +41,6 @@ type eventsData struct {
 type eventRow struct {
 	*apipb.EventView
 	Href string
-}
-
-// eventTypes lists the catalogue's types for the filter.
-var eventTypes = []string{
-	"JobSubmitted", "JobUpdated", "JobUpdateCommitted", "JobUpdateRolledBack", "JobKilled", "JobFinished",
-	"TaskSubmitted", "TaskScheduled", "TaskStarted", "TaskEvicted", "TaskFailed", "TaskFinished", "TaskKilled", "TaskStopped", "TaskLost", "TaskUpdated",
-	"MachineRegistered", "MachineUpdated", "MachineDrainSet", "MachineDown", "MachineUp", "MachineRemoved", "MachineLossHeld",
-	"AllocSetCreated", "AllocSetRemoved", "AllocScheduled", "AllocEvicted",
-	"UsageReported", "ReservationEstimated", "QuotaSet", "LeaderElected", "CheckpointWritten", "CommandRefused",
 }
 
 // eventsFilter reads the page's filters; the error names the field.
@@ -84,7 +76,7 @@ func href(stream string) string {
 
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	req, err := eventsFilter(r)
-	d := eventsData{User: req.User, Job: req.Job, Type: req.Type, Stream: req.StreamPrefix, Types: eventTypes}
+	d := eventsData{User: req.User, Job: req.Job, Type: req.Type, Stream: req.StreamPrefix, Types: events.Types()}
 	if err != nil {
 		d.Err = err.Error()
 		w.WriteHeader(http.StatusBadRequest)

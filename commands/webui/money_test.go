@@ -63,7 +63,7 @@ func TestMoneyFiguresAddUp(t *testing.T) {
 			t.Fatalf("case %d: %d decimals where %d would do", i, p, p-1)
 		}
 	}
-	for _, c := range []struct {
+	for i, c := range []struct {
 		total, usage, idle string
 		want               [3]string
 	}{
@@ -72,12 +72,14 @@ func TestMoneyFiguresAddUp(t *testing.T) {
 		{"0.000017", "0.000017", "0", [3]string{"0.000017 USD", "0.000017 USD", "0.000000 USD"}},
 		{"0.02", "0.005", "0.015", [3]string{"0.020 USD", "0.005 USD", "0.015 USD"}},
 	} {
-		tot, use, idle := parseMoneyRat(c.total), parseMoneyRat(c.usage), parseMoneyRat(c.idle)
-		p := moneyPrecision(tot, []*big.Rat{use, idle})
-		got := [3]string{formatMoneyAt(tot, p, "USD"), formatMoneyAt(use, p, "USD"), formatMoneyAt(idle, p, "USD")}
-		if got != c.want {
-			t.Errorf("%s = %s + %s shows as %v, want %v", c.total, c.usage, c.idle, got, c.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			tot, use, idle := parseMoneyRat(c.total), parseMoneyRat(c.usage), parseMoneyRat(c.idle)
+			p := moneyPrecision(tot, []*big.Rat{use, idle})
+			got := [3]string{formatMoneyAt(tot, p, "USD"), formatMoneyAt(use, p, "USD"), formatMoneyAt(idle, p, "USD")}
+			if got != c.want {
+				t.Errorf("%s = %s + %s shows as %v, want %v", c.total, c.usage, c.idle, got, c.want)
+			}
+		})
 	}
 	if s := fmt.Sprint(formatMoneyAt(parseMoneyRat("-0.005"), 2, "EUR")); s != "-0.01 EUR" {
 		t.Errorf("-0.005 at 2 decimals: %s", s)

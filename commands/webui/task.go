@@ -195,27 +195,11 @@ var unmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
 
 // detailOf fills what a history row links: the machine, the preemptor.
 func detailOf(row *historyRow, e *apipb.EventView) {
-	var msg events.Payload
-	switch e.Type {
-	case "TaskScheduled":
-		msg = &events.TaskScheduled{}
-	case "TaskStarted":
-		msg = &events.TaskStarted{}
-	case "TaskEvicted":
-		msg = &events.TaskEvicted{}
-	case "TaskFailed":
-		msg = &events.TaskFailed{}
-	case "TaskFinished":
-		msg = &events.TaskFinished{}
-	case "TaskKilled":
-		msg = &events.TaskKilled{}
-	case "TaskLost":
-		msg = &events.TaskLost{}
-	case "TaskStopped":
-		msg = &events.TaskStopped{}
-	default:
+	kind, ok := events.Lookup(e.Type)
+	if !ok {
 		return
 	}
+	msg := kind.New()
 	if err := unmarshal.Unmarshal([]byte(e.PayloadJson), msg); err != nil {
 		return
 	}

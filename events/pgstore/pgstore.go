@@ -144,9 +144,6 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return migrations.UpPostgres(db, s.cockroach)
 }
 
-// Cockroach reports whether the database is CockroachDB.
-func (s *Store) Cockroach() bool { return s.cockroach }
-
 // Pool exposes the connection pool to packages that keep their own tables in
 // the same database (none may touch the event log's tables).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }

@@ -44,10 +44,12 @@ func TestParseTime(t *testing.T) {
 		{"2025-05-01 10:20", time.Date(2025, 5, 1, 10, 20, 0, 0, time.UTC)},
 	}
 	for _, c := range cases {
-		got, err := parseTime(c.in, now)
-		if err != nil || !got.Equal(c.want) {
-			t.Errorf("parseTime(%q) = %v, %v; want %v", c.in, got, err, c.want)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			got, err := parseTime(c.in, now)
+			if err != nil || !got.Equal(c.want) {
+				t.Errorf("parseTime(%q) = %v, %v; want %v", c.in, got, err, c.want)
+			}
+		})
 	}
 	for _, bad := range []string{"", "5", "soon", "2025-13-01"} {
 		if _, err := parseTime(bad, now); err == nil {

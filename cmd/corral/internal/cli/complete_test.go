@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // Shell completion asks the master: job names for the job verbs, a job's
@@ -94,13 +96,13 @@ func TestCompletion(t *testing.T) {
 
 // startTestMaster runs `corral master` on a SQLite log in dir until the
 // test ends, and returns its address and its log.
-func startTestMaster(t *testing.T, dir string, extra ...string) (string, *lockedBuffer) {
+func startTestMaster(t *testing.T, dir string, extra ...string) (string, *testkit.SyncBuffer) {
 	t.Helper()
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	args := append([]string{"master", "--insecure", "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr}, extra...)
-	logs := &lockedBuffer{}
+	logs := &testkit.SyncBuffer{}
 	go func() {
 		done <- Main(ctx, args, Env{Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }})
 	}()

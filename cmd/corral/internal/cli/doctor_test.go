@@ -8,27 +8,11 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -41,7 +25,7 @@ func freeAddr(t *testing.T) string {
 }
 
 func runAsRoot(ctx context.Context, args ...string) (int, string, string) {
-	var out, errb lockedBuffer
+	var out, errb testkit.SyncBuffer
 	code := Main(ctx, args, Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string {
 		if k == "CORRAL_USER" {
 			return "root"
@@ -66,7 +50,7 @@ func TestMasterOperationsAndDoctor(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(ctx, []string{"master", "--insecure", "--store", store, "--name", "m1", "--listen", grpcAddr, "--http", httpAddr, "--log-format", "json"},

@@ -52,6 +52,28 @@ func (a *app) openInfra(ctx context.Context, flag, path string, opts InfraOption
 	return inf, nil
 }
 
+// fromInfrastore decides where a read of the Infrastore is answered, for
+// every verb that offers --db: with a file named, by that DuckDB file opened
+// here read-only, and the master is not asked; else by the master, whose
+// client the verb reads through.
+func (a *app) fromInfrastore(ctx context.Context, db string, opts InfraOptions, here func(Infra) error, master func(*client) error) error {
+	if db != "" {
+		opts.ReadOnly = true
+		inf, err := a.openInfra(ctx, "--db", db, opts)
+		if err != nil {
+			return err
+		}
+		defer inf.Close()
+		return here(inf)
+	}
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return master(cl)
+}
+
 func (a *app) sqlCommand() *cobra.Command {
 	var file, db string
 	var timeout time.Duration
@@ -99,32 +121,21 @@ own with corral bill).`,
 				}
 			}
 			var res *apipb.QueryReply
-			if db != "" {
-				inf, err := a.openInfra(ctx, "--db", db, InfraOptions{ReadOnly: true})
-				if err != nil {
-					return err
-				}
-				defer inf.Close()
-				if res, err = inf.Query(ctx, req); err != nil {
-					return queryTimeLimit(err)
-				}
-			} else {
-				cl, err := a.client()
-				if err != nil {
-					return err
-				}
-				defer cl.Close()
+			err := a.fromInfrastore(ctx, db, InfraOptions{}, func(inf Infra) (err error) {
+				res, err = inf.Query(ctx, req)
+				return err
+			}, func(cl *client) error {
 				if timeout > cl.AttemptTimeout() {
 					cl.SetAttemptTimeout(timeout + 5*time.Second)
 				}
-				err = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
+				return cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
 					// The master cuts a reply to fit this, never past it.
 					res, err = c.Query(ctx, req, grpc.MaxCallRecvMsgSize(auth.MaxReplyMsgSize))
 					return err
 				})
-				if err != nil {
-					return queryTimeLimit(err)
-				}
+			})
+			if err != nil {
+				return queryTimeLimit(err)
 			}
 			if res.Truncated {
 				by := res.TruncatedBy
@@ -293,28 +304,17 @@ reader sees every user's costs.`,
 			}
 			ctx := cmd.Context()
 			var rep *apipb.BillReply
-			if db != "" {
-				inf, err := a.openInfra(ctx, "--db", db, InfraOptions{ReadOnly: true})
-				if err != nil {
-					return err
-				}
-				defer inf.Close()
-				if rep, err = inf.Bill(ctx, req); err != nil {
-					return err
-				}
-			} else {
-				cl, err := a.client()
-				if err != nil {
-					return err
-				}
-				defer cl.Close()
-				err = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
+			err = a.fromInfrastore(ctx, db, InfraOptions{}, func(inf Infra) (err error) {
+				rep, err = inf.Bill(ctx, req)
+				return err
+			}, func(cl *client) error {
+				return cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
 					rep, err = c.Bill(ctx, req)
 					return err
 				})
-				if err != nil {
-					return err
-				}
+			})
+			if err != nil {
+				return err
 			}
 			if out != "" {
 				if err := os.WriteFile(out, rep.Data, 0o644); err != nil {

@@ -350,9 +350,6 @@ func (p *infraProcess) Position(ctx context.Context) (int64, error) {
 	return out.Position, nil
 }
 
-// Pid is the child's process id (0 before its first start).
-func (p *infraProcess) Pid() int { return int(p.pid.Load()) }
-
 // wait waits for the supervisor to stop (after its ctx ended), then frees
 // the socket and the cgroup.
 func (p *infraProcess) wait() {

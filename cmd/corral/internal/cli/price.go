@@ -63,25 +63,14 @@ func (a *app) exportFocus(ctx context.Context, from, to time.Time, format, out, 
 		_, err := w.Write(b)
 		return err
 	}
-	if db != "" {
-		inf, err := a.openInfra(ctx, "--db", db, InfraOptions{ReadOnly: true, Cell: f.cell})
-		if err != nil {
-			return err
+	err := a.fromInfrastore(ctx, db, InfraOptions{Cell: f.cell}, func(inf Infra) error {
+		err := inf.ExportBill(ctx, req, send)
+		if err != nil && f.cell != "" && strings.Contains(err.Error(), "cell:") {
+			return fmt.Errorf("--cell (or $CORRAL_CELL) %q: %w", f.cell, err)
 		}
-		defer inf.Close()
-		if err := inf.ExportBill(ctx, req, send); err != nil {
-			if f.cell != "" && strings.Contains(err.Error(), "cell:") {
-				return fmt.Errorf("--cell (or $CORRAL_CELL) %q: %w", f.cell, err)
-			}
-			return err
-		}
-	} else {
-		cl, err := a.client()
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		err = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) error {
+		return err
+	}, func(cl *client) error {
+		return cl.read(ctx, func(ctx context.Context, c apipb.CellClient) error {
 			if n > 0 {
 				// Part of the export went out: a retry would repeat it.
 				return fmt.Errorf("the export broke off after %d bytes; run it again", n)
@@ -103,9 +92,9 @@ func (a *app) exportFocus(ctx context.Context, from, to time.Time, format, out, 
 				}
 			}
 		})
-		if err != nil {
-			return err
-		}
+	})
+	if err != nil {
+		return err
 	}
 	if file != nil {
 		if err := file.Close(); err != nil {

@@ -81,9 +81,11 @@ func TestMachinesLine(t *testing.T) {
 		{[]string{"127.0.0.1:7071", "127.0.0.1:0", "127.0.0.1:7073"}, "127.0.0.1:7070", "m1-m3, agents at 127.0.0.1:7071, a free port, 127.0.0.1:7073"},
 		{nil, "127.0.0.1:7070", "none"},
 	} {
-		if got := machinesLine(c.addrs, c.grpc); got != c.want {
-			t.Errorf("machinesLine(%v, %s) = %q, want %q", c.addrs, c.grpc, got, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			if got := machinesLine(c.addrs, c.grpc); got != c.want {
+				t.Errorf("machinesLine(%v, %s) = %q, want %q", c.addrs, c.grpc, got, c.want)
+			}
+		})
 	}
 }
 

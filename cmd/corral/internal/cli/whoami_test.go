@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // Who a command acts as is one answer, the credentials': with bob's token
@@ -88,7 +90,7 @@ func startCertMaster(t *testing.T) (map[string]string, string, func(args ...stri
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan int, 1)
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	go func() {
 		done <- Main(ctx, []string{"master", "--certs", certs, "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr},
 			Env{Stdout: io.Discard, Stderr: &logs, Getenv: func(string) string { return "" }})

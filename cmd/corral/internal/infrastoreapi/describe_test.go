@@ -77,9 +77,11 @@ func TestDescribeThroughQuery(t *testing.T) {
 		{&apipb.QueryRequest{Describe: &apipb.DescribeRequest{Table: "events", Columns: true}}, "describe.columns:"},
 		{&apipb.QueryRequest{Sql: "SELECT 1", Describe: &apipb.DescribeRequest{}}, "sql: give a query or describe"},
 	} {
-		_, err := s.Query(ctx, bad.req)
-		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), bad.field) {
-			t.Errorf("%v: %v, want InvalidArgument naming %s", bad.req, err, bad.field)
-		}
+		t.Run(bad.field, func(t *testing.T) {
+			_, err := s.Query(ctx, bad.req)
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), bad.field) {
+				t.Errorf("%v: %v, want InvalidArgument naming %s", bad.req, err, bad.field)
+			}
+		})
 	}
 }

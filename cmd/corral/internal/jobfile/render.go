@@ -13,6 +13,7 @@ import (
 	"github.com/corralhq/corral/commands"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
+	"github.com/corralhq/corral/scheduler"
 )
 
 // kv is one field of an ordered object.
@@ -315,8 +316,8 @@ func constraints(cs []*events.Constraint) []any {
 		o := obj{}
 		o.add("attribute", c.Attribute)
 		o.add("op", c.Op)
-		switch {
-		case len(c.Values) == 1 && c.Op != "in":
+		switch _, hi := scheduler.Op(c.Op).Values(); {
+		case len(c.Values) == 1 && hi == 1:
 			o.add("value", c.Values[0])
 		case len(c.Values) > 0:
 			o.add("values", c.Values)

@@ -1,0 +1,3 @@
+module example.com/printed
+
+go 1.24
