@@ -301,6 +301,7 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 		}
 	}
 	seq := int64(0)
+	var gpuCarry float64
 	for i, j := range jobs {
 		req := scheduler.Resources{
 			scheduler.CPU:    max(int64(j.cpu), 1),
@@ -309,13 +310,14 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 		if j.gpu > 0 {
 			g := int64(j.gpu)
 			if g >= 1000 {
-				// Whole GPUs from one up, never above the cap, rounded
-				// at random so that the fill holds.
-				whole := g / 1000
-				if rng.Int64N(1000) < g%1000 {
-					whole++
-				}
-				g = min(whole, mostGPU[scheduler.GPU]/1000) * 1000
+				// Whole GPUs from one up, never above the cap; the
+				// rounding error is carried to the next job, so that
+				// the fill holds.
+				t := float64(j.tasks)
+				whole := math.Round((j.gpu*t + gpuCarry) / (1000 * t))
+				whole = math.Min(math.Max(whole, 1), float64(mostGPU[scheduler.GPU]/1000))
+				gpuCarry += j.gpu*t - whole*1000*t
+				g = int64(whole) * 1000
 			}
 			req[scheduler.GPU] = max(g, 1)
 		}
