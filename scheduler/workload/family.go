@@ -28,6 +28,9 @@ type CellSpec struct {
 	OtherFill float64
 	Bands     PriorityMix
 	Users     int // 0: one, as a workload read from CSV has
+	// JobTasks is the median of tasks per job (0: 8). Large jobs mean few
+	// shapes, each asked for many times, as in a batch trace.
+	JobTasks int
 }
 
 // MachineMix is how many kinds of machine a cell has.
@@ -76,7 +79,7 @@ const (
 var Family = []CellSpec{
 	// The cell the default once lost 9% to worst-fit on: one machine type,
 	// memory binding at 90%, CPU at about 60%, small batch tasks, no GPUs.
-	{Name: "mem-one-small-90", Machines: 160, Mix: MixOne, Binding: BindMemory, Sizes: SizesSmall, Fill: 0.90, OtherFill: 0.66, Bands: BandsOne},
+	{Name: "mem-one-small-90", Machines: 160, Mix: MixOne, Binding: BindMemory, Sizes: SizesSmall, Fill: 0.90, OtherFill: 0.66, Bands: BandsOne, JobTasks: 200},
 	{Name: "cpu-one-small-90", Machines: 160, Mix: MixOne, Binding: BindCPU, Sizes: SizesSmall, Fill: 0.90, Bands: BandsOne, Users: 8},
 	{Name: "bal-one-mixed-85", Machines: 160, Mix: MixOne, Binding: BindBalanced, Sizes: SizesMixed, Fill: 0.85, Bands: BandsProdBatch, Users: 8},
 	{Name: "cpu-one-large-80", Machines: 200, Mix: MixOne, Binding: BindCPU, Sizes: SizesLarge, Fill: 0.80, Bands: BandsOne},
@@ -140,6 +143,8 @@ func (s CellSpec) Validate() error {
 		return fmt.Errorf("workload: cell spec %s: other fill: %v, want within [0, 1]", s.Name, s.OtherFill)
 	case !slices.Contains([]PriorityMix{BandsOne, BandsProdBatch, BandsBestEffort}, s.Bands):
 		return fmt.Errorf("workload: cell spec %s: bands: %q, want batch, prod+batch or prod+batch+free", s.Name, s.Bands)
+	case s.JobTasks < 0:
+		return fmt.Errorf("workload: cell spec %s: job tasks: %d, want 0 or more", s.Name, s.JobTasks)
 	case s.Users < 0:
 		return fmt.Errorf("workload: cell spec %s: users: %d, want 0 or more", s.Name, s.Users)
 	}
@@ -225,13 +230,17 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 		user                int
 	}
 	n := float64(s.Machines)
+	jobTasks := s.JobTasks
+	if jobTasks == 0 {
+		jobTasks = 8
+	}
 	var jobs []job
 	var asked float64 // in mean machines, of the binding resource's share
 	for asked < s.Fill*n {
 		sz := drawSize(rng, s.Sizes)
-		j := job{size: sz, tasks: 1 + int(math.Exp(rng.NormFloat64()*1.2)*8)}
-		j.cpu = sz * math.Exp(rng.NormFloat64()*0.5)
-		j.mem = sz * math.Exp(rng.NormFloat64()*0.5)
+		j := job{size: sz, tasks: 1 + int(math.Exp(rng.NormFloat64()*1.2)*float64(jobTasks))}
+		j.cpu = sz * math.Exp(rng.NormFloat64()*0.8)
+		j.mem = sz * math.Exp(rng.NormFloat64()*0.8)
 		if s.Binding == BindGPU && rng.Float64() < 0.6 {
 			// A GPU job: fractional GPUs for small tasks, whole ones for
 			// larger; the GPU is its size.
