@@ -67,8 +67,8 @@ const (
 type PriorityMix string
 
 const (
-	BandsOne        PriorityMix = "batch"            // every job in the batch band
-	BandsProdBatch  PriorityMix = "prod+batch"       // a third of the jobs production
+	BandsOne        PriorityMix = "batch"           // every job in the batch band
+	BandsProdBatch  PriorityMix = "prod+batch"      // a third of the jobs production
 	BandsBestEffort PriorityMix = "prod+batch+free" // production, batch and best-effort
 )
 
