@@ -80,3 +80,33 @@ func TestCellSpecRefusesBadFields(t *testing.T) {
 		t.Error("a folder name taken for a family member")
 	}
 }
+
+// bal-many-small-98: ten kinds of machine, CPU and memory both 98% asked
+// for by small tasks. Worst-fit packs it onto the bound of the machines a
+// seed keeps (158 of 160 for seed 1); the hybrid policy before it counted
+// room out of proportion with the small work as stranded needed 175 and
+// could not place every task on the whole cell without cloning it: best
+// fit piles each shape onto the fullest machines, and a machine whose
+// memory fills before its CPU (or the other way) strands the rest. The
+// default must stay within 2% of that bound.
+func TestDefaultPacksABalancedCellOfSmallTasks(t *testing.T) {
+	spec, err := FamilyMember("bal-many-small-98")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := spec.Cell(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultCompaction(scheduler.DefaultConfig().Policy)
+	cfg.Seeds, cfg.MaxPending, cfg.Stable, cfg.Workers = 1, 0, 25, 1
+	r, err := Compact(w, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d machines, the bound of those kept %d: %.3f (clones %d, packings %d)", r.Machines[0], r.OrderBounds[0], r.OrderRatio, r.Clones, r.Packs)
+	if r.Unfit > 0 || r.Clones > 1 || r.OrderRatio > 1.02 {
+		t.Errorf("%d machines (unfit %d, clones %d), %.3f of the bound of the machines kept; want the whole cell to fit and within 2%%",
+			r.Machines[0], r.Unfit, r.Clones, r.OrderRatio)
+	}
+}
