@@ -286,24 +286,10 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 			}
 			return float64(most[d])
 		}
-		scale := 1.0
-		for range 60 {
-			var sum, free float64
-			for i := range jobs {
-				j := &jobs[i]
-				v, c, t := value(j, d)*scale, cap(j), float64(j.tasks)
-				if v >= c {
-					sum += c * t
-				} else {
-					sum += v * t
-					free += v * t
-				}
-			}
-			if free == 0 || math.Abs(sum-target) < target*1e-4 {
-				break
-			}
-			scale *= 1 + (target-sum)/free
-		}
+		scale := fillScale(len(jobs), 60, target, func(i int) (v, most, n float64, fixed bool) {
+			j := &jobs[i]
+			return value(j, d), cap(j), float64(j.tasks), false
+		})
 		for i := range jobs {
 			j := &jobs[i]
 			set(j, d, math.Min(value(j, d)*scale, cap(j)))
