@@ -383,22 +383,20 @@ func (d *demand) stranded(free, capacity *Resources) float64 {
 // small the tasks are. Resources the machine does not have are left out,
 // so a CPU-only machine is judged by the CPU and memory of the mix.
 func (d *demand) mixStranded(free, capacity *Resources, room float64) float64 {
-	t := math.Inf(1)
+	t, per := -1.0, 0.0 // how much of the mix fits, and the room one unit of it takes
 	for r := Dim(0); r < ScoredDims; r++ {
-		if d.mix[r] > 0 && capacity[r] > 0 {
-			t = math.Min(t, float64(max(free[r], 0))/d.mix[r])
+		if d.mix[r] <= 0 || capacity[r] <= 0 {
+			continue
 		}
+		if f := float64(max(free[r], 0)) / d.mix[r]; t < 0 || f < t {
+			t = f
+		}
+		per += d.scarcity[r] * d.mix[r]
 	}
-	if math.IsInf(t, 1) {
+	if t < 0 {
 		return 0
 	}
-	used := 0.0
-	for r := Dim(0); r < ScoredDims; r++ {
-		if capacity[r] > 0 {
-			used += d.scarcity[r] * t * d.mix[r]
-		}
-	}
-	return math.Max(room-used, 0)
+	return math.Max(room-t*per, 0)
 }
 
 // fit scores leaving `after` free out of `capacity` on a machine (or alloc)
