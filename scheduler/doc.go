@@ -163,6 +163,9 @@
 //     package's bal-many-small-98), hybrid with full tightness and no mix
 //     term needed 175 machines where worst-fit needed 158; with both, 160.
 //
+// On synthetic-10k's largest machines, where a fifth of the tasks are
+// tiny, the same change took compaction from 1.029 of the bound to 1.002.
+//
 // So on a cell of small work the default balances each machine against
 // the work's mix, as worst-fit's convex cost does by other means, and on
 // a cell of large or GPU work it packs tightly and keeps the shapes' room
