@@ -224,10 +224,11 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 	// machine), a task count, and CPU and memory around the size with
 	// their own noise, so that tasks differ in shape as well as size.
 	type job struct {
-		size, cpu, mem, gpu float64
-		tasks               int
-		prio                int32
-		user                int
+		size  float64
+		req   [scheduler.ScoredDims]float64 // per task, before scaling
+		tasks int
+		prio  int32
+		user  int
 	}
 	n := float64(s.Machines)
 	jobTasks := s.JobTasks
@@ -239,12 +240,12 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 	for asked < s.Fill*n {
 		sz := drawSize(rng, s.Sizes)
 		j := job{size: sz, tasks: 1 + int(math.Exp(rng.NormFloat64()*1.2)*float64(jobTasks))}
-		j.cpu = sz * math.Exp(rng.NormFloat64()*0.8)
-		j.mem = sz * math.Exp(rng.NormFloat64()*0.8)
+		j.req[scheduler.CPU] = sz * math.Exp(rng.NormFloat64()*0.8)
+		j.req[scheduler.Memory] = sz * math.Exp(rng.NormFloat64()*0.8)
 		if s.Binding == BindGPU && rng.Float64() < 0.6 {
 			// A GPU job: fractional GPUs for small tasks, whole ones for
 			// larger; the GPU is its size.
-			j.gpu = sz
+			j.req[scheduler.GPU] = sz
 		}
 		j.prio = drawPriority(rng, s.Bands)
 		j.user = int(math.Floor(math.Pow(rng.Float64(), 2) * float64(max(s.Users, 1))))
@@ -253,65 +254,46 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 	}
 	// Scale each resource to its fill, capping tasks at the largest a
 	// machine takes and scaling the uncapped ones again (as Synthetic).
-	value := func(j *job, d scheduler.Dim) float64 {
-		switch d {
-		case scheduler.CPU:
-			return j.cpu
-		case scheduler.Memory:
-			return j.mem
-		}
-		return j.gpu
-	}
-	set := func(j *job, d scheduler.Dim, v float64) {
-		switch d {
-		case scheduler.CPU:
-			j.cpu = v
-		case scheduler.Memory:
-			j.mem = v
-		default:
-			j.gpu = v
-		}
-	}
 	for _, d := range []scheduler.Dim{scheduler.CPU, scheduler.Memory, scheduler.GPU} {
 		target := fill[d] * float64(capacity[d])
 		if target == 0 {
 			for i := range jobs {
-				set(&jobs[i], d, 0)
+				jobs[i].req[d] = 0
 			}
 			continue
 		}
 		cap := func(j *job) float64 {
-			if j.gpu > 0 {
+			if j.req[scheduler.GPU] > 0 {
 				return float64(mostGPU[d])
 			}
 			return float64(most[d])
 		}
 		scale := fillScale(len(jobs), 60, target, func(i int) (v, most, n float64, fixed bool) {
 			j := &jobs[i]
-			return value(j, d), cap(j), float64(j.tasks), false
+			return j.req[d], cap(j), float64(j.tasks), false
 		})
 		for i := range jobs {
 			j := &jobs[i]
-			set(j, d, math.Min(value(j, d)*scale, cap(j)))
+			j.req[d] = math.Min(j.req[d]*scale, cap(j))
 		}
 	}
 	seq := int64(0)
 	var gpuCarry float64
 	for i, j := range jobs {
 		req := scheduler.Resources{
-			scheduler.CPU:    max(int64(j.cpu), 1),
-			scheduler.Memory: max(int64(j.mem), 1<<20),
+			scheduler.CPU:    max(int64(j.req[scheduler.CPU]), 1),
+			scheduler.Memory: max(int64(j.req[scheduler.Memory]), 1<<20),
 		}
-		if j.gpu > 0 {
-			g := int64(j.gpu)
+		if j.req[scheduler.GPU] > 0 {
+			g := int64(j.req[scheduler.GPU])
 			if g >= 1000 {
 				// Whole GPUs from one up, never above the cap; the
 				// rounding error is carried to the next job, so that
 				// the fill holds.
 				t := float64(j.tasks)
-				whole := math.Round((j.gpu*t + gpuCarry) / (1000 * t))
+				whole := math.Round((j.req[scheduler.GPU]*t + gpuCarry) / (1000 * t))
 				whole = math.Min(math.Max(whole, 1), float64(mostGPU[scheduler.GPU]/1000))
-				gpuCarry += j.gpu*t - whole*1000*t
+				gpuCarry += j.req[scheduler.GPU]*t - whole*1000*t
 				g = int64(whole) * 1000
 			}
 			req[scheduler.GPU] = max(g, 1)
