@@ -60,7 +60,7 @@ func (p *pass) check(c *class, m *machine, mi int32, score bool) checkResult {
 		var strandedBefore float64
 		if p.cfg.Policy == PolicyHybrid {
 			if victims != nil {
-				strandedBefore = p.demand.stranded(&avail)
+				strandedBefore = p.demand.stranded(&avail, &m.in.Capacity)
 			} else {
 				strandedBefore = p.strandedNow(m, mi, c.prod, &avail)
 			}
@@ -119,7 +119,7 @@ func (p *pass) strandedNow(m *machine, mi int32, prod bool, avail *Resources) fl
 		acc = 1
 	}
 	if gen := p.gens[mi] + 1; m.strandedGen[acc] != gen {
-		m.stranded[acc] = p.demand.stranded(avail)
+		m.stranded[acc] = p.demand.stranded(avail, &m.in.Capacity)
 		m.strandedGen[acc] = gen
 	}
 	return m.stranded[acc]

@@ -85,6 +85,11 @@ type demand struct {
 	large    []largeShape
 	largeOf  []int32 // per class, its large shape or -1
 	anyTight bool
+	// mix is what the small pending classes ask for, per resource: the
+	// proportions in which work that fits anywhere uses a machine's room,
+	// for the stranding the shapes cannot see.
+	mix   [ScoredDims]float64
+	small float64 // the share of the pending tasks in small classes
 }
 
 type demandShape struct {
@@ -122,9 +127,45 @@ func (p *pass) buildDemand() {
 	for _, ci := range p.classOf {
 		counts[ci]++
 	}
+	p.buildMix(counts, capacity, n)
 	p.buildStrandingShapes(counts)
 	p.buildLargeShapes(counts, capacity, n)
 }
+
+// buildMix sums what the small pending classes ask for (at most
+// smallShare of the mean machine in every resource): the mix whose
+// proportions the room of a machine should keep. small is their share of
+// the pending tasks: only small work fills room as a fluid would.
+func (p *pass) buildMix(counts []int, capacity Resources, machines float64) {
+	var total, small float64
+	for ci, c := range p.classes {
+		if c.inAlloc {
+			continue
+		}
+		total += float64(counts[ci])
+		share := 0.0
+		for d := Dim(0); d < ScoredDims; d++ {
+			if capacity[d] > 0 {
+				share = max(share, float64(c.req[d])*machines/float64(capacity[d]))
+			}
+		}
+		if share > smallShare {
+			continue
+		}
+		small += float64(counts[ci])
+		for d := Dim(0); d < ScoredDims; d++ {
+			p.demand.mix[d] += float64(max(c.req[d], 0)) * float64(counts[ci])
+		}
+	}
+	if total > 0 {
+		p.demand.small = small / total
+	}
+}
+
+// smallShare: a class is small when it asks for at most this share of
+// the mean machine in every resource, so that a machine holds a dozen or
+// more of it and its room fills as a fluid would.
+const smallShare = 1.0 / 16
 
 // buildStrandingShapes keeps the most common pending classes, weighted by
 // their share of the pending tasks, as the shapes free room is tested
@@ -303,12 +344,15 @@ func (d *demand) volume(r *Resources) float64 {
 	return v
 }
 
-// stranded measures the free room that pending work could not use: for
-// each demand shape that does not fit in free, all of free is stranded for
-// it, weighted by the shape's share. A machine whose room fits every common
-// shape strands nothing; an idle GPU machine without the CPU left for any
-// GPU task strands its GPUs.
-func (d *demand) stranded(free *Resources) float64 {
+// stranded measures the free room that pending work could not use, on a
+// machine of the given capacity. For each demand shape that does not fit
+// in free, all of free is stranded for it, weighted by the shape's share:
+// an idle GPU machine without the CPU left for any GPU task strands its
+// GPUs. For the shapes that fit, the room is stranded as far as it is out
+// of proportion with the workload's mix (mixStranded): small tasks fit
+// everywhere until the end, so the shapes alone see nothing while a
+// machine fills with CPU-heavy work and leaves memory no task will use.
+func (d *demand) stranded(free, capacity *Resources) float64 {
 	var room float64
 	for r := Dim(0); r < ScoredDims; r++ {
 		if free[r] > 0 {
@@ -324,7 +368,35 @@ func (d *demand) stranded(free *Resources) float64 {
 			misfit += d.shapes[i].weight
 		}
 	}
-	return misfit * room
+	if d.small == 0 {
+		return misfit * room
+	}
+	return misfit*room + (1-misfit)*d.small*d.mixStranded(free, capacity, room)
+}
+
+// mixStranded is the part of free room (worth room) that work in the
+// workload's mix could not use: as much of the mix as fits (the resource
+// the room holds least of, against the mix, bounds it) takes its share of
+// each resource, and the rest of the room stays. It is the limit, for
+// tasks small against a machine, of the fragmentation measure of Weng et
+// al. (ATC '23): room out of proportion with the work is lost however
+// small the tasks are. Resources the machine does not have are left out,
+// so a CPU-only machine is judged by the CPU and memory of the mix.
+func (d *demand) mixStranded(free, capacity *Resources, room float64) float64 {
+	t, per := -1.0, 0.0 // how much of the mix fits, and the room one unit of it takes
+	for r := Dim(0); r < ScoredDims; r++ {
+		if d.mix[r] <= 0 || capacity[r] <= 0 {
+			continue
+		}
+		if f := float64(max(free[r], 0)) / d.mix[r]; t < 0 || f < t {
+			t = f
+		}
+		per += d.scarcity[r] * d.mix[r]
+	}
+	if t < 0 {
+		return 0
+	}
+	return math.Max(room-t*per, 0)
 }
 
 // fit scores leaving `after` free out of `capacity` on a machine (or alloc)
@@ -369,8 +441,8 @@ func (p *pass) fit(policy Policy, before, after, capacity *Resources, strandedBe
 	// Hybrid: best fit, minus the rise in stranded room the placement
 	// causes (a fall, which is a gain, when the task uses room that was
 	// stranded for everything else).
-	rise = p.demand.stranded(after) - strandedBefore
-	return 1 - sumFree/n - strandedWeight*rise
+	rise = p.demand.stranded(after, capacity) - strandedBefore
+	return (1-p.demand.small)*(1-sumFree/n) - strandedWeight*rise
 }
 
 func clamp01(f float64) float64 {

@@ -19,7 +19,7 @@ import (
 // (a folder name under the shared workloads, or a path; or set
 // CORRAL_COMPACTION).
 var (
-	compactionFlag        = flag.String("compaction", "", "run cell compaction on this workload folder (a name under the shared workloads, or a path)")
+	compactionFlag        = flag.String("compaction", "", "run cell compaction on this workload folder (a name under the shared workloads, or a path), or family:<member>")
 	compactionSeedsFlag   = flag.Int("compaction.seeds", 11, "seeds per policy")
 	compactionKFlag       = flag.Int("compaction.k", scheduler.DefaultConfig().FeasibleK, "feasible machines scored per class (relaxed randomization; default the cell's); 0: all")
 	compactionPendingFlag = flag.Float64("compaction.pending", 0, "share of tasks that may stay pending (the paper allowed 0.002)")
@@ -96,11 +96,14 @@ func TestCompactionReport(t *testing.T) {
 	if name == "" {
 		t.Skip("set -compaction=<workload folder> to run cell compaction")
 	}
-	dir := name
-	if !strings.ContainsRune(name, os.PathSeparator) {
-		dir = filepath.Join(workloadsDir(t), name)
+	w, generated, err := FamilyWorkload(name)
+	if !generated {
+		dir := name
+		if !strings.ContainsRune(name, os.PathSeparator) {
+			dir = filepath.Join(workloadsDir(t), name)
+		}
+		w, err = LoadWorkload(dir)
 	}
-	w, err := LoadWorkload(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,28 +184,10 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 	maxCPU := float64(syntheticShapes[0].cores*1000) / 4
 	maxMem := float64(syntheticShapes[0].memGiB<<30) / 4
 	scale := func(get func(j *job) float64, target, most float64) float64 {
-		s := 1.0
-		for range 50 {
-			var sum, free float64 // the total, and the part that still scales
-			for i := range jobs {
-				j := &jobs[i]
-				v, n := get(j), float64(j.size)
-				switch {
-				case j.tiny:
-					sum += v * n
-				case v*s >= most:
-					sum += most * n
-				default:
-					sum += v * s * n
-					free += v * s * n
-				}
-			}
-			if free == 0 || math.Abs(sum-target) < target*1e-4 {
-				break
-			}
-			s *= 1 + (target-sum)/free
-		}
-		return s
+		return fillScale(len(jobs), 50, target, func(i int) (v, cap, n float64, fixed bool) {
+			j := &jobs[i]
+			return get(j), most, float64(j.size), j.tiny
+		})
 	}
 	cpuScale := scale(func(j *job) float64 { return j.cpu }, cfg.CPUFill*float64(capacity[scheduler.CPU]), maxCPU)
 	memScale := scale(func(j *job) float64 { return j.mem }, cfg.CPUFill*7/8*float64(capacity[scheduler.Memory]), maxMem)
@@ -234,6 +216,34 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 		}
 	}
 	return w
+}
+
+// fillScale finds the factor s that brings the sum over items of
+// min(v*s, cap)*n to target, scaling again the items not capped, in at
+// most rounds rounds; fixed items count v*n and never scale. Synthetic
+// and CellSpec.Cell size their tasks with it.
+func fillScale(items, rounds int, target float64, item func(i int) (v, cap, n float64, fixed bool)) float64 {
+	s := 1.0
+	for range rounds {
+		var sum, free float64 // the total, and the part that still scales
+		for i := range items {
+			v, most, n, fixed := item(i)
+			switch {
+			case fixed:
+				sum += v * n
+			case v*s >= most:
+				sum += most * n
+			default:
+				sum += v * s * n
+				free += v * s * n
+			}
+		}
+		if free == 0 || math.Abs(sum-target) < target*1e-4 {
+			break
+		}
+		s *= 1 + (target-sum)/free
+	}
+	return s
 }
 
 func pickShape(rng *rand.Rand) machineShape {

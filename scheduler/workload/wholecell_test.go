@@ -60,21 +60,24 @@ func TestOpenBCompactionAtDefaults(t *testing.T) {
 	}
 }
 
-// OpenB's 1,298 machines with the most GPU (seed 1's largest-first
+// OpenB's 1,248 machines with the most GPU (seed 1's largest-first
 // order): the first pass and its rerun leave a near miss, and a new sample
-// of machines (reorder.go) places every task.
+// of machines (reorder.go) places every task. (1,298 until the hybrid
+// policy weighed room out of proportion with the small work, which
+// places every task there in the first run.)
 func TestANewSampleMendsANearMiss(t *testing.T) {
-	plan := largestFirstPass(t, 1298)
+	plan := largestFirstPass(t, 1248)
 	if plan.Stats.Placed != plan.Stats.Pending || plan.Stats.RerunKept < 2 || plan.Stats.RerunKept > 3 {
 		t.Errorf("%d of %d placed by run %d: want every task placed by a new sample", plan.Stats.Placed, plan.Stats.Pending, plan.Stats.RerunKept)
 	}
 }
 
-// On 1,286 of them the sampled runs leave 148 best-effort fractional-GPU
-// tasks pending, too many for a new sample, while every machine in view
-// fits them all: the whole-view run (reorder.go) places every task.
+// On 1,288 of them the sampled runs leave tasks pending, too many for a
+// new sample, while every machine in view fits them all: the whole-view
+// run (reorder.go) places every task. (1,286 until the hybrid policy
+// weighed room out of proportion with the small work.)
 func TestAWholeViewMendsASampledMiss(t *testing.T) {
-	plan := largestFirstPass(t, 1286)
+	plan := largestFirstPass(t, 1288)
 	if plan.Stats.Placed != plan.Stats.Pending || plan.Stats.RerunKept != 4 {
 		t.Errorf("%d of %d placed by run %d: want every task placed by the whole view (run 4)", plan.Stats.Placed, plan.Stats.Pending, plan.Stats.RerunKept)
 	}

@@ -31,7 +31,7 @@ func main() {
 
 func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("kubepack", flag.ContinueOnError)
-	name := fs.String("workload", "openb", "a workload folder, or the name of one in the shared workloads folder")
+	name := fs.String("workload", "openb", "a workload folder, the name of one in the shared workloads folder, or family:<member> (corral's generated cells)")
 	mode := fs.String("mode", string(workload.CompactRandom), "removal order: random or largest-first (corral's RemovalOrder)")
 	seeds := fs.Int("seeds", 3, "seeds, each with its own removal order")
 	firstSeed := fs.Uint64("first-seed", 1, "the first seed")
@@ -197,8 +197,11 @@ func describe(tasks []scheduler.PendingTask, left []int) string {
 }
 
 // loadWorkload reads a workload folder, or the one of that name in the
-// shared workloads folder.
+// shared workloads folder, or generates a member of corral's family.
 func loadWorkload(name string) (*workload.Workload, error) {
+	if w, ok, err := workload.FamilyWorkload(name); ok {
+		return w, err
+	}
 	if st, err := os.Stat(name); err == nil && st.IsDir() {
 		return workload.LoadWorkload(name)
 	}
