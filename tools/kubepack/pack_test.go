@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +108,18 @@ func TestDescribeSaysWhatWasLeft(t *testing.T) {
 	want := "by priority 1:2; cpu median 8.00 largest 8.00 cores; memory median 4096 largest 4096 MiB"
 	if got != want {
 		t.Errorf("describe = %q, want %q", got, want)
+	}
+}
+
+// A family member of corral's generated cells is named where a workload
+// folder is expected; an unknown member is refused by name.
+func TestLoadWorkloadTakesAFamilyMember(t *testing.T) {
+	w, err := loadWorkload("family:cpu-one-large-80")
+	if err != nil || len(w.Machines) != 200 || len(w.Tasks) == 0 {
+		t.Fatalf("family:cpu-one-large-80: %v", err)
+	}
+	if _, err := loadWorkload("family:nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("family:nope: %v, want an error naming the member", err)
 	}
 }
 
