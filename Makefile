@@ -12,11 +12,14 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-zA-Z_-]+):.*## (.*)/\1\t\2/' | expand -t 18
 
-# The loop for a change of a few minutes: everything verify checks, then
-# every package's tests with -short (the long scenarios, fuzzing, the
-# kubepack harness and -race are make test's).
-check: verify ## verify, then go test -short ./... (minutes; make test is CI's whole run)
-	$(GO) test -short -count=1 $(PKGS)
+# The loop for a change of a few minutes: everything verify checks (two at a
+# time), then every package's tests with -short (the long scenarios,
+# fuzzing, the kubepack harness and -race are make test's). go test's cache
+# stands: a change re-runs the packages it reaches, not the whole tree
+# (make test runs everything with -count=1).
+check: ## verify, then go test -short ./... (minutes; make test is CI's whole run)
+	$(MAKE) --no-print-directory -j2 fmt-check vet staticcheck tidy-check proto-check deadcode arch-check
+	$(GO) test -short $(PKGS)
 
 # Besides Go, make test needs protoc, Chromium, the PostgreSQL server
 # binaries (each test binary starts its own server from them: no server
