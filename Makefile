@@ -12,11 +12,14 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-zA-Z_-]+):.*## (.*)/\1\t\2/' | expand -t 18
 
-# The loop for a change of a few minutes: everything verify checks, then
-# every package's tests with -short (the long scenarios, fuzzing, the
-# kubepack harness and -race are make test's).
-check: verify ## verify, then go test -short ./... (minutes; make test is CI's whole run)
-	$(GO) test -short -count=1 $(PKGS)
+# The loop for a change of a few minutes: everything verify checks (two at a
+# time), then every package's tests with -short (the long scenarios,
+# fuzzing, the kubepack harness and -race are make test's). go test's cache
+# stands: a change re-runs the packages it reaches, not the whole tree
+# (make test runs everything with -count=1).
+check: ## verify, then go test -short ./... (minutes; make test is CI's whole run)
+	$(MAKE) --no-print-directory -j2 fmt-check vet staticcheck tidy-check proto-check deadcode arch-check
+	$(GO) test -short $(PKGS)
 
 # Besides Go, make test needs protoc, Chromium, the PostgreSQL server
 # binaries (each test binary starts its own server from them: no server
@@ -87,17 +90,13 @@ KUBEPACK ?= -workload openb -machines 1523 -profile default,binpack
 kubepack: ## kube-scheduler packing a workload
 	cd tools/kubepack && $(GO) run . $(KUBEPACK)
 
-# Benchmarks whose figures the README's Performance section quotes. Each runs
-# several times so the median can be taken on a noisy machine.
-BENCHCOUNT ?= 5
-LARGE_HISTORY = projections/testdata/histories/large-1.jsonl.gz
-bench: $(LARGE_HISTORY) ## the README Performance benchmarks
-	$(GO) test -run '^$$' -bench . -benchtime 2s -count $(BENCHCOUNT) ./events/ ./projections/ ./commands/ ./scheduler/... ./infrastore/ ./agent/...
-
-# The projections' benchmarks read a 1,000,000-event history written by the
-# commands-side generator (not committed: it is tens of megabytes).
-$(LARGE_HISTORY):
-	$(GO) run ./internal/history/histgen -o $@
+# The README's Performance table run as written: every row's command, in
+# order (hours: it includes the whole Google trace's replay and a rebuild of
+# 10,000,000 events). ROWS='regexp' keeps the rows whose figure matches;
+# scripts/readmebench -list prints the commands.
+ROWS ?=
+bench: ## every row of the README's Performance table, as written (ROWS=regexp for some)
+	$(GO) run ./scripts/readmebench -rows '$(ROWS)'
 
 # A week of a 1,000-machine cell replayed by the Fauxmaster (corral sim).
 bench-sim: ## a week of a 1,000-machine cell replayed
@@ -117,7 +116,7 @@ google-replay: ## the Google trace replayed as a cell
 	$(GO) test ./fauxmaster/ -run TestGoogleTraceReplay -google.share $(GOOGLE_SHARE) -timeout 6h -v -count=1
 
 bench-events: ## the events benchmarks
-	$(GO) test -run '^$$' -bench . -benchtime 2s -count $(BENCHCOUNT) ./events/
+	$(GO) test -run '^$$' -bench . -benchtime 2s -count 5 ./events/
 
 # Regenerate protobuf code (needs protoc; the plugins are built at the
 # versions go.mod pins).

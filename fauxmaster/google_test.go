@@ -3,12 +3,12 @@ package fauxmaster_test
 import (
 	"flag"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"testing"
 	"time"
 
 	"github.com/corralhq/corral/fauxmaster"
+	"github.com/corralhq/corral/internal/shareddata"
 )
 
 var googleShareFlag = flag.Float64("google.share", 0.02, "share of the Google trace's machines (and their tasks) to replay")
@@ -16,14 +16,7 @@ var googleShareFlag = flag.Float64("google.share", 0.02, "share of the Google tr
 // googleTrace is the public trace beside the checkout.
 func googleTrace(t *testing.T) string {
 	t.Helper()
-	for dir, _ := filepath.Abs("."); dir != "/"; dir = filepath.Dir(dir) {
-		cand := filepath.Join(dir, "shared", "traces", "google-clusterdata-2011-2")
-		if _, err := os.Stat(cand); err == nil {
-			return cand
-		}
-	}
-	t.Fatal("the Google trace (shared/traces/google-clusterdata-2011-2) is not beside the checkout")
-	return ""
+	return shareddata.Dir(t, shareddata.GoogleTrace)
 }
 
 // The Google trace's seven hours replayed through corral: the trace's

@@ -34,6 +34,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/corralhq/corral/internal/shareddata"
 )
 
 // focusModel is model-1.2.json: the rules and the names of the check
@@ -114,23 +116,15 @@ func (n *checkNode) normalize() error {
 	return nil
 }
 
-// focusSpecDir finds shared/focus-spec/rules beside the checkout (the
-// repository's parent, or any ancestor of this package's directory).
+// focusSpecDir is shared/focus-spec/rules beside the checkout (the FinOps
+// Foundation's model-1.2.json, never copied here).
 func focusSpecDir(t testing.TB) string {
 	t.Helper()
-	var looked []string
-	for dir, _ := filepath.Abs("."); ; dir = filepath.Dir(dir) {
-		cand := filepath.Join(dir, "shared", "focus-spec", "rules")
-		looked = append(looked, cand)
-		if _, err := os.Stat(filepath.Join(cand, "model-1.2.json")); err == nil {
-			return cand
-		}
-		if dir == "/" {
-			break
-		}
+	dir := filepath.Join(shareddata.Dir(t, shareddata.FocusSpec), "rules")
+	if _, err := os.Stat(filepath.Join(dir, "model-1.2.json")); err != nil {
+		t.Fatalf("the FOCUS 1.2 rules (model-1.2.json of finopsfoundation/focus_validator): %v", err)
 	}
-	t.Fatalf("the FOCUS 1.2 rules (model-1.2.json of finopsfoundation/focus_validator) are not beside the checkout; looked in %s", strings.Join(looked, ", "))
-	return ""
+	return dir
 }
 
 func loadFocusModel(t testing.TB) *focusModel {

@@ -37,7 +37,11 @@ func TestCurrentTablesAreTheFold(t *testing.T) {
 	defer func(n int64) { checkpointEvery = n }(checkpointEvery)
 	checkpointEvery = 700
 	ctx := context.Background()
-	for _, g := range history.Goldens {
+	goldens := history.Goldens
+	if testing.Short() {
+		goldens = goldens[:2] // -short: two histories of the eight
+	}
+	for _, g := range goldens {
 		t.Run(g.Name(), func(t *testing.T) {
 			evs := readGolden(t, g)
 			s := openStore(t, Options{})

@@ -14,6 +14,7 @@ import (
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/sqlitestore"
 	"github.com/corralhq/corral/internal/history"
+	"github.com/corralhq/corral/internal/shareddata"
 )
 
 // BenchmarkRebuild rebuilds a fresh file from a SQLite log of
@@ -218,10 +219,7 @@ func BenchmarkFreshness(b *testing.B) {
 // ../shared/traces (it fails when the folder is missing) into a fresh file
 // and reports its events/s.
 func BenchmarkImportGoogleTrace(b *testing.B) {
-	dir := filepath.Join("..", "..", "shared", "traces", "google-clusterdata-2011-2")
-	if _, err := os.Stat(dir); err != nil {
-		b.Fatalf("the trace sample: %v", err)
-	}
+	dir := shareddata.Dir(b, shareddata.GoogleTrace)
 	ctx := context.Background()
 	var total time.Duration
 	var rows int64

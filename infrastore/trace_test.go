@@ -11,22 +11,14 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/corralhq/corral/internal/shareddata"
 )
 
 // googleTraceDir is the public sample of the Google trace (never copied
-// into the repository); CORRAL_GOOGLE_TRACE_DIR overrides it.
+// into the repository).
 func googleTraceDir(t *testing.T) string {
-	dir := os.Getenv("CORRAL_GOOGLE_TRACE_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "traces", "google-clusterdata-2011-2")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "task_events")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Google trace sample not found at %s (CI has it beside the clone; set CORRAL_GOOGLE_TRACE_DIR): %v", dir, err)
-		}
-		t.Skipf("Google trace sample not found at %s (set CORRAL_GOOGLE_TRACE_DIR): %v", dir, err)
-	}
-	return dir
+	return shareddata.Dir(t, shareddata.GoogleTrace)
 }
 
 // traceFigures are counted straight from the gzipped CSV files, with a
@@ -89,9 +81,12 @@ func TestImportGoogleTrace(t *testing.T) {
 	if st.TaskEvents != tasks.rows || st.JobEvents != jobs.rows {
 		t.Fatalf("imported %+v, the files hold %d task and %d job events", st, tasks.rows, jobs.rows)
 	}
-	// Importing again replaces, never doubles.
-	if _, err := s.ImportGoogleTrace(ctx, dir); err != nil {
-		t.Fatal(err)
+	// Importing again replaces, never doubles (a second import of the whole
+	// sample: make test's, not -short's).
+	if !testing.Short() {
+		if _, err := s.ImportGoogleTrace(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	for _, c := range []struct {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/corralhq/corral/internal/shareddata"
 	"github.com/corralhq/corral/internal/testkit"
 )
 
@@ -356,7 +357,7 @@ func TestNewcomerPath(t *testing.T) {
 		t.Errorf("sim --add 2x0c4g: exit %d, want a usage error naming --add:\n%s", code, out)
 	}
 	// The public Google trace as a cell: a 2% slice of its seven hours.
-	trace, _ := filepath.Abs("../../../shared/traces/google-clusterdata-2011-2")
+	trace := shareddata.Dir(t, shareddata.GoogleTrace)
 	if out, code = corral("sim", "--google-trace", trace, "--share", "0.02"); code != 0 || !strings.Contains(out, "window   2011-05-01T19:00:00Z") ||
 		!regexp.MustCompile(`tasks placed\s+\d{4,}\s+\d{4,}`).MatchString(out) {
 		t.Errorf("sim --google-trace: exit %d:\n%s", code, out)

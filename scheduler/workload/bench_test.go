@@ -22,14 +22,7 @@ func benchWorkload(b *testing.B) *Workload { return sharedWorkload(b, "synthetic
 // benchmark when it cannot.
 func sharedWorkload(b *testing.B, name string) *Workload {
 	b.Helper()
-	dir := *workloadsFlag
-	if dir == "" {
-		var err error
-		if dir, err = FindWorkloads("."); err != nil {
-			b.Fatalf("the shared workloads (set -workloads): %v", err)
-		}
-	}
-	w, err := LoadWorkload(filepath.Join(dir, name))
+	w, err := LoadWorkload(filepath.Join(workloadsDir(b), name))
 	if err != nil {
 		b.Fatalf("the %s workload: %v", name, err)
 	}

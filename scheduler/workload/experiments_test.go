@@ -2,11 +2,10 @@ package workload
 
 import (
 	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/shareddata"
 	"github.com/corralhq/corral/scheduler"
 )
 
@@ -24,11 +23,7 @@ var (
 // googleTraceDir is the public trace beside the shared workloads.
 func googleTraceDir(tb testing.TB) string {
 	tb.Helper()
-	dir := filepath.Join(filepath.Dir(workloadsDir(tb)), "traces", "google-clusterdata-2011-2")
-	if _, err := os.Stat(dir); err != nil {
-		tb.Fatalf("the Google trace: %v", err)
-	}
-	return dir
+	return shareddata.Dir(tb, shareddata.GoogleTrace)
 }
 
 func TestBorgExperiments(t *testing.T) {

@@ -3,7 +3,6 @@ package workload
 import (
 	"bufio"
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -224,32 +223,4 @@ func PrefixBound(order []*scheduler.Machine, tasks []scheduler.PendingTask) int 
 		return len(order)
 	}
 	return len(order) + 1
-}
-
-// ErrNoWorkloads is returned by FindWorkloads when no folder is found.
-var ErrNoWorkloads = errors.New("scheduler: no workloads folder")
-
-// FindWorkloads returns the folder holding the shared workloads: $CORRAL_WORKLOADS
-// when set, else shared/workloads in the first of start's ancestors that has
-// one (a checkout with shared/ beside it, or the repository root of a clone
-// next to shared/).
-func FindWorkloads(start string) (string, error) {
-	if d := os.Getenv("CORRAL_WORKLOADS"); d != "" {
-		return d, nil
-	}
-	dir, err := filepath.Abs(start)
-	if err != nil {
-		return "", err
-	}
-	for {
-		cand := filepath.Join(dir, "shared", "workloads")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", ErrNoWorkloads
-		}
-		dir = parent
-	}
 }

@@ -3,30 +3,24 @@ package workload
 import (
 	"flag"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/corralhq/corral/internal/shareddata"
 	"github.com/corralhq/corral/scheduler"
 )
 
-var workloadsFlag = flag.String("workloads", "", "folder holding the shared workloads (default: $CORRAL_WORKLOADS, else shared/workloads in an ancestor)")
+var workloadsFlag = flag.String("workloads", "", "folder holding the shared workloads (default: workloads in $CORRAL_SHARED, else shared/workloads in an ancestor)")
 
-// workloadsDir returns the shared workloads folder or skips the test.
+// workloadsDir returns the shared workloads folder: -workloads, else the
+// one shareddata finds.
 func workloadsDir(tb testing.TB) string {
 	tb.Helper()
 	if *workloadsFlag != "" {
 		return *workloadsFlag
 	}
-	dir, err := FindWorkloads(".")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("no shared workloads (CI has them beside the clone): %v", err)
-		}
-		tb.Skipf("no shared workloads: %v", err)
-	}
-	return dir
+	return shareddata.Dir(tb, shareddata.Workloads)
 }
 
 func TestReadWorkload(t *testing.T) {
@@ -103,22 +97,6 @@ func TestLowerBound(t *testing.T) {
 		if err != nil || bound != tc.bound || binding != tc.binding {
 			t.Errorf("cpu %d gpu %d: got %d %s %v, want %d %s", tc.cpu, tc.gpu, bound, binding, err, tc.bound, tc.binding)
 		}
-	}
-}
-
-func TestFindWorkloads(t *testing.T) {
-	t.Setenv("CORRAL_WORKLOADS", "/somewhere/else")
-	if got, err := FindWorkloads("."); err != nil || got != "/somewhere/else" {
-		t.Errorf("with CORRAL_WORKLOADS: %q %v", got, err)
-	}
-	t.Setenv("CORRAL_WORKLOADS", "")
-	root := t.TempDir()
-	if err := mkdirAll(filepath.Join(root, "shared", "workloads"), filepath.Join(root, "clone", "scheduler")); err != nil {
-		t.Fatal(err)
-	}
-	got, err := FindWorkloads(filepath.Join(root, "clone", "scheduler"))
-	if err != nil || got != filepath.Join(root, "shared", "workloads") {
-		t.Errorf("from a clone beside shared/: %q %v", got, err)
 	}
 }
 
@@ -211,13 +189,4 @@ func TestSyntheticCell(t *testing.T) {
 	if plan := scheduler.Schedule(w.Cell(), scheduler.DefaultConfig(), 1); plan.Stats.Placed < 19900 {
 		t.Errorf("placed %d of 20000", plan.Stats.Placed)
 	}
-}
-
-func mkdirAll(dirs ...string) error {
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	return nil
 }

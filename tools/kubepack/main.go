@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
+	"github.com/corralhq/corral/internal/shareddata"
 	"github.com/corralhq/corral/scheduler"
 	"github.com/corralhq/corral/scheduler/workload"
 )
@@ -205,7 +206,7 @@ func loadWorkload(name string) (*workload.Workload, error) {
 	if st, err := os.Stat(name); err == nil && st.IsDir() {
 		return workload.LoadWorkload(name)
 	}
-	dir, err := workload.FindWorkloads(".")
+	dir, err := shareddata.Find(".", shareddata.Workloads)
 	if err != nil {
 		return nil, fmt.Errorf("-workload %s: %w", name, err)
 	}

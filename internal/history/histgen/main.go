@@ -24,7 +24,14 @@ func main() {
 	}
 	c := history.New(history.Large, *seed)
 	c.Run(*n)
-	if err := golden.WriteFile(*out, c.Log[:*n]); err != nil {
+	// Written beside and renamed, so an interrupted run leaves no truncated
+	// history for a benchmark to read.
+	tmp := *out + ".partial"
+	if err := golden.WriteFile(tmp, c.Log[:*n]); err != nil {
+		fmt.Fprintln(os.Stderr, "histgen:", err)
+		os.Exit(1)
+	}
+	if err := os.Rename(tmp, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "histgen:", err)
 		os.Exit(1)
 	}
