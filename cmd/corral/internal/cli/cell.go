@@ -30,11 +30,7 @@ func (a *app) machineCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			var l *apipb.MachineList
-			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-				l, err = c.ListMachines(ctx, &apipb.ListMachinesRequest{})
-				return err
-			})
+			l, err := readValue(cmd.Context(), cl, apipb.CellClient.ListMachines, &apipb.ListMachinesRequest{})
 			if err != nil {
 				return err
 			}
@@ -220,11 +216,7 @@ func (a *app) quotaCommand() *cobra.Command {
 		if all {
 			user = ""
 		}
-		var l *apipb.QuotaList
-		err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-			l, err = c.GetQuota(ctx, &apipb.GetQuotaRequest{User: user})
-			return err
-		})
+		l, err := readValue(cmd.Context(), cl, apipb.CellClient.GetQuota, &apipb.GetQuotaRequest{User: user})
 		if err != nil {
 			return err
 		}
@@ -316,11 +308,7 @@ func (a *app) statusCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			var s *apipb.StatusReply
-			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-				s, err = c.Status(ctx, &apipb.StatusRequest{})
-				return err
-			})
+			s, err := readValue(cmd.Context(), cl, apipb.CellClient.Status, &apipb.StatusRequest{})
 			if err != nil {
 				return err
 			}
@@ -431,11 +419,7 @@ func (a *app) eventsCommand() *cobra.Command {
 				}
 			}
 			for {
-				var l *apipb.EventList
-				err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-					l, err = c.Events(ctx, req)
-					return err
-				})
+				l, err := readValue(ctx, cl, apipb.CellClient.Events, req)
 				if err != nil {
 					return err
 				}
@@ -505,11 +489,7 @@ func (a *app) stateCommand() *cobra.Command {
 			if pos == 0 {
 				req.TimeUs = t.UnixMicro()
 			}
-			var v *apipb.CellView
-			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-				v, err = c.StateAt(ctx, req)
-				return err
-			})
+			v, err := readValue(cmd.Context(), cl, apipb.CellClient.StateAt, req)
 			if err != nil {
 				return err
 			}
@@ -560,11 +540,7 @@ func plural(n int, word string) string {
 
 // readMachine reads one machine's view at or after position minPos.
 func (a *app) readMachine(ctx context.Context, cl *client, name string, minPos int64) (*apipb.MachineView, error) {
-	var l *apipb.MachineList
-	err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-		l, err = c.ListMachines(ctx, &apipb.ListMachinesRequest{Read: &apipb.ReadOptions{MinPosition: minPos}})
-		return err
-	})
+	l, err := readValue(ctx, cl, apipb.CellClient.ListMachines, &apipb.ListMachinesRequest{Read: &apipb.ReadOptions{MinPosition: minPos}})
 	if err != nil {
 		return nil, err
 	}

@@ -75,6 +75,18 @@ func (c *client) read(ctx context.Context, fn func(ctx context.Context, cl apipb
 	return c.Read(ctx, fn)
 }
 
+// readValue makes one read, rpc with req, at the first master that answers
+// and returns its reply. rpc is a method of apipb.CellClient named as a
+// value (apipb.CellClient.Status), so a call site states the request once.
+func readValue[Req, Rep any](ctx context.Context, cl *client, rpc func(apipb.CellClient, context.Context, Req, ...grpc.CallOption) (Rep, error), req Req, opts ...grpc.CallOption) (Rep, error) {
+	var rep Rep
+	err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
+		rep, err = rpc(c, ctx, req, opts...)
+		return err
+	})
+	return rep, err
+}
+
 // mutate sends one mutation; the master's reply says whom it acted as (the
 // certificate's or token's user, not necessarily $CORRAL_USER), and that
 // is who owns what follows: what this command prints and waits for.
@@ -91,11 +103,7 @@ func (c *client) whoAmI(ctx context.Context) (*apipb.WhoAmIReply, error) {
 	if c.who != nil {
 		return c.who, nil
 	}
-	var who *apipb.WhoAmIReply
-	err := c.read(ctx, func(ctx context.Context, cl apipb.CellClient) (err error) {
-		who, err = cl.WhoAmI(ctx, &apipb.WhoAmIRequest{})
-		return err
-	})
+	who, err := readValue(ctx, c, apipb.CellClient.WhoAmI, &apipb.WhoAmIRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -120,13 +128,8 @@ func (c *client) me(ctx context.Context) (string, error) {
 // cell is the cell's name as its master says (the zone of its DNS names);
 // $CORRAL_CELL, else the default, when the master does not answer.
 func (a *app) cellOf(ctx context.Context, c *client) string {
-	var name string
-	_ = c.read(ctx, func(ctx context.Context, cl apipb.CellClient) error {
-		st, err := cl.Status(ctx, &apipb.StatusRequest{})
-		name = st.GetCell()
-		return err
-	})
-	if name != "" {
+	st, _ := readValue(ctx, c, apipb.CellClient.Status, &apipb.StatusRequest{})
+	if name := st.GetCell(); name != "" {
 		return name
 	}
 	return a.cellName()

@@ -124,15 +124,13 @@ own with corral bill).`,
 			err := a.fromInfrastore(ctx, db, InfraOptions{}, func(inf Infra) (err error) {
 				res, err = inf.Query(ctx, req)
 				return err
-			}, func(cl *client) error {
+			}, func(cl *client) (err error) {
 				if timeout > cl.AttemptTimeout() {
 					cl.SetAttemptTimeout(timeout + 5*time.Second)
 				}
-				return cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-					// The master cuts a reply to fit this, never past it.
-					res, err = c.Query(ctx, req, grpc.MaxCallRecvMsgSize(auth.MaxReplyMsgSize))
-					return err
-				})
+				// The master cuts a reply to fit this, never past it.
+				res, err = readValue(ctx, cl, apipb.CellClient.Query, req, grpc.MaxCallRecvMsgSize(auth.MaxReplyMsgSize))
+				return err
 			})
 			if err != nil {
 				return queryTimeLimit(err)
@@ -307,11 +305,9 @@ reader sees every user's costs.`,
 			err = a.fromInfrastore(ctx, db, InfraOptions{}, func(inf Infra) (err error) {
 				rep, err = inf.Bill(ctx, req)
 				return err
-			}, func(cl *client) error {
-				return cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-					rep, err = c.Bill(ctx, req)
-					return err
-				})
+			}, func(cl *client) (err error) {
+				rep, err = readValue(ctx, cl, apipb.CellClient.Bill, req)
+				return err
 			})
 			if err != nil {
 				return err

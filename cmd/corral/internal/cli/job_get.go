@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -35,11 +34,7 @@ with it. Secret values are not in it: give them with --secret again.`,
 				return err
 			}
 			defer cl.Close()
-			var j *apipb.JobView
-			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-				j, err = c.Get(ctx, &apipb.GetRequest{User: owner, Job: argv[0], TaskLimit: 10000})
-				return err
-			})
+			j, err := readValue(cmd.Context(), cl, apipb.CellClient.Get, &apipb.GetRequest{User: owner, Job: argv[0], TaskLimit: 10000})
 			if err != nil {
 				return err
 			}

@@ -30,11 +30,7 @@ func (a *app) jobHistoryCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			var h *apipb.JobHistoryReply
-			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-				h, err = c.JobHistory(ctx, &apipb.JobHistoryRequest{User: owner, Job: argv[0], Limit: int32(limit)})
-				return err
-			})
+			h, err := readValue(cmd.Context(), cl, apipb.CellClient.JobHistory, &apipb.JobHistoryRequest{User: owner, Job: argv[0], Limit: int32(limit)})
 			if err != nil {
 				return err
 			}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -51,12 +50,8 @@ func (a *app) jobListCommand() *cobra.Command {
 				if limit > 0 {
 					want = min(page, limit-len(l.Jobs))
 				}
-				var p *apipb.JobList
-				err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-					p, err = c.List(ctx, &apipb.ListRequest{User: user, Selector: selector, State: state,
-						Offset: int32(len(l.Jobs)), Limit: int32(want)})
-					return err
-				})
+				p, err := readValue(cmd.Context(), cl, apipb.CellClient.List, &apipb.ListRequest{User: user, Selector: selector, State: state,
+					Offset: int32(len(l.Jobs)), Limit: int32(want)})
 				if err != nil {
 					return err
 				}

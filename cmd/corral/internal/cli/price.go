@@ -256,11 +256,7 @@ func (a *app) priceSheets(ctx context.Context, atUS int64) (*apipb.PriceSheetLis
 		return nil, err
 	}
 	defer cl.Close()
-	var list *apipb.PriceSheetList
-	err = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-		list, err = c.GetPriceSheets(ctx, &apipb.GetPriceSheetsRequest{AtUs: atUS})
-		return err
-	})
+	list, err := readValue(ctx, cl, apipb.CellClient.GetPriceSheets, &apipb.GetPriceSheetsRequest{AtUs: atUS})
 	return list, err
 }
 

@@ -89,11 +89,7 @@ func (a *app) taskListCommand() *cobra.Command {
 			if len(argv) == 1 {
 				req.Job = argv[0]
 			}
-			var l *apipb.TaskList
-			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-				l, err = c.ListTasks(ctx, req)
-				return err
-			})
+			l, err := readValue(cmd.Context(), cl, apipb.CellClient.ListTasks, req)
 			if err != nil {
 				return err
 			}
@@ -137,11 +133,7 @@ func taskArg(argv []string) (string, int32, error) {
 }
 
 func (a *app) getTask(ctx context.Context, cl *client, owner, job string, index int32) (*apipb.TaskView, error) {
-	var j *apipb.JobView
-	err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-		j, err = c.Get(ctx, &apipb.GetRequest{User: owner, Job: job, TaskOffset: index, TaskLimit: 1})
-		return err
-	})
+	j, err := readValue(ctx, cl, apipb.CellClient.Get, &apipb.GetRequest{User: owner, Job: job, TaskOffset: index, TaskLimit: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -328,11 +320,7 @@ func (a *app) whyCommand() *cobra.Command {
 					return usageErr("--at: %v", err)
 				}
 			}
-			var why *apipb.WhyPendingReply
-			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-				why, err = c.WhyPending(ctx, req)
-				return err
-			})
+			why, err := readValue(cmd.Context(), cl, apipb.CellClient.WhyPending, req)
 			if err != nil {
 				return err
 			}

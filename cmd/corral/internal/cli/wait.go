@@ -145,11 +145,7 @@ func (a *app) waitJobs(ctx context.Context, cl *client, jobs []*waited, minPos i
 		verdicts := map[string]verdict{}
 		views := map[string]*apipb.JobView{}
 		for _, w := range jobs {
-			var v *apipb.JobView
-			err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-				v, err = c.Get(ctx, &apipb.GetRequest{User: w.owner, Job: w.name, Read: &apipb.ReadOptions{MinPosition: minPos}, TaskLimit: 10000})
-				return err
-			})
+			v, err := readValue(ctx, cl, apipb.CellClient.Get, &apipb.GetRequest{User: w.owner, Job: w.name, Read: &apipb.ReadOptions{MinPosition: minPos}, TaskLimit: 10000})
 			if err != nil {
 				clear()
 				return err
@@ -199,11 +195,7 @@ func (a *app) waitJobs(ctx context.Context, cl *client, jobs []*waited, minPos i
 				stuck[n] = 0
 				continue
 			}
-			var why *apipb.WhyPendingReply
-			err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-				why, err = c.WhyPending(ctx, &apipb.WhyPendingRequest{User: w.owner, Job: n})
-				return err
-			})
+			why, err := readValue(ctx, cl, apipb.CellClient.WhyPending, &apipb.WhyPendingRequest{User: w.owner, Job: n})
 			if err != nil || len(why.Classes) == 0 || vd.progress != prev[n] {
 				stuck[n] = 0
 				continue
@@ -226,10 +218,7 @@ func (a *app) waitJobs(ctx context.Context, cl *client, jobs []*waited, minPos i
 			for _, w := range jobs {
 				why := whys[w.name]
 				if why == nil && views[w.name].Pending > 0 {
-					_ = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-						why, err = c.WhyPending(ctx, &apipb.WhyPendingRequest{User: w.owner, Job: w.name})
-						return err
-					})
+					why, _ = readValue(ctx, cl, apipb.CellClient.WhyPending, &apipb.WhyPendingRequest{User: w.owner, Job: w.name})
 				}
 				if why != nil {
 					writeWhy(a.stdout(), why)
