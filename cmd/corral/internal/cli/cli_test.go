@@ -22,6 +22,7 @@ import (
 	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 func TestParseTime(t *testing.T) {
@@ -243,19 +244,11 @@ func TestAgentRegistersWithTheLeaderOfSeveralMasters(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.run(ctx) }()
 	addr := <-ready
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, "the agent registers with the leader", func() (bool, string) {
 		leader.mu.Lock()
-		n := len(leader.got)
-		leader.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the agent did not register with the leader")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer leader.mu.Unlock()
+		return len(leader.got) > 0, "no registration yet"
+	})
 	if got := leader.got[0]; got.Name != "m1" || got.Address != addr || got.Capacity.GetCpuMilli() != 1000 {
 		t.Fatalf("registered %v, want m1 at %s", got, addr)
 	}

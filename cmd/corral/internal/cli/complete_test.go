@@ -28,15 +28,10 @@ func TestCompletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": addr, "CORRAL_DATA": t.TempDir()}
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, 15*time.Second, "the bundle submitted", func() (bool, string) {
 		code, out, stderr := runEnv(context.Background(), env, "job", "submit", bundle)
-		if code == ExitOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("submit: exit %d\n%s%s\n%s", code, out, stderr, logs.String())
-		}
-	}
+		return code == ExitOK, fmt.Sprintf("exit %d\n%s%s\n%s", code, out, stderr, logs.String())
+	})
 	// Another user's job is not offered.
 	if code, out, stderr := runEnv(context.Background(), map[string]string{"CORRAL_USER": "bob", "CORRAL_MASTER": addr, "CORRAL_DATA": t.TempDir()}, "job", "submit", bundle); code != ExitOK {
 		t.Fatalf("bob's submit: exit %d\n%s%s", code, out, stderr)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // `job list` pages through every job rather than stop silently at the
@@ -26,17 +28,11 @@ func TestJobListPagesThroughEveryJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": addr, "CORRAL_DATA": t.TempDir()}
-	var code int
-	var out, stderr string
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if code, out, stderr = runEnv(context.Background(), env, "job", "submit", bundle); code == ExitOK || time.Now().After(deadline) {
-			break
-		}
-	}
-	if code != ExitOK {
-		t.Fatalf("submit: exit %d\n%s%s\n%s", code, out, stderr, logs.String())
-	}
-	code, out, stderr = runEnv(context.Background(), env, "-o", "csv", "job", "list")
+	testkit.Eventually(t, 15*time.Second, "the bundle submitted", func() (bool, string) {
+		code, out, stderr := runEnv(context.Background(), env, "job", "submit", bundle)
+		return code == ExitOK, fmt.Sprintf("exit %d\n%s%s\n%s", code, out, stderr, logs.String())
+	})
+	code, out, stderr := runEnv(context.Background(), env, "-o", "csv", "job", "list")
 	if code != ExitOK || strings.Count(out, "alice/j") != 7 || strings.Contains(stderr, "shown") {
 		t.Fatalf("job list: exit %d, want all 7 jobs\n%s%s", code, out, stderr)
 	}

@@ -63,20 +63,13 @@ func TestMasterWithCertsAndTokens(t *testing.T) {
 	}()
 	env["CORRAL_MASTER"] = addr
 	ca := filepath.Join(certs, "ca.crt")
-	var code int
-	var out, stderr string
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		code, out, stderr = runEnv(bg, env, "job", "list", "--ca", ca, "--cert", filepath.Join(certs, "users", "alice.crt"), "--key", filepath.Join(certs, "users", "alice.key"))
-		if code == ExitOK || time.Now().After(deadline) {
-			break
-		}
-	}
-	if code != ExitOK {
-		t.Fatalf("job list with alice's certificate: exit %d\n%s%s\nmaster:\n%s", code, out, stderr, logs.String())
-	}
+	testkit.Eventually(t, 15*time.Second, "job list with alice's certificate", func() (bool, string) {
+		code, out, stderr := runEnv(bg, env, "job", "list", "--ca", ca, "--cert", filepath.Join(certs, "users", "alice.crt"), "--key", filepath.Join(certs, "users", "alice.key"))
+		return code == ExitOK, fmt.Sprintf("exit %d\n%s%s\nmaster:\n%s", code, out, stderr, logs.String())
+	})
 	// With no credentials at all the client speaks plaintext to a TLS
 	// master, and says why and how to give them.
-	code, _, stderr = runEnv(bg, map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": addr, "CORRAL_DATA": empty}, "--rpc-timeout", "3s", "job", "list")
+	code, _, stderr := runEnv(bg, map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": addr, "CORRAL_DATA": empty}, "--rpc-timeout", "3s", "job", "list")
 	if code == ExitOK || !strings.Contains(stderr, "no CA or credentials were found") || !strings.Contains(stderr, "export CORRAL_DATA") {
 		t.Fatalf("job list with no credentials: exit %d\n%s", code, stderr)
 	}
@@ -217,15 +210,14 @@ func TestMetricsNeedAnAdminToken(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if code, body := get("Bearer " + adminTok); code == http.StatusOK {
-			if !strings.Contains(body, "corral_master_leader") {
-				t.Errorf("/metrics with an admin's token: no corral_master_leader:\n%.2000s", body)
-			}
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("/metrics with an admin's token: %d %s\nmaster:\n%s", code, body, logs.String())
-		}
+	var body string
+	testkit.Eventually(t, 15*time.Second, "/metrics with an admin's token", func() (bool, string) {
+		var code int
+		code, body = get("Bearer " + adminTok)
+		return code == http.StatusOK, fmt.Sprintf("%d %s\nmaster:\n%s", code, body, logs.String())
+	})
+	if !strings.Contains(body, "corral_master_leader") {
+		t.Errorf("/metrics with an admin's token: no corral_master_leader:\n%.2000s", body)
 	}
 	for _, c := range []struct {
 		auth, want string

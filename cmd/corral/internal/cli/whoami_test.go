@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -100,14 +101,9 @@ func startCertMaster(t *testing.T) (map[string]string, string, func(args ...stri
 		<-done
 	})
 	env["CORRAL_MASTER"], env["CORRAL_CA"], env["CORRAL_TOKEN"] = addr, filepath.Join(certs, "ca.crt"), tok
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, 15*time.Second, "the master answers", func() (bool, string) {
 		code, out, stderr := runEnv(bg, env, "status")
-		if code == ExitOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the master did not answer: exit %d\n%s%s\nmaster:\n%s", code, out, stderr, logs.String())
-		}
-	}
+		return code == ExitOK, fmt.Sprintf("exit %d\n%s%s\nmaster:\n%s", code, out, stderr, logs.String())
+	})
 	return env, certs, must
 }
