@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -102,21 +100,4 @@ as ` + "`corral job plan`" + ` does, and refused as the submission would be.`,
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "submit nothing: show what the submission would do, planned on a copy of the cell")
 	c.Flags().StringArrayVar(&secrets, "secret", nil, "NAME: give the secret_env variable NAME the value of $NAME in your environment (repeat the flag); it is sealed, never logged")
 	return c
-}
-
-func stripElapsed(line string) string {
-	if i := strings.LastIndex(line, " ("); i >= 0 {
-		return line[:i]
-	}
-	return line
-}
-
-// isTerminal reports whether w is a terminal (for the live progress line).
-func isTerminal(w any) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

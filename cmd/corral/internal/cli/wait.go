@@ -234,3 +234,10 @@ func (a *app) waitJobs(ctx context.Context, cl *client, jobs []*waited, minPos i
 		}
 	}
 }
+
+func stripElapsed(line string) string {
+	if i := strings.LastIndex(line, " ("); i >= 0 {
+		return line[:i]
+	}
+	return line
+}
