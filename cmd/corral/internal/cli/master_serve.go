@@ -95,19 +95,9 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	authOpts, secrets, linkDial := o.auth.serverOptions(log)
 	explanations := master.NewExplanations()
 	schedCfg := master.SchedulerConfig{Explanations: explanations, Metrics: mops.mm}
-	var sheet *events.PriceSheetSet
-	if o.prices != "" {
-		if sheet, err = loadPriceSheet(o.prices); err != nil {
-			return fmt.Errorf("--prices: %w", err)
-		}
-		// Refuse a bad sheet now: the first leader writes it with its
-		// election, and a sheet the command refuses would stop every
-		// election of a new cell.
-		sheet.EffectiveUs = 0
-		check := commands.SetPriceSheet{Meta: commands.Meta{Actor: commands.Actor{User: o.name, Admin: true}}, Sheet: sheet}
-		if _, err := commands.Decide(projections.New(), check, commands.FixedClock(time.Now())); err != nil {
-			return fmt.Errorf("--prices %s: %w", o.prices, err)
-		}
+	sheet, err := startingPriceSheet(o)
+	if err != nil {
+		return err
 	}
 	m, err := master.New(ctx, master.Config{
 		Name: o.name, Advertise: advertise, Store: store, Admins: o.admins, Logger: log, PriceSheet: sheet,
@@ -129,19 +119,12 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	svc.Logs = api.NewAgentLogs(m, linkDial)                    // logs travel with the link's credentials, on connections of their own
 	defer svc.Logs.Close()
 	svc.StreamCaps = &auth.StreamCaps{PerUser: o.streams.perUser, Total: o.streams.total}
-	var inf *infraProcess
-	infraCtx, stopInfra := context.WithCancel(ctx)
+	inf, stopInfra, err := a.startMasterInfra(ctx, o)
+	if err != nil {
+		return err
+	}
 	defer stopInfra()
-	if o.infrastore != "" {
-		if a.env.OpenInfra == nil {
-			return fmt.Errorf("--infrastore %s: this corral binary was built without the Infrastore", o.infrastore)
-		}
-		// User SQL runs in a child process, never in this one.
-		inf, err = startInfraProcess(infraCtx, o.infrastore, o.store, o.cell, o.infraLimits, log)
-		if err != nil {
-			return fmt.Errorf("--infrastore %s: %w", o.infrastore, err)
-		}
-		defer func() { stopInfra(); inf.wait() }()
+	if inf != nil {
 		svc.Analytics = inf
 	}
 	mops.watch(m, inf)
@@ -151,75 +134,23 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	var wg sync.WaitGroup
-	errc := make(chan error, 5)
-	if err := a.serveDebug(runCtx, log, errc); err != nil {
+	srv := &masterServers{ctx: runCtx, stop: stop, grpc: g, errc: make(chan error, 5)}
+	if err := a.serveDebug(runCtx, log, srv.errc); err != nil {
 		return err
 	}
-	run := func(name string, fn func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(); err != nil && runCtx.Err() == nil {
-				errc <- fmt.Errorf("%s: %w", name, err)
-			}
-		}()
-	}
-	run("gRPC", func() error { return g.Serve(lis) })
-	run("master", func() error { return m.Run(runCtx) })
+	srv.run("gRPC", func() error { return g.Serve(lis) })
+	srv.run("master", func() error { return m.Run(runCtx) })
 	rm := &runningMaster{m: m, grpc: lis.Addr().String(), metrics: mops.reg}
-	var web *http.Server
 	if o.http != "" {
-		hl, err := net.Listen("tcp", o.http)
+		closeSims, err := srv.startWeb(o, svc, m, store, mops, rm)
 		if err != nil {
-			stop()
-			g.Stop()
-			wg.Wait()
-			return fmt.Errorf("--http %s: %w", o.http, err)
-		}
-		rm.http = hl.Addr().String()
-		access := webAccess{hosts: o.httpHosts, anonymous: o.webAnonymous}
-		if o.auth != nil {
-			access.tokens = o.auth.tokens
-		}
-		if access.tokens == nil || o.webAnonymous {
-			log.Warn("the web UI asks for no login: anyone who reaches it reads the whole cell", "http", o.http)
-		}
-		sims, err := newSimProcess(o.store, o.simLimits, log)
-		if err != nil {
-			stop()
-			g.Stop()
-			wg.Wait()
 			return err
 		}
-		defer sims.close()
-		handler, closeUI := webHandler(svc, m, store, svc, sims.Replay, o.cell, access, rm, log)
-		web = &http.Server{Handler: mops.handler(m, access.tokens, handler, log), ReadHeaderTimeout: 10 * time.Second}
-		web.RegisterOnShutdown(closeUI)
-		run("HTTP", func() error {
-			if err := web.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		})
+		defer closeSims()
 	}
 	if o.dns != "" {
-		ns, err := nameservice.New(m, nameservice.Config{Cell: o.cell, Logger: log})
-		if err != nil {
+		if err := srv.startDNS(o, m, rm); err != nil {
 			return err
-		}
-		dnsReady := make(chan string, 1)
-		run("DNS", func() error { return ns.Serve(runCtx, o.dns, func(addr string) { dnsReady <- addr }) })
-		select {
-		case rm.dns = <-dnsReady:
-		case err := <-errc:
-			if !o.dnsOptional {
-				stop()
-				g.Stop()
-				wg.Wait()
-				return fmt.Errorf("--dns %s: %w", o.dns, err)
-			}
-			log.Warn("no name service: its address is taken; give --dns another address", "dns", o.dns, "err", err)
 		}
 	}
 	log.Info("master serving", "name", o.name, "grpc", rm.grpc, "advertise", advertise, "http", rm.http, "dns", rm.dns, "store", redactURL(o.store))
@@ -228,23 +159,153 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	}
 	select {
 	case <-ctx.Done():
-	case err = <-errc:
+	case err = <-srv.errc:
 	}
-	stop()
+	srv.shutdown()
+	return err
+}
+
+// startingPriceSheet is the sheet of --prices a new cell starts with, nil
+// without the flag. A bad sheet is refused now: the first leader writes it
+// with its election, and a sheet the command refuses would stop every
+// election of a new cell.
+func startingPriceSheet(o masterOptions) (*events.PriceSheetSet, error) {
+	if o.prices == "" {
+		return nil, nil
+	}
+	sheet, err := loadPriceSheet(o.prices)
+	if err != nil {
+		return nil, fmt.Errorf("--prices: %w", err)
+	}
+	sheet.EffectiveUs = 0
+	check := commands.SetPriceSheet{Meta: commands.Meta{Actor: commands.Actor{User: o.name, Admin: true}}, Sheet: sheet}
+	if _, err := commands.Decide(projections.New(), check, commands.FixedClock(time.Now())); err != nil {
+		return nil, fmt.Errorf("--prices %s: %w", o.prices, err)
+	}
+	return sheet, nil
+}
+
+// startMasterInfra starts the Infrastore's process of --infrastore, none
+// without it; stop ends it and waits for it.
+func (a *app) startMasterInfra(ctx context.Context, o masterOptions) (inf *infraProcess, stop func(), err error) {
+	infraCtx, stopInfra := context.WithCancel(ctx)
+	if o.infrastore == "" {
+		return nil, stopInfra, nil
+	}
+	if a.env.OpenInfra == nil {
+		stopInfra()
+		return nil, nil, fmt.Errorf("--infrastore %s: this corral binary was built without the Infrastore", o.infrastore)
+	}
+	// User SQL runs in a child process, never in this one.
+	inf, err = startInfraProcess(infraCtx, o.infrastore, o.store, o.cell, o.infraLimits, o.log)
+	if err != nil {
+		stopInfra()
+		return nil, nil, fmt.Errorf("--infrastore %s: %w", o.infrastore, err)
+	}
+	return inf, func() { stopInfra(); inf.wait() }, nil
+}
+
+// masterServers are the servers of a master replica running together: the
+// first to fail ends them all.
+type masterServers struct {
+	ctx  context.Context // ends when they stop
+	stop context.CancelFunc
+	grpc *grpc.Server
+	web  *http.Server // nil without --http
+	wg   sync.WaitGroup
+	errc chan error
+}
+
+// run runs fn, a server's loop, until it returns; its error, unless the
+// servers are stopping, ends them.
+func (s *masterServers) run(name string, fn func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := fn(); err != nil && s.ctx.Err() == nil {
+			s.errc <- fmt.Errorf("%s: %w", name, err)
+		}
+	}()
+}
+
+// abort stops the servers at once, when the master cannot start.
+func (s *masterServers) abort() {
+	s.stop()
+	s.grpc.Stop()
+	s.wg.Wait()
+}
+
+// shutdown stops the servers, giving calls in flight a moment to end.
+func (s *masterServers) shutdown() {
+	s.stop()
 	stopped := make(chan struct{})
-	go func() { g.GracefulStop(); close(stopped) }()
+	go func() { s.grpc.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
 	case <-time.After(3 * time.Second):
-		g.Stop()
+		s.grpc.Stop()
 	}
-	if web != nil {
+	if s.web != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = web.Shutdown(sctx)
+		_ = s.web.Shutdown(sctx)
 		cancel()
 	}
-	wg.Wait()
-	return err
+	s.wg.Wait()
+}
+
+// startWeb serves the web UI, /metrics, /healthz and /readyz on --http;
+// closeSims ends the what-if replays' process.
+func (s *masterServers) startWeb(o masterOptions, svc *api.Service, m *master.Master, store events.Store, mops *masterOps, rm *runningMaster) (closeSims func(), err error) {
+	log := o.log
+	hl, err := net.Listen("tcp", o.http)
+	if err != nil {
+		s.abort()
+		return nil, fmt.Errorf("--http %s: %w", o.http, err)
+	}
+	rm.http = hl.Addr().String()
+	access := webAccess{hosts: o.httpHosts, anonymous: o.webAnonymous}
+	if o.auth != nil {
+		access.tokens = o.auth.tokens
+	}
+	if access.tokens == nil || o.webAnonymous {
+		log.Warn("the web UI asks for no login: anyone who reaches it reads the whole cell", "http", o.http)
+	}
+	sims, err := newSimProcess(o.store, o.simLimits, log)
+	if err != nil {
+		s.abort()
+		return nil, err
+	}
+	handler, closeUI := webHandler(svc, m, store, svc, sims.Replay, o.cell, access, rm, log)
+	s.web = &http.Server{Handler: mops.handler(m, access.tokens, handler, log), ReadHeaderTimeout: 10 * time.Second}
+	s.web.RegisterOnShutdown(closeUI)
+	s.run("HTTP", func() error {
+		if err := s.web.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	return sims.close, nil
+}
+
+// startDNS serves the cell's names on --dns; with dnsOptional a taken
+// address leaves the master without DNS rather than stopping it.
+func (s *masterServers) startDNS(o masterOptions, m *master.Master, rm *runningMaster) error {
+	ns, err := nameservice.New(m, nameservice.Config{Cell: o.cell, Logger: o.log})
+	if err != nil {
+		return err
+	}
+	dnsReady := make(chan string, 1)
+	s.run("DNS", func() error { return ns.Serve(s.ctx, o.dns, func(addr string) { dnsReady <- addr }) })
+	select {
+	case rm.dns = <-dnsReady:
+	case err := <-s.errc:
+		if !o.dnsOptional {
+			s.abort()
+			return fmt.Errorf("--dns %s: %w", o.dns, err)
+		}
+		o.log.Warn("no name service: its address is taken; give --dns another address", "dns", o.dns, "err", err)
+	}
+	return nil
 }
 
 // nameRE reports whether s is a lowercase DNS label.

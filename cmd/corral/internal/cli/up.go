@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -95,96 +96,32 @@ command at a cell with CORRAL_MASTER and CORRAL_DATA (the banner says both).`,
 	return c
 }
 
+// upCell is what `corral up` checked and made before anything runs: the
+// limits its flags resolve to, the data directory it holds, the cell's
+// credentials and id, and its log.
+type upCell struct {
+	simLimits   simLimits
+	infraLimits infraLimits
+	offer       machineOverride
+	data, abs   string // the data directory as given, and absolute
+	admin       string
+	machines    []string // m1, m2, ...
+	local       *auth.Local
+	id          string
+	store       string
+	log         *slog.Logger
+}
+
 func (a *app) up(parent context.Context, o upOptions) error {
-	if o.agents < 1 || o.agents > 64 {
-		return usageErr("--agents %d: want 1 to 64", o.agents)
+	cell := &upCell{}
+	if err := a.checkUpFlags(&o, cell); err != nil {
+		return err
 	}
-	if o.portBase < 1024 || o.portBase+o.agents*1000 > 65535 {
-		return usageErr("--port-base %d: want 1024 or more, with room for %d ports below 65536", o.portBase, o.agents*1000)
-	}
-	if lo, hi, ok := ephemeralPorts(); ok && o.portBase <= hi && o.portBase+o.agents*1000-1 >= lo {
-		a.note("warning: task ports %d-%d overlap the kernel's ephemeral ports %d-%d: a task may find its port taken by an outgoing connection. Pick --port-base below %d.",
-			o.portBase, o.portBase+o.agents*1000-1, lo, hi, lo-o.agents*1000)
-	}
-	simLimits, err := o.sim.resolve()
+	release, err := a.prepareUpCell(&o, cell)
 	if err != nil {
 		return err
 	}
-	infraLimits, err := o.infra.resolve()
-	if err != nil {
-		return err
-	}
-	if err := o.streams.check(); err != nil {
-		return err
-	}
-	if o.maxLogStreams < 1 {
-		return usageErr("--max-log-streams %d: want 1 or more", o.maxLogStreams)
-	}
-	override, err := machineOffer(o.machineCPU, o.machineMemory)
-	if err != nil {
-		return err
-	}
-	data := a.dataDir(o.data)
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		return fmt.Errorf("--data %s: %w", data, err)
-	}
-	abs, _ := filepath.Abs(data)
-	lock, err := os.OpenFile(filepath.Join(data, "up.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return fmt.Errorf("--data %s: %w", data, err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return fmt.Errorf("another `corral up` runs on %s: stop it (Ctrl-C in its terminal), or give this one another --data (and other addresses: `corral up --help` shows a second cell)", abs)
-	}
-	if o.cell == "" {
-		o.cell = a.cellName()
-	}
-	admin := o.admin
-	if admin == "" {
-		admin = a.caller()
-	}
-	if !commands.ValidName(admin) {
-		return fmt.Errorf("the local user %q is not a corral user name (lowercase letters, digits and '-'): set CORRAL_USER, or give --admin", admin)
-	}
-	machineNames := make([]string, o.agents)
-	for i := range machineNames {
-		machineNames[i] = "m" + strconv.Itoa(i+1)
-	}
-	// Every connection of the cell is authenticated: its credentials are
-	// made on the first run and reused after.
-	local, err := auth.SetUpLocal(certsDir(data), o.cell, "master", admin, machineNames...)
-	if err != nil {
-		return fmt.Errorf("the cell's credentials in %s: %w", certsDir(abs), err)
-	}
-	// The cell's id is its data directory's own, not its CA's: a second
-	// cell made with a copy of this one's certs names its containers apart.
-	hadState := false
-	for _, name := range machineNames {
-		hadState = hadState || agent.HasState(filepath.Join(data, "machines", name))
-	}
-	id, err := cellID(data, hadState, local.Master.CAID)
-	if err != nil {
-		return fmt.Errorf("--data %s: %w", abs, err)
-	}
-	logFile, err := os.OpenFile(filepath.Join(data, "corral.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	level := slog.LevelInfo
-	if a.verbose {
-		level = slog.LevelDebug
-	}
-	a.ops.level.Set(level)
-	log := slog.New(slog.NewMultiHandler(
-		slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: &a.ops.level}),
-		slog.NewTextHandler(a.stderr(), &slog.HandlerOptions{Level: slog.LevelWarn}),
-	))
-	store := o.store
-	if store == "" {
-		store = filepath.Join(data, "events.db")
-	}
+	defer release()
 
 	ctx, stopSignals := signalContext(parent)
 	defer stopSignals()
@@ -193,69 +130,23 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	masterCtx, stopMaster := context.WithCancel(context.Background())
 	defer stopMaster()
 	masterDone := make(chan error, 1)
-	readyc := make(chan *runningMaster, 1)
-	go func() {
-		masterDone <- a.serveMaster(masterCtx, masterOptions{
-			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell, prices: o.prices,
-			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"), infraLimits: infraLimits, simLimits: simLimits, httpHosts: o.httpHosts, webAnonymous: o.webAnonymous,
-			usageWindow: 5 * time.Second, pollInterval: time.Second, log: log, streams: o.streams,
-			auth: &masterAuth{creds: local.Master, tokens: local.Tokens, sealer: local.Sealer},
-		}, func(rm *runningMaster) { readyc <- rm })
-	}()
-	var rm *runningMaster
-	select {
-	case rm = <-readyc:
-	case err := <-masterDone:
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("%w\n(another cell or program uses that address: stop it, or give `corral up` other --listen, --http and --dns addresses and --port-base, as `corral up --help` shows for a second cell)", err)
-		}
+	rm, err := a.startUpMaster(ctx, masterCtx, stopMaster, o, cell, masterDone)
+	if rm == nil {
 		return err
-	case <-ctx.Done():
-		stopMaster()
-		return <-masterDone
-	}
-
-	// Agents register with the leader: wait for the master to lead.
-	for deadline := time.Now().Add(15 * time.Second); !rm.m.Leading() && time.Now().Before(deadline) && ctx.Err() == nil; {
-		time.Sleep(50 * time.Millisecond)
 	}
 	agentsCtx, stopAgents := context.WithCancel(context.Background())
 	defer stopAgents()
-	var agents sync.WaitGroup
-	share := override.fill(machineShare(data, o.agents))
-	agentAddrs := make([]string, o.agents)
-	for i := 1; i <= o.agents; i++ {
-		name := machineNames[i-1]
-		first := int32(o.portBase + (i-1)*1000)
-		agentAddrs[i-1] = agentAddr(rm.grpc, i)
-		offer := proto.Clone(share).(*events.Resources)
-		offer.Ports = 1000
-		r := &agentRun{
-			cfg: agent.Config{Name: name, ListenAddr: agentAddrs[i-1], DataDir: filepath.Join(data, "machines", name),
-				Capacity: offer, PortFirst: first, PortLast: first + 999, Attributes: map[string]string{"rack": "r" + strconv.Itoa((i-1)%2+1)},
-				ReregisterAfter: 10 * time.Second, MaxLogStreams: o.maxLogStreams},
-			masters: []string{rm.grpc}, stopTasks: true, log: log, metrics: rm.metrics,
-		}
-		secureAgent(&r.cfg, local.Agents[name], log)
-		r.cfg.CellID = id
-		agents.Add(1)
-		go func() {
-			defer agents.Done()
-			if err := r.run(agentsCtx); err != nil {
-				log.Error("agent stopped", "machine", name, "err", err)
-			}
-		}()
-	}
+	agents, agentAddrs := startUpAgents(ctx, agentsCtx, o, cell, rm)
 	machines := waitMachines(ctx, rm.m, o.agents, 15*time.Second)
-	grantQuota(ctx, rm.m, admin, log)
+	grantQuota(ctx, rm.m, cell.admin, cell.log)
 
 	_, digErr := exec.LookPath("dig")
 	upBanner{
-		cell: o.cell, admin: admin, machines: machines, agents: o.agents,
+		cell: o.cell, admin: cell.admin, machines: machines, agents: o.agents,
 		grpc: rm.grpc, http: rm.http, dns: rm.dns, dnsWanted: o.dns, agentAddrs: agentAddrs, portBase: o.portBase,
-		store: store, data: abs, ca: absPath(local.CA), cert: absPath(local.AdminCert), key: absPath(local.AdminKey), tok: absPath(local.AdminToken),
+		store: cell.store, data: cell.abs, ca: absPath(cell.local.CA), cert: absPath(cell.local.AdminCert), key: absPath(cell.local.AdminKey), tok: absPath(cell.local.AdminToken),
 		webAnonymous: o.webAnonymous, haveDig: digErr == nil,
-		defaultMasterAndDir: rm.grpc == DefaultMaster && filepath.Clean(data) == filepath.Clean(DefaultData),
+		defaultMasterAndDir: rm.grpc == DefaultMaster && filepath.Clean(cell.data) == filepath.Clean(DefaultData),
 	}.write(a.stdout())
 
 	var err2 error
@@ -273,6 +164,195 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	agents.Wait()
 	fmt.Fprintln(a.stderr(), "stopped. `corral up` with the same --data resumes the cell.")
 	return err2
+}
+
+// checkUpFlags refuses flags that cannot make a cell, before anything is
+// made on disk, and resolves the limits they set into cell.
+func (a *app) checkUpFlags(o *upOptions, cell *upCell) error {
+	if o.agents < 1 || o.agents > 64 {
+		return usageErr("--agents %d: want 1 to 64", o.agents)
+	}
+	if o.portBase < 1024 || o.portBase+o.agents*1000 > 65535 {
+		return usageErr("--port-base %d: want 1024 or more, with room for %d ports below 65536", o.portBase, o.agents*1000)
+	}
+	if lo, hi, ok := ephemeralPorts(); ok && o.portBase <= hi && o.portBase+o.agents*1000-1 >= lo {
+		a.note("warning: task ports %d-%d overlap the kernel's ephemeral ports %d-%d: a task may find its port taken by an outgoing connection. Pick --port-base below %d.",
+			o.portBase, o.portBase+o.agents*1000-1, lo, hi, lo-o.agents*1000)
+	}
+	var err error
+	if cell.simLimits, err = o.sim.resolve(); err != nil {
+		return err
+	}
+	if cell.infraLimits, err = o.infra.resolve(); err != nil {
+		return err
+	}
+	if err := o.streams.check(); err != nil {
+		return err
+	}
+	if o.maxLogStreams < 1 {
+		return usageErr("--max-log-streams %d: want 1 or more", o.maxLogStreams)
+	}
+	cell.offer, err = machineOffer(o.machineCPU, o.machineMemory)
+	return err
+}
+
+// prepareUpCell takes the data directory (one `corral up` at a time), and
+// finds or makes the cell's admin, credentials, id and log there. release
+// lets the directory go.
+func (a *app) prepareUpCell(o *upOptions, cell *upCell) (release func(), err error) {
+	cell.data = a.dataDir(o.data)
+	lock, err := a.lockUpData(cell)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
+	if o.cell == "" {
+		o.cell = a.cellName()
+	}
+	cell.admin = o.admin
+	if cell.admin == "" {
+		cell.admin = a.caller()
+	}
+	if !commands.ValidName(cell.admin) {
+		return nil, fmt.Errorf("the local user %q is not a corral user name (lowercase letters, digits and '-'): set CORRAL_USER, or give --admin", cell.admin)
+	}
+	if err := upCredentials(o.cell, o.agents, cell); err != nil {
+		return nil, err
+	}
+	logFile, err := os.OpenFile(filepath.Join(cell.data, "corral.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cell.log = a.upLogger(logFile)
+	cell.store = o.store
+	if cell.store == "" {
+		cell.store = filepath.Join(cell.data, "events.db")
+	}
+	return func() { logFile.Close(); lock.Close() }, nil
+}
+
+// lockUpData makes the data directory and locks it for this `corral up`.
+func (a *app) lockUpData(cell *upCell) (*os.File, error) {
+	if err := os.MkdirAll(cell.data, 0o755); err != nil {
+		return nil, fmt.Errorf("--data %s: %w", cell.data, err)
+	}
+	cell.abs, _ = filepath.Abs(cell.data)
+	lock, err := os.OpenFile(filepath.Join(cell.data, "up.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("--data %s: %w", cell.data, err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("another `corral up` runs on %s: stop it (Ctrl-C in its terminal), or give this one another --data (and other addresses: `corral up --help` shows a second cell)", cell.abs)
+	}
+	return lock, nil
+}
+
+// upCredentials names the cell's machines and finds or makes their
+// credentials and the cell's id.
+func upCredentials(cellName string, agents int, cell *upCell) error {
+	cell.machines = make([]string, agents)
+	for i := range cell.machines {
+		cell.machines[i] = "m" + strconv.Itoa(i+1)
+	}
+	// Every connection of the cell is authenticated: its credentials are
+	// made on the first run and reused after.
+	local, err := auth.SetUpLocal(certsDir(cell.data), cellName, "master", cell.admin, cell.machines...)
+	if err != nil {
+		return fmt.Errorf("the cell's credentials in %s: %w", certsDir(cell.abs), err)
+	}
+	cell.local = local
+	// The cell's id is its data directory's own, not its CA's: a second
+	// cell made with a copy of this one's certs names its containers apart.
+	hadState := false
+	for _, name := range cell.machines {
+		hadState = hadState || agent.HasState(filepath.Join(cell.data, "machines", name))
+	}
+	if cell.id, err = cellID(cell.data, hadState, local.Master.CAID); err != nil {
+		return fmt.Errorf("--data %s: %w", cell.abs, err)
+	}
+	return nil
+}
+
+// upLogger logs to the cell's file at the chosen level, and warnings to
+// stderr too.
+func (a *app) upLogger(file io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	if a.verbose {
+		level = slog.LevelDebug
+	}
+	a.ops.level.Set(level)
+	return slog.New(slog.NewMultiHandler(
+		slog.NewTextHandler(file, &slog.HandlerOptions{Level: &a.ops.level}),
+		slog.NewTextHandler(a.stderr(), &slog.HandlerOptions{Level: slog.LevelWarn}),
+	))
+}
+
+// startUpMaster runs the cell's master on masterCtx until it listens, and
+// returns it; its end is sent on masterDone. A nil master comes with the
+// error that stopped it first, or, when ctx ends first, with the end of the
+// master stopped by stopMaster.
+func (a *app) startUpMaster(ctx, masterCtx context.Context, stopMaster func(), o upOptions, cell *upCell, masterDone chan error) (*runningMaster, error) {
+	readyc := make(chan *runningMaster, 1)
+	go func() {
+		masterDone <- a.serveMaster(masterCtx, masterOptions{
+			store: cell.store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell, prices: o.prices,
+			admins: []string{cell.admin}, infrastore: filepath.Join(cell.data, "infrastore.duckdb"), infraLimits: cell.infraLimits, simLimits: cell.simLimits, httpHosts: o.httpHosts, webAnonymous: o.webAnonymous,
+			usageWindow: 5 * time.Second, pollInterval: time.Second, log: cell.log, streams: o.streams,
+			auth: &masterAuth{creds: cell.local.Master, tokens: cell.local.Tokens, sealer: cell.local.Sealer},
+		}, func(rm *runningMaster) { readyc <- rm })
+	}()
+	select {
+	case rm := <-readyc:
+		return rm, nil
+	case err := <-masterDone:
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("%w\n(another cell or program uses that address: stop it, or give `corral up` other --listen, --http and --dns addresses and --port-base, as `corral up --help` shows for a second cell)", err)
+		}
+		return nil, err
+	case <-ctx.Done():
+		stopMaster()
+		return nil, <-masterDone
+	}
+}
+
+// startUpAgents runs the cell's machines' agents on agentsCtx, once the
+// master leads (agents register with the leader), and says where they
+// listen.
+func startUpAgents(ctx, agentsCtx context.Context, o upOptions, cell *upCell, rm *runningMaster) (*sync.WaitGroup, []string) {
+	for deadline := time.Now().Add(15 * time.Second); !rm.m.Leading() && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(50 * time.Millisecond)
+	}
+	var agents sync.WaitGroup
+	share := cell.offer.fill(machineShare(cell.data, o.agents))
+	agentAddrs := make([]string, o.agents)
+	for i := 1; i <= o.agents; i++ {
+		name := cell.machines[i-1]
+		first := int32(o.portBase + (i-1)*1000)
+		agentAddrs[i-1] = agentAddr(rm.grpc, i)
+		offer := proto.Clone(share).(*events.Resources)
+		offer.Ports = 1000
+		r := &agentRun{
+			cfg: agent.Config{Name: name, ListenAddr: agentAddrs[i-1], DataDir: filepath.Join(cell.data, "machines", name),
+				Capacity: offer, PortFirst: first, PortLast: first + 999, Attributes: map[string]string{"rack": "r" + strconv.Itoa((i-1)%2+1)},
+				ReregisterAfter: 10 * time.Second, MaxLogStreams: o.maxLogStreams},
+			masters: []string{rm.grpc}, stopTasks: true, log: cell.log, metrics: rm.metrics,
+		}
+		secureAgent(&r.cfg, cell.local.Agents[name], cell.log)
+		r.cfg.CellID = cell.id
+		agents.Add(1)
+		go func() {
+			defer agents.Done()
+			if err := r.run(agentsCtx); err != nil {
+				cell.log.Error("agent stopped", "machine", name, "err", err)
+			}
+		}()
+	}
+	return &agents, agentAddrs
 }
 
 // waitMachines waits until n machines are up in the master's state.
