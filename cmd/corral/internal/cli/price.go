@@ -31,6 +31,12 @@ what a unit-hour of capacity costs the cell (idle cost). Bills price each
 usage window by the sheet in force when it started, so a new sheet never
 changes a bill already made.`,
 	}
+	c.AddCommand(a.priceSetCommand(), a.priceGetCommand(), a.priceHistoryCommand())
+	return c
+}
+
+// priceSetCommand is `corral price set FILE`.
+func (a *app) priceSetCommand() *cobra.Command {
 	var effective string
 	set := &cobra.Command{
 		Use:   "set FILE",
@@ -62,6 +68,11 @@ changes a bill already made.`,
 		},
 	}
 	set.Flags().StringVar(&effective, "effective", "", "when it takes effect (default now; never in the past)")
+	return set
+}
+
+// priceGetCommand is `corral price get`.
+func (a *app) priceGetCommand() *cobra.Command {
 	var at string
 	get := &cobra.Command{
 		Use:   "get",
@@ -89,6 +100,11 @@ changes a bill already made.`,
 		},
 	}
 	get.Flags().StringVar(&at, "at", "", "the sheet in force at this time")
+	return get
+}
+
+// priceHistoryCommand is `corral price history`.
+func (a *app) priceHistoryCommand() *cobra.Command {
 	history := &cobra.Command{
 		Use:   "history",
 		Short: "every price sheet and closed billing period",
@@ -123,8 +139,7 @@ changes a bill already made.`,
 			return nil
 		},
 	}
-	c.AddCommand(set, get, history)
-	return c
+	return history
 }
 
 func (a *app) priceSheets(ctx context.Context, atUS int64) (*apipb.PriceSheetList, error) {
@@ -133,8 +148,7 @@ func (a *app) priceSheets(ctx context.Context, atUS int64) (*apipb.PriceSheetLis
 		return nil, err
 	}
 	defer cl.Close()
-	list, err := readValue(ctx, cl, apipb.CellClient.GetPriceSheets, &apipb.GetPriceSheetsRequest{AtUs: atUS})
-	return list, err
+	return readValue(ctx, cl, apipb.CellClient.GetPriceSheets, &apipb.GetPriceSheetsRequest{AtUs: atUS})
 }
 
 func (a *app) showSheet(s *apipb.PriceSheetView) error {
