@@ -7,12 +7,17 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// masterFlags are `corral master`'s flags that are not masterOptions'.
+type masterFlags struct {
+	admins, certs string
+	insecureMode  bool
+	infra         infraFlags
+	sim           simFlags
+}
+
 func (a *app) masterCommand() *cobra.Command {
 	o := masterOptions{}
-	var admins, certs string
-	var insecureMode bool
-	var infra infraFlags
-	var sim simFlags
+	var mf masterFlags
 	c := &cobra.Command{
 		Use:   "master",
 		Short: "run one master replica of a cell",
@@ -30,56 +35,7 @@ plaintext and believes whatever user a client names: a trusted machine only.`,
   corral master --store ./events.db --infrastore ./infrastore.duckdb --dns 127.0.0.1:5353`,
 		Args: args(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.store == "" {
-				o.store = a.getenv("CORRAL_STORE")
-			}
-			if o.store == "" {
-				return usageErr("--store: give the event log: postgres://..., cockroachdb://... or a SQLite file (or set CORRAL_STORE)")
-			}
-			if o.name == "" {
-				o.name = hostname()
-			}
-			if o.cell == "" {
-				o.cell = a.cellName()
-			}
-			for _, ad := range splitComma(admins) {
-				if ad != "" {
-					o.admins = append(o.admins, ad)
-				}
-			}
-			log, err := a.serverLogger(a.stderr())
-			if err != nil {
-				return err
-			}
-			o.log = log
-			switch {
-			case certs != "" && insecureMode:
-				return usageErr("--certs and --insecure: give one")
-			case certs != "":
-				if o.auth, err = loadMasterAuth(certs, o.name); err != nil {
-					return err
-				}
-				if !cmd.Flags().Changed("cell") && a.getenv("CORRAL_CELL") == "" {
-					o.cell = o.auth.creds.Cell
-				}
-				if o.cell != o.auth.creds.Cell {
-					return usageErr("--cell %s: the certificates in %s are cell %s's", o.cell, certs, o.auth.creds.Cell)
-				}
-				if o.auth.sealer == nil {
-					log.Warn("no secrets key in the cell directory: specs that give secret values are refused", "certs", certs)
-				}
-			case insecureMode:
-				log.Warn("INSECURE: the API is plaintext and believes any user a client names in x-corral-user; anyone who reaches this address can act as anyone, admins included, and register machines. Use --certs DIR on any network but a trusted machine.")
-			default:
-				return usageErr("give --certs DIR (a cell directory from `corral certs init`) to serve TLS, or --insecure for plaintext on a trusted machine")
-			}
-			if o.infraLimits, err = infra.resolve(); err != nil {
-				return err
-			}
-			if o.simLimits, err = sim.resolve(); err != nil {
-				return err
-			}
-			if err := o.streams.check(); err != nil {
+			if err := a.completeMasterOptions(cmd, &o, mf); err != nil {
 				return err
 			}
 			ctx, stop := signalContext(cmd.Context())
@@ -88,8 +44,8 @@ plaintext and believes whatever user a client names: a trusted machine only.`,
 		},
 	}
 	f := c.Flags()
-	infra.add(f)
-	sim.add(f)
+	mf.infra.add(f)
+	mf.sim.add(f)
 	o.streams.add(f)
 	f.StringVar(&o.store, "store", "", "the event log: postgres://..., cockroachdb://... or a SQLite file (default $CORRAL_STORE)")
 	f.StringVar(&o.name, "name", "", "this replica's name (default the host name)")
@@ -100,13 +56,78 @@ plaintext and believes whatever user a client names: a trusted machine only.`,
 	f.BoolVar(&o.webAnonymous, "web-anonymous", false, "serve the web UI without a login (by default it asks for one of the cell's tokens when the master has --certs)")
 	f.StringVar(&o.dns, "dns", "", "DNS address for the name service (default none), e.g. 127.0.0.1:5353")
 	f.StringVar(&o.cell, "cell", "", "the cell's name, used in DNS names (default $CORRAL_CELL or "+DefaultCell+")")
-	f.StringVar(&admins, "admins", "", "users with the admin capability, comma-separated")
+	f.StringVar(&mf.admins, "admins", "", "users with the admin capability, comma-separated")
 	f.StringVar(&o.infrastore, "infrastore", "", "Infrastore (DuckDB) `FILE` to keep and serve corral sql and corral bill from (default none)")
 	f.StringVar(&o.prices, "prices", "", "price sheet `FILE` (JSON or YAML, as corral price set reads) a new cell starts with (default the built-in sheet)")
 	f.DurationVar(&o.usageWindow, "usage-window", 0, "how often each machine's usage becomes an event (default 5m)")
-	f.StringVar(&certs, "certs", "", "the cell directory (corral certs init): serve TLS with masters/NAME.crt, tokens and secrets")
-	f.BoolVar(&insecureMode, "insecure", false, "serve plaintext and trust the user clients name (development on a trusted machine only)")
+	f.StringVar(&mf.certs, "certs", "", "the cell directory (corral certs init): serve TLS with masters/NAME.crt, tokens and secrets")
+	f.BoolVar(&mf.insecureMode, "insecure", false, "serve plaintext and trust the user clients name (development on a trusted machine only)")
 	return c
+}
+
+// completeMasterOptions completes o from the environment and the flags that are
+// not its fields, and checks them.
+func (a *app) completeMasterOptions(cmd *cobra.Command, o *masterOptions, mf masterFlags) error {
+	if o.store == "" {
+		o.store = a.getenv("CORRAL_STORE")
+	}
+	if o.store == "" {
+		return usageErr("--store: give the event log: postgres://..., cockroachdb://... or a SQLite file (or set CORRAL_STORE)")
+	}
+	if o.name == "" {
+		o.name = hostname()
+	}
+	if o.cell == "" {
+		o.cell = a.cellName()
+	}
+	for _, ad := range splitComma(mf.admins) {
+		if ad != "" {
+			o.admins = append(o.admins, ad)
+		}
+	}
+	log, err := a.serverLogger(a.stderr())
+	if err != nil {
+		return err
+	}
+	o.log = log
+	if err := a.masterSecurity(cmd, o, mf); err != nil {
+		return err
+	}
+	if o.infraLimits, err = mf.infra.resolve(); err != nil {
+		return err
+	}
+	if o.simLimits, err = mf.sim.resolve(); err != nil {
+		return err
+	}
+	return o.streams.check()
+}
+
+// masterSecurity sets how the master serves its API: TLS with the
+// certificates of --certs, or plaintext with --insecure; one of them.
+func (a *app) masterSecurity(cmd *cobra.Command, o *masterOptions, mf masterFlags) error {
+	var err error
+	switch {
+	case mf.certs != "" && mf.insecureMode:
+		return usageErr("--certs and --insecure: give one")
+	case mf.certs != "":
+		if o.auth, err = loadMasterAuth(mf.certs, o.name); err != nil {
+			return err
+		}
+		if !cmd.Flags().Changed("cell") && a.getenv("CORRAL_CELL") == "" {
+			o.cell = o.auth.creds.Cell
+		}
+		if o.cell != o.auth.creds.Cell {
+			return usageErr("--cell %s: the certificates in %s are cell %s's", o.cell, mf.certs, o.auth.creds.Cell)
+		}
+		if o.auth.sealer == nil {
+			o.log.Warn("no secrets key in the cell directory: specs that give secret values are refused", "certs", mf.certs)
+		}
+	case mf.insecureMode:
+		o.log.Warn("INSECURE: the API is plaintext and believes any user a client names in x-corral-user; anyone who reaches this address can act as anyone, admins included, and register machines. Use --certs DIR on any network but a trusted machine.")
+	default:
+		return usageErr("give --certs DIR (a cell directory from `corral certs init`) to serve TLS, or --insecure for plaintext on a trusted machine")
+	}
+	return nil
 }
 
 func hostname() string {

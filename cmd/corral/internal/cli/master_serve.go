@@ -93,32 +93,14 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 		advertise = agent.Advertised(lis.Addr().String())
 	}
 	authOpts, secrets, linkDial := o.auth.serverOptions(log)
-	explanations := master.NewExplanations()
-	schedCfg := master.SchedulerConfig{Explanations: explanations, Metrics: mops.mm}
-	sheet, err := startingPriceSheet(o)
+	m, svc, err := newMasterService(ctx, o, store, advertise, linkDial, mops)
 	if err != nil {
 		return err
 	}
-	m, err := master.New(ctx, master.Config{
-		Name: o.name, Advertise: advertise, Store: store, Admins: o.admins, Logger: log, PriceSheet: sheet,
-		OnLeading: []func(context.Context, *master.Master){
-			master.SchedulerLoop(schedCfg),
-			master.Link(master.LinkConfig{Cell: o.cell, Dial: linkDial, UsageWindow: o.usageWindow, Interval: o.pollInterval, Metrics: mops.mm}),
-		},
-	})
-	if err != nil {
-		return err
-	}
+	defer svc.Logs.Close()
 	if secrets != nil {
 		secrets.View = m.View
 	}
-	svc := api.NewService(m)
-	svc.Explain = explanations.Explain
-	svc.Cell = o.cell
-	svc.Scheduler = master.SchedulerConfig{Pass: schedCfg.Pass} // plans: the same pass, without the loop's hooks
-	svc.Logs = api.NewAgentLogs(m, linkDial)                    // logs travel with the link's credentials, on connections of their own
-	defer svc.Logs.Close()
-	svc.StreamCaps = &auth.StreamCaps{PerUser: o.streams.perUser, Total: o.streams.total}
 	inf, stopInfra, err := a.startMasterInfra(ctx, o)
 	if err != nil {
 		return err
@@ -163,6 +145,34 @@ func (a *app) serveMaster(ctx context.Context, o masterOptions, ready func(*runn
 	}
 	srv.shutdown()
 	return err
+}
+
+// newMasterService makes the master replica, whose leader schedules and
+// polls the agents through linkDial, and the API service over it.
+func newMasterService(ctx context.Context, o masterOptions, store events.Store, advertise string, linkDial func(string) (*agent.Client, error), mops *masterOps) (*master.Master, *api.Service, error) {
+	explanations := master.NewExplanations()
+	schedCfg := master.SchedulerConfig{Explanations: explanations, Metrics: mops.mm}
+	sheet, err := startingPriceSheet(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := master.New(ctx, master.Config{
+		Name: o.name, Advertise: advertise, Store: store, Admins: o.admins, Logger: o.log, PriceSheet: sheet,
+		OnLeading: []func(context.Context, *master.Master){
+			master.SchedulerLoop(schedCfg),
+			master.Link(master.LinkConfig{Cell: o.cell, Dial: linkDial, UsageWindow: o.usageWindow, Interval: o.pollInterval, Metrics: mops.mm}),
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	svc := api.NewService(m)
+	svc.Explain = explanations.Explain
+	svc.Cell = o.cell
+	svc.Scheduler = master.SchedulerConfig{Pass: schedCfg.Pass} // plans: the same pass, without the loop's hooks
+	svc.Logs = api.NewAgentLogs(m, linkDial)                    // logs travel with the link's credentials, on connections of their own
+	svc.StreamCaps = &auth.StreamCaps{PerUser: o.streams.perUser, Total: o.streams.total}
+	return m, svc, nil
 }
 
 // startingPriceSheet is the sheet of --prices a new cell starts with, nil
