@@ -27,7 +27,6 @@ func (a *app) infrastoreServeCommand() *cobra.Command {
 		Hidden: true,
 		Args:   args(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
 			if store == "" {
 				store = a.getenv("CORRAL_STORE") // from its master: a password in argv would show in ps
 			}
@@ -37,65 +36,7 @@ func (a *app) infrastoreServeCommand() *cobra.Command {
 			if err := joinCgroup(); err != nil {
 				return err
 			}
-			log, err := a.serverLogger(a.stderr())
-			if err != nil {
-				return err
-			}
-			log = log.With("process", "infrastore")
-			// The master may die without a word (SIGKILL): the kernel's
-			// parent-death signal ends this process then, and this check
-			// covers a parent that exits another way.
-			parent := os.Getppid()
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			go func() {
-				for ctx.Err() == nil && os.Getppid() == parent {
-					time.Sleep(time.Second)
-				}
-				cancel()
-			}()
-			st, err := storeopen.Open(ctx, store, storeopen.Options{NoMigrate: true})
-			if err != nil {
-				return fmt.Errorf("--store %s: %w", store, err)
-			}
-			defer st.Close()
-			inf, err := a.openInfra(ctx, "--db", db, opts)
-			if err != nil {
-				return fmt.Errorf("--db %s: %w", db, err)
-			}
-			defer inf.Close()
-			_ = os.Remove(sock)
-			lis, err := net.Listen("unix", sock)
-			if err != nil {
-				return fmt.Errorf("--socket %s: %w", sock, err)
-			}
-			defer lis.Close()
-			if err := os.Chmod(sock, 0o600); err != nil {
-				return err
-			}
-			timeout := opts.QueryTimeout
-			if timeout <= 0 {
-				timeout = 30 * time.Second
-			}
-			g := grpc.NewServer(ops.NewRecovery(log, nil).ServerOptions()...)
-			apipb.RegisterCellServer(g, &infraServer{inf: inf, timeout: timeout + 10*time.Second, log: log})
-			go func() {
-				// Ingestion stopping is logged; queries answer from what
-				// the file holds.
-				if err := inf.Run(ctx, st); err != nil && ctx.Err() == nil {
-					log.Error("Infrastore ingestion stopped; `corral sql` answers from what it holds", "err", err)
-				}
-			}()
-			go func() {
-				<-ctx.Done()
-				g.Stop()
-			}()
-			log.Info("Infrastore serving", "db", db, "socket", sock, "memory_limit", opts.MemoryLimit, "threads", opts.Threads,
-				"max_rows", opts.MaxRows, "max_result_bytes", opts.MaxResultBytes, "query_timeout", timeout, "memory_budget", opts.MemoryBudget)
-			if err := g.Serve(lis); err != nil && ctx.Err() == nil {
-				return err
-			}
-			return nil
+			return a.serveInfrastore(cmd.Context(), db, store, sock, opts)
 		},
 	}
 	f := c.Flags()
@@ -110,4 +51,83 @@ func (a *app) infrastoreServeCommand() *cobra.Command {
 	f.DurationVar(&opts.QueryTimeout, "query-timeout", 0, "default and longest query")
 	f.Int64Var(&opts.MemoryBudget, "memory-budget", 0, "bytes this process may hold (its cgroup's limit): queries are interrupted as it nears them")
 	return c
+}
+
+// serveInfrastore ingests the log of store into the file db and answers
+// on the unix socket sock until ctx ends or the master that started this
+// process is gone.
+func (a *app) serveInfrastore(ctx context.Context, db, store, sock string, opts InfraOptions) error {
+	log, err := a.serverLogger(a.stderr())
+	if err != nil {
+		return err
+	}
+	log = log.With("process", "infrastore")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go cancelWhenOrphaned(ctx, cancel, os.Getppid())
+	st, err := storeopen.Open(ctx, store, storeopen.Options{NoMigrate: true})
+	if err != nil {
+		return fmt.Errorf("--store %s: %w", store, err)
+	}
+	defer st.Close()
+	inf, err := a.openInfra(ctx, "--db", db, opts)
+	if err != nil {
+		return fmt.Errorf("--db %s: %w", db, err)
+	}
+	defer inf.Close()
+	lis, err := listenPrivateSocket(sock)
+	if err != nil {
+		return err
+	}
+	defer lis.Close()
+	timeout := opts.QueryTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	g := grpc.NewServer(ops.NewRecovery(log, nil).ServerOptions()...)
+	apipb.RegisterCellServer(g, &infraServer{inf: inf, timeout: timeout + 10*time.Second, log: log})
+	go func() {
+		// Ingestion stopping is logged; queries answer from what the
+		// file holds.
+		if err := inf.Run(ctx, st); err != nil && ctx.Err() == nil {
+			log.Error("Infrastore ingestion stopped; `corral sql` answers from what it holds", "err", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		g.Stop()
+	}()
+	log.Info("Infrastore serving", "db", db, "socket", sock, "memory_limit", opts.MemoryLimit, "threads", opts.Threads,
+		"max_rows", opts.MaxRows, "max_result_bytes", opts.MaxResultBytes, "query_timeout", timeout, "memory_budget", opts.MemoryBudget)
+	if err := g.Serve(lis); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// cancelWhenOrphaned cancels ctx once this process's parent is no longer
+// parent. The
+// master may die without a word (SIGKILL): the kernel's parent-death
+// signal ends this process then, and this check covers a parent that
+// exits another way.
+func cancelWhenOrphaned(ctx context.Context, cancel context.CancelFunc, parent int) {
+	for ctx.Err() == nil && os.Getppid() == parent {
+		time.Sleep(time.Second)
+	}
+	cancel()
+}
+
+// listenPrivateSocket listens on the unix socket path, which only this
+// user may connect to.
+func listenPrivateSocket(path string) (net.Listener, error) {
+	_ = os.Remove(path)
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("--socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		lis.Close()
+		return nil, err
+	}
+	return lis, nil
 }
