@@ -234,37 +234,17 @@ func (f *File) decode(js []byte, user string) []Problem {
 	if !ok || len(jobs) == 0 {
 		probs = append(probs, Problem{Field: "jobs", Reason: "must be a non-empty list of jobs"})
 	}
-	names := map[string]int{}
-	for i, j := range jobs {
-		p := fmt.Sprintf("jobs[%d]", i)
-		spec, ps := decodeJob(p, j, user)
-		probs = append(probs, ps...)
-		if spec == nil {
-			continue
-		}
-		if prev, dup := names[spec.Name]; dup {
-			probs = append(probs, Problem{Field: p + ".name", Reason: fmt.Sprintf("%q is also the name of jobs[%d]", spec.Name, prev)})
-		}
-		names[spec.Name] = i
-		f.Jobs = append(f.Jobs, spec)
-	}
+	specs, ps := decodeEach("jobs", jobs, user, decodeJob, func(s *events.JobSpec) string { return s.Name })
+	probs = append(probs, ps...)
+	f.Jobs = append(f.Jobs, specs...)
 	if v, ok := obj["alloc_sets"]; ok {
 		sets, isList := v.([]any)
 		if !isList {
 			probs = append(probs, Problem{Field: "alloc_sets", Reason: "must be a list of alloc sets"})
 		}
-		seen := map[string]int{}
-		for i, s := range sets {
-			p := fmt.Sprintf("alloc_sets[%d]", i)
-			a, ps := decodeAllocSet(p, s, user)
-			probs = append(probs, ps...)
-			if a == nil {
-				continue
-			}
-			if prev, dup := seen[a.Name]; dup {
-				probs = append(probs, Problem{Field: p + ".name", Reason: fmt.Sprintf("%q is also the name of alloc_sets[%d]", a.Name, prev)})
-			}
-			seen[a.Name] = i
+		decoded, ps := decodeEach("alloc_sets", sets, user, decodeAllocSet, func(a *AllocSet) string { return a.Name })
+		probs = append(probs, ps...)
+		for _, a := range decoded {
 			f.AllocSets = append(f.AllocSets, *a)
 		}
 	}
@@ -292,6 +272,28 @@ func declaredNames(v any) []string {
 		}
 	}
 	return out
+}
+
+// decodeEach decodes each item of the bundle's list field with decode,
+// and reports a name (as name reads it) that an earlier item has too.
+func decodeEach[T any](field string, items []any, user string, decode func(prefix string, v any, user string) (*T, []Problem), name func(*T) string) ([]*T, []Problem) {
+	var out []*T
+	var probs []Problem
+	seen := map[string]int{}
+	for i, item := range items {
+		p := fmt.Sprintf("%s[%d]", field, i)
+		x, ps := decode(p, item, user)
+		probs = append(probs, ps...)
+		if x == nil {
+			continue
+		}
+		if prev, dup := seen[name(x)]; dup {
+			probs = append(probs, Problem{Field: p + ".name", Reason: fmt.Sprintf("%q is also the name of %s[%d]", name(x), field, prev)})
+		}
+		seen[name(x)] = i
+		out = append(out, x)
+	}
+	return out, probs
 }
 
 // decodeJob decodes one job spec; fields are reported under prefix.
