@@ -16,12 +16,7 @@ func (a *app) allocCommand() *cobra.Command {
 		Use:   "remove NAME",
 		Short: "remove an alloc set; the jobs running in it must be killed first",
 		Args:  args(1, 1, "one alloc set name"),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, argv []string) error {
 			rep, err := cl.mutate(cmd.Context(), func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
 				return c.RemoveAllocSet(ctx, &apipb.JobRequest{RequestId: id, User: owner, Job: argv[0]}, o...)
 			})
@@ -30,7 +25,7 @@ func (a *app) allocCommand() *cobra.Command {
 			}
 			fmt.Fprintf(a.stdout(), "alloc set %s: %s\n", argv[0], rep.Message)
 			return nil
-		},
+		}),
 	}
 	rm.Flags().StringVar(&owner, "owner", "", "the alloc set's owner (default you)")
 	c.AddCommand(rm)

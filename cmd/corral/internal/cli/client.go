@@ -9,6 +9,7 @@ import (
 
 	"github.com/corralhq/corral/commands/apipb"
 	cellclient "github.com/corralhq/corral/commands/client"
+	"github.com/spf13/cobra"
 )
 
 // client is the command's use of the one client of the masters
@@ -59,6 +60,19 @@ func (a *app) client() (*client, error) {
 	}
 	c.credentialed = dial != nil
 	return c, nil
+}
+
+// withClient is a verb's RunE that opens the client of the command's
+// master(s) for run, and closes it after.
+func (a *app) withClient(run func(cmd *cobra.Command, cl *client, argv []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, argv []string) error {
+		cl, err := a.client()
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		return run(cmd, cl, argv)
+	}
 }
 
 // newClient fills in the command's retry policy.

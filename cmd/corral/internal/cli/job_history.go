@@ -22,12 +22,7 @@ func (a *app) jobHistoryCommand() *cobra.Command {
 		Args:              args(1, 1, "one job name"),
 		ValidArgsFunction: a.completeJobs,
 		Example:           "  corral job history web\n  corral job revert web 3",
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, argv []string) error {
 			h, err := readValue(cmd.Context(), cl, apipb.CellClient.JobHistory, &apipb.JobHistoryRequest{User: owner, Job: argv[0], Limit: int32(limit)})
 			if err != nil {
 				return err
@@ -41,7 +36,7 @@ func (a *app) jobHistoryCommand() *cobra.Command {
 			}
 			writeHistory(a.stdout(), h)
 			return nil
-		},
+		}),
 	}
 	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
 	c.Flags().IntVar(&limit, "limit", 100, "the newest versions to show (at most 1000)")

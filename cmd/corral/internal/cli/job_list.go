@@ -22,12 +22,7 @@ func (a *app) jobListCommand() *cobra.Command {
 		Aliases: []string{"ls"},
 		Short:   "list jobs",
 		Args:    args(0, 0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, _ []string) error {
 			user, err := cl.me(cmd.Context())
 			if err != nil {
 				return err
@@ -75,7 +70,7 @@ func (a *app) jobListCommand() *cobra.Command {
 				a.note("no jobs%s; submit one with `corral job submit examples/hello.jsonnet`", forWhom(user))
 			}
 			return a.show(t, protoList(l.Jobs))
-		},
+		}),
 	}
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. team=web")
 	c.Flags().StringVar(&state, "state", "", "only jobs in this state: pending, running or dead")

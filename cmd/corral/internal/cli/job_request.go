@@ -21,16 +21,11 @@ func (a *app) jobRequestCommand(use, short string, rolls bool, call func(context
 		Short:             short,
 		Args:              args(1, 1, "one job name"),
 		ValidArgsFunction: a.completeJobs,
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, argv []string) error {
 			return a.sendJobRequest(cmd.Context(), cl, owner, argv[0], wait, timeout, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
 				return call(ctx, c, &apipb.JobRequest{RequestId: id, User: owner, Job: argv[0]}, o...)
 			})
-		},
+		}),
 	}
 	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
 	if rolls {

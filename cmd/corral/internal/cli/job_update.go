@@ -35,12 +35,7 @@ priority, labels, policies) take effect at once and leave no update open.
 --dry-run says what the update would do (as ` + "`corral job plan`" + `); --wait shows
 the roll and exits 1 with the reason when it halts or reverts.`,
 		Args: args(0, 1, "a job file, or --selector"),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, argv []string) error {
 			ctx := cmd.Context()
 			if selector != "" {
 				if len(argv) > 0 || !cmd.Flags().Changed("priority") {
@@ -74,7 +69,7 @@ the roll and exits 1 with the reason when it halts or reverts.`,
 			}
 			a.note("next: watch it with `corral job get %s` (or update with --wait); a rolling update commits itself once every task is healthy, or halts on a failure; `corral job rollback %s` undoes it meanwhile", f.Jobs[0].Name, f.Jobs[0].Name)
 			return nil
-		},
+		}),
 	}
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the jobs to change, e.g. team=web,tier!=canary")
 	c.Flags().IntVar(&priority, "priority", 0, "with --selector: the new priority (0-11)")

@@ -25,12 +25,7 @@ func (a *app) machineListCommand() *cobra.Command {
 		Aliases: []string{"ls"},
 		Short:   "list the cell's machines with what is placed on them",
 		Args:    args(0, 0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, _ []string) error {
 			l, err := readValue(cmd.Context(), cl, apipb.CellClient.ListMachines, &apipb.ListMachinesRequest{})
 			if err != nil {
 				return err
@@ -39,7 +34,7 @@ func (a *app) machineListCommand() *cobra.Command {
 				a.note("no machines have registered: start agents with `corral agent --master %s` (or use `corral up`)", a.masterAddr())
 			}
 			return a.show(machinesTable(l.Machines), protoList(l.Machines))
-		},
+		}),
 	}
 }
 
@@ -49,12 +44,7 @@ func (a *app) machineRemoveCommand() *cobra.Command {
 		Use:   "remove MACHINE...",
 		Short: "retire machines: their tasks go back to pending (stop their agents first, or they register again)",
 		Args:  args(1, -1, "machine names"),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, argv []string) error {
 			for _, m := range argv {
 				rep, err := cl.mutate(cmd.Context(), func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
 					return c.RemoveMachine(ctx, &apipb.RemoveMachineRequest{RequestId: id, Machine: m, Reason: reason}, o...)
@@ -65,7 +55,7 @@ func (a *app) machineRemoveCommand() *cobra.Command {
 				fmt.Fprintf(a.stdout(), "machine %s removed: %s\n", m, rep.Message)
 			}
 			return nil
-		},
+		}),
 	}
 	remove.Flags().StringVar(&reason, "reason", "", "why, recorded in the log")
 	return remove

@@ -25,19 +25,14 @@ func (a *app) machineDrainCommand(use, short string, draining bool) *cobra.Comma
 		Use:   use,
 		Short: short,
 		Args:  args(1, -1, "machine names"),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, argv []string) error {
 			for _, m := range argv {
 				if err := a.drainMachine(cmd.Context(), cl, m, draining, f); err != nil {
 					return err
 				}
 			}
 			return nil
-		},
+		}),
 	}
 	c.Flags().StringVar(&f.reason, "reason", "", "why, recorded in the log")
 	if draining {

@@ -12,12 +12,7 @@ func (a *app) statusCommand() *cobra.Command {
 		Use:   "status",
 		Short: "show the master answering, who leads, and the cell in numbers",
 		Args:  args(0, 0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, _ []string) error {
 			s, err := readValue(cmd.Context(), cl, apipb.CellClient.Status, &apipb.StatusRequest{})
 			if err != nil {
 				return err
@@ -37,6 +32,6 @@ func (a *app) statusCommand() *cobra.Command {
 			fmt.Fprintf(w, "jobs:      %d\n", s.Jobs)
 			fmt.Fprintf(w, "tasks:     %d running, %d pending\n", s.TasksRunning, s.TasksPending)
 			return nil
-		},
+		}),
 	}
 }

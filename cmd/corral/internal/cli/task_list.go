@@ -16,12 +16,7 @@ func (a *app) taskListCommand() *cobra.Command {
 		Aliases: []string{"ls"},
 		Short:   "list the tasks of a job, of a machine, or of every job of yours",
 		Args:    args(0, 1, "at most one job name"),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, argv []string) error {
 			me, err := cl.me(cmd.Context())
 			if err != nil {
 				return err
@@ -50,7 +45,7 @@ func (a *app) taskListCommand() *cobra.Command {
 				}
 			}
 			return a.show(t, protoList(l.Tasks))
-		},
+		}),
 	}
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the jobs, e.g. team=web")
 	c.Flags().StringVar(&state, "state", "", "only tasks in this state: pending, scheduled, running, stopping (killed or evicted, the process not gone yet), dead, or how they died (finished, failed, killed, evicted, lost)")

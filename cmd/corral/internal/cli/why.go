@@ -17,14 +17,10 @@ func (a *app) whyCommand() *cobra.Command {
 		Use:   "why JOB [--at TIME|POSITION]",
 		Short: "say why a job's tasks are pending (or were, at a past time)",
 		Args:  args(1, 1, "one job name"),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, argv []string) error {
 			req := &apipb.WhyPendingRequest{User: owner, Job: argv[0]}
 			if at != "" {
+				var err error
 				if req.AtPosition, req.AtTimeUs, err = parsePointUS(at, time.Now()); err != nil {
 					return usageErr("--at: %v", err)
 				}
@@ -38,7 +34,7 @@ func (a *app) whyCommand() *cobra.Command {
 			}
 			writeWhy(a.stdout(), why)
 			return nil
-		},
+		}),
 	}
 	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
 	c.Flags().StringVar(&at, "at", "", "why they waited then: a time (RFC 3339; 1h for an hour ago) or a log position")
