@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -225,7 +226,7 @@ func (f *File) decode(js []byte, user string) []Problem {
 	}
 	f.Bundle = true
 	var probs []Problem
-	for _, k := range sortedKeys(obj) {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		if !slices.Contains(bundleKeys, k) {
 			probs = append(probs, Problem{Field: k, Reason: "unknown field of a bundle; a bundle has only alloc_sets and jobs (put job fields inside jobs[...])"})
 		}
@@ -318,7 +319,7 @@ func decodeAllocSet(prefix string, v any, user string) (*AllocSet, []Problem) {
 	}
 	var probs []Problem
 	fake := map[string]any{"command": "alloc"}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(allocSetKeys, k) {
 			probs = append(probs, Problem{Field: join(prefix, k), Reason: "unknown field; known fields here: " + strings.Join(allocSetKeys, ", ")})
 			continue
@@ -361,15 +362,6 @@ func join(prefix, field string) string {
 		return prefix
 	}
 	return prefix + "." + field
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // MaxJsonnetDepth bounds how deeply a Jsonnet program's brackets ([, {, ()

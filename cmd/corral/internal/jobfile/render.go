@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -349,7 +350,7 @@ func constraints(cs []*events.Constraint) []any {
 
 func sortedMap(m map[string]string) obj {
 	o := obj{}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		o.add(k, m[k])
 	}
 	return o
