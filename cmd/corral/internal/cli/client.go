@@ -9,6 +9,7 @@ import (
 
 	"github.com/corralhq/corral/commands/apipb"
 	cellclient "github.com/corralhq/corral/commands/client"
+	"github.com/spf13/cobra"
 )
 
 // client is the command's use of the one client of the masters
@@ -61,6 +62,19 @@ func (a *app) client() (*client, error) {
 	return c, nil
 }
 
+// withClient is a verb's RunE that opens the client of the command's
+// master(s) for run, and closes it after.
+func (a *app) withClient(run func(cmd *cobra.Command, cl *client, argv []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, argv []string) error {
+		cl, err := a.client()
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		return run(cmd, cl, argv)
+	}
+}
+
 // newClient fills in the command's retry policy.
 func newClient(addrs []string, user string, o cellclient.Options) (*client, error) {
 	o.MaxAttempts, o.GiveUpWhenDown = mutationAttempts, true
@@ -73,6 +87,18 @@ func newClient(addrs []string, user string, o cellclient.Options) (*client, erro
 
 func (c *client) read(ctx context.Context, fn func(ctx context.Context, cl apipb.CellClient) error) error {
 	return c.Read(ctx, fn)
+}
+
+// readValue makes one read, rpc with req, at the first master that answers
+// and returns its reply. rpc is a method of apipb.CellClient named as a
+// value (apipb.CellClient.Status), so a call site states the request once.
+func readValue[Req, Rep any](ctx context.Context, cl *client, rpc func(apipb.CellClient, context.Context, Req, ...grpc.CallOption) (Rep, error), req Req, opts ...grpc.CallOption) (Rep, error) {
+	var rep Rep
+	err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
+		rep, err = rpc(c, ctx, req, opts...)
+		return err
+	})
+	return rep, err
 }
 
 // mutate sends one mutation; the master's reply says whom it acted as (the
@@ -91,11 +117,7 @@ func (c *client) whoAmI(ctx context.Context) (*apipb.WhoAmIReply, error) {
 	if c.who != nil {
 		return c.who, nil
 	}
-	var who *apipb.WhoAmIReply
-	err := c.read(ctx, func(ctx context.Context, cl apipb.CellClient) (err error) {
-		who, err = cl.WhoAmI(ctx, &apipb.WhoAmIRequest{})
-		return err
-	})
+	who, err := readValue(ctx, c, apipb.CellClient.WhoAmI, &apipb.WhoAmIRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -120,13 +142,8 @@ func (c *client) me(ctx context.Context) (string, error) {
 // cell is the cell's name as its master says (the zone of its DNS names);
 // $CORRAL_CELL, else the default, when the master does not answer.
 func (a *app) cellOf(ctx context.Context, c *client) string {
-	var name string
-	_ = c.read(ctx, func(ctx context.Context, cl apipb.CellClient) error {
-		st, err := cl.Status(ctx, &apipb.StatusRequest{})
-		name = st.GetCell()
-		return err
-	})
-	if name != "" {
+	st, _ := readValue(ctx, c, apipb.CellClient.Status, &apipb.StatusRequest{})
+	if name := st.GetCell(); name != "" {
 		return name
 	}
 	return a.cellName()

@@ -3,15 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/corralhq/corral/internal/testkit"
 )
 
 // Shell completion asks the master: job names for the job verbs, a job's
@@ -23,20 +18,8 @@ func TestCompletion(t *testing.T) {
 	for _, name := range []string{"web", "worker", "db"} {
 		jobs = append(jobs, fmt.Sprintf("{name: '%s', priority: 'best-effort', count: 3, command: '/bin/true', resources: {cpu: '10m', memory: '8MiB'}}", name))
 	}
-	bundle := filepath.Join(dir, "jobs.jsonnet")
-	if err := os.WriteFile(bundle, []byte("{jobs: ["+strings.Join(jobs, ",")+"]}"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	env := map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": addr, "CORRAL_DATA": t.TempDir()}
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		code, out, stderr := runEnv(context.Background(), env, "job", "submit", bundle)
-		if code == ExitOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("submit: exit %d\n%s%s\n%s", code, out, stderr, logs.String())
-		}
-	}
+	bundle := submitBundle(t, env, logs, dir, "jobs.jsonnet", jobs)
 	// Another user's job is not offered.
 	if code, out, stderr := runEnv(context.Background(), map[string]string{"CORRAL_USER": "bob", "CORRAL_MASTER": addr, "CORRAL_DATA": t.TempDir()}, "job", "submit", bundle); code != ExitOK {
 		t.Fatalf("bob's submit: exit %d\n%s%s", code, out, stderr)
@@ -92,23 +75,4 @@ func TestCompletion(t *testing.T) {
 	if code != ExitOK || strings.TrimSpace(out) != ":4" || time.Since(start) > 4*time.Second {
 		t.Errorf("with the master down: exit %d in %s: %q", code, time.Since(start), out)
 	}
-}
-
-// startTestMaster runs `corral master` on a SQLite log in dir until the
-// test ends, and returns its address and its log.
-func startTestMaster(t *testing.T, dir string, extra ...string) (string, *testkit.SyncBuffer) {
-	t.Helper()
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	args := append([]string{"master", "--insecure", "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr}, extra...)
-	logs := &testkit.SyncBuffer{}
-	go func() {
-		done <- Main(ctx, args, Env{Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return addr, logs
 }

@@ -21,6 +21,10 @@
 //     naming the leader (trailer x-corral-leader) is followed at once, with
 //     the same request id.
 //
+// Each verb has a file named for it (machine.go; a big subverb its own,
+// machine_drain.go), and what several verbs share sits in a file named for
+// what it is (client.go, output.go, resource_flags.go, ...).
+//
 // The Infrastore (DuckDB) is reached through the Infra interface, so this
 // package builds and tests without linking DuckDB; the main package passes
 // the real one in.

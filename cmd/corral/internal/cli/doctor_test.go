@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -60,22 +61,15 @@ func TestMasterOperationsAndDoctor(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testkit.Eventually(t, 15*time.Second, "/readyz answers 200", func() (bool, string) {
 		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-			err = &net.AddrError{Err: string(body)}
+		if err != nil {
+			return false, fmt.Sprintf("%v\n%s", err, logs.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz never 200: %v\n%s", err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == 200, fmt.Sprintf("%d %s\n%s", resp.StatusCode, body, logs.String())
+	})
 	resp, err := http.Get("http://" + httpAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -16,71 +14,4 @@ func (a *app) jobCommitCommand() *cobra.Command {
 		func(ctx context.Context, c apipb.CellClient, r *apipb.JobRequest, o ...grpc.CallOption) (*apipb.MutationReply, error) {
 			return c.CommitUpdate(ctx, r, o...)
 		})
-}
-
-func (a *app) jobRollbackCommand() *cobra.Command {
-	return a.jobRequestCommand("rollback NAME", "undo a job's update: its tasks go back to the previous spec", false,
-		func(ctx context.Context, c apipb.CellClient, r *apipb.JobRequest, o ...grpc.CallOption) (*apipb.MutationReply, error) {
-			return c.RollbackUpdate(ctx, r, o...)
-		})
-}
-
-func (a *app) jobPromoteCommand() *cobra.Command {
-	return a.jobRequestCommand("promote NAME", "promote an update's canaries: the rest of the tasks roll", true,
-		func(ctx context.Context, c apipb.CellClient, r *apipb.JobRequest, o ...grpc.CallOption) (*apipb.MutationReply, error) {
-			return c.PromoteUpdate(ctx, r, o...)
-		})
-}
-
-// jobRequestCommand is a verb that sends one JobRequest; with rolls, it
-// has --wait, which follows the roll it sets going as update --wait does.
-func (a *app) jobRequestCommand(use, short string, rolls bool, call func(context.Context, apipb.CellClient, *apipb.JobRequest, ...grpc.CallOption) (*apipb.MutationReply, error)) *cobra.Command {
-	var owner string
-	var wait bool
-	var timeout time.Duration
-	c := &cobra.Command{
-		Use:               use,
-		Short:             short,
-		Args:              args(1, 1, "one job name"),
-		ValidArgsFunction: a.completeJobs,
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			rep, err := cl.mutate(cmd.Context(), func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
-				return call(ctx, c, &apipb.JobRequest{RequestId: id, User: owner, Job: argv[0]}, o...)
-			})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout(), "%s: %s\n", argv[0], rep.Message)
-			if wait {
-				return a.waitRoll(cmd.Context(), cl, owner, argv[0], rep, timeout)
-			}
-			return nil
-		},
-	}
-	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
-	if rolls {
-		waitFlags(c, &wait, &timeout)
-	}
-	return c
-}
-
-// waitFlags adds --wait and --timeout to a verb that sets a roll going.
-func waitFlags(c *cobra.Command, wait *bool, timeout *time.Duration) {
-	c.Flags().BoolVarP(wait, "wait", "w", false, "show the roll's progress; exit 0 once every task runs the new version healthy, 1 with the reason when the update halts or reverts")
-	c.Flags().DurationVar(timeout, "timeout", 2*time.Minute, "with --wait: give up after this long")
-}
-
-// waitRoll follows the roll to the spec version rep made (or promoted),
-// as update --wait does.
-func (a *app) waitRoll(ctx context.Context, cl *client, owner, job string, rep *apipb.MutationReply, timeout time.Duration) error {
-	if rep.GetSpecVersion() == 0 {
-		fmt.Fprintln(a.stdout(), "nothing changed: nothing to wait for")
-		return nil
-	}
-	return a.waitJobs(ctx, cl, []*waited{{name: job, owner: owner, version: rep.GetSpecVersion()}}, rep.GetLastPosition(), timeout)
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -29,17 +28,8 @@ with it. Secret values are not in it: give them with --secret again.`,
 		Example:           "  corral job get web\n  corral job get web --spec -o yaml > web.yaml && corral job update web.yaml",
 		Args:              args(1, 1, "one job name"),
 		ValidArgsFunction: a.completeJobs,
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			var j *apipb.JobView
-			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-				j, err = c.Get(ctx, &apipb.GetRequest{User: owner, Job: argv[0], TaskLimit: 10000})
-				return err
-			})
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, argv []string) error {
+			j, err := readValue(cmd.Context(), cl, apipb.CellClient.Get, &apipb.GetRequest{User: owner, Job: argv[0], TaskLimit: 10000})
 			if err != nil {
 				return err
 			}
@@ -74,7 +64,7 @@ with it. Secret values are not in it: give them with --secret again.`,
 			}
 			fmt.Fprintln(w)
 			return writeTable(w, tasksTable(j.Tasks, now), "table")
-		},
+		}),
 	}
 	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
 	c.Flags().BoolVar(&spec, "spec", false, "print the spec in force as a job file (JSON, or -o yaml) that job submit and update read back")

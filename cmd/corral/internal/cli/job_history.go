@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/events"
@@ -24,17 +22,8 @@ func (a *app) jobHistoryCommand() *cobra.Command {
 		Args:              args(1, 1, "one job name"),
 		ValidArgsFunction: a.completeJobs,
 		Example:           "  corral job history web\n  corral job revert web 3",
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			var h *apipb.JobHistoryReply
-			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-				h, err = c.JobHistory(ctx, &apipb.JobHistoryRequest{User: owner, Job: argv[0], Limit: int32(limit)})
-				return err
-			})
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, argv []string) error {
+			h, err := readValue(cmd.Context(), cl, apipb.CellClient.JobHistory, &apipb.JobHistoryRequest{User: owner, Job: argv[0], Limit: int32(limit)})
 			if err != nil {
 				return err
 			}
@@ -47,7 +36,7 @@ func (a *app) jobHistoryCommand() *cobra.Command {
 			}
 			writeHistory(a.stdout(), h)
 			return nil
-		},
+		}),
 	}
 	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
 	c.Flags().IntVar(&limit, "limit", 100, "the newest versions to show (at most 1000)")
@@ -81,41 +70,4 @@ func writeHistory(w io.Writer, h *apipb.JobHistoryReply) {
 		}
 		prev = v.Spec
 	}
-}
-
-func (a *app) jobRevertCommand() *cobra.Command {
-	var owner string
-	var wait bool
-	var timeout time.Duration
-	c := &cobra.Command{
-		Use:               "revert NAME VERSION",
-		Short:             "push an earlier spec version of a job again, as a new update (see `corral job history`)",
-		Args:              args(2, 2, "a job name and a version"),
-		ValidArgsFunction: a.completeJobs,
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			version, err := strconv.ParseInt(argv[1], 10, 64)
-			if err != nil || version <= 0 {
-				return usageErr("VERSION %q: want a version number from `corral job history %s`", argv[1], argv[0])
-			}
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			rep, err := cl.mutate(cmd.Context(), func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
-				return c.Update(ctx, &apipb.UpdateRequest{RequestId: id, User: owner, Job: argv[0], RevertTo: version}, o...)
-			})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout(), "%s: %s\n", argv[0], rep.Message)
-			if wait {
-				return a.waitRoll(cmd.Context(), cl, owner, argv[0], rep, timeout)
-			}
-			return nil
-		},
-	}
-	c.Flags().StringVar(&owner, "owner", "", "the job's owner (default you)")
-	waitFlags(c, &wait, &timeout)
-	return c
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -23,12 +22,7 @@ func (a *app) jobListCommand() *cobra.Command {
 		Aliases: []string{"ls"},
 		Short:   "list jobs",
 		Args:    args(0, 0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, _ []string) error {
 			user, err := cl.me(cmd.Context())
 			if err != nil {
 				return err
@@ -51,12 +45,8 @@ func (a *app) jobListCommand() *cobra.Command {
 				if limit > 0 {
 					want = min(page, limit-len(l.Jobs))
 				}
-				var p *apipb.JobList
-				err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-					p, err = c.List(ctx, &apipb.ListRequest{User: user, Selector: selector, State: state,
-						Offset: int32(len(l.Jobs)), Limit: int32(want)})
-					return err
-				})
+				p, err := readValue(cmd.Context(), cl, apipb.CellClient.List, &apipb.ListRequest{User: user, Selector: selector, State: state,
+					Offset: int32(len(l.Jobs)), Limit: int32(want)})
 				if err != nil {
 					return err
 				}
@@ -80,7 +70,7 @@ func (a *app) jobListCommand() *cobra.Command {
 				a.note("no jobs%s; submit one with `corral job submit examples/hello.jsonnet`", forWhom(user))
 			}
 			return a.show(t, protoList(l.Jobs))
-		},
+		}),
 	}
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. team=web")
 	c.Flags().StringVar(&state, "state", "", "only jobs in this state: pending, running or dead")

@@ -64,11 +64,7 @@ func (a *app) planFile(ctx context.Context, path string, secrets []string, atPos
 	}
 	var plans []*apipb.PlanReply
 	for _, spec := range f.Jobs {
-		var p *apipb.PlanReply
-		err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-			p, err = c.PlanUpdate(ctx, &apipb.UpdateRequest{Spec: spec, AtPosition: atPos, AtTimeUs: atUS, Submit: submit})
-			return err
-		})
+		p, err := readValue(ctx, cl, apipb.CellClient.PlanUpdate, &apipb.UpdateRequest{Spec: spec, AtPosition: atPos, AtTimeUs: atUS, Submit: submit})
 		if err != nil {
 			return fmt.Errorf("planning %s: %w", spec.Name, err)
 		}

@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/corralhq/corral/cmd/corral/internal/jobfile"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/projections"
 )
@@ -57,37 +56,13 @@ as ` + "`corral job plan`" + ` does, and refused as the submission would be.`,
 			if err := a.addSecrets(f, secrets); err != nil {
 				return err
 			}
-			var last int64
-			for _, s := range f.AllocSets {
-				rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
-					return c.CreateAllocSet(ctx, &apipb.CreateAllocSetRequest{RequestId: id, Name: s.Name, Count: s.Count, Priority: s.Priority,
-						Resources: s.Resources, Constraints: s.Constraints, Labels: s.Labels}, o...)
-				})
-				switch {
-				case status.Code(err) == codes.AlreadyExists:
-					a.note("alloc set %s/%s exists already; its jobs run in it as it is", cl.user, s.Name)
-				case err != nil:
-					return fmt.Errorf("creating alloc set %s: %w", s.Name, err)
-				default:
-					last = max(last, rep.LastPosition)
-					fmt.Fprintf(a.stdout(), "alloc set %s/%s created: %d allocs of %s (%s)\n", cl.user, s.Name, s.Count, resourcesText(s.Resources), rep.Message)
-				}
+			last, err := a.createAllocSets(ctx, cl, f)
+			if err != nil {
+				return err
 			}
-			var names []string
-			for _, spec := range f.Jobs {
-				rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
-					return c.Submit(ctx, &apipb.SubmitRequest{RequestId: id, Spec: spec}, o...)
-				})
-				if err != nil {
-					if status.Code(err) == codes.AlreadyExists {
-						return fmt.Errorf("submitting %s: %s (`corral job update %s` changes it; `corral job kill %s` ends it)", spec.Name, status.Convert(err).Message(), argv[0], spec.Name)
-					}
-					return fmt.Errorf("submitting %s: %w", spec.Name, err)
-				}
-				last = max(last, rep.LastPosition)
-				names = append(names, spec.Name)
-				fmt.Fprintf(a.stdout(), "job %s/%s submitted: %d task(s), priority %d (%s), %s\n", cl.user, spec.Name, spec.TaskCount, spec.Priority,
-					projections.BandOf(spec.Priority), rep.Message)
+			names, last, err := a.submitJobs(ctx, cl, argv[0], f, last)
+			if err != nil {
+				return err
 			}
 			if !wait {
 				n := names[0]
@@ -104,19 +79,46 @@ as ` + "`corral job plan`" + ` does, and refused as the submission would be.`,
 	return c
 }
 
-func stripElapsed(line string) string {
-	if i := strings.LastIndex(line, " ("); i >= 0 {
-		return line[:i]
+// createAllocSets creates the alloc sets of f; one that exists is used as
+// it is. It returns the log position of the last created.
+func (a *app) createAllocSets(ctx context.Context, cl *client, f *jobfile.File) (int64, error) {
+	var last int64
+	for _, s := range f.AllocSets {
+		rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
+			return c.CreateAllocSet(ctx, &apipb.CreateAllocSetRequest{RequestId: id, Name: s.Name, Count: s.Count, Priority: s.Priority,
+				Resources: s.Resources, Constraints: s.Constraints, Labels: s.Labels}, o...)
+		})
+		switch {
+		case status.Code(err) == codes.AlreadyExists:
+			a.note("alloc set %s/%s exists already; its jobs run in it as it is", cl.user, s.Name)
+		case err != nil:
+			return 0, fmt.Errorf("creating alloc set %s: %w", s.Name, err)
+		default:
+			last = max(last, rep.LastPosition)
+			fmt.Fprintf(a.stdout(), "alloc set %s/%s created: %d allocs of %s (%s)\n", cl.user, s.Name, s.Count, resourcesText(s.Resources), rep.Message)
+		}
 	}
-	return line
+	return last, nil
 }
 
-// isTerminal reports whether w is a terminal (for the live progress line).
-func isTerminal(w any) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
+// submitJobs submits the jobs of f, read from path, and returns their
+// names and the log position of the last, or last if later.
+func (a *app) submitJobs(ctx context.Context, cl *client, path string, f *jobfile.File, last int64) ([]string, int64, error) {
+	var names []string
+	for _, spec := range f.Jobs {
+		rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
+			return c.Submit(ctx, &apipb.SubmitRequest{RequestId: id, Spec: spec}, o...)
+		})
+		if err != nil {
+			if status.Code(err) == codes.AlreadyExists {
+				return nil, 0, fmt.Errorf("submitting %s: %s (`corral job update %s` changes it; `corral job kill %s` ends it)", spec.Name, status.Convert(err).Message(), path, spec.Name)
+			}
+			return nil, 0, fmt.Errorf("submitting %s: %w", spec.Name, err)
+		}
+		last = max(last, rep.LastPosition)
+		names = append(names, spec.Name)
+		fmt.Fprintf(a.stdout(), "job %s/%s submitted: %d task(s), priority %d (%s), %s\n", cl.user, spec.Name, spec.TaskCount, spec.Priority,
+			projections.BandOf(spec.Priority), rep.Message)
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return names, last, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
+	"github.com/corralhq/corral/cmd/corral/internal/jobfile"
 	"github.com/corralhq/corral/commands/apipb"
 )
 
@@ -34,25 +35,13 @@ priority, labels, policies) take effect at once and leave no update open.
 --dry-run says what the update would do (as ` + "`corral job plan`" + `); --wait shows
 the roll and exits 1 with the reason when it halts or reverts.`,
 		Args: args(0, 1, "a job file, or --selector"),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, argv []string) error {
 			ctx := cmd.Context()
 			if selector != "" {
 				if len(argv) > 0 || !cmd.Flags().Changed("priority") {
 					return usageErr("--selector updates only the priority: give --priority N and no file")
 				}
-				rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
-					return c.Update(ctx, &apipb.UpdateRequest{RequestId: id, Selector: selector, Priority: int32(priority)}, o...)
-				})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(a.stdout(), "jobs matching %q: %s\n", selector, rep.Message)
-				return nil
+				return a.updatePriority(ctx, cl, selector, int32(priority))
 			}
 			if len(argv) != 1 {
 				return usageErr("give a job file, or --selector and --priority")
@@ -67,20 +56,9 @@ the roll and exits 1 with the reason when it halts or reverts.`,
 			if err := a.addSecrets(f, secrets); err != nil {
 				return err
 			}
-			var waits []*waited
-			var last int64
-			for _, spec := range f.Jobs {
-				rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
-					return c.Update(ctx, &apipb.UpdateRequest{RequestId: id, Spec: spec, IfPosition: ifPosition}, o...)
-				})
-				if err != nil {
-					return fmt.Errorf("updating %s: %w", spec.Name, err)
-				}
-				fmt.Fprintf(a.stdout(), "job %s/%s updated: %s\n", cl.user, spec.Name, rep.Message)
-				if rep.SpecVersion != 0 {
-					waits = append(waits, &waited{name: spec.Name, version: rep.SpecVersion})
-					last = max(last, rep.LastPosition)
-				}
+			waits, last, err := a.updateJobs(ctx, cl, f, ifPosition)
+			if err != nil {
+				return err
 			}
 			if wait {
 				if len(waits) == 0 {
@@ -91,7 +69,7 @@ the roll and exits 1 with the reason when it halts or reverts.`,
 			}
 			a.note("next: watch it with `corral job get %s` (or update with --wait); a rolling update commits itself once every task is healthy, or halts on a failure; `corral job rollback %s` undoes it meanwhile", f.Jobs[0].Name, f.Jobs[0].Name)
 			return nil
-		},
+		}),
 	}
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the jobs to change, e.g. team=web,tier!=canary")
 	c.Flags().IntVar(&priority, "priority", 0, "with --selector: the new priority (0-11)")
@@ -101,4 +79,38 @@ the roll and exits 1 with the reason when it halts or reverts.`,
 	c.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "with --wait: give up after this long")
 	c.Flags().StringArrayVar(&secrets, "secret", nil, "NAME: a new value for the secret_env variable NAME from $NAME in your environment (repeat the flag); secrets not given keep their values")
 	return c
+}
+
+// updatePriority sets the priority of every job selector matches.
+func (a *app) updatePriority(ctx context.Context, cl *client, selector string, priority int32) error {
+	rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
+		return c.Update(ctx, &apipb.UpdateRequest{RequestId: id, Selector: selector, Priority: priority}, o...)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout(), "jobs matching %q: %s\n", selector, rep.Message)
+	return nil
+}
+
+// updateJobs updates each job of f to its spec, refused when the job
+// changed after ifPosition (0: whenever). It returns the updates that
+// roll, to wait for, and the log position of the last.
+func (a *app) updateJobs(ctx context.Context, cl *client, f *jobfile.File, ifPosition int64) ([]*waited, int64, error) {
+	var waits []*waited
+	var last int64
+	for _, spec := range f.Jobs {
+		rep, err := cl.mutate(ctx, func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
+			return c.Update(ctx, &apipb.UpdateRequest{RequestId: id, Spec: spec, IfPosition: ifPosition}, o...)
+		})
+		if err != nil {
+			return nil, 0, fmt.Errorf("updating %s: %w", spec.Name, err)
+		}
+		fmt.Fprintf(a.stdout(), "job %s/%s updated: %s\n", cl.user, spec.Name, rep.Message)
+		if rep.SpecVersion != 0 {
+			waits = append(waits, &waited{name: spec.Name, version: rep.SpecVersion})
+			last = max(last, rep.LastPosition)
+		}
+	}
+	return waits, last, nil
 }

@@ -3,11 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // `job list` pages through every job rather than stop silently at the
@@ -21,22 +18,9 @@ func TestJobListPagesThroughEveryJob(t *testing.T) {
 	for i := range 7 {
 		jobs = append(jobs, fmt.Sprintf("{name: 'j%d', priority: 'best-effort', count: 1, command: '/bin/true', resources: {cpu: '10m', memory: '8MiB'}}", i))
 	}
-	bundle := filepath.Join(dir, "many.jsonnet")
-	if err := os.WriteFile(bundle, []byte("{jobs: ["+strings.Join(jobs, ",")+"]}"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	env := map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": addr, "CORRAL_DATA": t.TempDir()}
-	var code int
-	var out, stderr string
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if code, out, stderr = runEnv(context.Background(), env, "job", "submit", bundle); code == ExitOK || time.Now().After(deadline) {
-			break
-		}
-	}
-	if code != ExitOK {
-		t.Fatalf("submit: exit %d\n%s%s\n%s", code, out, stderr, logs.String())
-	}
-	code, out, stderr = runEnv(context.Background(), env, "-o", "csv", "job", "list")
+	submitBundle(t, env, logs, dir, "many.jsonnet", jobs)
+	code, out, stderr := runEnv(context.Background(), env, "-o", "csv", "job", "list")
 	if code != ExitOK || strings.Count(out, "alice/j") != 7 || strings.Contains(stderr, "shown") {
 		t.Fatalf("job list: exit %d, want all 7 jobs\n%s%s", code, out, stderr)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -20,113 +19,6 @@ import (
 	"github.com/corralhq/corral/events"
 )
 
-// focusFlags are `corral bill`'s FOCUS options.
-type focusFlags struct {
-	granularity, accountBy, idle, explain string
-	// user is --user: only that user's costs (commands.CostsScope).
-	user string
-	// cell is --cell or $CORRAL_CELL, with --db only: the file records its
-	// cell's name, which this must match (or name, for a file that records
-	// none), so that every export of a cell names it alike.
-	cell string
-}
-
-// exportFocus streams a FOCUS export (or one row's explanation) from the
-// master's Infrastore, or from a file with --db, to --out or stdout.
-func (a *app) exportFocus(ctx context.Context, from, to time.Time, format, out, db string, f focusFlags) error {
-	// Charge periods are hours: widen the period to whole hours.
-	from = from.UTC().Truncate(time.Hour)
-	if t := to.UTC().Truncate(time.Hour); t.Before(to) {
-		to = t.Add(time.Hour)
-	}
-	if format == "focus-parquet" && out == "" && isTerminal(a.stdout()) && f.explain == "" {
-		return usageErr("parquet is binary: give --out FILE")
-	}
-	req := &apipb.BillRequest{FromUs: from.UnixMicro(), ToUs: to.UnixMicro(), Format: format, Granularity: f.granularity,
-		AccountBy: f.accountBy, Idle: f.idle, Explain: f.explain, User: f.user}
-	if f.explain != "" {
-		req.Format = "focus"
-	}
-	var w io.Writer = a.stdout()
-	var file *os.File
-	if out != "" {
-		var err error
-		if file, err = os.Create(out); err != nil {
-			return err
-		}
-		defer file.Close()
-		w = file
-	}
-	n := int64(0)
-	send := func(b []byte) error {
-		n += int64(len(b))
-		_, err := w.Write(b)
-		return err
-	}
-	err := a.fromInfrastore(ctx, db, InfraOptions{Cell: f.cell}, func(inf Infra) error {
-		err := inf.ExportBill(ctx, req, send)
-		if err != nil && f.cell != "" && strings.Contains(err.Error(), "cell:") {
-			return fmt.Errorf("--cell (or $CORRAL_CELL) %q: %w", f.cell, err)
-		}
-		return err
-	}, func(cl *client) error {
-		return cl.read(ctx, func(ctx context.Context, c apipb.CellClient) error {
-			if n > 0 {
-				// Part of the export went out: a retry would repeat it.
-				return fmt.Errorf("the export broke off after %d bytes; run it again", n)
-			}
-			stream, err := c.ExportBill(ctx, req)
-			if err != nil {
-				return err
-			}
-			for {
-				chunk, err := stream.Recv()
-				if err == io.EOF {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				if err := send(chunk.Data); err != nil {
-					return err
-				}
-			}
-		})
-	})
-	if err != nil {
-		return err
-	}
-	if file != nil {
-		if err := file.Close(); err != nil {
-			return err
-		}
-		fmt.Fprintf(a.stderr(), "FOCUS export of %s to %s written to %s (%d bytes)\n", from.Format(time.RFC3339), to.Format(time.RFC3339), out, n)
-	}
-	return nil
-}
-
-func (a *app) billCloseCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "close MONTH",
-		Short: "close a billing period: its bill is then fixed; later usage of it is billed as a correction",
-		Long: `Close the billing period MONTH (UTC, e.g. 2026-10) once it has ended. From
-then on its bill is what the log held when it closed, whenever and wherever it
-is computed; usage of the month recorded later (an agent that was partitioned)
-appears in a later bill as Correction rows. Needs the admin capability.`,
-		Example: `  corral bill close 2026-10`,
-		Args:    args(1, 1, "a month, e.g. 2026-10"),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			p, err := time.Parse("2006-01", argv[0])
-			if err != nil {
-				return usageErr("%q is not a month, e.g. 2026-10", argv[0])
-			}
-			return a.mutation(cmd.Context(), func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error) {
-				return c.CloseBillingPeriod(ctx, &apipb.CloseBillingPeriodRequest{RequestId: id, PeriodStartUs: p.UnixMicro()}, o...)
-			}, "billing period "+argv[0]+" closed")
-		},
-	}
-}
-
 // priceCommand is `corral price set|get|history`.
 func (a *app) priceCommand() *cobra.Command {
 	c := &cobra.Command{
@@ -139,6 +31,12 @@ what a unit-hour of capacity costs the cell (idle cost). Bills price each
 usage window by the sheet in force when it started, so a new sheet never
 changes a bill already made.`,
 	}
+	c.AddCommand(a.priceSetCommand(), a.priceGetCommand(), a.priceHistoryCommand())
+	return c
+}
+
+// priceSetCommand is `corral price set FILE`.
+func (a *app) priceSetCommand() *cobra.Command {
 	var effective string
 	set := &cobra.Command{
 		Use:   "set FILE",
@@ -170,6 +68,11 @@ changes a bill already made.`,
 		},
 	}
 	set.Flags().StringVar(&effective, "effective", "", "when it takes effect (default now; never in the past)")
+	return set
+}
+
+// priceGetCommand is `corral price get`.
+func (a *app) priceGetCommand() *cobra.Command {
 	var at string
 	get := &cobra.Command{
 		Use:   "get",
@@ -197,6 +100,11 @@ changes a bill already made.`,
 		},
 	}
 	get.Flags().StringVar(&at, "at", "", "the sheet in force at this time")
+	return get
+}
+
+// priceHistoryCommand is `corral price history`.
+func (a *app) priceHistoryCommand() *cobra.Command {
 	history := &cobra.Command{
 		Use:   "history",
 		Short: "every price sheet and closed billing period",
@@ -231,23 +139,7 @@ changes a bill already made.`,
 			return nil
 		},
 	}
-	c.AddCommand(set, get, history)
-	return c
-}
-
-// mutation sends one mutation and prints what it did.
-func (a *app) mutation(ctx context.Context, call func(ctx context.Context, c apipb.CellClient, id string, o ...grpc.CallOption) (*apipb.MutationReply, error), done string) error {
-	cl, err := a.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	rep, err := cl.mutate(ctx, call)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout(), "%s at position %d\n", done, rep.FirstPosition)
-	return nil
+	return history
 }
 
 func (a *app) priceSheets(ctx context.Context, atUS int64) (*apipb.PriceSheetList, error) {
@@ -256,12 +148,7 @@ func (a *app) priceSheets(ctx context.Context, atUS int64) (*apipb.PriceSheetLis
 		return nil, err
 	}
 	defer cl.Close()
-	var list *apipb.PriceSheetList
-	err = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-		list, err = c.GetPriceSheets(ctx, &apipb.GetPriceSheetsRequest{AtUs: atUS})
-		return err
-	})
-	return list, err
+	return readValue(ctx, cl, apipb.CellClient.GetPriceSheets, &apipb.GetPriceSheetsRequest{AtUs: atUS})
 }
 
 func (a *app) showSheet(s *apipb.PriceSheetView) error {

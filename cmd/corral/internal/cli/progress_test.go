@@ -45,7 +45,10 @@ func TestShowProgressRedrawsOnATerminal(t *testing.T) {
 			var p int64
 			showProgress(ctx, &out, true, 100, func() (int64, error) { p += 10; return p, nil })
 		}()
-		time.Sleep(1200 * time.Millisecond) // the bubble's clock: two ticks of 500 ms
+		// Inside the synctest bubble this waits for nothing: it moves the
+		// bubble's fake clock past two of the ticker's 500 ms ticks, the
+		// test's subject.
+		time.Sleep(1200 * time.Millisecond)
 		synctest.Wait()
 		cancel()
 		<-done

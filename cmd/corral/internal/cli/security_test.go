@@ -30,18 +30,11 @@ func TestMasterWithCertsAndTokens(t *testing.T) {
 	empty := t.TempDir()
 	env := map[string]string{"CORRAL_USER": "alice", "CORRAL_DATA": empty, "CORRAL_CERTS": certs}
 	bg := context.Background()
-	must := func(args ...string) string {
-		t.Helper()
-		code, out, stderr := runEnv(bg, env, args...)
-		if code != ExitOK {
-			t.Fatalf("corral %s: exit %d\n%s%s", strings.Join(args, " "), code, out, stderr)
-		}
-		return out
-	}
+	must := mustRun(t, env)
 	must("certs", "init", "--cell", "prod")
 	must("certs", "issue", "--role", "master", "m1")
 	must("certs", "issue", "--role", "user", "alice")
-	tok := strings.TrimSpace(must("token", "issue", "bob"))
+	tok := must("token", "issue", "bob")
 	if !strings.HasPrefix(tok, "corral_") {
 		t.Fatalf("token issue printed %q", tok)
 	}
@@ -50,33 +43,16 @@ func TestMasterWithCertsAndTokens(t *testing.T) {
 	}
 
 	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(bg)
-	done := make(chan int, 1)
-	var logs testkit.SyncBuffer
-	go func() {
-		done <- Main(ctx, []string{"master", "--certs", certs, "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr},
-			Env{Stdout: io.Discard, Stderr: &logs, Getenv: func(string) string { return "" }})
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	logs := runCertMaster(t, certs, filepath.Join(dir, "events.db"), addr)
 	env["CORRAL_MASTER"] = addr
 	ca := filepath.Join(certs, "ca.crt")
-	var code int
-	var out, stderr string
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		code, out, stderr = runEnv(bg, env, "job", "list", "--ca", ca, "--cert", filepath.Join(certs, "users", "alice.crt"), "--key", filepath.Join(certs, "users", "alice.key"))
-		if code == ExitOK || time.Now().After(deadline) {
-			break
-		}
-	}
-	if code != ExitOK {
-		t.Fatalf("job list with alice's certificate: exit %d\n%s%s\nmaster:\n%s", code, out, stderr, logs.String())
-	}
+	testkit.Eventually(t, 15*time.Second, "job list with alice's certificate", func() (bool, string) {
+		code, out, stderr := runEnv(bg, env, "job", "list", "--ca", ca, "--cert", filepath.Join(certs, "users", "alice.crt"), "--key", filepath.Join(certs, "users", "alice.key"))
+		return code == ExitOK, fmt.Sprintf("exit %d\n%s%s\nmaster:\n%s", code, out, stderr, logs.String())
+	})
 	// With no credentials at all the client speaks plaintext to a TLS
 	// master, and says why and how to give them.
-	code, _, stderr = runEnv(bg, map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": addr, "CORRAL_DATA": empty}, "--rpc-timeout", "3s", "job", "list")
+	code, _, stderr := runEnv(bg, map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": addr, "CORRAL_DATA": empty}, "--rpc-timeout", "3s", "job", "list")
 	if code == ExitOK || !strings.Contains(stderr, "no CA or credentials were found") || !strings.Contains(stderr, "export CORRAL_DATA") {
 		t.Fatalf("job list with no credentials: exit %d\n%s", code, stderr)
 	}
@@ -84,9 +60,29 @@ func TestMasterWithCertsAndTokens(t *testing.T) {
 	if code, out, stderr := runEnv(bg, env, "job", "list"); code != ExitOK {
 		t.Fatalf("job list with bob's token: exit %d\n%s%s", code, out, stderr)
 	}
+	checkSecretsFromTheEnvironment(t, env, dir, must)
+	must("token", "revoke", "bob")
+	// The master reads the tokens file again within a second.
+	testkit.Eventually(t, 5*time.Second, "the revoked token refused", func() (bool, string) {
+		code, _, stderr := runEnv(bg, env, "job", "list")
+		return code != ExitOK && strings.Contains(stderr, "credentials"), fmt.Sprintf("exit %d %s", code, stderr)
+	})
+	delete(env, "CORRAL_TOKEN")
+	delete(env, "CORRAL_CA")
+	if code, _, stderr := runEnv(bg, env, "job", "list"); code == ExitOK {
+		t.Fatalf("job list in plaintext against a TLS master: exit %d %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(certs, "tokens")); err != nil {
+		t.Fatal(err)
+	}
+}
 
-	// A secret's value comes from the caller's environment, never the file,
-	// and no reply shows it.
+// checkSecretsFromTheEnvironment submits a job with a secret as bob, whose
+// token env holds: the secret's value comes from the caller's environment,
+// never the file, and no reply shows it.
+func checkSecretsFromTheEnvironment(t *testing.T, env map[string]string, dir string, must func(args ...string) string) {
+	t.Helper()
+	bg := context.Background()
 	job := filepath.Join(dir, "db.jsonnet")
 	if err := os.WriteFile(job, []byte(`{name: 'db', priority: 'best-effort', count: 1, command: '/bin/true', resources: {cpu: '10m', memory: '8MiB'}, secret_env: ['DB_PASSWORD']}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -109,20 +105,6 @@ func TestMasterWithCertsAndTokens(t *testing.T) {
 	got := must("job", "get", "db", "-o", "json")
 	if strings.Contains(got, "hunter2") || !strings.Contains(got, "<redacted>") {
 		t.Errorf("job get shows the secret, or no <redacted>:\n%s", got)
-	}
-	must("token", "revoke", "bob")
-	// The master reads the tokens file again within a second.
-	testkit.Eventually(t, 5*time.Second, "the revoked token refused", func() (bool, string) {
-		code, _, stderr := runEnv(bg, env, "job", "list")
-		return code != ExitOK && strings.Contains(stderr, "credentials"), fmt.Sprintf("exit %d %s", code, stderr)
-	})
-	delete(env, "CORRAL_TOKEN")
-	delete(env, "CORRAL_CA")
-	if code, _, stderr := runEnv(bg, env, "job", "list"); code == ExitOK {
-		t.Fatalf("job list in plaintext against a TLS master: exit %d %s", code, stderr)
-	}
-	if _, err := os.Stat(filepath.Join(certs, "tokens")); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -174,32 +156,14 @@ func TestMetricsNeedAnAdminToken(t *testing.T) {
 	dir := t.TempDir()
 	certs := filepath.Join(dir, "cell")
 	env := map[string]string{"CORRAL_USER": "alice", "CORRAL_DATA": t.TempDir(), "CORRAL_CERTS": certs}
-	bg := context.Background()
-	must := func(args ...string) string {
-		t.Helper()
-		code, out, stderr := runEnv(bg, env, args...)
-		if code != ExitOK {
-			t.Fatalf("corral %s: exit %d\n%s%s", strings.Join(args, " "), code, out, stderr)
-		}
-		return strings.TrimSpace(out)
-	}
+	must := mustRun(t, env)
 	must("certs", "init", "--cell", "prod")
 	must("certs", "issue", "--role", "master", "m1")
 	userTok := must("token", "issue", "bob")
 	adminTok := must("token", "issue", "--role", "admin", "prom")
 
 	addr, httpAddr := freeAddr(t), freeAddr(t)
-	ctx, cancel := context.WithCancel(bg)
-	done := make(chan int, 1)
-	var logs testkit.SyncBuffer
-	go func() {
-		done <- Main(ctx, []string{"master", "--certs", certs, "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr, "--http", httpAddr},
-			Env{Stdout: io.Discard, Stderr: &logs, Getenv: func(string) string { return "" }})
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	logs := runCertMaster(t, certs, filepath.Join(dir, "events.db"), addr, "--http", httpAddr)
 	get := func(auth string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest("GET", "http://"+httpAddr+"/metrics", nil)
@@ -217,15 +181,14 @@ func TestMetricsNeedAnAdminToken(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if code, body := get("Bearer " + adminTok); code == http.StatusOK {
-			if !strings.Contains(body, "corral_master_leader") {
-				t.Errorf("/metrics with an admin's token: no corral_master_leader:\n%.2000s", body)
-			}
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("/metrics with an admin's token: %d %s\nmaster:\n%s", code, body, logs.String())
-		}
+	var body string
+	testkit.Eventually(t, 15*time.Second, "/metrics with an admin's token", func() (bool, string) {
+		var code int
+		code, body = get("Bearer " + adminTok)
+		return code == http.StatusOK, fmt.Sprintf("%d %s\nmaster:\n%s", code, body, logs.String())
+	})
+	if !strings.Contains(body, "corral_master_leader") {
+		t.Errorf("/metrics with an admin's token: no corral_master_leader:\n%.2000s", body)
 	}
 	for _, c := range []struct {
 		auth, want string

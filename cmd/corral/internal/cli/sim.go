@@ -17,16 +17,19 @@ import (
 	"github.com/corralhq/corral/projections"
 )
 
+// replayFlags are `corral sim`'s flags.
+type replayFlags struct {
+	store, data, infra, from, to, remove, policy, trace string
+	share                                               float64
+	add, jobChanges, quotas                             []string
+	pool, diffs                                         int
+	seed                                                uint64
+}
+
 // simCommand is the Fauxmaster: a window of the cell's log replayed
 // through the cell's own code with a change, recorded against simulated.
 func (a *app) simCommand() *cobra.Command {
-	var (
-		store, data, infra, from, to, remove, policy, trace string
-		share                                               float64
-		add, jobChanges, quotas                             []string
-		pool, diffs                                         int
-		seed                                                uint64
-	)
+	var s replayFlags
 	c := &cobra.Command{
 		Use:   "sim",
 		Short: "replay a window of the cell's history with a change (machines, policy) and compare with what happened",
@@ -48,85 +51,103 @@ the log directly (the master need not run) and writes nothing.`,
 				return err
 			}
 			if !cmd.Flags().Changed("differences") && a.output == "json" {
-				diffs = -1 // every one
+				s.diffs = -1 // every one
 			}
-			ctx := cmd.Context()
-			change, err := fauxmaster.ParseChange(fauxmaster.ChangeArgs{Remove: remove, Add: add, Jobs: jobChanges, Quotas: quotas, Policy: policy, Pool: pool})
+			change, err := fauxmaster.ParseChange(fauxmaster.ChangeArgs{Remove: s.remove, Add: s.add, Jobs: s.jobChanges, Quotas: s.quotas, Policy: s.policy, Pool: s.pool})
 			if err != nil {
 				return usageErr("--%v", err)
 			}
-			if trace != "" {
-				if store != "" || data != "" || infra != "" || from != "" || to != "" {
-					return usageErr("--google-trace replays the trace: drop --store, --data, --infrastore, --from and --to")
-				}
-				if !(share > 0 && share <= 1) { // NaN too
-					return usageErr("--share %g: want a share in (0, 1]", share)
-				}
-				start, evs, err := fauxmaster.GoogleTrace(trace, fauxmaster.GoogleOptions{Share: share, Seed: seed})
-				if err != nil {
-					return usageErr("--google-trace: %v", err)
-				}
-				rec, err := fauxmaster.FromEvents(start, evs)
-				if err != nil {
-					return err
-				}
-				debug.SetGCPercent(400)
-				rep, err := fauxmaster.Run(rec, fauxmaster.Options{Change: change, Seed: seed, PassDelay: time.Second})
-				if err != nil {
-					return usageErr("%v", err)
-				}
-				return a.writeSimReport(rep, diffs)
+			var rep *fauxmaster.Report
+			if s.trace != "" {
+				rep, err = s.replayTrace(change)
+			} else {
+				rep, err = a.replayLog(cmd, &s, change)
 			}
-			log, closeLog, err := a.simSource(cmd, store, data, infra)
 			if err != nil {
 				return err
 			}
-			defer closeLog()
-			head, err := log.Head(ctx)
-			if err != nil {
-				return fmt.Errorf("reading the log's head: %w", err)
-			}
-			if head == 0 {
-				if infra != "" {
-					return usageErr("--infrastore %s holds no log (a file made by import-google-trace keeps the trace's tables only: replay the trace with --google-trace)", infra)
-				}
-				return usageErr("the log is empty: nothing to replay")
-			}
-			fromPos, err := logPoint(cmd, log, "from", from, 0)
-			if err != nil {
-				return err
-			}
-			toPos, err := logPoint(cmd, log, "to", to, head)
-			if err != nil {
-				return err
-			}
-			// A replay allocates fast and keeps little: collecting less
-			// often makes it a fifth faster for memory this command has.
-			debug.SetGCPercent(400)
-			rep, err := fauxmaster.Replay(ctx, log, fromPos, toPos, fauxmaster.Options{Change: change, Seed: seed})
-			if err != nil {
-				return usageErr("%v", err)
-			}
-			return a.writeSimReport(rep, diffs)
+			return a.writeSimReport(rep, s.diffs)
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&store, "store", "", "the event log: postgres://... or a SQLite file (default $CORRAL_STORE or DATA/events.db)")
-	f.StringVar(&infra, "infrastore", "", "read the log from an Infrastore file (its events table) instead of the store")
-	f.StringVar(&data, "data", "", "the data directory `DIR` of a cell run by corral up (default $CORRAL_DATA or "+DefaultData+")")
-	f.StringVar(&from, "from", "", "the window's start: a log position or an RFC 3339 time (default the log's beginning)")
-	f.StringVar(&to, "to", "", "the window's end: a log position or an RFC 3339 time (default the log's head)")
-	f.StringVar(&remove, "remove", "", "remove this share of the machines at the window's start, e.g. 10%")
-	f.StringArrayVar(&add, "add", nil, "add machines at the window's start: COUNTxCORESc<GiB>g[<N>gpu], e.g. 200x32c128g (repeatable)")
-	f.StringArrayVar(&jobChanges, "job", nil, "change the jobs USER/JOB selects (patterns allowed): USER/JOB:priority=N or USER/JOB:scale=F for requests (repeatable)")
-	f.StringArrayVar(&quotas, "quota", nil, "set a quota instead of the recorded one: USER/BAND=CPU,MEMORY, e.g. alice/production=100,400Gi (repeatable)")
-	f.StringVar(&policy, "policy", "", "the pass's policy: worst-fit, best-fit or hybrid (default the cell's)")
-	f.IntVar(&pool, "pool", 0, "the pass's pool of feasible machines per class (0: the cell's; -1: every feasible machine)")
-	f.Uint64Var(&seed, "seed", 1, "draws the machines --remove takes")
-	f.IntVar(&diffs, "differences", 20, "list at most this many differing placements (-o json lists them all unless this is given)")
-	f.StringVar(&trace, "google-trace", "", "replay the public Google trace (clusterdata-2011-2's folder) as a cell instead of a log")
-	f.Float64Var(&share, "share", 1, "with --google-trace: the share of its machines and jobs to replay")
+	f.StringVar(&s.store, "store", "", "the event log: postgres://... or a SQLite file (default $CORRAL_STORE or DATA/events.db)")
+	f.StringVar(&s.infra, "infrastore", "", "read the log from an Infrastore file (its events table) instead of the store")
+	f.StringVar(&s.data, "data", "", "the data directory `DIR` of a cell run by corral up (default $CORRAL_DATA or "+DefaultData+")")
+	f.StringVar(&s.from, "from", "", "the window's start: a log position or an RFC 3339 time (default the log's beginning)")
+	f.StringVar(&s.to, "to", "", "the window's end: a log position or an RFC 3339 time (default the log's head)")
+	f.StringVar(&s.remove, "remove", "", "remove this share of the machines at the window's start, e.g. 10%")
+	f.StringArrayVar(&s.add, "add", nil, "add machines at the window's start: COUNTxCORESc<GiB>g[<N>gpu], e.g. 200x32c128g (repeatable)")
+	f.StringArrayVar(&s.jobChanges, "job", nil, "change the jobs USER/JOB selects (patterns allowed): USER/JOB:priority=N or USER/JOB:scale=F for requests (repeatable)")
+	f.StringArrayVar(&s.quotas, "quota", nil, "set a quota instead of the recorded one: USER/BAND=CPU,MEMORY, e.g. alice/production=100,400Gi (repeatable)")
+	f.StringVar(&s.policy, "policy", "", "the pass's policy: worst-fit, best-fit or hybrid (default the cell's)")
+	f.IntVar(&s.pool, "pool", 0, "the pass's pool of feasible machines per class (0: the cell's; -1: every feasible machine)")
+	f.Uint64Var(&s.seed, "seed", 1, "draws the machines --remove takes")
+	f.IntVar(&s.diffs, "differences", 20, "list at most this many differing placements (-o json lists them all unless this is given)")
+	f.StringVar(&s.trace, "google-trace", "", "replay the public Google trace (clusterdata-2011-2's folder) as a cell instead of a log")
+	f.Float64Var(&s.share, "share", 1, "with --google-trace: the share of its machines and jobs to replay")
 	return c
+}
+
+// replayTrace replays --share of the public Google trace as a cell, with
+// change.
+func (s *replayFlags) replayTrace(change fauxmaster.Change) (*fauxmaster.Report, error) {
+	if s.store != "" || s.data != "" || s.infra != "" || s.from != "" || s.to != "" {
+		return nil, usageErr("--google-trace replays the trace: drop --store, --data, --infrastore, --from and --to")
+	}
+	if !(s.share > 0 && s.share <= 1) { // NaN too
+		return nil, usageErr("--share %g: want a share in (0, 1]", s.share)
+	}
+	start, evs, err := fauxmaster.GoogleTrace(s.trace, fauxmaster.GoogleOptions{Share: s.share, Seed: s.seed})
+	if err != nil {
+		return nil, usageErr("--google-trace: %v", err)
+	}
+	rec, err := fauxmaster.FromEvents(start, evs)
+	if err != nil {
+		return nil, err
+	}
+	debug.SetGCPercent(400)
+	rep, err := fauxmaster.Run(rec, fauxmaster.Options{Change: change, Seed: s.seed, PassDelay: time.Second})
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return rep, nil
+}
+
+// replayLog replays the window [--from, --to] of the cell's log, with
+// change.
+func (a *app) replayLog(cmd *cobra.Command, s *replayFlags, change fauxmaster.Change) (*fauxmaster.Report, error) {
+	ctx := cmd.Context()
+	log, closeLog, err := a.simSource(cmd, s.store, s.data, s.infra)
+	if err != nil {
+		return nil, err
+	}
+	defer closeLog()
+	head, err := log.Head(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the log's head: %w", err)
+	}
+	if head == 0 {
+		if s.infra != "" {
+			return nil, usageErr("--infrastore %s holds no log (a file made by import-google-trace keeps the trace's tables only: replay the trace with --google-trace)", s.infra)
+		}
+		return nil, usageErr("the log is empty: nothing to replay")
+	}
+	fromPos, err := logPoint(cmd, log, "from", s.from, 0)
+	if err != nil {
+		return nil, err
+	}
+	toPos, err := logPoint(cmd, log, "to", s.to, head)
+	if err != nil {
+		return nil, err
+	}
+	// A replay allocates fast and keeps little: collecting less often
+	// makes it a fifth faster for memory this command has.
+	debug.SetGCPercent(400)
+	rep, err := fauxmaster.Replay(ctx, log, fromPos, toPos, fauxmaster.Options{Change: change, Seed: s.seed})
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return rep, nil
 }
 
 // simSource opens the log a replay reads: an Infrastore file's events

@@ -251,17 +251,7 @@ func (p *simProcess) Replay(ctx context.Context, r webui.ReplayRequest) (*fauxma
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-waited
-		took := time.Since(start).Round(time.Millisecond)
-		switch {
-		case p.ctx.Err() != nil:
-			p.log.Info("what-if replay stopped with the master", "user", r.User, "took", took)
-			return nil, status.Error(codes.Unavailable, "the master is stopping: retry the replay when it is back")
-		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			p.log.Info("what-if replay past its time", "user", r.User, "from", r.From, "to", r.To, "took", took, "limit", p.limits.timeout)
-			return nil, status.Errorf(codes.DeadlineExceeded, "the replay ran past its time limit (%s, --sim-timeout): replay a shorter window (from, to)", p.limits.timeout)
-		}
-		p.log.Info("what-if replay stopped: its viewer left", "user", r.User, "took", took)
-		return nil, status.FromContextError(ctx.Err()).Err()
+		return nil, p.stopped(ctx, r, time.Since(start).Round(time.Millisecond))
 	}
 	var peak int64
 	var oom bool
@@ -272,21 +262,7 @@ func (p *simProcess) Replay(ctx context.Context, r webui.ReplayRequest) (*fauxma
 	}
 	p.log.Info("what-if replay", "user", r.User, "from", r.From, "to", r.To, "took", time.Since(start).Round(time.Millisecond), "peak_bytes", peak, "err", runErr)
 	if runErr != nil {
-		msg := strings.TrimSpace(stderr.String())
-		var ee *exec.ExitError
-		killed := errors.As(runErr, &ee) && ee.Sys().(syscall.WaitStatus).Signaled() && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL
-		switch {
-		// Killed where its cgroup saw no OOM: by someone, not its memory.
-		// Without a cgroup a SIGKILL is most likely the kernel's OOM killer.
-		case oom || killed && cg == nil || strings.Contains(msg, "out of memory"):
-			return nil, status.Errorf(codes.OutOfRange, "the replay needed more than its memory (%s, --sim-memory): replay a shorter window or add fewer machines",
-				projections.FormatBytes(p.limits.memoryBytes))
-		case killed:
-			return nil, status.Error(codes.Unavailable, "the replay's process was killed before it finished (not at its memory): retry")
-		case errors.As(runErr, &ee) && ee.ExitCode() == ExitUsage:
-			return nil, status.Error(codes.InvalidArgument, strings.TrimPrefix(errorLine(msg), "corral: "))
-		}
-		return nil, status.Errorf(codes.Internal, "the what-if replay failed: %v: %s", runErr, errorLine(msg))
+		return nil, p.failed(runErr, strings.TrimSpace(stderr.String()), oom, cg != nil)
 	}
 	if stdout.Len() >= maxSimReport {
 		return nil, status.Errorf(codes.Internal, "the what-if replay's report passed %s", projections.FormatBytes(maxSimReport))
@@ -296,6 +272,41 @@ func (p *simProcess) Replay(ctx context.Context, r webui.ReplayRequest) (*fauxma
 		return nil, status.Errorf(codes.Internal, "reading the what-if replay's report: %v", err)
 	}
 	return &rep, nil
+}
+
+// stopped says why a replay whose ctx ended was stopped after took: the
+// master stopping, its time limit, or its viewer leaving.
+func (p *simProcess) stopped(ctx context.Context, r webui.ReplayRequest, took time.Duration) error {
+	switch {
+	case p.ctx.Err() != nil:
+		p.log.Info("what-if replay stopped with the master", "user", r.User, "took", took)
+		return status.Error(codes.Unavailable, "the master is stopping: retry the replay when it is back")
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		p.log.Info("what-if replay past its time", "user", r.User, "from", r.From, "to", r.To, "took", took, "limit", p.limits.timeout)
+		return status.Errorf(codes.DeadlineExceeded, "the replay ran past its time limit (%s, --sim-timeout): replay a shorter window (from, to)", p.limits.timeout)
+	}
+	p.log.Info("what-if replay stopped: its viewer left", "user", r.User, "took", took)
+	return status.FromContextError(ctx.Err()).Err()
+}
+
+// failed says why a replay's process ended in runErr, given what it wrote
+// to stderr (msg), whether its cgroup saw an OOM kill, and whether it had
+// a cgroup.
+func (p *simProcess) failed(runErr error, msg string, oom, inCgroup bool) error {
+	var ee *exec.ExitError
+	killed := errors.As(runErr, &ee) && ee.Sys().(syscall.WaitStatus).Signaled() && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL
+	switch {
+	// Killed where its cgroup saw no OOM: by someone, not its memory.
+	// Without a cgroup a SIGKILL is most likely the kernel's OOM killer.
+	case oom || killed && !inCgroup || strings.Contains(msg, "out of memory"):
+		return status.Errorf(codes.OutOfRange, "the replay needed more than its memory (%s, --sim-memory): replay a shorter window or add fewer machines",
+			projections.FormatBytes(p.limits.memoryBytes))
+	case killed:
+		return status.Error(codes.Unavailable, "the replay's process was killed before it finished (not at its memory): retry")
+	case errors.As(runErr, &ee) && ee.ExitCode() == ExitUsage:
+		return status.Error(codes.InvalidArgument, strings.TrimPrefix(errorLine(msg), "corral: "))
+	}
+	return status.Errorf(codes.Internal, "the what-if replay failed: %v: %s", runErr, errorLine(msg))
 }
 
 // limitedWriter keeps the first left bytes and drops the rest (a child

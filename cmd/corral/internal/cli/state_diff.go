@@ -2,7 +2,6 @@ package cli
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -51,11 +50,7 @@ drained; quotas and price sheets set. Both states are replayed from the log.`,
 				return err
 			}
 			defer cl.Close()
-			var v *apipb.StateDiffView
-			err = cl.read(cmd.Context(), func(ctx context.Context, c apipb.CellClient) (err error) {
-				v, err = c.StateDiff(ctx, req)
-				return err
-			})
+			v, err := readValue(cmd.Context(), cl, apipb.CellClient.StateDiff, req)
 			if err != nil {
 				return err
 			}

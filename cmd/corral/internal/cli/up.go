@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,121 +26,6 @@ import (
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/projections"
 )
-
-func (a *app) agentCommand() *cobra.Command {
-	var cfg agent.Config
-	var rf resourceFlags
-	var ports, portFirst int32
-	var attrs []string
-	var stopTasks bool
-	var httpAddr, certs, taskUIDs, metricsTokenFile string
-	c := &cobra.Command{
-		Use:   "agent",
-		Short: "run the agent of one machine: it runs the tasks the master places here",
-		Long: `Run a machine's agent (the Borglet): it registers the machine with the
-cell's master (--master, several separated by commas: it finds the leader),
-runs the tasks placed on it as processes in resource containers, restarts
-them, checks their health and reports their usage when polled. What the
-machine offers is detected unless given. Tasks keep running when the agent
-stops; the next agent on the same --data adopts them.`,
-		Example: "  corral agent --master master1:7070,master2:7070 --name m1 --listen 0.0.0.0:7071 --advertise m1:7071 --attr rack=r1",
-		Args:    args(0, 0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.Name == "" {
-				cfg.Name = hostname()
-			}
-			res, err := rf.resources(ports)
-			if err != nil {
-				return err
-			}
-			cfg.Capacity = res
-			if cfg.MaxLogStreams < 1 {
-				return usageErr("--max-log-streams %d: want 1 or more", cfg.MaxLogStreams)
-			}
-			if portFirst > 0 {
-				n := ports
-				if n == 0 {
-					n = 10000
-				}
-				cfg.PortFirst, cfg.PortLast = portFirst, min(portFirst+n-1, 65535)
-			}
-			cfg.Attributes = map[string]string{}
-			for _, kv := range attrs {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return usageErr("--attr %q: want key=value", kv)
-				}
-				cfg.Attributes[k] = v
-			}
-			masters := splitList(a.masterAddr())
-			if taskUIDs != "" {
-				if cfg.TaskUIDs, err = parseUIDRange(taskUIDs); err != nil {
-					return err
-				}
-			}
-			log, err := a.serverLogger(a.stderr())
-			if err != nil {
-				return err
-			}
-			legacyID := pathHash(cfg.DataDir)
-			if certs != "" {
-				cr, err := loadAgentCredentials(certs, cfg.Name)
-				if err != nil {
-					return err
-				}
-				secureAgent(&cfg, cr, log)
-				legacyID = cr.CAID
-			} else {
-				log.Warn("INSECURE: no --certs: the Agent service is plaintext and obeys anyone who reaches it; give --certs DIR with agents/" + cfg.Name + ".crt and .key")
-				cfg.Cell = "insecure"
-			}
-			// The id is the agent's data directory's own: a machine's
-			// agent restarted on it finds its containers again, and no
-			// other agent on this machine names its containers alike.
-			if cfg.CellID, err = cellID(cfg.DataDir, agent.HasState(cfg.DataDir), legacyID); err != nil {
-				return fmt.Errorf("--data %s: %w", cfg.DataDir, err)
-			}
-			ctx, stop := signalContext(cmd.Context())
-			defer stop()
-			if err := a.serveDebug(ctx, log, nil); err != nil {
-				return err
-			}
-			r := &agentRun{cfg: cfg, masters: masters, stopTasks: stopTasks, log: log, http: httpAddr}
-			if metricsTokenFile != "" && (certs == "" || httpAddr == "") {
-				return usageErr("--metrics-token-file guards the /metrics of --http in a cell with --certs: give both (an agent without --certs obeys anyone, and serves /metrics to anyone)")
-			}
-			if httpAddr != "" && certs != "" {
-				// A cell with certificates keeps its task names to those it
-				// trusts: the agent's series name users and jobs.
-				r.guardMetrics = true
-				if r.metricsToken, err = readScrapeToken(metricsTokenFile); err != nil {
-					return err
-				}
-				if r.metricsToken == "" {
-					log.Warn("/metrics answers no one: its series name users and jobs; give --metrics-token-file FILE and scrape with that token", "http", httpAddr)
-				}
-			}
-			return r.run(ctx)
-		},
-	}
-	f := c.Flags()
-	f.StringVar(&cfg.Name, "name", "", "the machine's name in the cell (default the host name)")
-	f.StringVar(&cfg.ListenAddr, "listen", "0.0.0.0:7071", "address the Agent service listens on")
-	f.StringVar(&cfg.AdvertiseAddr, "advertise", "", "address the master polls (default the listener's)")
-	f.StringVar(&cfg.DataDir, "data", "corral-agent", "directory for sandboxes, logs and the agent's state")
-	rf.add(c, "offered")
-	f.Int32Var(&ports, "ports", 0, "how many ports tasks may be given (default: the whole range)")
-	f.Int32Var(&portFirst, "port-first", 0, "first port given to tasks (default 20000)")
-	f.StringArrayVar(&attrs, "attr", nil, "machine attribute key=value for constraints (repeat the flag); arch and os are detected")
-	f.StringVar(&cfg.Cgroups, "cgroups", "auto", "containers: auto, v2, v1 or sampling (no cgroups)")
-	f.IntVar(&cfg.MaxLogStreams, "max-log-streams", agent.DefaultMaxLogStreams, "log streams this agent serves at once; past it a stream is refused")
-	f.StringVar(&httpAddr, "http", "", "HTTP address for /metrics, /healthz and /readyz (default none)")
-	f.StringVar(&metricsTokenFile, "metrics-token-file", "", "with --certs and --http: a `FILE` holding the bearer token /metrics asks of its scraper (its series name users and jobs)")
-	f.StringVar(&certs, "certs", "", "directory holding ca.crt and agents/NAME.crt and .key (corral certs issue --role agent NAME): mutual TLS with the masters")
-	f.StringVar(&taskUIDs, "task-uids", "", "FIRST:COUNT: run each task as a uid of its own from this range (agent running as root)")
-	f.BoolVar(&stopTasks, "stop-tasks-on-exit", false, "stop every task when the agent stops, rather than leave them for the next agent to adopt")
-	return c
-}
 
 // upOptions are the flags of `corral up`.
 type upOptions struct {
@@ -213,96 +96,32 @@ command at a cell with CORRAL_MASTER and CORRAL_DATA (the banner says both).`,
 	return c
 }
 
+// upCell is what `corral up` checked and made before anything runs: the
+// limits its flags resolve to, the data directory it holds, the cell's
+// credentials and id, and its log.
+type upCell struct {
+	simLimits   simLimits
+	infraLimits infraLimits
+	offer       machineOverride
+	data, abs   string // the data directory as given, and absolute
+	admin       string
+	machines    []string // m1, m2, ...
+	local       *auth.Local
+	id          string
+	store       string
+	log         *slog.Logger
+}
+
 func (a *app) up(parent context.Context, o upOptions) error {
-	if o.agents < 1 || o.agents > 64 {
-		return usageErr("--agents %d: want 1 to 64", o.agents)
+	cell := &upCell{}
+	if err := a.checkUpFlags(&o, cell); err != nil {
+		return err
 	}
-	if o.portBase < 1024 || o.portBase+o.agents*1000 > 65535 {
-		return usageErr("--port-base %d: want 1024 or more, with room for %d ports below 65536", o.portBase, o.agents*1000)
-	}
-	if lo, hi, ok := ephemeralPorts(); ok && o.portBase <= hi && o.portBase+o.agents*1000-1 >= lo {
-		a.note("warning: task ports %d-%d overlap the kernel's ephemeral ports %d-%d: a task may find its port taken by an outgoing connection. Pick --port-base below %d.",
-			o.portBase, o.portBase+o.agents*1000-1, lo, hi, lo-o.agents*1000)
-	}
-	simLimits, err := o.sim.resolve()
+	release, err := a.prepareUpCell(&o, cell)
 	if err != nil {
 		return err
 	}
-	infraLimits, err := o.infra.resolve()
-	if err != nil {
-		return err
-	}
-	if err := o.streams.check(); err != nil {
-		return err
-	}
-	if o.maxLogStreams < 1 {
-		return usageErr("--max-log-streams %d: want 1 or more", o.maxLogStreams)
-	}
-	override, err := machineOffer(o.machineCPU, o.machineMemory)
-	if err != nil {
-		return err
-	}
-	data := a.dataDir(o.data)
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		return fmt.Errorf("--data %s: %w", data, err)
-	}
-	abs, _ := filepath.Abs(data)
-	lock, err := os.OpenFile(filepath.Join(data, "up.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return fmt.Errorf("--data %s: %w", data, err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return fmt.Errorf("another `corral up` runs on %s: stop it (Ctrl-C in its terminal), or give this one another --data (and other addresses: `corral up --help` shows a second cell)", abs)
-	}
-	if o.cell == "" {
-		o.cell = a.cellName()
-	}
-	admin := o.admin
-	if admin == "" {
-		admin = a.caller()
-	}
-	if !commands.ValidName(admin) {
-		return fmt.Errorf("the local user %q is not a corral user name (lowercase letters, digits and '-'): set CORRAL_USER, or give --admin", admin)
-	}
-	machineNames := make([]string, o.agents)
-	for i := range machineNames {
-		machineNames[i] = "m" + strconv.Itoa(i+1)
-	}
-	// Every connection of the cell is authenticated: its credentials are
-	// made on the first run and reused after.
-	local, err := auth.SetUpLocal(certsDir(data), o.cell, "master", admin, machineNames...)
-	if err != nil {
-		return fmt.Errorf("the cell's credentials in %s: %w", certsDir(abs), err)
-	}
-	// The cell's id is its data directory's own, not its CA's: a second
-	// cell made with a copy of this one's certs names its containers apart.
-	hadState := false
-	for _, name := range machineNames {
-		hadState = hadState || agent.HasState(filepath.Join(data, "machines", name))
-	}
-	id, err := cellID(data, hadState, local.Master.CAID)
-	if err != nil {
-		return fmt.Errorf("--data %s: %w", abs, err)
-	}
-	logFile, err := os.OpenFile(filepath.Join(data, "corral.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	level := slog.LevelInfo
-	if a.verbose {
-		level = slog.LevelDebug
-	}
-	a.ops.level.Set(level)
-	log := slog.New(slog.NewMultiHandler(
-		slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: &a.ops.level}),
-		slog.NewTextHandler(a.stderr(), &slog.HandlerOptions{Level: slog.LevelWarn}),
-	))
-	store := o.store
-	if store == "" {
-		store = filepath.Join(data, "events.db")
-	}
+	defer release()
 
 	ctx, stopSignals := signalContext(parent)
 	defer stopSignals()
@@ -311,69 +130,23 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	masterCtx, stopMaster := context.WithCancel(context.Background())
 	defer stopMaster()
 	masterDone := make(chan error, 1)
-	readyc := make(chan *runningMaster, 1)
-	go func() {
-		masterDone <- a.serveMaster(masterCtx, masterOptions{
-			store: store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell, prices: o.prices,
-			admins: []string{admin}, infrastore: filepath.Join(data, "infrastore.duckdb"), infraLimits: infraLimits, simLimits: simLimits, httpHosts: o.httpHosts, webAnonymous: o.webAnonymous,
-			usageWindow: 5 * time.Second, pollInterval: time.Second, log: log, streams: o.streams,
-			auth: &masterAuth{creds: local.Master, tokens: local.Tokens, sealer: local.Sealer},
-		}, func(rm *runningMaster) { readyc <- rm })
-	}()
-	var rm *runningMaster
-	select {
-	case rm = <-readyc:
-	case err := <-masterDone:
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("%w\n(another cell or program uses that address: stop it, or give `corral up` other --listen, --http and --dns addresses and --port-base, as `corral up --help` shows for a second cell)", err)
-		}
+	rm, err := a.startUpMaster(ctx, masterCtx, stopMaster, o, cell, masterDone)
+	if rm == nil {
 		return err
-	case <-ctx.Done():
-		stopMaster()
-		return <-masterDone
-	}
-
-	// Agents register with the leader: wait for the master to lead.
-	for deadline := time.Now().Add(15 * time.Second); !rm.m.Leading() && time.Now().Before(deadline) && ctx.Err() == nil; {
-		time.Sleep(50 * time.Millisecond)
 	}
 	agentsCtx, stopAgents := context.WithCancel(context.Background())
 	defer stopAgents()
-	var agents sync.WaitGroup
-	share := override.fill(machineShare(data, o.agents))
-	agentAddrs := make([]string, o.agents)
-	for i := 1; i <= o.agents; i++ {
-		name := machineNames[i-1]
-		first := int32(o.portBase + (i-1)*1000)
-		agentAddrs[i-1] = agentAddr(rm.grpc, i)
-		offer := proto.Clone(share).(*events.Resources)
-		offer.Ports = 1000
-		r := &agentRun{
-			cfg: agent.Config{Name: name, ListenAddr: agentAddrs[i-1], DataDir: filepath.Join(data, "machines", name),
-				Capacity: offer, PortFirst: first, PortLast: first + 999, Attributes: map[string]string{"rack": "r" + strconv.Itoa((i-1)%2+1)},
-				ReregisterAfter: 10 * time.Second, MaxLogStreams: o.maxLogStreams},
-			masters: []string{rm.grpc}, stopTasks: true, log: log, metrics: rm.metrics,
-		}
-		secureAgent(&r.cfg, local.Agents[name], log)
-		r.cfg.CellID = id
-		agents.Add(1)
-		go func() {
-			defer agents.Done()
-			if err := r.run(agentsCtx); err != nil {
-				log.Error("agent stopped", "machine", name, "err", err)
-			}
-		}()
-	}
+	agents, agentAddrs := startUpAgents(ctx, agentsCtx, o, cell, rm)
 	machines := waitMachines(ctx, rm.m, o.agents, 15*time.Second)
-	grantQuota(ctx, rm.m, admin, log)
+	grantQuota(ctx, rm.m, cell.admin, cell.log)
 
 	_, digErr := exec.LookPath("dig")
 	upBanner{
-		cell: o.cell, admin: admin, machines: machines, agents: o.agents,
+		cell: o.cell, admin: cell.admin, machines: machines, agents: o.agents,
 		grpc: rm.grpc, http: rm.http, dns: rm.dns, dnsWanted: o.dns, agentAddrs: agentAddrs, portBase: o.portBase,
-		store: store, data: abs, ca: absPath(local.CA), cert: absPath(local.AdminCert), key: absPath(local.AdminKey), tok: absPath(local.AdminToken),
+		store: cell.store, data: cell.abs, ca: absPath(cell.local.CA), cert: absPath(cell.local.AdminCert), key: absPath(cell.local.AdminKey), tok: absPath(cell.local.AdminToken),
 		webAnonymous: o.webAnonymous, haveDig: digErr == nil,
-		defaultMasterAndDir: rm.grpc == DefaultMaster && filepath.Clean(data) == filepath.Clean(DefaultData),
+		defaultMasterAndDir: rm.grpc == DefaultMaster && filepath.Clean(cell.data) == filepath.Clean(DefaultData),
 	}.write(a.stdout())
 
 	var err2 error
@@ -391,6 +164,195 @@ func (a *app) up(parent context.Context, o upOptions) error {
 	agents.Wait()
 	fmt.Fprintln(a.stderr(), "stopped. `corral up` with the same --data resumes the cell.")
 	return err2
+}
+
+// checkUpFlags refuses flags that cannot make a cell, before anything is
+// made on disk, and resolves the limits they set into cell.
+func (a *app) checkUpFlags(o *upOptions, cell *upCell) error {
+	if o.agents < 1 || o.agents > 64 {
+		return usageErr("--agents %d: want 1 to 64", o.agents)
+	}
+	if o.portBase < 1024 || o.portBase+o.agents*1000 > 65535 {
+		return usageErr("--port-base %d: want 1024 or more, with room for %d ports below 65536", o.portBase, o.agents*1000)
+	}
+	if lo, hi, ok := ephemeralPorts(); ok && o.portBase <= hi && o.portBase+o.agents*1000-1 >= lo {
+		a.note("warning: task ports %d-%d overlap the kernel's ephemeral ports %d-%d: a task may find its port taken by an outgoing connection. Pick --port-base below %d.",
+			o.portBase, o.portBase+o.agents*1000-1, lo, hi, lo-o.agents*1000)
+	}
+	var err error
+	if cell.simLimits, err = o.sim.resolve(); err != nil {
+		return err
+	}
+	if cell.infraLimits, err = o.infra.resolve(); err != nil {
+		return err
+	}
+	if err := o.streams.check(); err != nil {
+		return err
+	}
+	if o.maxLogStreams < 1 {
+		return usageErr("--max-log-streams %d: want 1 or more", o.maxLogStreams)
+	}
+	cell.offer, err = machineOffer(o.machineCPU, o.machineMemory)
+	return err
+}
+
+// prepareUpCell takes the data directory (one `corral up` at a time), and
+// finds or makes the cell's admin, credentials, id and log there. release
+// lets the directory go.
+func (a *app) prepareUpCell(o *upOptions, cell *upCell) (release func(), err error) {
+	cell.data = a.dataDir(o.data)
+	lock, err := a.lockUpData(cell)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
+	if o.cell == "" {
+		o.cell = a.cellName()
+	}
+	cell.admin = o.admin
+	if cell.admin == "" {
+		cell.admin = a.caller()
+	}
+	if !commands.ValidName(cell.admin) {
+		return nil, fmt.Errorf("the local user %q is not a corral user name (lowercase letters, digits and '-'): set CORRAL_USER, or give --admin", cell.admin)
+	}
+	if err := upCredentials(o.cell, o.agents, cell); err != nil {
+		return nil, err
+	}
+	logFile, err := os.OpenFile(filepath.Join(cell.data, "corral.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cell.log = a.upLogger(logFile)
+	cell.store = o.store
+	if cell.store == "" {
+		cell.store = filepath.Join(cell.data, "events.db")
+	}
+	return func() { logFile.Close(); lock.Close() }, nil
+}
+
+// lockUpData makes the data directory and locks it for this `corral up`.
+func (a *app) lockUpData(cell *upCell) (*os.File, error) {
+	if err := os.MkdirAll(cell.data, 0o755); err != nil {
+		return nil, fmt.Errorf("--data %s: %w", cell.data, err)
+	}
+	cell.abs, _ = filepath.Abs(cell.data)
+	lock, err := os.OpenFile(filepath.Join(cell.data, "up.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("--data %s: %w", cell.data, err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("another `corral up` runs on %s: stop it (Ctrl-C in its terminal), or give this one another --data (and other addresses: `corral up --help` shows a second cell)", cell.abs)
+	}
+	return lock, nil
+}
+
+// upCredentials names the cell's machines and finds or makes their
+// credentials and the cell's id.
+func upCredentials(cellName string, agents int, cell *upCell) error {
+	cell.machines = make([]string, agents)
+	for i := range cell.machines {
+		cell.machines[i] = "m" + strconv.Itoa(i+1)
+	}
+	// Every connection of the cell is authenticated: its credentials are
+	// made on the first run and reused after.
+	local, err := auth.SetUpLocal(certsDir(cell.data), cellName, "master", cell.admin, cell.machines...)
+	if err != nil {
+		return fmt.Errorf("the cell's credentials in %s: %w", certsDir(cell.abs), err)
+	}
+	cell.local = local
+	// The cell's id is its data directory's own, not its CA's: a second
+	// cell made with a copy of this one's certs names its containers apart.
+	hadState := false
+	for _, name := range cell.machines {
+		hadState = hadState || agent.HasState(filepath.Join(cell.data, "machines", name))
+	}
+	if cell.id, err = cellID(cell.data, hadState, local.Master.CAID); err != nil {
+		return fmt.Errorf("--data %s: %w", cell.abs, err)
+	}
+	return nil
+}
+
+// upLogger logs to the cell's file at the chosen level, and warnings to
+// stderr too.
+func (a *app) upLogger(file io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	if a.verbose {
+		level = slog.LevelDebug
+	}
+	a.ops.level.Set(level)
+	return slog.New(slog.NewMultiHandler(
+		slog.NewTextHandler(file, &slog.HandlerOptions{Level: &a.ops.level}),
+		slog.NewTextHandler(a.stderr(), &slog.HandlerOptions{Level: slog.LevelWarn}),
+	))
+}
+
+// startUpMaster runs the cell's master on masterCtx until it listens, and
+// returns it; its end is sent on masterDone. A nil master comes with the
+// error that stopped it first, or, when ctx ends first, with the end of the
+// master stopped by stopMaster.
+func (a *app) startUpMaster(ctx, masterCtx context.Context, stopMaster func(), o upOptions, cell *upCell, masterDone chan error) (*runningMaster, error) {
+	readyc := make(chan *runningMaster, 1)
+	go func() {
+		masterDone <- a.serveMaster(masterCtx, masterOptions{
+			store: cell.store, name: "master", listen: o.listen, http: o.http, dns: o.dns, dnsOptional: o.dnsOptional, cell: o.cell, prices: o.prices,
+			admins: []string{cell.admin}, infrastore: filepath.Join(cell.data, "infrastore.duckdb"), infraLimits: cell.infraLimits, simLimits: cell.simLimits, httpHosts: o.httpHosts, webAnonymous: o.webAnonymous,
+			usageWindow: 5 * time.Second, pollInterval: time.Second, log: cell.log, streams: o.streams,
+			auth: &masterAuth{creds: cell.local.Master, tokens: cell.local.Tokens, sealer: cell.local.Sealer},
+		}, func(rm *runningMaster) { readyc <- rm })
+	}()
+	select {
+	case rm := <-readyc:
+		return rm, nil
+	case err := <-masterDone:
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("%w\n(another cell or program uses that address: stop it, or give `corral up` other --listen, --http and --dns addresses and --port-base, as `corral up --help` shows for a second cell)", err)
+		}
+		return nil, err
+	case <-ctx.Done():
+		stopMaster()
+		return nil, <-masterDone
+	}
+}
+
+// startUpAgents runs the cell's machines' agents on agentsCtx, once the
+// master leads (agents register with the leader), and says where they
+// listen.
+func startUpAgents(ctx, agentsCtx context.Context, o upOptions, cell *upCell, rm *runningMaster) (*sync.WaitGroup, []string) {
+	for deadline := time.Now().Add(15 * time.Second); !rm.m.Leading() && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(50 * time.Millisecond)
+	}
+	var agents sync.WaitGroup
+	share := cell.offer.fill(machineShare(cell.data, o.agents))
+	agentAddrs := make([]string, o.agents)
+	for i := 1; i <= o.agents; i++ {
+		name := cell.machines[i-1]
+		first := int32(o.portBase + (i-1)*1000)
+		agentAddrs[i-1] = agentAddr(rm.grpc, i)
+		offer := proto.Clone(share).(*events.Resources)
+		offer.Ports = 1000
+		r := &agentRun{
+			cfg: agent.Config{Name: name, ListenAddr: agentAddrs[i-1], DataDir: filepath.Join(cell.data, "machines", name),
+				Capacity: offer, PortFirst: first, PortLast: first + 999, Attributes: map[string]string{"rack": "r" + strconv.Itoa((i-1)%2+1)},
+				ReregisterAfter: 10 * time.Second, MaxLogStreams: o.maxLogStreams},
+			masters: []string{rm.grpc}, stopTasks: true, log: cell.log, metrics: rm.metrics,
+		}
+		secureAgent(&r.cfg, cell.local.Agents[name], cell.log)
+		r.cfg.CellID = cell.id
+		agents.Add(1)
+		go func() {
+			defer agents.Done()
+			if err := r.run(agentsCtx); err != nil {
+				cell.log.Error("agent stopped", "machine", name, "err", err)
+			}
+		}()
+	}
+	return &agents, agentAddrs
 }
 
 // waitMachines waits until n machines are up in the master's state.
@@ -444,86 +406,6 @@ func grantQuota(ctx context.Context, m *master.Master, user string, log *slog.Lo
 			log.Info("quota granted", "user", user, "band", g.band, "resources", capacity.Scale(g.scale).String())
 		}
 	}
-}
-
-// machineOverride is what --machine-cpu and --machine-memory set; zero
-// fields keep the machine's share of this host.
-type machineOverride struct{ cpuMilli, memoryBytes int64 }
-
-// machineOffer reads --machine-cpu and --machine-memory: each, when given,
-// must be a positive quantity.
-func machineOffer(cpu, memory string) (machineOverride, error) {
-	var o machineOverride
-	if cpu != "" {
-		v, err := commands.ParseMilli(cpu)
-		if err != nil {
-			return o, usageErr("--machine-cpu: %v", err)
-		}
-		if v <= 0 {
-			return o, usageErr("--machine-cpu %q: want more than 0", cpu)
-		}
-		o.cpuMilli = v
-	}
-	if memory != "" {
-		v, err := commands.ParseBytes(memory)
-		if err != nil {
-			return o, usageErr("--machine-memory: %v", err)
-		}
-		if v <= 0 {
-			return o, usageErr("--machine-memory %q: want more than 0", memory)
-		}
-		o.memoryBytes = v
-	}
-	return o, nil
-}
-
-// fill sets in share what the operator chose, and returns it.
-func (o machineOverride) fill(share *events.Resources) *events.Resources {
-	if o.cpuMilli > 0 {
-		share.CpuMilli = o.cpuMilli
-	}
-	if o.memoryBytes > 0 {
-		share.MemoryBytes = o.memoryBytes
-	}
-	return share
-}
-
-// machineShare is what each of n machines offers: its share of this
-// machine's cores, memory and the data directory's free disk.
-func machineShare(dir string, n int) *events.Resources {
-	r := &events.Resources{CpuMilli: int64(runtime.NumCPU()) * 1000 / int64(n)}
-	if mem := memTotal(); mem > 0 {
-		r.MemoryBytes = mem / int64(n)
-	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err == nil {
-		r.DiskBytes = int64(st.Bavail) * st.Bsize / int64(n)
-	}
-	return r
-}
-
-// memTotal reads MemTotal from /proc/meminfo, 0 when it cannot.
-func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	return parseMemTotal(f)
-}
-
-func parseMemTotal(r io.Reader) int64 {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, err := strconv.ParseInt(fields[1], 10, 64)
-			if err == nil {
-				return kb * 1024
-			}
-		}
-	}
-	return 0
 }
 
 // agentAddr is where the i-th agent of `corral up` listens: the ports after

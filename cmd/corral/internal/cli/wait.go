@@ -132,116 +132,160 @@ func (w *waited) taskFailed(j *apipb.JobView) (string, bool) {
 func (a *app) waitJobs(ctx context.Context, cl *client, jobs []*waited, minPos int64, timeout time.Duration) error {
 	start := time.Now()
 	deadline := start.Add(timeout)
-	live := isTerminal(a.stderr())
-	lastLine := ""
-	prev := map[string]string{}
-	stuck := map[string]int{}
-	clear := func() {
-		if live && lastLine != "" {
-			fmt.Fprint(a.stderr(), "\r\033[K")
-		}
-	}
+	jw := &jobWait{a: a, cl: cl, jobs: jobs, live: isTerminal(a.stderr()), prev: map[string]string{}, stuck: map[string]int{}}
 	for {
-		verdicts := map[string]verdict{}
-		views := map[string]*apipb.JobView{}
-		for _, w := range jobs {
-			var v *apipb.JobView
-			err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-				v, err = c.Get(ctx, &apipb.GetRequest{User: w.owner, Job: w.name, Read: &apipb.ReadOptions{MinPosition: minPos}, TaskLimit: 10000})
-				return err
-			})
-			if err != nil {
-				clear()
-				return err
-			}
-			views[w.name], verdicts[w.name] = v, w.judge(v)
+		look, err := jw.look(ctx, minPos)
+		if err != nil {
+			jw.clear()
+			return err
 		}
 		elapsed := time.Since(start).Truncate(100 * time.Millisecond)
-		var parts []string
-		done, failed := true, false
-		for _, w := range jobs {
-			vd := verdicts[w.name]
-			parts = append(parts, fmt.Sprintf("%s: %s", w.name, vd.progress))
-			done = done && vd.done
-			failed = failed || vd.failed
-		}
-		line := strings.Join(parts, "; ") + fmt.Sprintf(" (%s)", elapsed)
-		if live {
-			fmt.Fprint(a.stderr(), "\r\033[K"+line)
-		} else if stripElapsed(line) != stripElapsed(lastLine) {
-			fmt.Fprintln(a.stderr(), line)
-		}
-		lastLine = line
+		done, failed := jw.progress(look, elapsed)
 		if done || failed {
-			clear()
-			for _, w := range jobs {
-				if vd := verdicts[w.name]; vd.done {
-					owner := w.owner
-					if owner == "" {
-						owner = cl.user
-					}
-					fmt.Fprintf(a.stdout(), "%s/%s: %s (%s)\n", owner, w.name, vd.message, elapsed)
-				}
-			}
-			if failed {
-				return &silentErr{code: ExitFailed}
-			}
-			return nil
+			return jw.finished(look, elapsed, failed)
 		}
-		// A job whose pending tasks the scheduler has examined and placed
-		// nowhere, with no progress for three looks, will not start by
-		// waiting: say why and stop.
-		whys := map[string]*apipb.WhyPendingReply{}
-		unschedulable := false
-		for _, w := range jobs {
-			n, vd := w.name, verdicts[w.name]
-			if views[n].Pending == 0 || elapsed < time.Second {
-				stuck[n] = 0
-				continue
-			}
-			var why *apipb.WhyPendingReply
-			err := cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-				why, err = c.WhyPending(ctx, &apipb.WhyPendingRequest{User: w.owner, Job: n})
-				return err
-			})
-			if err != nil || len(why.Classes) == 0 || vd.progress != prev[n] {
-				stuck[n] = 0
-				continue
-			}
-			whys[n] = why
-			if stuck[n]++; stuck[n] >= 3 {
-				unschedulable = true
-			}
-		}
-		for n, vd := range verdicts {
-			prev[n] = vd.progress
-		}
+		whys, unschedulable := jw.unschedulable(ctx, look, elapsed)
 		if unschedulable || time.Now().After(deadline) {
-			clear()
-			if unschedulable {
-				fmt.Fprintf(a.stdout(), "stopped waiting after %s: tasks cannot be scheduled\n", elapsed)
-			} else {
-				fmt.Fprintf(a.stdout(), "timed out after %s: %s\n", elapsed, strings.Join(parts, "; "))
-			}
-			for _, w := range jobs {
-				why := whys[w.name]
-				if why == nil && views[w.name].Pending > 0 {
-					_ = cl.read(ctx, func(ctx context.Context, c apipb.CellClient) (err error) {
-						why, err = c.WhyPending(ctx, &apipb.WhyPendingRequest{User: w.owner, Job: w.name})
-						return err
-					})
-				}
-				if why != nil {
-					writeWhy(a.stdout(), why)
-				}
-			}
-			return &silentErr{code: ExitFailed}
+			return jw.stopped(ctx, look, whys, elapsed, unschedulable)
 		}
 		select {
 		case <-ctx.Done():
-			clear()
+			jw.clear()
 			return ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// jobWait is one wait for jobs, and what it has seen of them so far.
+type jobWait struct {
+	a        *app
+	cl       *client
+	jobs     []*waited
+	live     bool   // stderr is a terminal: the progress line is redrawn in place
+	lastLine string // the progress line last shown
+	prev     map[string]string
+	stuck    map[string]int // looks in a row a job's pending tasks placed nowhere
+}
+
+// jobsLook is one look at every waited job.
+type jobsLook struct {
+	verdicts map[string]verdict
+	views    map[string]*apipb.JobView
+	parts    []string // each job's progress
+}
+
+func (w *jobWait) clear() {
+	if w.live && w.lastLine != "" {
+		fmt.Fprint(w.a.stderr(), "\r\033[K")
+	}
+}
+
+// look reads every job at or after minPos and judges it.
+func (w *jobWait) look(ctx context.Context, minPos int64) (*jobsLook, error) {
+	l := &jobsLook{verdicts: map[string]verdict{}, views: map[string]*apipb.JobView{}}
+	for _, j := range w.jobs {
+		v, err := readValue(ctx, w.cl, apipb.CellClient.Get, &apipb.GetRequest{User: j.owner, Job: j.name, Read: &apipb.ReadOptions{MinPosition: minPos}, TaskLimit: 10000})
+		if err != nil {
+			return nil, err
+		}
+		l.views[j.name], l.verdicts[j.name] = v, j.judge(v)
+	}
+	for _, j := range w.jobs {
+		l.parts = append(l.parts, fmt.Sprintf("%s: %s", j.name, l.verdicts[j.name].progress))
+	}
+	return l, nil
+}
+
+// progress shows the look's progress line, and says whether every job is
+// done or one failed.
+func (w *jobWait) progress(l *jobsLook, elapsed time.Duration) (done, failed bool) {
+	done = true
+	for _, j := range w.jobs {
+		vd := l.verdicts[j.name]
+		done = done && vd.done
+		failed = failed || vd.failed
+	}
+	line := strings.Join(l.parts, "; ") + fmt.Sprintf(" (%s)", elapsed)
+	if w.live {
+		fmt.Fprint(w.a.stderr(), "\r\033[K"+line)
+	} else if stripElapsed(line) != stripElapsed(w.lastLine) {
+		fmt.Fprintln(w.a.stderr(), line)
+	}
+	w.lastLine = line
+	return done, failed
+}
+
+// finished says each done job's outcome; a failed one fails the wait.
+func (w *jobWait) finished(l *jobsLook, elapsed time.Duration, failed bool) error {
+	w.clear()
+	for _, j := range w.jobs {
+		if vd := l.verdicts[j.name]; vd.done {
+			owner := j.owner
+			if owner == "" {
+				owner = w.cl.user
+			}
+			fmt.Fprintf(w.a.stdout(), "%s/%s: %s (%s)\n", owner, j.name, vd.message, elapsed)
+		}
+	}
+	if failed {
+		return &silentErr{code: ExitFailed}
+	}
+	return nil
+}
+
+// unschedulable asks why of the jobs with pending tasks. A job whose
+// pending tasks the scheduler has examined and placed nowhere, with no
+// progress for three looks, will not start by waiting.
+func (w *jobWait) unschedulable(ctx context.Context, l *jobsLook, elapsed time.Duration) (map[string]*apipb.WhyPendingReply, bool) {
+	whys := map[string]*apipb.WhyPendingReply{}
+	unschedulable := false
+	for _, j := range w.jobs {
+		n, vd := j.name, l.verdicts[j.name]
+		if l.views[n].Pending == 0 || elapsed < time.Second {
+			w.stuck[n] = 0
+			continue
+		}
+		why, err := readValue(ctx, w.cl, apipb.CellClient.WhyPending, &apipb.WhyPendingRequest{User: j.owner, Job: n})
+		if err != nil || len(why.Classes) == 0 || vd.progress != w.prev[n] {
+			w.stuck[n] = 0
+			continue
+		}
+		whys[n] = why
+		if w.stuck[n]++; w.stuck[n] >= 3 {
+			unschedulable = true
+		}
+	}
+	for n, vd := range l.verdicts {
+		w.prev[n] = vd.progress
+	}
+	return whys, unschedulable
+}
+
+// stopped ends a wait that timed out or found a job unschedulable: it
+// says so, and why each job's tasks are pending.
+func (w *jobWait) stopped(ctx context.Context, l *jobsLook, whys map[string]*apipb.WhyPendingReply, elapsed time.Duration, unschedulable bool) error {
+	w.clear()
+	if unschedulable {
+		fmt.Fprintf(w.a.stdout(), "stopped waiting after %s: tasks cannot be scheduled\n", elapsed)
+	} else {
+		fmt.Fprintf(w.a.stdout(), "timed out after %s: %s\n", elapsed, strings.Join(l.parts, "; "))
+	}
+	for _, j := range w.jobs {
+		why := whys[j.name]
+		if why == nil && l.views[j.name].Pending > 0 {
+			why, _ = readValue(ctx, w.cl, apipb.CellClient.WhyPending, &apipb.WhyPendingRequest{User: j.owner, Job: j.name})
+		}
+		if why != nil {
+			writeWhy(w.a.stdout(), why)
+		}
+	}
+	return &silentErr{code: ExitFailed}
+}
+
+func stripElapsed(line string) string {
+	if i := strings.LastIndex(line, " ("); i >= 0 {
+		return line[:i]
+	}
+	return line
 }

@@ -7,9 +7,6 @@ import (
 	"html"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/corralhq/corral/commands/api"
 	"github.com/corralhq/corral/commands/apipb"
@@ -19,11 +16,6 @@ import (
 	"github.com/corralhq/corral/fauxmaster"
 	"github.com/corralhq/corral/projections"
 )
-
-// signalContext ends on Ctrl-C or SIGTERM.
-func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
-}
 
 // health is what /healthz reports.
 type health struct {
@@ -37,8 +29,6 @@ type health struct {
 	Pending  int    `json:"tasks_pending"`
 }
 
-// webHandler serves the web UI (or, when it cannot start, a status page)
-// and /healthz. The returned close ends the UI's live streams.
 // webAccess is who may read the web UI: with tokens (a master with
 // --certs), a login with one of them unless anonymous (--web-anonymous).
 type webAccess struct {
@@ -70,6 +60,8 @@ type webLog interface {
 	projections.Source
 }
 
+// webHandler serves the web UI (or, when it cannot start, a status page)
+// and /healthz. The returned close ends the UI's live streams.
 func webHandler(svc *api.Service, m *master.Master, store webLog, logs webui.Logs, replay func(context.Context, webui.ReplayRequest) (*fauxmaster.Report, error),
 	cell string, access webAccess, rm *runningMaster, log *slog.Logger) (http.Handler, func()) {
 	mux := http.NewServeMux()

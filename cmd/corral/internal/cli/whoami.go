@@ -18,12 +18,7 @@ the name in it, whatever --user or $CORRAL_USER say; every verb that means
 with --insecure checks no credentials and trusts the name sent
 (--user, $CORRAL_USER, $USER).`,
 		Args: args(0, 0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		RunE: a.withClient(func(cmd *cobra.Command, cl *client, _ []string) error {
 			who, err := cl.whoAmI(cmd.Context())
 			if err != nil {
 				return err
@@ -37,6 +32,6 @@ with --insecure checks no credentials and trusts the name sent
 			}
 			fmt.Fprintf(a.stdout(), "%s (%s, %s)\n", who.GetUser(), who.GetRole(), how)
 			return nil
-		},
+		}),
 	}
 }

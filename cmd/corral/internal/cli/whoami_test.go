@@ -2,7 +2,7 @@ package cli
 
 import (
 	"context"
-	"io"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +19,7 @@ import (
 func TestCredentialsDecideWhoTheCommandActsAs(t *testing.T) {
 	env, certs, must := startCertMaster(t)
 	dir := t.TempDir()
-	if out := must("whoami"); out != "bob (user, by token)\n" {
+	if out := must("whoami"); out != "bob (user, by token)" {
 		t.Fatalf("whoami with bob's token as CORRAL_USER=alice: %q", out)
 	}
 	if out := must("whoami", "-o", "json"); !strings.Contains(out, `"user": "bob"`) || !strings.Contains(out, `"via": "token"`) {
@@ -55,7 +55,7 @@ func TestCredentialsDecideWhoTheCommandActsAs(t *testing.T) {
 	// A certificate: its name, whatever CORRAL_USER and --user say.
 	delete(env, "CORRAL_TOKEN")
 	env["CORRAL_USER"], env["CORRAL_CERT"], env["CORRAL_KEY"] = "carol", filepath.Join(certs, "users", "alice.crt"), filepath.Join(certs, "users", "alice.key")
-	if out := must("whoami", "--user", "dave"); out != "alice (user, by certificate)\n" {
+	if out := must("whoami", "--user", "dave"); out != "alice (user, by certificate)" {
 		t.Errorf("whoami with alice's certificate as carol, --user dave: %q", out)
 	}
 	if _, _, stderr := runEnv(context.Background(), env, "job", "list"); !strings.Contains(stderr, "no jobs of alice") {
@@ -74,40 +74,18 @@ func startCertMaster(t *testing.T) (map[string]string, string, func(args ...stri
 	certs := filepath.Join(dir, "cell")
 	env := map[string]string{"CORRAL_USER": "alice", "CORRAL_DATA": t.TempDir(), "CORRAL_CERTS": certs}
 	bg := context.Background()
-	must := func(args ...string) string {
-		t.Helper()
-		code, out, stderr := runEnv(bg, env, args...)
-		if code != ExitOK {
-			t.Fatalf("corral %s: exit %d\n%s%s", strings.Join(args, " "), code, out, stderr)
-		}
-		return out
-	}
+	must := mustRun(t, env)
 	must("certs", "init", "--cell", "prod")
 	must("certs", "issue", "--role", "master", "m1")
 	must("certs", "issue", "--role", "user", "alice")
-	tok := strings.TrimSpace(must("token", "issue", "bob"))
+	tok := must("token", "issue", "bob")
 
 	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(bg)
-	done := make(chan int, 1)
-	var logs testkit.SyncBuffer
-	go func() {
-		done <- Main(ctx, []string{"master", "--certs", certs, "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr},
-			Env{Stdout: io.Discard, Stderr: &logs, Getenv: func(string) string { return "" }})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	logs := runCertMaster(t, certs, filepath.Join(dir, "events.db"), addr)
 	env["CORRAL_MASTER"], env["CORRAL_CA"], env["CORRAL_TOKEN"] = addr, filepath.Join(certs, "ca.crt"), tok
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, 15*time.Second, "the master answers", func() (bool, string) {
 		code, out, stderr := runEnv(bg, env, "status")
-		if code == ExitOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the master did not answer: exit %d\n%s%s\nmaster:\n%s", code, out, stderr, logs.String())
-		}
-	}
+		return code == ExitOK, fmt.Sprintf("exit %d\n%s%s\nmaster:\n%s", code, out, stderr, logs.String())
+	})
 	return env, certs, must
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -225,7 +226,7 @@ func (f *File) decode(js []byte, user string) []Problem {
 	}
 	f.Bundle = true
 	var probs []Problem
-	for _, k := range sortedKeys(obj) {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		if !slices.Contains(bundleKeys, k) {
 			probs = append(probs, Problem{Field: k, Reason: "unknown field of a bundle; a bundle has only alloc_sets and jobs (put job fields inside jobs[...])"})
 		}
@@ -234,37 +235,17 @@ func (f *File) decode(js []byte, user string) []Problem {
 	if !ok || len(jobs) == 0 {
 		probs = append(probs, Problem{Field: "jobs", Reason: "must be a non-empty list of jobs"})
 	}
-	names := map[string]int{}
-	for i, j := range jobs {
-		p := fmt.Sprintf("jobs[%d]", i)
-		spec, ps := decodeJob(p, j, user)
-		probs = append(probs, ps...)
-		if spec == nil {
-			continue
-		}
-		if prev, dup := names[spec.Name]; dup {
-			probs = append(probs, Problem{Field: p + ".name", Reason: fmt.Sprintf("%q is also the name of jobs[%d]", spec.Name, prev)})
-		}
-		names[spec.Name] = i
-		f.Jobs = append(f.Jobs, spec)
-	}
+	specs, ps := decodeEach("jobs", jobs, user, decodeJob, func(s *events.JobSpec) string { return s.Name })
+	probs = append(probs, ps...)
+	f.Jobs = append(f.Jobs, specs...)
 	if v, ok := obj["alloc_sets"]; ok {
 		sets, isList := v.([]any)
 		if !isList {
 			probs = append(probs, Problem{Field: "alloc_sets", Reason: "must be a list of alloc sets"})
 		}
-		seen := map[string]int{}
-		for i, s := range sets {
-			p := fmt.Sprintf("alloc_sets[%d]", i)
-			a, ps := decodeAllocSet(p, s, user)
-			probs = append(probs, ps...)
-			if a == nil {
-				continue
-			}
-			if prev, dup := seen[a.Name]; dup {
-				probs = append(probs, Problem{Field: p + ".name", Reason: fmt.Sprintf("%q is also the name of alloc_sets[%d]", a.Name, prev)})
-			}
-			seen[a.Name] = i
+		decoded, ps := decodeEach("alloc_sets", sets, user, decodeAllocSet, func(a *AllocSet) string { return a.Name })
+		probs = append(probs, ps...)
+		for _, a := range decoded {
 			f.AllocSets = append(f.AllocSets, *a)
 		}
 	}
@@ -294,6 +275,28 @@ func declaredNames(v any) []string {
 	return out
 }
 
+// decodeEach decodes each item of the bundle's list field with decode,
+// and reports a name (as name reads it) that an earlier item has too.
+func decodeEach[T any](field string, items []any, user string, decode func(prefix string, v any, user string) (*T, []Problem), name func(*T) string) ([]*T, []Problem) {
+	var out []*T
+	var probs []Problem
+	seen := map[string]int{}
+	for i, item := range items {
+		p := fmt.Sprintf("%s[%d]", field, i)
+		x, ps := decode(p, item, user)
+		probs = append(probs, ps...)
+		if x == nil {
+			continue
+		}
+		if prev, dup := seen[name(x)]; dup {
+			probs = append(probs, Problem{Field: p + ".name", Reason: fmt.Sprintf("%q is also the name of %s[%d]", name(x), field, prev)})
+		}
+		seen[name(x)] = i
+		out = append(out, x)
+	}
+	return out, probs
+}
+
 // decodeJob decodes one job spec; fields are reported under prefix.
 func decodeJob(prefix string, v any, user string) (*events.JobSpec, []Problem) {
 	js, err := json.Marshal(v)
@@ -316,7 +319,7 @@ func decodeAllocSet(prefix string, v any, user string) (*AllocSet, []Problem) {
 	}
 	var probs []Problem
 	fake := map[string]any{"command": "alloc"}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(allocSetKeys, k) {
 			probs = append(probs, Problem{Field: join(prefix, k), Reason: "unknown field; known fields here: " + strings.Join(allocSetKeys, ", ")})
 			continue
@@ -359,15 +362,6 @@ func join(prefix, field string) string {
 		return prefix
 	}
 	return prefix + "." + field
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // MaxJsonnetDepth bounds how deeply a Jsonnet program's brackets ([, {, ()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -164,81 +165,16 @@ func SpecObject(s *events.JobSpec) obj {
 		o.add("constraints", constraints(s.Constraints))
 	}
 	if len(s.Overrides) > 0 {
-		idx := make([]int32, 0, len(s.Overrides))
-		for i := range s.Overrides {
-			idx = append(idx, i)
-		}
-		slices.Sort(idx)
-		tasks := obj{}
-		for _, i := range idx {
-			ov := s.Overrides[i]
-			t := obj{}
-			if ov != nil {
-				if len(ov.Args) > 0 {
-					t.add("args", ov.Args)
-				}
-				if len(ov.Env) > 0 {
-					t.add("env", sortedMap(ov.Env))
-				}
-				if ov.Resources != nil {
-					t.add("resources", resources(ov.Resources))
-				}
-			}
-			tasks.add(strconv.Itoa(int(i)), t)
-		}
-		o.add("tasks", tasks)
+		o.add("tasks", overridesObj(s.Overrides))
 	}
-	if r := s.Restart; r != nil {
-		ro := obj{}
-		if r.Mode != "" {
-			ro.add("mode", r.Mode)
-		}
-		if r.MaxRestarts != 0 {
-			ro.add("max_restarts", r.MaxRestarts)
-		}
-		if r.BackoffInitialMs != 0 {
-			ro.add("backoff", duration(r.BackoffInitialMs))
-		}
-		if r.BackoffMaxMs != 0 {
-			ro.add("max_backoff", duration(r.BackoffMaxMs))
-		}
-		o.add("restart", ro)
+	if s.Restart != nil {
+		o.add("restart", restartObj(s.Restart))
 	}
-	if h := s.HealthCheck; h != nil {
-		ho := obj{}
-		ho.add("path", h.Path)
-		if h.PortName != "" {
-			ho.add("port", h.PortName)
-		}
-		if h.PeriodMs != 0 {
-			ho.add("period", duration(h.PeriodMs))
-		}
-		if h.TimeoutMs != 0 {
-			ho.add("timeout", duration(h.TimeoutMs))
-		}
-		if h.FailuresAllowed != 0 {
-			ho.add("failures_allowed", h.FailuresAllowed)
-		}
-		o.add("health_check", ho)
+	if s.HealthCheck != nil {
+		o.add("health_check", healthCheckObj(s.HealthCheck))
 	}
-	if u := s.Update; u != nil {
-		uo := obj{{"max_disruptions", u.MaxDisruptions}}
-		if u.MinHealthyTimeMs != 0 {
-			uo.add("min_healthy_time", duration(u.MinHealthyTimeMs))
-		}
-		if u.ProgressDeadlineMs != 0 {
-			uo.add("progress_deadline", duration(u.ProgressDeadlineMs))
-		}
-		if u.AutoRevert != nil {
-			uo.add("auto_revert", *u.AutoRevert)
-		}
-		if u.AutoCommit != nil {
-			uo.add("auto_commit", *u.AutoCommit)
-		}
-		if u.Canary != 0 {
-			uo.add("canary", u.Canary)
-		}
-		o.add("update", uo)
+	if s.Update != nil {
+		o.add("update", updateObj(s.Update))
 	}
 	if s.StartAfter != "" {
 		o.add("start_after", s.StartAfter)
@@ -262,6 +198,88 @@ func SpecObject(s *events.JobSpec) obj {
 		o.add("kill_timeout", duration(s.KillTimeoutMs))
 	}
 	return o
+}
+
+// overridesObj is the tasks' overrides, by task index in order.
+func overridesObj(overrides map[int32]*events.TaskOverride) obj {
+	idx := make([]int32, 0, len(overrides))
+	for i := range overrides {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
+	tasks := obj{}
+	for _, i := range idx {
+		ov := overrides[i]
+		t := obj{}
+		if ov != nil {
+			if len(ov.Args) > 0 {
+				t.add("args", ov.Args)
+			}
+			if len(ov.Env) > 0 {
+				t.add("env", sortedMap(ov.Env))
+			}
+			if ov.Resources != nil {
+				t.add("resources", resources(ov.Resources))
+			}
+		}
+		tasks.add(strconv.Itoa(int(i)), t)
+	}
+	return tasks
+}
+
+func restartObj(r *events.RestartPolicy) obj {
+	ro := obj{}
+	if r.Mode != "" {
+		ro.add("mode", r.Mode)
+	}
+	if r.MaxRestarts != 0 {
+		ro.add("max_restarts", r.MaxRestarts)
+	}
+	if r.BackoffInitialMs != 0 {
+		ro.add("backoff", duration(r.BackoffInitialMs))
+	}
+	if r.BackoffMaxMs != 0 {
+		ro.add("max_backoff", duration(r.BackoffMaxMs))
+	}
+	return ro
+}
+
+func healthCheckObj(h *events.HealthCheck) obj {
+	ho := obj{}
+	ho.add("path", h.Path)
+	if h.PortName != "" {
+		ho.add("port", h.PortName)
+	}
+	if h.PeriodMs != 0 {
+		ho.add("period", duration(h.PeriodMs))
+	}
+	if h.TimeoutMs != 0 {
+		ho.add("timeout", duration(h.TimeoutMs))
+	}
+	if h.FailuresAllowed != 0 {
+		ho.add("failures_allowed", h.FailuresAllowed)
+	}
+	return ho
+}
+
+func updateObj(u *events.UpdatePolicy) obj {
+	uo := obj{{"max_disruptions", u.MaxDisruptions}}
+	if u.MinHealthyTimeMs != 0 {
+		uo.add("min_healthy_time", duration(u.MinHealthyTimeMs))
+	}
+	if u.ProgressDeadlineMs != 0 {
+		uo.add("progress_deadline", duration(u.ProgressDeadlineMs))
+	}
+	if u.AutoRevert != nil {
+		uo.add("auto_revert", *u.AutoRevert)
+	}
+	if u.AutoCommit != nil {
+		uo.add("auto_commit", *u.AutoCommit)
+	}
+	if u.Canary != 0 {
+		uo.add("canary", u.Canary)
+	}
+	return uo
 }
 
 func allocSetObj(a AllocSet) obj {
@@ -332,7 +350,7 @@ func constraints(cs []*events.Constraint) []any {
 
 func sortedMap(m map[string]string) obj {
 	o := obj{}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		o.add(k, m[k])
 	}
 	return o

@@ -7,22 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/corralhq/corral/cmd/corral/internal/jobfile"
 )
-
-// jobCommand groups the job verbs, one per file (job_submit.go, job_update.go,
-// job_kill.go, job_list.go, job_get.go, job_render.go, job_commit.go,
-// job_history.go).
-func (a *app) jobCommand() *cobra.Command {
-	c := &cobra.Command{Use: "job", Short: "submit, update, kill and inspect jobs"}
-	c.AddCommand(a.jobSubmitCommand(), a.jobUpdateCommand(), a.jobKillCommand(), a.jobListCommand(), a.jobGetCommand(),
-		a.jobRenderCommand(), a.jobCommitCommand(), a.jobRollbackCommand(), a.jobPromoteCommand(),
-		a.jobHistoryCommand(), a.jobRevertCommand(), a.jobPlanCommand())
-	c.PersistentFlags().StringArrayVar(&a.jpaths, "jpath", nil, "a folder Jsonnet job files may import from, besides the job file's own (repeatable); imports resolving elsewhere are refused")
-	return c
-}
 
 // loadFile reads a job file as the caller named here (job render, which
 // asks no master).
@@ -85,16 +71,6 @@ func (a *app) lookupEnv(k string) (string, bool) {
 	v := a.env.Getenv(k)
 	return v, v != ""
 }
-
-func (a *app) cellName() string {
-	if c := a.getenv("CORRAL_CELL"); c != "" {
-		return c
-	}
-	return DefaultCell
-}
-
-// DefaultCell is the cell name of `corral up`.
-const DefaultCell = "dev"
 
 // commandLine prints a command and its arguments on one line, quoting the
 // arguments a shell would need quoted.
