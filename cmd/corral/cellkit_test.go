@@ -128,6 +128,35 @@ func (c *testCell) setFlag(t *testing.T, flag, value string) {
 	c.args[i+1] = value
 }
 
+// startProcess runs the binary with args as one part of the cell, its
+// output in name.log under the data dir (logged when the test fails), and
+// stops it with Ctrl-C at the test's end.
+func (c *testCell) startProcess(t *testing.T, name string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Dir, cmd.Env = c.root, c.env
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
+	log, err := os.Create(filepath.Join(c.data, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		log.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("%s's log:\n%s", name, b)
+		}
+	})
+}
+
 // pid is the process of `corral up`, the master.
 func (c *testCell) pid() int { return c.up.cmd.Process.Pid }
 

@@ -1,11 +1,9 @@
 package main_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -52,35 +50,6 @@ func TestSeparateProcesses(t *testing.T) {
 	}
 	spreadByRack(t, corral, suffix)
 	logsThroughTheMaster(t, c)
-}
-
-// startProcess runs the binary with args as one part of the cell, its
-// output in name.log under the data dir (logged when the test fails), and
-// stops it with Ctrl-C at the test's end.
-func (c *testCell) startProcess(t *testing.T, name string, args ...string) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, c.bin, args...)
-	cmd.Dir, cmd.Env = c.root, c.env
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 30 * time.Second
-	log, err := os.Create(filepath.Join(c.data, name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		log.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("%s's log:\n%s", name, b)
-		}
-	})
 }
 
 // spreadByRack: the 6 spread tasks land 2-2-2 on the three racks.
