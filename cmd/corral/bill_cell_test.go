@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestBillOfACopyNamesTheCell: a cell named acme, its FOCUS export from
@@ -19,67 +20,107 @@ import (
 // $CORRAL_CELL that is not the file's cell is refused, naming both, and
 // --cell without --db is a usage error.
 func TestBillOfACopyNamesTheCell(t *testing.T) {
-	bin := buildCorral(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := t.TempDir()
-	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
-	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=acme", "CORRAL_DATA="+data)
-	up := startUp(t, bin, root, env, []string{"up", "--cell", "acme", "--data", data, "--listen", grpcAddr, "--http", httpAddr,
-		"--dns", dnsAddr, "--port-base", strconv.Itoa(freeTaskPorts(t, 3))})
-	corral := func(env []string, args ...string) (string, int) { return runCorral(t, bin, root, env, args...) }
+	c := startCell(t, cellOptions{cell: "acme"})
 	now := time.Now().UTC()
-	from, to := now.Add(-time.Hour).Truncate(time.Hour).Format(time.RFC3339), now.Add(2*time.Hour).Truncate(time.Hour).Format(time.RFC3339)
-	tryExport := func(env []string, extra ...string) ([]byte, string) {
-		out := filepath.Join(t.TempDir(), "focus.csv")
-		args := append([]string{"bill", "--format", "focus", "--from", from, "--to", to, "--out", out}, extra...)
-		if msg, code := corral(env, args...); code != 0 {
-			return nil, fmt.Sprintf("corral %s: exit %d\n%s", strings.Join(args, " "), code, msg)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b, ""
-	}
-	export := func(env []string, extra ...string) []byte {
-		t.Helper()
-		b, msg := tryExport(env, extra...)
-		if msg != "" {
-			t.Fatal(msg)
-		}
-		return b
-	}
-	// The idle cell's log comes to rest once its machines are in (and the
-	// Infrastore process answers): two exports a while apart that agree
-	// cover the same positions.
-	var master, last []byte
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if time.Now().After(deadline) {
-			t.Fatalf("the cell's export did not settle in 60 s:\n%s", last)
-		}
-		b, msg := tryExport(env)
-		if msg != "" {
-			last = []byte(msg)
-			time.Sleep(time.Second)
-			continue
-		}
-		if bytes.Equal(b, last) && bytes.Count(b, []byte("\n")) > 1 {
-			master = b
-			break
-		}
-		last = b
-		time.Sleep(2 * time.Second)
-	}
-	up.stop(t)
+	e := &focusExport{t: t, c: c, from: now.Add(-time.Hour).Truncate(time.Hour).Format(time.RFC3339),
+		to: now.Add(2 * time.Hour).Truncate(time.Hour).Format(time.RFC3339)}
+	master := e.settled()
+	c.stop(t)
 
-	// A copy of the file, and of its write-ahead log when it has one.
+	cp := copyOfTheInfrastore(t, c)
+	var noCell []string
+	for _, env := range c.env {
+		if !strings.HasPrefix(env, "CORRAL_CELL=") {
+			noCell = append(noCell, env)
+		}
+	}
+	if got := e.export(noCell, "--db", cp); !bytes.Equal(got, master) {
+		t.Errorf("bill --db on a copy differs from the master's export of the same period:\nmaster:\n%s\n--db:\n%s", master, got)
+	}
+	if got := e.export(c.env, "--db", cp, "--cell", "acme"); !bytes.Equal(got, master) {
+		t.Errorf("bill --db --cell acme differs from the master's export")
+	}
+	rows, err := csv.NewReader(bytes.NewReader(master)).ReadAll()
+	if err != nil || len(rows) < 2 {
+		t.Fatalf("the export is not a CSV with rows (%v)", err)
+	}
+	for i, col := range rows[0] {
+		switch col {
+		case "BillingAccountId", "InvoiceIssuerName", "RegionId":
+			if rows[1][i] != "acme" {
+				t.Errorf("%s is %q, want the cell's name acme", col, rows[1][i])
+			}
+		}
+	}
+	other := append(append([]string{}, noCell...), "CORRAL_CELL=other")
+	out, code := runCorral(t, c.root, other, time.Minute, "bill", "--format", "focus", "--from", e.from, "--to", e.to, "--db", cp)
+	if code == 0 || !strings.Contains(out, `"other"`) || !strings.Contains(out, `"acme"`) || !strings.Contains(out, "--cell") {
+		t.Errorf("bill --db as another cell: exit %d, want it refused naming --cell and both cells:\n%s", code, out)
+	}
+	out, code = c.run(t, "bill", "--format", "focus", "--cell", "acme")
+	if code != 2 || !strings.Contains(out, "--cell") {
+		t.Errorf("bill --cell without --db: exit %d, want a usage error naming --cell:\n%s", code, out)
+	}
+}
+
+// focusExport is `corral bill --format focus` of one period.
+type focusExport struct {
+	t        *testing.T
+	c        *testCell
+	from, to string
+}
+
+// try exports the period in env, with extra flags; a failure is the
+// command's exit and output.
+func (e *focusExport) try(env []string, extra ...string) ([]byte, string) {
+	out := filepath.Join(e.t.TempDir(), "focus.csv")
+	args := append([]string{"bill", "--format", "focus", "--from", e.from, "--to", e.to, "--out", out}, extra...)
+	if msg, code := runCorral(e.t, e.c.root, env, time.Minute, args...); code != 0 {
+		return nil, fmt.Sprintf("corral %s: exit %d\n%s", strings.Join(args, " "), code, msg)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b, ""
+}
+
+// export is try failing the test on a failure.
+func (e *focusExport) export(env []string, extra ...string) []byte {
+	e.t.Helper()
+	b, msg := e.try(env, extra...)
+	if msg != "" {
+		e.t.Fatal(msg)
+	}
+	return b
+}
+
+// settled is the master's export once the idle cell's log has come to
+// rest (its machines in, and the Infrastore process answering): two
+// exports two seconds apart that agree cover the same positions.
+func (e *focusExport) settled() []byte {
+	e.t.Helper()
+	var last []byte
+	testkit.EventuallyEvery(e.t, 60*time.Second, 2*time.Second, "the cell's export settles", func() (bool, string) {
+		b, msg := e.try(e.c.env)
+		if msg != "" {
+			last = nil
+			return false, msg
+		}
+		settled := bytes.Equal(b, last) && bytes.Count(b, []byte("\n")) > 1
+		last = b
+		return settled, string(b)
+	})
+	return last
+}
+
+// copyOfTheInfrastore copies the stopped cell's Infrastore file, and its
+// write-ahead log when it has one.
+func copyOfTheInfrastore(t *testing.T, c *testCell) string {
+	t.Helper()
 	cp := filepath.Join(t.TempDir(), "copy.duckdb")
 	for _, suffix := range []string{"", ".wal"} {
-		orig, err := os.ReadFile(filepath.Join(data, "infrastore.duckdb"+suffix))
+		orig, err := os.ReadFile(filepath.Join(c.data, "infrastore.duckdb"+suffix))
 		if suffix != "" && os.IsNotExist(err) {
 			continue
 		}
@@ -90,37 +131,5 @@ func TestBillOfACopyNamesTheCell(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var noCell []string
-	for _, e := range env {
-		if !strings.HasPrefix(e, "CORRAL_CELL=") {
-			noCell = append(noCell, e)
-		}
-	}
-	if got := export(noCell, "--db", cp); !bytes.Equal(got, master) {
-		t.Errorf("bill --db on a copy differs from the master's export of the same period:\nmaster:\n%s\n--db:\n%s", master, got)
-	}
-	if got := export(env, "--db", cp, "--cell", "acme"); !bytes.Equal(got, master) {
-		t.Errorf("bill --db --cell acme differs from the master's export")
-	}
-	rows, err := csv.NewReader(bytes.NewReader(master)).ReadAll()
-	if err != nil || len(rows) < 2 {
-		t.Fatalf("the export is not a CSV with rows (%v)", err)
-	}
-	for i, c := range rows[0] {
-		switch c {
-		case "BillingAccountId", "InvoiceIssuerName", "RegionId":
-			if rows[1][i] != "acme" {
-				t.Errorf("%s is %q, want the cell's name acme", c, rows[1][i])
-			}
-		}
-	}
-	other := append(append([]string{}, noCell...), "CORRAL_CELL=other")
-	out, code := corral(other, "bill", "--format", "focus", "--from", from, "--to", to, "--db", cp)
-	if code == 0 || !strings.Contains(out, `"other"`) || !strings.Contains(out, `"acme"`) || !strings.Contains(out, "--cell") {
-		t.Errorf("bill --db as another cell: exit %d, want it refused naming --cell and both cells:\n%s", code, out)
-	}
-	out, code = corral(env, "bill", "--format", "focus", "--cell", "acme")
-	if code != 2 || !strings.Contains(out, "--cell") {
-		t.Errorf("bill --cell without --db: exit %d, want a usage error naming --cell:\n%s", code, out)
-	}
+	return cp
 }

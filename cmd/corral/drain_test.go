@@ -3,10 +3,7 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,20 +18,8 @@ import (
 // budget holding the second replica. A forced drain names the job it takes
 // below budget, then evicts both at once.
 func TestDrainKeepsDisruptionBudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the corral binary and runs a whole cell")
-	}
-	bin := buildCorral(t)
-	data := t.TempDir()
-	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
-	portBase := freeTaskPorts(t, 3)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
-	startUp(t, bin, root, env, []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", strconv.Itoa(portBase)})
-	corral := cellCLI(t, bin, root, env)
+	c := startCell(t, cellOptions{})
+	corral := c.cli(t)
 
 	// Both replicas on m2: the other machines drain (empty) while the job
 	// is placed, and open again after.
@@ -51,7 +36,7 @@ func TestDrainKeepsDisruptionBudget(t *testing.T) {
 		t.Fatalf("m2 holds %d tasks, want both replicas", n)
 	}
 
-	p := startProbeEvery(portBase, 3, 50*time.Millisecond)
+	p := startProbeEvery(c.portBase, 3, 50*time.Millisecond)
 	defer p.stop()
 	eventually(t, "the probe sees both replicas", 10*time.Second, func() (string, bool) {
 		n := p.now()
@@ -85,10 +70,15 @@ func TestDrainKeepsDisruptionBudget(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^m2\s+up, draining`).MatchString(out) {
 		t.Errorf("machine list does not show m2 draining")
 	}
+	forcedDrainNamesTheJobItTakesBelowBudget(t, corral)
+}
 
-	// Back on m2 together (a drain of two machines, one after the other),
-	// then a forced drain: it says first which job it takes below its
-	// budget, then evicts both at once.
+// forcedDrainNamesTheJobItTakesBelowBudget: both replicas back on m2
+// together (a drain of two machines, one after the other), then a forced
+// drain: it says first which job it takes below its budget, then evicts
+// both at once.
+func forcedDrainNamesTheJobItTakesBelowBudget(t *testing.T, corral func(args ...string) (string, int)) {
+	t.Helper()
 	if _, code := corral("machine", "undrain", "m2"); code != 0 {
 		t.Fatalf("undrain m2: exit %d", code)
 	}
@@ -101,7 +91,7 @@ func TestDrainKeepsDisruptionBudget(t *testing.T) {
 	if n := machineTasks(t, corral)["m2"]; n != 2 {
 		t.Fatalf("m2 holds %d tasks, want both replicas", n)
 	}
-	out, code = corral("machine", "drain", "m2", "--force")
+	out, code := corral("machine", "drain", "m2", "--force")
 	if code != 0 || !strings.Contains(out, "machine m2: --force evicts 1 task(s) now, taking these jobs past their disruption budget (update.max_disruptions):\n  job alice/web: 1 task(s) held, 1 of at most 1 disrupted") ||
 		!strings.Contains(out, "machine m2: forced:") {
 		t.Errorf("drain --force: exit %d, want 0, the job it takes below budget named before it evicts", code)

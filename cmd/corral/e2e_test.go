@@ -2,23 +2,15 @@ package main_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/http/cookiejar"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,90 +18,60 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/corralhq/corral/internal/shareddata"
-	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestNewcomerPath walks the README's newcomer path against a real `corral up`:
 // the binary built once, a temporary data dir, free ports. Each step checks
 // what a person would look for in the output.
 func TestNewcomerPath(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the corral binary and runs a whole cell")
-	}
-	bin := buildCorral(t)
-	data := t.TempDir()
-	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
-	portBase := freeTaskPorts(t, 3)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The client finds the cell's credentials under the data dir, as the
-	// banner says (export CORRAL_DATA=...).
-	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
-	upArgs := []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", strconv.Itoa(portBase)}
+	c := startCell(t, cellOptions{})
+	checkBanner(t, c)
+	submitHelloAndSeeItOnTheWeb(t, c)
+	unschedulableSaysWhy(t, c)
+	historyAndSQLOfHello(t, c)
+	pricesAndTheFocusExport(t, c)
+	theCellAtEarlierPositions(t, c)
+	webServesAtItsPortsAndNames(t, c)
+	// A second cell beside this one, as the walk says: both answer, and
+	// neither touches the other's tasks.
+	runSecondCell(t, c)
+	ctrlCStopsTasksAndUpBringsThemBack(t, c)
+	stoppedCellsFilesAnswer(t, c)
+	simReplaysTheCell(t, c)
+}
 
-	up := startUp(t, bin, root, env, upArgs)
-	for _, want := range []string{`corral cell "dev" is up: 3 of 3 machines registered`, grpcAddr, "http://" + httpAddr, dnsAddr, "corral job submit examples/hello.jsonnet --wait",
-		"export CORRAL_MASTER=" + grpcAddr + "\n", "export CORRAL_DATA=" + data + "\n", "corral task get hello 0",
-		"task ports  " + strconv.Itoa(portBase) + "-" + strconv.Itoa(portBase+2999)} {
-		if !strings.Contains(up.out.String(), want) {
-			t.Fatalf("corral up printed no %q:\n%s", want, up.out.String())
+// checkBanner: corral up names the cell's machines, addresses, task ports
+// and the client's exports, and the first command to try.
+func checkBanner(t *testing.T, c *testCell) {
+	t.Helper()
+	for _, want := range []string{`corral cell "dev" is up: 3 of 3 machines registered`, c.grpcAddr, "http://" + c.httpAddr, c.dnsAddr, "corral job submit examples/hello.jsonnet --wait",
+		"export CORRAL_MASTER=" + c.grpcAddr + "\n", "export CORRAL_DATA=" + c.data + "\n", "corral task get hello 0",
+		"task ports  " + strconv.Itoa(c.portBase) + "-" + strconv.Itoa(c.portBase+2999)} {
+		if !strings.Contains(c.up.out.String(), want) {
+			t.Fatalf("corral up printed no %q:\n%s", want, c.up.out.String())
 		}
 	}
+}
 
-	corral := func(args ...string) (string, int) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Dir, cmd.Env = root, env
-		out, err := cmd.CombinedOutput()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("corral %s: %v", strings.Join(args, " "), err)
-		}
-		t.Logf("$ corral %s  (exit %d)\n%s", strings.Join(args, " "), code, out)
-		return string(out), code
-	}
-	// eventually retries a step whose answer depends on a background
-	// process (the Infrastore's ingestion, the usage window).
-	eventually := func(what string, limit time.Duration, check func() (string, bool)) string {
-		t.Helper()
-		deadline := time.Now().Add(limit)
-		for {
-			out, ok := check()
-			if ok {
-				return out
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%s: not so after %s; last output:\n%s", what, limit, out)
-				return out
-			}
-			time.Sleep(time.Second)
-		}
-	}
-
-	// 1. Submit hello and wait for its five tasks.
+// submitHelloAndSeeItOnTheWeb: hello's five tasks run, each on a machine;
+// the web UI asks for a login, takes the admin's token and then lists
+// it; /healthz says the master leads.
+func submitHelloAndSeeItOnTheWeb(t *testing.T, c *testCell) {
+	t.Helper()
+	corral := c.cli(t)
 	out, code := corral("job", "submit", "examples/hello.jsonnet", "--wait")
 	if code != 0 || !strings.Contains(out, "job alice/hello submitted: 5 task(s)") || !strings.Contains(out, "alice/hello: all 5 tasks running") {
 		t.Errorf("submit --wait: exit %d", code)
 	}
-
-	// The web UI asks for a login, takes the admin's token and then lists
-	// it; /healthz says the master leads.
-	if resp, err := http.Get("http://" + httpAddr + "/jobs"); err != nil || resp.Request.URL.Path != "/login" {
+	if resp, err := http.Get("http://" + c.httpAddr + "/jobs"); err != nil || resp.Request.URL.Path != "/login" {
 		t.Errorf("GET /jobs without a login: %v, want the login page", err)
 	} else {
 		resp.Body.Close()
 	}
-	web := webLogin(t, httpAddr, filepath.Join(data, "certs", "admins", "alice.token"))
+	web := c.webLogin(t, c.adminToken("alice"))
 	for path, want := range map[string]string{"/healthz": `"leader":true`, "/jobs": "hello", "/jobs/alice/hello/tasks/0": "hello from task 0"} {
-		eventually("GET "+path, 15*time.Second, func() (string, bool) {
-			resp, err := web.Get("http://" + httpAddr + path)
+		eventually(t, "GET "+path, 15*time.Second, func() (string, bool) {
+			resp, err := web.Get("http://" + c.httpAddr + path)
 			if err != nil {
 				return err.Error(), false
 			}
@@ -118,20 +80,23 @@ func TestNewcomerPath(t *testing.T) {
 			return string(body), resp.StatusCode == 200 && strings.Contains(string(body), want)
 		})
 	}
-
-	// 2. Its tasks, each running on a machine.
 	out, code = corral("task", "list", "hello")
 	running := regexp.MustCompile(`(?m)^hello/[0-4]\s+running\s+-\s+m[1-3]\s`).FindAllString(out, -1)
 	if code != 0 || len(running) != 5 {
 		t.Errorf("task list: exit %d, %d tasks running, want 5", code, len(running))
 	}
+}
 
-	// 3. The unschedulable example waits, and why says it.
-	out, code = corral("job", "submit", "examples/unschedulable.jsonnet")
+// unschedulableSaysWhy: the unschedulable example waits, and why says it,
+// now and at a position of the log; its name is taken.
+func unschedulableSaysWhy(t *testing.T, c *testCell) {
+	t.Helper()
+	corral := c.cli(t)
+	out, code := corral("job", "submit", "examples/unschedulable.jsonnet")
 	if code != 0 || !strings.Contains(out, "job alice/unschedulable submitted") {
 		t.Errorf("submit unschedulable: exit %d", code)
 	}
-	eventually("why unschedulable explains the memory", 20*time.Second, func() (string, bool) {
+	eventually(t, "why unschedulable explains the memory", 20*time.Second, func() (string, bool) {
 		out, code := corral("why", "unschedulable")
 		return out, code == 0 && strings.Contains(out, "fit on none of 3 machines") && strings.Contains(out, "3 machine(s): not enough memory")
 	})
@@ -147,9 +112,15 @@ func TestNewcomerPath(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "exists") {
 		t.Errorf("submitting it again: exit %d, want 1 and the name taken", code)
 	}
+}
 
-	// 4. The history of hello.
-	out, code = corral("events", "--job", "hello")
+// historyAndSQLOfHello: hello's events, SQL over task events (five hello
+// tasks and one unschedulable submitted, five scheduled) and today's bill
+// of alice's batch tasks, once a usage window is in.
+func historyAndSQLOfHello(t *testing.T, c *testCell) {
+	t.Helper()
+	corral := c.cli(t)
+	out, code := corral("events", "--job", "hello")
 	for _, want := range []string{"JobSubmitted", "job alice/hello submitted: 5 tasks", "TaskScheduled", "TaskStarted"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("events --job hello: no %q", want)
@@ -158,25 +129,25 @@ func TestNewcomerPath(t *testing.T) {
 	if code != 0 || strings.Contains(out, "MachineRegistered") || strings.Contains(out, "unschedulable") {
 		t.Errorf("events --job hello: exit %d, or events of other streams", code)
 	}
-
-	// 5. SQL over task events: five hello tasks and one unschedulable submitted, five scheduled.
-	eventually("sql counts task events by type", 30*time.Second, func() (string, bool) {
+	eventually(t, "sql counts task events by type", 30*time.Second, func() (string, bool) {
 		out, code := corral("sql", "SELECT type, count(*) AS n FROM task_events GROUP BY type ORDER BY type")
 		return out, code == 0 && regexp.MustCompile(`(?m)^TaskSubmitted\s+6\s*$`).MatchString(out) &&
 			regexp.MustCompile(`(?m)^TaskScheduled\s+5\s*$`).MatchString(out)
 	})
-
-	// 6. Today's bill: alice's batch tasks, once a usage window is in.
-	eventually("bill shows alice's batch usage", 45*time.Second, func() (string, bool) {
+	eventually(t, "bill shows alice's batch usage", 45*time.Second, func() (string, bool) {
 		out, code := corral("bill")
 		return out, code == 0 && strings.Contains(out, "bill of ") && regexp.MustCompile(`(?m)^alice\s+batch\s+reservation\s+5\s`).MatchString(out)
 	})
+}
 
-	// 6b. Prices and the FOCUS export: the cell's first sheet, written at
-	// its creation, prices the bill; a sheet in the past and closing the
-	// month still running are refused, naming the field; the export holds
-	// hello's tasks and the idle capacity, and one row explains itself.
-	out, code = corral("price", "get")
+// pricesAndTheFocusExport: the cell's first sheet, written at its
+// creation, prices the bill; a sheet in the past and closing the month
+// still running are refused, naming the field; the export holds hello's
+// tasks and the idle capacity, and one row explains itself.
+func pricesAndTheFocusExport(t *testing.T, c *testCell) {
+	t.Helper()
+	corral := c.cli(t)
+	out, code := corral("price", "get")
 	if code != 0 || !regexp.MustCompile(`(?m)^production\s+limit\s+0\.048\s`).MatchString(out) || !strings.Contains(out, "from the cell's start") {
 		t.Errorf("price get: exit %d:\n%s", code, out)
 	}
@@ -197,6 +168,17 @@ func TestNewcomerPath(t *testing.T) {
 	if out, code = corral("bill", "--format", "focus", "--from", "1d", "--to", "+1h", "--account-by", "label:team", "--out", focus); code != 0 {
 		t.Fatalf("bill --format focus: exit %d:\n%s", code, out)
 	}
+	rowID := helloRowOfTheFocusExport(t, focus)
+	out, code = corral("bill", "--format", "focus", "--from", "1d", "--to", "+1h", "--account-by", "label:team", "--explain", rowID)
+	if code != 0 || !strings.HasPrefix(out, "position,window_start") || strings.Count(out, "\n") < 2 {
+		t.Errorf("bill --explain: exit %d:\n%s", code, out)
+	}
+}
+
+// helloRowOfTheFocusExport checks that the FOCUS file holds hello's tasks
+// and the idle capacity, and returns the id of a row of hello's.
+func helloRowOfTheFocusExport(t *testing.T, focus string) string {
+	t.Helper()
 	export, err := os.ReadFile(focus)
 	if err != nil {
 		t.Fatal(err)
@@ -222,15 +204,17 @@ func TestNewcomerPath(t *testing.T) {
 	if taskRow == nil || !idle {
 		t.Fatalf("the FOCUS export lacks hello's tasks or idle capacity:\n%s", export)
 	}
-	out, code = corral("bill", "--format", "focus", "--from", "1d", "--to", "+1h", "--account-by", "label:team",
-		"--explain", taskRow[col["x_RowId"]])
-	if code != 0 || !strings.HasPrefix(out, "position,window_start") || strings.Count(out, "\n") < 2 {
-		t.Errorf("bill --explain: exit %d:\n%s", code, out)
-	}
+	return taskRow[col["x_RowId"]]
+}
 
-	// 7. The cell five minutes ago: this one did not exist yet. At the
-	// position of hello's submission, hello is there with its tasks pending.
-	out, code = corral("state", "--at", "5m")
+// theCellAtEarlierPositions: five minutes ago this cell did not exist yet.
+// At the position of hello's submission, hello is there with its tasks
+// pending; planned on the cell just before, hello is a new job whose five
+// tasks are placed; from its submission to now, its five tasks started.
+func theCellAtEarlierPositions(t *testing.T, c *testCell) {
+	t.Helper()
+	corral := c.cli(t)
+	out, code := corral("state", "--at", "5m")
 	if code != 0 || !strings.Contains(out, "before its first event") {
 		t.Errorf("state --at 5m: exit %d", code)
 	}
@@ -244,22 +228,23 @@ func TestNewcomerPath(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`alice/hello\s+pending\s+4\s+0\s+5\s+0\s+5`).MatchString(out) {
 		t.Errorf("state --at %s: exit %d, want hello with 5 pending tasks", submitted, code)
 	}
-	// Would hello have fit just before it was submitted? Planned on the
-	// cell as it was then: a new job, its five tasks placed.
 	first, _ := strconv.Atoi(positions[0][1])
 	out, code = corral("job", "plan", "examples/hello.jsonnet", "--at", strconv.Itoa(first-2))
 	if code != 0 || !strings.Contains(out, "job alice/hello: a new job") || strings.Count(out, "places alice/hello/") != 5 {
 		t.Errorf("job plan --at %d: exit %d, want hello as a new job with five placements:\n%s", first-2, code, out)
 	}
-	// From hello's submission to now: its five tasks started.
 	out, code = corral("state", "diff", "--from", submitted)
 	if code != 0 || !strings.Contains(out, "task started 5") || !regexp.MustCompile(`task\s+alice/hello/0\s+started\s+pending\s+running on `).MatchString(out) {
 		t.Errorf("state diff --from %s: exit %d, want hello's five tasks started:\n%s", submitted, code, out)
 	}
+}
 
-	// A web server: its tasks get ports, serve HTTP there, and the name
-	// service gives the same host and port as task get.
-	out, code = corral("job", "submit", "examples/web.jsonnet", "--wait")
+// webServesAtItsPortsAndNames: a web server's tasks get ports, serve HTTP
+// there, and the name service gives the same host and port as task get.
+func webServesAtItsPortsAndNames(t *testing.T, c *testCell) {
+	t.Helper()
+	corral := c.cli(t)
+	out, code := corral("job", "submit", "examples/web.jsonnet", "--wait")
 	if code != 0 || !strings.Contains(out, "alice/web: all 2 tasks running") {
 		t.Errorf("submit web --wait: exit %d", code)
 	}
@@ -271,7 +256,7 @@ func TestNewcomerPath(t *testing.T) {
 	if m == nil {
 		t.Fatalf("task get web 0 shows no address")
 	}
-	eventually("web task 0 serves HTTP at its address", 20*time.Second, func() (string, bool) {
+	eventually(t, "web task 0 serves HTTP at its address", 20*time.Second, func() (string, bool) {
 		resp, err := http.Get("http://" + m[1] + "/")
 		if err != nil {
 			return err.Error(), false
@@ -280,34 +265,40 @@ func TestNewcomerPath(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return string(body), resp.StatusCode == 200 && strings.Contains(string(body), "task 0 of alice/web")
 	})
-	checkDNS(t, dnsAddr, m[2])
+	checkDNS(t, c.dnsAddr, m[2])
+}
 
-	// A second cell beside this one, as the walk says: both answer, and
-	// neither touches the other's tasks.
-	runSecondCell(t, bin, root, up, env, portBase)
-
-	// Ctrl-C stops the cell and its tasks; up again brings every job back.
-	pids := taskPids(t, corral)
-	up.stop(t)
-	if !strings.Contains(up.err.String(), "stopped.") {
-		t.Errorf("corral up said no goodbye:\n%s", up.err.String())
+// ctrlCStopsTasksAndUpBringsThemBack: Ctrl-C stops the cell and its
+// tasks; up again brings every job back. The cell is stopped after.
+func ctrlCStopsTasksAndUpBringsThemBack(t *testing.T, c *testCell) {
+	t.Helper()
+	corral := c.cli(t)
+	pids := helloPids(t, corral)
+	c.stop(t)
+	if !strings.Contains(c.up.err.String(), "stopped.") {
+		t.Errorf("corral up said no goodbye:\n%s", c.up.err.String())
 	}
 	for _, pid := range pids {
 		if syscall.Kill(pid, 0) == nil {
 			t.Errorf("task process %d still runs after Ctrl-C", pid)
 		}
 	}
-	up = startUp(t, bin, root, env, upArgs)
-	eventually("hello runs again after a restart", 30*time.Second, func() (string, bool) {
+	c.start(t)
+	eventually(t, "hello runs again after a restart", 30*time.Second, func() (string, bool) {
 		out, code := corral("job", "list")
 		return out, code == 0 && regexp.MustCompile(`alice/hello\s+running\s+4 \(batch\)\s+5\s+0\s+0`).MatchString(out) &&
 			regexp.MustCompile(`alice/unschedulable\s+pending`).MatchString(out)
 	})
-	up.stop(t)
+	c.stop(t)
+}
 
-	// With the cell stopped, its files answer directly.
-	db := filepath.Join(data, "infrastore.duckdb")
-	out, code = corral("infrastore", "rebuild", "--data", data)
+// stoppedCellsFilesAnswer: with the cell stopped, its files answer
+// directly, and refuse a write.
+func stoppedCellsFilesAnswer(t *testing.T, c *testCell) {
+	t.Helper()
+	corral := c.cli(t)
+	db := filepath.Join(c.data, "infrastore.duckdb")
+	out, code := corral("infrastore", "rebuild", "--data", c.data)
 	if code != 0 || !strings.Contains(out, "rebuilt from") {
 		t.Errorf("infrastore rebuild: exit %d", code)
 	}
@@ -323,10 +314,16 @@ func TestNewcomerPath(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"group_by": "job"`) || !strings.Contains(out, `"group": "alice/hello"`) {
 		t.Errorf("bill --db --format json: exit %d", code)
 	}
+}
 
-	// What if: the cell's history replayed through its own code. Unchanged,
-	// every placement lands where it did; without its machine, nothing runs.
-	out, code = corral("sim", "--data", data)
+// simReplaysTheCell: what if, the cell's history replayed through its own
+// code. Unchanged, every placement lands where it did, from the log or
+// the Infrastore file; without its machines, nothing runs.
+func simReplaysTheCell(t *testing.T, c *testCell) {
+	t.Helper()
+	corral := c.cli(t)
+	db := filepath.Join(c.data, "infrastore.duckdb")
+	out, code := corral("sim", "--data", c.data)
 	// How many of alice's batch tasks the log leaves pending depends on
 	// when the cell stopped; the simulated half must equal the recorded.
 	batchRow := regexp.MustCompile(`(?m)^alice\s+batch\s+(\S+\s+\d+\s+\d+\s+\d+ \(\d+\))\s+(\S+\s+\d+\s+\d+\s+\d+ \(\d+\))\s*$`).FindStringSubmatch(out)
@@ -340,10 +337,10 @@ func TestNewcomerPath(t *testing.T) {
 	if fromFile, code := corral("sim", "--infrastore", db); code != 0 || wall.ReplaceAllString(fromFile, "") != wall.ReplaceAllString(out, "") {
 		t.Errorf("sim --infrastore: exit %d, want the report the store gave:\n%s", code, fromFile)
 	}
-	if out, code := corral("sim", "--infrastore", db, "--data", data); code != 2 || !strings.Contains(out, "--infrastore") {
+	if out, code := corral("sim", "--infrastore", db, "--data", c.data); code != 2 || !strings.Contains(out, "--infrastore") {
 		t.Errorf("sim --infrastore with --data: exit %d, want a usage error:\n%s", code, out)
 	}
-	out, code = corral("sim", "--data", data, "--remove", "100%", "-o", "json")
+	out, code = corral("sim", "--data", c.data, "--remove", "100%", "-o", "json")
 	var rep struct {
 		Simulated struct {
 			Placed int `json:"placed"`
@@ -353,160 +350,35 @@ func TestNewcomerPath(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Simulated.Placed != 0 || rep.Simulated.Never == 0 {
 		t.Errorf("sim --remove 100%%: exit %d, want nothing placed:\n%s", code, out)
 	}
-	if out, code = corral("sim", "--data", data, "--add", "2x0c4g"); code != 2 || !strings.Contains(out, "add:") {
+	if out, code = corral("sim", "--data", c.data, "--add", "2x0c4g"); code != 2 || !strings.Contains(out, "add:") {
 		t.Errorf("sim --add 2x0c4g: exit %d, want a usage error naming --add:\n%s", code, out)
 	}
-	// The public Google trace as a cell: a 2% slice of its seven hours.
+	simOfTheGoogleTrace(t, corral)
+}
+
+// simOfTheGoogleTrace: the public Google trace as a cell, a 2% slice of
+// its seven hours; an Infrastore the trace was imported into keeps the
+// trace's tables, not a log: sim says so, and which flag replays it.
+func simOfTheGoogleTrace(t *testing.T, corral func(...string) (string, int)) {
+	t.Helper()
 	trace := shareddata.Dir(t, shareddata.GoogleTrace)
-	if out, code = corral("sim", "--google-trace", trace, "--share", "0.02"); code != 0 || !strings.Contains(out, "window   2011-05-01T19:00:00Z") ||
+	if out, code := corral("sim", "--google-trace", trace, "--share", "0.02"); code != 0 || !strings.Contains(out, "window   2011-05-01T19:00:00Z") ||
 		!regexp.MustCompile(`tasks placed\s+\d{4,}\s+\d{4,}`).MatchString(out) {
 		t.Errorf("sim --google-trace: exit %d:\n%s", code, out)
 	}
-	// An Infrastore the trace was imported into keeps the trace's tables,
-	// not a log: sim says so, and which flag replays the trace.
 	traceDB := filepath.Join(t.TempDir(), "trace.duckdb")
-	if out, code = corral("infrastore", "import-google-trace", "--db", traceDB, trace); code != 0 {
+	if out, code := corral("infrastore", "import-google-trace", "--db", traceDB, trace); code != 0 {
 		t.Fatalf("import-google-trace: exit %d:\n%s", code, out)
 	}
-	if out, code = corral("sim", "--infrastore", traceDB); code != 2 || !strings.Contains(out, "holds no log") || !strings.Contains(out, "--google-trace") {
+	if out, code := corral("sim", "--infrastore", traceDB); code != 2 || !strings.Contains(out, "holds no log") || !strings.Contains(out, "--google-trace") {
 		t.Errorf("sim --infrastore on an imported trace: exit %d, want a usage error pointing at --google-trace:\n%s", code, out)
 	}
 }
 
-// webLogin logs in to a cell's web UI with the token in tokenFile and
-// returns a client holding the session.
-func webLogin(t *testing.T, httpAddr, tokenFile string) *http.Client {
+// helloPids are the pids of hello's processes by its TaskStarted events.
+func helloPids(t *testing.T, corral func(...string) (string, int)) []int {
 	t.Helper()
-	tok, err := os.ReadFile(tokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	web := &http.Client{Jar: jar, Timeout: 60 * time.Second}
-	resp, err := web.Get("http://" + httpAddr + "/login")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
-	if m == nil {
-		t.Fatalf("the login page has no CSRF token:\n%s", page)
-	}
-	resp, err = web.PostForm("http://"+httpAddr+"/login", url.Values{"token": {strings.TrimSpace(string(tok))}, "csrf": {string(m[1])}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `<span id="user">`) {
-		t.Fatalf("logging in to the web UI: %d\n%s", resp.StatusCode, body)
-	}
-	return web
-}
-
-var built struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-	out  []byte
-}
-
-// TestMain removes the binary the tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
-}
-
-// buildCorral builds the binary once for all the package's tests: linking
-// DuckDB takes most of a minute.
-func buildCorral(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		start := time.Now()
-		if built.dir, built.err = os.MkdirTemp("", "corral-e2e-"); built.err != nil {
-			return
-		}
-		built.bin = filepath.Join(built.dir, "corral")
-		built.out, built.err = exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput()
-		t.Logf("built %s in %s", built.bin, time.Since(start).Truncate(time.Millisecond))
-	})
-	if built.err != nil {
-		t.Fatalf("go build: %v\n%s", built.err, built.out)
-	}
-	return built.bin
-}
-
-type upProcess struct {
-	cmd      *exec.Cmd
-	out, err *testkit.SyncBuffer
-	done     chan error
-	stopped  bool
-}
-
-// startUp runs `corral up` and waits until it says the cell is up.
-func startUp(t *testing.T, bin, dir string, env, args []string) *upProcess {
-	t.Helper()
-	p := &upProcess{cmd: exec.Command(bin, args...), out: &testkit.SyncBuffer{}, err: &testkit.SyncBuffer{}, done: make(chan error, 1)}
-	p.cmd.Dir, p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = dir, env, p.out, p.err
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() { p.stop(t) })
-	deadline := time.After(60 * time.Second)
-	for !strings.Contains(p.out.String(), "Ctrl-C stops the cell") {
-		select {
-		case err := <-p.done:
-			p.stopped = true
-			t.Fatalf("corral up exited: %v\nstdout:\n%s\nstderr:\n%s", err, p.out.String(), p.err.String())
-		case <-deadline:
-			t.Fatalf("corral up did not come up in 60s\nstdout:\n%s\nstderr:\n%s", p.out.String(), p.err.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	t.Logf("$ corral %s\n%s", strings.Join(args, " "), p.out.String())
-	return p
-}
-
-// stop sends Ctrl-C and waits for a clean exit.
-func (p *upProcess) stop(t *testing.T) {
-	t.Helper()
-	if p.stopped {
-		return
-	}
-	p.stopped = true
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Errorf("corral up exited with %v after Ctrl-C\nstderr:\n%s", err, p.err.String())
-		}
-	case <-time.After(45 * time.Second):
-		_ = p.cmd.Process.Kill()
-		t.Errorf("corral up did not stop within 45s of Ctrl-C\nstderr:\n%s", p.err.String())
-	}
-	if s := p.err.String(); strings.Contains(s, "level=ERROR") {
-		t.Errorf("corral up logged errors:\n%s", s)
-	}
-}
-
-// taskPids reads the pids of hello's processes from its TaskStarted events.
-func taskPids(t *testing.T, corral func(...string) (string, int)) []int {
-	t.Helper()
-	out, _ := corral("events", "--job", "hello", "--type", "TaskStarted")
-	var pids []int
-	for _, m := range regexp.MustCompile(`pid (\d+)`).FindAllStringSubmatch(out, -1) {
-		pid, _ := strconv.Atoi(m[1])
-		pids = append(pids, pid)
-	}
+	pids := startedPids(t, corral, "hello")
 	if len(pids) < 5 {
 		t.Errorf("found %d pids of hello's tasks, want 5", len(pids))
 	}
@@ -544,63 +416,4 @@ func checkDNS(t *testing.T, addr, webPort string) {
 	if r := ask("nosuch.alice.dev.corral.", dns.TypeSRV); r.Rcode != dns.RcodeNameError {
 		t.Errorf("unknown job: %v", r)
 	}
-}
-
-func freeTCP(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// freeTaskPorts returns a --port-base for a cell of machines agents (each
-// gets 1000 ports from base + 1000 x its index) whose ports nobody on this
-// machine listens on: a developer's cell at the default 20000, another test
-// run, or what a killed one left behind. A task's health check that found
-// someone else's listener would pass when it must not. The ranges stay
-// below the kernel's ephemeral ports (32768).
-func freeTaskPorts(t *testing.T, machines int) int {
-	t.Helper()
-	for range 50 {
-		base := 20000 + 100*rand.IntN((32768-20000-1000*machines)/100)
-		free := true
-		for m := 0; m < machines && free; m++ {
-			for k := 0; k < 20 && free; k++ {
-				l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+1000*m+k))
-				if err != nil {
-					free = false
-					break
-				}
-				l.Close()
-			}
-		}
-		if free {
-			return base
-		}
-	}
-	t.Fatal("no free range of task ports below 32768")
-	return 0
-}
-
-// freeUDPAndTCP is a port free for both, as the name service needs.
-func freeUDPAndTCP(t *testing.T) string {
-	t.Helper()
-	for i := 0; i < 20; i++ {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := pc.LocalAddr().String()
-		l, err := net.Listen("tcp", addr)
-		pc.Close()
-		if err == nil {
-			l.Close()
-			return addr
-		}
-	}
-	t.Fatal("no port free for both UDP and TCP")
-	return ""
 }

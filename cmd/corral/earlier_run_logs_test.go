@@ -1,11 +1,10 @@
 package main_test
 
 import (
-	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,17 +19,8 @@ import (
 // the machine is removed, the command fails naming the run, the machine
 // and why.
 func TestPreviousRunLogsFromTheMachineItLeft(t *testing.T) {
-	bin := buildCorral(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := t.TempDir()
-	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
-	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
-	startUp(t, bin, root, env, []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr,
-		"--port-base", strconv.Itoa(freeTaskPorts(t, 3))})
-	corral := cellCLI(t, bin, root, env)
+	c := startCell(t, cellOptions{})
+	corral := c.cli(t)
 
 	job := filepath.Join(t.TempDir(), "mover.jsonnet")
 	if err := os.WriteFile(job, []byte(`{name: 'mover', priority: 'best-effort', count: 1, command: '/bin/sh',
@@ -60,6 +50,17 @@ func TestPreviousRunLogsFromTheMachineItLeft(t *testing.T) {
 		out, code := corral("task", "logs", "mover", "0")
 		return out, code == 0 && second != first && second != "" && strings.Contains(out, filepath.Join("machines", second))
 	})
+	eachRunFromItsMachine(t, corral, first, second, firstLine)
+	web := c.webLogin(t, c.adminToken("alice"))
+	runPagesOfTheWebUI(t, c, web, firstLine)
+	goneLogsSayWhy(t, c, web, first)
+}
+
+// eachRunFromItsMachine: --previous, --run 0 and --run -1 print the run on
+// the machine the task left, --run 1 the new machine's; a run that does
+// not exist lists the runs, and --previous does not follow.
+func eachRunFromItsMachine(t *testing.T, corral func(...string) (string, int), first, second, firstLine string) {
+	t.Helper()
 	for _, flags := range [][]string{{"--previous"}, {"--run", "0"}, {"--run", "-1"}} {
 		out, code := corral(append([]string{"task", "logs", "mover", "0"}, flags...)...)
 		if code != 0 || !strings.Contains(out, firstLine) || strings.Contains(out, filepath.Join("machines", second)) {
@@ -75,17 +76,15 @@ func TestPreviousRunLogsFromTheMachineItLeft(t *testing.T) {
 	if out, code := corral("task", "logs", "mover", "0", "--previous", "-f"); code == 0 {
 		t.Errorf("task logs --previous -f: exit 0, want a usage error:\n%s", out)
 	}
+}
 
-	// The web UI's task page links run 0, whose page reads the old machine.
-	web := webLogin(t, httpAddr, filepath.Join(data, "certs", "admins", "alice.token"))
+// runPagesOfTheWebUI: the web UI's task page links run 0, whose page
+// reads the old machine.
+func runPagesOfTheWebUI(t *testing.T, c *testCell, web *http.Client, firstLine string) {
+	t.Helper()
 	get := func(path string) string {
-		resp, err := web.Get("http://" + httpAddr + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
+		page, _ := webGet(t, web, c.httpAddr, path)
+		return page
 	}
 	if page := get("/jobs/alice/mover/tasks/0"); !strings.Contains(page, `href="/jobs/alice/mover/tasks/0/runs/0"`) {
 		t.Errorf("the task page does not link run 0:\n%.3000s", page)
@@ -93,10 +92,20 @@ func TestPreviousRunLogsFromTheMachineItLeft(t *testing.T) {
 	if page := get("/jobs/alice/mover/tasks/0/runs/0"); !strings.Contains(page, firstLine) {
 		t.Errorf("the page of run 0 does not show %q:\n%.3000s", firstLine, page)
 	}
+}
 
-	// The old machine's agent no longer keeps the sandbox (its retention
-	// passed): the command says so, naming the run and the machine.
-	sandbox := filepath.Join(data, "machines", first, "tasks", "alice", "mover", "0")
+// goneLogsSayWhy: when the old machine's agent no longer keeps the
+// sandbox (its retention passed), the command and the run's page say so,
+// naming the run and the machine; when the machine is removed, its logs
+// went with it.
+func goneLogsSayWhy(t *testing.T, c *testCell, web *http.Client, first string) {
+	t.Helper()
+	corral := c.cli(t)
+	get := func(path string) string {
+		page, _ := webGet(t, web, c.httpAddr, path)
+		return page
+	}
+	sandbox := filepath.Join(c.data, "machines", first, "tasks", "alice", "mover", "0")
 	if err := os.RemoveAll(sandbox); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestStartFailuresAndKillTimeout runs a real `corral up` and checks a
@@ -22,31 +24,28 @@ import (
 //     by SIGKILL about 3 s after its job is killed (not at the default
 //     10 s), and is dead once the agent reports its exit.
 func TestStartFailuresAndKillTimeout(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the corral binary and runs a whole cell")
-	}
-	bin := buildCorral(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
+	c := startCell(t, cellOptions{})
+	corral := c.cli(t)
+	startFailuresAreCountedAndExplained(t, corral)
+	killTimeoutIsHeld(t, corral)
+}
+
+// writeJob writes a job file of spec in a directory of the test's.
+func writeJob(t *testing.T, name, spec string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name+".json")
+	if err := os.WriteFile(p, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	data := t.TempDir()
-	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
-	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
-	startUp(t, bin, root, env, []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr,
-		"--port-base", strconv.Itoa(freeTaskPorts(t, 3))})
-	corral := cellCLI(t, bin, root, env)
-	jobs := t.TempDir()
-	write := func(name, spec string) string {
-		p := filepath.Join(jobs, name+".json")
-		if err := os.WriteFile(p, []byte(spec), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	return p
+}
 
-	// A command that cannot start.
-	bad := write("bad", `{"name": "bad", "priority": "batch", "count": 1, "command": "/does/not/exist",
+// startFailuresAreCountedAndExplained: a command that cannot start fails
+// each start with the reason, counted as a restart and shown by task
+// list, why and doctor.
+func startFailuresAreCountedAndExplained(t *testing.T, corral func(...string) (string, int)) {
+	t.Helper()
+	bad := writeJob(t, "bad", `{"name": "bad", "priority": "batch", "count": 1, "command": "/does/not/exist",
 		"resources": {"cpu": "10m", "memory": "8MiB"}, "restart": {"backoff": "200ms", "max_backoff": "1s"}}`)
 	if out, code := corral("job", "submit", bad); code != 0 {
 		t.Fatalf("submit bad: exit %d\n%s", code, out)
@@ -70,10 +69,15 @@ func TestStartFailuresAndKillTimeout(t *testing.T) {
 	if out, _ := corral("events", "--job", "bad", "--type", "TaskFailed", "-o", "csv"); strings.Count(out, "no such file") < 2 {
 		t.Errorf("the log holds fewer than two TaskFailed saying no such file")
 	}
+}
 
-	// A task that ignores SIGTERM (the shell and its sleep both: an
-	// ignored signal stays ignored across exec), with kill_timeout 3s.
-	stubborn := write("stubborn", `{"name": "stubborn", "priority": "batch", "count": 1, "command": "/bin/sh",
+// killTimeoutIsHeld: a task that ignores SIGTERM (the shell and its sleep
+// both: an ignored signal stays ignored across exec), with kill_timeout
+// 3s, is stopping while its process runs, is killed about 3 s after its
+// job, and is dead once the agent reports the exit.
+func killTimeoutIsHeld(t *testing.T, corral func(...string) (string, int)) {
+	t.Helper()
+	stubborn := writeJob(t, "stubborn", `{"name": "stubborn", "priority": "batch", "count": 1, "command": "/bin/sh",
 		"args": ["-c", "trap '' TERM; sleep 1000"], "kill_timeout": "3s",
 		"resources": {"cpu": "10m", "memory": "8MiB"}}`)
 	if out, code := corral("job", "submit", stubborn, "--wait"); code != 0 {
@@ -91,20 +95,16 @@ func TestStartFailuresAndKillTimeout(t *testing.T) {
 	}
 	// While its process runs out its kill_timeout, the task is stopping
 	// (its machine holds its resources), not dead.
-	time.Sleep(time.Second)
-	out, _ = corral("task", "list", "stubborn")
+	eventually(t, "task list shows the task stopping", 2500*time.Millisecond, func() (string, bool) {
+		out, _ := corral("task", "list", "stubborn")
+		return out, regexp.MustCompile(`(?m)^stubborn/0\s+stopping \(killed\)\s`).MatchString(out)
+	})
 	if syscall.Kill(pid, 0) != nil {
-		t.Fatalf("process %d is gone 1 s after the kill; it ignores SIGTERM and has kill_timeout 3s", pid)
+		t.Fatalf("process %d is gone %s after the kill, the task shown stopping; it ignores SIGTERM and has kill_timeout 3s", pid, time.Since(killed))
 	}
-	if !regexp.MustCompile(`(?m)^stubborn/0\s+stopping \(killed\)\s`).MatchString(out) {
-		t.Errorf("task list does not show the task stopping while its process runs")
-	}
-	for syscall.Kill(pid, 0) == nil {
-		if time.Since(killed) > 15*time.Second {
-			t.Fatalf("process %d of a task with kill_timeout 3s still runs 15 s after its job was killed", pid)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.Eventually(t, 15*time.Second, "the process of a task with kill_timeout 3s ends after its job was killed", func() (bool, string) {
+		return syscall.Kill(pid, 0) != nil, "process " + strconv.Itoa(pid) + " runs"
+	})
 	if took := time.Since(killed); took < 2500*time.Millisecond || took > 6*time.Second {
 		t.Errorf("the process ignoring SIGTERM was gone %s after the kill, want about kill_timeout, 3s", took)
 	} else {

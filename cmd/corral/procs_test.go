@@ -1,13 +1,12 @@
 package main_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,50 +19,14 @@ import (
 // master: the tail, a follow that sees new lines, and the run before a
 // restart in place.
 func TestSeparateProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the corral binary and runs a cell of four processes")
-	}
-	bin := buildCorral(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	masterAddr := freeTCP(t)
-	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+masterAddr, "CORRAL_CELL=procs", "CORRAL_DATA="+dir)
-	start := func(name string, args ...string) {
-		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Dir, cmd.Env = root, env
-		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-		cmd.WaitDelay = 30 * time.Second
-		log, err := os.Create(filepath.Join(dir, name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cancel()
-			_ = cmd.Wait()
-			log.Close()
-			if t.Failed() {
-				b, _ := os.ReadFile(log.Name())
-				t.Logf("%s's log:\n%s", name, b)
-			}
-		})
-	}
-	corral := cellCLI(t, bin, root, env)
-
-	start("master", "master", "--insecure", "--name", "m", "--store", filepath.Join(dir, "log.db"), "--listen", masterAddr, "--admins", "root", "--cell", "procs")
+	c := newCell(t, cellOptions{cell: "procs"})
+	corral := c.cli(t)
+	c.startProcess(t, "master", "master", "--insecure", "--name", "m", "--store", filepath.Join(c.data, "log.db"), "--listen", c.grpcAddr, "--admins", "root", "--cell", "procs")
 	suffix := fmt.Sprint(rand.IntN(1 << 20))
 	portBase := 40000 + 1000*rand.IntN(8)
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("p%d-%s", i, suffix)
-		start("agent-"+name, "agent", "--name", name, "--listen", freeTCP(t), "--data", filepath.Join(dir, name),
+		c.startProcess(t, "agent-"+name, "agent", "--name", name, "--listen", freeTCP(t), "--data", filepath.Join(c.data, name),
 			"--cpu", "2", "--memory", "2GiB", "--disk", "10GiB", "--attr", fmt.Sprintf("rack=r%d", i),
 			"--port-first", fmt.Sprint(portBase+i*100), "--ports", "100", "--stop-tasks-on-exit")
 	}
@@ -72,7 +35,7 @@ func TestSeparateProcesses(t *testing.T) {
 		return out, strings.Count(out, " up ") == 3
 	})
 
-	jobs := filepath.Join(dir, "jobs.jsonnet")
+	jobs := filepath.Join(c.data, "jobs.jsonnet")
 	if err := os.WriteFile(jobs, []byte(`{ jobs: [
   { name: 'spread', count: 6, command: '/bin/sh', args: ['-c', 'echo serving; exec sleep 3600'],
     resources: { cpu: '100m', memory: '32MiB' }, spread: ['rack'] },
@@ -85,8 +48,13 @@ func TestSeparateProcesses(t *testing.T) {
 	if out, code := corral("job", "submit", jobs, "--wait"); code != 0 && !strings.Contains(out, "crasher") {
 		t.Fatalf("submit: exit %d", code)
 	}
+	spreadByRack(t, corral, suffix)
+	logsThroughTheMaster(t, c)
+}
 
-	// Spread by rack: 2-2-2.
+// spreadByRack: the 6 spread tasks land 2-2-2 on the three racks.
+func spreadByRack(t *testing.T, corral func(...string) (string, int), suffix string) {
+	t.Helper()
 	eventually(t, "6 spread tasks running", 30*time.Second, func() (string, bool) {
 		out, _ := corral("task", "list", "spread")
 		return out, len(regexp.MustCompile(`(?m)^spread/\d\s+running`).FindAllString(out, -1)) == 6
@@ -101,8 +69,14 @@ func TestSeparateProcesses(t *testing.T) {
 			t.Errorf("rack r%d holds %d of the 6 spread tasks, want 2 (%v)", i, n, perMachine)
 		}
 	}
+}
 
-	// Logs from another process: the current run's tail, stderr.
+// logsThroughTheMaster: task logs from the agents' processes: the current
+// run's tail, stderr, the run before a restart in place, a follow that
+// sees new runs; only the owner or an admin reads them.
+func logsThroughTheMaster(t *testing.T, c *testCell) {
+	t.Helper()
+	corral := c.cli(t)
 	eventually(t, "spread/0's stdout", 20*time.Second, func() (string, bool) {
 		out, code := corral("task", "logs", "spread", "0")
 		return out, code == 0 && strings.Contains(out, "--- corral: run 1 started") && strings.Contains(out, "serving")
@@ -121,19 +95,13 @@ func TestSeparateProcesses(t *testing.T) {
 	if out, _ := corral("task", "logs", "crasher", "0", "--stderr", "-n", "1"); strings.TrimSpace(out) != "to stderr" && !strings.Contains(out, "--- corral: run") {
 		t.Errorf("--stderr -n 1: %q", out)
 	}
-	// Follow: new runs' lines arrive while the command runs.
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
-	defer cancel()
-	follow := exec.CommandContext(ctx, bin, "task", "logs", "crasher", "0", "-f", "-n", "1")
-	follow.Dir, follow.Env = root, env
-	followed, _ := follow.Output()
-	if n := strings.Count(string(followed), "--- corral: run "); n < 1 {
+	// Follow: new runs' lines arrive while the command runs (8 s of it).
+	followed, _ := runCorral(t, c.root, c.env, 8*time.Second, "task", "logs", "crasher", "0", "-f", "-n", "1")
+	if n := strings.Count(followed, "--- corral: run "); n < 1 {
 		t.Errorf("task logs -f over 8 s saw %d new runs' markers:\n%s", n, followed)
 	}
 	// Only the owner or an admin reads a task's logs.
-	bob := exec.Command(bin, "task", "logs", "spread", "0", "--owner", "alice")
-	bob.Dir, bob.Env = root, append(env, "CORRAL_USER=bob")
-	if out, err := bob.CombinedOutput(); err == nil || !strings.Contains(string(out), "only their own") {
-		t.Errorf("bob read alice's logs: %v\n%s", err, out)
+	if out, code := runCorral(t, c.root, append(slices.Clone(c.env), "CORRAL_USER=bob"), time.Minute, "task", "logs", "spread", "0", "--owner", "alice"); code == 0 || !strings.Contains(out, "only their own") {
+		t.Errorf("bob read alice's logs: exit %d\n%s", code, out)
 	}
 }

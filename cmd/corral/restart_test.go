@@ -1,10 +1,7 @@
 package main_test
 
 import (
-	"os"
-	"path/filepath"
-	"regexp"
-	"strconv"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,27 +14,11 @@ import (
 // because every machine answers within the grace a new leader gives them.
 // Then a Ctrl-C and a restart: each task is lost and placed again once.
 func TestRestartWithManyTasksLosesNone(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the corral binary and runs a cell of 300 tasks")
-	}
-	bin := buildCorral(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := t.TempDir()
-	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
-	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
-	args := []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", strconv.Itoa(freeTaskPorts(t, 3)), "--agents", "3"}
-	up := startUp(t, bin, root, env, args)
-	corral := func(args ...string) (string, int) { return runCorral(t, bin, root, env, args...) }
-
-	job := filepath.Join(t.TempDir(), "many.json")
-	if err := os.WriteFile(job, []byte(`{"name": "many", "priority": "batch", "count": 300,
+	c := startCell(t, cellOptions{agents: 3})
+	corral := func(args ...string) (string, int) { return c.run(t, args...) }
+	job := writeJob(t, "many", `{"name": "many", "priority": "batch", "count": 300,
 		"command": "/bin/sleep", "args": ["100000"],
-		"resources": {"cpu": "5m", "memory": "4MiB"}}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+		"resources": {"cpu": "5m", "memory": "4MiB"}}`)
 	if out, code := corral("job", "submit", job, "--wait"); code != 0 {
 		t.Fatalf("submit many: exit %d\n%s", code, out)
 	}
@@ -47,20 +28,18 @@ func TestRestartWithManyTasksLosesNone(t *testing.T) {
 	}
 
 	// kill -9: the master and the agents die at once; the tasks live on.
-	if err := up.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-up.done
-	up.stopped = true
-	up2 := startUp(t, bin, root, env, args)
-	// Past the grace (2 x 3 polls of 1 s) and several polls after it.
-	time.Sleep(15 * time.Second)
-
-	for _, typ := range []string{"MachineDown", "TaskLost", "TaskFailed", "TaskKilled"} {
-		if out, _ := corral("events", "--type", typ, "-o", "csv"); strings.Count(out, "\n") > 1 {
-			t.Errorf("after the restart the log holds %s events:\n%.2000s", typ, out)
+	c.kill(t)
+	c.start(t)
+	// Past the grace (2 x 3 polls of 1 s) and several polls after it, the
+	// log holds no machine down and no task lost, failed or killed.
+	consistently(t, "no MachineDown, TaskLost, TaskFailed or TaskKilled after the restart", 15*time.Second, func() (string, bool) {
+		for _, typ := range []string{"MachineDown", "TaskLost", "TaskFailed", "TaskKilled"} {
+			if out, _ := corral("events", "--type", typ, "-o", "csv"); strings.Count(out, "\n") > 1 {
+				return out, false
+			}
 		}
-	}
+		return "", true
+	})
 	for pid := range pids {
 		if err := syscall.Kill(pid, 0); err != nil {
 			t.Errorf("task process %d is gone after the restart: %v", pid, err)
@@ -69,31 +48,34 @@ func TestRestartWithManyTasksLosesNone(t *testing.T) {
 	if after := manyPids(t, corral); len(after) != 300 {
 		t.Errorf("after the restart the log names %d started task processes, want the same 300", len(after))
 	}
-	allRunning := func(when string) {
-		t.Helper()
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
-			out, _ := corral("task", "list", "many", "-o", "csv")
-			n := strings.Count(out, ",running,")
-			if n == 300 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d of 300 tasks are running:\n%.2000s", when, n, out)
-			}
-		}
-	}
-	allRunning("after kill -9 and a restart")
+	allManyRunning(t, corral, "after kill -9 and a restart")
 
 	// Ctrl-C stops the tasks with the cell (the master first, so it records
 	// nothing of it); started again, each agent reports every task of its
 	// own gone once, and each is placed again once: no machine goes down.
-	up2.stop(t)
-	startUp(t, bin, root, env, args)
-	time.Sleep(15 * time.Second)
-	allRunning("after Ctrl-C and a restart")
-	if out, _ := corral("events", "--type", "MachineDown", "-o", "csv"); strings.Count(out, "\n") > 1 {
-		t.Errorf("after the restart the log holds MachineDown events:\n%.2000s", out)
-	}
+	c.stop(t)
+	c.start(t)
+	consistently(t, "no MachineDown after Ctrl-C and a restart", 15*time.Second, func() (string, bool) {
+		out, _ := corral("events", "--type", "MachineDown", "-o", "csv")
+		return out, strings.Count(out, "\n") <= 1
+	})
+	allManyRunning(t, corral, "after Ctrl-C and a restart")
+	eachLostOnce(t, corral)
+}
+
+// allManyRunning waits until the many job's 300 tasks run.
+func allManyRunning(t *testing.T, corral func(...string) (string, int), when string) {
+	t.Helper()
+	eventually(t, when+": all 300 tasks running", 60*time.Second, func() (string, bool) {
+		out, _ := corral("task", "list", "many", "-o", "csv")
+		n := strings.Count(out, ",running,")
+		return fmt.Sprintf("%d of 300 tasks are running:\n%.2000s", n, out), n == 300
+	})
+}
+
+// eachLostOnce: the log records each of the 300 tasks lost once.
+func eachLostOnce(t *testing.T, corral func(...string) (string, int)) {
+	t.Helper()
 	out, _ := corral("events", "--type", "TaskLost", "-o", "csv")
 	lost := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
@@ -111,16 +93,12 @@ func TestRestartWithManyTasksLosesNone(t *testing.T) {
 	}
 }
 
-// manyPids reads the distinct pids of the many job from its TaskStarted events.
+// manyPids are the distinct pids of the many job's processes by its
+// TaskStarted events.
 func manyPids(t *testing.T, corral func(...string) (string, int)) map[int]bool {
 	t.Helper()
-	out, code := corral("events", "--job", "many", "--type", "TaskStarted")
-	if code != 0 {
-		t.Fatalf("corral events: exit %d\n%s", code, out)
-	}
 	pids := map[int]bool{}
-	for _, m := range regexp.MustCompile(`pid (\d+)`).FindAllStringSubmatch(out, -1) {
-		pid, _ := strconv.Atoi(m[1])
+	for _, pid := range startedPids(t, corral, "many") {
 		pids[pid] = true
 	}
 	return pids

@@ -3,10 +3,7 @@ package main_test
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,25 +19,11 @@ import (
 // promote, and at no moment do fewer than count - max_disruptions = 1
 // replicas answer.
 func TestHealthGatedRollouts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the corral binary and runs a whole cell")
-	}
-	bin := buildCorral(t)
-	data := t.TempDir()
-	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
-	portBase := freeTaskPorts(t, 3)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
-	startUp(t, bin, root, env, []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr, "--port-base", strconv.Itoa(portBase)})
-
-	corral := cellCLI(t, bin, root, env)
+	c := startCell(t, cellOptions{})
+	corral := c.cli(t)
 	if out, code := corral("version"); code != 0 || !strings.HasPrefix(out, "corral ") || !strings.Contains(out, ", go1.") {
 		t.Errorf("version: exit %d", code)
 	}
-
 	out, code := corral("job", "submit", "examples/web.jsonnet", "--wait")
 	if code != 0 || !strings.Contains(out, "alice/web: all 2 tasks running and healthy") {
 		t.Fatalf("submit --wait: exit %d", code)
@@ -50,7 +33,7 @@ func TestHealthGatedRollouts(t *testing.T) {
 		t.Fatalf("task list shows %d healthy tasks, want 2", n)
 	}
 
-	p := startProbe(portBase, 3)
+	p := startProbe(c.portBase, 3)
 	defer p.stop()
 	eventually(t, "the probe sees both replicas", 10*time.Second, func() (string, bool) {
 		n := p.now()
@@ -58,8 +41,28 @@ func TestHealthGatedRollouts(t *testing.T) {
 	})
 	p.reset()
 
-	// A bad release: halts at the first replica, reverts by itself.
-	out, code = corral("job", "update", "examples/web-broken.jsonnet", "--wait")
+	badReleaseRevertsItself(t, corral)
+	goodReleaseCommitsAtItsPlan(t, corral)
+	canaryWaitsForItsPromote(t, corral)
+	historyAndRevertToAVersion(t, corral)
+	// Health is history too: SQL over the log finds every transition.
+	eventually(t, "health transitions in SQL", time.Minute, func() (string, bool) {
+		out, code := corral("sql", "-o", "csv", `SELECT json_extract_string(payload, '$.healthy') AS healthy, count(*) AS n FROM events `+
+			`WHERE type = 'TaskHealthChanged' AND json_extract_string(payload, '$.job') = 'web' GROUP BY 1 ORDER BY 1`)
+		return out, code == 0 && regexp.MustCompile(`(?m)^true,\d+$`).MatchString(out)
+	})
+
+	low, high := p.stop()
+	if high != 2 || low < 1 {
+		t.Errorf("replicas answering the probe through the updates: between %d and %d, want at least 1 (count 2 - max_disruptions 1) and 2 at times; moves: %s", low, high, p.timeline())
+	}
+}
+
+// badReleaseRevertsItself: a bad release halts at the first replica and
+// reverts by itself, saying why.
+func badReleaseRevertsItself(t *testing.T, corral func(...string) (string, int)) {
+	t.Helper()
+	out, code := corral("job", "update", "examples/web-broken.jsonnet", "--wait")
 	if code != 1 || !strings.Contains(out, "the update was reverted") || !strings.Contains(out, "health check failed") {
 		t.Errorf("update to a bad release --wait: exit %d, want 1 with the revert and its reason", code)
 	}
@@ -72,10 +75,13 @@ func TestHealthGatedRollouts(t *testing.T) {
 	if !strings.Contains(out, "before it was healthy") {
 		t.Errorf("no JobUpdateHalted saying why")
 	}
+}
 
-	// A good release: planned first (nothing appended), then applied at
-	// the plan's position; it commits itself.
-	out, code = corral("job", "plan", "examples/web-v2.jsonnet")
+// goodReleaseCommitsAtItsPlan: a good release, planned first (nothing
+// appended), then applied at the plan's position; it commits itself.
+func goodReleaseCommitsAtItsPlan(t *testing.T, corral func(...string) (string, int)) {
+	t.Helper()
+	out, code := corral("job", "plan", "examples/web-v2.jsonnet")
 	m := regexp.MustCompile(`planned at position (\d+)`).FindStringSubmatch(out)
 	if code != 0 || m == nil || !strings.Contains(out, "version 3 -> 4") || !strings.Contains(out, `+ env.WEB_VERSION: "2"`) ||
 		!strings.Contains(out, "places alice/web/") {
@@ -88,18 +94,21 @@ func TestHealthGatedRollouts(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "committed: every task healthy") {
 		t.Errorf("update to a good release --wait: exit %d, want 0 and committed", code)
 	}
+}
 
-	// A canary waits for its promote.
-	out, code = corral("job", "update", "examples/web-canary.jsonnet", "--wait")
+// canaryWaitsForItsPromote: a canary, once healthy, waits (for the 3 s
+// asked here) until it is promoted; promote --wait follows the roll it
+// sets going, as update --wait.
+func canaryWaitsForItsPromote(t *testing.T, corral func(...string) (string, int)) {
+	t.Helper()
+	out, code := corral("job", "update", "examples/web-canary.jsonnet", "--wait")
 	if code != 0 || !strings.Contains(out, "canaries healthy") {
 		t.Errorf("canary update --wait: exit %d, want 0 once the canary is healthy", code)
 	}
-	time.Sleep(3 * time.Second)
-	out, _ = corral("job", "get", "web")
-	if !strings.Contains(out, "canaries healthy") || !strings.Contains(out, "corral job promote web") {
-		t.Errorf("job get does not show the canary waiting for its promote")
-	}
-	// promote --wait follows the roll it sets going, as update --wait.
+	consistently(t, "job get shows the canary waiting for its promote", 3*time.Second, func() (string, bool) {
+		out, _ := corral("job", "get", "web")
+		return out, strings.Contains(out, "canaries healthy") && strings.Contains(out, "corral job promote web")
+	})
 	if out, code := corral("job", "promote", "web", "--wait"); code != 0 || !strings.Contains(out, "alice/web: version 5 committed: every task healthy") {
 		t.Errorf("promote --wait: exit %d, want 0 once version 5 is committed", code)
 	}
@@ -107,10 +116,13 @@ func TestHealthGatedRollouts(t *testing.T) {
 		out, _ := corral("job", "get", "web")
 		return out, strings.Contains(out, "last update: version 5 committed")
 	})
+}
 
-	// History: every version, who made it, how its update ended, what
-	// changed; a revert pushes an old one again.
-	out, code = corral("job", "history", "web")
+// historyAndRevertToAVersion: every version, who made it, how its update
+// ended, what changed; a revert pushes an old one again.
+func historyAndRevertToAVersion(t *testing.T, corral func(...string) (string, int)) {
+	t.Helper()
+	out, code := corral("job", "history", "web")
 	for _, want := range []string{"version 1", "submitted", "version 2", "reverted", "version 3", "reverted to version 1's spec",
 		"version 4", "committed: every task runs spec version 4", "env.WEB_VERSION", "* version 5", "alice"} {
 		if !strings.Contains(out, want) {
@@ -128,22 +140,10 @@ func TestHealthGatedRollouts(t *testing.T) {
 	if !strings.Contains(out, `"current": "6"`) && !strings.Contains(out, `"current":"6"`) {
 		t.Errorf("job history -o json does not say version 6 is current")
 	}
-
-	// Health is history too: SQL over the log finds every transition.
-	eventually(t, "health transitions in SQL", time.Minute, func() (string, bool) {
-		out, code := corral("sql", "-o", "csv", `SELECT json_extract_string(payload, '$.healthy') AS healthy, count(*) AS n FROM events `+
-			`WHERE type = 'TaskHealthChanged' AND json_extract_string(payload, '$.job') = 'web' GROUP BY 1 ORDER BY 1`)
-		return out, code == 0 && regexp.MustCompile(`(?m)^true,\d+$`).MatchString(out)
-	})
-
-	low, high := p.stop()
-	if high != 2 || low < 1 {
-		t.Errorf("replicas answering the probe through the updates: between %d and %d, want at least 1 (count 2 - max_disruptions 1) and 2 at times; moves: %s", low, high, p.timeline())
-	}
 }
 
-// probe counts, ten times a second, the task ports of the cell that answer
-// an HTTP GET: the replicas that serve, whatever corral says of them.
+// probe counts, every interval, the addresses that answer an HTTP GET:
+// the replicas that serve, whatever corral says of them.
 type probe struct {
 	mu        sync.Mutex
 	last      int
@@ -158,8 +158,20 @@ func startProbe(portBase, machines int) *probe {
 	return startProbeEvery(portBase, machines, 100*time.Millisecond)
 }
 
-// startProbeEvery is startProbe asking every interval.
+// startProbeEvery probes every task port of a cell whose machines hand
+// out their lowest free ports from portBase, every interval.
 func startProbeEvery(portBase, machines int, interval time.Duration) *probe {
+	var addrs []string
+	for m := range machines {
+		for k := range 8 { // each machine hands out its lowest free ports
+			addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", portBase+1000*m+k))
+		}
+	}
+	return probeAddrs(addrs, interval)
+}
+
+// probeAddrs probes addrs every interval.
+func probeAddrs(addrs []string, interval time.Duration) *probe {
 	p := &probe{done: make(chan struct{}), low: 1 << 30}
 	// A loaded host (CI runs this under -race on 2 cores) answers slowly,
 	// not never: a second tells a replica that is gone (refused at once)
@@ -168,42 +180,51 @@ func startProbeEvery(portBase, machines int, interval time.Duration) *probe {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
+		// A ticker: the probe's pace is its point, it waits for nothing.
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
 		for {
-			// All ports at once: a round lasts one request's timeout at
-			// most, so a short outage is not missed between rounds.
-			var n atomic.Int32
-			var round sync.WaitGroup
-			for m := range machines {
-				for k := range 8 { // each machine hands out its lowest free ports
-					round.Add(1)
-					go func() {
-						defer round.Done()
-						resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", portBase+1000*m+k))
-						if err == nil {
-							if resp.StatusCode == 200 {
-								n.Add(1)
-							}
-							resp.Body.Close()
-						}
-					}()
-				}
-			}
-			round.Wait()
-			p.mu.Lock()
-			if int(n.Load()) != p.last || len(p.changes) == 0 {
-				p.changes = append(p.changes, fmt.Sprintf("%s: %d", time.Now().Format("15:04:05.000"), n.Load()))
-			}
-			p.last, p.low, p.high = int(n.Load()), min(p.low, int(n.Load())), max(p.high, int(n.Load()))
-			p.rounds++
-			p.mu.Unlock()
+			p.record(askAll(client, addrs))
 			select {
 			case <-p.done:
 				return
-			case <-time.After(interval):
+			case <-tick.C:
 			}
 		}
 	}()
 	return p
+}
+
+// askAll asks every address at once, so that a round lasts one request's
+// timeout at most and a short outage is not missed between rounds, and
+// returns how many answered.
+func askAll(client *http.Client, addrs []string) int {
+	var n atomic.Int32
+	var round sync.WaitGroup
+	for _, a := range addrs {
+		round.Add(1)
+		go func() {
+			defer round.Done()
+			if resp, err := client.Get("http://" + a + "/"); err == nil {
+				if resp.StatusCode == 200 {
+					n.Add(1)
+				}
+				resp.Body.Close()
+			}
+		}()
+	}
+	round.Wait()
+	return int(n.Load())
+}
+
+func (p *probe) record(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n != p.last || len(p.changes) == 0 {
+		p.changes = append(p.changes, fmt.Sprintf("%s: %d", time.Now().Format("15:04:05.000"), n))
+	}
+	p.last, p.low, p.high = n, min(p.low, n), max(p.high, n)
+	p.rounds++
 }
 
 // round is how many rounds the probe has finished.
@@ -217,6 +238,13 @@ func (p *probe) now() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.last
+}
+
+// lowest is the fewest that answered at once since the start (or reset).
+func (p *probe) lowest() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.low
 }
 
 func (p *probe) reset() {

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,39 +35,17 @@ func secondCellLine(text string) []string {
 // and first's banner say (the same flags, here with free values, and one
 // machine to keep it short), and checks that both answer and that neither
 // touches the other's tasks, the second's stop included. first runs hello.
-func runSecondCell(t *testing.T, bin, root string, first *upProcess, firstEnv []string, firstPortBase int) {
+func runSecondCell(t *testing.T, first *testCell) {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	walk := string(readme)
-	if i := strings.Index(walk, "## Using corral: the newcomer path"); i >= 0 {
-		walk = walk[i:]
-	}
-	if got := secondCellLine(walk); !slices.Equal(got, secondCellFlags) {
-		t.Errorf("the README's walk starts a second cell with the flags %v, want %v", got, secondCellFlags)
-	}
-	if got := secondCellLine(first.out.String()); !slices.Equal(got, secondCellFlags) {
-		t.Errorf("corral up's banner names a second cell with the flags %v, want %v", got, secondCellFlags)
-	}
-
-	firstCLI := cellCLI(t, bin, root, firstEnv)
-	before := taskPids(t, firstCLI)
-	data := t.TempDir()
-	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
+	secondCellFlagsAsDocumented(t, first)
+	firstCLI := first.cli(t)
+	before := helloPids(t, firstCLI)
 	portBase := freeTaskPorts(t, 1)
-	for portBase+1000 > firstPortBase && portBase < firstPortBase+3000 {
+	for portBase+1000 > first.portBase && portBase < first.portBase+3000 {
 		portBase = freeTaskPorts(t, 1)
 	}
-	values := map[string]string{"--data": data, "--listen": grpcAddr, "--http": httpAddr, "--dns": dnsAddr, "--port-base": strconv.Itoa(portBase)}
-	args := []string{"up", "--agents", "1"}
-	for _, f := range secondCellFlags {
-		args = append(args, f, values[f])
-	}
-	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_CELL=dev", "CORRAL_MASTER="+grpcAddr, "CORRAL_DATA="+data)
-	second := startUp(t, bin, root, env, args)
-	secondCLI := cellCLI(t, bin, root, env)
+	second := startCell(t, cellOptions{agents: 1, portBase: portBase})
+	secondCLI := second.cli(t)
 
 	out, code := secondCLI("job", "submit", "examples/hello.jsonnet", "--wait")
 	if code != 0 || !strings.Contains(out, "alice/hello: all 5 tasks running") {
@@ -86,30 +63,53 @@ func runSecondCell(t *testing.T, bin, root string, first *upProcess, firstEnv []
 		t.Errorf("the second cell's job list: exit %d, want hello alone", code)
 	}
 
-	untouched := func(when string) {
-		t.Helper()
-		for _, pid := range before {
-			if err := syscall.Kill(pid, 0); err != nil {
-				t.Errorf("%s: the first cell's task process %d is gone: %v", when, pid, err)
-			}
-		}
-		out, _ := firstCLI("events", "--job", "hello")
-		for _, bad := range []string{"TaskFailed", "TaskKilled", "TaskLost", "TaskEvicted"} {
-			if strings.Contains(out, bad) {
-				t.Errorf("%s: the first cell recorded %s", when, bad)
-			}
-		}
-		if after := taskPids(t, firstCLI); len(after) != len(before) {
-			t.Errorf("%s: the first cell started hello's tasks %d times, before %d", when, len(after), len(before))
-		}
-	}
-	untouched("with the second cell up")
-	secondPids := taskPids(t, secondCLI)
+	firstUntouched(t, firstCLI, before, "with the second cell up")
+	secondPids := helloPids(t, secondCLI)
 	second.stop(t) // Ctrl-C stops the second cell's tasks, and only those
 	for _, pid := range secondPids {
 		if syscall.Kill(pid, 0) == nil {
 			t.Errorf("the second cell's task process %d still runs after its Ctrl-C", pid)
 		}
 	}
-	untouched("after the second cell stopped")
+	firstUntouched(t, firstCLI, before, "after the second cell stopped")
+}
+
+// secondCellFlagsAsDocumented: the README's walk and the first cell's
+// banner start a second cell with the flags it needs of its own.
+func secondCellFlagsAsDocumented(t *testing.T, first *testCell) {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(first.root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	walk := string(readme)
+	if i := strings.Index(walk, "## Using corral: the newcomer path"); i >= 0 {
+		walk = walk[i:]
+	}
+	if got := secondCellLine(walk); !slices.Equal(got, secondCellFlags) {
+		t.Errorf("the README's walk starts a second cell with the flags %v, want %v", got, secondCellFlags)
+	}
+	if got := secondCellLine(first.up.out.String()); !slices.Equal(got, secondCellFlags) {
+		t.Errorf("corral up's banner names a second cell with the flags %v, want %v", got, secondCellFlags)
+	}
+}
+
+// firstUntouched: hello's processes in the first cell (before) still run,
+// none was failed, killed, lost or evicted, and none started again.
+func firstUntouched(t *testing.T, firstCLI func(...string) (string, int), before []int, when string) {
+	t.Helper()
+	for _, pid := range before {
+		if err := syscall.Kill(pid, 0); err != nil {
+			t.Errorf("%s: the first cell's task process %d is gone: %v", when, pid, err)
+		}
+	}
+	out, _ := firstCLI("events", "--job", "hello")
+	for _, bad := range []string{"TaskFailed", "TaskKilled", "TaskLost", "TaskEvicted"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("%s: the first cell recorded %s", when, bad)
+		}
+	}
+	if after := helloPids(t, firstCLI); len(after) != len(before) {
+		t.Errorf("%s: the first cell started hello's tasks %d times, before %d", when, len(after), len(before))
+	}
 }

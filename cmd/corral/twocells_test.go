@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,51 +19,18 @@ import (
 // directory (one CA, one cell name): a cell's identity is its data
 // directory's, not its CA's.
 func TestTwoCellsOnOneMachine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the corral binary and runs two cells")
-	}
-	bin := buildCorral(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, copiedCA := range []bool{false, true} {
 		name := "own CA"
 		if copiedCA {
 			name = "copied CA"
 		}
-		t.Run(name, func(t *testing.T) { twoCells(t, bin, root, copiedCA) })
+		t.Run(name, func(t *testing.T) { twoCells(t, copiedCA) })
 	}
 }
 
-func twoCells(t *testing.T, bin, root string, copiedCA bool) {
-	type cell struct {
-		data string
-		env  []string
-		up   *upProcess
-	}
-	start := func(portBase, certsFrom string) *cell {
-		c := &cell{data: t.TempDir()}
-		if certsFrom != "" {
-			// cp -a, as a person copying a cell would: keys keep their mode.
-			if out, err := exec.Command("cp", "-a", certsFrom, filepath.Join(c.data, "certs")).CombinedOutput(); err != nil {
-				t.Fatalf("copy the certs: %v\n%s", err, out)
-			}
-		}
-		grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
-		c.env = append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+c.data)
-		c.up = startUp(t, bin, root, c.env, []string{"up", "--data", c.data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr,
-			"--port-base", portBase, "--agents", "1"})
-		if out, code := runCorral(t, bin, root, c.env, "job", "submit", "examples/hello.jsonnet", "--wait"); code != 0 {
-			t.Fatalf("submit hello: exit %d\n%s", code, out)
-		}
-		return c
-	}
-	a := start("27000", "")
-	pidsOf := func(c *cell) []int {
-		return taskPids(t, func(args ...string) (string, int) { return runCorral(t, bin, root, c.env, args...) })
-	}
-	before := pidsOf(a)
+func twoCells(t *testing.T, copiedCA bool) {
+	a := startCellRunningHello(t, 27000, "")
+	before := helloPids(t, a.cli(t))
 	if len(before) < 5 {
 		t.Fatalf("cell A runs %d tasks, want 5", len(before))
 	}
@@ -70,7 +38,7 @@ func twoCells(t *testing.T, bin, root string, copiedCA bool) {
 	if copiedCA {
 		certsFrom = filepath.Join(a.data, "certs")
 	}
-	b := start("28000", certsFrom)
+	b := startCellRunningHello(t, 28000, certsFrom)
 	if copiedCA {
 		caA, _ := os.ReadFile(filepath.Join(a.data, "certs", "ca.crt"))
 		caB, _ := os.ReadFile(filepath.Join(b.data, "certs", "ca.crt"))
@@ -83,23 +51,43 @@ func twoCells(t *testing.T, bin, root string, copiedCA bool) {
 	if len(idA) == 0 || string(idA) == string(idB) {
 		t.Errorf("cell ids %q and %q: want two, each its own", idA, idB)
 	}
-	alive := func(when string) {
-		t.Helper()
+	// alive: cell A's processes run, and it recorded none of them failed,
+	// killed, lost or evicted.
+	alive := func() (string, bool) {
 		for _, pid := range before {
 			if err := syscall.Kill(pid, 0); err != nil {
-				t.Errorf("%s: cell A's task process %d is gone: %v", when, pid, err)
+				return fmt.Sprintf("cell A's task process %d is gone: %v", pid, err), false
 			}
 		}
-		out, _ := runCorral(t, bin, root, a.env, "events", "--job", "hello")
+		out, _ := a.run(t, "events", "--job", "hello")
 		for _, bad := range []string{"TaskFailed", "TaskKilled", "TaskLost", "TaskEvicted"} {
 			if strings.Contains(out, bad) {
-				t.Errorf("%s: cell A recorded %s:\n%s", when, bad, out)
+				return fmt.Sprintf("cell A recorded %s:\n%s", bad, out), false
 			}
 		}
+		return "", true
 	}
-	time.Sleep(3 * time.Second) // past a poll or two of both agents
-	alive("with cell B up")
-	b.up.stop(t) // Ctrl-C stops cell B's tasks, and only those
-	time.Sleep(2 * time.Second)
-	alive("after cell B stopped")
+	// Past a poll or two of both agents.
+	consistently(t, "with cell B up, cell A's tasks run", 3*time.Second, alive)
+	b.stop(t) // Ctrl-C stops cell B's tasks, and only those
+	consistently(t, "after cell B stopped, cell A's tasks run", 2*time.Second, alive)
+}
+
+// startCellRunningHello starts a cell of one machine at portBase, with a
+// copy of the certs directory certsFrom when it is not empty, and runs
+// hello in it.
+func startCellRunningHello(t *testing.T, portBase int, certsFrom string) *testCell {
+	t.Helper()
+	data := t.TempDir()
+	if certsFrom != "" {
+		// cp -a, as a person copying a cell would: keys keep their mode.
+		if out, err := exec.Command("cp", "-a", certsFrom, filepath.Join(data, "certs")).CombinedOutput(); err != nil {
+			t.Fatalf("copy the certs: %v\n%s", err, out)
+		}
+	}
+	c := startCell(t, cellOptions{agents: 1, portBase: portBase, data: data})
+	if out, code := c.run(t, "job", "submit", "examples/hello.jsonnet", "--wait"); code != 0 {
+		t.Fatalf("submit hello: exit %d\n%s", code, out)
+	}
+	return c
 }

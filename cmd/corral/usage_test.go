@@ -1,8 +1,7 @@
 package main_test
 
 import (
-	"os"
-	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,46 +14,75 @@ import (
 // the seconds it ran by its events, from its first start to its kill,
 // within 1%: no window overlaps another, none starts before the task ran.
 func TestUsageBillsRunningTime(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the corral binary and runs a whole cell")
-	}
-	bin := buildCorral(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := t.TempDir()
-	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
-	env := append(os.Environ(), "CORRAL_USER=alice", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
-	startUp(t, bin, root, env, []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr,
-		"--port-base", strconv.Itoa(freeTaskPorts(t, 3))})
-	corral := cellCLI(t, bin, root, env)
-	jobs := t.TempDir()
-	submit := func(name, spec string) {
-		p := filepath.Join(jobs, name+".json")
-		if err := os.WriteFile(p, []byte(spec), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if out, code := corral("job", "submit", p); code != 0 {
+	c := startCell(t, cellOptions{})
+	corral := c.cli(t)
+	for name, spec := range map[string]string{
+		"crashy": `{"name": "crashy", "priority": "batch", "count": 2, "command": "/bin/sh", "args": ["-c", "sleep 1; exit 3"],
+		"resources": {"cpu": "10m", "memory": "8MiB"}, "restart": {"mode": "always", "max_restarts": 1000, "backoff": "100ms", "max_backoff": "200ms"}}`,
+		"steady": `{"name": "steady", "priority": "batch", "count": 3, "command": "/bin/sleep", "args": ["1000"],
+		"resources": {"cpu": "10m", "memory": "8MiB"}}`,
+	} {
+		if out, code := corral("job", "submit", writeJob(t, name, spec)); code != 0 {
 			t.Fatalf("submit %s: exit %d\n%s", name, code, out)
 		}
 	}
-	submit("crashy", `{"name": "crashy", "priority": "batch", "count": 2, "command": "/bin/sh", "args": ["-c", "sleep 1; exit 3"],
-		"resources": {"cpu": "10m", "memory": "8MiB"}, "restart": {"mode": "always", "max_restarts": 1000, "backoff": "100ms", "max_backoff": "200ms"}}`)
-	submit("steady", `{"name": "steady", "priority": "batch", "count": 3, "command": "/bin/sleep", "args": ["1000"],
-		"resources": {"cpu": "10m", "memory": "8MiB"}}`)
-	// Several 5 s windows of crash loops, then the kills, then a window
+	// Several 5 s windows of crash loops (each crashy task failed five
+	// times and billed in three windows), then the kills, then a window
 	// after them so every run is billed to its end.
-	time.Sleep(25 * time.Second)
+	eventually(t, "several windows of crash loops", 90*time.Second, func() (string, bool) {
+		out, code := corral("sql", "-o", "csv", `SELECT min(f) AS failures, min(w) AS windows FROM (
+		  SELECT (SELECT count(*) FROM task_events e WHERE e.user = 'alice' AND e.job = 'crashy' AND e.task_index = i AND e.type = 'TaskFailed') AS f,
+		    (SELECT count(*) FROM task_usage u WHERE u.user = 'alice' AND u.job = 'crashy' AND u.task_index = i) AS w
+		  FROM range(2) t(i))`)
+		m := regexp.MustCompile(`(?m)^(\d+),(\d+)$`).FindStringSubmatch(out)
+		if code != 0 || m == nil {
+			return out, false
+		}
+		failures, _ := strconv.Atoi(m[1])
+		windows, _ := strconv.Atoi(m[2])
+		return out, failures >= 5 && windows >= 3
+	})
 	for _, j := range []string{"crashy", "steady"} {
 		if out, code := corral("job", "kill", j); code != 0 {
 			t.Fatalf("kill %s: exit %d\n%s", j, code, out)
 		}
 	}
-	// Running seconds by the log: from each task's first start to its
-	// kill. Billed seconds: its task_usage rows, once a window past the
-	// kill has billed its run to the end (the machines' windows close at
-	// different moments, so wait for every task's).
+	for _, b := range billedToTheirKills(t, corral) {
+		ran := b.killed - b.started
+		t.Logf("%s: ran %.3f s, billed %.3f s in %d windows (%.4fx), %d failures", b.task,
+			float64(ran)/1e6, float64(b.billed)/1e6, b.windows, float64(b.billed)/float64(ran), b.failures)
+		if d := b.billed - ran; d > ran/100 || -d > ran/100 {
+			t.Errorf("%s billed %.3f s for %.3f s of running", b.task, float64(b.billed)/1e6, float64(ran)/1e6)
+		}
+		if b.first < b.started || b.last > b.killed {
+			t.Errorf("%s billed from %d to %d, ran from %d to %d", b.task, b.first, b.last, b.started, b.killed)
+		}
+		if strings.HasPrefix(b.task, "crashy/") && b.failures < 5 {
+			t.Errorf("%s failed %d times: not the crash loop this test needs", b.task, b.failures)
+		}
+	}
+	// No window of a task starts before the previous one ended.
+	out, code := corral("sql", "-o", "csv", `SELECT count(*) AS overlaps FROM (
+	  SELECT start_time < lag(end_time) OVER (PARTITION BY user, job, task_index ORDER BY start_time) AS overlap FROM task_usage) WHERE overlap`)
+	if code != 0 || strings.TrimSpace(out) != "overlaps\n0" {
+		t.Errorf("windows of a task overlap (exit %d):\n%s", code, out)
+	}
+}
+
+// billing is one task's running time by its events and what it was billed.
+type billing struct {
+	task                                          string
+	started, killed, billed, first, last, windows int64
+	failures                                      int64
+}
+
+// billedToTheirKills waits until every one of the five tasks is billed
+// past its kill, and returns each one's running by the log (from its
+// first start to its kill) and billing (its task_usage rows, the rows
+// corral bill sums). The machines' windows close at different moments, so
+// it waits for every task's.
+func billedToTheirKills(t *testing.T, corral func(...string) (string, int)) []billing {
+	t.Helper()
 	const q = `WITH ev AS (
 	  SELECT split_part(stream, '/', 3) AS job, split_part(stream, '/', 4)::INTEGER AS task_index, type, epoch_us(time) AS us
 	  FROM events WHERE stream LIKE 'task/alice/%' AND type IN ('TaskStarted', 'TaskKilled', 'TaskFailed')),
@@ -67,11 +95,6 @@ func TestUsageBillsRunningTime(t *testing.T) {
 	SELECT r.job, r.task_index, r.started_us, coalesce(r.killed_us, 0), coalesce(b.billed_us, 0), coalesce(b.first_us, 0),
 	  coalesce(b.last_us, 0), coalesce(b.windows, 0), r.failures
 	FROM ran r LEFT JOIN billed b USING (job, task_index) ORDER BY ALL`
-	type billing struct {
-		task                                          string
-		started, killed, billed, first, last, windows int64
-		failures                                      int64
-	}
 	var tasks []billing
 	eventually(t, "every task's run billed to its kill", 40*time.Second, func() (string, bool) {
 		out, code := corral("sql", "-o", "csv", q)
@@ -104,24 +127,5 @@ func TestUsageBillsRunningTime(t *testing.T) {
 		}
 		return out, true
 	})
-	for _, b := range tasks {
-		ran := b.killed - b.started
-		t.Logf("%s: ran %.3f s, billed %.3f s in %d windows (%.4fx), %d failures", b.task,
-			float64(ran)/1e6, float64(b.billed)/1e6, b.windows, float64(b.billed)/float64(ran), b.failures)
-		if d := b.billed - ran; d > ran/100 || -d > ran/100 {
-			t.Errorf("%s billed %.3f s for %.3f s of running", b.task, float64(b.billed)/1e6, float64(ran)/1e6)
-		}
-		if b.first < b.started || b.last > b.killed {
-			t.Errorf("%s billed from %d to %d, ran from %d to %d", b.task, b.first, b.last, b.started, b.killed)
-		}
-		if strings.HasPrefix(b.task, "crashy/") && b.failures < 5 {
-			t.Errorf("%s failed %d times in 25 s: not the crash loop this test needs", b.task, b.failures)
-		}
-	}
-	// No window of a task starts before the previous one ended.
-	out, code := corral("sql", "-o", "csv", `SELECT count(*) AS overlaps FROM (
-	  SELECT start_time < lag(end_time) OVER (PARTITION BY user, job, task_index ORDER BY start_time) AS overlap FROM task_usage) WHERE overlap`)
-	if code != 0 || strings.TrimSpace(out) != "overlaps\n0" {
-		t.Errorf("windows of a task overlap (exit %d):\n%s", code, out)
-	}
+	return tasks
 }

@@ -14,60 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corralhq/corral/commands/auth"
+	"github.com/corralhq/corral/internal/testkit"
 )
-
-// issueUserTokens gives each user a token of the cell in data, written to
-// a file for webLogin, and waits for the master to read them.
-func issueUserTokens(t *testing.T, data string, users ...string) (tokens, files map[string]string) {
-	t.Helper()
-	store := auth.NewTokens(filepath.Join(data, "certs", auth.TokensFile))
-	tokens, files = map[string]string{}, map[string]string{}
-	for _, u := range users {
-		tok, err := store.Issue(u, auth.RoleUser)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tokens[u] = tok
-		files[u] = filepath.Join(t.TempDir(), u+".token")
-		if err := os.WriteFile(files[u], []byte(tok), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	time.Sleep(time.Second) // the master reads the tokens file again within a second of a change
-	return tokens, files
-}
-
-// simChildren are the what-if replays (corral sim children) of process
-// parent.
-func simChildren(parent int) []int {
-	var out []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) < 2 || f[1] != strconv.Itoa(parent) {
-			continue
-		}
-		if args := strings.Split(readFile(filepath.Join("/proc", d.Name(), "cmdline")), "\x00"); len(args) > 1 && args[1] == "sim" {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-func readFile(path string) string {
-	b, _ := os.ReadFile(path)
-	return string(b)
-}
 
 // TestWhatIfRunsOutsideTheMaster: the web UI's what-if page replays in a
 // child process bounded in memory and time, never in the master. A replay
@@ -78,41 +26,60 @@ func readFile(path string) string {
 // leaves stops their replay's process. A cell with a short time limit
 // stops a long replay at it and says so.
 func TestWhatIfRunsOutsideTheMaster(t *testing.T) {
-	bin := buildCorral(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := t.TempDir()
-	grpcAddr, httpAddr, dnsAddr := freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
-	admin := append(os.Environ(), "CORRAL_USER=root", "CORRAL_MASTER="+grpcAddr, "CORRAL_CELL=dev", "CORRAL_DATA="+data)
-	upArgs := []string{"up", "--data", data, "--listen", grpcAddr, "--http", httpAddr, "--dns", dnsAddr,
-		"--port-base", strconv.Itoa(freeTaskPorts(t, 3)), "--sim-memory", "128MiB", "--sim-timeout", "90s"}
-	up := startUp(t, bin, root, admin, upArgs)
-	if out, code := runCorral(t, bin, root, admin, "job", "submit", "examples/hello.jsonnet", "--wait"); code != 0 {
+	c := startCell(t, cellOptions{user: "root", flags: []string{"--sim-memory", "128MiB", "--sim-timeout", "90s"}})
+	if out, code := c.run(t, "job", "submit", "examples/hello.jsonnet", "--wait"); code != 0 {
 		t.Fatalf("submitting hello: exit %d\n%s", code, out)
 	}
-	_, files := issueUserTokens(t, data, "alice", "bob")
-	alice, bob := webLogin(t, httpAddr, files["alice"]), webLogin(t, httpAddr, files["bob"])
-	get := func(ctx context.Context, c *http.Client, query string) (int, string, error) {
-		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+httpAddr+"/sim?run=1&"+query, nil)
-		if err != nil {
-			return 0, "", err
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b), err
-	}
-	ctx := context.Background()
-	if code, body, err := get(ctx, bob, ""); err != nil || code != 200 || !strings.Contains(body, `id="sim-summary"`) {
+	_, files := c.issueUserTokens(t, "alice", "bob")
+	w := &whatIfPage{t: t, c: c, alice: c.webLogin(t, files["alice"]), bob: c.webLogin(t, files["bob"])}
+	if code, body, err := w.get(context.Background(), w.bob, ""); err != nil || code != 200 || !strings.Contains(body, `id="sim-summary"`) {
 		t.Fatalf("a small replay: %d %v\n%s", code, err, body)
 	}
+	w.hugeReplayStaysInItsChild()
+	w.viewerWhoLeavesStopsTheReplay()
+	c.stop(t)
 
-	pid := up.cmd.Process.Pid
+	// A cell whose replays may take a second stops a longer one at it.
+	c.setFlag(t, "--sim-timeout", "1s")
+	c.setFlag(t, "--sim-memory", "1GiB")
+	c.start(t)
+	w.alice = c.webLogin(t, files["alice"])
+	code, body, err := w.get(context.Background(), w.alice, "add=100000x8c32g+100000x8c32g")
+	if err != nil || code != http.StatusGatewayTimeout || !strings.Contains(body, "--sim-timeout") {
+		t.Errorf("a replay past its time: %d %v, want 504 naming --sim-timeout\n%s", code, err, body)
+	}
+}
+
+// whatIfPage is the what-if page of a cell, asked by alice and bob.
+type whatIfPage struct {
+	t          *testing.T
+	c          *testCell
+	alice, bob *http.Client
+}
+
+// get runs a replay through the page with query's changes.
+func (w *whatIfPage) get(ctx context.Context, c *http.Client, query string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+w.c.httpAddr+"/sim?run=1&"+query, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// hugeReplayStaysInItsChild: alice's replay adding 400,000 machines runs
+// in a child of the master whose argv does not name the store, is stopped
+// at --sim-memory, and leaves the master's memory as it was; meanwhile
+// her second replay is refused and bob's is answered.
+func (w *whatIfPage) hugeReplayStaysInItsChild() {
+	t := w.t
+	t.Helper()
+	pid := w.c.pid()
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
 		t.Fatalf("resetting the master's peak: %v", err)
 	}
@@ -125,28 +92,24 @@ func TestWhatIfRunsOutsideTheMaster(t *testing.T) {
 	start := time.Now()
 	go func() {
 		defer wg.Done()
-		hugeCode, hugeBody, _ = get(ctx, alice, huge)
+		hugeCode, hugeBody, _ = w.get(context.Background(), w.alice, huge)
 	}()
-	for len(simChildren(pid)) == 0 && time.Since(start) < 30*time.Second {
-		time.Sleep(20 * time.Millisecond)
-	}
-	kids := simChildren(pid)
-	if len(kids) == 0 {
-		t.Fatal("the huge replay started no child process of the master")
-	}
+	testkit.Eventually(t, 30*time.Second, "the huge replay starts a child process of the master", func() (bool, string) {
+		return len(simChildren(pid)) > 0, "none"
+	})
 	// The store's URL (which may hold a password) is not in any child's
 	// argv, which every user of the machine may read.
-	for _, p := range append(kids, infrastorePid(t, data)) {
+	for _, p := range append(simChildren(pid), w.c.infrastorePid(t)) {
 		if cmd := readFile(fmt.Sprintf("/proc/%d/cmdline", p)); strings.Contains(cmd, "--store") || strings.Contains(cmd, "events.db") {
 			t.Errorf("process %d's argv names the store: %q", p, strings.ReplaceAll(cmd, "\x00", " "))
 		}
 	}
 	// Alice's second replay is refused while her first runs; bob's is
 	// answered.
-	if code, body, _ := get(ctx, alice, ""); code != http.StatusTooManyRequests || !strings.Contains(body, "--sim-per-user") {
+	if code, body, _ := w.get(context.Background(), w.alice, ""); code != http.StatusTooManyRequests || !strings.Contains(body, "--sim-per-user") {
 		t.Errorf("alice's second replay: %d, want 429 naming --sim-per-user\n%s", code, body)
 	}
-	if code, body, err := get(ctx, bob, ""); err != nil || code != 200 || !strings.Contains(body, `id="sim-summary"`) {
+	if code, body, err := w.get(context.Background(), w.bob, ""); err != nil || code != 200 || !strings.Contains(body, `id="sim-summary"`) {
 		t.Errorf("bob's replay beside alice's huge one: %d %v\n%s", code, err, body)
 	}
 	wg.Wait()
@@ -158,54 +121,57 @@ func TestWhatIfRunsOutsideTheMaster(t *testing.T) {
 	if grew := peak - before; grew > 64<<10 {
 		t.Errorf("the master's resident memory grew %d MiB during the huge replay, want it to stay in the child", grew>>10)
 	}
+}
 
-	// A viewer who leaves stops their replay.
-	leave, cancel := context.WithCancel(ctx)
+// viewerWhoLeavesStopsTheReplay: a viewer who leaves while the replay's
+// process runs stops it, and her slot is free again once the master has
+// seen her go.
+func (w *whatIfPage) viewerWhoLeavesStopsTheReplay() {
+	t := w.t
+	t.Helper()
+	pid := w.c.pid()
+	leave, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() {
-		for len(simChildren(pid)) == 0 && leave.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
-		time.Sleep(300 * time.Millisecond)
+		testkit.Poll(time.Minute, func() bool { return len(simChildren(pid)) > 0 || leave.Err() != nil })
 		cancel()
 	}()
-	if _, _, err := get(leave, alice, "add=100000x8c32g"); !errors.Is(err, context.Canceled) {
+	if _, _, err := w.get(leave, w.alice, "add=100000x8c32g"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the replay the viewer left: %v, want it canceled", err)
 	}
 	left := time.Now()
-	for len(simChildren(pid)) > 0 {
-		if time.Since(left) > 5*time.Second {
-			t.Fatalf("the replay's process %v still runs 5s after its viewer left", simChildren(pid))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, "the replay's process ends after its viewer left", func() (bool, string) {
+		kids := simChildren(pid)
+		return len(kids) == 0, fmt.Sprint(kids, " still run")
+	})
 	t.Logf("the replay's process was gone %s after its viewer left", time.Since(left).Round(time.Millisecond))
-	// Its slot is free again once the master has seen her go.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		code, body, err := get(ctx, alice, "")
+	testkit.EventuallyEvery(t, 10*time.Second, 100*time.Millisecond, "alice's replay after she left one", func() (bool, string) {
+		code, body, err := w.get(context.Background(), w.alice, "")
 		if err == nil && code == 200 {
-			break
+			return true, ""
 		}
-		if time.Now().After(deadline) || code != http.StatusTooManyRequests {
+		if code != http.StatusTooManyRequests {
 			t.Fatalf("alice's replay after she left one: %d %v\n%s", code, err, body)
 		}
-	}
-	up.stop(t)
+		return false, body
+	})
+}
 
-	// A cell whose replays may take a second stops a longer one at it.
-	for i, a := range upArgs {
-		if a == "--sim-timeout" {
-			upArgs[i+1] = "1s"
+// simChildren are the what-if replays (corral sim children) of process
+// parent.
+func simChildren(parent int) []int {
+	return processes(func(pid int, argv []string) bool {
+		if len(argv) < 2 || argv[1] != "sim" {
+			return false
 		}
-	}
-	for i, a := range upArgs {
-		if a == "--sim-memory" {
-			upArgs[i+1] = "1GiB"
-		}
-	}
-	startUp(t, bin, root, admin, upArgs)
-	alice = webLogin(t, httpAddr, files["alice"])
-	code, body, err := get(ctx, alice, "add=100000x8c32g+100000x8c32g")
-	if err != nil || code != http.StatusGatewayTimeout || !strings.Contains(body, "--sim-timeout") {
-		t.Errorf("a replay past its time: %d %v, want 504 naming --sim-timeout\n%s", code, err, body)
-	}
+		// pid (comm) state ppid ...
+		stat := readFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		f := strings.Fields(stat[strings.LastIndexByte(stat, ')')+1:])
+		return len(f) >= 2 && f[1] == strconv.Itoa(parent)
+	})
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
 }
