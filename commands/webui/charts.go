@@ -262,6 +262,15 @@ type barChart struct {
 // HTML renders the chart as a figure, its numbers in a table.
 func (c barChart) HTML() template.HTML {
 	var b strings.Builder
+	c.svg(&b)
+	c.legend(&b)
+	c.table(&b)
+	return template.HTML(b.String())
+}
+
+// svg draws the bars, grouped, scaled so that the longest bar or the
+// capacity line fills the width.
+func (c barChart) svg(b *strings.Builder) {
 	esc := template.HTMLEscapeString
 	scale := c.Capacity
 	for _, g := range c.Groups {
@@ -279,50 +288,59 @@ func (c barChart) HTML() template.HTML {
 	height := padT + groupH*len(c.Groups) + 16
 	areaW := float64(chartW - barLabelW - barValueW)
 	w := func(v float64) float64 { return max(0, v/scale*areaW) }
-	fmt.Fprintf(&b, `<figure class="chart" aria-labelledby="%s-cap">`, esc(c.ID))
-	fmt.Fprintf(&b, `<figcaption id="%s-cap">%s</figcaption>`, esc(c.ID), esc(c.Title))
-	fmt.Fprintf(&b, `<svg viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-labelledby="%s-cap" aria-describedby="%s-tab" focusable="false">`,
+	fmt.Fprintf(b, `<figure class="chart" aria-labelledby="%s-cap">`, esc(c.ID))
+	fmt.Fprintf(b, `<figcaption id="%s-cap">%s</figcaption>`, esc(c.ID), esc(c.Title))
+	fmt.Fprintf(b, `<svg viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-labelledby="%s-cap" aria-describedby="%s-tab" focusable="false">`,
 		chartW, height, chartW, height, esc(c.ID), esc(c.ID))
 	yy := padT
 	for _, g := range c.Groups {
-		fmt.Fprintf(&b, `<text class="label" x="0" y="%d">%s</text>`, yy+len(g.Bars)*(barH+2)/2+4, esc(g.Label))
+		fmt.Fprintf(b, `<text class="label" x="0" y="%d">%s</text>`, yy+len(g.Bars)*(barH+2)/2+4, esc(g.Label))
 		for i, br := range g.Bars {
 			top := yy + i*(barH+2)
-			fmt.Fprintf(&b, `<rect class="bar %s" x="%d" y="%d" width="%s" height="%d"><title>%s %s: %s</title></rect>`,
+			fmt.Fprintf(b, `<rect class="bar %s" x="%d" y="%d" width="%s" height="%d"><title>%s %s: %s</title></rect>`,
 				esc(br.Class), barLabelW, top, f1(w(br.Value)), barH, esc(g.Label), esc(br.Name), esc(c.Unit(br.Value)))
-			fmt.Fprintf(&b, `<text class="tick" x="%s" y="%d">%s</text>`, f1(float64(barLabelW)+w(br.Value)+4), top+barH-1, esc(c.Unit(br.Value)))
+			fmt.Fprintf(b, `<text class="tick" x="%s" y="%d">%s</text>`, f1(float64(barLabelW)+w(br.Value)+4), top+barH-1, esc(c.Unit(br.Value)))
 		}
 		yy += groupH
 	}
 	if c.Capacity > 0 {
 		cx := f1(float64(barLabelW) + w(c.Capacity))
-		fmt.Fprintf(&b, `<line class="capacity" x1="%s" x2="%s" y1="%d" y2="%d"/>`, cx, cx, padT-4, yy)
-		fmt.Fprintf(&b, `<text class="tick" x="%s" y="%d" text-anchor="middle">capacity %s</text>`, cx, yy+12, esc(c.Unit(c.Capacity)))
+		fmt.Fprintf(b, `<line class="capacity" x1="%s" x2="%s" y1="%d" y2="%d"/>`, cx, cx, padT-4, yy)
+		fmt.Fprintf(b, `<text class="tick" x="%s" y="%d" text-anchor="middle">capacity %s</text>`, cx, yy+12, esc(c.Unit(c.Capacity)))
 	}
+}
+
+// legend closes the drawing and names the bars of a group.
+func (c barChart) legend(b *strings.Builder) {
+	esc := template.HTMLEscapeString
 	b.WriteString(`</svg><ul class="legend">`)
 	if len(c.Groups) > 0 {
 		for _, br := range c.Groups[0].Bars {
-			fmt.Fprintf(&b, `<li><span class="swatch %s" aria-hidden="true"></span>%s</li>`, esc(br.Class), esc(br.Name))
+			fmt.Fprintf(b, `<li><span class="swatch %s" aria-hidden="true"></span>%s</li>`, esc(br.Class), esc(br.Name))
 		}
 	}
 	b.WriteString(`</ul>`)
-	fmt.Fprintf(&b, `<details><summary>Data</summary><table id="%s-tab"><caption>%s (capacity %s)</caption><thead><tr><th scope="col">%s</th>`,
+}
+
+// table is the chart's figures as a table, for those who cannot see it.
+func (c barChart) table(b *strings.Builder) {
+	esc := template.HTMLEscapeString
+	fmt.Fprintf(b, `<details><summary>Data</summary><table id="%s-tab"><caption>%s (capacity %s)</caption><thead><tr><th scope="col">%s</th>`,
 		esc(c.ID), esc(c.Title), esc(c.Unit(c.Capacity)), esc(c.RowName))
 	if len(c.Groups) > 0 {
 		for _, br := range c.Groups[0].Bars {
-			fmt.Fprintf(&b, `<th scope="col">%s</th>`, esc(br.Name))
+			fmt.Fprintf(b, `<th scope="col">%s</th>`, esc(br.Name))
 		}
 	}
 	b.WriteString(`</tr></thead><tbody>`)
 	for _, g := range c.Groups {
-		fmt.Fprintf(&b, `<tr><th scope="row">%s</th>`, esc(g.Label))
+		fmt.Fprintf(b, `<tr><th scope="row">%s</th>`, esc(g.Label))
 		for _, br := range g.Bars {
-			fmt.Fprintf(&b, `<td class="num">%s</td>`, esc(c.Unit(br.Value)))
+			fmt.Fprintf(b, `<td class="num">%s</td>`, esc(c.Unit(br.Value)))
 		}
 		b.WriteString(`</tr>`)
 	}
 	b.WriteString(`</tbody></table></details></figure>`)
-	return template.HTML(b.String())
 }
 
 // columnChart draws counts per time bucket (the event rate).
