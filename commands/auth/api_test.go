@@ -31,7 +31,7 @@ func TestAPIAuthenticatesEveryCaller(t *testing.T) {
 	}
 	checkEveryCaller(t, c, alice, tok)
 	checkForgedHeader(t, alice)
-	checkRevocationEndsStream(t, c, tok)
+	checkRevocationEndsStream(t, c, alice, tok)
 }
 
 // checkEveryCaller lists and submits as each kind of caller: only a token
@@ -102,11 +102,18 @@ func checkForgedHeader(t *testing.T, alice apipb.CellClient) {
 
 // checkRevocationEndsStream: a stream opened with the token ends within a
 // second of its revocation, and the token is refused from then on.
-func checkRevocationEndsStream(t *testing.T, c *cell, tok string) {
+func checkRevocationEndsStream(t *testing.T, c *cell, alice apipb.CellClient, tok string) {
 	t.Helper()
 	tess := c.client(auth.ClientOptions{CAFile: c.local.CA, Token: tok})
 	w, err := tess.Watch(bg, &apipb.EventsRequest{FromPosition: c.head() + 1})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream is open and waiting once an event appended now reaches it.
+	if _, err := alice.Submit(bg, &apipb.SubmitRequest{RequestId: "a3", Spec: spec("watched")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
 		t.Fatal(err)
 	}
 	ended := make(chan error, 1)
@@ -118,7 +125,6 @@ func checkRevocationEndsStream(t *testing.T, c *cell, tok string) {
 			}
 		}
 	}()
-	time.Sleep(300 * time.Millisecond) // the stream is open and waiting
 	// A revoked token stops working (the file is read again within a second).
 	revokedAt := time.Now()
 	if n, err := c.local.Tokens.Revoke("tess"); err != nil || n != 1 {
