@@ -26,6 +26,7 @@ import (
 	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/webui"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // The task page reads logs as the API does: through the master's Service
@@ -160,11 +161,7 @@ func TestWebLogsFollowTheAPIsRule(t *testing.T) {
 		release()
 		return false
 	}
-	for deadline := time.Now().Add(5 * time.Second); !held(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("alice's live stream holds no slot")
-		}
-	}
+	testkit.Eventually(t, 5*time.Second, "alice's live stream holds a slot", func() (bool, string) { return held(), "her slot is free" })
 	if _, body := get(alice, page); strings.Contains(body, secret) || !strings.Contains(body, "--max-streams-per-user 1") {
 		t.Errorf("alice's page while her stream is open: want the cap per user named, not the log")
 	}
@@ -182,11 +179,7 @@ func TestWebLogsFollowTheAPIsRule(t *testing.T) {
 	// The reader leaves: the slot comes back, and the page reads again.
 	leave()
 	resp.Body.Close()
-	for deadline := time.Now().Add(5 * time.Second); held(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("alice's slot was not given back when her browser left")
-		}
-	}
+	testkit.Eventually(t, 5*time.Second, "alice's slot is given back when her browser leaves", func() (bool, string) { return !held(), "her slot is held" })
 	if _, body := get(alice, page); !strings.Contains(body, secret) {
 		t.Errorf("alice's page after her stream ended: no log line")
 	}
