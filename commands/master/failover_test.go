@@ -165,6 +165,10 @@ type submitter struct {
 }
 
 func (s *submitter) run(ctx context.Context, t *testing.T, c *client.Client, prefix string) {
+	// A ticker paces the submissions: a steady load is the point, not the
+	// most the cell can take.
+	pace := time.NewTicker(5 * time.Millisecond)
+	defer pace.Stop()
 	for i := 0; ctx.Err() == nil; i++ {
 		id := fmt.Sprintf("%s-%d", prefix, i)
 		spec := &events.JobSpec{Name: id, Priority: 0, TaskCount: 2, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 32 << 20}}
@@ -186,7 +190,10 @@ func (s *submitter) run(ctx context.Context, t *testing.T, c *client.Client, pre
 		s.acked[id] = rep.LastPosition
 		s.lastOK = time.Now()
 		s.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-pace.C:
+		}
 	}
 }
 
@@ -299,16 +306,7 @@ func registerMachines(t *testing.T, addr string, n int) {
 }
 
 func TestFailoverUnderLoad(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	// The schema first, so the three masters do not race to create it.
-	s, err := pgstore.Open(context.Background(), url, pgstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	url := migratedDatabase(t)
 	var procs []*masterProc
 	var addrs []string
 	for _, n := range []string{"master1", "master2", "master3"} {
@@ -396,15 +394,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 // are fenced and it steps down; never do two processes lead at one epoch,
 // and the cell keeps taking writes when either dies.
 func TestFailoverSameNameRestart(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	s, err := pgstore.Open(context.Background(), url, pgstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	url := migratedDatabase(t)
 	old := startMasterProc(t, "master1", url)
 	if leaderOf(t, []*masterProc{old}, 20*time.Second, "") != old {
 		t.Fatal("master1 does not lead")
@@ -468,4 +458,20 @@ func TestFailoverSameNameRestart(t *testing.T) {
 	acked := sub.acked
 	sub.mu.Unlock()
 	checkLog(t, url, acked)
+}
+
+// migratedDatabase is a new database with the event store's schema: made
+// first, so that the masters started on it do not race to create it.
+func migratedDatabase(t *testing.T) string {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	s, err := pgstore.Open(context.Background(), url, pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	return url
 }
