@@ -81,19 +81,14 @@ func (ra *realAgent) shutdown() {
 		}
 	}
 	_, _ = ra.Poll(context.Background(), &agentpb.PollRequest{Epoch: 1, Requests: reqs})
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		live := 0
+	testkit.Poll(5*time.Second, func() bool {
 		for _, ts := range ra.State().Tasks {
 			if !Ended(ts.State) {
-				live++
+				return false
 			}
 		}
-		if live == 0 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return true
+	})
 	_ = ra.Close()
 }
 
@@ -525,27 +520,14 @@ func TestRealRunRegistersAndServesPoll(t *testing.T) {
 	pid := st.Tasks[0].Pid
 
 	// Now the master comes up and the agent registers.
-	lis, err := net.Listen("tcp", masterAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	fm := &fakeMaster{got: make(chan *agentpb.MachineInfo, 10)}
-	agentpb.RegisterMasterServer(srv, fm)
-	go srv.Serve(lis)
-	defer srv.Stop()
-	var info *agentpb.MachineInfo
-	select {
-	case info = <-fm.got:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the agent never registered")
-	}
+	info := registrationAt(t, masterAddr)
 	if info.Name != "m7" || info.Address != addr || info.Capacity.CpuMilli != 2000 || info.Capacity.MemoryBytes == 0 ||
 		info.Attributes["rack"] != "r1" || info.Attributes["os"] != "linux" || info.CgroupMode == agentpb.CgroupMode_CGROUP_MODE_UNSPECIFIED {
 		t.Errorf("registration %v", info)
 	}
 
-	// Unpolled for a while, the task runs on.
+	// Unpolled for a while, the task runs on. The sleep is the subject: a
+	// quiet spell without polls, in which nothing may happen to the task.
 	time.Sleep(300 * time.Millisecond)
 	st, err = c.Poll(ctx, &agentpb.PollRequest{Epoch: 3, EventsAcked: st.LastEventSeq})
 	if err != nil {
@@ -570,6 +552,28 @@ func TestRealRunRegistersAndServesPoll(t *testing.T) {
 	cancel()
 	if err := <-ran; err != nil {
 		t.Errorf("Run returned %v", err)
+	}
+}
+
+// registrationAt serves a fake master at addr and returns the first
+// registration it gets.
+func registrationAt(t *testing.T, addr string) *agentpb.MachineInfo {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	fm := &fakeMaster{got: make(chan *agentpb.MachineInfo, 10)}
+	agentpb.RegisterMasterServer(srv, fm)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	select {
+	case info := <-fm.got:
+		return info
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent never registered")
+		return nil
 	}
 }
 
