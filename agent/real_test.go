@@ -454,12 +454,19 @@ func TestRealMemoryPressureEvictsLowestPriorityFirst(t *testing.T) {
 	if ts.Reason != ReasonOvercommitted || !strings.Contains(ts.Message, "memory pressure") {
 		t.Errorf("evicted task %v", ts)
 	}
-	// The rest fit: nothing else goes.
-	time.Sleep(300 * time.Millisecond)
-	for _, job := range []string{"batch", "prod"} {
-		if ts := ra.task(ref(job, 0)); ts.State != running {
-			t.Errorf("%s task %v", job, ts)
+	// The rest fit: nothing else goes, watched for a while.
+	var gone *agentpb.TaskStatus
+	testkit.Poll(300*time.Millisecond, func() bool {
+		for _, job := range []string{"batch", "prod"} {
+			if ts := ra.task(ref(job, 0)); ts.State != running {
+				gone = ts
+				return true
+			}
 		}
+		return false
+	})
+	if gone != nil {
+		t.Errorf("%s task %v", gone.Task.GetJob(), gone)
 	}
 	st := ra.State()
 	if mu := st.MachineUsage; mu.TasksMemoryBytes < 100<<20 || mu.TasksMemoryBytes > 150<<20 {

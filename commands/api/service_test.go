@@ -280,10 +280,12 @@ func checkStateAt(t *testing.T, c apipb.CellClient, beforeKill, beforeUpdate int
 		us   int64
 		what string
 	}{{time.Now().Add(time.Hour).UnixMicro(), "in the future"}, {-1 << 62, "before 1970"}, {-1, "before 1970"}} {
-		if _, err := c.StateAt(apitest.As("alice"), &apipb.StateAtRequest{TimeUs: bad.us}); codeOf(err) != codes.InvalidArgument ||
-			!strings.Contains(err.Error(), "time_us") || !strings.Contains(err.Error(), bad.what) {
-			t.Errorf("state at %d µs: %v, want InvalidArgument naming time_us, %s", bad.us, err, bad.what)
-		}
+		t.Run(fmt.Sprint("time_us ", bad.us), func(t *testing.T) {
+			if _, err := c.StateAt(apitest.As("alice"), &apipb.StateAtRequest{TimeUs: bad.us}); codeOf(err) != codes.InvalidArgument ||
+				!strings.Contains(err.Error(), "time_us") || !strings.Contains(err.Error(), bad.what) {
+				t.Errorf("state at %d µs: %v, want InvalidArgument naming time_us, %s", bad.us, err, bad.what)
+			}
+		})
 	}
 	if _, err := c.StateDiff(apitest.As("alice"), &apipb.StateDiffRequest{FromPosition: 1, ToTimeUs: time.Now().Add(24 * time.Hour).UnixMicro()}); codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "to_time_us") {
 		t.Errorf("a diff to tomorrow: %v, want InvalidArgument naming to_time_us", err)
@@ -338,15 +340,17 @@ func checkPlanAt(t *testing.T, c apipb.CellClient, beforeUpdate, beforeKill int6
 // naming what is wrong.
 func checkBadPlansAndDiffs(t *testing.T, c apipb.CellClient, beforeKill, killedAt int64) {
 	t.Helper()
-	for _, bad := range []*apipb.UpdateRequest{
+	for i, bad := range []*apipb.UpdateRequest{
 		{Spec: apitest.WebSpec("web", 3), AtPosition: -1},
 		{Spec: apitest.WebSpec("web", 3), AtPosition: 3, AtTimeUs: 5},
 		{Spec: apitest.WebSpec("web", 3), AtPosition: 3, IfPosition: 3},
 		{AtPosition: 3, Job: "web", RevertTo: 1},
 	} {
-		if _, err := c.PlanUpdate(apitest.As("alice"), bad); codeOf(err) != codes.InvalidArgument {
-			t.Errorf("PlanUpdate(%v): %v, want InvalidArgument", bad, err)
-		}
+		t.Run(fmt.Sprint("PlanUpdate ", i), func(t *testing.T) {
+			if _, err := c.PlanUpdate(apitest.As("alice"), bad); codeOf(err) != codes.InvalidArgument {
+				t.Errorf("PlanUpdate(%v): %v, want InvalidArgument", bad, err)
+			}
+		})
 	}
 	for _, bad := range []struct {
 		req  *apipb.StateDiffRequest
@@ -359,10 +363,12 @@ func checkBadPlansAndDiffs(t *testing.T, c apipb.CellClient, beforeKill, killedA
 		{&apipb.StateDiffRequest{FromPosition: 1, ToPosition: 2, Limit: -3}, "limit"},
 		{&apipb.StateDiffRequest{FromPosition: 1, ToPosition: 2, Limit: 1 << 30}, "limit"},
 	} {
-		_, err := c.StateDiff(apitest.As("alice"), bad.req)
-		if codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("StateDiff(%v): %v, want InvalidArgument naming %q", bad.req, err, bad.want)
-		}
+		t.Run("StateDiff "+bad.want, func(t *testing.T) {
+			_, err := c.StateDiff(apitest.As("alice"), bad.req)
+			if codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), bad.want) {
+				t.Errorf("StateDiff(%v): %v, want InvalidArgument naming %q", bad.req, err, bad.want)
+			}
+		})
 	}
 
 }
