@@ -347,20 +347,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	paused := time.Now()
-	late := make(chan error, 1)
-	go func() {
-		cc, err := grpc.NewClient(next.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			late <- err
-			return
-		}
-		defer cc.Close()
-		lctx, lcancel := context.WithTimeout(as("alice"), 30*time.Second)
-		defer lcancel()
-		_, err = apipb.NewCellClient(cc).Submit(lctx, &apipb.SubmitRequest{RequestId: "late-write",
-			Spec: &events.JobSpec{Name: "late", Priority: 0, TaskCount: 1, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 32 << 20}}})
-		late <- err
-	}()
+	late := lateWrite(next.addr)
 	third := leaderOf(t, procs, 15*time.Second, next.name)
 	sub.waitOKSince(t, paused.Add(time.Second), 20*time.Second, "a write acknowledged after pausing the leader")
 	t.Logf("SIGSTOP of %s: %s leads after %s", next.name, third.name, time.Since(paused).Round(time.Millisecond))
@@ -385,6 +372,26 @@ func TestFailoverUnderLoad(t *testing.T) {
 	if n := checkLog(t, url, acked)["late-write"]; n != 0 {
 		t.Errorf("the deposed leader's late write is in the log %d times", n)
 	}
+}
+
+// lateWrite submits the job late-write to the master at addr, and answers
+// when it does (a paused master: once it resumes).
+func lateWrite(addr string) <-chan error {
+	late := make(chan error, 1)
+	go func() {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			late <- err
+			return
+		}
+		defer cc.Close()
+		lctx, lcancel := context.WithTimeout(as("alice"), 30*time.Second)
+		defer lcancel()
+		_, err = apipb.NewCellClient(cc).Submit(lctx, &apipb.SubmitRequest{RequestId: "late-write",
+			Spec: &events.JobSpec{Name: "late", Priority: 0, TaskCount: 1, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 32 << 20}}})
+		late <- err
+	}()
+	return late
 }
 
 // TestFailoverSameNameRestart: the leader is paused (SIGSTOP) and a
