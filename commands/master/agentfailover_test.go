@@ -167,8 +167,10 @@ func TestAgentFaultsDuringFailover(t *testing.T) {
 	c.mu.Lock()
 	c.master = standby
 	c.mu.Unlock()
+	// The sleep is the subject: m0's agent stays dead a while, and is
+	// restarted before any leader polls it.
 	time.Sleep(2 * time.Second)
-	c.startAgent("m0", true) // restarted before any leader polls it
+	c.startAgent("m0", true)
 	testkit.Eventually(t, 20*time.Second, "the standby leading", func() (bool, string) { return standby.m.Leading(), "" })
 	failover := time.Since(t0)
 

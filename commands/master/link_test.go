@@ -98,6 +98,8 @@ func TestLinkOOMKilledTaskBacksOff(t *testing.T) {
 	start := c.submit(hog)
 	c.submit(once)
 	const window = 10 * time.Second
+	// The sleep is the subject: the runs that fit in a window of time are
+	// counted against the backoff's bound.
 	time.Sleep(window)
 	if _, err := c.master.client.Kill(as("alice"), &apipb.KillRequest{RequestId: "kill-hog", Job: "hog"}); err != nil {
 		t.Fatal(err)
