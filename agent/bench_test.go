@@ -23,37 +23,8 @@ import (
 // poll to reply (process forked and exec'd) as poll-p50-ms.
 func BenchmarkTaskStart(b *testing.B) {
 	dir := b.TempDir()
-	ra := &realAgent{}
-	cfg := Config{
-		Name: "m1", DataDir: filepath.Join(dir, "data"), CgroupParent: fmt.Sprintf("corral-test-%d-bench/m1", os.Getpid()),
-		MemoryLowWater: -1, Logger: quietLogger(),
-	}
-	a, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ra.Agent = a
-	b.Cleanup(func() {
-		_ = a.Close()
-		testkit.RemoveCgroups(b, fmt.Sprintf("corral-test-%d-bench", os.Getpid()))
-	})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	agentpb.RegisterAgentServer(srv, a)
-	go srv.Serve(lis)
-	defer srv.Stop()
-	c, err := Dial(lis.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := startBenchAgent(b, dir)
 	ctx := context.Background()
-	if _, err := c.Poll(ctx, &agentpb.PollRequest{Epoch: 1}); err != nil { // connect
-		b.Fatal(err)
-	}
 
 	var starts, polls []time.Duration
 	var acked uint64 // the master acknowledges the events it has seen
@@ -104,6 +75,42 @@ func BenchmarkTaskStart(b *testing.B) {
 	forgetAll(b, c, done)
 	b.ReportMetric(median(starts), "p50-ms")
 	b.ReportMetric(median(polls), "poll-p50-ms")
+}
+
+// startBenchAgent serves an agent with real processes and cgroups over
+// gRPC, and returns a client of it, connected.
+func startBenchAgent(b *testing.B, dir string) *Client {
+	ra := &realAgent{}
+	cfg := Config{
+		Name: "m1", DataDir: filepath.Join(dir, "data"), CgroupParent: fmt.Sprintf("corral-test-%d-bench/m1", os.Getpid()),
+		MemoryLowWater: -1, Logger: quietLogger(),
+	}
+	a, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ra.Agent = a
+	b.Cleanup(func() {
+		_ = a.Close()
+		testkit.RemoveCgroups(b, fmt.Sprintf("corral-test-%d-bench", os.Getpid()))
+	})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	agentpb.RegisterAgentServer(srv, a)
+	go srv.Serve(lis)
+	b.Cleanup(srv.Stop)
+	c, err := Dial(lis.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	if _, err := c.Poll(context.Background(), &agentpb.PollRequest{Epoch: 1}); err != nil { // connect
+		b.Fatal(err)
+	}
+	return c
 }
 
 // forgetAll waits for the tasks to end and drops them from the agent.
