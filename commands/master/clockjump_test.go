@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/corralhq/corral/commands/api"
-	"github.com/corralhq/corral/commands/client"
 	"github.com/corralhq/corral/commands/master"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/pgstore"
@@ -101,15 +100,7 @@ func TestClockJumpDoesNotReorderTheLog(t *testing.T) {
 	waitLeader(t, 10*time.Second, a)
 	b := startHostReplica(t, "hostB", url, "127.0.0.1:0", clockB)
 	registerMachines(t, a.addr, 3)
-	c, err := client.New([]string{a.addr, b.addr}, "alice", client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sub := &submitter{acked: map[string]int64{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); sub.run(ctx, t, c, "job") }()
+	sub, stopSubmitting := startSubmitting(t, []string{a.addr, b.addr})
 	sub.waitAcks(t, 20)
 
 	// A's clock goes back an hour: its renewal writes an expiry an hour in
@@ -133,12 +124,7 @@ func TestClockJumpDoesNotReorderTheLog(t *testing.T) {
 	t.Logf("hostB restarted: leads again after %s", took.Round(time.Millisecond))
 	sub.waitOKSince(t, time.Now(), 10*time.Second, "a write acknowledged after hostB took over again")
 	sub.waitAcks(t, 10)
-	cancel()
-	<-done
-
-	sub.mu.Lock()
-	acked := sub.acked
-	sub.mu.Unlock()
+	acked := stopSubmitting()
 	checkLog(t, url, acked)
 
 	// Times go back; positions do not.

@@ -316,15 +316,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 	}
 	leader := leaderOf(t, procs, 20*time.Second, "")
 	registerMachines(t, leader.addr, 3)
-	c, err := client.New(addrs, "alice", client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sub := &submitter{acked: map[string]int64{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); sub.run(ctx, t, c, "job") }()
+	sub, stopSubmitting := startSubmitting(t, addrs)
 	sub.waitAcks(t, 30)
 
 	// kill -9 the leader in the middle of the stream.
@@ -361,11 +353,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 		st, err := statusOf(next.addr)
 		return err == nil && !st.Leader, fmt.Sprint(st, err)
 	})
-	cancel()
-	<-done
-	sub.mu.Lock()
-	acked := sub.acked
-	sub.mu.Unlock()
+	acked := stopSubmitting()
 	if len(acked) < 20 {
 		t.Fatalf("only %d submissions acknowledged", len(acked))
 	}
@@ -413,15 +401,7 @@ func TestFailoverSameNameRestart(t *testing.T) {
 	// The client knows every address the replicas may be at, the
 	// restarted one's included (a supervisor's restart elsewhere).
 	fresh := &masterProc{name: "master1", addr: freeAddr(t)}
-	c, err := client.New([]string{old.addr, other.addr, fresh.addr}, "alice", client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sub := &submitter{acked: map[string]int64{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); sub.run(ctx, t, c, "job") }()
+	sub, stopSubmitting := startSubmitting(t, []string{old.addr, other.addr, fresh.addr})
 	sub.waitAcks(t, 20)
 
 	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -459,11 +439,7 @@ func TestFailoverSameNameRestart(t *testing.T) {
 	killed := time.Now()
 	sub.waitOKSince(t, killed.Add(100*time.Millisecond), 15*time.Second, "a write acknowledged after killing the leader at "+leader.addr)
 	t.Logf("kill -9 of the leader at %s: writes acknowledged again after %s", leader.addr, time.Since(killed).Round(time.Millisecond))
-	cancel()
-	<-done
-	sub.mu.Lock()
-	acked := sub.acked
-	sub.mu.Unlock()
+	acked := stopSubmitting()
 	checkLog(t, url, acked)
 }
 
@@ -481,4 +457,27 @@ func migratedDatabase(t *testing.T) string {
 	}
 	s.Close()
 	return url
+}
+
+// startSubmitting streams alice's submissions to the masters at addrs,
+// through the client's failover, until stop, which returns the
+// acknowledged ones (request id -> last position).
+func startSubmitting(t *testing.T, addrs []string) (sub *submitter, stop func() map[string]int64) {
+	c, err := client.New(addrs, "alice", client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	sub = &submitter{acked: map[string]int64{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); sub.run(ctx, t, c, "job") }()
+	t.Cleanup(func() { cancel(); <-done })
+	return sub, func() map[string]int64 {
+		cancel()
+		<-done
+		sub.mu.Lock()
+		defer sub.mu.Unlock()
+		return sub.acked
+	}
 }
