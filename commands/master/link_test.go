@@ -262,20 +262,7 @@ func TestLinkMasterStoppedTasksRunOn(t *testing.T) {
 	if err := os.WriteFile(failNow, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Watched through the outage: a task that dies fails the test at once.
-	dead := ""
-	testkit.Poll(time.Until(deadline), func() bool {
-		for i, tv := range before {
-			if !alive(int(tv.Pid)) {
-				dead = fmt.Sprintf("task %d (pid %d)", i, tv.Pid)
-				return true
-			}
-		}
-		return false
-	})
-	if dead != "" {
-		t.Fatalf("%s died while the master was away", dead)
-	}
+	stayAliveThrough(t, deadline, before, nil, "the master was away")
 	if _, err := os.Stat(failed); err != nil {
 		t.Fatal("blip did not fail while the master was away")
 	}
