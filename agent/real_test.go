@@ -688,32 +688,7 @@ func TestRealAgentRestartAdoptsItsTasks(t *testing.T) {
 		return nil
 	}, func() string { return "task process would not die" })
 
-	// A process in a container no task owns, as a crash between starting a
-	// process and saving the state would leave.
-	var stray *exec.Cmd
-	mgr, _, err := cgroup.Detect("auto", pc.CgroupParent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mgr.KernelEnforced() {
-		c, err := mgr.Create("alice.stray.0.1", cgroup.Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		args := append([]string{"-c", joinScript, "x", fmt.Sprint(len(c.JoinFiles()))}, c.JoinFiles()...)
-		stray = exec.Command("/bin/sh", append(args, "/bin/sleep", "30")...)
-		stray.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := stray.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = stray.Process.Kill() })
-		waitFor(t, 2*time.Second, func() *bool {
-			if pids, _ := c.Pids(); len(pids) > 0 {
-				return new(bool)
-			}
-			return nil
-		}, func() string { return "stray process never joined its container" })
-	}
+	stray := startStray(t, pc.CgroupParent)
 
 	second := startAgentProcess(t, pc)
 	st = second.poll(t)
@@ -765,6 +740,38 @@ func TestRealAgentRestartAdoptsItsTasks(t *testing.T) {
 	if !strings.Contains(readLog(t, keep, "stdout"), "started") {
 		t.Errorf("the adopted task's log is gone")
 	}
+}
+
+// startStray starts a process in a container no task owns, as a crash
+// between starting a process and saving the state would leave; nil where
+// containers are not enforced by the kernel.
+func startStray(t *testing.T, parent string) *exec.Cmd {
+	t.Helper()
+	mgr, _, err := cgroup.Detect("auto", parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mgr.KernelEnforced() {
+		return nil
+	}
+	c, err := mgr.Create("alice.stray.0.1", cgroup.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"-c", joinScript, "x", fmt.Sprint(len(c.JoinFiles()))}, c.JoinFiles()...)
+	stray := exec.Command("/bin/sh", append(args, "/bin/sleep", "30")...)
+	stray.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := stray.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stray.Process.Kill() })
+	waitFor(t, 2*time.Second, func() *bool {
+		if pids, _ := c.Pids(); len(pids) > 0 {
+			return new(bool)
+		}
+		return nil
+	}, func() string { return "stray process never joined its container" })
+	return stray
 }
 
 // Batch tasks get a tenth of the CPU shares of latency-sensitive ones of
