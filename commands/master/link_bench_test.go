@@ -163,26 +163,7 @@ func benchmarkLink(b *testing.B, n int) {
 	go func() { defer close(done); m.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	testkit.Eventually(b, 30*time.Second, "the master leads", func() (bool, string) { return m.Leading(), "not leading" })
-	// Register the machines from many goroutines, so the writer batches them.
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for w := 0; w < 64; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if _, err := m.Do(ctx, commands.RegisterMachine{Meta: root, Machine: fmt.Sprintf("sim-%d", i), Address: addr,
-					Capacity: projections.Resources{CPUMilli: 32000, MemoryBytes: 128 * gib, DiskBytes: 1024 * gib, Ports: 10000}, PortBase: 20000}); err != nil {
-					b.Error(err)
-				}
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	registerSimMachines(ctx, b, m, n, addr)
 	spec := &events.JobSpec{Name: "fill", TaskCount: int32(n), Command: "/srv/app", Resources: &events.Resources{CpuMilli: 1000, MemoryBytes: gib}}
 	if _, err := m.Do(ctx, commands.SubmitJob{Meta: commands.Meta{Actor: commands.Actor{User: "alice"}}, Spec: spec}); err != nil {
 		b.Fatal(err)
@@ -241,6 +222,30 @@ func benchmarkLink(b *testing.B, n int) {
 	b.ReportMetric(float64(ru.Maxrss)/1024, "master-maxrss-MiB")
 	b.Logf("%d polls measured, %d failed, %d reports written, %d unchanged skipped", len(ivs), stats.Failures.Load()-failures,
 		stats.Reports.Load()-reports, stats.Unchanged.Load()-unchanged)
+}
+
+// registerSimMachines registers n simulated machines at addr from many
+// goroutines, so that the writer batches them.
+func registerSimMachines(ctx context.Context, b *testing.B, m *master.Master, n int, addr string) {
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for w := 0; w < 64; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if _, err := m.Do(ctx, commands.RegisterMachine{Meta: root, Machine: fmt.Sprintf("sim-%d", i), Address: addr,
+					Capacity: projections.Resources{CPUMilli: 32000, MemoryBytes: 128 * gib, DiskBytes: 1024 * gib, Ports: 10000}, PortBase: 20000}); err != nil {
+					b.Error(err)
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
 }
 
 // BenchmarkTaskStartLatency: submission to process running on one machine,
