@@ -143,6 +143,29 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ListenAddr == "" {
 		c.ListenAddr = "127.0.0.1:7070"
 	}
+	for _, step := range []func() error{c.portRange, c.attributes, c.cellScope, c.limits} {
+		if err := step(); err != nil {
+			return c, err
+		}
+	}
+	if err := c.checkTaskUsers(); err != nil {
+		return c, err
+	}
+	if c.Clock == nil {
+		c.Clock = RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Logger = c.Logger.With("machine", c.Name)
+	if err := c.detectCapacity(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// portRange defaults and checks the range of ports tasks get.
+func (c *Config) portRange() error {
 	if c.PortFirst == 0 && c.PortLast == 0 {
 		c.PortFirst, c.PortLast = 20000, 29999
 		// A port count alone (corral agent --ports N) sizes the range.
@@ -151,21 +174,33 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.PortFirst < 1 || c.PortLast > 65535 || c.PortFirst > c.PortLast {
-		return c, fmt.Errorf("Config.PortFirst-PortLast %d-%d: want 1 <= first <= last <= 65535", c.PortFirst, c.PortLast)
+		return fmt.Errorf("Config.PortFirst-PortLast %d-%d: want 1 <= first <= last <= 65535", c.PortFirst, c.PortLast)
 	}
+	return nil
+}
+
+// attributes checks the attributes given and adds those detected from the
+// machine.
+func (c *Config) attributes() error {
 	attrs := map[string]string{}
 	for k, v := range c.Attributes {
 		if k == "arch" || k == "os" {
-			return c, fmt.Errorf("Config.Attributes[%s]: detected from the machine; cannot be set", k)
+			return fmt.Errorf("Config.Attributes[%s]: detected from the machine; cannot be set", k)
 		}
 		if !attrRE.MatchString(k) {
-			return c, fmt.Errorf("Config.Attributes[%s]: want 1-64 letters, digits, '.', '_', '/' or '-'", k)
+			return fmt.Errorf("Config.Attributes[%s]: want 1-64 letters, digits, '.', '_', '/' or '-'", k)
 		}
 		attrs[k] = v
 	}
 	attrs["arch"] = goruntime.GOARCH
 	attrs["os"] = goruntime.GOOS
 	c.Attributes = attrs
+	return nil
+}
+
+// cellScope defaults the cgroup parent to one scoped to the cell, so that
+// several cells share a machine, and checks the cell's names.
+func (c *Config) cellScope() error {
 	if c.CgroupParent == "" {
 		c.CgroupParent = "corral/" + c.Name
 		if c.Cell != "" || c.CellID != "" {
@@ -173,8 +208,14 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.Cell != "" && !ValidCellPart(c.Cell) || c.CellID != "" && !ValidCellPart(c.CellID) {
-		return c, fmt.Errorf("Config.Cell %q, CellID %q: want letters, digits, '.', '_' or '-'", c.Cell, c.CellID)
+		return fmt.Errorf("Config.Cell %q, CellID %q: want letters, digits, '.', '_' or '-'", c.Cell, c.CellID)
 	}
+	return nil
+}
+
+// limits defaults the intervals and bounds left at zero and refuses negative
+// ones.
+func (c *Config) limits() error {
 	if c.SampleInterval == 0 {
 		c.SampleInterval = time.Second
 	}
@@ -205,26 +246,21 @@ func (c Config) withDefaults() (Config, error) {
 		"MaxEvents": int64(c.MaxEvents), "ReregisterAfter": int64(c.ReregisterAfter),
 	} {
 		if v < 0 {
-			return c, fmt.Errorf("agent: Config.%s: %d is negative", field, v)
+			return fmt.Errorf("agent: Config.%s: %d is negative", field, v)
 		}
 	}
-	if err := c.checkTaskUsers(); err != nil {
-		return c, err
-	}
-	if c.Clock == nil {
-		c.Clock = RealClock{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	c.Logger = c.Logger.With("machine", c.Name)
+	return nil
+}
 
+// detectCapacity defaults the capacity left at zero to what the machine has and
+// checks it against the port range.
+func (c *Config) detectCapacity() error {
 	capacity := &events.Resources{}
 	if c.Capacity != nil {
 		capacity = proto.Clone(c.Capacity).(*events.Resources)
 	}
 	if capacity.CpuMilli < 0 || capacity.MemoryBytes < 0 || capacity.DiskBytes < 0 || capacity.Ports < 0 || capacity.GpuMilli < 0 {
-		return c, fmt.Errorf("Config.Capacity %v: quantities must not be negative", capacity)
+		return fmt.Errorf("Config.Capacity %v: quantities must not be negative", capacity)
 	}
 	if capacity.CpuMilli == 0 {
 		capacity.CpuMilli = int64(goruntime.NumCPU()) * 1000
@@ -232,14 +268,14 @@ func (c Config) withDefaults() (Config, error) {
 	mem, memErr := procfs.ReadMeminfo()
 	if capacity.MemoryBytes == 0 {
 		if memErr != nil {
-			return c, fmt.Errorf("Config.Capacity.MemoryBytes: not set and not detected: %w", memErr)
+			return fmt.Errorf("Config.Capacity.MemoryBytes: not set and not detected: %w", memErr)
 		}
 		capacity.MemoryBytes = mem.Total
 	}
 	if capacity.DiskBytes == 0 {
 		d, err := diskBytes(c.DataDir)
 		if err != nil {
-			return c, fmt.Errorf("Config.Capacity.DiskBytes: not set and not detected: %w", err)
+			return fmt.Errorf("Config.Capacity.DiskBytes: not set and not detected: %w", err)
 		}
 		capacity.DiskBytes = d
 	}
@@ -247,14 +283,14 @@ func (c Config) withDefaults() (Config, error) {
 		capacity.Ports = c.PortLast - c.PortFirst + 1
 	}
 	if capacity.Ports > c.PortLast-c.PortFirst+1 {
-		return c, fmt.Errorf("Config.Capacity.Ports %d: more than the %d ports of PortFirst-PortLast %d-%d",
+		return fmt.Errorf("Config.Capacity.Ports %d: more than the %d ports of PortFirst-PortLast %d-%d",
 			capacity.Ports, c.PortLast-c.PortFirst+1, c.PortFirst, c.PortLast)
 	}
 	c.Capacity = capacity
 	if c.MemoryLowWater == 0 && memErr == nil {
 		c.MemoryLowWater = min(mem.Total/50, 256<<20)
 	}
-	return c, nil
+	return nil
 }
 
 // diskBytes is the space the data dir's filesystem offers, free to

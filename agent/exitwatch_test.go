@@ -13,6 +13,7 @@ import (
 
 	"github.com/corralhq/corral/agent/cgroup"
 	"github.com/corralhq/corral/agent/internal/procfs"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // threads is how many OS threads this process has.
@@ -71,9 +72,10 @@ func TestRealManyTasksDoNotHoldAThreadEach(t *testing.T) {
 		}
 		procs = append(procs, p)
 	}
-	// Blocked waits get their threads within a scheduler tick or so.
-	time.Sleep(500 * time.Millisecond)
-	if after := threads(t); after > before+100 {
+	// Blocked waits would get their threads within a scheduler tick or so:
+	// watched for half a second.
+	var after int
+	if testkit.Poll(500*time.Millisecond, func() bool { after = threads(t); return after > before+100 }) {
 		t.Errorf("%d running tasks: the agent has %d threads, %d before them; want no thread a task", n, after, before)
 	} else {
 		t.Logf("%d running tasks: %d threads, %d before them", n, after, before)

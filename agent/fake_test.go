@@ -15,6 +15,7 @@ import (
 	"github.com/corralhq/corral/agent/agentpb"
 	"github.com/corralhq/corral/agent/cgroup"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // fakeClock moves only when told to. Advance fires due timers in order, in
@@ -312,16 +313,11 @@ func (h *harness) waitState(ref *events.TaskRef, state agentpb.TaskState) *agent
 
 func waitFor[T any](t *testing.T, d time.Duration, f func() *T, msg func() string) *T {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		if v := f(); v != nil {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(msg())
-		}
-		time.Sleep(2 * time.Millisecond)
+	var v *T
+	if !testkit.Poll(d, func() bool { v = f(); return v != nil }) {
+		t.Fatal(msg())
 	}
+	return v
 }
 
 func ref(job string, index int32) *events.TaskRef {

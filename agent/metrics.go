@@ -24,6 +24,12 @@ type metrics struct {
 	pollDuration   prometheus.Histogram
 }
 
+// counted are the metrics the agent counts as things happen, described
+// and collected with those read from its state.
+func (m *metrics) counted() []prometheus.Collector {
+	return []prometheus.Collector{m.events, m.restarts, m.oomKills, m.healthFailures, m.pollInterval, m.pollDuration}
+}
+
 func newMetrics() *metrics {
 	m := &metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_agent_task_events_total",
@@ -160,13 +166,9 @@ type agentCollector struct{ a *Agent }
 func (a *Agent) Collector() prometheus.Collector { return agentCollector{a} }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	m := c.a.metrics
-	m.events.Describe(ch)
-	m.restarts.Describe(ch)
-	m.oomKills.Describe(ch)
-	m.healthFailures.Describe(ch)
-	m.pollInterval.Describe(ch)
-	m.pollDuration.Describe(ch)
+	for _, col := range c.a.metrics.counted() {
+		col.Describe(ch)
+	}
 	for _, d := range []*prometheus.Desc{descTasks, descCPU, descMemory, descMemoryLimit, descMachineMem, descCapacity,
 		descLastPoll, descEpoch, descUnacked, descDropped, descInfo} {
 		ch <- d
@@ -176,13 +178,9 @@ func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
 type jobBand struct{ user, job, band string }
 
 func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
-	m := c.a.metrics
-	m.events.Collect(ch)
-	m.restarts.Collect(ch)
-	m.oomKills.Collect(ch)
-	m.healthFailures.Collect(ch)
-	m.pollInterval.Collect(ch)
-	m.pollDuration.Collect(ch)
+	for _, col := range c.a.metrics.counted() {
+		col.Collect(ch)
+	}
 
 	c.a.mu.Lock()
 	lastPoll := c.a.lastPoll

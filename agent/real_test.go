@@ -81,19 +81,14 @@ func (ra *realAgent) shutdown() {
 		}
 	}
 	_, _ = ra.Poll(context.Background(), &agentpb.PollRequest{Epoch: 1, Requests: reqs})
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		live := 0
+	testkit.Poll(5*time.Second, func() bool {
 		for _, ts := range ra.State().Tasks {
 			if !Ended(ts.State) {
-				live++
+				return false
 			}
 		}
-		if live == 0 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return true
+	})
 	_ = ra.Close()
 }
 
@@ -459,12 +454,19 @@ func TestRealMemoryPressureEvictsLowestPriorityFirst(t *testing.T) {
 	if ts.Reason != ReasonOvercommitted || !strings.Contains(ts.Message, "memory pressure") {
 		t.Errorf("evicted task %v", ts)
 	}
-	// The rest fit: nothing else goes.
-	time.Sleep(300 * time.Millisecond)
-	for _, job := range []string{"batch", "prod"} {
-		if ts := ra.task(ref(job, 0)); ts.State != running {
-			t.Errorf("%s task %v", job, ts)
+	// The rest fit: nothing else goes, watched for a while.
+	var gone *agentpb.TaskStatus
+	testkit.Poll(300*time.Millisecond, func() bool {
+		for _, job := range []string{"batch", "prod"} {
+			if ts := ra.task(ref(job, 0)); ts.State != running {
+				gone = ts
+				return true
+			}
 		}
+		return false
+	})
+	if gone != nil {
+		t.Errorf("%s task %v", gone.Task.GetJob(), gone)
 	}
 	st := ra.State()
 	if mu := st.MachineUsage; mu.TasksMemoryBytes < 100<<20 || mu.TasksMemoryBytes > 150<<20 {
@@ -525,27 +527,14 @@ func TestRealRunRegistersAndServesPoll(t *testing.T) {
 	pid := st.Tasks[0].Pid
 
 	// Now the master comes up and the agent registers.
-	lis, err := net.Listen("tcp", masterAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	fm := &fakeMaster{got: make(chan *agentpb.MachineInfo, 10)}
-	agentpb.RegisterMasterServer(srv, fm)
-	go srv.Serve(lis)
-	defer srv.Stop()
-	var info *agentpb.MachineInfo
-	select {
-	case info = <-fm.got:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the agent never registered")
-	}
+	info := registrationAt(t, masterAddr)
 	if info.Name != "m7" || info.Address != addr || info.Capacity.CpuMilli != 2000 || info.Capacity.MemoryBytes == 0 ||
 		info.Attributes["rack"] != "r1" || info.Attributes["os"] != "linux" || info.CgroupMode == agentpb.CgroupMode_CGROUP_MODE_UNSPECIFIED {
 		t.Errorf("registration %v", info)
 	}
 
-	// Unpolled for a while, the task runs on.
+	// Unpolled for a while, the task runs on. The sleep is the subject: a
+	// quiet spell without polls, in which nothing may happen to the task.
 	time.Sleep(300 * time.Millisecond)
 	st, err = c.Poll(ctx, &agentpb.PollRequest{Epoch: 3, EventsAcked: st.LastEventSeq})
 	if err != nil {
@@ -570,6 +559,28 @@ func TestRealRunRegistersAndServesPoll(t *testing.T) {
 	cancel()
 	if err := <-ran; err != nil {
 		t.Errorf("Run returned %v", err)
+	}
+}
+
+// registrationAt serves a fake master at addr and returns the first
+// registration it gets.
+func registrationAt(t *testing.T, addr string) *agentpb.MachineInfo {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	fm := &fakeMaster{got: make(chan *agentpb.MachineInfo, 10)}
+	agentpb.RegisterMasterServer(srv, fm)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	select {
+	case info := <-fm.got:
+		return info
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent never registered")
+		return nil
 	}
 }
 
@@ -677,32 +688,7 @@ func TestRealAgentRestartAdoptsItsTasks(t *testing.T) {
 		return nil
 	}, func() string { return "task process would not die" })
 
-	// A process in a container no task owns, as a crash between starting a
-	// process and saving the state would leave.
-	var stray *exec.Cmd
-	mgr, _, err := cgroup.Detect("auto", pc.CgroupParent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mgr.KernelEnforced() {
-		c, err := mgr.Create("alice.stray.0.1", cgroup.Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		args := append([]string{"-c", joinScript, "x", fmt.Sprint(len(c.JoinFiles()))}, c.JoinFiles()...)
-		stray = exec.Command("/bin/sh", append(args, "/bin/sleep", "30")...)
-		stray.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := stray.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = stray.Process.Kill() })
-		waitFor(t, 2*time.Second, func() *bool {
-			if pids, _ := c.Pids(); len(pids) > 0 {
-				return new(bool)
-			}
-			return nil
-		}, func() string { return "stray process never joined its container" })
-	}
+	stray := startStray(t, pc.CgroupParent)
 
 	second := startAgentProcess(t, pc)
 	st = second.poll(t)
@@ -754,6 +740,38 @@ func TestRealAgentRestartAdoptsItsTasks(t *testing.T) {
 	if !strings.Contains(readLog(t, keep, "stdout"), "started") {
 		t.Errorf("the adopted task's log is gone")
 	}
+}
+
+// startStray starts a process in a container no task owns, as a crash
+// between starting a process and saving the state would leave; nil where
+// containers are not enforced by the kernel.
+func startStray(t *testing.T, parent string) *exec.Cmd {
+	t.Helper()
+	mgr, _, err := cgroup.Detect("auto", parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mgr.KernelEnforced() {
+		return nil
+	}
+	c, err := mgr.Create("alice.stray.0.1", cgroup.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"-c", joinScript, "x", fmt.Sprint(len(c.JoinFiles()))}, c.JoinFiles()...)
+	stray := exec.Command("/bin/sh", append(args, "/bin/sleep", "30")...)
+	stray.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := stray.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stray.Process.Kill() })
+	waitFor(t, 2*time.Second, func() *bool {
+		if pids, _ := c.Pids(); len(pids) > 0 {
+			return new(bool)
+		}
+		return nil
+	}, func() string { return "stray process never joined its container" })
+	return stray
 }
 
 // Batch tasks get a tenth of the CPU shares of latency-sensitive ones of

@@ -145,41 +145,19 @@ func (r *osRuntime) start(ls launchSpec) (process, error) {
 		_ = c.Destroy()
 		return nil, err
 	}
-	// The task writes straight into its log files, not through a pipe to
-	// the agent, so it outlives an agent restart; rotation copies and
-	// truncates (see logs.go).
-	stdout, err := openLog(ls.stdout)
+	stdout, stderr, err := openTaskLogs(ls)
 	if err != nil {
 		return fail(err)
 	}
 	defer stdout.Close()
-	stderr, err := openLog(ls.stderr)
+	defer stderr.Close()
+	files := c.JoinFiles()
+	argv, gate, gateRead, err := joinArgv(ls, files)
 	if err != nil {
 		return fail(err)
 	}
-	defer stderr.Close()
-	for _, f := range []*os.File{stdout, stderr} {
-		if err := shareLog(f, ls.cred); err != nil {
-			return fail(fmt.Errorf("log %s: %w", f.Name(), err))
-		}
-	}
-
-	argv := append([]string{ls.path}, ls.args...)
-	files := c.JoinFiles()
-	var gate *os.File // the agent's end of the gate's pipe
-	var gateRead *os.File
-	switch {
-	case len(files) > 0 && ls.cred != nil:
-		// The task's user cannot join the container itself: the agent
-		// writes its pid, then opens the gate.
-		if gateRead, gate, err = os.Pipe(); err != nil {
-			return fail(err)
-		}
+	if gate != nil {
 		defer gate.Close()
-		argv = append([]string{"/bin/sh", "-c", gateScript, "corral-task"}, argv...)
-	case len(files) > 0:
-		pre := append([]string{"/bin/sh", "-c", joinScript, "corral-task", strconv.Itoa(len(files))}, files...)
-		argv = append(pre, argv...)
 	}
 	cmd := &exec.Cmd{
 		Path:        argv[0],
@@ -200,27 +178,82 @@ func (r *osRuntime) start(ls launchSpec) (process, error) {
 	if err != nil {
 		return fail(fmt.Errorf("start %s: %w", ls.path, err))
 	}
+	if err := enterContainer(c, cmd, files, gate); err != nil {
+		return fail(err)
+	}
+	return watchExit(c, cmd), nil
+}
+
+// openTaskLogs opens the task's log files. The task writes straight into
+// them, not through a pipe to the agent, so it outlives an agent restart;
+// rotation copies and truncates (see logs.go).
+func openTaskLogs(ls launchSpec) (stdout, stderr *os.File, err error) {
+	if stdout, err = openLog(ls.stdout); err != nil {
+		return nil, nil, err
+	}
+	if stderr, err = openLog(ls.stderr); err != nil {
+		stdout.Close()
+		return nil, nil, err
+	}
+	for _, f := range []*os.File{stdout, stderr} {
+		if err := shareLog(f, ls.cred); err != nil {
+			stdout.Close()
+			stderr.Close()
+			return nil, nil, fmt.Errorf("log %s: %w", f.Name(), err)
+		}
+	}
+	return stdout, stderr, nil
+}
+
+// joinArgv is the command line that starts the task inside the container
+// whose join files are given. A task run as another user cannot join the
+// container itself: the agent writes its pid, then opens the gate, the
+// write end of a pipe whose read end the task inherits.
+func joinArgv(ls launchSpec, files []string) (argv []string, gate, gateRead *os.File, err error) {
+	argv = append([]string{ls.path}, ls.args...)
+	switch {
+	case len(files) > 0 && ls.cred != nil:
+		if gateRead, gate, err = os.Pipe(); err != nil {
+			return nil, nil, nil, err
+		}
+		argv = append([]string{"/bin/sh", "-c", gateScript, "corral-task"}, argv...)
+	case len(files) > 0:
+		pre := append([]string{"/bin/sh", "-c", joinScript, "corral-task", strconv.Itoa(len(files))}, files...)
+		argv = append(pre, argv...)
+	}
+	return argv, gate, gateRead, nil
+}
+
+// enterContainer moves the started task into container c, through the
+// gate when there is one; on failure the task is killed and reaped.
+func enterContainer(c cgroup.Container, cmd *exec.Cmd, files []string, gate *os.File) error {
 	pid := cmd.Process.Pid
+	kill := func(err error) error {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return err
+	}
 	if gate != nil {
 		for _, f := range files {
 			if err := writePid(f, pid); err != nil {
 				gate.Close() // the gate never opens: the task exits 125
-				_ = syscall.Kill(-pid, syscall.SIGKILL)
-				_ = cmd.Wait()
-				return fail(fmt.Errorf("moving the task into its container: %w", err))
+				return kill(fmt.Errorf("moving the task into its container: %w", err))
 			}
 		}
 		if _, err := gate.Write([]byte("go\n")); err != nil {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			_ = cmd.Wait()
-			return fail(fmt.Errorf("starting the task: %w", err))
+			return kill(fmt.Errorf("starting the task: %w", err))
 		}
 	}
 	if err := c.Attach(pid); err != nil {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		return fail(err)
+		return kill(err)
 	}
+	return nil
+}
+
+// watchExit returns the started task's process, which learns of its exit
+// from a goroutine that reaps it.
+func watchExit(c cgroup.Container, cmd *exec.Cmd) *osProcess {
+	pid := cmd.Process.Pid
 	p := &osProcess{c: c, p: pid, doneCh: make(chan struct{})}
 	// The start time identifies the process across an agent restart; exec
 	// does not change it. A process already gone has none, and is reaped
@@ -239,7 +272,7 @@ func (r *osRuntime) start(ls launchSpec) (process, error) {
 			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 			p.exited(ws)
 		}()
-		return p, nil
+		return p
 	}
 	_ = cmd.Process.Release()
 	go func() {
@@ -253,7 +286,7 @@ func (r *osRuntime) start(ls launchSpec) (process, error) {
 		pidfd.Close()
 		p.exited(ws)
 	}()
-	return p, nil
+	return p
 }
 
 // exited records the status of a child that was reaped and closes done.

@@ -114,7 +114,12 @@ func TestRealTasksCannotReadEachOther(t *testing.T) {
 	if outA := readLog(t, tsA, "stdout"); !regexp.MustCompile(`own-log: (` + regexp.QuoteMeta(RunMarker) + `1 started \S+ --- )?a-log-secret`).MatchString(outA) {
 		t.Errorf("task a could not read its own log: %q", outA)
 	}
-	// The modes that make it so.
+	checkSandboxModes(t, ra, sb, uidA)
+}
+
+// checkSandboxModes: the owners and modes that keep a task's sandbox sb
+// (task a's, owned by uidA) and the agent's state from other tasks.
+func checkSandboxModes(t *testing.T, ra *realAgent, sb string, uidA uint32) {
 	for _, c := range []struct {
 		path     string
 		uid, gid uint32

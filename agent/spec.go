@@ -62,6 +62,24 @@ func ValidateTaskSpec(s *agentpb.TaskSpec) error {
 	if s.KillTimeoutMs < 0 || s.KillTimeoutMs > events.MaxKillTimeout.Milliseconds() {
 		return fmt.Errorf("spec.kill_timeout_ms %d: must be between 0 (the stop's grace) and %d", s.KillTimeoutMs, events.MaxKillTimeout.Milliseconds())
 	}
+	for _, check := range []func(*agentpb.TaskSpec) error{checkArgsEnv, checkResources, checkPorts, checkRestart, checkHealthCheck} {
+		if err := check(s); err != nil {
+			return err
+		}
+	}
+	switch s.Appclass {
+	case "", "latency-sensitive", "batch":
+	default:
+		return fmt.Errorf("spec.appclass %q: want latency-sensitive or batch", s.Appclass)
+	}
+	if s.Priority < 0 || s.Priority > 11 {
+		return fmt.Errorf("spec.priority %d: want 0-11", s.Priority)
+	}
+	return nil
+}
+
+// checkArgsEnv checks the task's arguments and environment.
+func checkArgsEnv(s *agentpb.TaskSpec) error {
 	for i, a := range s.Args {
 		if strings.ContainsRune(a, 0) {
 			return fmt.Errorf("spec.args[%d]: contains a NUL byte", i)
@@ -78,6 +96,11 @@ func ValidateTaskSpec(s *agentpb.TaskSpec) error {
 			return fmt.Errorf("spec.env[%s]: value contains a NUL byte", k)
 		}
 	}
+	return nil
+}
+
+// checkResources checks the task's limits.
+func checkResources(s *agentpb.TaskSpec) error {
 	if r := s.Resources; r != nil {
 		if r.CpuMilli < 0 || r.MemoryBytes < 0 || r.DiskBytes < 0 || r.Ports < 0 || r.GpuMilli < 0 {
 			return fmt.Errorf("spec.resources %v: quantities must not be negative", r)
@@ -88,6 +111,12 @@ func ValidateTaskSpec(s *agentpb.TaskSpec) error {
 			return fmt.Errorf("spec.resources.memory_bytes %d: below the %d MiB minimum", r.MemoryBytes, events.MinTaskMemoryBytes>>20)
 		}
 	}
+	return nil
+}
+
+// checkPorts checks the task's ports: numbers in range, numbers and names
+// given once.
+func checkPorts(s *agentpb.TaskSpec) error {
 	names := map[string]bool{}
 	numbers := map[int32]bool{}
 	for i, p := range s.Ports {
@@ -108,6 +137,11 @@ func ValidateTaskSpec(s *agentpb.TaskSpec) error {
 			names[portEnvName(p.Name)] = true
 		}
 	}
+	return nil
+}
+
+// checkRestart checks the task's restart policy.
+func checkRestart(s *agentpb.TaskSpec) error {
 	if r := s.Restart; r != nil {
 		switch r.Mode {
 		case "", "always", "on-failure", "never":
@@ -124,6 +158,11 @@ func ValidateTaskSpec(s *agentpb.TaskSpec) error {
 			return fmt.Errorf("spec.restart.backoff_initial_ms %d: above backoff_max_ms %d", r.BackoffInitialMs, r.BackoffMaxMs)
 		}
 	}
+	return nil
+}
+
+// checkHealthCheck checks the task's health check, if it has one.
+func checkHealthCheck(s *agentpb.TaskSpec) error {
 	if h := s.HealthCheck; h != nil && h.Path != "" {
 		if !strings.HasPrefix(h.Path, "/") {
 			return fmt.Errorf("spec.health_check.path %q: must start with '/'", h.Path)
@@ -134,14 +173,6 @@ func ValidateTaskSpec(s *agentpb.TaskSpec) error {
 		if h.PeriodMs < 0 || h.TimeoutMs < 0 || h.FailuresAllowed < 0 {
 			return fmt.Errorf("spec.health_check: period_ms, timeout_ms and failures_allowed must not be negative")
 		}
-	}
-	switch s.Appclass {
-	case "", "latency-sensitive", "batch":
-	default:
-		return fmt.Errorf("spec.appclass %q: want latency-sensitive or batch", s.Appclass)
-	}
-	if s.Priority < 0 || s.Priority > 11 {
-		return fmt.Errorf("spec.priority %d: want 0-11", s.Priority)
 	}
 	return nil
 }

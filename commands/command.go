@@ -16,6 +16,14 @@ type Actor struct {
 	Admin bool
 }
 
+// callerName names a in a refusal.
+func callerName(a Actor) string {
+	if a.User == "" {
+		return "a caller without a name"
+	}
+	return a.User
+}
+
 // Meta is what every command carries besides its arguments.
 type Meta struct {
 	Actor Actor

@@ -37,9 +37,5 @@ func MayQueryCell(a Actor) error {
 	if a.Admin {
 		return nil
 	}
-	who := a.User
-	if who == "" {
-		who = "a caller without a name"
-	}
-	return fmt.Errorf("%s may not run SQL over the cell's history: its tables hold every user's usage and costs, and need the admin capability (read your own costs with corral bill)", who)
+	return fmt.Errorf("%s may not run SQL over the cell's history: its tables hold every user's usage and costs, and need the admin capability (read your own costs with corral bill)", callerName(a))
 }

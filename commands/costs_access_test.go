@@ -36,6 +36,12 @@ func TestCostsScope(t *testing.T) {
 }
 
 func TestMayQueryCell(t *testing.T) {
+	testAdminOnly(t, "MayQueryCell", commands.MayQueryCell)
+}
+
+// testAdminOnly checks a rule that admits admins only, and says so when
+// it refuses.
+func testAdminOnly(t *testing.T, name string, rule func(commands.Actor) error) {
 	for i, c := range []struct {
 		actor commands.Actor
 		ok    bool
@@ -45,9 +51,9 @@ func TestMayQueryCell(t *testing.T) {
 		{commands.Actor{}, false},
 	} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			err := commands.MayQueryCell(c.actor)
+			err := rule(c.actor)
 			if (err == nil) != c.ok {
-				t.Errorf("MayQueryCell(%+v) = %v, want allowed %v", c.actor, err, c.ok)
+				t.Errorf("%s(%+v) = %v, want allowed %v", name, c.actor, err, c.ok)
 			}
 			if err != nil && !strings.Contains(err.Error(), "admin capability") {
 				t.Errorf("refusal %q does not say the rule", err)

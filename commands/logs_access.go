@@ -11,11 +11,7 @@ func MayReadLogs(a Actor, owner string) error {
 	if a.Admin || (a.User != "" && a.User == owner) {
 		return nil
 	}
-	who := a.User
-	if who == "" {
-		who = "a caller without a name"
-	}
-	return fmt.Errorf("%s may read only their own tasks' logs, not %s's: that needs the admin capability", who, owner)
+	return fmt.Errorf("%s may read only their own tasks' logs, not %s's: that needs the admin capability", callerName(a), owner)
 }
 
 // MayReadMetrics says whether a may read the master's /metrics: admins
@@ -27,9 +23,5 @@ func MayReadMetrics(a Actor) error {
 	if a.Admin {
 		return nil
 	}
-	who := a.User
-	if who == "" {
-		who = "a caller without a name"
-	}
-	return fmt.Errorf("%s may not read the cell's metrics: they name users and jobs, and need the admin capability (scrape with an admin's token: corral token issue --role admin NAME)", who)
+	return fmt.Errorf("%s may not read the cell's metrics: they name users and jobs, and need the admin capability (scrape with an admin's token: corral token issue --role admin NAME)", callerName(a))
 }

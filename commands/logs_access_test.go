@@ -32,22 +32,5 @@ func TestMayReadLogs(t *testing.T) {
 }
 
 func TestMayReadMetrics(t *testing.T) {
-	for i, c := range []struct {
-		actor commands.Actor
-		ok    bool
-	}{
-		{commands.Actor{User: "root", Admin: true}, true},
-		{commands.Actor{User: "alice"}, false},
-		{commands.Actor{}, false},
-	} {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			err := commands.MayReadMetrics(c.actor)
-			if (err == nil) != c.ok {
-				t.Errorf("MayReadMetrics(%+v) = %v, want allowed %v", c.actor, err, c.ok)
-			}
-			if err != nil && !strings.Contains(err.Error(), "admin capability") {
-				t.Errorf("refusal %q does not say the rule", err)
-			}
-		})
-	}
+	testAdminOnly(t, "MayReadMetrics", commands.MayReadMetrics)
 }

@@ -234,18 +234,9 @@ func (p *planner) placeAlloc(ap AllocPlacement) string {
 }
 
 func (p *planner) placeTask(pl Placement) string {
-	t := p.s.Task(pl.Task.User, pl.Task.Job, pl.Task.Index)
+	t, why := p.pendingTask(pl)
 	if t == nil {
-		return fmt.Sprintf("task %s does not exist", pl.Task)
-	}
-	if _, touched := p.status[t]; touched {
-		return fmt.Sprintf("task %s was already changed by this command", pl.Task)
-	}
-	if t.State != projections.TaskPending {
-		return fmt.Sprintf("task %s is %s, not pending", pl.Task, t.State)
-	}
-	if pl.SpecVersion != 0 && pl.SpecVersion != t.SpecVersion {
-		return fmt.Sprintf("stale: computed for spec version %d of task %s, which is at version %d", pl.SpecVersion, pl.Task, t.SpecVersion)
+		return why
 	}
 	m, why := p.schedulable(pl.Machine, pl.MachineVersion)
 	if m == nil {
@@ -264,70 +255,113 @@ func (p *planner) placeTask(pl Placement) string {
 	}
 	prio := spec.Priority
 	prod := projections.IsProd(prio)
-
-	// Preemptions: tasks placed directly on this machine that the task may
-	// preempt by the pass's own rule, events.CanPreempt (Borg §2.5).
-	var victims []*projections.Task
-	var freed projections.Resources
-	freedPorts := map[int32]bool{}
-	for _, k := range pl.Preempt {
-		v := p.s.Task(k.User, k.Job, k.Index)
-		switch {
-		case v == nil || !v.Live() || v.Machine != m.Name || (p.state(v) != projections.TaskScheduled && p.state(v) != projections.TaskRunning):
-			return fmt.Sprintf("victim %s is not placed on machine %s", k, m.Name)
-		case events.WhyNoPreemption(prio, v.Priority()) != "":
-			return fmt.Sprintf("victim %s at priority %d, the task at %d: %s", k, v.Priority(), prio, events.WhyNoPreemption(prio, v.Priority()))
-		case v.AllocIndex >= 0:
-			return fmt.Sprintf("victim %s runs inside an alloc; evicting it frees nothing on the machine", k)
-		}
-		for _, x := range victims {
-			if x == v {
-				return fmt.Sprintf("victim %s is named twice", k)
-			}
-		}
-		victims = append(victims, v)
-		if prod {
-			freed = freed.Add(v.Limit)
-		} else {
-			freed = freed.Add(v.Reservation)
-		}
-		for _, port := range v.Ports {
-			freedPorts[port] = true
-		}
+	pre, why := p.victims(pl.Preempt, m, prio, prod)
+	if why != "" {
+		return why
 	}
-
 	allocIndex := int32(-1)
 	if spec.AllocSet != "" {
-		set := p.s.AllocSets[projections.JobKey{User: t.Job.User, Name: spec.AllocSet}]
-		if set == nil || pl.AllocIndex < 0 || int(pl.AllocIndex) >= len(set.Allocs) {
-			return fmt.Sprintf("alloc %d of set %s does not exist", pl.AllocIndex, spec.AllocSet)
+		if allocIndex, why = p.fitInAlloc(t, m, spec.AllocSet, pl.AllocIndex, len(pre.tasks) > 0); why != "" {
+			return why
 		}
-		a := set.Allocs[pl.AllocIndex]
-		if at := p.allocAt[a]; a.Machine != m.Name && at != m {
-			return fmt.Sprintf("alloc %s/%d is not on machine %s", spec.AllocSet, pl.AllocIndex, m.Name)
-		}
-		if len(victims) > 0 {
-			return "a task inside an alloc preempts nothing: the alloc's resources are its own"
-		}
-		free := a.Free().Sub(p.allocUsed[a])
-		if !t.Limit.LessEq(free) {
-			return fmt.Sprintf("does not fit: asks for [%s], alloc %s/%d has [%s] free", t.Limit, spec.AllocSet, pl.AllocIndex, free)
-		}
-		p.allocUsed[a] = p.allocUsed[a].Add(t.Limit)
-		allocIndex = pl.AllocIndex
-	} else if free := p.free(m, prod).Add(freed); !t.Limit.LessEq(free) {
+	} else if free := p.free(m, prod).Add(pre.freed); !t.Limit.LessEq(free) {
 		kind := "non-prod"
 		if prod {
 			kind = "prod"
 		}
 		return fmt.Sprintf("does not fit: asks for [%s], machine %s has [%s] free for a %s task", t.Limit, m.Name, free, kind)
 	}
-
-	ports, why := p.ports(m, t, pl.Ports, freedPorts)
+	ports, why := p.ports(m, t, pl.Ports, pre.ports)
 	if why != "" {
 		return why
 	}
+	p.schedule(pl, t, m, prio, pre.tasks, allocIndex, ports)
+	return ""
+}
 
+// pendingTask returns the task pl names, or why it cannot be placed now.
+func (p *planner) pendingTask(pl Placement) (*projections.Task, string) {
+	t := p.s.Task(pl.Task.User, pl.Task.Job, pl.Task.Index)
+	if t == nil {
+		return nil, fmt.Sprintf("task %s does not exist", pl.Task)
+	}
+	if _, touched := p.status[t]; touched {
+		return nil, fmt.Sprintf("task %s was already changed by this command", pl.Task)
+	}
+	if t.State != projections.TaskPending {
+		return nil, fmt.Sprintf("task %s is %s, not pending", pl.Task, t.State)
+	}
+	if pl.SpecVersion != 0 && pl.SpecVersion != t.SpecVersion {
+		return nil, fmt.Sprintf("stale: computed for spec version %d of task %s, which is at version %d", pl.SpecVersion, pl.Task, t.SpecVersion)
+	}
+	return t, ""
+}
+
+// preemption is what a placement's victims free on their machine.
+type preemption struct {
+	tasks []*projections.Task
+	freed projections.Resources
+	ports map[int32]bool
+}
+
+// victims checks the tasks a placement at prio would preempt on m: tasks
+// placed directly on the machine that it may preempt by the pass's own rule,
+// events.CanPreempt (Borg §2.5).
+func (p *planner) victims(keys []projections.TaskKey, m *projections.Machine, prio int32, prod bool) (preemption, string) {
+	pre := preemption{ports: map[int32]bool{}}
+	for _, k := range keys {
+		v := p.s.Task(k.User, k.Job, k.Index)
+		switch {
+		case v == nil || !v.Live() || v.Machine != m.Name || (p.state(v) != projections.TaskScheduled && p.state(v) != projections.TaskRunning):
+			return pre, fmt.Sprintf("victim %s is not placed on machine %s", k, m.Name)
+		case events.WhyNoPreemption(prio, v.Priority()) != "":
+			return pre, fmt.Sprintf("victim %s at priority %d, the task at %d: %s", k, v.Priority(), prio, events.WhyNoPreemption(prio, v.Priority()))
+		case v.AllocIndex >= 0:
+			return pre, fmt.Sprintf("victim %s runs inside an alloc; evicting it frees nothing on the machine", k)
+		}
+		for _, x := range pre.tasks {
+			if x == v {
+				return pre, fmt.Sprintf("victim %s is named twice", k)
+			}
+		}
+		pre.tasks = append(pre.tasks, v)
+		if prod {
+			pre.freed = pre.freed.Add(v.Limit)
+		} else {
+			pre.freed = pre.freed.Add(v.Reservation)
+		}
+		for _, port := range v.Ports {
+			pre.ports[port] = true
+		}
+	}
+	return pre, ""
+}
+
+// fitInAlloc checks that t fits in alloc index of its job's set on m and
+// takes its room there; it returns the alloc's index.
+func (p *planner) fitInAlloc(t *projections.Task, m *projections.Machine, setName string, index int32, preempts bool) (int32, string) {
+	set := p.s.AllocSets[projections.JobKey{User: t.Job.User, Name: setName}]
+	if set == nil || index < 0 || int(index) >= len(set.Allocs) {
+		return -1, fmt.Sprintf("alloc %d of set %s does not exist", index, setName)
+	}
+	a := set.Allocs[index]
+	if at := p.allocAt[a]; a.Machine != m.Name && at != m {
+		return -1, fmt.Sprintf("alloc %s/%d is not on machine %s", setName, index, m.Name)
+	}
+	if preempts {
+		return -1, "a task inside an alloc preempts nothing: the alloc's resources are its own"
+	}
+	free := a.Free().Sub(p.allocUsed[a])
+	if !t.Limit.LessEq(free) {
+		return -1, fmt.Sprintf("does not fit: asks for [%s], alloc %s/%d has [%s] free", t.Limit, setName, index, free)
+	}
+	p.allocUsed[a] = p.allocUsed[a].Add(t.Limit)
+	return index, ""
+}
+
+// schedule records a checked placement: the victims' evictions, the room
+// the task at prio takes on m, and its TaskScheduled.
+func (p *planner) schedule(pl Placement, t *projections.Task, m *projections.Machine, prio int32, victims []*projections.Task, allocIndex int32, ports []int32) {
 	u := p.machineUse(m)
 	preempted := make([]*events.TaskRef, 0, len(victims))
 	for _, v := range victims {
@@ -351,7 +385,6 @@ func (p *planner) placeTask(pl Placement) string {
 		Ports: ports, MachineVersion: pl.MachineVersion, AllocIndex: max(allocIndex, 0), PassPosition: p.pass})
 	p.status[t] = projections.TaskScheduled
 	p.touch(t.Job)
-	return ""
 }
 
 // ports checks the proposed port numbers, or picks the lowest free ones in

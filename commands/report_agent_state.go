@@ -112,16 +112,28 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 	if m.State == projections.MachineDown {
 		b.add(events.MachineStream(m.Name), &events.MachineUp{Machine: m.Name})
 	}
-
-	reported := make(map[projections.TaskKey]bool, len(c.Tasks))
 	tasks := slices.Clone(c.Tasks)
 	slices.SortStableFunc(tasks, func(a, b AgentTask) int { return compareKeys(a.Task, b.Task) })
+	reported := b.reportTasks(m, tasks)
+	b.stopRuns(m, tasks)
+	b.loseUnreported(m, reported)
+	if c.Usage != nil {
+		b.estimateReservations(m, c.Usage)
+	}
+	b.finishJobs()
+	return b.evs, nil
+}
+
+// reportTasks records what the agent on m says of the tasks placed there,
+// sorted by key, and returns the keys it reported.
+func (b *draft) reportTasks(m *projections.Machine, tasks []AgentTask) map[projections.TaskKey]bool {
+	reported := make(map[projections.TaskKey]bool, len(tasks))
 	for _, at := range tasks {
 		if reported[at.Task] {
 			continue // reported twice: the first entry counts
 		}
 		reported[at.Task] = true
-		t := s.Task(at.Task.User, at.Task.Job, at.Task.Index)
+		t := b.s.Task(at.Task.User, at.Task.Job, at.Task.Index)
 		if t == nil || !t.Live() || t.Machine != m.Name || b.changed(t) {
 			// Not ours to record (the link stops it: agentlink.Requests),
 			// or a revert earlier in this report replaced it already.
@@ -140,24 +152,35 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 		}
 		b.reportTask(t, at)
 	}
-	// A run stopping here holds its resources until the agent no longer
-	// runs it: it reports the run ended, or another run of the task, or
-	// none.
-	if runs := m.StoppingRuns(); len(runs) > 0 {
-		byKey := make(map[projections.TaskKey]AgentTask, len(tasks))
-		for _, at := range tasks {
-			if _, ok := byKey[at.Task]; !ok {
-				byKey[at.Task] = at
-			}
-		}
-		for _, r := range runs {
-			if at, ok := byKey[r.TaskKey]; ok && !at.gone() && (at.Submission == 0 || at.Submission == r.Submission) {
-				continue
-			}
-			b.add(events.TaskStream(r.User, r.Job, r.Index), &events.TaskStopped{User: r.User, Job: r.Job, Index: r.Index,
-				Machine: m.Name, Submission: r.Submission})
+	return reported
+}
+
+// stopRuns ends the runs stopping on m that the agent no longer runs. A run
+// stopping here holds its resources until the agent no longer runs it: it
+// reports the run ended, or another run of the task, or none.
+func (b *draft) stopRuns(m *projections.Machine, tasks []AgentTask) {
+	runs := m.StoppingRuns()
+	if len(runs) == 0 {
+		return
+	}
+	byKey := make(map[projections.TaskKey]AgentTask, len(tasks))
+	for _, at := range tasks {
+		if _, ok := byKey[at.Task]; !ok {
+			byKey[at.Task] = at
 		}
 	}
+	for _, r := range runs {
+		if at, ok := byKey[r.TaskKey]; ok && !at.gone() && (at.Submission == 0 || at.Submission == r.Submission) {
+			continue
+		}
+		b.add(events.TaskStream(r.User, r.Job, r.Index), &events.TaskStopped{User: r.User, Job: r.Job, Index: r.Index,
+			Machine: m.Name, Submission: r.Submission})
+	}
+}
+
+// loseUnreported records as lost the tasks running on m that the agent did
+// not report.
+func (b *draft) loseUnreported(m *projections.Machine, reported map[projections.TaskKey]bool) {
 	// Most polls report every running task: find out before sorting the
 	// machine's tasks (the losses go to the log in task order).
 	missing := false
@@ -165,41 +188,45 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 		missing = t.State == projections.TaskRunning && !reported[t.Key()] && !b.changed(t)
 		return !missing
 	})
-	if missing {
-		for _, t := range m.Tasks() {
-			if t.State == projections.TaskRunning && !reported[t.Key()] && !b.changed(t) {
-				b.lose(t, "the agent no longer reports it")
-			}
+	if !missing {
+		return
+	}
+	for _, t := range m.Tasks() {
+		if t.State == projections.TaskRunning && !reported[t.Key()] && !b.changed(t) {
+			b.lose(t, "the agent no longer reports it")
 		}
 	}
+}
 
+// estimateReservations records the usage window the agent on m reported,
+// and the reservations of its tasks that the window moves significantly.
+func (b *draft) estimateReservations(m *projections.Machine, usage *UsageWindow) {
+	ev, fresh := usageReported(m, usage, b.now.UnixMicro())
+	if ev == nil {
+		return
+	}
+	b.add(events.MachineStream(m.Name), ev)
 	latest := map[*projections.Task]*events.TaskUsage{}
 	windows := map[*projections.Task]float64{}
-	if c.Usage != nil {
-		if ev, fresh := usageReported(m, c.Usage, now.UnixMicro()); ev != nil {
-			b.add(events.MachineStream(m.Name), ev)
-			for _, u := range ev.Tasks {
-				if !fresh[u] {
-					continue // no figures to estimate from
-				}
-				if t := s.Task(u.User, u.Job, u.Index); t != nil && t.Live() && t.Machine == m.Name && !b.dead(t) {
-					latest[t] = u
-					windows[t] = float64(u.EndUs-u.StartUs) / 1e6
-				}
-			}
+	for _, u := range ev.Tasks {
+		if !fresh[u] {
+			continue // no figures to estimate from
+		}
+		if t := b.s.Task(u.User, u.Job, u.Index); t != nil && t.Live() && t.Machine == m.Name && !b.dead(t) {
+			latest[t] = u
+			windows[t] = float64(u.EndUs-u.StartUs) / 1e6
 		}
 	}
-	var moved []*events.TaskReservation
 	if len(latest) == 0 {
-		b.finishJobs()
-		return b.evs, nil
+		return
 	}
+	var moved []*events.TaskReservation
 	for _, t := range m.Tasks() {
 		u := latest[t]
 		if u == nil {
 			continue
 		}
-		next := estimate(t, u, windows[t], now)
+		next := estimate(t, u, windows[t], b.now)
 		if significant(t.Limit, t.Reservation, next) {
 			moved = append(moved, &events.TaskReservation{User: t.Job.User, Job: t.Job.Name, Index: t.Index, Reservation: next.Proto()})
 		}
@@ -207,8 +234,6 @@ func (c ReportAgentState) decide(s *projections.State, now time.Time) ([]events.
 	if len(moved) > 0 {
 		b.add(events.MachineStream(m.Name), &events.ReservationEstimated{Machine: m.Name, Tasks: moved})
 	}
-	b.finishJobs()
-	return b.evs, nil
 }
 
 func (b *draft) reportTask(t *projections.Task, at AgentTask) {

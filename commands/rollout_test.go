@@ -22,6 +22,26 @@ func serviceSpec(n int32) *events.JobSpec {
 	return sp
 }
 
+// servingService is a cell of two machines serving alice's service of n
+// tasks, every task healthy; sp is its spec.
+func servingService(t *testing.T, n int32) (c *cell, sp *events.JobSpec) {
+	t.Helper()
+	c = newCell(t)
+	c.machines(2)
+	sp = serviceSpec(n)
+	c.do(SubmitJob{Meta: alice, Spec: sp})
+	c.serve(func(int64) bool { return true })
+	return c, sp
+}
+
+// newVersion is alice's sp with other arguments: a version that restarts
+// its tasks.
+func newVersion(sp *events.JobSpec, args ...string) *events.JobSpec {
+	up := proto.Clone(withUser(sp, "alice")).(*events.JobSpec)
+	up.Args = args
+	return up
+}
+
 // report has the agent of machine report every task there running, with
 // the health that health gives it (HealthUnknown: none yet).
 func (c *cell) report(machine string, health func(*projections.Task) projections.Health) []events.Event {
@@ -67,17 +87,12 @@ func servingCount(j *projections.Job) int {
 // the update at the first replacement and the service reverts by itself:
 // never fewer than count - max_disruptions tasks serve.
 func TestBadUpdateHaltsAndReverts(t *testing.T) {
-	c := newCell(t)
-	c.machines(2)
-	sp := serviceSpec(3)
-	c.do(SubmitJob{Meta: alice, Spec: sp})
-	c.serve(func(int64) bool { return true })
+	c, sp := servingService(t, 3)
 	j := c.s.Job("alice", "web")
 	if servingCount(j) != 3 {
 		t.Fatalf("%d serving before the update", servingCount(j))
 	}
-	bad := proto.Clone(withUser(sp, "alice")).(*events.JobSpec)
-	bad.Args = []string{"--broken"}
+	bad := newVersion(sp, "--broken")
 	c.do(UpdateJob{Meta: alice, Spec: bad})
 	good := func(v int64) bool { return v != 2 }
 	// The replacement runs, fails its checks, and the agent kills it.
@@ -122,14 +137,9 @@ func TestBadUpdateHaltsAndReverts(t *testing.T) {
 // A good update rolls one task at a time, each waiting for the last to be
 // healthy, and commits itself.
 func TestGoodUpdateCommitsItself(t *testing.T) {
-	c := newCell(t)
-	c.machines(2)
-	sp := serviceSpec(3)
-	c.do(SubmitJob{Meta: alice, Spec: sp})
-	c.serve(func(int64) bool { return true })
+	c, sp := servingService(t, 3)
 	j := c.s.Job("alice", "web")
-	up := proto.Clone(withUser(sp, "alice")).(*events.JobSpec)
-	up.Args = []string{"--v2"}
+	up := newVersion(sp, "--v2")
 	c.do(UpdateJob{Meta: alice, Spec: up})
 	// Running but not yet healthy: the roll waits.
 	c.settle()
@@ -159,14 +169,9 @@ func TestGoodUpdateCommitsItself(t *testing.T) {
 // Canaries roll first and wait for a promote; auto_commit off waits for a
 // commit once every task is healthy.
 func TestCanaryWaitsForPromote(t *testing.T) {
-	c := newCell(t)
-	c.machines(2)
-	sp := serviceSpec(4)
-	c.do(SubmitJob{Meta: alice, Spec: sp})
-	c.serve(func(int64) bool { return true })
+	c, sp := servingService(t, 4)
 	j := c.s.Job("alice", "web")
-	up := proto.Clone(withUser(sp, "alice")).(*events.JobSpec)
-	up.Args = []string{"--v2"}
+	up := newVersion(sp, "--v2")
 	up.Update.Canary, up.Update.AutoCommit = 1, proto.Bool(false)
 	c.do(UpdateJob{Meta: alice, Spec: up})
 	for range 5 {
@@ -208,8 +213,7 @@ func TestProgressDeadlineHalts(t *testing.T) {
 	c.do(SubmitJob{Meta: alice, Spec: sp})
 	c.serve(func(int64) bool { return true })
 	j := c.s.Job("alice", "web")
-	up := proto.Clone(withUser(sp, "alice")).(*events.JobSpec)
-	up.Args = []string{"--slow"}
+	up := newVersion(sp, "--slow")
 	c.do(UpdateJob{Meta: alice, Spec: up})
 	c.settle() // runs, never turns healthy, never fails
 	c.now = c.now.Add(61 * time.Second)
@@ -241,8 +245,7 @@ func TestMinHealthyTimeGatesUnchecked(t *testing.T) {
 	sp.Update = &events.UpdatePolicy{MinHealthyTimeMs: 30_000}
 	c.do(SubmitJob{Meta: alice, Spec: sp})
 	c.settle()
-	up := proto.Clone(withUser(sp, "alice")).(*events.JobSpec)
-	up.Args = []string{"--v2"}
+	up := newVersion(sp, "--v2")
 	c.do(UpdateJob{Meta: alice, Spec: up})
 	c.settle()
 	c.now = c.now.Add(20 * time.Second)
@@ -257,13 +260,8 @@ func TestMinHealthyTimeGatesUnchecked(t *testing.T) {
 
 // A revert pushes an earlier version's spec again as a new update.
 func TestRevertToAnEarlierVersion(t *testing.T) {
-	c := newCell(t)
-	c.machines(2)
-	sp := serviceSpec(2)
-	c.do(SubmitJob{Meta: alice, Spec: sp})
-	c.serve(func(int64) bool { return true })
-	up := proto.Clone(withUser(sp, "alice")).(*events.JobSpec)
-	up.Args = []string{"--v2"}
+	c, sp := servingService(t, 2)
+	up := newVersion(sp, "--v2")
 	c.do(UpdateJob{Meta: alice, Spec: up})
 	c.do(CommitUpdate{Meta: alice, Job: "web"})
 	evs := c.do(UpdateJob{Meta: alice, Job: "web", RevertTo: 1})

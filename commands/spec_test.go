@@ -194,10 +194,12 @@ func TestParseQuantities(t *testing.T) {
 		want int64
 		err  bool
 	}{{"10s", 10000, false}, {"1m30s", 90000, false}, {"250", 250, false}, {"1us", 0, true}, {"-1s", 0, true}, {"soon", 0, true}} {
-		got, err := ParseDurationMS(tc.in)
-		if (err != nil) != tc.err || got != tc.want {
-			t.Errorf("ParseDurationMS(%q) = %d, %v", tc.in, got, err)
-		}
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseDurationMS(tc.in)
+			if (err != nil) != tc.err || got != tc.want {
+				t.Errorf("ParseDurationMS(%q) = %d, %v", tc.in, got, err)
+			}
+		})
 	}
 }
 

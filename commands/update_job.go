@@ -128,58 +128,75 @@ func (c UpdateJob) decide(s *projections.State, now time.Time) ([]events.Event, 
 
 // updateJob adds the events of one job's update to b.
 func (b *draft) updateJob(c UpdateJob, j *projections.Job, spec *events.JobSpec, several bool) error {
-	a := c.Actor
-	// When several jobs are updated, errors say which one: fields become
-	// jobs[user/name].field, messages start with the job.
-	wrap := func(err error) error {
-		e, ok := err.(*Error)
-		if !ok || !several {
-			return err
-		}
-		if len(e.Details) > 0 {
-			for i := range e.Details {
-				e.Details[i].Field = "jobs[" + j.Key().String() + "]." + e.Details[i].Field
-			}
-			e.Field = e.Details[0].Field
-		} else if ref := jobRef(j.User, j.Name); !strings.Contains(e.Msg, ref) {
-			e.Msg = ref + ": " + e.Msg
-		}
+	changes, err := b.mayUpdate(c, j, spec)
+	if err != nil || !changes {
+		return naming(err, j, several)
+	}
+	if err := b.chargeUpdate(j, spec); err != nil {
+		return naming(err, j, several)
+	}
+	b.recordUpdate(j, spec)
+	return nil
+}
+
+// naming makes err name job j when several jobs are updated: fields become
+// jobs[user/name].field, messages start with the job.
+func naming(err error, j *projections.Job, several bool) error {
+	e, ok := err.(*Error)
+	if !ok || !several {
 		return err
 	}
-	if err := mayChange(a, j.User, jobRef(j.User, j.Name)); err != nil {
-		return wrap(err)
+	if len(e.Details) > 0 {
+		for i := range e.Details {
+			e.Details[i].Field = "jobs[" + j.Key().String() + "]." + e.Details[i].Field
+		}
+		e.Field = e.Details[0].Field
+	} else if ref := jobRef(j.User, j.Name); !strings.Contains(e.Msg, ref) {
+		e.Msg = ref + ": " + e.Msg
+	}
+	return err
+}
+
+// mayUpdate checks that c may give job j the new spec, and reports whether
+// the spec changes anything.
+func (b *draft) mayUpdate(c UpdateJob, j *projections.Job, spec *events.JobSpec) (bool, error) {
+	if err := mayChange(c.Actor, j.User, jobRef(j.User, j.Name)); err != nil {
+		return false, err
 	}
 	if c.IfPosition > 0 && j.ChangedPos > c.IfPosition {
-		return wrap(refuse(FailedPrecondition, "if_position", "%s changed at log position %d, after the plan at %d: plan again", jobRef(j.User, j.Name), j.ChangedPos, c.IfPosition))
+		return false, refuse(FailedPrecondition, "if_position", "%s changed at log position %d, after the plan at %d: plan again", jobRef(j.User, j.Name), j.ChangedPos, c.IfPosition)
 	}
 	if j.Dead() {
-		return wrap(refuse(FailedPrecondition, "", "%s is dead (%s); submit it again instead", jobRef(j.User, j.Name), endName(j)))
+		return false, refuse(FailedPrecondition, "", "%s is dead (%s); submit it again instead", jobRef(j.User, j.Name), endName(j))
 	}
 	if u := b.updateOf(j); u != nil {
-		return wrap(refuse(FailedPrecondition, "", "%s has an uncommitted update to spec version %d: commit it or roll it back first", jobRef(j.User, j.Name), u.To))
+		return false, refuse(FailedPrecondition, "", "%s has an uncommitted update to spec version %d: commit it or roll it back first", jobRef(j.User, j.Name), u.To)
 	}
 	spec.User = j.User
 	if err := ValidateSpec(spec); err != nil {
-		return wrap(err)
+		return false, err
 	}
 	if err := secretsGiven(spec); err != nil {
-		return wrap(err)
+		return false, err
 	}
 	cur := j.Spec()
 	if spec.StartAfter != cur.StartAfter {
-		return wrap(invalid("start_after", "cannot change once the job is submitted (it is %q)", cur.StartAfter))
+		return false, invalid("start_after", "cannot change once the job is submitted (it is %q)", cur.StartAfter)
 	}
-	if proto.Equal(spec, cur) {
-		return nil // nothing to do
-	}
+	return !proto.Equal(spec, cur), nil
+}
+
+// chargeUpdate admits the new spec's demand against the user's quota in its
+// band, releasing what the job holds now.
+func (b *draft) chargeUpdate(j *projections.Job, spec *events.JobSpec) error {
 	if err := checkAllocSet(b.s, spec); err != nil {
-		return wrap(err)
+		return err
 	}
 	var demand projections.Resources
 	if spec.AllocSet == "" {
 		var ok bool
 		if demand, ok = projections.DemandChecked(spec); !ok {
-			return wrap(tooLarge(spec))
+			return tooLarge(spec)
 		}
 	}
 	band := projections.BandOf(spec.Priority)
@@ -190,9 +207,12 @@ func (b *draft) updateJob(c UpdateJob, j *projections.Job, spec *events.JobSpec,
 		ub := projections.UserBand{User: j.User, Band: j.ChargeBand}
 		b.charged[ub] = b.charged[ub].Sub(j.Charge)
 	}
-	if err := b.admit(j.User, band, demand, release, "resources"); err != nil {
-		return wrap(err)
-	}
+	return b.admit(j.User, band, demand, release, "resources")
+}
+
+// recordUpdate records job j's new spec version and starts rolling it out.
+func (b *draft) recordUpdate(j *projections.Job, spec *events.JobSpec) {
+	cur := j.Spec()
 	v := j.LatestVersion() + 1
 	restart := jobRestartNeeded(cur, spec)
 	b.add(jobStream(j), &events.JobUpdated{Spec: spec, SpecVersion: v, PreviousVersion: j.Current, RestartNeeded: restart})
@@ -207,7 +227,6 @@ func (b *draft) updateJob(c UpdateJob, j *projections.Job, spec *events.JobSpec,
 		// next change.
 		b.commitUpdate(j, CommittedInPlace)
 	}
-	return nil
 }
 
 func endName(j *projections.Job) string {

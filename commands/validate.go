@@ -57,7 +57,29 @@ func validateSpec(spec *events.JobSpec) violations {
 		v.add("spec", "must be set")
 		return v
 	}
-	checkName(&v, "name", spec.Name)
+	checkIdentity(&v, spec)
+	checkCommand(&v, spec)
+	ports := int(spec.GetResources().GetPorts())
+	checkPortNames(&v, spec, ports)
+	checkConstraints(&v, spec)
+	checkOverrides(&v, spec)
+	checkRestart(&v, spec)
+	if ms := spec.KillTimeoutMs; ms < 0 || ms > events.MaxKillTimeout.Milliseconds() {
+		v.add("kill_timeout", "must be between 0 (the default, %s) and %s", events.DefaultKillTimeout, events.MaxKillTimeout)
+	}
+	checkHealthCheck(&v, spec, ports)
+	checkUpdate(&v, spec)
+	checkPlacement(&v, spec)
+	checkSecretEnv(&v, spec)
+	if len(spec.Package) > maxTextLen {
+		v.add("package", "longer than %d bytes", maxTextLen)
+	}
+	return v
+}
+
+// checkIdentity checks the job's name, user, priority, task count and labels.
+func checkIdentity(v *violations, spec *events.JobSpec) {
+	checkName(v, "name", spec.Name)
 	if spec.User != "" && !ValidName(spec.User) {
 		v.add("user", "%q is not a valid user name", spec.User)
 	}
@@ -70,7 +92,11 @@ func validateSpec(spec *events.JobSpec) violations {
 	case spec.TaskCount > MaxTasks:
 		v.add("count", "%d is more than the %d tasks a job may have", spec.TaskCount, MaxTasks)
 	}
-	checkLabels(&v, "labels", spec.Labels)
+	checkLabels(v, "labels", spec.Labels)
+}
+
+// checkCommand checks what the tasks run: command, args, env and resources.
+func checkCommand(v *violations, spec *events.JobSpec) {
 	if strings.TrimSpace(spec.Command) == "" {
 		v.add("command", "must be set")
 	} else if len(spec.Command) > maxTextLen {
@@ -78,11 +104,13 @@ func validateSpec(spec *events.JobSpec) violations {
 	} else if strings.IndexByte(spec.Command, 0) >= 0 {
 		v.add("command", "contains a NUL byte")
 	}
-	checkArgs(&v, "args", spec.Args)
-	checkEnv(&v, "env", spec.Env)
-	checkResources(&v, "resources", spec.Resources, true)
+	checkArgs(v, "args", spec.Args)
+	checkEnv(v, "env", spec.Env)
+	checkResources(v, "resources", spec.Resources, true)
+}
 
-	ports := int(spec.GetResources().GetPorts())
+// checkPortNames checks the names given to the task's ports.
+func checkPortNames(v *violations, spec *events.JobSpec, ports int) {
 	if len(spec.PortNames) > ports {
 		v.add("port_names", "names %d ports but resources.ports is %d", len(spec.PortNames), ports)
 	}
@@ -93,14 +121,20 @@ func validateSpec(spec *events.JobSpec) violations {
 			v.add(index("port_names", i), "%q is named twice", p)
 		}
 	}
+}
 
+// checkConstraints checks the job's hard constraints.
+func checkConstraints(v *violations, spec *events.JobSpec) {
 	if len(spec.Constraints) > maxConstraints {
 		v.add("constraints", "more than %d", maxConstraints)
 	}
 	for i, c := range spec.Constraints {
-		checkConstraint(&v, index("constraints", i), c)
+		checkConstraint(v, index("constraints", i), c)
 	}
+}
 
+// checkOverrides checks the per-task overrides: each names a task of the job.
+func checkOverrides(v *violations, spec *events.JobSpec) {
 	for _, i := range sortedIndexes(spec.Overrides) {
 		p := index("tasks", int(i))
 		ov := spec.Overrides[i]
@@ -111,82 +145,100 @@ func validateSpec(spec *events.JobSpec) violations {
 		if ov == nil {
 			continue
 		}
-		checkArgs(&v, join(p, "args"), ov.Args)
-		checkEnv(&v, join(p, "env"), ov.Env)
+		checkArgs(v, join(p, "args"), ov.Args)
+		checkEnv(v, join(p, "env"), ov.Env)
 		if ov.Resources != nil {
-			checkResources(&v, join(p, "resources"), ov.Resources, false)
+			checkResources(v, join(p, "resources"), ov.Resources, false)
 		}
 	}
+}
 
-	if r := spec.Restart; r != nil {
-		switch r.Mode {
-		case "", "always", "on-failure", "never":
-		default:
-			v.add("restart.mode", "%q is not always, on-failure or never", r.Mode)
-		}
-		if r.MaxRestarts < 0 {
-			v.add("restart.max_restarts", "must be >= 0 (0: no limit)")
-		}
-		// Floors: a task that fails at once must not restart thousands of
-		// times a second, each restart two events in the log.
-		if r.BackoffInitialMs != 0 && (r.BackoffInitialMs < minBackoffMS || r.BackoffInitialMs > maxPolicyMS) {
-			v.add("restart.backoff", "must be 0 (the default, 1s) or between %dms and 24h", minBackoffMS)
-		}
-		if r.BackoffMaxMs != 0 && (r.BackoffMaxMs < minMaxBackoffMS || r.BackoffMaxMs > maxPolicyMS) {
-			v.add("restart.max_backoff", "must be 0 (the default, 5m) or between %dms and 24h", minMaxBackoffMS)
-		} else if r.BackoffMaxMs > 0 && r.BackoffMaxMs < r.BackoffInitialMs {
-			v.add("restart.max_backoff", "must be >= restart.backoff")
-		}
+// checkRestart checks the restart policy.
+func checkRestart(v *violations, spec *events.JobSpec) {
+	r := spec.Restart
+	if r == nil {
+		return
 	}
-	if ms := spec.KillTimeoutMs; ms < 0 || ms > events.MaxKillTimeout.Milliseconds() {
-		v.add("kill_timeout", "must be between 0 (the default, %s) and %s", events.DefaultKillTimeout, events.MaxKillTimeout)
+	switch r.Mode {
+	case "", "always", "on-failure", "never":
+	default:
+		v.add("restart.mode", "%q is not always, on-failure or never", r.Mode)
 	}
-	if h := spec.HealthCheck; h != nil {
-		if !strings.HasPrefix(h.Path, "/") {
-			v.add("health_check.path", "must start with /")
-		}
-		// Left out, port is the task's first port and period and timeout
-		// their defaults (events.HealthCheckPeriod, HealthCheckTimeout),
-		// as the agent reads them.
-		if h.PortName == "" {
-			if ports == 0 {
-				v.add("health_check.port", "the task has no port to check: give resources.ports or port_names")
-			}
-		} else if !slices.Contains(spec.PortNames, h.PortName) {
-			v.add("health_check.port", "%q is not one of port_names %v", h.PortName, spec.PortNames)
-		}
-		if h.PeriodMs < 0 || h.PeriodMs > maxPolicyMS {
-			v.add("health_check.period", "must be 0 (the default, %s) or up to 24h", events.DefaultHealthCheckPeriod)
-		}
-		if h.TimeoutMs < 0 || h.TimeoutMs > events.HealthCheckPeriod(h).Milliseconds() {
-			v.add("health_check.timeout", "must be between 0 (the default, %s) and the period", events.DefaultHealthCheckTimeout)
-		}
-		if h.FailuresAllowed < 0 {
-			v.add("health_check.failures_allowed", "must be >= 0")
-		}
+	if r.MaxRestarts < 0 {
+		v.add("restart.max_restarts", "must be >= 0 (0: no limit)")
 	}
-	if u := spec.Update; u != nil {
-		if u.MaxDisruptions < 0 {
-			v.add("update.max_disruptions", "must be >= 0 (0: the default, 1)")
-		}
-		if u.MinHealthyTimeMs < 0 || u.MinHealthyTimeMs > maxPolicyMS {
-			v.add("update.min_healthy_time", "must be between 0 (the default, 10s) and 24h")
-		}
-		if u.ProgressDeadlineMs != 0 && (u.ProgressDeadlineMs < 1000 || u.ProgressDeadlineMs > maxPolicyMS) {
-			v.add("update.progress_deadline", "must be 0 (the default, 10m) or between 1s and 24h")
-		}
-		if u.Canary < 0 || u.Canary > spec.TaskCount {
-			v.add("update.canary", "must be between 0 (no canaries) and the task count, %d", spec.TaskCount)
-		}
+	// Floors: a task that fails at once must not restart thousands of
+	// times a second, each restart two events in the log.
+	if r.BackoffInitialMs != 0 && (r.BackoffInitialMs < minBackoffMS || r.BackoffInitialMs > maxPolicyMS) {
+		v.add("restart.backoff", "must be 0 (the default, 1s) or between %dms and 24h", minBackoffMS)
 	}
+	if r.BackoffMaxMs != 0 && (r.BackoffMaxMs < minMaxBackoffMS || r.BackoffMaxMs > maxPolicyMS) {
+		v.add("restart.max_backoff", "must be 0 (the default, 5m) or between %dms and 24h", minMaxBackoffMS)
+	} else if r.BackoffMaxMs > 0 && r.BackoffMaxMs < r.BackoffInitialMs {
+		v.add("restart.max_backoff", "must be >= restart.backoff")
+	}
+}
+
+// checkHealthCheck checks the health check against the task's ports.
+func checkHealthCheck(v *violations, spec *events.JobSpec, ports int) {
+	h := spec.HealthCheck
+	if h == nil {
+		return
+	}
+	if !strings.HasPrefix(h.Path, "/") {
+		v.add("health_check.path", "must start with /")
+	}
+	// Left out, port is the task's first port and period and timeout
+	// their defaults (events.HealthCheckPeriod, HealthCheckTimeout),
+	// as the agent reads them.
+	if h.PortName == "" {
+		if ports == 0 {
+			v.add("health_check.port", "the task has no port to check: give resources.ports or port_names")
+		}
+	} else if !slices.Contains(spec.PortNames, h.PortName) {
+		v.add("health_check.port", "%q is not one of port_names %v", h.PortName, spec.PortNames)
+	}
+	if h.PeriodMs < 0 || h.PeriodMs > maxPolicyMS {
+		v.add("health_check.period", "must be 0 (the default, %s) or up to 24h", events.DefaultHealthCheckPeriod)
+	}
+	if h.TimeoutMs < 0 || h.TimeoutMs > events.HealthCheckPeriod(h).Milliseconds() {
+		v.add("health_check.timeout", "must be between 0 (the default, %s) and the period", events.DefaultHealthCheckTimeout)
+	}
+	if h.FailuresAllowed < 0 {
+		v.add("health_check.failures_allowed", "must be >= 0")
+	}
+}
+
+// checkUpdate checks the rolling update policy.
+func checkUpdate(v *violations, spec *events.JobSpec) {
+	u := spec.Update
+	if u == nil {
+		return
+	}
+	if u.MaxDisruptions < 0 {
+		v.add("update.max_disruptions", "must be >= 0 (0: the default, 1)")
+	}
+	if u.MinHealthyTimeMs < 0 || u.MinHealthyTimeMs > maxPolicyMS {
+		v.add("update.min_healthy_time", "must be between 0 (the default, 10s) and 24h")
+	}
+	if u.ProgressDeadlineMs != 0 && (u.ProgressDeadlineMs < 1000 || u.ProgressDeadlineMs > maxPolicyMS) {
+		v.add("update.progress_deadline", "must be 0 (the default, 10m) or between 1s and 24h")
+	}
+	if u.Canary < 0 || u.Canary > spec.TaskCount {
+		v.add("update.canary", "must be between 0 (no canaries) and the task count, %d", spec.TaskCount)
+	}
+}
+
+// checkPlacement checks what orders and places the job: start_after, alloc_set, spread and appclass.
+func checkPlacement(v *violations, spec *events.JobSpec) {
 	if spec.StartAfter != "" {
-		checkName(&v, "start_after", spec.StartAfter)
+		checkName(v, "start_after", spec.StartAfter)
 		if spec.StartAfter == spec.Name {
 			v.add("start_after", "a job cannot wait for itself")
 		}
 	}
 	if spec.AllocSet != "" {
-		checkName(&v, "alloc_set", spec.AllocSet)
+		checkName(v, "alloc_set", spec.AllocSet)
 	}
 	if spec.Pack && len(spec.Spread) > 0 {
 		v.add("spread", "none (pack) and attributes to spread across (%v) exclude each other", spec.Spread)
@@ -207,6 +259,10 @@ func validateSpec(spec *events.JobSpec) violations {
 	default:
 		v.add("appclass", "%q is not latency-sensitive or batch", spec.Appclass)
 	}
+}
+
+// checkSecretEnv checks the names of the secrets given to the tasks as environment variables.
+func checkSecretEnv(v *violations, spec *events.JobSpec) {
 	for i, name := range spec.SecretEnv {
 		p := index("secret_env", i)
 		switch {
@@ -221,10 +277,6 @@ func validateSpec(spec *events.JobSpec) violations {
 			v.add(p, "%s also has a value in env; a secret's value must not be in the spec (it would be kept in the log)", name)
 		}
 	}
-	if len(spec.Package) > maxTextLen {
-		v.add("package", "longer than %d bytes", maxTextLen)
-	}
-	return v
 }
 
 func checkLabels(v *violations, field string, labels map[string]string) {

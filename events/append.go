@@ -232,7 +232,23 @@ func DecideAcquire(stored Lease, found bool, name, holder string, now time.Time,
 	// A new holding gets a new epoch, even for the same holder taking its
 	// own live lease again (after stepping down): whatever it appended
 	// under the earlier holding is fenced.
-	return Lease{Name: name, Holder: holder, Epoch: stored.Epoch + 1, ExpiresAt: now.Add(ttl).Truncate(time.Microsecond).UTC()}, nil
+	return Lease{Name: name, Holder: holder, Epoch: stored.Epoch + 1, ExpiresAt: LeaseExpiry(now, ttl)}, nil
+}
+
+// LeaseExpiry is when a lease taken or renewed at now for ttl expires, to
+// the microsecond that every store keeps.
+func LeaseExpiry(now time.Time, ttl time.Duration) time.Time {
+	return now.Add(ttl).Truncate(time.Microsecond).UTC()
+}
+
+// ReleasedExpiry is the expiry of a released lease: before any clock, so
+// the next holder takes it at once.
+func ReleasedExpiry() time.Time { return time.Unix(0, 0).UTC() }
+
+// LeaseLost is the refusal of a renewal by a holder that no longer holds l
+// at its epoch.
+func LeaseLost(l Lease) error {
+	return fmt.Errorf("%w: %q no longer holds %q at epoch %d", ErrLeaseLost, l.Holder, l.Name, l.Epoch)
 }
 
 // KeepLeading is a leader's rule for its renewal's answer, for the master

@@ -66,28 +66,7 @@ func TestSimulatedAgentOverGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ts := range st.Tasks {
-		switch ts.Task.Job {
-		case "web":
-			if ts.State != agentpb.TaskState_TASK_STATE_RUNNING || ts.Restarts < 1 {
-				t.Errorf("web %v", ts)
-			}
-		case "batch":
-			if ts.State != agentpb.TaskState_TASK_STATE_FINISHED {
-				t.Errorf("batch %v", ts)
-			}
-		}
-	}
-	for _, u := range st.Usage {
-		if u.Task.Job == "batch" && u.CpuCoreSecondsTotal != 5 {
-			t.Errorf("batch cpu %v, want 10 s at half a core", u.CpuCoreSecondsTotal)
-		}
-	}
-	for _, e := range st.Events {
-		if e.Seq <= 2 {
-			t.Errorf("acknowledged event resent: %v", e)
-		}
-	}
+	checkRunsEnded(t, st)
 	// A failure injected into a running task: restarted in place.
 	if err := f.Agents[1].Fail(batch, 1); err == nil {
 		t.Errorf("failing a finished task succeeded")
@@ -118,6 +97,35 @@ func TestSimulatedAgentOverGRPC(t *testing.T) {
 	last := st.Events[len(st.Events)-1]
 	if last.Kind != agentpb.EventKind_EVENT_KIND_KILLED || last.Reason != "moved" || last.Pid == 0 {
 		t.Errorf("stop event %v", last)
+	}
+}
+
+// checkRunsEnded: once both runs ended, web restarted (always) and batch
+// finished, having used 10 s at half a core, and no acknowledged event
+// came again.
+func checkRunsEnded(t *testing.T, st *agentpb.AgentState) {
+	t.Helper()
+	for _, ts := range st.Tasks {
+		switch ts.Task.Job {
+		case "web":
+			if ts.State != agentpb.TaskState_TASK_STATE_RUNNING || ts.Restarts < 1 {
+				t.Errorf("web %v", ts)
+			}
+		case "batch":
+			if ts.State != agentpb.TaskState_TASK_STATE_FINISHED {
+				t.Errorf("batch %v", ts)
+			}
+		}
+	}
+	for _, u := range st.Usage {
+		if u.Task.Job == "batch" && u.CpuCoreSecondsTotal != 5 {
+			t.Errorf("batch cpu %v, want 10 s at half a core", u.CpuCoreSecondsTotal)
+		}
+	}
+	for _, e := range st.Events {
+		if e.Seq <= 2 {
+			t.Errorf("acknowledged event resent: %v", e)
+		}
 	}
 }
 

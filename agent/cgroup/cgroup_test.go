@@ -88,14 +88,13 @@ func TestV1MemoryLimitKillsAndCountsOOM(t *testing.T) {
 	// eats memory, so a loaded host cannot let the OOM kill come before the
 	// look.
 	cmd := startIn(t, c, "/bin/sh", "-c", "sleep 1; exec tail /dev/zero")
-	pids, err := c.Pids()
-	for deadline := time.Now().Add(time.Second); err == nil && !slices.Contains(pids, cmd.Process.Pid) && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-		pids, err = c.Pids()
-	}
-	if err != nil || !slices.Contains(pids, cmd.Process.Pid) {
-		t.Fatalf("Pids() = %v, %v; want it to hold %d", pids, err, cmd.Process.Pid)
-	}
+	eventually(t, time.Second, func() string {
+		pids, err := c.Pids()
+		if err != nil || !slices.Contains(pids, cmd.Process.Pid) {
+			return fmt.Sprintf("Pids() = %v, %v; want it to hold %d", pids, err, cmd.Process.Pid)
+		}
+		return ""
+	})
 	err = cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {

@@ -255,10 +255,13 @@ func waitIn(cmd *exec.Cmd) <-chan struct{} {
 }
 
 // eventually polls cond until it returns "" or d passes, then fails with
-// its last complaint.
+// its last complaint. It is internal/testkit.Eventually's loop, kept here
+// because testkit imports this package.
 func eventually(t *testing.T, d time.Duration, cond func() string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		why := cond()
 		if why == "" {
@@ -267,6 +270,6 @@ func eventually(t *testing.T, d time.Duration, cond func() string) {
 		if time.Now().After(deadline) {
 			t.Fatal(why)
 		}
-		time.Sleep(20 * time.Millisecond)
+		<-tick.C
 	}
 }

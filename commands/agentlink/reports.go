@@ -66,26 +66,49 @@ type Report struct {
 // events: its sequence number and its count of dropped events.
 func Reports(s *projections.State, machine string, st *agentpb.AgentState, reqs []*agentpb.Request, acked, dropped uint64, recorded EventRecorded, usage *commands.UsageWindow) Report {
 	var out Report
-	// Every task the agent has, as news of nothing (a task in a report is
-	// not lost, and "starting" records nothing); each event overrides one.
-	neutral := make([]commands.AgentTask, len(st.Tasks))
-	index := make(map[projections.TaskKey]int, len(st.Tasks))
+	n := neutralTasks(st)
+	out.Refused, out.Commands = refusedStarts(machine, st, reqs, n)
+	out.Commands = append(out.Commands, eventReports(s, machine, st, acked, recorded, n)...)
+	out.Fallback = st.EventsDropped > dropped
+	out.Commands = append(out.Commands, fullReport(machine, st, usage, n, out.Fallback))
+	return out
+}
+
+// neutral is every task the agent has, as news of nothing (a task in a
+// report is not lost, and "starting" records nothing); each event
+// overrides one.
+type neutral struct {
+	tasks []commands.AgentTask
+	index map[projections.TaskKey]int
+}
+
+func neutralTasks(st *agentpb.AgentState) neutral {
+	n := neutral{tasks: make([]commands.AgentTask, len(st.Tasks)), index: make(map[projections.TaskKey]int, len(st.Tasks))}
 	for i, ts := range st.Tasks {
 		k := TaskKeyOf(ts.Task)
-		neutral[i] = commands.AgentTask{Task: k, SpecVersion: ts.SpecVersion, Submission: ts.Submission, State: commands.AgentStarting,
+		n.tasks[i] = commands.AgentTask{Task: k, SpecVersion: ts.SpecVersion, Submission: ts.Submission, State: commands.AgentStarting,
 			Ended: AgentTaskEnded(ts.State)}
-		index[k] = i
+		n.index[k] = i
 	}
-	one := func(at commands.AgentTask) []commands.AgentTask {
-		tasks := slices.Clone(neutral)
-		if i, ok := index[at.Task]; ok {
-			tasks[i] = at
-		} else {
-			tasks = append(tasks, at)
-		}
-		return tasks
-	}
+	return n
+}
 
+// with is the neutral tasks with at in its task's place.
+func (n neutral) with(at commands.AgentTask) []commands.AgentTask {
+	tasks := slices.Clone(n.tasks)
+	if i, ok := n.index[at.Task]; ok {
+		tasks[i] = at
+	} else {
+		tasks = append(tasks, at)
+	}
+	return tasks
+}
+
+// refusedStarts are the starts among reqs the agent refused, each reported
+// as the task's failure.
+func refusedStarts(machine string, st *agentpb.AgentState, reqs []*agentpb.Request, n neutral) ([]RefusedStart, []commands.ReportAgentState) {
+	var refused []RefusedStart
+	var cmds []commands.ReportAgentState
 	starts := map[string]*agentpb.StartTask{}
 	for _, r := range reqs {
 		if s := r.GetStart(); s != nil {
@@ -98,12 +121,18 @@ func Reports(s *projections.State, machine string, st *agentpb.AgentState, reqs 
 			continue
 		}
 		k := TaskKeyOf(s.Task)
-		out.Refused = append(out.Refused, RefusedStart{k, res.Error})
+		refused = append(refused, RefusedStart{k, res.Error})
 		at := commands.AgentTask{Task: k, SpecVersion: s.SpecVersion, State: commands.AgentFailed, ExitCode: -1,
 			Reason: agent.ReasonStartFailed, Message: "the agent refused to start it: " + res.Error}
-		out.Commands = append(out.Commands, commands.ReportAgentState{Meta: Meta, Machine: machine, Tasks: one(at)})
+		cmds = append(cmds, commands.ReportAgentState{Meta: Meta, Machine: machine, Tasks: n.with(at)})
 	}
+	return refused, cmds
+}
 
+// eventReports are one report per agent event not yet recorded, keyed by
+// the event so that a report sent twice records once.
+func eventReports(s *projections.State, machine string, st *agentpb.AgentState, acked uint64, recorded EventRecorded, n neutral) []commands.ReportAgentState {
+	var cmds []commands.ReportAgentState
 	startedAt := RecordedStarts(s, machine, st.Events)
 	lastOf := make(map[projections.TaskKey]uint64, len(st.Events))
 	done := acked
@@ -129,14 +158,19 @@ func Reports(s *projections.State, machine string, st *agentpb.AgentState, reqs 
 		}
 		meta := Meta
 		meta.RequestID = AgentEventKey(machine, ev)
-		out.Commands = append(out.Commands, commands.ReportAgentState{Meta: meta, Machine: machine, Tasks: one(at)})
+		cmds = append(cmds, commands.ReportAgentState{Meta: meta, Machine: machine, Tasks: n.with(at)})
 	}
+	return cmds
+}
 
-	out.Fallback = st.EventsDropped > dropped
+// fullReport is the agent's full state; an ended task counts as news of
+// nothing unless events were dropped (fallback), when its state is all
+// there is.
+func fullReport(machine string, st *agentpb.AgentState, usage *commands.UsageWindow, n neutral, fallback bool) commands.ReportAgentState {
 	full := commands.ReportAgentState{Meta: Meta, Machine: machine, Tasks: make([]commands.AgentTask, 0, len(st.Tasks)), Usage: usage}
 	for _, ts := range st.Tasks {
-		if AgentTaskEnded(ts.State) && !out.Fallback {
-			full.Tasks = append(full.Tasks, neutral[index[TaskKeyOf(ts.Task)]])
+		if AgentTaskEnded(ts.State) && !fallback {
+			full.Tasks = append(full.Tasks, n.tasks[n.index[TaskKeyOf(ts.Task)]])
 			continue
 		}
 		msg := ts.Message
@@ -148,8 +182,7 @@ func Reports(s *projections.State, machine string, st *agentpb.AgentState, reqs 
 			Restarts: ts.Restarts, Reason: ts.Reason, Message: msg,
 			Health: HealthOf(ts.Health), HealthMessage: ts.HealthMessage})
 	}
-	out.Commands = append(out.Commands, full)
-	return out
+	return full
 }
 
 // HealthOf is the projection's health for the agent's: unknown without a

@@ -51,17 +51,34 @@ func Requests(s *projections.State, ml *Machine, maxStarts int, stopGrace time.D
 	for _, t := range ml.Last.GetTasks() {
 		reported[TaskKeyOf(t.Task)] = t
 	}
-	id := func() string { ml.RequestSeq++; return ml.Name + "-" + strconv.FormatInt(ml.RequestSeq, 10) }
-	// The tasks to start or update, in key order: a pass over the
-	// machine's tasks in no order, then a sort of the few that need news,
-	// so that the same state always sends the same requests.
-	type todo struct {
-		t     *projections.Task
-		start bool
+	todos, stale, wanted := news(m, ml, reported)
+	reqs, bad = ml.startsAndUpdates(todos, maxStarts)
+	for _, k := range stale {
+		ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
+		reqs = append(reqs, agent.StopRequest(ml.nextRequestID(), ref, "a run of an earlier submission of the task", stopGrace.Milliseconds()))
 	}
-	var todos []todo
-	var stale []projections.TaskKey
-	wanted := make(map[projections.TaskKey]bool, m.TaskCount())
+	reqs = append(reqs, ml.stopsAndForgets(reported, wanted, stopGrace)...)
+	return reqs, m.Version, bad
+}
+
+// nextRequestID names the next request to the machine's agent.
+func (ml *Machine) nextRequestID() string {
+	ml.RequestSeq++
+	return ml.Name + "-" + strconv.FormatInt(ml.RequestSeq, 10)
+}
+
+// todo is a task to start or update.
+type todo struct {
+	t     *projections.Task
+	start bool
+}
+
+// news finds the tasks to start or update, in key order, and the stale runs
+// to stop: a pass over the machine's tasks in no order, then a sort of the
+// few that need news, so that the same state always sends the same
+// requests. wanted is every task placed on the machine.
+func news(m *projections.Machine, ml *Machine, reported map[projections.TaskKey]*agentpb.TaskStatus) (todos []todo, stale []projections.TaskKey, wanted map[projections.TaskKey]bool) {
+	wanted = make(map[projections.TaskKey]bool, m.TaskCount())
 	m.RangeTasks(func(t *projections.Task) bool {
 		k := t.Key()
 		wanted[k] = true
@@ -87,6 +104,13 @@ func Requests(s *projections.State, ml *Machine, maxStarts int, stopGrace time.D
 		return true
 	})
 	slices.SortFunc(todos, func(a, b todo) int { return compareKeys(a.t.Key(), b.t.Key()) })
+	slices.SortFunc(stale, compareKeys)
+	return todos, stale, wanted
+}
+
+// startsAndUpdates are the requests for todos, at most maxStarts starts;
+// the rest start with a later poll.
+func (ml *Machine) startsAndUpdates(todos []todo, maxStarts int) (reqs []*agentpb.Request, bad []Unresolved) {
 	starts := 0
 	for _, td := range todos {
 		if td.start {
@@ -102,16 +126,19 @@ func Requests(s *projections.State, ml *Machine, maxStarts int, stopGrace time.D
 		case err != nil:
 			bad = append(bad, Unresolved{k, err})
 		case td.start:
-			reqs = append(reqs, agent.StartRequest(id(), ref, td.t.SpecVersion, td.t.Seq, spec))
+			reqs = append(reqs, agent.StartRequest(ml.nextRequestID(), ref, td.t.SpecVersion, td.t.Seq, spec))
 		default:
-			reqs = append(reqs, agent.UpdateRequest(id(), ref, td.t.SpecVersion, spec))
+			reqs = append(reqs, agent.UpdateRequest(ml.nextRequestID(), ref, td.t.SpecVersion, spec))
 		}
 	}
-	slices.SortFunc(stale, compareKeys)
-	for _, k := range stale {
-		ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
-		reqs = append(reqs, agent.StopRequest(id(), ref, "a run of an earlier submission of the task", stopGrace.Milliseconds()))
-	}
+	return reqs, bad
+}
+
+// stopsAndForgets stops the runs of tasks the agent reports and the master
+// did not place there, and lets the agent drop those whose end is in the
+// log.
+func (ml *Machine) stopsAndForgets(reported map[projections.TaskKey]*agentpb.TaskStatus, wanted map[projections.TaskKey]bool, stopGrace time.Duration) []*agentpb.Request {
+	var reqs []*agentpb.Request
 	var unwanted []projections.TaskKey
 	for k := range reported {
 		if !wanted[k] {
@@ -123,13 +150,13 @@ func Requests(s *projections.State, ml *Machine, maxStarts int, stopGrace time.D
 		rep := reported[k]
 		ref := &events.TaskRef{User: k.User, Job: k.Job, Index: k.Index}
 		if AgentTaskLive(rep.State) {
-			reqs = append(reqs, agent.StopRequest(id(), ref, "not placed on "+ml.Name+" by the master", stopGrace.Milliseconds()))
+			reqs = append(reqs, agent.StopRequest(ml.nextRequestID(), ref, "not placed on "+ml.Name+" by the master", stopGrace.Milliseconds()))
 		} else if rep.State != agentpb.TaskState_TASK_STATE_STOPPING && ml.Synced {
 			// Its end is in the log: the agent may drop it.
-			reqs = append(reqs, agent.ForgetRequest(id(), ref))
+			reqs = append(reqs, agent.ForgetRequest(ml.nextRequestID(), ref))
 		}
 	}
-	return reqs, m.Version, bad
+	return reqs
 }
 
 func compareKeys(a, b projections.TaskKey) int {

@@ -14,6 +14,7 @@ import (
 	"github.com/corralhq/corral/commands/api/apitest"
 	"github.com/corralhq/corral/commands/apipb"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -64,7 +65,27 @@ func testCellAPI(t *testing.T, store events.Store) {
 		apitest.Do(t, r, commands.RegisterMachine{Meta: apitest.Root, Machine: fmt.Sprintf("m%d", i), Address: fmt.Sprintf("127.0.0.1:%d", 9000+i),
 			Capacity: projections.Resources{CPUMilli: 8000, MemoryBytes: 32 * apitest.GiB, DiskBytes: 100 * apitest.GiB, Ports: 100}})
 	}
-	// Quota is admin-only.
+	checkQuotaIsAdminOnly(t, c)
+	submitAndReadBack(t, c)
+	checkSubmitRefusals(t, c)
+	placeAndStart(t, r)
+	job, _ := c.Get(apitest.As("alice"), &apipb.GetRequest{Job: "web"})
+	if job.Running != 4 {
+		t.Fatalf("running = %d, want 4", job.Running)
+	}
+	beforeUpdate := r.M.Position()
+	rollOut(t, r, c)
+	beforeKill, killedAt := killBySelector(t, r, c)
+	checkStateAt(t, c, beforeKill, beforeUpdate)
+	checkStateDiff(t, c, beforeUpdate, beforeKill, killedAt)
+	checkPlanAt(t, c, beforeUpdate, beforeKill)
+	checkBadPlansAndDiffs(t, c, beforeKill, killedAt)
+	checkJobEvents(t, c)
+}
+
+// checkQuotaIsAdminOnly sets alice's quota as root, after alice may not.
+func checkQuotaIsAdminOnly(t *testing.T, c apipb.CellClient) {
+	t.Helper()
 	_, err := c.SetQuota(apitest.As("alice"), &apipb.SetQuotaRequest{RequestId: "q0", User: "alice", Band: "production", Resources: &events.Resources{CpuMilli: 6000, MemoryBytes: 8 * apitest.GiB}})
 	if codeOf(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "admin") {
 		t.Fatalf("alice setting quota: %v", err)
@@ -73,7 +94,12 @@ func testCellAPI(t *testing.T, store events.Store) {
 		t.Fatal(err)
 	}
 
-	// Submit, then read our own write at its position.
+}
+
+// submitAndReadBack submits alice's web, then reads the write at its
+// position.
+func submitAndReadBack(t *testing.T, c apipb.CellClient) {
+	t.Helper()
 	rep, err := c.Submit(apitest.As("alice"), &apipb.SubmitRequest{RequestId: "s1", Spec: apitest.WebSpec("web", 4)})
 	if err != nil {
 		t.Fatal(err)
@@ -93,8 +119,13 @@ func testCellAPI(t *testing.T, store events.Store) {
 		t.Fatalf("job after submit: pending %d total %d user %q", job.Pending, job.TotalTasks, job.Spec.User)
 	}
 
-	// Over quota: refused at once with the numbers.
-	_, err = c.Submit(apitest.As("alice"), &apipb.SubmitRequest{RequestId: "s2", Spec: apitest.WebSpec("big", 3)})
+}
+
+// checkSubmitRefusals: over quota is refused at once with the numbers, a
+// bad spec with the field and the reason.
+func checkSubmitRefusals(t *testing.T, c apipb.CellClient) {
+	t.Helper()
+	_, err := c.Submit(apitest.As("alice"), &apipb.SubmitRequest{RequestId: "s2", Spec: apitest.WebSpec("big", 3)})
 	if codeOf(err) != codes.ResourceExhausted {
 		t.Fatalf("over-quota submit: %v, want ResourceExhausted", err)
 	}
@@ -117,31 +148,18 @@ func testCellAPI(t *testing.T, store events.Store) {
 		t.Fatalf("anonymous submit: %v", err)
 	}
 
-	placeAndStart(t, r)
-	job, _ = c.Get(apitest.As("alice"), &apipb.GetRequest{Job: "web"})
-	if job.Running != 4 {
-		t.Fatalf("running = %d, want 4", job.Running)
-	}
-	beforeUpdate := r.M.Position()
+}
 
-	// A rolling update that needs restarts never disrupts more than one task.
+// rollOut updates web to a version that needs restarts; the rolling update
+// never disrupts more than one task.
+func rollOut(t *testing.T, r *apitest.Replica, c apipb.CellClient) {
+	t.Helper()
 	up, err := c.Update(apitest.As("alice"), &apipb.UpdateRequest{RequestId: "u1", Spec: apitest.WebSpec("web", 4, "--v2")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for step := 0; step < 20; step++ {
-		var disrupted, old int
-		r.M.View(func(s *projections.State) {
-			j := s.Job("alice", "web")
-			for _, task := range j.Tasks {
-				if task.State != projections.TaskRunning {
-					disrupted++
-				}
-				if task.SpecVersion != j.Current {
-					old++
-				}
-			}
-		})
+		disrupted, old := webVersions(r)
 		if disrupted > 1 {
 			t.Fatalf("step %d: %d tasks disrupted at once, the update policy allows 1", step, disrupted)
 		}
@@ -149,10 +167,11 @@ func testCellAPI(t *testing.T, store events.Store) {
 			break
 		}
 		placeAndStart(t, r)
-		time.Sleep(2 * time.Millisecond) // the replacement serves: min_healthy_time passes
-		apitest.Do(t, r, commands.RollingUpdateStep{Meta: apitest.Root})
+		if _, old := webVersions(r); old > 0 {
+			stepWhenHealthy(t, r)
+		}
 	}
-	job, _ = c.Get(apitest.As("alice"), &apipb.GetRequest{Job: "web", Read: &apipb.ReadOptions{MinPosition: up.LastPosition}})
+	job, _ := c.Get(apitest.As("alice"), &apipb.GetRequest{Job: "web", Read: &apipb.ReadOptions{MinPosition: up.LastPosition}})
 	if job.SpecVersion != 2 || job.Running != 4 || !job.UpdateInProgress {
 		t.Fatalf("after the rollout: version %d running %d in progress %v", job.SpecVersion, job.Running, job.UpdateInProgress)
 	}
@@ -164,12 +183,44 @@ func testCellAPI(t *testing.T, store events.Store) {
 	if _, err := c.CommitUpdate(apitest.As("alice"), &apipb.JobRequest{RequestId: "c1", Job: "web"}); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	// Kill by selector; another user may not.
+// webVersions counts alice's web tasks not running, and those not at the
+// job's current version.
+func webVersions(r *apitest.Replica) (disrupted, old int) {
+	r.M.View(func(s *projections.State) {
+		j := s.Job("alice", "web")
+		for _, task := range j.Tasks {
+			if task.State != projections.TaskRunning {
+				disrupted++
+			}
+			if task.SpecVersion != j.Current {
+				old++
+			}
+		}
+	})
+	return disrupted, old
+}
+
+// stepWhenHealthy steps the rolling update until it moves on: once the
+// replacement has served its min_healthy_time.
+func stepWhenHealthy(t *testing.T, r *apitest.Replica) {
+	t.Helper()
+	before := r.M.Position()
+	testkit.Eventually(t, 5*time.Second, "the rolling update steps once the replacement is healthy", func() (bool, string) {
+		apitest.Do(t, r, commands.RollingUpdateStep{Meta: apitest.Root})
+		return r.M.Position() > before, fmt.Sprintf("the log stays at %d", before)
+	})
+}
+
+// killBySelector kills alice's jobs by label, after bob may not; it returns
+// the positions before and after the kill.
+func killBySelector(t *testing.T, r *apitest.Replica, c apipb.CellClient) (int64, int64) {
+	t.Helper()
 	if _, err := c.Submit(apitest.As("alice"), &apipb.SubmitRequest{RequestId: "s4", Spec: apitest.WebSpec("api", 1)}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Kill(apitest.As("bob"), &apipb.KillRequest{RequestId: "k0", User: "alice", Job: "web"})
+	_, err := c.Kill(apitest.As("bob"), &apipb.KillRequest{RequestId: "k0", User: "alice", Job: "web"})
 	if codeOf(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "bob") {
 		t.Fatalf("bob killing alice's job: %v", err)
 	}
@@ -188,7 +239,13 @@ func testCellAPI(t *testing.T, store events.Store) {
 		}
 	}
 
-	// The state at any past position.
+	return beforeKill, kill.LastPosition
+}
+
+// checkStateAt reads the state at past positions and refuses moments
+// beyond the head, in the future or before 1970.
+func checkStateAt(t *testing.T, c apipb.CellClient, beforeKill, beforeUpdate int64) {
+	t.Helper()
 	past, err := c.StateAt(apitest.As("alice"), &apipb.StateAtRequest{Position: beforeKill})
 	if err != nil {
 		t.Fatal(err)
@@ -223,10 +280,12 @@ func testCellAPI(t *testing.T, store events.Store) {
 		us   int64
 		what string
 	}{{time.Now().Add(time.Hour).UnixMicro(), "in the future"}, {-1 << 62, "before 1970"}, {-1, "before 1970"}} {
-		if _, err := c.StateAt(apitest.As("alice"), &apipb.StateAtRequest{TimeUs: bad.us}); codeOf(err) != codes.InvalidArgument ||
-			!strings.Contains(err.Error(), "time_us") || !strings.Contains(err.Error(), bad.what) {
-			t.Errorf("state at %d µs: %v, want InvalidArgument naming time_us, %s", bad.us, err, bad.what)
-		}
+		t.Run(fmt.Sprint("time_us ", bad.us), func(t *testing.T) {
+			if _, err := c.StateAt(apitest.As("alice"), &apipb.StateAtRequest{TimeUs: bad.us}); codeOf(err) != codes.InvalidArgument ||
+				!strings.Contains(err.Error(), "time_us") || !strings.Contains(err.Error(), bad.what) {
+				t.Errorf("state at %d µs: %v, want InvalidArgument naming time_us, %s", bad.us, err, bad.what)
+			}
+		})
 	}
 	if _, err := c.StateDiff(apitest.As("alice"), &apipb.StateDiffRequest{FromPosition: 1, ToTimeUs: time.Now().Add(24 * time.Hour).UnixMicro()}); codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "to_time_us") {
 		t.Errorf("a diff to tomorrow: %v, want InvalidArgument naming to_time_us", err)
@@ -235,13 +294,17 @@ func testCellAPI(t *testing.T, store events.Store) {
 		t.Errorf("state now: %v", err)
 	}
 
-	// What changed between two points: the kill of both jobs, their
-	// tasks, and the update of web.
-	diff, err := c.StateDiff(apitest.As("alice"), &apipb.StateDiffRequest{FromPosition: beforeKill, ToPosition: kill.LastPosition})
+}
+
+// checkStateDiff reads what changed between two points: the kill of both
+// jobs, their tasks, and the update of web.
+func checkStateDiff(t *testing.T, c apipb.CellClient, beforeUpdate, beforeKill, killedAt int64) {
+	t.Helper()
+	diff, err := c.StateDiff(apitest.As("alice"), &apipb.StateDiffRequest{FromPosition: beforeKill, ToPosition: killedAt})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff.FromPosition != beforeKill || diff.ToPosition != kill.LastPosition || diff.Counts["job killed"] != 2 || diff.Counts["task killed"] == 0 {
+	if diff.FromPosition != beforeKill || diff.ToPosition != killedAt || diff.Counts["job killed"] != 2 || diff.Counts["task killed"] == 0 {
 		t.Fatalf("diff across the kill: %v", diff)
 	}
 	upd, err := c.StateDiff(apitest.As("alice"), &apipb.StateDiffRequest{FromPosition: beforeUpdate, ToPosition: beforeKill, User: "alice", Limit: 1})
@@ -251,8 +314,12 @@ func testCellAPI(t *testing.T, store events.Store) {
 	if upd.Counts["job spec changed"] != 1 || len(upd.Changes) != 1 || upd.Total < 2 {
 		t.Fatalf("diff across the update (limit 1): %v", upd)
 	}
-	// A plan on the cell as it was: web at beforeUpdate is an update from
-	// version 1; a job that never lived is planned as its submission.
+}
+
+// checkPlanAt plans on the cell as it was: web at beforeUpdate is an update
+// from version 1; a job that never lived is planned as its submission.
+func checkPlanAt(t *testing.T, c apipb.CellClient, beforeUpdate, beforeKill int64) {
+	t.Helper()
 	then, err := c.PlanUpdate(apitest.As("alice"), &apipb.UpdateRequest{Spec: apitest.WebSpec("web", 3), AtPosition: beforeUpdate})
 	if err != nil || then.Position != beforeUpdate || then.CurrentVersion != 1 || then.SpecVersion != 2 {
 		t.Fatalf("plan of web at %d: %v %v", beforeUpdate, then, err)
@@ -267,15 +334,23 @@ func testCellAPI(t *testing.T, store events.Store) {
 		!strings.Contains(fresh.Changes[0], "submitted") {
 		t.Fatalf("plan of a new job at %d: %v %v", beforeKill, fresh, err)
 	}
-	for _, bad := range []*apipb.UpdateRequest{
+}
+
+// checkBadPlansAndDiffs: plans and diffs asked for wrongly are refused,
+// naming what is wrong.
+func checkBadPlansAndDiffs(t *testing.T, c apipb.CellClient, beforeKill, killedAt int64) {
+	t.Helper()
+	for i, bad := range []*apipb.UpdateRequest{
 		{Spec: apitest.WebSpec("web", 3), AtPosition: -1},
 		{Spec: apitest.WebSpec("web", 3), AtPosition: 3, AtTimeUs: 5},
 		{Spec: apitest.WebSpec("web", 3), AtPosition: 3, IfPosition: 3},
 		{AtPosition: 3, Job: "web", RevertTo: 1},
 	} {
-		if _, err := c.PlanUpdate(apitest.As("alice"), bad); codeOf(err) != codes.InvalidArgument {
-			t.Errorf("PlanUpdate(%v): %v, want InvalidArgument", bad, err)
-		}
+		t.Run(fmt.Sprint("PlanUpdate ", i), func(t *testing.T) {
+			if _, err := c.PlanUpdate(apitest.As("alice"), bad); codeOf(err) != codes.InvalidArgument {
+				t.Errorf("PlanUpdate(%v): %v, want InvalidArgument", bad, err)
+			}
+		})
 	}
 	for _, bad := range []struct {
 		req  *apipb.StateDiffRequest
@@ -284,17 +359,23 @@ func testCellAPI(t *testing.T, store events.Store) {
 		{&apipb.StateDiffRequest{ToPosition: 2}, "from_position or from_time_us"},
 		{&apipb.StateDiffRequest{FromPosition: 2, FromTimeUs: 5, ToPosition: 3}, "not both"},
 		{&apipb.StateDiffRequest{FromPosition: -1, ToPosition: 3}, "from_position"},
-		{&apipb.StateDiffRequest{FromPosition: kill.LastPosition, ToPosition: beforeKill}, "after"},
+		{&apipb.StateDiffRequest{FromPosition: killedAt, ToPosition: beforeKill}, "after"},
 		{&apipb.StateDiffRequest{FromPosition: 1, ToPosition: 2, Limit: -3}, "limit"},
 		{&apipb.StateDiffRequest{FromPosition: 1, ToPosition: 2, Limit: 1 << 30}, "limit"},
 	} {
-		_, err := c.StateDiff(apitest.As("alice"), bad.req)
-		if codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("StateDiff(%v): %v, want InvalidArgument naming %q", bad.req, err, bad.want)
-		}
+		t.Run("StateDiff "+bad.want, func(t *testing.T) {
+			_, err := c.StateDiff(apitest.As("alice"), bad.req)
+			if codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), bad.want) {
+				t.Errorf("StateDiff(%v): %v, want InvalidArgument naming %q", bad.req, err, bad.want)
+			}
+		})
 	}
 
-	// The job's history, filtered.
+}
+
+// checkJobEvents reads web's history, filtered.
+func checkJobEvents(t *testing.T, c apipb.CellClient) {
+	t.Helper()
 	evs, err := c.Events(apitest.As("alice"), &apipb.EventsRequest{Job: "web"})
 	if err != nil {
 		t.Fatal(err)

@@ -20,77 +20,13 @@ import (
 // the agent finds the run's lines. A job submitted anew starts over.
 func TestTaskRuns(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
-	machines := []string{"m1", "m2", "m3"}
 	for trial := range 300 {
-		var evs []events.Event
-		pos := int64(0)
-		add := func(p events.Payload) {
-			pos++
-			e := events.New(events.TaskStream("alice", "web", 0), time.Unix(pos, 0), p)
-			e.Position = pos
-			evs = append(evs, e)
-		}
-		type want struct {
-			machine  string
-			agentRun int32
-			place    int
-			ended    string
-		}
-		var wants []want
-		var places []string // each placement's machine
-		if trial%5 == 4 {   // an earlier job of the same name, forgotten
-			add(&events.TaskSubmitted{User: "alice", Job: "web", Reason: "new"})
-			add(&events.TaskScheduled{User: "alice", Job: "web", Machine: "m9"})
-			add(&events.TaskStarted{User: "alice", Job: "web", Machine: "m9"})
-		}
-		add(&events.TaskSubmitted{User: "alice", Job: "web", Reason: "new"})
-		for range 1 + rng.IntN(5) {
-			m := machines[rng.IntN(len(machines))]
-			add(&events.TaskScheduled{User: "alice", Job: "web", Machine: m})
-			places = append(places, m)
-			for r := range int32(1 + rng.IntN(3)) {
-				ended := ""
-				if rng.IntN(4) == 0 { // a start that failed: recorded by its failure only
-					add(&events.TaskFailed{User: "alice", Job: "web", Machine: m, Restarts: r, WillRestart: true})
-					ended = "TaskFailed"
-				} else {
-					if r > 0 && rng.IntN(3) == 0 { // it exited and restarted between two polls
-						add(&events.TaskFailed{User: "alice", Job: "web", Machine: m, Restarts: r, WillRestart: true})
-					}
-					add(&events.TaskStarted{User: "alice", Job: "web", Machine: m, Restarts: r})
-					if rng.IntN(3) == 0 { // a report repeated
-						add(&events.TaskStarted{User: "alice", Job: "web", Machine: m, Restarts: r})
-					}
-				}
-				wants = append(wants, want{m, r + 1, len(places) - 1, ended})
-			}
-			if w := &wants[len(wants)-1]; w.ended == "" {
-				w.ended = "TaskEvicted"
-			}
-			add(&events.TaskEvicted{User: "alice", Job: "web", Machine: m, Reason: "drain"})
-			add(&events.TaskSubmitted{User: "alice", Job: "web", Reason: "rescheduled"})
-		}
+		evs, wants, places := randomRuns(rng, trial)
 		runs := api.TaskRuns(evs)
 		if len(runs) != len(wants) {
 			t.Fatalf("trial %d: %d runs, want %d: %+v", trial, len(runs), len(wants), runs)
 		}
-		for i, w := range wants {
-			later := map[int]bool{}
-			for p := w.place + 1; p < len(places); p++ {
-				if places[p] == w.machine {
-					later[p] = true
-				}
-			}
-			r := runs[i]
-			if r.Number != i || r.Machine != w.machine || r.AgentRun != w.agentRun || r.PlacementsBack != len(later) {
-				t.Fatalf("trial %d: run %d = %+v, want machine %s, agent run %d, %d later placements there", trial, i, r, w.machine, w.agentRun, len(later))
-			}
-			// A failed start ended its run; a placement's last run else
-			// ended by the eviction; the others' ends are not recorded.
-			if w.ended != "" && r.Ended != w.ended {
-				t.Fatalf("trial %d: run %d ended by %q, want %q", trial, i, r.Ended, w.ended)
-			}
-		}
+		checkRuns(t, trial, runs, wants, places)
 		// RunOf: previous is the one before the latest; -1 the same; an
 		// unknown run lists them.
 		prev, _, err := api.RunOf(runs, 0, true)
@@ -107,6 +43,83 @@ func TestTaskRuns(t *testing.T) {
 		last := runs[len(runs)-1]
 		if _, _, err := api.RunOf(runs, int32(len(runs)), false); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d on %s", last.Number, last.Machine)) {
 			t.Fatalf("trial %d: run %d of %d: %v, want an error listing the runs", trial, len(runs), len(runs), err)
+		}
+	}
+}
+
+// wantRun is what a run of a random history must be found to be.
+type wantRun struct {
+	machine  string
+	agentRun int32
+	place    int
+	ended    string
+}
+
+// randomRuns is a task's random history of placements and runs (every
+// fifth trial after a forgotten earlier job of the same name), the runs
+// TaskRuns must find in it, and each placement's machine.
+func randomRuns(rng *rand.Rand, trial int) (evs []events.Event, wants []wantRun, places []string) {
+	machines := []string{"m1", "m2", "m3"}
+	pos := int64(0)
+	add := func(p events.Payload) {
+		pos++
+		e := events.New(events.TaskStream("alice", "web", 0), time.Unix(pos, 0), p)
+		e.Position = pos
+		evs = append(evs, e)
+	}
+	if trial%5 == 4 { // an earlier job of the same name, forgotten
+		add(&events.TaskSubmitted{User: "alice", Job: "web", Reason: "new"})
+		add(&events.TaskScheduled{User: "alice", Job: "web", Machine: "m9"})
+		add(&events.TaskStarted{User: "alice", Job: "web", Machine: "m9"})
+	}
+	add(&events.TaskSubmitted{User: "alice", Job: "web", Reason: "new"})
+	for range 1 + rng.IntN(5) {
+		m := machines[rng.IntN(len(machines))]
+		add(&events.TaskScheduled{User: "alice", Job: "web", Machine: m})
+		places = append(places, m)
+		for r := range int32(1 + rng.IntN(3)) {
+			ended := ""
+			if rng.IntN(4) == 0 { // a start that failed: recorded by its failure only
+				add(&events.TaskFailed{User: "alice", Job: "web", Machine: m, Restarts: r, WillRestart: true})
+				ended = "TaskFailed"
+			} else {
+				if r > 0 && rng.IntN(3) == 0 { // it exited and restarted between two polls
+					add(&events.TaskFailed{User: "alice", Job: "web", Machine: m, Restarts: r, WillRestart: true})
+				}
+				add(&events.TaskStarted{User: "alice", Job: "web", Machine: m, Restarts: r})
+				if rng.IntN(3) == 0 { // a report repeated
+					add(&events.TaskStarted{User: "alice", Job: "web", Machine: m, Restarts: r})
+				}
+			}
+			wants = append(wants, wantRun{m, r + 1, len(places) - 1, ended})
+		}
+		if w := &wants[len(wants)-1]; w.ended == "" {
+			w.ended = "TaskEvicted"
+		}
+		add(&events.TaskEvicted{User: "alice", Job: "web", Machine: m, Reason: "drain"})
+		add(&events.TaskSubmitted{User: "alice", Job: "web", Reason: "rescheduled"})
+	}
+	return evs, wants, places
+}
+
+// checkRuns compares the runs found with those wanted.
+func checkRuns(t *testing.T, trial int, runs []api.TaskRun, wants []wantRun, places []string) {
+	t.Helper()
+	for i, w := range wants {
+		later := map[int]bool{}
+		for p := w.place + 1; p < len(places); p++ {
+			if places[p] == w.machine {
+				later[p] = true
+			}
+		}
+		r := runs[i]
+		if r.Number != i || r.Machine != w.machine || r.AgentRun != w.agentRun || r.PlacementsBack != len(later) {
+			t.Fatalf("trial %d: run %d = %+v, want machine %s, agent run %d, %d later placements there", trial, i, r, w.machine, w.agentRun, len(later))
+		}
+		// A failed start ended its run; a placement's last run else
+		// ended by the eviction; the others' ends are not recorded.
+		if w.ended != "" && r.Ended != w.ended {
+			t.Fatalf("trial %d: run %d ended by %q, want %q", trial, i, r.Ended, w.ended)
 		}
 	}
 }

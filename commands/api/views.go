@@ -172,20 +172,29 @@ func EventView(e events.Event) *apipb.EventView {
 
 // Summary says in one line what an event means.
 func Summary(e events.Event) string {
-	task := func(user, job string, index int32) string { return fmt.Sprintf("%s/%s/%d", user, job, index) }
+	for _, summary := range []func(events.Event) (string, bool){jobSummary, taskSummary, cellSummary} {
+		if s, ok := summary(e); ok {
+			return s
+		}
+	}
+	return e.Type
+}
+
+// jobSummary summarizes the events of jobs.
+func jobSummary(e events.Event) (string, bool) {
 	switch p := e.Data.(type) {
 	case *events.JobSubmitted:
-		return fmt.Sprintf("job %s/%s submitted: %d tasks at priority %d", p.Spec.GetUser(), p.Spec.GetName(), p.Spec.GetTaskCount(), p.Spec.GetPriority())
+		return fmt.Sprintf("job %s/%s submitted: %d tasks at priority %d", p.Spec.GetUser(), p.Spec.GetName(), p.Spec.GetTaskCount(), p.Spec.GetPriority()), true
 	case *events.JobUpdated:
-		return fmt.Sprintf("job %s/%s updated to version %d (restart needed: %v)", p.Spec.GetUser(), p.Spec.GetName(), p.SpecVersion, p.RestartNeeded)
+		return fmt.Sprintf("job %s/%s updated to version %d (restart needed: %v)", p.Spec.GetUser(), p.Spec.GetName(), p.SpecVersion, p.RestartNeeded), true
 	case *events.JobUpdateCommitted:
-		return strings.TrimSuffix(fmt.Sprintf("job %s/%s: the update to version %d committed: %s", p.User, p.Job, p.SpecVersion, p.Reason), ": ")
+		return strings.TrimSuffix(fmt.Sprintf("job %s/%s: the update to version %d committed: %s", p.User, p.Job, p.SpecVersion, p.Reason), ": "), true
 	case *events.JobUpdateRolledBack:
-		return strings.TrimSuffix(fmt.Sprintf("job %s/%s: the update to version %d rolled back to version %d's spec as version %d: %s", p.User, p.Job, p.FromVersion, p.ToVersion, p.SpecVersion, p.Reason), ": ")
+		return strings.TrimSuffix(fmt.Sprintf("job %s/%s: the update to version %d rolled back to version %d's spec as version %d: %s", p.User, p.Job, p.FromVersion, p.ToVersion, p.SpecVersion, p.Reason), ": "), true
 	case *events.JobUpdateHalted:
-		return fmt.Sprintf("job %s/%s: the update to version %d halted: %s", p.User, p.Job, p.SpecVersion, p.Reason)
+		return fmt.Sprintf("job %s/%s: the update to version %d halted: %s", p.User, p.Job, p.SpecVersion, p.Reason), true
 	case *events.JobUpdatePromoted:
-		return fmt.Sprintf("job %s/%s: the canaries of version %d promoted", p.User, p.Job, p.SpecVersion)
+		return fmt.Sprintf("job %s/%s: the canaries of version %d promoted", p.User, p.Job, p.SpecVersion), true
 	case *events.PendingReasonsChanged:
 		parts := make([]string, 0, min(len(p.Reasons), 4))
 		for i, r := range p.Reasons {
@@ -195,76 +204,92 @@ func Summary(e events.Event) string {
 			}
 			parts = append(parts, fmt.Sprintf("%s/%s tasks %v wait: %s", r.User, r.Job, r.Indexes, r.Reason))
 		}
-		return strings.Join(parts, "; ")
+		return strings.Join(parts, "; "), true
+	case *events.JobKilled:
+		return fmt.Sprintf("job %s/%s killed: %s", p.User, p.Job, p.Reason), true
+	case *events.JobFinished:
+		return fmt.Sprintf("job %s/%s finished", p.User, p.Job), true
+	}
+	return "", false
+}
+
+// taskSummary summarizes the events of tasks.
+func taskSummary(e events.Event) (string, bool) {
+	switch p := e.Data.(type) {
 	case *events.TaskHealthChanged:
 		if p.Healthy {
-			return fmt.Sprintf("task %s healthy on %s", task(p.User, p.Job, p.Index), p.Machine)
+			return fmt.Sprintf("task %s healthy on %s", taskName(p.User, p.Job, p.Index), p.Machine), true
 		}
-		return fmt.Sprintf("task %s unhealthy on %s: %s", task(p.User, p.Job, p.Index), p.Machine, p.Message)
-	case *events.JobKilled:
-		return fmt.Sprintf("job %s/%s killed: %s", p.User, p.Job, p.Reason)
-	case *events.JobFinished:
-		return fmt.Sprintf("job %s/%s finished", p.User, p.Job)
+		return fmt.Sprintf("task %s unhealthy on %s: %s", taskName(p.User, p.Job, p.Index), p.Machine, p.Message), true
 	case *events.TaskSubmitted:
-		return fmt.Sprintf("task %s pending (%s)", task(p.User, p.Job, p.Index), p.Reason)
+		return fmt.Sprintf("task %s pending (%s)", taskName(p.User, p.Job, p.Index), p.Reason), true
 	case *events.TaskScheduled:
-		s := fmt.Sprintf("task %s scheduled on %s (score %.3f, %d machines examined)", task(p.User, p.Job, p.Index), p.Machine, p.Score, p.MachinesExamined)
+		s := fmt.Sprintf("task %s scheduled on %s (score %.3f, %d machines examined)", taskName(p.User, p.Job, p.Index), p.Machine, p.Score, p.MachinesExamined)
 		if len(p.Preempted) > 0 {
 			var names []string
 			for _, r := range p.Preempted {
-				names = append(names, task(r.User, r.Job, r.Index))
+				names = append(names, taskName(r.User, r.Job, r.Index))
 			}
 			s += ", preempting " + strings.Join(names, " ")
 		}
-		return s
+		return s, true
 	case *events.TaskStarted:
-		return fmt.Sprintf("task %s running on %s (pid %d, restarts %d)", task(p.User, p.Job, p.Index), p.Machine, p.Pid, p.Restarts)
+		return fmt.Sprintf("task %s running on %s (pid %d, restarts %d)", taskName(p.User, p.Job, p.Index), p.Machine, p.Pid, p.Restarts), true
 	case *events.TaskEvicted:
-		s := fmt.Sprintf("task %s evicted from %s: %s", task(p.User, p.Job, p.Index), p.Machine, p.Reason)
+		s := fmt.Sprintf("task %s evicted from %s: %s", taskName(p.User, p.Job, p.Index), p.Machine, p.Reason)
 		if p.Preemptor != nil {
-			s += " by " + task(p.Preemptor.User, p.Preemptor.Job, p.Preemptor.Index)
+			s += " by " + taskName(p.Preemptor.User, p.Preemptor.Job, p.Preemptor.Index)
 		}
-		return s
+		return s, true
 	case *events.TaskFailed:
-		return fmt.Sprintf("task %s failed on %s: exit %d %s %s", task(p.User, p.Job, p.Index), p.Machine, p.ExitCode, p.Signal, p.Message)
+		return fmt.Sprintf("task %s failed on %s: exit %d %s %s", taskName(p.User, p.Job, p.Index), p.Machine, p.ExitCode, p.Signal, p.Message), true
 	case *events.TaskFinished:
-		return fmt.Sprintf("task %s finished on %s", task(p.User, p.Job, p.Index), p.Machine)
+		return fmt.Sprintf("task %s finished on %s", taskName(p.User, p.Job, p.Index), p.Machine), true
 	case *events.TaskKilled:
 		if p.Stopping {
-			return fmt.Sprintf("task %s killed: %s; stopping on %s", task(p.User, p.Job, p.Index), p.Reason, p.Machine)
+			return fmt.Sprintf("task %s killed: %s; stopping on %s", taskName(p.User, p.Job, p.Index), p.Reason, p.Machine), true
 		}
-		return fmt.Sprintf("task %s killed: %s", task(p.User, p.Job, p.Index), p.Reason)
+		return fmt.Sprintf("task %s killed: %s", taskName(p.User, p.Job, p.Index), p.Reason), true
 	case *events.TaskStopped:
-		return fmt.Sprintf("task %s stopped on %s: its process is gone, its resources free", task(p.User, p.Job, p.Index), p.Machine)
+		return fmt.Sprintf("task %s stopped on %s: its process is gone, its resources free", taskName(p.User, p.Job, p.Index), p.Machine), true
 	case *events.TaskLost:
-		return fmt.Sprintf("task %s lost with %s: %s", task(p.User, p.Job, p.Index), p.Machine, p.Reason)
+		return fmt.Sprintf("task %s lost with %s: %s", taskName(p.User, p.Job, p.Index), p.Machine, p.Reason), true
+	}
+	return "", false
+}
+
+// cellSummary summarizes the events of machines, leaders, quotas and usage.
+func cellSummary(e events.Event) (string, bool) {
+	switch p := e.Data.(type) {
 	case *events.MachineRegistered:
-		return fmt.Sprintf("machine %s registered at %s", p.Machine, p.Address)
+		return fmt.Sprintf("machine %s registered at %s", p.Machine, p.Address), true
 	case *events.MachineDown:
-		return fmt.Sprintf("machine %s down: %s", p.Machine, p.Reason)
+		return fmt.Sprintf("machine %s down: %s", p.Machine, p.Reason), true
 	case *events.MachineUp:
-		return fmt.Sprintf("machine %s up", p.Machine)
+		return fmt.Sprintf("machine %s up", p.Machine), true
 	case *events.MachineLossHeld:
 		if p.EndedUs == 0 {
-			return fmt.Sprintf("machine loss held: %d of %d machines missed their polls at once; none is marked down until they answer", p.Missing, p.Machines)
+			return fmt.Sprintf("machine loss held: %d of %d machines missed their polls at once; none is marked down until they answer", p.Missing, p.Machines), true
 		}
 		return fmt.Sprintf("machine loss no longer held after %s (at worst %d of %d machines missed their polls)",
-			time.UnixMicro(p.EndedUs).Sub(time.UnixMicro(p.SinceUs)).Truncate(time.Millisecond), p.Missing, p.Machines)
+			time.UnixMicro(p.EndedUs).Sub(time.UnixMicro(p.SinceUs)).Truncate(time.Millisecond), p.Missing, p.Machines), true
 	case *events.MachineUpdated:
-		return fmt.Sprintf("machine %s updated: at %s", p.Machine, p.Address)
+		return fmt.Sprintf("machine %s updated: at %s", p.Machine, p.Address), true
 	case *events.MachineDrainSet:
 		if p.Draining {
-			return fmt.Sprintf("machine %s draining: %s", p.Machine, p.Reason)
+			return fmt.Sprintf("machine %s draining: %s", p.Machine, p.Reason), true
 		}
-		return fmt.Sprintf("machine %s no longer draining", p.Machine)
+		return fmt.Sprintf("machine %s no longer draining", p.Machine), true
 	case *events.MachineRemoved:
-		return fmt.Sprintf("machine %s removed: %s", p.Machine, p.Reason)
+		return fmt.Sprintf("machine %s removed: %s", p.Machine, p.Reason), true
 	case *events.LeaderElected:
-		return fmt.Sprintf("%s leads at epoch %d", p.Holder, p.Epoch)
+		return fmt.Sprintf("%s leads at epoch %d", p.Holder, p.Epoch), true
 	case *events.QuotaSet:
-		return fmt.Sprintf("quota of %s in %s set", p.User, p.Band)
+		return fmt.Sprintf("quota of %s in %s set", p.User, p.Band), true
 	case *events.UsageReported:
-		return fmt.Sprintf("usage of %d tasks on %s", len(p.Tasks), p.Machine)
+		return fmt.Sprintf("usage of %d tasks on %s", len(p.Tasks), p.Machine), true
 	}
-	return e.Type
+	return "", false
 }
+
+func taskName(user, job string, index int32) string { return fmt.Sprintf("%s/%s/%d", user, job, index) }

@@ -94,21 +94,14 @@ func TestAgentsAndMastersProveWhoTheyAre(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustIssue := func(cl *auth.Cell, role auth.Role, name string) *auth.Credentials {
-		t.Helper()
-		if _, _, err := cl.Issue(role, name); err != nil {
-			t.Fatal(err)
-		}
-		cr, err := cl.Credentials(role, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cr
-	}
-	alienMaster := mustIssue(other, auth.RoleMaster, "master")
-	user := mustIssue(c.local.Cell, auth.RoleUser, "mallory")
+	alienMaster := mustIssue(t, other, auth.RoleMaster, "master")
+	user := mustIssue(t, c.local.Cell, auth.RoleUser, "mallory")
+	checkWhoMayPoll(t, c, a, alienMaster, user)
+	checkWhoMayRegister(t, c, a, other, user)
+}
 
-	// Who may poll the agent.
+// checkWhoMayPoll: only the cell's master may poll agent a.
+func checkWhoMayPoll(t *testing.T, c *cell, a *liveAgent, alienMaster, user *auth.Credentials) {
 	for _, tc := range []struct {
 		name string
 		cr   *auth.Credentials
@@ -132,26 +125,12 @@ func TestAgentsAndMastersProveWhoTheyAre(t *testing.T) {
 		})
 	}
 
-	// Who may register.
-	register := func(cr *auth.Credentials, machine string) error {
-		var opts []grpc.DialOption
-		if cr != nil {
-			opts = auth.AgentDialOptions(cr)
-		} else {
-			opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-		}
-		conn, err := grpc.NewClient(c.addr, opts...)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		_, err = agentpb.NewMasterClient(conn).Register(ctx, &agentpb.MachineInfo{Name: machine, Address: "127.0.0.1:1",
-			Capacity: &events.Resources{CpuMilli: 1000, MemoryBytes: 1 << 30}})
-		return err
-	}
-	alienAgent := mustIssue(other, auth.RoleAgent, "m3")
+}
+
+// checkWhoMayRegister: only an agent of the cell may register, and only its
+// own machine; refusals append nothing, and agent a logged those it met.
+func checkWhoMayRegister(t *testing.T, c *cell, a *liveAgent, other *auth.Cell, user *auth.Credentials) {
+	alienAgent := mustIssue(t, other, auth.RoleAgent, "m3")
 	before := c.head()
 	for _, tc := range []struct {
 		name    string
@@ -165,7 +144,7 @@ func TestAgentsAndMastersProveWhoTheyAre(t *testing.T) {
 		{"a user", user, "mallory", "needs the agent role"},
 	} {
 		t.Run("register by "+tc.name, func(t *testing.T) {
-			err := register(tc.cr, tc.machine)
+			err := register(c, tc.cr, tc.machine)
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("register: %v; want a refusal saying %q", err, tc.says)
 			}
@@ -179,4 +158,38 @@ func TestAgentsAndMastersProveWhoTheyAre(t *testing.T) {
 	if logs := a.logs.String(); !strings.Contains(logs, "call refused") {
 		t.Errorf("the agent logged no refusal:\n%s", logs)
 	}
+}
+
+// mustIssue issues and loads credentials of cl for name in role.
+func mustIssue(t *testing.T, cl *auth.Cell, role auth.Role, name string) *auth.Credentials {
+	t.Helper()
+	if _, _, err := cl.Issue(role, name); err != nil {
+		t.Fatal(err)
+	}
+	cr, err := cl.Credentials(role, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cr
+}
+
+// register registers machine with the cell's master as the holder of cr,
+// or in plaintext when cr is nil.
+func register(c *cell, cr *auth.Credentials, machine string) error {
+	var opts []grpc.DialOption
+	if cr != nil {
+		opts = auth.AgentDialOptions(cr)
+	} else {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	conn, err := grpc.NewClient(c.addr, opts...)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err = agentpb.NewMasterClient(conn).Register(ctx, &agentpb.MachineInfo{Name: machine, Address: "127.0.0.1:1",
+		Capacity: &events.Resources{CpuMilli: 1000, MemoryBytes: 1 << 30}})
+	return err
 }

@@ -29,6 +29,16 @@ func TestAPIAuthenticatesEveryCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkEveryCaller(t, c, alice, tok)
+	checkForgedHeader(t, alice)
+	checkRevocationEndsStream(t, c, alice, tok)
+}
+
+// checkEveryCaller lists and submits as each kind of caller: only a token
+// or certificate of this cell, for a user or admin, gets through, and a
+// refused caller appends nothing.
+func checkEveryCaller(t *testing.T, c *cell, alice apipb.CellClient, tok string) {
+	t.Helper()
 	other, err := auth.Init(filepath.Join(t.TempDir(), "other"), "other")
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +83,11 @@ func TestAPIAuthenticatesEveryCaller(t *testing.T) {
 			}
 		})
 	}
-	// A forged header changes nothing: alice acts as alice.
+}
+
+// checkForgedHeader: a forged header changes nothing, alice acts as alice.
+func checkForgedHeader(t *testing.T, alice apipb.CellClient) {
+	t.Helper()
 	forged := metadata.AppendToOutgoingContext(bg, auth.UserHeader, "ada")
 	if _, err := alice.Submit(forged, &apipb.SubmitRequest{RequestId: "a2", Spec: spec("forged")}); err != nil {
 		t.Fatal(err)
@@ -84,10 +98,22 @@ func TestAPIAuthenticatesEveryCaller(t *testing.T) {
 	if _, err := alice.Get(bg, &apipb.GetRequest{User: "ada", Job: "forged"}); code(err) != codes.NotFound {
 		t.Errorf("the header made ada the owner: %v", err)
 	}
-	// A stream opened with the token ends within a second of its revocation.
+}
+
+// checkRevocationEndsStream: a stream opened with the token ends within a
+// second of its revocation, and the token is refused from then on.
+func checkRevocationEndsStream(t *testing.T, c *cell, alice apipb.CellClient, tok string) {
+	t.Helper()
 	tess := c.client(auth.ClientOptions{CAFile: c.local.CA, Token: tok})
 	w, err := tess.Watch(bg, &apipb.EventsRequest{FromPosition: c.head() + 1})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream is open and waiting once an event appended now reaches it.
+	if _, err := alice.Submit(bg, &apipb.SubmitRequest{RequestId: "a3", Spec: spec("watched")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
 		t.Fatal(err)
 	}
 	ended := make(chan error, 1)
@@ -99,7 +125,6 @@ func TestAPIAuthenticatesEveryCaller(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(300 * time.Millisecond) // the stream is open and waiting
 	// A revoked token stops working (the file is read again within a second).
 	revokedAt := time.Now()
 	if n, err := c.local.Tokens.Revoke("tess"); err != nil || n != 1 {
@@ -139,11 +164,44 @@ func TestAuthorizationThroughTheAPI(t *testing.T) {
 	if _, err := alice.Submit(bg, &apipb.SubmitRequest{RequestId: "s1", Spec: spec("web")}); err != nil {
 		t.Fatal(err)
 	}
-	refusals := []struct {
-		name string
-		call func() error
-		says string
-	}{
+	refusals := refusalsOf(alice, bob)
+	for _, r := range refusals {
+		t.Run(r.name, func(t *testing.T) {
+			err := r.call()
+			if code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), r.says) {
+				t.Errorf("%v, want PermissionDenied saying %q", err, r.says)
+			}
+		})
+	}
+	checkRefusalsLogged(t, c, alice, ada, len(refusals))
+	// An admin may do all of it.
+	if _, err := ada.SetQuota(bg, &apipb.SetQuotaRequest{RequestId: "d1", User: "alice", Band: "batch",
+		Resources: &events.Resources{CpuMilli: 4000, MemoryBytes: 8 << 30}}); err != nil {
+		t.Errorf("admin SetQuota: %v", err)
+	}
+	if _, err := ada.Kill(bg, &apipb.KillRequest{RequestId: "d2", User: "alice", Job: "web", Reason: "admin"}); err != nil {
+		t.Errorf("admin Kill: %v", err)
+	}
+	// And the owner of her own.
+	if _, err := alice.Submit(bg, &apipb.SubmitRequest{RequestId: "s2", Spec: spec("batch")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Kill(bg, &apipb.KillRequest{RequestId: "s3", Job: "batch"}); err != nil {
+		t.Errorf("owner Kill: %v", err)
+	}
+}
+
+// refusal is a call the API must refuse, and what the refusal says.
+type refusal struct {
+	name string
+	call func() error
+	says string
+}
+
+// refusalsOf are calls that alice, a user, and bob, another, may not make
+// of alice's job web or of the cell.
+func refusalsOf(alice, bob apipb.CellClient) []refusal {
+	return []refusal{
 		{"kill another's job", func() error {
 			_, err := bob.Kill(bg, &apipb.KillRequest{RequestId: "b1", User: "alice", Job: "web"})
 			return err
@@ -174,20 +232,17 @@ func TestAuthorizationThroughTheAPI(t *testing.T) {
 			return err
 		}, "admin capability"},
 	}
-	for _, r := range refusals {
-		t.Run(r.name, func(t *testing.T) {
-			err := r.call()
-			if code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), r.says) {
-				t.Errorf("%v, want PermissionDenied saying %q", err, r.says)
-			}
-		})
-	}
-	// The job is untouched, and the refusals are history.
+}
+
+// checkRefusalsLogged: the job is untouched, and the n refusals are
+// history, in the log and through the API.
+func checkRefusalsLogged(t *testing.T, c *cell, alice, ada apipb.CellClient, n int) {
+	t.Helper()
 	v, err := alice.Get(bg, &apipb.GetRequest{Job: "web"})
 	if err != nil || v.State == "DEAD" {
 		t.Fatalf("alice's job after the refusals: %v %v", v.GetState(), err)
 	}
-	waitFor(t, func() bool { return len(c.events("CommandRefused")) >= len(refusals) }, "the refusals are in the log")
+	waitFor(t, func() bool { return len(c.events("CommandRefused")) >= n }, "the refusals are in the log")
 	got := map[string]*events.CommandRefused{}
 	for _, e := range c.events("CommandRefused") {
 		p := e.Data.(*events.CommandRefused)
@@ -205,21 +260,6 @@ func TestAuthorizationThroughTheAPI(t *testing.T) {
 	list, err := ada.Events(bg, &apipb.EventsRequest{Type: "CommandRefused"})
 	if err != nil || len(list.Events) < 4 || !strings.Contains(list.Events[0].PayloadJson, "PermissionDenied") {
 		t.Errorf("Events(CommandRefused): %v %v", list, err)
-	}
-	// An admin may do all of it.
-	if _, err := ada.SetQuota(bg, &apipb.SetQuotaRequest{RequestId: "d1", User: "alice", Band: "batch",
-		Resources: &events.Resources{CpuMilli: 4000, MemoryBytes: 8 << 30}}); err != nil {
-		t.Errorf("admin SetQuota: %v", err)
-	}
-	if _, err := ada.Kill(bg, &apipb.KillRequest{RequestId: "d2", User: "alice", Job: "web", Reason: "admin"}); err != nil {
-		t.Errorf("admin Kill: %v", err)
-	}
-	// And the owner of her own.
-	if _, err := alice.Submit(bg, &apipb.SubmitRequest{RequestId: "s2", Spec: spec("batch")}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := alice.Kill(bg, &apipb.KillRequest{RequestId: "s3", Job: "batch"}); err != nil {
-		t.Errorf("owner Kill: %v", err)
 	}
 }
 

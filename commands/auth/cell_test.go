@@ -97,13 +97,9 @@ func newCell(t testing.TB, o cellOptions) *cell {
 		<-done
 		store.Close()
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for !c.m.Leading() {
-		if time.Now().After(deadline) {
-			t.Fatal("the master did not take the lease")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the master takes the lease", func() (bool, string) {
+		return c.m.Leading(), "not leading"
+	})
 	return c
 }
 
@@ -197,11 +193,5 @@ var bg = context.Background()
 // waitFor polls ok for up to 10 s.
 func waitFor(t testing.TB, ok func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, what, func() (bool, string) { return ok(), "not yet" })
 }

@@ -83,6 +83,7 @@ type slowLog struct {
 
 func (s *slowLog) serve(n int) {
 	s.mu.Lock()
+	// The sleep is the subject: it is the modelled log's service time.
 	time.Sleep(time.Duration(n) * s.perEvent)
 	s.mu.Unlock()
 }
@@ -144,28 +145,80 @@ type overloadResult struct {
 }
 
 func overload(t testing.TB) overloadResult {
-	const users = 20
-	people := func(c *cell) []apipb.CellClient {
-		clients := make([]apipb.CellClient, users)
-		for i := range clients {
-			clients[i] = c.person(fmt.Sprintf("u%d", i), auth.RoleUser)
-			// Warm the connection: handshakes are not the load.
-			if _, err := clients[i].Status(bg, &apipb.StatusRequest{}); err != nil {
-				t.Fatalf("user %d: %v", i, err)
-			}
-		}
-		return clients
-	}
-
 	// Sustainable rate, on a master without limits: closed loop, each
 	// user waiting for each answer.
 	slow := func(s events.Store) events.Store { return &slowLog{Store: s, perEvent: logServiceTime()} }
-	free := newCell(t, cellOptions{store: slow})
+	sustained := sustainedRate(t, newCell(t, cellOptions{store: slow}))
+
+	// The master under test: at most 32 calls in flight (at the log's
+	// capacity that is under 300 ms of waiting), 500/s per user.
+	lim := &auth.Limiter{MaxInFlight: 32, Rate: 500, Burst: 100}
+	c := newCell(t, cellOptions{limiter: lim, store: slow})
+	clients := warmPeople(t, c)
+
+	// Ten times that, offered open loop.
+	heapBefore := heapInUse()
+	headBefore := c.head()
+	stopSampling := sampleHeapPeak()
+	over, sent, elapsed, clientFull := offerOpenLoop(clients, 10*sustained, 3*time.Second)
+	peak := stopSampling()
+	heapAfter := heapInUse()
+	admitted := c.head() - headBefore
+
+	okN, okP50, okP99, okMax := over.stats(codes.OK)
+	shedN, shedP50, shedP99, _ := over.stats(codes.ResourceExhausted)
+	t.Logf("open loop: %d requests due in %v (%.0f/s offered, %.1fx the sustained rate; %d not sent: the client's queue was full)",
+		sent, elapsed, float64(sent)/elapsed.Seconds(), float64(sent)/elapsed.Seconds()/sustained, clientFull)
+	t.Logf("admitted %d (%.0f/s): p50 %v p99 %v max %v", okN, float64(okN)/elapsed.Seconds(), okP50, okP99, okMax)
+	t.Logf("shed with ResourceExhausted %d: p50 %v p99 %v; limiter refusals %d; codes %v", shedN, shedP50, shedP99, lim.Refused.Load(), over.codes())
+	t.Logf("heap in use: %.1f MiB before, %.1f MiB peak, %.1f MiB after (%d events appended: %.0f bytes of heap each)",
+		mib(heapBefore), mib(peak), mib(heapAfter), admitted, float64(int64(heapAfter)-int64(heapBefore))/float64(max(admitted, 1)))
+
+	if okN == 0 || shedN == 0 {
+		t.Fatalf("at 10x the sustained rate want both admitted and shed requests; codes %v", over.codes())
+	}
+	// Refusals come at once: well before the admitted ones.
+	if shedP50 > okP50 {
+		t.Errorf("refusals p50 %v, admitted p50 %v: ResourceExhausted must come at once, not after waiting", shedP50, okP50)
+	}
+	for cd, n := range over.codes() {
+		if cd != codes.OK && cd != codes.ResourceExhausted {
+			t.Errorf("%d requests failed with %v", n, cd)
+		}
+	}
+	// Memory follows the work admitted: a refused request leaves nothing.
+	// Each admitted submit holds a job and a task in the projection (a few
+	// KiB with its spec); the shed ones (many more) must not add to that.
+	if perEvent := float64(int64(peak)-int64(heapBefore)) / float64(max(admitted, 1)); perEvent > 64<<10 {
+		t.Errorf("heap peak grew %.0f bytes per event admitted: the refused requests are being kept", perEvent)
+	}
+	return overloadResult{okP99: okP99, shedP99: shedP99, peakMiB: mib(peak)}
+}
+
+// overloadUsers is how many users the overload test's load comes from.
+const overloadUsers = 20
+
+// warmPeople are the users' clients of c, their connections warmed:
+// handshakes are not the load.
+func warmPeople(t testing.TB, c *cell) []apipb.CellClient {
+	clients := make([]apipb.CellClient, overloadUsers)
+	for i := range clients {
+		clients[i] = c.person(fmt.Sprintf("u%d", i), auth.RoleUser)
+		if _, err := clients[i].Status(bg, &apipb.StatusRequest{}); err != nil {
+			t.Fatalf("user %d: %v", i, err)
+		}
+	}
+	return clients
+}
+
+// sustainedRate is the submits per second that the master of free, without
+// limits, sustains in a closed loop: each user waiting for each answer.
+func sustainedRate(t testing.TB, free *cell) float64 {
 	cal := &load{}
 	calFor := 2 * time.Second
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i, cl := range people(free) {
+	for i, cl := range warmPeople(t, free) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -178,24 +231,16 @@ func overload(t testing.TB) overloadResult {
 	calOK, calP50, calP99, _ := cal.stats(codes.OK)
 	sustained := float64(calOK) / time.Since(start).Seconds()
 	t.Logf("closed loop, %d users: %d admitted in %v: %.0f submits/s sustained, p50 %v p99 %v; codes %v",
-		users, calOK, calFor, sustained, calP50, calP99, cal.codes())
+		overloadUsers, calOK, calFor, sustained, calP50, calP99, cal.codes())
 	if sustained < 10 {
 		t.Fatalf("only %.0f submits/s: the master is not serving", sustained)
 	}
+	return sustained
+}
 
-	// The master under test: at most 32 calls in flight (at the log's
-	// capacity that is under 300 ms of waiting), 500/s per user.
-	lim := &auth.Limiter{MaxInFlight: 32, Rate: 500, Burst: 100}
-	c := newCell(t, cellOptions{limiter: lim, store: slow})
-	clients := people(c)
-
-	// Ten times that, offered open loop: each request at its time,
-	// whether or not the ones before were answered.
-	heapBefore := heapInUse()
-	headBefore := c.head()
-	offered := 10 * sustained
-	over := &load{}
-	overFor := 3 * time.Second
+// sampleHeapPeak samples the heap in use every 100 ms until the returned
+// stop, which returns the peak seen.
+func sampleHeapPeak() (stop func() uint64) {
 	var peak atomic.Uint64
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
@@ -216,12 +261,25 @@ func overload(t testing.TB) overloadResult {
 			}
 		}
 	}()
-	// A pool of senders takes the requests in order; a request's latency
-	// is counted from when it was due, so a sender late for it (the client
-	// falling behind) counts against the master, never for it.
+	return func() uint64 {
+		close(stopSampling)
+		<-sampled
+		return peak.Load()
+	}
+}
+
+// offerOpenLoop offers submits at rate per second for a while, open loop:
+// each request at its time, whether or not the ones before were answered.
+// A pool of senders takes the requests in order; a request's latency is
+// counted from when it was due, so a sender late for it (the client
+// falling behind) counts against the master, never for it. clientFull
+// counts the requests not sent because the client's queue was full.
+func offerOpenLoop(clients []apipb.CellClient, rate float64, span time.Duration) (over *load, sent int, elapsed time.Duration, clientFull int64) {
 	const senders = 256
+	over = &load{}
 	due := make(chan time.Time, 1<<16)
-	var clientFull atomic.Int64
+	var full atomic.Int64
+	var wg sync.WaitGroup
 	for w := 0; w < senders; w++ {
 		wg.Add(1)
 		go func(cl apipb.CellClient, u int) {
@@ -229,57 +287,28 @@ func overload(t testing.TB) overloadResult {
 			for at := range due {
 				over.submitDue(cl, fmt.Sprintf("over%d", u), at)
 			}
-		}(clients[w%users], w%users)
+		}(clients[w%len(clients)], w%len(clients))
 	}
-	start = time.Now()
-	sent := 0
-	for time.Since(start) < overFor {
-		n := int(time.Since(start).Seconds() * offered)
+	// A ticker paces the offer: the load's rate is the point, and each
+	// tick queues every request due by then.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	for time.Since(start) < span {
+		n := int(time.Since(start).Seconds() * rate)
 		for ; sent < n; sent++ {
 			select {
-			case due <- start.Add(time.Duration(float64(sent) / offered * float64(time.Second))):
+			case due <- start.Add(time.Duration(float64(sent) / rate * float64(time.Second))):
 			default:
-				clientFull.Add(1)
+				full.Add(1)
 			}
 		}
-		time.Sleep(time.Millisecond)
+		<-tick.C
 	}
 	close(due)
-	elapsed := time.Since(start)
+	elapsed = time.Since(start)
 	wg.Wait()
-	close(stopSampling)
-	<-sampled
-	heapAfter := heapInUse()
-	admitted := c.head() - headBefore
-
-	okN, okP50, okP99, okMax := over.stats(codes.OK)
-	shedN, shedP50, shedP99, _ := over.stats(codes.ResourceExhausted)
-	t.Logf("open loop: %d requests due in %v (%.0f/s offered, %.1fx the sustained rate; %d not sent: the client's queue was full)",
-		sent, elapsed, float64(sent)/elapsed.Seconds(), float64(sent)/elapsed.Seconds()/sustained, clientFull.Load())
-	t.Logf("admitted %d (%.0f/s): p50 %v p99 %v max %v", okN, float64(okN)/elapsed.Seconds(), okP50, okP99, okMax)
-	t.Logf("shed with ResourceExhausted %d: p50 %v p99 %v; limiter refusals %d; codes %v", shedN, shedP50, shedP99, lim.Refused.Load(), over.codes())
-	t.Logf("heap in use: %.1f MiB before, %.1f MiB peak, %.1f MiB after (%d events appended: %.0f bytes of heap each)",
-		mib(heapBefore), mib(peak.Load()), mib(heapAfter), admitted, float64(int64(heapAfter)-int64(heapBefore))/float64(max(admitted, 1)))
-
-	if okN == 0 || shedN == 0 {
-		t.Fatalf("at 10x the sustained rate want both admitted and shed requests; codes %v", over.codes())
-	}
-	// Refusals come at once: well before the admitted ones.
-	if shedP50 > okP50 {
-		t.Errorf("refusals p50 %v, admitted p50 %v: ResourceExhausted must come at once, not after waiting", shedP50, okP50)
-	}
-	for cd, n := range over.codes() {
-		if cd != codes.OK && cd != codes.ResourceExhausted {
-			t.Errorf("%d requests failed with %v", n, cd)
-		}
-	}
-	// Memory follows the work admitted: a refused request leaves nothing.
-	// Each admitted submit holds a job and a task in the projection (a few
-	// KiB with its spec); the shed ones (many more) must not add to that.
-	if perEvent := float64(int64(peak.Load())-int64(heapBefore)) / float64(max(admitted, 1)); perEvent > 64<<10 {
-		t.Errorf("heap peak grew %.0f bytes per event admitted: the refused requests are being kept", perEvent)
-	}
-	return overloadResult{okP99: okP99, shedP99: shedP99, peakMiB: mib(peak.Load())}
+	return over, sent, elapsed, full.Load()
 }
 
 // logServiceTime is the modelled log's time per event: 1,000 events/s,

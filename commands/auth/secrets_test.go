@@ -53,7 +53,28 @@ func TestSecretsReachOnlyTheTask(t *testing.T) {
 		return strings.Contains(string(b), "key="+secret+" plain=visible")
 	}, "the task started with its secret")
 
-	// The event holds ciphertext bound to the job, not the value.
+	sealed := checkSealedInLog(t, c, secret)
+	v := checkRepliesRedact(t, alice, rep.LastPosition, secret)
+	// An update that sends the view back (with the placeholder) keeps the
+	// value; the restarted task has it.
+	upd := proto.Clone(v.Spec).(*events.JobSpec)
+	upd.Env["PLAIN"] = "changed"
+	if _, err := alice.Update(bg, &apipb.UpdateRequest{RequestId: "u1", Spec: upd}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		b, _ := os.ReadFile(stdout)
+		return strings.Contains(string(b), "key="+secret+" plain=changed")
+	}, "the updated task kept its secret")
+
+	checkOnlyTheMasterSeals(t, c, alice, sealed)
+	checkSecretNotKept(t, c, a, secret)
+}
+
+// checkSealedInLog: the event holds ciphertext bound to the job, not the
+// value; it returns the ciphertext.
+func checkSealedInLog(t *testing.T, c *cell, secret string) []byte {
+	t.Helper()
 	var sealed []byte
 	for _, e := range c.events("JobSubmitted") {
 		sp := e.Data.(*events.JobSubmitted).Spec
@@ -70,7 +91,13 @@ func TestSecretsReachOnlyTheTask(t *testing.T) {
 		t.Error("alice's sealed secrets open for bob's job")
 	}
 
-	// Every reply, in every form a client can get.
+	return sealed
+}
+
+// checkRepliesRedact: every reply, in every form a client can get up to
+// position last, shows a placeholder for the secret; it returns Get's view.
+func checkRepliesRedact(t *testing.T, alice apipb.CellClient, last int64, secret string) *apipb.JobView {
+	t.Helper()
 	var replies []proto.Message
 	add := func(m proto.Message, err error) {
 		t.Helper()
@@ -79,10 +106,10 @@ func TestSecretsReachOnlyTheTask(t *testing.T) {
 		}
 		replies = append(replies, m)
 	}
-	add(alice.Get(bg, &apipb.GetRequest{Job: "api", Read: &apipb.ReadOptions{MinPosition: rep.LastPosition}}))
+	add(alice.Get(bg, &apipb.GetRequest{Job: "api", Read: &apipb.ReadOptions{MinPosition: last}}))
 	add(alice.List(bg, &apipb.ListRequest{}))
 	add(alice.Events(bg, &apipb.EventsRequest{}))
-	add(alice.StateAt(bg, &apipb.StateAtRequest{Position: rep.LastPosition}))
+	add(alice.StateAt(bg, &apipb.StateAtRequest{Position: last}))
 	w, err := alice.Watch(bg, &apipb.EventsRequest{FromPosition: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +120,7 @@ func TestSecretsReachOnlyTheTask(t *testing.T) {
 			t.Fatal(err)
 		}
 		replies = append(replies, ev)
-		if ev.Position >= rep.LastPosition {
+		if ev.Position >= last {
 			break
 		}
 	}
@@ -116,19 +143,12 @@ func TestSecretsReachOnlyTheTask(t *testing.T) {
 		t.Errorf("Get shows env %v", v.Spec.Env)
 	}
 
-	// An update that sends the view back (with the placeholder) keeps the
-	// value; the restarted task has it.
-	upd := proto.Clone(v.Spec).(*events.JobSpec)
-	upd.Env["PLAIN"] = "changed"
-	if _, err := alice.Update(bg, &apipb.UpdateRequest{RequestId: "u1", Spec: upd}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool {
-		b, _ := os.ReadFile(stdout)
-		return strings.Contains(string(b), "key="+secret+" plain=changed")
-	}, "the updated task kept its secret")
+	return v
+}
 
-	// Only the master seals; a placeholder is no value for a new job.
+// checkOnlyTheMasterSeals: a placeholder is no value for a new job, nor is
+// a client's sealed_env.
+func checkOnlyTheMasterSeals(t *testing.T, c *cell, alice apipb.CellClient, sealed []byte) {
 	for _, tc := range []struct {
 		name string
 		spec *events.JobSpec
@@ -159,7 +179,13 @@ func TestSecretsReachOnlyTheTask(t *testing.T) {
 		})
 	}
 
-	// The log's bytes, the master's and the agent's logs.
+}
+
+// checkSecretNotKept: the secret is not in the log's bytes, nor in the
+// master's and the agent's logs; the agent keeps it only in its 0600 state
+// files.
+func checkSecretNotKept(t *testing.T, c *cell, a *liveAgent, secret string) {
+	t.Helper()
 	b64 := base64.StdEncoding.EncodeToString([]byte(secret))
 	files, _ := filepath.Glob(filepath.Join(c.dir, "events.db*"))
 	if len(files) == 0 {

@@ -141,17 +141,7 @@ func TestAgentFaultsDuringFailover(t *testing.T) {
 	})
 	c.submit(c.spec("svc", 9, "exec sleep 600"))
 	before := c.runningOn("svc", 9, 30*time.Second, func(string) bool { return true })
-	on := func(ts map[int32]taskView, machine string) []int32 {
-		var out []int32
-		for i, tv := range ts {
-			if tv.Machine == machine {
-				out = append(out, i)
-			}
-		}
-		slices.Sort(out)
-		return out
-	}
-	onM0, onM1 := on(before, "m0"), on(before, "m1")
+	onM0, onM1 := tasksOn(before, "m0"), tasksOn(before, "m1")
 	if len(onM0) == 0 || len(onM1) == 0 {
 		t.Fatalf("the scheduler left m0 or m1 empty: %v", before)
 	}
@@ -167,8 +157,10 @@ func TestAgentFaultsDuringFailover(t *testing.T) {
 	c.mu.Lock()
 	c.master = standby
 	c.mu.Unlock()
+	// The sleep is the subject: m0's agent stays dead a while, and is
+	// restarted before any leader polls it.
 	time.Sleep(2 * time.Second)
-	c.startAgent("m0", true) // restarted before any leader polls it
+	c.startAgent("m0", true)
 	testkit.Eventually(t, 20*time.Second, "the standby leading", func() (bool, string) { return standby.m.Leading(), "" })
 	failover := time.Since(t0)
 
@@ -206,7 +198,28 @@ func TestAgentFaultsDuringFailover(t *testing.T) {
 		}
 	}
 
-	// The new leader's projection is the log's.
+	checkProjectionIsLog(t, standby.m, store)
+	t.Logf("leader cut off and stopped, m0's agent killed, m1 partitioned: master2 led after %s; m0 restarted and re-adopted %d tasks (same pids); m1's %d tasks ran elsewhere %s after the faults",
+		failover.Round(time.Millisecond), len(onM0), len(onM1), movedAfter.Round(time.Millisecond))
+	t.Logf("partition healed: m1's copies killed and every task one process after %s; final placement %v", dupsGone.Round(time.Millisecond), placement(final))
+}
+
+// tasksOn are the indexes of the tasks of ts on machine, in order.
+func tasksOn(ts map[int32]taskView, machine string) []int32 {
+	var out []int32
+	for i, tv := range ts {
+		if tv.Machine == machine {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkProjectionIsLog: the leader m's projection is the log's, once it has
+// applied what the log holds.
+func checkProjectionIsLog(t *testing.T, m *master.Master, store events.Store) {
+	t.Helper()
 	loaded, err := projections.Load(context.Background(), store)
 	if err != nil {
 		t.Fatal(err)
@@ -217,14 +230,11 @@ func TestAgentFaultsDuringFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		standby.m.View(func(s *projections.State) {
+		m.View(func(s *projections.State) {
 			same = s.Position == loaded.Position && string(projections.Encode(s)) == string(projections.Encode(loaded))
 		})
 		return same, ""
 	})
-	t.Logf("leader cut off and stopped, m0's agent killed, m1 partitioned: master2 led after %s; m0 restarted and re-adopted %d tasks (same pids); m1's %d tasks ran elsewhere %s after the faults",
-		failover.Round(time.Millisecond), len(onM0), len(onM1), movedAfter.Round(time.Millisecond))
-	t.Logf("partition healed: m1's copies killed and every task one process after %s; final placement %v", dupsGone.Round(time.Millisecond), placement(final))
 }
 
 func placement(ts map[int32]taskView) map[string][]int32 {

@@ -131,16 +131,47 @@ func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 	if _, err := c.client.Submit(as("alice"), &apipb.SubmitRequest{RequestId: "s1", Spec: spec}); err != nil {
 		t.Fatal(err)
 	}
-	var pids []int
 	testkit.Eventually(t, 20*time.Second, "three tasks running", func() (bool, string) {
 		job, err := c.client.Get(as("alice"), &apipb.GetRequest{Job: "sleeper"})
 		if err != nil {
 			return false, err.Error()
 		}
-		pids = pids[:0]
 		return job.Running == 3, fmt.Sprintf("pending %d scheduled %d running %d dead %d", job.Pending, job.Scheduled, job.Running, job.Dead)
 	})
-	// The processes are real: find them through the log's TaskStarted events.
+	pids := startedPids(t, c)
+	checkWhyPendingIsHistory(t, c)
+
+	// Killing the job stops its processes.
+	if _, err := c.client.Kill(as("alice"), &apipb.KillRequest{RequestId: "k1", Job: "sleeper"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 15*time.Second, "processes stopped", func() (bool, string) {
+		for _, p := range pids {
+			if pidAlive(p) {
+				return false, fmt.Sprintf("pid %d alive", p)
+			}
+		}
+		return true, ""
+	})
+
+	// An admin retires a machine through the API: it leaves the cell, and
+	// the log says so. (Its agent, still running here, may register it
+	// again later.)
+	if _, err := c.client.RemoveMachine(as("root"), &apipb.RemoveMachineRequest{RequestId: "rm1", Machine: "m1", Reason: "retired"}); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := c.client.Events(as("root"), &apipb.EventsRequest{Type: "MachineRemoved"})
+	if err != nil || len(removed.Events) != 1 || !strings.Contains(removed.Events[0].Summary, "m1") {
+		t.Fatalf("MachineRemoved events: %v %v", removed, err)
+	}
+	_ = os.Getpid
+}
+
+// startedPids are the processes of sleeper's tasks, found through the
+// log's TaskStarted events: they are real, and run.
+func startedPids(t *testing.T, c *cell) []int {
+	t.Helper()
+	var pids []int
 	evs, err := c.client.Events(as("alice"), &apipb.EventsRequest{Job: "sleeper", Type: "TaskStarted"})
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +190,14 @@ func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 		t.Fatalf("%d TaskStarted events, want 3", len(pids))
 	}
 
-	// A job no machine can hold stays pending and says why.
+	return pids
+}
+
+// checkWhyPendingIsHistory: a job no machine can hold stays pending and
+// says why; the reason is recorded once, belongs to the job's history, and
+// is there to ask at a later position, after the job is gone.
+func checkWhyPendingIsHistory(t *testing.T, c *cell) {
+	t.Helper()
 	big := &events.JobSpec{Name: "huge", Priority: 0, TaskCount: 1, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 64 << 30}}
 	if _, err := c.client.Submit(as("alice"), &apipb.SubmitRequest{RequestId: "s2", Spec: big}); err != nil {
 		t.Fatal(err)
@@ -211,30 +249,6 @@ func TestWholeCellRunsKillsAndExplains(t *testing.T) {
 		t.Errorf("why huge was pending before it existed: %v", err)
 	}
 
-	// Killing the job stops its processes.
-	if _, err := c.client.Kill(as("alice"), &apipb.KillRequest{RequestId: "k1", Job: "sleeper"}); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 15*time.Second, "processes stopped", func() (bool, string) {
-		for _, p := range pids {
-			if pidAlive(p) {
-				return false, fmt.Sprintf("pid %d alive", p)
-			}
-		}
-		return true, ""
-	})
-
-	// An admin retires a machine through the API: it leaves the cell, and
-	// the log says so. (Its agent, still running here, may register it
-	// again later.)
-	if _, err := c.client.RemoveMachine(as("root"), &apipb.RemoveMachineRequest{RequestId: "rm1", Machine: "m1", Reason: "retired"}); err != nil {
-		t.Fatal(err)
-	}
-	removed, err := c.client.Events(as("root"), &apipb.EventsRequest{Type: "MachineRemoved"})
-	if err != nil || len(removed.Events) != 1 || !strings.Contains(removed.Events[0].Summary, "m1") {
-		t.Fatalf("MachineRemoved events: %v %v", removed, err)
-	}
-	_ = os.Getpid
 }
 
 func TestPreemptionThroughTheAPI(t *testing.T) {

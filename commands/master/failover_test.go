@@ -165,6 +165,10 @@ type submitter struct {
 }
 
 func (s *submitter) run(ctx context.Context, t *testing.T, c *client.Client, prefix string) {
+	// A ticker paces the submissions: a steady load is the point, not the
+	// most the cell can take.
+	pace := time.NewTicker(5 * time.Millisecond)
+	defer pace.Stop()
 	for i := 0; ctx.Err() == nil; i++ {
 		id := fmt.Sprintf("%s-%d", prefix, i)
 		spec := &events.JobSpec{Name: id, Priority: 0, TaskCount: 2, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 32 << 20}}
@@ -186,7 +190,10 @@ func (s *submitter) run(ctx context.Context, t *testing.T, c *client.Client, pre
 		s.acked[id] = rep.LastPosition
 		s.lastOK = time.Now()
 		s.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-pace.C:
+		}
 	}
 }
 
@@ -299,16 +306,7 @@ func registerMachines(t *testing.T, addr string, n int) {
 }
 
 func TestFailoverUnderLoad(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	// The schema first, so the three masters do not race to create it.
-	s, err := pgstore.Open(context.Background(), url, pgstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	url := migratedDatabase(t)
 	var procs []*masterProc
 	var addrs []string
 	for _, n := range []string{"master1", "master2", "master3"} {
@@ -318,15 +316,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 	}
 	leader := leaderOf(t, procs, 20*time.Second, "")
 	registerMachines(t, leader.addr, 3)
-	c, err := client.New(addrs, "alice", client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sub := &submitter{acked: map[string]int64{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); sub.run(ctx, t, c, "job") }()
+	sub, stopSubmitting := startSubmitting(t, addrs)
 	sub.waitAcks(t, 30)
 
 	// kill -9 the leader in the middle of the stream.
@@ -349,20 +339,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	paused := time.Now()
-	late := make(chan error, 1)
-	go func() {
-		cc, err := grpc.NewClient(next.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			late <- err
-			return
-		}
-		defer cc.Close()
-		lctx, lcancel := context.WithTimeout(as("alice"), 30*time.Second)
-		defer lcancel()
-		_, err = apipb.NewCellClient(cc).Submit(lctx, &apipb.SubmitRequest{RequestId: "late-write",
-			Spec: &events.JobSpec{Name: "late", Priority: 0, TaskCount: 1, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 32 << 20}}})
-		late <- err
-	}()
+	late := lateWrite(next.addr)
 	third := leaderOf(t, procs, 15*time.Second, next.name)
 	sub.waitOKSince(t, paused.Add(time.Second), 20*time.Second, "a write acknowledged after pausing the leader")
 	t.Logf("SIGSTOP of %s: %s leads after %s", next.name, third.name, time.Since(paused).Round(time.Millisecond))
@@ -376,17 +353,33 @@ func TestFailoverUnderLoad(t *testing.T) {
 		st, err := statusOf(next.addr)
 		return err == nil && !st.Leader, fmt.Sprint(st, err)
 	})
-	cancel()
-	<-done
-	sub.mu.Lock()
-	acked := sub.acked
-	sub.mu.Unlock()
+	acked := stopSubmitting()
 	if len(acked) < 20 {
 		t.Fatalf("only %d submissions acknowledged", len(acked))
 	}
 	if n := checkLog(t, url, acked)["late-write"]; n != 0 {
 		t.Errorf("the deposed leader's late write is in the log %d times", n)
 	}
+}
+
+// lateWrite submits the job late-write to the master at addr, and answers
+// when it does (a paused master: once it resumes).
+func lateWrite(addr string) <-chan error {
+	late := make(chan error, 1)
+	go func() {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			late <- err
+			return
+		}
+		defer cc.Close()
+		lctx, lcancel := context.WithTimeout(as("alice"), 30*time.Second)
+		defer lcancel()
+		_, err = apipb.NewCellClient(cc).Submit(lctx, &apipb.SubmitRequest{RequestId: "late-write",
+			Spec: &events.JobSpec{Name: "late", Priority: 0, TaskCount: 1, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 32 << 20}}})
+		late <- err
+	}()
+	return late
 }
 
 // TestFailoverSameNameRestart: the leader is paused (SIGSTOP) and a
@@ -396,15 +389,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 // are fenced and it steps down; never do two processes lead at one epoch,
 // and the cell keeps taking writes when either dies.
 func TestFailoverSameNameRestart(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	s, err := pgstore.Open(context.Background(), url, pgstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	url := migratedDatabase(t)
 	old := startMasterProc(t, "master1", url)
 	if leaderOf(t, []*masterProc{old}, 20*time.Second, "") != old {
 		t.Fatal("master1 does not lead")
@@ -416,15 +401,7 @@ func TestFailoverSameNameRestart(t *testing.T) {
 	// The client knows every address the replicas may be at, the
 	// restarted one's included (a supervisor's restart elsewhere).
 	fresh := &masterProc{name: "master1", addr: freeAddr(t)}
-	c, err := client.New([]string{old.addr, other.addr, fresh.addr}, "alice", client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sub := &submitter{acked: map[string]int64{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); sub.run(ctx, t, c, "job") }()
+	sub, stopSubmitting := startSubmitting(t, []string{old.addr, other.addr, fresh.addr})
 	sub.waitAcks(t, 20)
 
 	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -462,10 +439,45 @@ func TestFailoverSameNameRestart(t *testing.T) {
 	killed := time.Now()
 	sub.waitOKSince(t, killed.Add(100*time.Millisecond), 15*time.Second, "a write acknowledged after killing the leader at "+leader.addr)
 	t.Logf("kill -9 of the leader at %s: writes acknowledged again after %s", leader.addr, time.Since(killed).Round(time.Millisecond))
-	cancel()
-	<-done
-	sub.mu.Lock()
-	acked := sub.acked
-	sub.mu.Unlock()
+	acked := stopSubmitting()
 	checkLog(t, url, acked)
+}
+
+// migratedDatabase is a new database with the event store's schema: made
+// first, so that the masters started on it do not race to create it.
+func migratedDatabase(t *testing.T) string {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	s, err := pgstore.Open(context.Background(), url, pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	return url
+}
+
+// startSubmitting streams alice's submissions to the masters at addrs,
+// through the client's failover, until stop, which returns the
+// acknowledged ones (request id -> last position).
+func startSubmitting(t *testing.T, addrs []string) (sub *submitter, stop func() map[string]int64) {
+	c, err := client.New(addrs, "alice", client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	sub = &submitter{acked: map[string]int64{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); sub.run(ctx, t, c, "job") }()
+	t.Cleanup(func() { cancel(); <-done })
+	return sub, func() map[string]int64 {
+		cancel()
+		<-done
+		sub.mu.Lock()
+		defer sub.mu.Unlock()
+		return sub.acked
+	}
 }

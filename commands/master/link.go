@@ -218,16 +218,13 @@ type machineInfo struct {
 // up the machines that answer. A machine whose poll is still in flight is
 // not polled again.
 func (l *link) run(ctx context.Context) {
-	sem := make(chan struct{}, l.cfg.Concurrency)
-	suspect := make(chan struct{}, l.cfg.Concurrency)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	ps := &pollSlots{sem: make(chan struct{}, l.cfg.Concurrency), suspect: make(chan struct{}, l.cfg.Concurrency)}
+	defer ps.wg.Wait()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var (
 		mls      []*machineLink
 		position = int64(-1)
-		first    int // where a round starts: a full semaphore must not always leave out the same machines
 		// lag is how late this pass woke after its timer was due: the
 		// link's own delay, which a poll it starts counts against no
 		// machine (agentlink.LossRule.Late).
@@ -238,61 +235,9 @@ func (l *link) run(ctx context.Context) {
 		mls, position = l.refresh(mls, position)
 		nowT := l.m.clock()
 		now := nowT.UnixNano()
-		wake := now + int64(l.cfg.Interval)
-		full := false
-		missing, live := 0, 0
-		for _, ml := range mls {
-			if !ml.info.Load().down {
-				live++
-				if ml.failing.Load() {
-					missing++
-				}
-			}
-		}
+		missing, live := missingOf(mls)
 		l.checkHold(nowT, missing, live)
-		passLag := lag // the polls' goroutines read it after the next wake
-		for i := range mls {
-			ml := mls[(first+i)%len(mls)]
-			due := ml.next.Load()
-			if ml.busy.Load() {
-				wake = min(wake, due)
-				continue
-			}
-			mi := ml.info.Load()
-			if !agentlink.Due(nowT, time.Unix(0, due), l.cfg.Interval, mi.down, mi.version != ml.polledVer.Load()) {
-				wake = min(wake, due)
-				continue
-			}
-			slots := sem
-			if ml.failing.Load() {
-				slots = suspect
-			}
-			select {
-			case slots <- struct{}{}:
-			default:
-				if slots == suspect {
-					wake = min(wake, now+int64(l.cfg.Interval/200))
-					continue // the machines that answer go on
-				}
-				full = true
-				first = (first + i) % len(mls)
-			}
-			if full {
-				break
-			}
-			ml.busy.Store(true)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				l.poll(ctx, ml, passLag)
-				ml.busy.Store(false)
-				<-slots
-				select {
-				case l.freed <- struct{}{}:
-				default:
-				}
-			}()
-		}
+		wake, full := l.pollDue(ctx, ps, mls, nowT, lag)
 		// Not sooner than a 200th of the interval: with thousands of
 		// machines due at scattered times, every millisecond would be a pass
 		// over all of them, for polls a few milliseconds earlier.
@@ -320,6 +265,77 @@ func (l *link) run(ctx context.Context) {
 		case <-freed:
 		}
 	}
+}
+
+// pollSlots bounds the polls in flight: machines that answer and those
+// failing to have slots of their own, so that the failing never hold up
+// the rest.
+type pollSlots struct {
+	sem, suspect chan struct{}
+	wg           sync.WaitGroup
+	first        int // where a round starts: a full semaphore must not always leave out the same machines
+}
+
+// missingOf counts the machines not down, and those of them failing their
+// polls.
+func missingOf(mls []*machineLink) (missing, live int) {
+	for _, ml := range mls {
+		if !ml.info.Load().down {
+			live++
+			if ml.failing.Load() {
+				missing++
+			}
+		}
+	}
+	return missing, live
+}
+
+// pollDue starts a poll of every machine due at nowT while slots are free,
+// and returns when (in Unix nanoseconds) the next is due, and whether the
+// slots filled up before all were started.
+func (l *link) pollDue(ctx context.Context, ps *pollSlots, mls []*machineLink, nowT time.Time, lag time.Duration) (wake int64, full bool) {
+	now := nowT.UnixNano()
+	wake = now + int64(l.cfg.Interval)
+	for i := range mls {
+		ml := mls[(ps.first+i)%len(mls)]
+		due := ml.next.Load()
+		if ml.busy.Load() {
+			wake = min(wake, due)
+			continue
+		}
+		mi := ml.info.Load()
+		if !agentlink.Due(nowT, time.Unix(0, due), l.cfg.Interval, mi.down, mi.version != ml.polledVer.Load()) {
+			wake = min(wake, due)
+			continue
+		}
+		slots := ps.sem
+		if ml.failing.Load() {
+			slots = ps.suspect
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			if slots == ps.suspect {
+				wake = min(wake, now+int64(l.cfg.Interval/200))
+				continue // the machines that answer go on
+			}
+			ps.first = (ps.first + i) % len(mls)
+			return wake, true
+		}
+		ml.busy.Store(true)
+		ps.wg.Add(1)
+		go func() {
+			defer ps.wg.Done()
+			l.poll(ctx, ml, lag)
+			ml.busy.Store(false)
+			<-slots
+			select {
+			case l.freed <- struct{}{}:
+			default:
+			}
+		}()
+	}
+	return wake, false
 }
 
 // refresh brings the link's machines up to the projection when the log

@@ -140,16 +140,12 @@ func (c *linkCell) startMaster(name string) *liveMaster {
 		addr = "127.0.0.1:0"
 	}
 	var lis net.Listener
-	var err error
-	for i := 0; i < 100; i++ { // the old listener's port may linger a moment
-		if lis, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	// The old listener's port may linger a moment.
+	testkit.Eventually(c.t, 5*time.Second, "listening on "+addr, func() (bool, string) {
+		var err error
+		lis, err = net.Listen("tcp", addr)
+		return err == nil, fmt.Sprint(err)
+	})
 	c.addr = lis.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	stats := &master.LinkStats{}
@@ -183,13 +179,7 @@ func (c *linkCell) startMaster(name string) *liveMaster {
 			<-done
 		})
 	}}
-	deadline := time.Now().Add(15 * time.Second)
-	for !m.Leading() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s did not take the lease", name)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(c.t, 15*time.Second, name+" takes the lease", func() (bool, string) { return m.Leading(), "not leading" })
 	c.mu.Lock()
 	c.master = lm
 	c.mu.Unlock()

@@ -52,6 +52,17 @@ type attempt struct {
 }
 
 func (w *writer) run(ctx context.Context, api apipb.CellClient, prefix string) {
+	// Tickers pace the writes and their retries: a steady load through the
+	// outage is the point, not the most the cell can take.
+	pace, retry := time.NewTicker(20*time.Millisecond), time.NewTicker(100*time.Millisecond)
+	defer pace.Stop()
+	defer retry.Stop()
+	wait := func(tick *time.Ticker) {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
 	for i := 0; ctx.Err() == nil; i++ {
 		id := fmt.Sprintf("%s-%d", prefix, i)
 		// Pending for ever (no machine has the rack): the jobs cost no
@@ -74,9 +85,9 @@ func (w *writer) run(ctx context.Context, api apipb.CellClient, prefix string) {
 				w.refused = append(w.refused, attempt{start, st.Code(), st.Message(), time.Since(start)})
 			}
 			w.mu.Unlock()
-			time.Sleep(100 * time.Millisecond)
+			wait(retry)
 		}
-		time.Sleep(20 * time.Millisecond)
+		wait(pace)
 	}
 }
 
@@ -155,19 +166,7 @@ func TestStoreDownTasksRunOnAndWritesResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	outage := 8 * time.Second
-	for time.Since(down) < outage {
-		for i, tv := range before {
-			if !alive(int(tv.Pid)) {
-				t.Fatalf("task %d (pid %d) died while the store was down", i, tv.Pid)
-			}
-		}
-		for n, pid := range agents {
-			if !alive(pid) {
-				t.Fatalf("agent %s died while the store was down", n)
-			}
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	stayAliveThrough(t, down.Add(outage), before, agents, "the store was down")
 	if err := pg.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -191,8 +190,44 @@ func TestStoreDownTasksRunOnAndWritesResume(t *testing.T) {
 	acked, refused := w.acked, w.refused
 	w.mu.Unlock()
 	checkAcked(t, store, acked)
-	var during []attempt
-	var slowest time.Duration
+	during, slowest, names := checkRefusals(t, refused, down, up)
+	t.Logf("store down %s: %d writes refused (all Unavailable; slowest answer %s; kinds %v); first refusal: %q",
+		outage, len(during), slowest.Round(time.Millisecond), names, during[0].msg)
+	t.Logf("store back: a write acknowledged after %s; %d submissions acknowledged in all, each in the log once; 4 tasks ran on with the same pids",
+		resumed.Round(time.Millisecond), len(acked))
+}
+
+// stayAliveThrough watches the tasks and agents until an outage ends: the
+// outage's length is the subject, and one that dies fails the test at once,
+// saying it died while (what).
+func stayAliveThrough(t *testing.T, end time.Time, tasks map[int32]taskView, agents map[string]int, what string) {
+	t.Helper()
+	dead := ""
+	testkit.Poll(time.Until(end), func() bool {
+		for i, tv := range tasks {
+			if !alive(int(tv.Pid)) {
+				dead = fmt.Sprintf("task %d (pid %d)", i, tv.Pid)
+				return true
+			}
+		}
+		for n, pid := range agents {
+			if !alive(pid) {
+				dead = "agent " + n
+				return true
+			}
+		}
+		return false
+	})
+	if dead != "" {
+		t.Fatalf("%s died while %s", dead, what)
+	}
+}
+
+// checkRefusals: every write refused was refused during the outage (down
+// to up), as Unavailable, the first naming the event log. It returns
+// those refusals, the slowest answer and the kinds of message.
+func checkRefusals(t *testing.T, refused []attempt, down, up time.Time) (during []attempt, slowest time.Duration, names []string) {
+	t.Helper()
 	kinds := map[string]int{}
 	for _, a := range refused {
 		if a.at.Add(a.took).Before(down) {
@@ -216,15 +251,12 @@ func TestStoreDownTasksRunOnAndWritesResume(t *testing.T) {
 	if first := during[0]; !strings.Contains(first.msg, "event log") {
 		t.Errorf("the first refusal does not name the event log: %s", first.msg)
 	}
-	names := slices.Sorted(func(yield func(string) bool) {
+	names = slices.Sorted(func(yield func(string) bool) {
 		for k := range kinds {
 			if !yield(k) {
 				return
 			}
 		}
 	})
-	t.Logf("store down %s: %d writes refused (all Unavailable; slowest answer %s; kinds %v); first refusal: %q",
-		outage, len(during), slowest.Round(time.Millisecond), names, during[0].msg)
-	t.Logf("store back: a write acknowledged after %s; %d submissions acknowledged in all, each in the log once; 4 tasks ran on with the same pids",
-		resumed.Round(time.Millisecond), len(acked))
+	return during, slowest, names
 }

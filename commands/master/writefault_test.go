@@ -3,6 +3,7 @@ package master_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -154,7 +155,10 @@ func TestRetryQueuedBehindItsFirstAttempt(t *testing.T) {
 		res, err := r.M.Do(context.Background(), submitCmd("req-1", "web"))
 		retry <- answer{res, err}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, "the retry queued behind its first attempt", func() (bool, string) {
+		n := r.M.QueuedWrites()
+		return n >= 2, fmt.Sprint(n, " queued")
+	})
 	store.holding.Store(false)
 	close(store.hold)
 	wg.Wait()
@@ -181,6 +185,8 @@ func TestFailedAppendWithStoreDownIsNeverRead(t *testing.T) {
 	}
 	visible := make(chan bool, 1)
 	go func() { visible <- jobVisible(r, "ghost") }()
+	// The sleep is the subject: the store stays down a while, and a reader
+	// meanwhile must not see the failed append.
 	time.Sleep(300 * time.Millisecond)
 	store.down.Store(false)
 	if <-visible {

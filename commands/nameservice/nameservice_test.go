@@ -16,6 +16,7 @@ import (
 	"github.com/corralhq/corral/commands/nameservice"
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/sqlitestore"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/projections"
 )
 
@@ -63,13 +64,7 @@ func startCell(t *testing.T) *cell {
 		}
 		store.Close()
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for !m.Leading() {
-		if time.Now().After(deadline) {
-			t.Fatal("the master did not lead")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the master leads", func() (bool, string) { return m.Leading(), "not leading" })
 	return c
 }
 

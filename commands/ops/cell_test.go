@@ -118,17 +118,24 @@ func startCell(t *testing.T, store events.Store, machines int) *cell {
 		t.Fatal(err)
 	}
 	c := &cell{t: t, m: m, addr: lis.Addr().String(), web: hl.Addr().String(), client: apipb.NewCellClient(conn), logs: logs, agents: map[string]string{}}
-	var agentsDone sync.WaitGroup
-	agentCtx, stopAgents := context.WithCancel(context.Background())
+	stopAgents := c.startAgents(machines, log)
 	t.Cleanup(func() {
 		stopAgents()
-		agentsDone.Wait()
 		conn.Close()
 		web.Close()
 		g.Stop()
 		cancel()
 		<-mdone
 	})
+	return c
+}
+
+// startAgents starts agents of the cell's master on machines m0, m1, ...,
+// sampling usage (no cgroups); stop ends them and waits.
+func (c *cell) startAgents(machines int, log *slog.Logger) (stop func()) {
+	t := c.t
+	var agentsDone sync.WaitGroup
+	agentCtx, stopAgents := context.WithCancel(context.Background())
 	for i := range machines {
 		name := fmt.Sprintf("m%d", i)
 		agentsDone.Add(1)
@@ -150,7 +157,10 @@ func startCell(t *testing.T, store events.Store, machines int) *cell {
 			}
 		}()
 	}
-	return c
+	return func() {
+		stopAgents()
+		agentsDone.Wait()
+	}
 }
 
 func as(user string) context.Context {

@@ -225,83 +225,106 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	leading := 0.0
-	if c.m.Leading() {
-		leading = 1
-	}
-	gauge(descLeader, leading)
+	gauge(descLeader, boolGauge(c.m.Leading()))
 	gauge(descEpoch, float64(c.m.Epoch()))
-
-	type bandState struct {
-		band  projections.Band
-		state projections.TaskState
+	cc := c.count()
+	cc.emit(gauge)
+	c.collectPendingWhy(gauge, cc.pending)
+	if c.m.Leading() {
+		c.collectAgents(gauge, cc.names)
 	}
-	tasks := map[bandState]int{}
-	jobs := map[projections.JobState]int{}
-	machines := map[string]int{"up": 0, "down": 0, "draining": 0}
-	var (
-		position, skipped, leaderEpoch int64
-		leaderKnown                    bool
-		pending                        int
-		names                          []string
-	)
+	c.collectStore(gauge, cc.position)
+}
+
+// sendGauge sends one gauge's value to the scrape.
+type sendGauge func(d *prometheus.Desc, v float64, labels ...string)
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+type bandState struct {
+	band  projections.Band
+	state projections.TaskState
+}
+
+// cellCounts is what one look at the projection counts.
+type cellCounts struct {
+	tasks                          map[bandState]int
+	jobs                           map[projections.JobState]int
+	machines                       map[string]int
+	position, skipped, leaderEpoch int64
+	leaderKnown                    bool
+	pending                        int
+	names                          []string
+}
+
+// count counts tasks by band and state, jobs by state and machines by
+// state in one view of the projection.
+func (c *stateCollector) count() cellCounts {
+	cc := cellCounts{tasks: map[bandState]int{}, jobs: map[projections.JobState]int{},
+		machines: map[string]int{"up": 0, "down": 0, "draining": 0}}
 	c.m.View(func(s *projections.State) {
-		position, skipped, leaderEpoch, leaderKnown = s.Position, s.Skipped, s.LeaderEpoch, s.Leader != ""
-		pending = s.PendingCount()
+		cc.position, cc.skipped, cc.leaderEpoch, cc.leaderKnown = s.Position, s.Skipped, s.LeaderEpoch, s.Leader != ""
+		cc.pending = s.PendingCount()
 		s.RangePending(func(t *projections.Task) bool {
-			tasks[bandState{projections.BandOf(t.Priority()), projections.TaskPending}]++
+			cc.tasks[bandState{projections.BandOf(t.Priority()), projections.TaskPending}]++
 			return true
 		})
 		for _, j := range s.Jobs {
-			jobs[j.State()]++
+			cc.jobs[j.State()]++
 		}
 		for name, m := range s.Machines {
 			switch {
 			case m.State == projections.MachineDown:
-				machines["down"]++
+				cc.machines["down"]++
 			case m.Draining:
-				machines["draining"]++
+				cc.machines["draining"]++
 			default:
-				machines["up"]++
+				cc.machines["up"]++
 			}
 			m.RangeTasks(func(t *projections.Task) bool {
 				if t.State == projections.TaskScheduled || t.State == projections.TaskRunning {
-					tasks[bandState{projections.BandOf(t.Priority()), t.State}]++
+					cc.tasks[bandState{projections.BandOf(t.Priority()), t.State}]++
 				}
 				return true
 			})
-			names = append(names, name)
+			cc.names = append(cc.names, name)
 		}
 	})
+	return cc
+}
+
+// emit sends the counts, zeros included, so that every series exists.
+func (cc cellCounts) emit(gauge sendGauge) {
 	for _, b := range projections.Bands {
 		for _, st := range []projections.TaskState{projections.TaskPending, projections.TaskScheduled, projections.TaskRunning} {
-			gauge(descTasks, float64(tasks[bandState{b, st}]), b.String(), st.String())
+			gauge(descTasks, float64(cc.tasks[bandState{b, st}]), b.String(), st.String())
 		}
 	}
 	for _, st := range []projections.JobState{projections.JobPending, projections.JobRunning, projections.JobDead} {
-		gauge(descJobs, float64(jobs[st]), st.String())
+		gauge(descJobs, float64(cc.jobs[st]), st.String())
 	}
 	for _, st := range []string{"up", "down", "draining"} {
-		gauge(descMachines, float64(machines[st]), st)
+		gauge(descMachines, float64(cc.machines[st]), st)
 	}
-	gauge(descSkipped, float64(skipped))
-	gauge(descLeaderEpoch, float64(leaderEpoch))
-	known := 0.0
-	if leaderKnown {
-		known = 1
-	}
-	gauge(descLeaderKnown, known)
+	gauge(descSkipped, float64(cc.skipped))
+	gauge(descLeaderEpoch, float64(cc.leaderEpoch))
+	gauge(descLeaderKnown, boolGauge(cc.leaderKnown))
+}
 
+// collectPendingWhy sends the pending tasks by the reason the last pass
+// gave; those it has not explained yet are waiting.
+func (c *stateCollector) collectPendingWhy(gauge sendGauge, pending int) {
 	c.mm.mu.Lock()
 	by := make(map[string]int, len(c.mm.byReason))
 	explained := 0
 	for r, n := range c.mm.byReason {
 		by[r] = n
 		explained += n
-	}
-	consumers := make(map[string]func(context.Context) (int64, error), len(c.mm.consumers))
-	for n, f := range c.mm.consumers {
-		consumers[n] = f
 	}
 	c.mm.mu.Unlock()
 	if pending == 0 {
@@ -312,29 +335,37 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range allPendingReason {
 		gauge(descPendingWhy, float64(by[r]), r)
 	}
+}
 
-	if c.m.Leading() {
-		var maxSkew time.Duration
-		missing := 0
-		for _, name := range names {
-			seen, ok := c.m.Agent(name)
-			if !ok {
-				continue
-			}
-			maxSkew = max(maxSkew, seen.ClockSkew.Abs())
-			if seen.MissedPolls > 0 {
-				missing++
-			}
+// collectAgents sends what the leader's link knows of the machines' agents.
+func (c *stateCollector) collectAgents(gauge sendGauge, names []string) {
+	var maxSkew time.Duration
+	missing := 0
+	for _, name := range names {
+		seen, ok := c.m.Agent(name)
+		if !ok {
+			continue
 		}
-		gauge(descMaxSkew, maxSkew.Seconds())
-		gauge(descUnpolled, float64(missing))
-		held := 0.0
-		if _, ok := c.m.LossHold(); ok {
-			held = 1
+		maxSkew = max(maxSkew, seen.ClockSkew.Abs())
+		if seen.MissedPolls > 0 {
+			missing++
 		}
-		gauge(descLossHeld, held)
 	}
+	gauge(descMaxSkew, maxSkew.Seconds())
+	gauge(descUnpolled, float64(missing))
+	_, held := c.m.LossHold()
+	gauge(descLossHeld, boolGauge(held))
+}
 
+// collectStore sends the store's head and how far each consumer of the log,
+// the projection at position first, is behind it.
+func (c *stateCollector) collectStore(gauge sendGauge, position int64) {
+	c.mm.mu.Lock()
+	consumers := make(map[string]func(context.Context) (int64, error), len(c.mm.consumers))
+	for n, f := range c.mm.consumers {
+		consumers[n] = f
+	}
+	c.mm.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	head, err := c.m.Store().Head(ctx)

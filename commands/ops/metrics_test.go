@@ -39,8 +39,20 @@ func TestScrapeMovesWhenAJobRuns(t *testing.T) {
 		code, body := get(t, c.web, "/readyz")
 		return code == 200, body
 	})
-
 	before := scrape(t, c.web)
+	head := checkFirstScrape(t, before)
+	runAndKillJobs(t, c)
+	after := scrape(t, c.web)
+	checkMoved(t, before, after, head)
+	checkBoundedLabels(t, after)
+	checkDashboardSeries(t, c, after)
+	checkAccessLog(t, c)
+}
+
+// checkFirstScrape: the master exposes its series, two machines up and
+// registered, the projection within the log; it returns the log's head.
+func checkFirstScrape(t *testing.T, before metrics) float64 {
+	t.Helper()
 	for _, name := range []string{
 		"corral_events_appended_total", "corral_store_requests_total", "corral_store_request_duration_seconds_bucket",
 		"corral_log_head_position", "corral_consumer_position", "corral_consumer_lag_events", "corral_master_leader",
@@ -66,7 +78,13 @@ func TestScrapeMovesWhenAJobRuns(t *testing.T) {
 	if lag := before.sum("corral_consumer_lag_events", `consumer="projection"`); head < 3 || lag < 0 || lag > head {
 		t.Errorf("head %v, projection lag %v", head, lag)
 	}
+	return head
+}
 
+// runAndKillJobs submits a job no machine can hold (pending, for want of
+// memory) and one that runs, then kills the first: the gauges follow.
+func runAndKillJobs(t *testing.T, c *cell) {
+	t.Helper()
 	// A job no machine can hold: pending, for want of memory.
 	huge := &events.JobSpec{Name: "huge", Priority: 0, TaskCount: 1, Command: "/bin/true", Resources: &events.Resources{CpuMilli: 100, MemoryBytes: 64 << 30}}
 	if _, err := c.client.Submit(as("alice"), &apipb.SubmitRequest{RequestId: "s1", Spec: huge}); err != nil {
@@ -115,8 +133,11 @@ func TestScrapeMovesWhenAJobRuns(t *testing.T) {
 		p, why := m.sum("corral_tasks", `state="pending"`), m.sum("corral_tasks_pending_by_reason")
 		return p == 0 && why == 0, fmt.Sprintf("pending %v, by reason %v", p, why)
 	})
+}
 
-	after := scrape(t, c.web)
+// checkMoved: the counters moved with the jobs between the scrapes, and
+// the Infrastore's consumer caught up with the first scrape's head.
+func checkMoved(t *testing.T, before, after metrics, head float64) {
 	moved := []struct {
 		name   string
 		labels []string
@@ -146,16 +167,24 @@ func TestScrapeMovesWhenAJobRuns(t *testing.T) {
 	if got := after.sum("corral_consumer_position", `consumer="infrastore"`); got < head {
 		t.Errorf("consumer infrastore at %v, behind the first scrape's head %v", got, head)
 	}
+}
 
-	// No per-task, per-user or per-machine label on the master's series.
+// checkBoundedLabels: no per-task, per-user or per-machine label on the
+// master's series.
+func checkBoundedLabels(t *testing.T, after metrics) {
+	t.Helper()
 	for series := range after {
 		if strings.HasPrefix(series, "corral_") && (strings.Contains(series, "job=") || strings.Contains(series, "user=") || strings.Contains(series, "machine=")) {
 			t.Errorf("%s: an unbounded label on a master series", series)
 		}
 	}
+}
 
-	// Every corral series the dashboard plots is one the master or an agent
-	// exposes (the checkpoint's appear with the first checkpoint).
+// checkDashboardSeries: every corral series the dashboard plots is one the
+// master or an agent exposes (the checkpoint's appear with the first
+// checkpoint).
+func checkDashboardSeries(t *testing.T, c *cell, after metrics) {
+	t.Helper()
 	exposed := map[string]bool{}
 	for series := range after {
 		name, _, _ := strings.Cut(series, "{")
@@ -183,9 +212,12 @@ func TestScrapeMovesWhenAJobRuns(t *testing.T) {
 			t.Errorf("docs/grafana-dashboard.json plots %s, which nothing exposes", name)
 		}
 	}
+}
 
-	// The access log: a mutation's record names the caller, the job and
-	// the position it appended, in JSON.
+// checkAccessLog: a mutation's record names the caller, the job and the
+// position it appended, in JSON.
+func checkAccessLog(t *testing.T, c *cell) {
+	t.Helper()
 	var found bool
 	for _, line := range strings.Split(c.logs.String(), "\n") {
 		if !strings.Contains(line, `"api request"`) || !strings.Contains(line, `"Cell/Submit"`) {

@@ -78,23 +78,44 @@ func (c lineChart) HTML() template.HTML {
 			n++
 		}
 	}
-	ymax = niceMax(ymax * 1.05)
-	x := func(t int64) float64 {
-		t = min(max(t, c.From), c.To)
-		return padL + float64(t-c.From)/float64(c.To-c.From)*plotW
-	}
-	y := func(v float64) float64 { return padT + plotH - v/ymax*plotH }
-
+	p := linePlot{c: c, ymax: niceMax(ymax * 1.05)}
 	fmt.Fprintf(&b, `<figure class="chart" aria-labelledby="%s-cap">`, esc(c.ID))
 	fmt.Fprintf(&b, `<figcaption id="%s-cap">%s</figcaption>`, esc(c.ID), esc(c.Title))
 	fmt.Fprintf(&b, `<svg viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-labelledby="%s-cap %s-sum" focusable="false">`,
 		chartW, chartH, chartW, chartH, esc(c.ID), esc(c.ID))
-	// Grid and y axis.
+	p.axes(&b)
+	p.lines(&b)
+	b.WriteString(`</svg>`)
+	c.legend(&b)
+	if n > 0 {
+		c.table(&b)
+	}
+	b.WriteString(`</figure>`)
+	return template.HTML(b.String())
+}
+
+// linePlot places a line chart's points in its drawing.
+type linePlot struct {
+	c    lineChart
+	ymax float64
+}
+
+func (p linePlot) x(t int64) float64 {
+	t = min(max(t, p.c.From), p.c.To)
+	return padL + float64(t-p.c.From)/float64(p.c.To-p.c.From)*plotW
+}
+
+func (p linePlot) y(v float64) float64 { return padT + plotH - v/p.ymax*plotH }
+
+// axes draws the grid with the y axis's ticks, and five times on the x axis.
+func (p linePlot) axes(b *strings.Builder) {
+	esc := template.HTMLEscapeString
+	c := p.c
 	for i := 0; i <= 4; i++ {
-		v := ymax * float64(i) / 4
-		yy := y(v)
-		fmt.Fprintf(&b, `<line class="grid" x1="%d" x2="%d" y1="%s" y2="%s"/>`, padL, chartW-padR, f1(yy), f1(yy))
-		fmt.Fprintf(&b, `<text class="tick" x="%d" y="%s" text-anchor="end">%s</text>`, padL-4, f1(yy+4), esc(c.Unit(v)))
+		v := p.ymax * float64(i) / 4
+		yy := p.y(v)
+		fmt.Fprintf(b, `<line class="grid" x1="%d" x2="%d" y1="%s" y2="%s"/>`, padL, chartW-padR, f1(yy), f1(yy))
+		fmt.Fprintf(b, `<text class="tick" x="%d" y="%s" text-anchor="end">%s</text>`, padL-4, f1(yy+4), esc(c.Unit(v)))
 	}
 	// X axis: five times.
 	span := time.Duration(c.To-c.From) * time.Microsecond
@@ -114,35 +135,45 @@ func (c lineChart) HTML() template.HTML {
 		case 4:
 			anchor = "end"
 		}
-		fmt.Fprintf(&b, `<text class="tick" x="%s" y="%d" text-anchor="%s">%s</text>`, f1(x(t)), chartH-8, anchor, time.UnixMicro(t).UTC().Format(layout))
+		fmt.Fprintf(b, `<text class="tick" x="%s" y="%d" text-anchor="%s">%s</text>`, f1(p.x(t)), chartH-8, anchor, time.UnixMicro(t).UTC().Format(layout))
 	}
+}
+
+// lines draws each series, downsampled to the plot's width.
+func (p linePlot) lines(b *strings.Builder) {
+	esc := template.HTMLEscapeString
+	c := p.c
 	for _, s := range c.Series {
 		pts := downsample(s.Points, plotW)
 		if len(pts) == 0 {
 			continue
 		}
 		var d strings.Builder
-		for i, p := range pts {
+		for i, pt := range pts {
 			if i > 0 && s.Step {
-				fmt.Fprintf(&d, "%s,%s ", f1(x(p.T)), f1(y(pts[i-1].V)))
+				fmt.Fprintf(&d, "%s,%s ", f1(p.x(pt.T)), f1(p.y(pts[i-1].V)))
 			}
-			fmt.Fprintf(&d, "%s,%s ", f1(x(p.T)), f1(y(p.V)))
+			fmt.Fprintf(&d, "%s,%s ", f1(p.x(pt.T)), f1(p.y(pt.V)))
 		}
 		if s.Step {
 			// A held value lasts to the end of the range.
-			fmt.Fprintf(&d, "%s,%s", f1(x(c.To)), f1(y(pts[len(pts)-1].V)))
+			fmt.Fprintf(&d, "%s,%s", f1(p.x(c.To)), f1(p.y(pts[len(pts)-1].V)))
 		}
-		fmt.Fprintf(&b, `<polyline class="line %s" points="%s"/>`, esc(s.Class), strings.TrimSpace(d.String()))
+		fmt.Fprintf(b, `<polyline class="line %s" points="%s"/>`, esc(s.Class), strings.TrimSpace(d.String()))
 		if len(pts) == 1 && !s.Step {
-			fmt.Fprintf(&b, `<circle class="dot %s" cx="%s" cy="%s" r="3"/>`, esc(s.Class), f1(x(pts[0].T)), f1(y(pts[0].V)))
+			fmt.Fprintf(b, `<circle class="dot %s" cx="%s" cy="%s" r="3"/>`, esc(s.Class), f1(p.x(pts[0].T)), f1(p.y(pts[0].V)))
 		}
 	}
-	b.WriteString(`</svg>`)
-	// Legend and a summary in words.
+}
+
+// legend names the series and sums each up in words: its last value and
+// its peak.
+func (c lineChart) legend(b *strings.Builder) {
+	esc := template.HTMLEscapeString
 	b.WriteString(`<ul class="legend">`)
 	var sum []string
 	for _, s := range c.Series {
-		fmt.Fprintf(&b, `<li><span class="swatch %s" aria-hidden="true"></span>%s</li>`, esc(s.Class), esc(s.Name))
+		fmt.Fprintf(b, `<li><span class="swatch %s" aria-hidden="true"></span>%s</li>`, esc(s.Class), esc(s.Name))
 		if len(s.Points) == 0 {
 			sum = append(sum, s.Name+": no samples")
 			continue
@@ -154,12 +185,7 @@ func (c lineChart) HTML() template.HTML {
 		sum = append(sum, fmt.Sprintf("%s: last %s, peak %s", s.Name, c.Unit(s.Points[len(s.Points)-1].V), c.Unit(peak)))
 	}
 	b.WriteString(`</ul>`)
-	fmt.Fprintf(&b, `<p class="chart-summary" id="%s-sum">%s.</p>`, esc(c.ID), esc(strings.Join(sum, "; ")))
-	if n > 0 {
-		c.table(&b)
-	}
-	b.WriteString(`</figure>`)
-	return template.HTML(b.String())
+	fmt.Fprintf(b, `<p class="chart-summary" id="%s-sum">%s.</p>`, esc(c.ID), esc(strings.Join(sum, "; ")))
 }
 
 // table writes the chart's latest samples as a table.
@@ -262,6 +288,15 @@ type barChart struct {
 // HTML renders the chart as a figure, its numbers in a table.
 func (c barChart) HTML() template.HTML {
 	var b strings.Builder
+	c.svg(&b)
+	c.legend(&b)
+	c.table(&b)
+	return template.HTML(b.String())
+}
+
+// svg draws the bars, grouped, scaled so that the longest bar or the
+// capacity line fills the width.
+func (c barChart) svg(b *strings.Builder) {
 	esc := template.HTMLEscapeString
 	scale := c.Capacity
 	for _, g := range c.Groups {
@@ -279,50 +314,59 @@ func (c barChart) HTML() template.HTML {
 	height := padT + groupH*len(c.Groups) + 16
 	areaW := float64(chartW - barLabelW - barValueW)
 	w := func(v float64) float64 { return max(0, v/scale*areaW) }
-	fmt.Fprintf(&b, `<figure class="chart" aria-labelledby="%s-cap">`, esc(c.ID))
-	fmt.Fprintf(&b, `<figcaption id="%s-cap">%s</figcaption>`, esc(c.ID), esc(c.Title))
-	fmt.Fprintf(&b, `<svg viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-labelledby="%s-cap" aria-describedby="%s-tab" focusable="false">`,
+	fmt.Fprintf(b, `<figure class="chart" aria-labelledby="%s-cap">`, esc(c.ID))
+	fmt.Fprintf(b, `<figcaption id="%s-cap">%s</figcaption>`, esc(c.ID), esc(c.Title))
+	fmt.Fprintf(b, `<svg viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-labelledby="%s-cap" aria-describedby="%s-tab" focusable="false">`,
 		chartW, height, chartW, height, esc(c.ID), esc(c.ID))
 	yy := padT
 	for _, g := range c.Groups {
-		fmt.Fprintf(&b, `<text class="label" x="0" y="%d">%s</text>`, yy+len(g.Bars)*(barH+2)/2+4, esc(g.Label))
+		fmt.Fprintf(b, `<text class="label" x="0" y="%d">%s</text>`, yy+len(g.Bars)*(barH+2)/2+4, esc(g.Label))
 		for i, br := range g.Bars {
 			top := yy + i*(barH+2)
-			fmt.Fprintf(&b, `<rect class="bar %s" x="%d" y="%d" width="%s" height="%d"><title>%s %s: %s</title></rect>`,
+			fmt.Fprintf(b, `<rect class="bar %s" x="%d" y="%d" width="%s" height="%d"><title>%s %s: %s</title></rect>`,
 				esc(br.Class), barLabelW, top, f1(w(br.Value)), barH, esc(g.Label), esc(br.Name), esc(c.Unit(br.Value)))
-			fmt.Fprintf(&b, `<text class="tick" x="%s" y="%d">%s</text>`, f1(float64(barLabelW)+w(br.Value)+4), top+barH-1, esc(c.Unit(br.Value)))
+			fmt.Fprintf(b, `<text class="tick" x="%s" y="%d">%s</text>`, f1(float64(barLabelW)+w(br.Value)+4), top+barH-1, esc(c.Unit(br.Value)))
 		}
 		yy += groupH
 	}
 	if c.Capacity > 0 {
 		cx := f1(float64(barLabelW) + w(c.Capacity))
-		fmt.Fprintf(&b, `<line class="capacity" x1="%s" x2="%s" y1="%d" y2="%d"/>`, cx, cx, padT-4, yy)
-		fmt.Fprintf(&b, `<text class="tick" x="%s" y="%d" text-anchor="middle">capacity %s</text>`, cx, yy+12, esc(c.Unit(c.Capacity)))
+		fmt.Fprintf(b, `<line class="capacity" x1="%s" x2="%s" y1="%d" y2="%d"/>`, cx, cx, padT-4, yy)
+		fmt.Fprintf(b, `<text class="tick" x="%s" y="%d" text-anchor="middle">capacity %s</text>`, cx, yy+12, esc(c.Unit(c.Capacity)))
 	}
+}
+
+// legend closes the drawing and names the bars of a group.
+func (c barChart) legend(b *strings.Builder) {
+	esc := template.HTMLEscapeString
 	b.WriteString(`</svg><ul class="legend">`)
 	if len(c.Groups) > 0 {
 		for _, br := range c.Groups[0].Bars {
-			fmt.Fprintf(&b, `<li><span class="swatch %s" aria-hidden="true"></span>%s</li>`, esc(br.Class), esc(br.Name))
+			fmt.Fprintf(b, `<li><span class="swatch %s" aria-hidden="true"></span>%s</li>`, esc(br.Class), esc(br.Name))
 		}
 	}
 	b.WriteString(`</ul>`)
-	fmt.Fprintf(&b, `<details><summary>Data</summary><table id="%s-tab"><caption>%s (capacity %s)</caption><thead><tr><th scope="col">%s</th>`,
+}
+
+// table is the chart's figures as a table, for those who cannot see it.
+func (c barChart) table(b *strings.Builder) {
+	esc := template.HTMLEscapeString
+	fmt.Fprintf(b, `<details><summary>Data</summary><table id="%s-tab"><caption>%s (capacity %s)</caption><thead><tr><th scope="col">%s</th>`,
 		esc(c.ID), esc(c.Title), esc(c.Unit(c.Capacity)), esc(c.RowName))
 	if len(c.Groups) > 0 {
 		for _, br := range c.Groups[0].Bars {
-			fmt.Fprintf(&b, `<th scope="col">%s</th>`, esc(br.Name))
+			fmt.Fprintf(b, `<th scope="col">%s</th>`, esc(br.Name))
 		}
 	}
 	b.WriteString(`</tr></thead><tbody>`)
 	for _, g := range c.Groups {
-		fmt.Fprintf(&b, `<tr><th scope="row">%s</th>`, esc(g.Label))
+		fmt.Fprintf(b, `<tr><th scope="row">%s</th>`, esc(g.Label))
 		for _, br := range g.Bars {
-			fmt.Fprintf(&b, `<td class="num">%s</td>`, esc(c.Unit(br.Value)))
+			fmt.Fprintf(b, `<td class="num">%s</td>`, esc(c.Unit(br.Value)))
 		}
 		b.WriteString(`</tr>`)
 	}
 	b.WriteString(`</tbody></table></details></figure>`)
-	return template.HTML(b.String())
 }
 
 // columnChart draws counts per time bucket (the event rate).

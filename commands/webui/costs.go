@@ -101,6 +101,27 @@ func (h *Handler) costs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Owner = c.User
+	money := d.totals(c)
+	cc := costCharts{c: c, from: month, to: end, label: label}
+	step := "day"
+	if c.StepUs == time.Hour.Microseconds() {
+		step = "hour"
+	}
+	if d.Owner == "" {
+		d.ByUser = cc.chart("by-user", "Spend per "+step+" by user", c.Users, nil)
+	}
+	d.ByTeam = cc.chart("by-team", "Spend per "+step+" by the label "+label, c.Teams, nil)
+	d.ByBand = cc.chart("by-band", "Spend per "+step+" by band, and idle capacity", c.Bands, c.Idle)
+	for _, j := range c.TopJobs {
+		d.TopJobs = append(d.TopJobs, jobCostRow{User: j.User, Job: j.Job, Team: j.Team, Total: money(j.Total),
+			Href: "/jobs/" + url.PathEscape(j.User) + "/" + url.PathEscape(j.Job)})
+	}
+	h.render(w, r, "costs", page{Title: "Costs", Nav: "costs", Data: d})
+}
+
+// totals fills the month's total, its parts and the idle share, and returns
+// how to word the top jobs' amounts at the same precision.
+func (d *costsData) totals(c *apipb.CostsReply) (money func(string) string) {
 	// One precision for the total, its parts and the top jobs, so the
 	// figures shown add up (money.go).
 	totalR, idleR, corrR := parseMoneyRat(c.Total), parseMoneyRat(c.Idle.GetTotal()), parseMoneyRat(c.Corrections)
@@ -113,7 +134,7 @@ func (h *Handler) costs(w http.ResponseWriter, r *http.Request) {
 		jobs = append(jobs, parseMoneyRat(j.Total))
 	}
 	prec := moneyPrecision(totalR, []*big.Rat{usageR, idleR, corrR}, jobs...)
-	money := func(s string) string { return formatMoneyAt(parseMoneyRat(s), prec, c.Currency) }
+	money = func(s string) string { return formatMoneyAt(parseMoneyRat(s), prec, c.Currency) }
 	d.Currency, d.Total, d.Idle, d.Corrections = c.Currency, money(c.Total), money(c.Idle.GetTotal()), money(c.Corrections)
 	d.HasCorrections = corrR.Sign() != 0
 	d.Usage = formatMoneyAt(usageR, prec, c.Currency)
@@ -126,50 +147,48 @@ func (h *Handler) costs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d.Empty = total == 0
-	// Axis ticks are narrow: the currency is in the title, tiny amounts
-	// in three significant digits.
-	unit := func(v float64) string {
-		if v == 0 || v >= 0.01 || v <= -0.01 {
-			return strconv.FormatFloat(v, 'f', 2, 64)
+	return money
+}
+
+// costTick words an axis tick. Ticks are narrow: the currency is in the
+// title, tiny amounts in three significant digits.
+func costTick(v float64) string {
+	if v == 0 || v >= 0.01 || v <= -0.01 {
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+// costCharts draws a month's costs.
+type costCharts struct {
+	c        *apipb.CostsReply
+	from, to time.Time
+	label    string
+}
+
+// chart draws groups, and extra as idle capacity when given, as steps over
+// the month.
+func (cc costCharts) chart(id, title string, groups []*apipb.CostSeries, extra *apipb.CostSeries) template.HTML {
+	lc := lineChart{ID: id, Title: title + ", " + cc.c.Currency, Unit: costTick, From: cc.from.UnixMicro(), To: cc.to.UnixMicro()}
+	for i, cs := range append(groups, extra) {
+		if cs == nil {
+			continue
 		}
-		return strconv.FormatFloat(v, 'g', 3, 64)
-	}
-	chart := func(id, title string, groups []*apipb.CostSeries, extra *apipb.CostSeries) template.HTML {
-		lc := lineChart{ID: id, Title: title + ", " + c.Currency, Unit: unit, From: month.UnixMicro(), To: end.UnixMicro()}
-		for i, cs := range append(groups, extra) {
-			if cs == nil {
-				continue
-			}
-			s := series{Name: cs.Name, Class: fmt.Sprintf("s%d", i%maxChartSeries), Step: true}
-			if s.Name == "" {
-				s.Name = "(no " + label + " label)"
-			}
-			if cs == extra {
-				s.Class = "idle"
-			}
-			for j, v := range cs.Costs {
-				if j < len(c.BucketUs) {
-					s.Points = append(s.Points, point{T: c.BucketUs[j], V: v})
-				}
-			}
-			lc.Series = append(lc.Series, s)
+		s := series{Name: cs.Name, Class: fmt.Sprintf("s%d", i%maxChartSeries), Step: true}
+		if s.Name == "" {
+			s.Name = "(no " + cc.label + " label)"
 		}
-		return lc.HTML()
+		if cs == extra {
+			s.Class = "idle"
+		}
+		for j, v := range cs.Costs {
+			if j < len(cc.c.BucketUs) {
+				s.Points = append(s.Points, point{T: cc.c.BucketUs[j], V: v})
+			}
+		}
+		lc.Series = append(lc.Series, s)
 	}
-	step := "day"
-	if c.StepUs == time.Hour.Microseconds() {
-		step = "hour"
-	}
-	if d.Owner == "" {
-		d.ByUser = chart("by-user", "Spend per "+step+" by user", c.Users, nil)
-	}
-	d.ByTeam = chart("by-team", "Spend per "+step+" by the label "+label, c.Teams, nil)
-	d.ByBand = chart("by-band", "Spend per "+step+" by band, and idle capacity", c.Bands, c.Idle)
-	for _, j := range c.TopJobs {
-		d.TopJobs = append(d.TopJobs, jobCostRow{User: j.User, Job: j.Job, Team: j.Team, Total: money(j.Total),
-			Href: "/jobs/" + url.PathEscape(j.User) + "/" + url.PathEscape(j.Job)})
-	}
-	h.render(w, r, "costs", page{Title: "Costs", Nav: "costs", Data: d})
+	return lc.HTML()
 }
 
 // maxChartSeries is the palette's size (style.css: .s0 to .s11).

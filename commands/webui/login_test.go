@@ -35,64 +35,35 @@ func TestLoginGuardsEveryPage(t *testing.T) {
 	}
 	srv := httptest.NewServer(ui)
 	defer srv.Close()
-	jar, _ := cookiejar.New(nil)
-	client := &http.Client{Jar: jar}
-	get := func(path string) (int, string, string) {
-		t.Helper()
-		resp, err := client.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Request.URL.Path, string(b)
-	}
-	csrfOf := func(body string) string {
-		m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
-		if m == nil {
-			t.Fatalf("no CSRF token in the page:\n%s", body)
-		}
-		return m[1]
-	}
-	post := func(path string, form url.Values) (int, string, string) {
-		t.Helper()
-		resp, err := client.PostForm(srv.URL+path, form)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Request.URL.Path, string(b)
-	}
-
+	b := newBrowser(t, srv.URL)
 	for _, path := range []string{"/", "/jobs", "/jobs/alice/web", "/events", "/sql"} {
-		code, at, body := get(path)
+		code, at, body := b.get(path)
 		if code != 200 || at != "/login" || !strings.Contains(body, `name="token"`) {
 			t.Errorf("GET %s without a session: %d at %s, want the login page", path, code, at)
 		}
 	}
-	if resp, err := client.PostForm(srv.URL+"/sql", url.Values{"q": {"SELECT 1"}}); err != nil || resp.StatusCode != http.StatusUnauthorized {
+	if resp, err := b.client.PostForm(srv.URL+"/sql", url.Values{"q": {"SELECT 1"}}); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("POST /sql without a session: %v %v", resp.StatusCode, err)
 	}
-	_, _, page := get("/login?next=/jobs")
-	csrf := csrfOf(page)
-	if code, _, body := post("/login", url.Values{"token": {"corral_bad"}, "csrf": {csrf}, "next": {"/jobs"}}); code != http.StatusUnauthorized || !strings.Contains(body, "token: not one this cell knows") {
+	_, _, page := b.get("/login?next=/jobs")
+	csrf := b.csrfOf(page)
+	if code, _, body := b.post("/login", url.Values{"token": {"corral_bad"}, "csrf": {csrf}, "next": {"/jobs"}}); code != http.StatusUnauthorized || !strings.Contains(body, "token: not one this cell knows") {
 		t.Errorf("a wrong token: %d\n%s", code, body)
 	}
-	if code, _, _ := post("/login", url.Values{"token": {"corral_good"}, "csrf": {"forged-forged-forged-forged-forged-forged"}}); code != http.StatusForbidden {
+	if code, _, _ := b.post("/login", url.Values{"token": {"corral_good"}, "csrf": {"forged-forged-forged-forged-forged-forged"}}); code != http.StatusForbidden {
 		t.Errorf("a login form with a forged CSRF token: %d", code)
 	}
-	if code, at, body := post("/login", url.Values{"token": {"corral_good"}, "csrf": {csrf}, "next": {"//evil.example/"}}); code != 200 || at != "/" || !strings.Contains(body, `<span id="user">alice</span>`) {
+	if code, at, body := b.post("/login", url.Values{"token": {"corral_good"}, "csrf": {csrf}, "next": {"//evil.example/"}}); code != 200 || at != "/" || !strings.Contains(body, `<span id="user">alice</span>`) {
 		t.Errorf("login with an off-site next: %d at %s", code, at)
 	}
-	if code, at, body := get("/jobs"); code != 200 || at != "/jobs" || !strings.Contains(body, `<span id="user">alice</span>`) {
+	if code, at, body := b.get("/jobs"); code != 200 || at != "/jobs" || !strings.Contains(body, `<span id="user">alice</span>`) {
 		t.Errorf("GET /jobs logged in: %d at %s", code, at)
 	}
-	_, _, page = get("/jobs")
-	if code, at, _ := post("/logout", url.Values{"csrf": {csrfOf(page)}}); code != 200 || at != "/login" {
+	_, _, page = b.get("/jobs")
+	if code, at, _ := b.post("/logout", url.Values{"csrf": {b.csrfOf(page)}}); code != 200 || at != "/login" {
 		t.Errorf("log out: %d at %s", code, at)
 	}
-	if _, at, _ := get("/jobs"); at != "/login" {
+	if _, at, _ := b.get("/jobs"); at != "/login" {
 		t.Errorf("after log out, GET /jobs lands at %s", at)
 	}
 
@@ -105,4 +76,51 @@ func TestLoginGuardsEveryPage(t *testing.T) {
 	if rec.Code != 200 {
 		t.Errorf("anonymous UI: GET /jobs %d", rec.Code)
 	}
+}
+
+// browser is a client that keeps its cookies, as a browser does.
+type browser struct {
+	t      *testing.T
+	base   string
+	client *http.Client
+}
+
+func newBrowser(t *testing.T, base string) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, base: base, client: &http.Client{Jar: jar}}
+}
+
+// get returns the status, the path it lands at after redirects, and the
+// body.
+func (b *browser) get(path string) (int, string, string) {
+	b.t.Helper()
+	resp, err := b.client.Get(b.base + path)
+	return b.read(resp, err)
+}
+
+// post posts form as a browser does, and answers as get.
+func (b *browser) post(path string, form url.Values) (int, string, string) {
+	b.t.Helper()
+	resp, err := b.client.PostForm(b.base+path, form)
+	return b.read(resp, err)
+}
+
+func (b *browser) read(resp *http.Response, err error) (int, string, string) {
+	b.t.Helper()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Request.URL.Path, string(body)
+}
+
+// csrfOf is the CSRF token of a page's form.
+func (b *browser) csrfOf(body string) string {
+	b.t.Helper()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		b.t.Fatalf("no CSRF token in the page:\n%s", body)
+	}
+	return m[1]
 }

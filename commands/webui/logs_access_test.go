@@ -26,6 +26,7 @@ import (
 	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/webui"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // The task page reads logs as the API does: through the master's Service
@@ -33,6 +34,41 @@ import (
 // alice's logs on the page and on the live stream), and under the same
 // caps on streams open at once, which the live events page shares.
 func TestWebLogsFollowTheAPIsRule(t *testing.T) {
+	c, base := startLogsUI(t)
+	get := func(b *http.Client, path string) (int, string) { return getWith(t, b, base+path) }
+	alice, bob, root := logIn(t, base, "tok-alice"), logIn(t, base, "tok-bob"), logIn(t, base, "tok-root")
+	const page, live = "/jobs/alice/web/tasks/0", "/jobs/alice/web/tasks/0/logs/stdout"
+
+	if code, body := get(alice, page); code != 200 || !strings.Contains(body, aliceSecret) {
+		t.Errorf("alice's own task page: %d, want her log line in it:\n%s", code, body)
+	}
+	if code, body := get(root, page); code != 200 || !strings.Contains(body, aliceSecret) {
+		t.Errorf("an admin's view of alice's task: %d, want the log line in it", code)
+	}
+	code, body := get(bob, page)
+	if code != 200 || strings.Contains(body, aliceSecret) || !strings.Contains(body, "bob may read only their own tasks&#39; logs, not alice&#39;s") {
+		t.Errorf("bob's view of alice's task: %d, want no log and the reason:\n%s", code, body)
+	}
+	if code, body := get(bob, live); code != http.StatusForbidden || strings.Contains(body, aliceSecret) || !strings.Contains(body, "bob may read only their own tasks' logs") {
+		t.Errorf("bob following alice's stdout: %d %q, want 403 with the reason", code, body)
+	}
+	// An earlier run's page keeps the same rule.
+	if code, body := get(bob, page+"/runs/0"); code != http.StatusForbidden || strings.Contains(body, aliceSecret) || !strings.Contains(body, "bob may read only their own tasks&#39; logs") {
+		t.Errorf("bob reading alice's run 0: %d, want 403 with the reason:\n%s", code, body)
+	}
+	if code, body := get(alice, page+"/runs/0"); code != 200 || !strings.Contains(body, aliceSecret) {
+		t.Errorf("alice reading her run 0 (her task's only run): %d, want its log line:\n%s", code, body)
+	}
+	checkLiveStreamHoldsTheSlot(t, c, base, alice, page, live)
+}
+
+// aliceSecret is what alice/web/0 printed: a line only she should read.
+const aliceSecret = "the session key of alice is 42"
+
+// startLogsUI serves the web UI of a cell where alice/web/0 ran on m0, an
+// agent with its log, to the users of the tokens tok-alice, tok-bob and
+// tok-root (an admin); alice may hold one stream at a time.
+func startLogsUI(t *testing.T) (*testCell, string) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	data := t.TempDir()
 	ag, err := agent.New(agent.Config{Name: "m0", DataDir: data, Cgroups: "sampling", MemoryLowWater: -1, Logger: quiet})
@@ -53,8 +89,7 @@ func TestWebLogsFollowTheAPIsRule(t *testing.T) {
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	const secret = "the session key of alice is 42"
-	if err := os.WriteFile(filepath.Join(logs, "stdout"), []byte(secret+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(logs, "stdout"), []byte(aliceSecret+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	h := &history{}
@@ -84,64 +119,51 @@ func TestWebLogsFollowTheAPIsRule(t *testing.T) {
 	srv := httptest.NewServer(ui)
 	t.Cleanup(srv.Close)
 	t.Cleanup(ui.Close)
-	browser := func(tok string) *http.Client {
-		jar, _ := cookiejar.New(nil)
-		b := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-		resp, err := b.Get(srv.URL + "/login")
-		if err != nil {
-			t.Fatal(err)
-		}
-		page, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
-		if m == nil {
-			t.Fatalf("no CSRF token on the login page")
-		}
-		if resp, err = b.PostForm(srv.URL+"/login", url.Values{"token": {tok}, "csrf": {string(m[1])}}); err != nil || resp.StatusCode != 200 {
-			t.Fatalf("login with %s: %v", tok, err)
-		}
-		resp.Body.Close()
-		return b
-	}
-	get := func(b *http.Client, path string) (int, string) {
-		t.Helper()
-		resp, err := b.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	alice, bob, root := browser("tok-alice"), browser("tok-bob"), browser("tok-root")
-	const page, live = "/jobs/alice/web/tasks/0", "/jobs/alice/web/tasks/0/logs/stdout"
+	return c, srv.URL
+}
 
-	if code, body := get(alice, page); code != 200 || !strings.Contains(body, secret) {
-		t.Errorf("alice's own task page: %d, want her log line in it:\n%s", code, body)
+// logIn is a browser logged in to the UI at base with tok.
+func logIn(t *testing.T, base, tok string) *http.Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	b := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	resp, err := b.Get(base + "/login")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if code, body := get(root, page); code != 200 || !strings.Contains(body, secret) {
-		t.Errorf("an admin's view of alice's task: %d, want the log line in it", code)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token on the login page")
 	}
-	code, body := get(bob, page)
-	if code != 200 || strings.Contains(body, secret) || !strings.Contains(body, "bob may read only their own tasks&#39; logs, not alice&#39;s") {
-		t.Errorf("bob's view of alice's task: %d, want no log and the reason:\n%s", code, body)
+	if resp, err = b.PostForm(base+"/login", url.Values{"token": {tok}, "csrf": {string(m[1])}}); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("login with %s: %v", tok, err)
 	}
-	if code, body := get(bob, live); code != http.StatusForbidden || strings.Contains(body, secret) || !strings.Contains(body, "bob may read only their own tasks' logs") {
-		t.Errorf("bob following alice's stdout: %d %q, want 403 with the reason", code, body)
-	}
-	// An earlier run's page keeps the same rule.
-	if code, body := get(bob, page+"/runs/0"); code != http.StatusForbidden || strings.Contains(body, secret) || !strings.Contains(body, "bob may read only their own tasks&#39; logs") {
-		t.Errorf("bob reading alice's run 0: %d, want 403 with the reason:\n%s", code, body)
-	}
-	if code, body := get(alice, page+"/runs/0"); code != 200 || !strings.Contains(body, secret) {
-		t.Errorf("alice reading her run 0 (her task's only run): %d, want its log line:\n%s", code, body)
-	}
+	resp.Body.Close()
+	return b
+}
 
-	// alice follows her stdout: the stream holds her one slot, so her
-	// page's tail and a second stream are refused, naming the cap.
+// getWith gets u as browser b: the status and the body.
+func getWith(t *testing.T, b *http.Client, u string) (int, string) {
+	t.Helper()
+	resp, err := b.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// checkLiveStreamHoldsTheSlot: alice follows her stdout; the stream holds
+// her one slot, so her page's tail and a second stream are refused, naming
+// the cap, until she leaves.
+func checkLiveStreamHoldsTheSlot(t *testing.T, c *testCell, base string, alice *http.Client, page, live string) {
+	get := func(b *http.Client, path string) (int, string) { return getWith(t, b, base+path) }
 	ctx, leave := context.WithTimeout(context.Background(), 10*time.Second)
 	defer leave()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+live, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+live, nil)
 	resp, err := alice.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("alice following her stdout: %v", err)
@@ -160,16 +182,12 @@ func TestWebLogsFollowTheAPIsRule(t *testing.T) {
 		release()
 		return false
 	}
-	for deadline := time.Now().Add(5 * time.Second); !held(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("alice's live stream holds no slot")
-		}
-	}
-	if _, body := get(alice, page); strings.Contains(body, secret) || !strings.Contains(body, "--max-streams-per-user 1") {
+	testkit.Eventually(t, 5*time.Second, "alice's live stream holds a slot", func() (bool, string) { return held(), "her slot is free" })
+	if _, body := get(alice, page); strings.Contains(body, aliceSecret) || !strings.Contains(body, "--max-streams-per-user 1") {
 		t.Errorf("alice's page while her stream is open: want the cap per user named, not the log")
 	}
 	// A live view of the events is a long call too: the same cap.
-	evReq, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events/stream", nil)
+	evReq, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/events/stream", nil)
 	evResp, err := alice.Do(evReq)
 	if err != nil {
 		t.Fatal(err)
@@ -182,12 +200,8 @@ func TestWebLogsFollowTheAPIsRule(t *testing.T) {
 	// The reader leaves: the slot comes back, and the page reads again.
 	leave()
 	resp.Body.Close()
-	for deadline := time.Now().Add(5 * time.Second); held(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("alice's slot was not given back when her browser left")
-		}
-	}
-	if _, body := get(alice, page); !strings.Contains(body, secret) {
+	testkit.Eventually(t, 5*time.Second, "alice's slot is given back when her browser leaves", func() (bool, string) { return !held(), "her slot is held" })
+	if _, body := get(alice, page); !strings.Contains(body, aliceSecret) {
 		t.Errorf("alice's page after her stream ended: no log line")
 	}
 }

@@ -152,9 +152,11 @@ func TestCostsPage(t *testing.T) {
 	for _, bad := range []struct{ path, field string }{
 		{"/costs?month=2026-13", "month"}, {"/costs?month=next", "month"}, {"/costs?label=%27%29%3B+DROP", "label"},
 	} {
-		if code, body := c.get(t, bad.path); code != http.StatusBadRequest || !strings.Contains(body, bad.field+":") {
-			t.Errorf("%s: %d, want 400 naming %s\n%s", bad.path, code, bad.field, body)
-		}
+		t.Run(bad.path, func(t *testing.T) {
+			if code, body := c.get(t, bad.path); code != http.StatusBadRequest || !strings.Contains(body, bad.field+":") {
+				t.Errorf("%s: %d, want 400 naming %s\n%s", bad.path, code, bad.field, body)
+			}
+		})
 	}
 	if len(fc.asked) != 1 {
 		t.Errorf("bad requests reached the Infrastore: %d asks", len(fc.asked))
@@ -502,9 +504,11 @@ func TestDiffPage(t *testing.T) {
 		{"/diff", "from"}, {"/diff?from=0", "from"}, {"/diff?from=yesterday-ish", "from"}, {"/diff?from=3&to=%3Cscript%3E", "to"},
 		{"/diff?from=1999-01-01T00:00", "from"}, {"/diff?from=2001-01-01T00:00&to=2099-01-01T00:00", "to"}, {fmt.Sprintf("/diff?from=%d&to=2", head), "after"},
 	} {
-		if code, body := c.get(t, bad.path); code != http.StatusBadRequest || !strings.Contains(body, bad.field) {
-			t.Errorf("%s: %d, want 400 naming %s\n%s", bad.path, code, bad.field, body)
-		}
+		t.Run(bad.path, func(t *testing.T) {
+			if code, body := c.get(t, bad.path); code != http.StatusBadRequest || !strings.Contains(body, bad.field) {
+				t.Errorf("%s: %d, want 400 naming %s\n%s", bad.path, code, bad.field, body)
+			}
+		})
 	}
 }
 

@@ -114,33 +114,45 @@ func (h *Handler) sql(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if format == "csv" {
-		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		name := "corral-query.csv"
-		if res.Truncated {
-			// A cut file says so where it is kept (its name) and to a
-			// program that downloads it (the header); a row in it would
-			// be read as data.
-			name = "corral-query-truncated.csv"
-			w.Header().Set(TruncatedHeader, truncatedBy(res))
-		}
-		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
-		cw := csv.NewWriter(w)
-		_ = cw.Write(res.Columns)
-		for _, row := range res.Rows {
-			vals := make([]string, len(row.Values))
-			for i, v := range row.Values {
-				if i < len(row.Null) && row.Null[i] {
-					v = "" // NULL is an empty field, as the Infrastore writes CSV
-				}
-				vals[i] = v
-			}
-			_ = cw.Write(vals)
-		}
-		cw.Flush()
+		writeCSV(w, res)
 		return
 	}
 	d.Elapsed = time.Since(start).Round(time.Millisecond).String()
 	d.Result = res
+	d.shown(res)
+	h.renderSQL(w, r, d)
+}
+
+// writeCSV sends a query's result as a CSV file.
+func writeCSV(w http.ResponseWriter, res *apipb.QueryReply) {
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	name := "corral-query.csv"
+	if res.Truncated {
+		// A cut file says so where it is kept (its name) and to a
+		// program that downloads it (the header); a row in it would
+		// be read as data.
+		name = "corral-query-truncated.csv"
+		w.Header().Set(TruncatedHeader, truncatedBy(res))
+	}
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	cw := csv.NewWriter(w)
+	_ = cw.Write(res.Columns)
+	for _, row := range res.Rows {
+		vals := make([]string, len(row.Values))
+		for i, v := range row.Values {
+			if i < len(row.Null) && row.Null[i] {
+				v = "" // NULL is an empty field, as the Infrastore writes CSV
+			}
+			vals[i] = v
+		}
+		_ = cw.Write(vals)
+	}
+	cw.Flush()
+}
+
+// shown fills the rows the console shows of a query's result, at most
+// sqlShown.
+func (d *sqlData) shown(res *apipb.QueryReply) {
 	rows := res.Rows
 	if len(rows) > sqlShown {
 		rows, d.Truncated = rows[:sqlShown], true
@@ -152,7 +164,6 @@ func (h *Handler) sql(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Rows = append(d.Rows, cells)
 	}
-	h.renderSQL(w, r, d)
 }
 
 // renderSQL shows the console with its schema panel.

@@ -100,6 +100,21 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 	// History: the task's stream.
 	evs, note := h.taskHistory(ctx, key, submittedUS)
 	d.HistoryNote = note
+	machines := d.history(evs)
+
+	// Usage over the range, from the machines' usage windows.
+	now := h.cfg.Clock()
+	to := now.UnixMicro()
+	from := max(submittedUS, to-span.Microseconds())
+	d.CPU, d.Memory, d.UsageNote = h.usageCharts(ctx, key, d.Task, machines, from, to)
+
+	h.taskLogs(ctx, &d, key)
+	h.render(w, r, "task", page{Title: fmt.Sprintf("Task %s/%s/%d", user, name, idx), Nav: "jobs", Script: "logs.js", Data: d})
+}
+
+// history fills the task's history from its stream's events and returns
+// the machines it ran on, in order, the one it is on last.
+func (d *taskData) history(evs []*apipb.EventView) []string {
 	machines := []string{}
 	seen := map[string]bool{}
 	for _, e := range evs {
@@ -114,18 +129,16 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 	if d.Task.Machine != "" && !seen[d.Task.Machine] {
 		machines = append(machines, d.Task.Machine)
 	}
+	return machines
+}
 
-	// Usage over the range, from the machines' usage windows.
-	now := h.cfg.Clock()
-	to := now.UnixMicro()
-	from := max(submittedUS, to-span.Microseconds())
-	d.CPU, d.Memory, d.UsageNote = h.usageCharts(ctx, key, d.Task, machines, from, to)
-
-	// Logs from the agent, for those who may read them.
+// taskLogs fills the tails of the task's logs from its agent, for those who
+// may read them, and its earlier runs.
+func (h *Handler) taskLogs(ctx context.Context, d *taskData, key projections.TaskKey) {
 	switch {
 	case h.cfg.Logs == nil:
 		d.LogsNote = "This master reads no logs from agents. They are on the machine, in the agent's data directory under tasks/" +
-			user + "/" + name + "/" + strconv.Itoa(int(idx)) + "/logs/ (stdout, stderr, and rotated stdout.1, ...)."
+			key.User + "/" + key.Job + "/" + strconv.Itoa(int(key.Index)) + "/logs/ (stdout, stderr, and rotated stdout.1, ...)."
 	case d.Task.Machine == "":
 		d.LogsNote = "The task has never been placed on a machine, so it has no logs."
 	default:
@@ -134,7 +147,7 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		d.HasLogs = true
-		d.FollowURL = taskURL(user, name, int32(idx)) + "/logs"
+		d.FollowURL = taskURL(key.User, key.Job, key.Index) + "/logs"
 		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		for _, s := range []struct {
 			name string
@@ -150,7 +163,6 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 		cancel()
 		d.Runs, d.RunsNote = h.earlierRuns(ctx, key)
 	}
-	h.render(w, r, "task", page{Title: fmt.Sprintf("Task %s/%s/%d", user, name, idx), Nav: "jobs", Script: "logs.js", Data: d})
 }
 
 // taskHistory reads a task's events: by stream when the store is at hand,

@@ -29,6 +29,7 @@ import (
 	"github.com/corralhq/corral/commands/auth"
 	"github.com/corralhq/corral/commands/webui"
 	"github.com/corralhq/corral/events"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // The viewers of the walk: the owner of alice/web, another user, an admin
@@ -450,11 +451,7 @@ func TestEveryWriteIsRefusedToOthers(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- c.m.Run(ctx) }()
 			t.Cleanup(func() { cancel(); <-done })
-			for deadline := time.Now().Add(10 * time.Second); !c.m.Leading(); time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the master did not lead within 10s")
-				}
-			}
+			testkit.Eventually(t, 10*time.Second, "the master leads", func() (bool, string) { return c.m.Leading(), "not leading" })
 			if w.setup != nil {
 				w.setup(t, c)
 			}

@@ -3,6 +3,7 @@ package feed_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/corralhq/corral/events/feed"
 	"github.com/corralhq/corral/events/sqlitestore"
 	"github.com/corralhq/corral/events/storetest"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // counter is a consumer whose position survives feed restarts (as the
@@ -86,7 +88,6 @@ func appendN(t *testing.T, s events.Store, batches, size int) {
 			t.Error(err)
 			return
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -108,15 +109,10 @@ func runFeed(t *testing.T, s events.Store, c *counter) (stop func()) {
 
 func waitPosition(t *testing.T, c *counter, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if p, _ := c.Position(context.Background()); p >= want {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	p, _ := c.Position(context.Background())
-	t.Fatalf("consumer at %d, want %d", p, want)
+	testkit.Eventually(t, 20*time.Second, fmt.Sprintf("the consumer reaches %d", want), func() (bool, string) {
+		p, _ := c.Position(context.Background())
+		return p >= want, fmt.Sprintf("consumer at %d", p)
+	})
 }
 
 func TestHandlerKilledMidStreamLosesAndDoublesNothing(t *testing.T) {
@@ -149,12 +145,15 @@ func TestPoisonedBatchHaltsItsConsumer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(f.Poisoned()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the feed poisons the batch holding 55", func() (bool, string) {
+		return len(f.Poisoned()) > 0, "nothing poisoned"
+	})
 	appendN(t, s, 1, 10)
-	time.Sleep(100 * time.Millisecond)
+	// A halted consumer stays halted while events arrive: watched for a
+	// while.
+	if testkit.Poll(100*time.Millisecond, func() bool { p, _ := c.Position(context.Background()); return p >= 55 }) {
+		t.Error("the consumer went on past the poisoned event")
+	}
 	cancel()
 	<-done
 	ps := f.Poisoned()

@@ -284,9 +284,9 @@ func (s *Store) RenewLease(ctx context.Context, le events.Lease, ttl time.Durati
 	defer s.unlock()
 	cur, ok := s.log.leases[le.Name]
 	if !ok || cur.Holder != le.Holder || cur.Epoch != le.Epoch {
-		return events.Lease{}, fmt.Errorf("%w: %q no longer holds %q at epoch %d", events.ErrLeaseLost, le.Holder, le.Name, le.Epoch)
+		return events.Lease{}, events.LeaseLost(le)
 	}
-	cur.ExpiresAt = s.clock().Add(ttl).Truncate(time.Microsecond).UTC()
+	cur.ExpiresAt = events.LeaseExpiry(s.clock(), ttl)
 	s.log.leases[le.Name] = cur
 	return cur, nil
 }
@@ -297,7 +297,7 @@ func (s *Store) ReleaseLease(ctx context.Context, le events.Lease) error {
 	}
 	defer s.unlock()
 	if cur, ok := s.log.leases[le.Name]; ok && cur.Holder == le.Holder && cur.Epoch == le.Epoch {
-		cur.ExpiresAt = time.Unix(0, 0).UTC()
+		cur.ExpiresAt = events.ReleasedExpiry()
 		s.log.leases[le.Name] = cur
 	}
 	return nil

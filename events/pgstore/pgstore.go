@@ -222,86 +222,12 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 	if err != nil {
 		return nil, err
 	}
-	first := &b.Reqs[0]
-	rows, keys, streams := b.Rows, b.Keys(), events.Streams(b.Rows)
 	var res []events.AppendResult
 	duplicate := false
 	err = s.readWrite(ctx, func(tx pgx.Tx) error {
-		res, duplicate = nil, false
-		// One round trip for everything the decision needs.
-		batch := &pgx.Batch{}
-		batch.Queue(sqlLeaseEpoch, events.LeaderLease)
-		if len(keys) > 0 {
-			batch.Queue(sqlRequest, keys)
-		}
-		batch.Queue(sqlTail)
-		batch.Queue(sqlStreamVersions, streams)
-		br := tx.SendBatch(ctx, batch)
-		defer br.Close()
-
-		var epoch int64
-		if err := br.QueryRow().Scan(&epoch); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		if len(keys) > 0 {
-			var seen events.Request
-			err := br.QueryRow().Scan(&seen.Key, &seen.First, &seen.Last, &seen.Fingerprint)
-			if err == nil {
-				var seenErr error
-				res, seenErr = b.Seen(seen)
-				duplicate = seenErr == nil
-				return seenErr
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-		}
-		var head int64
-		var lastRecorded time.Time
-		if err := br.QueryRow().Scan(&head, &lastRecorded); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		versions := make(map[string]int64, len(streams))
-		vr, err := br.Query()
-		if err != nil {
-			return err
-		}
-		for vr.Next() {
-			var stream string
-			var v int64
-			if err := vr.Scan(&stream, &v); err != nil {
-				vr.Close()
-				return err
-			}
-			versions[stream] = v
-		}
-		vr.Close()
-		if err := vr.Err(); err != nil {
-			return err
-		}
-		if err := br.Close(); err != nil {
-			return err
-		}
-		if err := events.CheckAppend(first, head, epoch); err != nil {
-			return err
-		}
-		events.AssignRows(rows, head, versions, events.RecordedAt(s.clock(), lastRecorded))
-		if err := insertRows(ctx, tx, rows); err != nil {
-			return err
-		}
-		res = b.Results()
-		if len(keys) > 0 {
-			var ks, fps []string
-			var firsts, lasts []int64
-			for _, r := range b.Requests() {
-				ks, fps = append(ks, r.Key), append(fps, r.Fingerprint)
-				firsts, lasts = append(firsts, r.First), append(lasts, r.Last)
-			}
-			if _, err := tx.Exec(ctx, sqlInsertRequest, ks, firsts, lasts, fps); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		res, duplicate, err = s.appendBatch(ctx, tx, b)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: append: %w", err)
@@ -310,6 +236,107 @@ func (s *Store) AppendMany(ctx context.Context, reqs []events.AppendRequest) ([]
 		s.notify.Notify()
 	}
 	return res, nil
+}
+
+// appendBatch appends b in tx, or returns the results of its first
+// appending when its key was seen (duplicate).
+func (s *Store) appendBatch(ctx context.Context, tx pgx.Tx, b *events.Batch) (res []events.AppendResult, duplicate bool, err error) {
+	rows, keys, streams := b.Rows, b.Keys(), events.Streams(b.Rows)
+	st, err := readAppendState(ctx, tx, keys, streams)
+	if err != nil {
+		return nil, false, err
+	}
+	if st.seen != nil {
+		res, err := b.Seen(*st.seen)
+		return res, err == nil, err
+	}
+	if err := events.CheckAppend(&b.Reqs[0], st.head, st.epoch); err != nil {
+		return nil, false, err
+	}
+	events.AssignRows(rows, st.head, st.versions, events.RecordedAt(s.clock(), st.lastRecorded))
+	if err := insertRows(ctx, tx, rows); err != nil {
+		return nil, false, err
+	}
+	if len(keys) > 0 {
+		if err := insertRequests(ctx, tx, b.Requests()); err != nil {
+			return nil, false, err
+		}
+	}
+	return b.Results(), false, nil
+}
+
+// appendState is what an append's decision needs of the store: the
+// leader's epoch, the request stored under the batch's key if any, the
+// log's head and the versions of the streams appended to.
+type appendState struct {
+	epoch, head  int64
+	lastRecorded time.Time
+	seen         *events.Request
+	versions     map[string]int64
+}
+
+// readAppendState reads the append's state in one round trip.
+func readAppendState(ctx context.Context, tx pgx.Tx, keys, streams []string) (appendState, error) {
+	var st appendState
+	batch := &pgx.Batch{}
+	batch.Queue(sqlLeaseEpoch, events.LeaderLease)
+	if len(keys) > 0 {
+		batch.Queue(sqlRequest, keys)
+	}
+	batch.Queue(sqlTail)
+	batch.Queue(sqlStreamVersions, streams)
+	br := tx.SendBatch(ctx, batch)
+	defer br.Close()
+
+	if err := br.QueryRow().Scan(&st.epoch); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return st, err
+	}
+	if len(keys) > 0 {
+		var seen events.Request
+		err := br.QueryRow().Scan(&seen.Key, &seen.First, &seen.Last, &seen.Fingerprint)
+		if err == nil {
+			st.seen = &seen
+			return st, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return st, err
+		}
+	}
+	if err := br.QueryRow().Scan(&st.head, &st.lastRecorded); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return st, err
+	}
+	st.versions = make(map[string]int64, len(streams))
+	vr, err := br.Query()
+	if err != nil {
+		return st, err
+	}
+	for vr.Next() {
+		var stream string
+		var v int64
+		if err := vr.Scan(&stream, &v); err != nil {
+			vr.Close()
+			return st, err
+		}
+		st.versions[stream] = v
+	}
+	vr.Close()
+	if err := vr.Err(); err != nil {
+		return st, err
+	}
+	return st, br.Close()
+}
+
+// insertRequests keeps the batch's keyed requests, so that a resubmission
+// gets the same results.
+func insertRequests(ctx context.Context, tx pgx.Tx, reqs []events.Request) error {
+	var ks, fps []string
+	var firsts, lasts []int64
+	for _, r := range reqs {
+		ks, fps = append(ks, r.Key), append(fps, r.Fingerprint)
+		firsts, lasts = append(firsts, r.First), append(lasts, r.Last)
+	}
+	_, err := tx.Exec(ctx, sqlInsertRequest, ks, firsts, lasts, fps)
+	return err
 }
 
 func insertRows(ctx context.Context, tx pgx.Tx, rows []events.Row) error {
@@ -439,13 +466,13 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 
 // RenewLease extends a lease its holder still has.
 func (s *Store) RenewLease(ctx context.Context, l events.Lease, ttl time.Duration) (events.Lease, error) {
-	l.ExpiresAt = s.clock().Add(ttl).Truncate(time.Microsecond).UTC()
+	l.ExpiresAt = events.LeaseExpiry(s.clock(), ttl)
 	return l, s.setExpiry(ctx, l)
 }
 
 // ReleaseLease ends a lease at once.
 func (s *Store) ReleaseLease(ctx context.Context, l events.Lease) error {
-	l.ExpiresAt = time.Unix(0, 0).UTC()
+	l.ExpiresAt = events.ReleasedExpiry()
 	return s.setExpiry(ctx, l)
 }
 
@@ -460,7 +487,7 @@ func (s *Store) setExpiry(ctx context.Context, l events.Lease) error {
 		return fmt.Errorf("pgstore: lease %q: %w", l.Name, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: %q no longer holds %q at epoch %d", events.ErrLeaseLost, l.Holder, l.Name, l.Epoch)
+		return events.LeaseLost(l)
 	}
 	return nil
 }

@@ -362,13 +362,13 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 
 // RenewLease extends a lease its holder still has.
 func (s *Store) RenewLease(ctx context.Context, l events.Lease, ttl time.Duration) (events.Lease, error) {
-	l.ExpiresAt = s.clock().Add(ttl).Truncate(time.Microsecond).UTC()
+	l.ExpiresAt = events.LeaseExpiry(s.clock(), ttl)
 	return l, s.setExpiry(ctx, l)
 }
 
 // ReleaseLease ends a lease at once.
 func (s *Store) ReleaseLease(ctx context.Context, l events.Lease) error {
-	l.ExpiresAt = time.Unix(0, 0).UTC()
+	l.ExpiresAt = events.ReleasedExpiry()
 	return s.setExpiry(ctx, l)
 }
 
@@ -386,7 +386,7 @@ func (s *Store) setExpiry(ctx context.Context, l events.Lease) error {
 		return fmt.Errorf("sqlitestore: lease %q: %w", l.Name, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: %q no longer holds %q at epoch %d", events.ErrLeaseLost, l.Holder, l.Name, l.Epoch)
+		return events.LeaseLost(l)
 	}
 	return nil
 }

@@ -380,9 +380,7 @@ func testFencing(t *testing.T, b Backend) {
 	ctx := context.Background()
 	// Before any lease, appends carry epoch 0.
 	mustAppend(t, s, events.AppendRequest{ExpectedPosition: events.AnyPosition, Events: batch(1, 0)})
-	if _, err := s.Append(ctx, events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: 1, Events: batch(1, 0)}); !errors.Is(err, events.ErrFenced) {
-		t.Fatalf("epoch 1 with no lease: %v, want ErrFenced", err)
-	}
+	mustBeFenced(t, s, 1, batch(1, 0), "epoch 1 with no lease")
 	a, err := s.AcquireLease(ctx, events.LeaderLease, "master-a", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -390,9 +388,7 @@ func testFencing(t *testing.T, b Backend) {
 	if a.Epoch != 1 || a.Holder != "master-a" {
 		t.Fatalf("first lease = %+v, want epoch 1 held by master-a", a)
 	}
-	if _, err := s.Append(ctx, events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: 0, Events: batch(1, 0)}); !errors.Is(err, events.ErrFenced) {
-		t.Fatalf("epoch 0 under a lease: %v, want ErrFenced", err)
-	}
+	mustBeFenced(t, s, 0, batch(1, 0), "epoch 0 under a lease")
 	mustAppend(t, s, events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: a.Epoch, Events: batch(1, 1)})
 	// Another holder cannot take a live lease.
 	held, err := s.AcquireLease(ctx, events.LeaderLease, "master-b", 10*time.Second)
@@ -414,9 +410,7 @@ func testFencing(t *testing.T, b Backend) {
 		t.Fatalf("takeover epoch = %d, want 2", bl.Epoch)
 	}
 	before := head(t, s)
-	if _, err := s.Append(ctx, events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: a.Epoch, Events: batch(1, 2)}); !errors.Is(err, events.ErrFenced) {
-		t.Fatalf("deposed leader's append: %v, want ErrFenced", err)
-	}
+	mustBeFenced(t, s, a.Epoch, batch(1, 2), "deposed leader's append")
 	if head(t, s) != before {
 		t.Fatal("a fenced append changed the log")
 	}
@@ -436,9 +430,7 @@ func testFencing(t *testing.T, b Backend) {
 	if err != nil || cl.Epoch != 3 {
 		t.Fatalf("acquire after release: %+v, %v, want epoch 3", cl, err)
 	}
-	if _, err := s.Append(ctx, events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: 2, Events: batch(1, 4)}); !errors.Is(err, events.ErrFenced) {
-		t.Fatalf("released leader's append: %v, want ErrFenced", err)
-	}
+	mustBeFenced(t, s, 2, batch(1, 4), "released leader's append")
 	// Every acquisition is a new term, even by the holder of a live lease
 	// (a holder is one process's incarnation: a replica restarted under
 	// the same name is another holder, and waits for the lease to lapse).
@@ -446,14 +438,22 @@ func testFencing(t *testing.T, b Backend) {
 	if err != nil || again.Epoch != 4 {
 		t.Fatalf("re-acquire by the holder: %+v, %v, want epoch 4", again, err)
 	}
-	if _, err := s.Append(ctx, events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: cl.Epoch, Events: batch(1, 5)}); !errors.Is(err, events.ErrFenced) {
-		t.Fatalf("append under the earlier term: %v, want ErrFenced", err)
-	}
+	mustBeFenced(t, s, cl.Epoch, batch(1, 5), "append under the earlier term")
 	if _, err := s.RenewLease(ctx, cl, 10*time.Second); !errors.Is(err, events.ErrLeaseLost) {
 		t.Fatalf("renew of the earlier term: %v, want ErrLeaseLost", err)
 	}
 	if held, err := s.AcquireLease(ctx, events.LeaderLease, "master-c#2", 10*time.Second); !errors.Is(err, events.ErrLeaseHeld) || held.Epoch != 4 {
 		t.Fatalf("another incarnation's acquire of a live lease: %+v, %v, want ErrLeaseHeld at epoch 4", held, err)
+	}
+}
+
+// mustBeFenced appends evs at epoch, which a store must refuse with
+// ErrFenced; what says whose append it is.
+func mustBeFenced(t *testing.T, s events.Store, epoch int64, evs []events.Event, what string) {
+	t.Helper()
+	_, err := s.Append(context.Background(), events.AppendRequest{ExpectedPosition: events.AnyPosition, Epoch: epoch, Events: evs})
+	if !errors.Is(err, events.ErrFenced) {
+		t.Fatalf("%s: %v, want ErrFenced", what, err)
 	}
 }
 
