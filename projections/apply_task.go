@@ -116,6 +116,51 @@ func (s *State) releaseAll(m *Machine, pos int64) {
 	}
 }
 
+func (s *State) taskFinished(pos int64, p *events.TaskFinished) bool {
+	t := s.liveTask(p.User, p.Job, p.Index, p.Machine)
+	if t == nil {
+		return false
+	}
+	t.ExitCode, t.Signal = p.ExitCode, ""
+	s.die(t, Finished, "", pos)
+	return true
+}
+
+func (s *State) taskEvicted(pos int64, p *events.TaskEvicted) bool {
+	t := s.liveTask(p.User, p.Job, p.Index, p.Machine)
+	if t == nil {
+		return false
+	}
+	if p.Stopping {
+		s.stop(t, Evicted, p.Reason, pos)
+	} else {
+		s.die(t, Evicted, p.Reason, pos)
+	}
+	return true
+}
+
+func (s *State) taskKilled(pos int64, p *events.TaskKilled) bool {
+	t := s.task(p.User, p.Job, p.Index)
+	if t == nil || t.State == TaskDead || (t.Live() && p.Machine != "" && p.Machine != t.Machine) {
+		return false
+	}
+	if p.Stopping {
+		s.stop(t, Killed, p.Reason, pos)
+	} else {
+		s.die(t, Killed, p.Reason, pos)
+	}
+	return true
+}
+
+func (s *State) taskLost(pos int64, p *events.TaskLost) bool {
+	t := s.liveTask(p.User, p.Job, p.Index, p.Machine)
+	if t == nil {
+		return false
+	}
+	s.die(t, Lost, p.Reason, pos)
+	return true
+}
+
 func (s *State) taskStopped(pos int64, p *events.TaskStopped) bool {
 	m := s.Machines[p.Machine]
 	if m == nil {
