@@ -131,11 +131,7 @@ func (s *State) taskEvicted(pos int64, p *events.TaskEvicted) bool {
 	if t == nil {
 		return false
 	}
-	if p.Stopping {
-		s.stop(t, Evicted, p.Reason, pos)
-	} else {
-		s.die(t, Evicted, p.Reason, pos)
-	}
+	s.stopOrDie(t, p.Stopping, Evicted, p.Reason, pos)
 	return true
 }
 
@@ -144,12 +140,18 @@ func (s *State) taskKilled(pos int64, p *events.TaskKilled) bool {
 	if t == nil || t.State == TaskDead || (t.Live() && p.Machine != "" && p.Machine != t.Machine) {
 		return false
 	}
-	if p.Stopping {
-		s.stop(t, Killed, p.Reason, pos)
-	} else {
-		s.die(t, Killed, p.Reason, pos)
-	}
+	s.stopOrDie(t, p.Stopping, Killed, p.Reason, pos)
 	return true
+}
+
+// stopOrDie ends t's run how: stopping (its machine still holds what it
+// used until a TaskStopped) or dead at once.
+func (s *State) stopOrDie(t *Task, stopping bool, how TaskEnd, reason string, pos int64) {
+	if stopping {
+		s.stop(t, how, reason, pos)
+	} else {
+		s.die(t, how, reason, pos)
+	}
 }
 
 func (s *State) taskLost(pos int64, p *events.TaskLost) bool {
