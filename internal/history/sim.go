@@ -333,14 +333,24 @@ func (s *Sim) placeInAlloc(t *projections.Task, set string, pl commands.Placemen
 	return pl, false
 }
 
-// report is one poll of a random machine's agent.
-func (s *Sim) report() {
+// talkingMachine draws a random machine, or nil when there is none or it
+// is the one whose agent is silent.
+func (s *Sim) talkingMachine() *projections.Machine {
 	machines := s.machineList()
 	if len(machines) == 0 {
-		return
+		return nil
 	}
 	m := machines[s.rng.IntN(len(machines))]
 	if m.Name == s.silent {
+		return nil
+	}
+	return m
+}
+
+// report is one poll of a random machine's agent.
+func (s *Sim) report() {
+	m := s.talkingMachine()
+	if m == nil {
 		return
 	}
 	if m.State == projections.MachineDown {
@@ -461,12 +471,8 @@ func (s *Sim) kill() {
 }
 
 func (s *Sim) machineTrouble() {
-	machines := s.machineList()
-	if len(machines) == 0 {
-		return
-	}
-	m := machines[s.rng.IntN(len(machines))]
-	if m.Name == s.silent {
+	m := s.talkingMachine()
+	if m == nil {
 		return
 	}
 	switch s.rng.IntN(5) {
@@ -475,7 +481,7 @@ func (s *Sim) machineTrouble() {
 	case 1:
 		s.do(commands.ReportAgentState{Meta: admin, Machine: m.Name, Unreachable: true, MissedPolls: 3})
 	case 2:
-		if len(machines) > s.cfg.Machines/2 {
+		if len(s.machineList()) > s.cfg.Machines/2 {
 			s.dirty = s.do(commands.RemoveMachine{Meta: admin, Machine: m.Name, Reason: "retired"})
 		}
 	default:
