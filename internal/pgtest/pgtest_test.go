@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -187,7 +191,10 @@ func TestHelperServer(t *testing.T) {
 			os.Exit(1)
 		}
 		fmt.Println("server", s.Dir(), s.running.Process.Pid, s.dog.cmd.Process.Pid)
-		time.Sleep(time.Hour)
+		// Until the test kills this process.
+		killed, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		<-killed.Done()
 	case "database":
 		NewDatabase(t)
 	}
@@ -241,19 +248,13 @@ func TestKilledBinaryLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, "the server's directory and processes go after the kill", func() (bool, string) {
 		_, statErr := os.Stat(dir)
 		left := processesIn(dir)
-		if os.IsNotExist(statErr) && len(left) == 0 && !processAlive(pid) && !processAlive(dog) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("30 s after the kill: %s stat %v, processes in it %v, postmaster %d alive %v, watchdog %d alive %v",
+		return os.IsNotExist(statErr) && len(left) == 0 && !processAlive(pid) && !processAlive(dog),
+			fmt.Sprintf("%s stat %v, processes in it %v, postmaster %d alive %v, watchdog %d alive %v",
 				dir, statErr, left, pid, processAlive(pid), dog, processAlive(dog))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	})
 }
 
 // Without server binaries, NewDatabase fails under CI=true and skips
