@@ -291,30 +291,32 @@ func TestFindBinaries(t *testing.T) {
 		}
 	}
 	for _, versions := range [][]int{{15}, {9, 13}, {16, 10, 15}, {17, 9, 12, 14}} {
-		root := t.TempDir()
-		newest := 0
-		for _, v := range versions {
-			install(filepath.Join(root, "lib", strconv.Itoa(v), "bin"))
-			newest = max(newest, v)
-		}
-		// A directory with initdb alone does not count.
-		lone := filepath.Join(root, "lib", "99", "bin")
-		os.MkdirAll(lone, 0o755)
-		os.WriteFile(filepath.Join(lone, "initdb"), []byte("#!/bin/sh\n"), 0o755)
-		globs := []string{filepath.Join(root, "lib", "*", "bin"), filepath.Join(root, "pgsql-*", "bin")}
-		got, err := findBinaries([]string{filepath.Join(root, "nothing")}, globs)
-		if want := filepath.Join(root, "lib", strconv.Itoa(newest), "bin"); err != nil || got != want {
-			t.Errorf("versions %v: %s, %v; want %s", versions, got, err, want)
-		}
-		install(filepath.Join(root, "pgsql-99", "bin"))
-		if got, _ := findBinaries(nil, globs); got != filepath.Join(root, "pgsql-99", "bin") {
-			t.Errorf("versions %v and pgsql-99: %s, want pgsql-99's", versions, got)
-		}
-		onPath := filepath.Join(root, "path")
-		install(onPath)
-		if got, _ := findBinaries([]string{"", lone, onPath}, globs); got != onPath {
-			t.Errorf("versions %v with %s on PATH: %s", versions, onPath, got)
-		}
+		t.Run(fmt.Sprint(versions), func(t *testing.T) {
+			root := t.TempDir()
+			newest := 0
+			for _, v := range versions {
+				install(filepath.Join(root, "lib", strconv.Itoa(v), "bin"))
+				newest = max(newest, v)
+			}
+			// A directory with initdb alone does not count.
+			lone := filepath.Join(root, "lib", "99", "bin")
+			os.MkdirAll(lone, 0o755)
+			os.WriteFile(filepath.Join(lone, "initdb"), []byte("#!/bin/sh\n"), 0o755)
+			globs := []string{filepath.Join(root, "lib", "*", "bin"), filepath.Join(root, "pgsql-*", "bin")}
+			got, err := findBinaries([]string{filepath.Join(root, "nothing")}, globs)
+			if want := filepath.Join(root, "lib", strconv.Itoa(newest), "bin"); err != nil || got != want {
+				t.Errorf("versions %v: %s, %v; want %s", versions, got, err, want)
+			}
+			install(filepath.Join(root, "pgsql-99", "bin"))
+			if got, _ := findBinaries(nil, globs); got != filepath.Join(root, "pgsql-99", "bin") {
+				t.Errorf("versions %v and pgsql-99: %s, want pgsql-99's", versions, got)
+			}
+			onPath := filepath.Join(root, "path")
+			install(onPath)
+			if got, _ := findBinaries([]string{"", lone, onPath}, globs); got != onPath {
+				t.Errorf("versions %v with %s on PATH: %s", versions, onPath, got)
+			}
+		})
 	}
 	_, err := findBinaries(nil, []string{filepath.Join(t.TempDir(), "*", "bin")})
 	if !errors.Is(err, ErrNoBinaries) || !strings.Contains(err.Error(), Install) {
