@@ -51,9 +51,58 @@ func GoogleTrace(dir string, opt GoogleOptions) (*projections.State, []events.Ev
 	if share <= 0 || share > 1 {
 		share = 1
 	}
-	// Machines: every one the trace names, in the order it names them; a
-	// slice keeps a share of them, and a placement on a machine left out
-	// goes to one kept (by its ID), so the slice holds the load of its share.
+	sl := sliceTrace(rows, share, opt.Seed)
+	jobTasks := map[int64]int32{} // highest index + 1
+	for _, e := range rows {
+		if sl.keepJob(e.JobID) {
+			jobTasks[e.JobID] = max(jobTasks[e.JobID], e.Index+1)
+		}
+	}
+
+	st := projections.New()
+	st.TimeUS = GoogleStart.UnixMicro()
+	r := &traceRecorder{slice: sl, jobTasks: jobTasks, users: map[string]string{},
+		jobs: map[int64]*events.JobSpec{}, tasks: map[traceTask]*traceTaskState{}}
+	shapes := googletrace.Shapes(len(sl.kept), opt.Seed)
+	slices.Sort(sl.kept)
+	for i, id := range sl.kept {
+		name := fmt.Sprintf("m%d", id)
+		r.add(0, "root", events.MachineStream(name), &events.MachineRegistered{Machine: name, Address: name + ":7070",
+			Capacity: &events.Resources{CpuMilli: shapes[i][0], MemoryBytes: shapes[i][1], DiskBytes: 1 << 40, Ports: 1000}, PortBase: 20000})
+	}
+	// Quotas: batch without bound; prod as much as each user's prod jobs
+	// ever held at once (a job holds its tasks' requests from its
+	// submission to its last task's end), scaled down together if they
+	// would exceed the cell, as prod quota may not.
+	for _, q := range googleQuotas(rows, sl.keepJob, jobTasks, r.userOf, shapes) {
+		r.add(0, "root", events.QuotaStream(q.User), q)
+	}
+	for _, e := range rows {
+		if sl.keepJob(e.JobID) {
+			r.record(e)
+		}
+	}
+	// Events of one instant in the trace may come out of time order across
+	// jobs; the log is in time order.
+	evs := r.evs
+	slices.SortStableFunc(evs, func(a, b events.Event) int { return a.OccurredAt.Compare(b.OccurredAt) })
+	for i := range evs {
+		evs[i].Position = int64(i + 1)
+	}
+	return st, evs, nil
+}
+
+// traceSlice is the share of a trace's machines and jobs a cell keeps.
+type traceSlice struct {
+	share  float64
+	kept   []int64 // machine IDs
+	isKept map[int64]bool
+}
+
+// sliceTrace keeps a share of every machine the trace names, in the order
+// it names them (drawn by seed); a placement on a machine left out goes to
+// one kept (by its ID), so the slice holds the load of its share.
+func sliceTrace(rows []googletrace.TaskEvent, share float64, seed uint64) *traceSlice {
 	var machineIDs []int64
 	seen := map[int64]bool{}
 	for _, e := range rows {
@@ -62,7 +111,7 @@ func GoogleTrace(dir string, opt GoogleOptions) (*projections.State, []events.Ev
 			machineIDs = append(machineIDs, e.Machine)
 		}
 	}
-	rng := rand.New(rand.NewPCG(opt.Seed, 0x747261636500))
+	rng := rand.New(rand.NewPCG(seed, 0x747261636500))
 	kept := slices.Clone(machineIDs)
 	if share < 1 {
 		rng.Shuffle(len(kept), func(i, j int) { kept[i], kept[j] = kept[j], kept[i] })
@@ -72,150 +121,140 @@ func GoogleTrace(dir string, opt GoogleOptions) (*projections.State, []events.Ev
 	for _, id := range kept {
 		isKept[id] = true
 	}
-	machineOf := func(id int64) string {
-		if !isKept[id] {
-			id = kept[uint64(id)%uint64(len(kept))]
-		}
-		return fmt.Sprintf("m%d", id)
-	}
-	// Jobs: a slice keeps the same share of them, whole.
-	keepJob := func(job int64) bool {
-		return share == 1 || float64(uint64(job)*0x9e3779b97f4a7c15>>11)/float64(1<<53) < share
-	}
-	type taskKey struct {
-		job   int64
-		index int32
-	}
-	jobTasks := map[int64]int32{} // highest index + 1
-	for _, e := range rows {
-		if keepJob(e.JobID) {
-			jobTasks[e.JobID] = max(jobTasks[e.JobID], e.Index+1)
-		}
-	}
+	return &traceSlice{share: share, kept: kept, isKept: isKept}
+}
 
-	st := projections.New()
-	st.TimeUS = GoogleStart.UnixMicro()
-	var evs []events.Event
-	add := func(us int64, actor, stream string, p events.Payload) {
-		e := events.New(stream, time.UnixMicro(GoogleStart.UnixMicro()+us).UTC(), p)
-		e.Actor = actor
-		e.Position = int64(len(evs) + 1)
-		evs = append(evs, e)
+// machineOf names the kept machine that takes trace machine id's load.
+func (sl *traceSlice) machineOf(id int64) string {
+	if !sl.isKept[id] {
+		id = sl.kept[uint64(id)%uint64(len(sl.kept))]
 	}
-	shapes := googletrace.Shapes(len(kept), opt.Seed)
-	slices.Sort(kept)
-	for i, id := range kept {
-		name := fmt.Sprintf("m%d", id)
-		add(0, "root", events.MachineStream(name), &events.MachineRegistered{Machine: name, Address: name + ":7070",
-			Capacity: &events.Resources{CpuMilli: shapes[i][0], MemoryBytes: shapes[i][1], DiskBytes: 1 << 40, Ports: 1000}, PortBase: 20000})
+	return fmt.Sprintf("m%d", id)
+}
+
+// keepJob reports whether the slice keeps the job, whole.
+func (sl *traceSlice) keepJob(job int64) bool {
+	return sl.share == 1 || float64(uint64(job)*0x9e3779b97f4a7c15>>11)/float64(1<<53) < sl.share
+}
+
+type traceTask struct {
+	job   int64
+	index int32
+}
+
+const (
+	taskNone = iota
+	taskPending
+	taskPlaced
+	taskEnded
+)
+
+type traceTaskState struct {
+	state   int
+	machine string
+}
+
+// traceRecorder turns a trace's rows into the events corral would have
+// logged.
+type traceRecorder struct {
+	slice    *traceSlice
+	jobTasks map[int64]int32
+	evs      []events.Event
+	users    map[string]string // trace user hash: corral user
+	jobs     map[int64]*events.JobSpec
+	tasks    map[traceTask]*traceTaskState
+}
+
+func (r *traceRecorder) add(us int64, actor, stream string, p events.Payload) {
+	e := events.New(stream, time.UnixMicro(GoogleStart.UnixMicro()+us).UTC(), p)
+	e.Actor = actor
+	e.Position = int64(len(r.evs) + 1)
+	r.evs = append(r.evs, e)
+}
+
+func (r *traceRecorder) userOf(hash string) string {
+	u := r.users[hash]
+	if u == "" {
+		u = fmt.Sprintf("u%d", len(r.users)+1)
+		r.users[hash] = u
 	}
-	users := map[string]string{}
-	userOf := func(hash string) string {
-		u := users[hash]
-		if u == "" {
-			u = fmt.Sprintf("u%d", len(users)+1)
-			users[hash] = u
+	return u
+}
+
+// record adds the events of one row of a kept job.
+func (r *traceRecorder) record(e googletrace.TaskEvent) {
+	u := r.userOf(e.User)
+	spec := r.jobs[e.JobID]
+	if spec == nil {
+		if e.Kind != googletrace.Submit && e.Kind != googletrace.Schedule {
+			return // a task that ends before the trace shows it start
 		}
-		return u
+		spec = &events.JobSpec{Name: fmt.Sprintf("j%d", e.JobID), User: u, Priority: min(max(e.Priority, 0), events.MaxPriority),
+			TaskCount: r.jobTasks[e.JobID], Command: "/bin/true", Resources: request(e),
+			Restart: &events.RestartPolicy{Mode: "on-failure", MaxRestarts: 100}, Overrides: map[int32]*events.TaskOverride{}}
+		r.jobs[e.JobID] = spec
+		r.add(e.TimeUS, u, events.JobStream(u, spec.Name), &events.JobSubmitted{Spec: spec, SpecVersion: 1})
 	}
-	// Quotas: batch without bound; prod as much as each user's prod jobs
-	// ever held at once (a job holds its tasks' requests from its
-	// submission to its last task's end), scaled down together if they
-	// would exceed the cell, as prod quota may not.
-	for _, q := range googleQuotas(rows, keepJob, jobTasks, userOf, shapes) {
-		add(0, "root", events.QuotaStream(q.User), q)
+	if e.HasRequest && !sameRequest(request(e), spec.Resources) && spec.Overrides[e.Index] == nil {
+		spec.Overrides[e.Index] = &events.TaskOverride{Resources: request(e)}
 	}
-	const (
-		taskNone = iota
-		taskPending
-		taskPlaced
-		taskEnded
-	)
-	type taskState struct {
-		state   int
-		machine string
+	k := traceTask{e.JobID, e.Index}
+	ts := r.tasks[k]
+	if ts == nil {
+		ts = &traceTaskState{}
+		r.tasks[k] = ts
 	}
-	jobs := map[int64]*events.JobSpec{}
-	tasks := map[taskKey]*taskState{}
-	for _, e := range rows {
-		k := taskKey{e.JobID, e.Index}
-		if !keepJob(e.JobID) {
-			continue
-		}
-		u := userOf(e.User)
-		spec := jobs[e.JobID]
-		if spec == nil {
-			if e.Kind != googletrace.Submit && e.Kind != googletrace.Schedule {
-				continue // a task that ends before the trace shows it start
-			}
-			spec = &events.JobSpec{Name: fmt.Sprintf("j%d", e.JobID), User: u, Priority: min(max(e.Priority, 0), events.MaxPriority),
-				TaskCount: jobTasks[e.JobID], Command: "/bin/true", Resources: request(e),
-				Restart: &events.RestartPolicy{Mode: "on-failure", MaxRestarts: 100}, Overrides: map[int32]*events.TaskOverride{}}
-			jobs[e.JobID] = spec
-			add(e.TimeUS, u, events.JobStream(u, spec.Name), &events.JobSubmitted{Spec: spec, SpecVersion: 1})
-		}
-		if e.HasRequest && !sameRequest(request(e), spec.Resources) && spec.Overrides[e.Index] == nil {
-			spec.Overrides[e.Index] = &events.TaskOverride{Resources: request(e)}
-		}
-		ts := tasks[k]
-		if ts == nil {
-			ts = &taskState{}
-			tasks[k] = ts
-		}
-		stream := events.TaskStream(u, spec.Name, e.Index)
-		submit := func(reason string) {
-			add(e.TimeUS, u, stream, &events.TaskSubmitted{User: u, Job: spec.Name, Index: e.Index, SpecVersion: 1, Reason: reason})
-			ts.state, ts.machine = taskPending, ""
-		}
-		switch e.Kind {
-		case googletrace.Submit:
-			switch ts.state {
-			case taskNone:
-				submit("new")
-			case taskEnded:
-				submit("rescheduled")
-			}
-		case googletrace.Schedule:
-			name := machineOf(e.Machine)
-			if e.Machine == 0 || ts.state == taskPlaced {
-				continue
-			}
-			if ts.state != taskPending {
-				submit("new")
-			}
-			add(e.TimeUS, "scheduler", stream, &events.TaskScheduled{User: u, Job: spec.Name, Index: e.Index, Machine: name, SpecVersion: 1})
-			add(e.TimeUS, agentlink.Meta.Actor.User, stream, &events.TaskStarted{User: u, Job: spec.Name, Index: e.Index, Machine: name})
-			ts.state, ts.machine = taskPlaced, name
-		case googletrace.Evict, googletrace.Fail, googletrace.Finish, googletrace.Kill, googletrace.Lost:
-			if ts.state == taskNone || ts.state == taskEnded {
-				continue
-			}
-			if ts.state == taskPending && e.Kind != googletrace.Kill {
-				continue // the trace ends a task it never placed: nothing ran
-			}
-			m := ts.machine
-			switch e.Kind {
-			case googletrace.Evict:
-				add(e.TimeUS, "scheduler", stream, &events.TaskEvicted{User: u, Job: spec.Name, Index: e.Index, Machine: m, Reason: "preempted"})
-			case googletrace.Fail:
-				add(e.TimeUS, agentlink.Meta.Actor.User, stream, &events.TaskFailed{User: u, Job: spec.Name, Index: e.Index, Machine: m, ExitCode: 1})
-			case googletrace.Finish:
-				add(e.TimeUS, agentlink.Meta.Actor.User, stream, &events.TaskFinished{User: u, Job: spec.Name, Index: e.Index, Machine: m})
-			case googletrace.Kill:
-				add(e.TimeUS, u, stream, &events.TaskKilled{User: u, Job: spec.Name, Index: e.Index, Machine: m, Reason: "killed by its user"})
-			case googletrace.Lost:
-				add(e.TimeUS, agentlink.Meta.Actor.User, stream, &events.TaskLost{User: u, Job: spec.Name, Index: e.Index, Machine: m, Reason: "lost"})
-			}
-			ts.state, ts.machine = taskEnded, ""
-		}
+	stream := events.TaskStream(u, spec.Name, e.Index)
+	submit := func(reason string) {
+		r.add(e.TimeUS, u, stream, &events.TaskSubmitted{User: u, Job: spec.Name, Index: e.Index, SpecVersion: 1, Reason: reason})
+		ts.state, ts.machine = taskPending, ""
 	}
-	// Events of one instant in the trace may come out of time order across
-	// jobs; the log is in time order.
-	slices.SortStableFunc(evs, func(a, b events.Event) int { return a.OccurredAt.Compare(b.OccurredAt) })
-	for i := range evs {
-		evs[i].Position = int64(i + 1)
+	switch e.Kind {
+	case googletrace.Submit:
+		switch ts.state {
+		case taskNone:
+			submit("new")
+		case taskEnded:
+			submit("rescheduled")
+		}
+	case googletrace.Schedule:
+		name := r.slice.machineOf(e.Machine)
+		if e.Machine == 0 || ts.state == taskPlaced {
+			return
+		}
+		if ts.state != taskPending {
+			submit("new")
+		}
+		r.add(e.TimeUS, "scheduler", stream, &events.TaskScheduled{User: u, Job: spec.Name, Index: e.Index, Machine: name, SpecVersion: 1})
+		r.add(e.TimeUS, agentlink.Meta.Actor.User, stream, &events.TaskStarted{User: u, Job: spec.Name, Index: e.Index, Machine: name})
+		ts.state, ts.machine = taskPlaced, name
+	case googletrace.Evict, googletrace.Fail, googletrace.Finish, googletrace.Kill, googletrace.Lost:
+		r.end(e, u, spec.Name, stream, ts)
 	}
-	return st, evs, nil
+}
+
+// end adds the event that ends a task's run the way the row says.
+func (r *traceRecorder) end(e googletrace.TaskEvent, u, job, stream string, ts *traceTaskState) {
+	if ts.state == taskNone || ts.state == taskEnded {
+		return
+	}
+	if ts.state == taskPending && e.Kind != googletrace.Kill {
+		return // the trace ends a task it never placed: nothing ran
+	}
+	m := ts.machine
+	switch e.Kind {
+	case googletrace.Evict:
+		r.add(e.TimeUS, "scheduler", stream, &events.TaskEvicted{User: u, Job: job, Index: e.Index, Machine: m, Reason: "preempted"})
+	case googletrace.Fail:
+		r.add(e.TimeUS, agentlink.Meta.Actor.User, stream, &events.TaskFailed{User: u, Job: job, Index: e.Index, Machine: m, ExitCode: 1})
+	case googletrace.Finish:
+		r.add(e.TimeUS, agentlink.Meta.Actor.User, stream, &events.TaskFinished{User: u, Job: job, Index: e.Index, Machine: m})
+	case googletrace.Kill:
+		r.add(e.TimeUS, u, stream, &events.TaskKilled{User: u, Job: job, Index: e.Index, Machine: m, Reason: "killed by its user"})
+	case googletrace.Lost:
+		r.add(e.TimeUS, agentlink.Meta.Actor.User, stream, &events.TaskLost{User: u, Job: job, Index: e.Index, Machine: m, Reason: "lost"})
+	}
+	ts.state, ts.machine = taskEnded, ""
 }
 
 func request(e googletrace.TaskEvent) *events.Resources {

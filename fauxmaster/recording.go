@@ -351,11 +351,28 @@ func (r *recorder) add(e events.Event) error {
 
 // input records a request people or operators made.
 func (r *recorder) input(e events.Event, us int64) {
-	admin := commands.Meta{Actor: commands.Actor{User: "fauxmaster", Admin: true}}
-	user := func(owner string) commands.Meta {
-		return commands.Meta{Actor: commands.Actor{User: e.Actor, Admin: e.Actor != owner}}
-	}
 	in := input{atUS: us, position: e.Position}
+	var replayed bool
+	switch e.Data.(type) {
+	case *events.MachineRegistered, *events.MachineUpdated, *events.MachineDown, *events.TaskLost,
+		*events.MachineUp, *events.MachineDrainSet, *events.MachineRemoved, *events.QuotaSet:
+		replayed = r.operatorInput(e, &in)
+	case *events.JobUpdateHalted, *events.PriceSheetSet, *events.BillingPeriodClosed:
+		if !systemActor(e.Actor) {
+			r.rec.NotReplayed[e.Type]++
+		}
+	default:
+		replayed = r.userInput(e, &in)
+	}
+	if replayed {
+		r.rec.inputs = append(r.rec.inputs, in)
+	}
+}
+
+// operatorInput fills in from an operator's request, or a machine's
+// going down or up, and reports whether the replay makes it again.
+func (r *recorder) operatorInput(e events.Event, in *input) bool {
+	admin := commands.Meta{Actor: commands.Actor{User: "fauxmaster", Admin: true}}
 	switch p := e.Data.(type) {
 	case *events.MachineRegistered:
 		r.machines[p.Machine] = true
@@ -370,7 +387,7 @@ func (r *recorder) input(e events.Event, us int64) {
 		in.machine, in.down = p.Machine, true
 	case *events.TaskLost:
 		if m := r.folded.Machines[p.Machine]; m == nil || m.State != projections.MachineUp {
-			return // lost with its machine, which the replay takes down too
+			return false // lost with its machine, which the replay takes down too
 		}
 		in.machine, in.lost = p.Machine, &projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}
 	case *events.MachineUp:
@@ -380,15 +397,28 @@ func (r *recorder) input(e events.Event, us int64) {
 		in.cmd = commands.DrainMachine{Meta: admin, Machine: p.Machine, Draining: p.Draining, Reason: p.Reason}
 	case *events.MachineRemoved:
 		if systemActor(e.Actor) {
-			return
+			return false
 		}
 		in.machine = p.Machine
 		in.cmd = commands.RemoveMachine{Meta: admin, Machine: p.Machine, Reason: p.Reason}
 	case *events.QuotaSet:
 		in.cmd = commands.SetQuota{Meta: admin, User: p.User, Band: p.Band, Resources: projections.ResourcesOf(p.Resources)}
+	default:
+		return false
+	}
+	return true
+}
+
+// userInput fills in from a user's request on jobs, tasks and alloc sets,
+// and reports whether the replay makes it again.
+func (r *recorder) userInput(e events.Event, in *input) bool {
+	user := func(owner string) commands.Meta {
+		return commands.Meta{Actor: commands.Actor{User: e.Actor, Admin: e.Actor != owner}}
+	}
+	switch p := e.Data.(type) {
 	case *events.JobSubmitted:
 		if p.Spec == nil {
-			return
+			return false
 		}
 		in.job = projections.JobKey{User: p.Spec.User, Name: p.Spec.Name}
 		r.inc[in.job]++
@@ -396,19 +426,19 @@ func (r *recorder) input(e events.Event, us int64) {
 		in.cmd = commands.SubmitJob{Meta: commands.Meta{Actor: commands.Actor{User: p.Spec.User}}, Spec: p.Spec}
 	case *events.JobUpdated:
 		if systemActor(e.Actor) || p.Spec == nil {
-			return
+			return false
 		}
 		in.cmd = commands.UpdateJob{Meta: user(p.Spec.User), User: p.Spec.User, Spec: p.Spec}
 	case *events.JobKilled:
 		// A job killed because the one it waited for was: the kill that
 		// started it is replayed, and this follows from it.
 		if systemActor(e.Actor) || strings.Contains(p.Reason, "which it was to start after") {
-			return
+			return false
 		}
 		in.cmd = commands.KillJob{Meta: user(p.User), User: p.User, Name: p.Job, Reason: p.Reason}
 	case *events.TaskKilled:
 		if systemActor(e.Actor) || p.Reason == "job killed" {
-			return // part of a job's kill
+			return false // part of a job's kill
 		}
 		in.cmd = commands.KillTask{Meta: user(p.User), User: p.User, Job: p.Job, Index: p.Index, Reason: p.Reason}
 	case *events.AllocSetCreated:
@@ -416,48 +446,33 @@ func (r *recorder) input(e events.Event, us int64) {
 			Priority: p.Priority, Resources: projections.ResourcesOf(p.Resources), Constraints: p.Constraints, Labels: p.Labels}
 	case *events.AllocSetRemoved:
 		if systemActor(e.Actor) {
-			return
+			return false
 		}
 		in.cmd = commands.RemoveAllocSet{Meta: user(p.User), User: p.User, Name: p.Name}
 	case *events.JobUpdateCommitted:
 		// A reason says the master (or the update's own command) ended it.
 		if systemActor(e.Actor) || p.Reason != "" {
-			return
+			return false
 		}
 		in.cmd = commands.CommitUpdate{Meta: user(p.User), User: p.User, Job: p.Job}
 	case *events.JobUpdateRolledBack:
 		if systemActor(e.Actor) || p.Reason != "" {
-			return
+			return false
 		}
 		in.cmd = commands.RollbackUpdate{Meta: user(p.User), User: p.User, Job: p.Job}
 	case *events.JobUpdatePromoted:
 		if systemActor(e.Actor) {
-			return
+			return false
 		}
 		in.cmd = commands.PromoteUpdate{Meta: user(p.User), User: p.User, Job: p.Job}
-	case *events.JobUpdateHalted, *events.PriceSheetSet, *events.BillingPeriodClosed:
-		if !systemActor(e.Actor) {
-			r.rec.NotReplayed[e.Type]++
-		}
-		return
 	default:
-		return
+		return false
 	}
-	r.rec.inputs = append(r.rec.inputs, in)
+	return true
 }
 
 // task records runs, passes and the usage that moved reservations.
 func (r *recorder) task(e events.Event, us int64) {
-	current := func(user, job string, index int32) *recordedRun {
-		runs := r.rec.runs[r.id(user, job, index)]
-		if len(runs) == 0 {
-			return nil
-		}
-		if run := runs[len(runs)-1]; run.end == runOpen {
-			return run
-		}
-		return nil
-	}
 	end := func(run *recordedRun, how runEnd, code int32) {
 		if run != nil {
 			run.end, run.endedUS, run.exitCode, run.endPosition = how, us, code, e.Position
@@ -465,28 +480,21 @@ func (r *recorder) task(e events.Event, us int64) {
 	}
 	switch p := e.Data.(type) {
 	case *events.TaskScheduled:
-		k := r.id(p.User, p.Job, p.Index)
-		run := &recordedRun{machine: p.Machine, scheduledUS: us, passSeed: p.PassPosition}
-		if t := r.folded.Task(p.User, p.Job, p.Index); t != nil {
-			run.submission = t.Seq // not folded yet: pending, at its submission
-		}
-		r.rec.runs[k] = append(r.rec.runs[k], run)
-		r.rec.placements = append(r.rec.placements, placement{task: k, run: len(r.rec.runs[k]) - 1, machine: p.Machine, atUS: us, seed: p.PassPosition})
-		r.passOf(p.PassPosition, e, us)
+		r.taskScheduled(p, e, us)
 	case *events.AllocScheduled:
 		r.passOf(p.PassPosition, e, us)
 	case *events.TaskUpdated, *events.JobUpdateCommitted, *events.JobUpdateRolledBack, *events.JobUpdateHalted, *events.JobUpdatePromoted:
 		r.stepAt(e, us)
 	case *events.TaskStarted:
-		if run := current(p.User, p.Job, p.Index); run != nil && run.startedUS == 0 {
+		if run := r.currentRun(p.User, p.Job, p.Index); run != nil && run.startedUS == 0 {
 			run.startedUS, run.startPosition = us, e.Position
 		} else if run != nil {
 			run.restarts = append(run.restarts, restartSample{offsetUS: us - run.startedUS, position: e.Position, started: true})
 		}
 	case *events.TaskFinished:
-		end(current(p.User, p.Job, p.Index), runFinished, p.ExitCode)
+		end(r.currentRun(p.User, p.Job, p.Index), runFinished, p.ExitCode)
 	case *events.TaskFailed:
-		run := current(p.User, p.Job, p.Index)
+		run := r.currentRun(p.User, p.Job, p.Index)
 		if !p.WillRestart {
 			end(run, runFailed, p.ExitCode)
 		} else if run != nil && run.startedUS > 0 {
@@ -494,53 +502,84 @@ func (r *recorder) task(e events.Event, us int64) {
 				exitCode: p.ExitCode, signal: p.Signal, message: p.Message})
 		}
 	case *events.TaskEvicted:
-		end(current(p.User, p.Job, p.Index), runEvicted, 0)
+		end(r.currentRun(p.User, p.Job, p.Index), runEvicted, 0)
 		if p.Reason == "update" || p.Reason == projections.DrainReason {
 			r.stepAt(e, us) // a roll's, or a drain's moved on by the step
 		}
 	case *events.TaskLost:
-		end(current(p.User, p.Job, p.Index), runLost, 0)
+		end(r.currentRun(p.User, p.Job, p.Index), runLost, 0)
 	case *events.TaskKilled:
-		end(current(p.User, p.Job, p.Index), runKilled, 0)
+		end(r.currentRun(p.User, p.Job, p.Index), runKilled, 0)
 	case *events.TaskStopped:
-		k := projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}
-		r.rec.stops[projections.TaskRun{TaskKey: k, Submission: p.Submission}] = stopAt{machine: p.Machine, us: us, position: e.Position}
-		// The run's job may have been killed and submitted again since:
-		// look through its earlier incarnations too.
-		id := r.id(p.User, p.Job, p.Index)
-	search:
-		for ; id.inc >= 0; id.inc-- {
-			for _, run := range r.rec.runs[id] {
-				if run.machine == p.Machine && run.submission == p.Submission {
-					run.stoppedUS, run.stopPosition = us, e.Position
-					break search
-				}
-			}
-		}
+		r.taskStopped(p, e, us)
 	case *events.TaskHealthChanged:
-		if run := current(p.User, p.Job, p.Index); run != nil && run.startedUS > 0 {
+		if run := r.currentRun(p.User, p.Job, p.Index); run != nil && run.startedUS > 0 {
 			run.health = append(run.health, healthSample{offsetUS: us - run.startedUS, position: e.Position, healthy: p.Healthy, message: p.Message})
 		}
 	case *events.UsageReported:
 		r.usage, r.usagePos, r.usageUS = p, e.Position, us
 	case *events.ReservationEstimated:
-		if r.usage == nil || r.usage.Machine != p.Machine || r.usageUS != us {
-			return
-		}
-		for _, moved := range p.Tasks {
-			run := current(moved.User, moved.Job, moved.Index)
-			if run == nil || run.startedUS == 0 {
-				continue
+		r.reservationEstimated(p, us)
+	}
+}
+
+// currentRun is the task's open run, or nil.
+func (r *recorder) currentRun(user, job string, index int32) *recordedRun {
+	runs := r.rec.runs[r.id(user, job, index)]
+	if len(runs) == 0 {
+		return nil
+	}
+	if run := runs[len(runs)-1]; run.end == runOpen {
+		return run
+	}
+	return nil
+}
+
+func (r *recorder) taskScheduled(p *events.TaskScheduled, e events.Event, us int64) {
+	k := r.id(p.User, p.Job, p.Index)
+	run := &recordedRun{machine: p.Machine, scheduledUS: us, passSeed: p.PassPosition}
+	if t := r.folded.Task(p.User, p.Job, p.Index); t != nil {
+		run.submission = t.Seq // not folded yet: pending, at its submission
+	}
+	r.rec.runs[k] = append(r.rec.runs[k], run)
+	r.rec.placements = append(r.rec.placements, placement{task: k, run: len(r.rec.runs[k]) - 1, machine: p.Machine, atUS: us, seed: p.PassPosition})
+	r.passOf(p.PassPosition, e, us)
+}
+
+func (r *recorder) taskStopped(p *events.TaskStopped, e events.Event, us int64) {
+	k := projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}
+	r.rec.stops[projections.TaskRun{TaskKey: k, Submission: p.Submission}] = stopAt{machine: p.Machine, us: us, position: e.Position}
+	// The run's job may have been killed and submitted again since:
+	// look through its earlier incarnations too.
+	for id := r.id(p.User, p.Job, p.Index); id.inc >= 0; id.inc-- {
+		for _, run := range r.rec.runs[id] {
+			if run.machine == p.Machine && run.submission == p.Submission {
+				run.stoppedUS, run.stopPosition = us, e.Position
+				return
 			}
-			for _, u := range r.usage.Tasks {
-				if u.GetUser() == moved.User && u.GetJob() == moved.Job && u.GetIndex() == moved.Index {
-					secs := float64(r.usage.WindowEndUs-r.usage.WindowStartUs) / 1e6
-					if u.GetEndUs() > 0 {
-						secs = float64(u.GetEndUs()-u.GetStartUs()) / 1e6
-					}
-					run.usage = append(run.usage, usageSample{offsetUS: us - run.startedUS, position: r.usagePos, usage: u, seconds: secs})
-					break
+		}
+	}
+}
+
+// reservationEstimated records, on each moved task's run, the usage
+// report the estimate was made from.
+func (r *recorder) reservationEstimated(p *events.ReservationEstimated, us int64) {
+	if r.usage == nil || r.usage.Machine != p.Machine || r.usageUS != us {
+		return
+	}
+	for _, moved := range p.Tasks {
+		run := r.currentRun(moved.User, moved.Job, moved.Index)
+		if run == nil || run.startedUS == 0 {
+			continue
+		}
+		for _, u := range r.usage.Tasks {
+			if u.GetUser() == moved.User && u.GetJob() == moved.Job && u.GetIndex() == moved.Index {
+				secs := float64(r.usage.WindowEndUs-r.usage.WindowStartUs) / 1e6
+				if u.GetEndUs() > 0 {
+					secs = float64(u.GetEndUs()-u.GetStartUs()) / 1e6
 				}
+				run.usage = append(run.usage, usageSample{offsetUS: us - run.startedUS, position: r.usagePos, usage: u, seconds: secs})
+				break
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -146,22 +147,28 @@ func TestAddedMachinesAreUsed(t *testing.T) {
 
 func TestBadChangesAreRefused(t *testing.T) {
 	for _, s := range []string{"", "x", "0x4c4g", "-1x4c4g", "4x0c4g", "4x4c", "100001x1c1g", "4x4c4g99gpu", "4x1e9c4g"} {
-		if _, err := fauxmaster.ParseMachines(s); err == nil {
-			t.Errorf("--add %q accepted", s)
-		}
+		t.Run("add "+s, func(t *testing.T) {
+			if _, err := fauxmaster.ParseMachines(s); err == nil {
+				t.Errorf("--add %q accepted", s)
+			}
+		})
 	}
 	for _, s := range []string{"", "-1%", "101%", "NaN", "ten"} {
-		if _, err := fauxmaster.ParseRemove(s); err == nil {
-			t.Errorf("--remove %q accepted", s)
-		}
+		t.Run("remove "+s, func(t *testing.T) {
+			if _, err := fauxmaster.ParseRemove(s); err == nil {
+				t.Errorf("--remove %q accepted", s)
+			}
+		})
 	}
 	log := recordCell(t, 2)
 	ctx := context.Background()
 	head, _ := log.Head(ctx)
 	for _, w := range [][2]int64{{-1, head}, {10, 10}, {head, head + 1}, {20, 10}} {
-		if _, err := fauxmaster.Load(ctx, log, w[0], w[1]); err == nil {
-			t.Errorf("window (%d, %d] of a %d-event log accepted", w[0], w[1], head)
-		}
+		t.Run(fmt.Sprint("window ", w), func(t *testing.T) {
+			if _, err := fauxmaster.Load(ctx, log, w[0], w[1]); err == nil {
+				t.Errorf("window (%d, %d] of a %d-event log accepted", w[0], w[1], head)
+			}
+		})
 	}
 	rec, err := fauxmaster.Load(ctx, log, 0, head)
 	if err != nil {
@@ -214,13 +221,17 @@ func TestJobAndQuotaChanges(t *testing.T) {
 		t.Errorf("no submission refused for quota: %v", cut.RefusedWhy)
 	}
 	for _, bad := range []string{"alice:priority=1", "a/b:priority=12", "a/b:scale=0", "a/b:speed=2", "[/b:priority=1"} {
-		if _, err := fauxmaster.ParseJobChange(bad); err == nil {
-			t.Errorf("--job %q accepted", bad)
-		}
+		t.Run("job "+bad, func(t *testing.T) {
+			if _, err := fauxmaster.ParseJobChange(bad); err == nil {
+				t.Errorf("--job %q accepted", bad)
+			}
+		})
 	}
 	for _, bad := range []string{"alice=1,1Gi", "alice/production=1", "alice/production=-1,1Gi", "alice/production=1,lots"} {
-		if _, err := fauxmaster.ParseQuotaChange(bad); err == nil {
-			t.Errorf("--quota %q accepted", bad)
-		}
+		t.Run("quota "+bad, func(t *testing.T) {
+			if _, err := fauxmaster.ParseQuotaChange(bad); err == nil {
+				t.Errorf("--quota %q accepted", bad)
+			}
+		})
 	}
 }

@@ -211,7 +211,32 @@ func (s *Sim) run() error {
 // machines and tasks the state holds, and queues the recorded requests and
 // passes.
 func (s *Sim) setUp() error {
-	admin := commands.Meta{Actor: commands.Actor{User: "fauxmaster", Admin: true}}
+	s.startAgents()
+	if err := s.applyChange(); err != nil {
+		return err
+	}
+	for i := range s.rec.inputs {
+		in := &s.rec.inputs[i]
+		if in.machine != "" && s.removed[in.machine] {
+			continue
+		}
+		s.at(in.atUS, 2*in.position, func() { s.replay(in) })
+	}
+	if len(s.rec.passes) > 0 {
+		s.queueRead()
+	}
+	for _, st := range s.rec.steps {
+		s.at(st.atUS, 2*st.position-1, func() {
+			s.do(commands.RollingUpdateStep{Meta: s.core.Meta()})
+		})
+	}
+	s.changed()
+	return nil
+}
+
+// startAgents starts an agent per machine the state holds, with the runs
+// it holds live or stopping.
+func (s *Sim) startAgents() {
 	for _, name := range slices.Sorted(maps.Keys(s.st.Machines)) {
 		s.agents[name] = &simAgent{name: name, tasks: map[projections.TaskKey]*agentRun{}}
 	}
@@ -249,6 +274,11 @@ func (s *Sim) setUp() error {
 			}
 		}
 	}
+}
+
+// applyChange removes and adds the change's machines and sets its quotas.
+func (s *Sim) applyChange() error {
+	admin := commands.Meta{Actor: commands.Actor{User: "fauxmaster", Admin: true}}
 	for _, name := range slices.Sorted(maps.Keys(s.st.Machines)) {
 		if s.removed[name] {
 			if err := s.decide(commands.RemoveMachine{Meta: admin, Machine: name, Reason: "removed by the simulation's change"}); err != nil {
@@ -274,22 +304,6 @@ func (s *Sim) setUp() error {
 			}
 		}
 	}
-	for i := range s.rec.inputs {
-		in := &s.rec.inputs[i]
-		if in.machine != "" && s.removed[in.machine] {
-			continue
-		}
-		s.at(in.atUS, 2*in.position, func() { s.replay(in) })
-	}
-	if len(s.rec.passes) > 0 {
-		s.queueRead()
-	}
-	for _, st := range s.rec.steps {
-		s.at(st.atUS, 2*st.position-1, func() {
-			s.do(commands.RollingUpdateStep{Meta: s.core.Meta()})
-		})
-	}
-	s.changed()
 	return nil
 }
 

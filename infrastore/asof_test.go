@@ -17,19 +17,7 @@ import (
 // folded to that time holds; prices_at and allocs_at the sheet in force
 // and the allocs with their machines.
 func TestAsOfMacrosAreTheFold(t *testing.T) {
-	evs := cellHistory(11, 3000)
-	// Price sheets: one in force from when it is set, one set for later.
-	sheet := func(i int, effective time.Time, cpu string) {
-		e := events.New(events.BillingStream, evs[i].OccurredAt, &events.PriceSheetSet{Currency: "USD", EffectiveUs: effective.UnixMicro(),
-			Bands: map[string]*events.Prices{"batch": {Basis: "reservation", CpuCoreHour: cpu}, "production": {Basis: "limit", CpuCoreHour: cpu}}})
-		e.Actor = "root"
-		evs = slices.Insert(evs, i+1, e)
-	}
-	sheet(600, evs[600].OccurredAt, "0.03")
-	sheet(1500, evs[2500].OccurredAt, "0.05")
-	for i := range evs {
-		evs[i].Position = int64(i + 1)
-	}
+	evs := withPriceSheets(cellHistory(11, 3000))
 	s := openStore(t, Options{})
 	if _, err := s.CatchUp(context.Background(), newSQLiteLog(t, evs)); err != nil {
 		t.Fatal(err)
@@ -47,38 +35,10 @@ func TestAsOfMacrosAreTheFold(t *testing.T) {
 			next++
 		}
 		ts := "'" + at.UTC().Format("2006-01-02 15:04:05.999999") + "'"
-		var quotas []string
-		for ub, r := range st.Quotas {
-			quotas = append(quotas, fmt.Sprintf("%s,%s,%d,%d", ub.User, ub.Band, r.CPUMilli, r.MemoryBytes))
-		}
-		slices.Sort(quotas)
-		checkRows(t, s, `SELECT user, band, cpu_milli, memory_bytes FROM quotas_at(`+ts+`) ORDER BY ALL`, quotas...)
-		var tasks []string
-		for _, j := range st.Jobs {
-			for _, tk := range j.Tasks {
-				if tk == nil {
-					continue
-				}
-				switch tk.State {
-				case projections.TaskPending:
-					tasks = append(tasks, fmt.Sprintf("%s,%s,%d,pending,NULL", j.User, j.Name, tk.Index))
-				case projections.TaskScheduled, projections.TaskRunning:
-					tasks = append(tasks, fmt.Sprintf("%s,%s,%d,running,%s", j.User, j.Name, tk.Index, tk.Machine))
-				}
-			}
-		}
-		slices.Sort(tasks)
+		checkRows(t, s, `SELECT user, band, cpu_milli, memory_bytes FROM quotas_at(`+ts+`) ORDER BY ALL`, quotasAsOf(st)...)
+		tasks := liveTasksAsOf(st)
 		checkRows(t, s, `SELECT user, job, task_index, state, machine FROM tasks_at(`+ts+`) ORDER BY ALL`, tasks...)
-		var machines []string
-		for name, m := range st.Machines {
-			state := "up"
-			if m.State == projections.MachineDown {
-				state = "down"
-			}
-			machines = append(machines, name+","+state)
-		}
-		slices.Sort(machines)
-		checkRows(t, s, `SELECT machine, state FROM machines_at(`+ts+`) ORDER BY ALL`, machines...)
+		checkRows(t, s, `SELECT machine, state FROM machines_at(`+ts+`) ORDER BY ALL`, machinesAsOf(st)...)
 		if sheet, ok := st.SheetAt(at.UnixMicro()); ok {
 			var bands []string
 			for band, p := range sheet.Sheet.Bands {
@@ -90,17 +50,7 @@ func TestAsOfMacrosAreTheFold(t *testing.T) {
 		} else {
 			checkRows(t, s, `SELECT count(*) FROM prices_at(`+ts+`)`, "0")
 		}
-		var allocs []string
-		for _, set := range st.AllocSets {
-			for _, a := range set.Allocs {
-				m := a.Machine
-				if m == "" {
-					m = "NULL"
-				}
-				allocs = append(allocs, fmt.Sprintf("%s,%s,%d,%s", set.User, set.Name, a.Index, m))
-			}
-		}
-		slices.Sort(allocs)
+		allocs := allocsAsOf(st)
 		checkRows(t, s, `SELECT user, name, alloc_index, machine FROM allocs_at(`+ts+`) ORDER BY ALL`, allocs...)
 		allocsSeen += len(allocs)
 		checked += len(tasks)
@@ -108,6 +58,84 @@ func TestAsOfMacrosAreTheFold(t *testing.T) {
 	if checked < 50 || sheets == 0 || allocsSeen == 0 {
 		t.Fatalf("%d live tasks, %d price sheets and %d allocs compared: not a test", checked, sheets, allocsSeen)
 	}
+}
+
+// withPriceSheets adds two price sheets to evs: one in force from when it
+// is set, one set for later.
+func withPriceSheets(evs []events.Event) []events.Event {
+	sheet := func(i int, effective time.Time, cpu string) {
+		e := events.New(events.BillingStream, evs[i].OccurredAt, &events.PriceSheetSet{Currency: "USD", EffectiveUs: effective.UnixMicro(),
+			Bands: map[string]*events.Prices{"batch": {Basis: "reservation", CpuCoreHour: cpu}, "production": {Basis: "limit", CpuCoreHour: cpu}}})
+		e.Actor = "root"
+		evs = slices.Insert(evs, i+1, e)
+	}
+	sheet(600, evs[600].OccurredAt, "0.03")
+	sheet(1500, evs[2500].OccurredAt, "0.05")
+	for i := range evs {
+		evs[i].Position = int64(i + 1)
+	}
+	return evs
+}
+
+// quotasAsOf are st's quotas as quotas_at's rows, sorted.
+func quotasAsOf(st *projections.State) []string {
+	var quotas []string
+	for ub, r := range st.Quotas {
+		quotas = append(quotas, fmt.Sprintf("%s,%s,%d,%d", ub.User, ub.Band, r.CPUMilli, r.MemoryBytes))
+	}
+	slices.Sort(quotas)
+	return quotas
+}
+
+// liveTasksAsOf are st's pending and placed tasks as tasks_at's rows,
+// sorted.
+func liveTasksAsOf(st *projections.State) []string {
+	var tasks []string
+	for _, j := range st.Jobs {
+		for _, tk := range j.Tasks {
+			if tk == nil {
+				continue
+			}
+			switch tk.State {
+			case projections.TaskPending:
+				tasks = append(tasks, fmt.Sprintf("%s,%s,%d,pending,NULL", j.User, j.Name, tk.Index))
+			case projections.TaskScheduled, projections.TaskRunning:
+				tasks = append(tasks, fmt.Sprintf("%s,%s,%d,running,%s", j.User, j.Name, tk.Index, tk.Machine))
+			}
+		}
+	}
+	slices.Sort(tasks)
+	return tasks
+}
+
+// machinesAsOf are st's machines as machines_at's rows, sorted.
+func machinesAsOf(st *projections.State) []string {
+	var machines []string
+	for name, m := range st.Machines {
+		state := "up"
+		if m.State == projections.MachineDown {
+			state = "down"
+		}
+		machines = append(machines, name+","+state)
+	}
+	slices.Sort(machines)
+	return machines
+}
+
+// allocsAsOf are st's allocs as allocs_at's rows, sorted.
+func allocsAsOf(st *projections.State) []string {
+	var allocs []string
+	for _, set := range st.AllocSets {
+		for _, a := range set.Allocs {
+			m := a.Machine
+			if m == "" {
+				m = "NULL"
+			}
+			allocs = append(allocs, fmt.Sprintf("%s,%s,%d,%s", set.User, set.Name, a.Index, m))
+		}
+	}
+	slices.Sort(allocs)
+	return allocs
 }
 
 func TestStateDiffAndQuotasInSQL(t *testing.T) {

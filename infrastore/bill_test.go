@@ -54,58 +54,16 @@ func TestBillReconcilesWithTaskUsage(t *testing.T) {
 	}
 
 	for _, groupBy := range []string{"user", "job", "label:team", "label:nope"} {
-		b, err := s.Bill(ctx, BillRequest{From: from, To: to, GroupBy: groupBy, Rates: DefaultRates()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(b.Lines) == 0 {
-			t.Fatalf("%s: empty bill", groupBy)
-		}
-		sums := make([]Decimal, len(cols))
-		for i := range sums {
-			sums[i] = newDecimal(0, QuantityScale)
-		}
-		charge := newDecimal(0, ChargeScale)
-		byUser := map[string]*big.Int{}
-		var windows int64
-		for _, l := range b.Lines {
-			for i, q := range l.quantities() {
-				sums[i] = sums[i].Add(q)
+		t.Run(groupBy, func(t *testing.T) {
+			b, err := s.Bill(ctx, BillRequest{From: from, To: to, GroupBy: groupBy, Rates: DefaultRates()})
+			if err != nil {
+				t.Fatal(err)
 			}
-			charge = charge.Add(l.Charge)
-			windows += l.Windows
-			if groupBy == "user" {
-				byUser[l.Group] = new(big.Int).Add(orZero(byUser[l.Group]), l.CPUCoreHoursUsage.Unscaled)
+			if len(b.Lines) == 0 {
+				t.Fatalf("%s: empty bill", groupBy)
 			}
-			// Each line's charge, recomputed from the rates by hand.
-			br := b.Rates.Bands[l.Band]
-			q := map[string][2]Decimal{
-				BasisLimit:       {l.CPUCoreHoursLimit, l.MemoryGiBHoursLimit},
-				BasisReservation: {l.CPUCoreHoursReservation, l.MemoryGiBHoursReservation},
-				BasisUsage:       {l.CPUCoreHoursUsage, l.MemoryGiBHoursUsage},
-			}[br.Basis]
-			exact := new(big.Rat).Add(new(big.Rat).Add(ratOf(q[0], br.CPUCoreHour), ratOf(q[1], br.MemoryGiBHour)), ratOf(l.DiskGiBHours, br.DiskGiBHour))
-			if got := new(big.Rat).SetFrac(l.Charge.Unscaled, pow10(ChargeScale)); new(big.Rat).Abs(new(big.Rat).Sub(got, exact)).Cmp(big.NewRat(1, 2_000_000)) > 0 {
-				t.Errorf("%s %s: charge %s, the rates give %s", l.Group, l.Band, l.Charge, exact.FloatString(9))
-			}
-		}
-		for i, col := range cols {
-			want := sumUsage(t, s, col, from, to)
-			if sums[i].Cmp(want) != 0 || b.Total.quantities()[i].Cmp(want) != 0 {
-				t.Errorf("%s: %s: lines sum to %s, total %s, task_usage sums to %s", groupBy, col, sums[i], b.Total.quantities()[i], want)
-			}
-		}
-		if charge.Cmp(b.Total.Charge) != 0 || charge.IsZero() {
-			t.Errorf("%s: lines charge %s, total %s", groupBy, charge, b.Total.Charge)
-		}
-		if n := queryInt(t, s, `SELECT count(*) FROM task_usage WHERE start_time >= ? AND start_time < ?`, from.UnixMicro(), to.UnixMicro()); windows != n || b.Total.Windows != n {
-			t.Errorf("%s: %d windows in the lines, %d in the total, %d rows in task_usage", groupBy, windows, b.Total.Windows, n)
-		}
-		for u, want := range wantCPU {
-			if got := byUser[u]; groupBy == "user" && (got == nil || got.Int64() != want) {
-				t.Errorf("user %s: %v nano-core-hours of usage billed, the events hold %d", u, got, want)
-			}
-		}
+			checkBillSums(t, s, b, groupBy, cols, from, to, wantCPU)
+		})
 	}
 
 	// Consecutive periods add up to the whole: no window twice, none missed.
@@ -117,6 +75,61 @@ func TestBillReconcilesWithTaskUsage(t *testing.T) {
 		if got := a.Total.quantities()[i].Add(c.Total.quantities()[i]); got.Cmp(whole.Total.quantities()[i]) != 0 {
 			t.Errorf("%s: halves sum to %s, whole period %s", cols[i], got, whole.Total.quantities()[i])
 		}
+	}
+}
+
+// checkBillSums checks that b's lines, grouped by groupBy, add up to its
+// total and to task_usage's columns cols over [from, to), each charged
+// by the rates, and, by user, to the CPU usage the events hold (wantCPU).
+func checkBillSums(t *testing.T, s *Infrastore, b *Bill, groupBy string, cols []string, from, to time.Time, wantCPU map[string]int64) {
+	sums := make([]Decimal, len(cols))
+	for i := range sums {
+		sums[i] = newDecimal(0, QuantityScale)
+	}
+	charge := newDecimal(0, ChargeScale)
+	byUser := map[string]*big.Int{}
+	var windows int64
+	for _, l := range b.Lines {
+		for i, q := range l.quantities() {
+			sums[i] = sums[i].Add(q)
+		}
+		charge = charge.Add(l.Charge)
+		windows += l.Windows
+		if groupBy == "user" {
+			byUser[l.Group] = new(big.Int).Add(orZero(byUser[l.Group]), l.CPUCoreHoursUsage.Unscaled)
+		}
+		checkLineCharge(t, b.Rates, l)
+	}
+	for i, col := range cols {
+		want := sumUsage(t, s, col, from, to)
+		if sums[i].Cmp(want) != 0 || b.Total.quantities()[i].Cmp(want) != 0 {
+			t.Errorf("%s: %s: lines sum to %s, total %s, task_usage sums to %s", groupBy, col, sums[i], b.Total.quantities()[i], want)
+		}
+	}
+	if charge.Cmp(b.Total.Charge) != 0 || charge.IsZero() {
+		t.Errorf("%s: lines charge %s, total %s", groupBy, charge, b.Total.Charge)
+	}
+	if n := queryInt(t, s, `SELECT count(*) FROM task_usage WHERE start_time >= ? AND start_time < ?`, from.UnixMicro(), to.UnixMicro()); windows != n || b.Total.Windows != n {
+		t.Errorf("%s: %d windows in the lines, %d in the total, %d rows in task_usage", groupBy, windows, b.Total.Windows, n)
+	}
+	for u, want := range wantCPU {
+		if got := byUser[u]; groupBy == "user" && (got == nil || got.Int64() != want) {
+			t.Errorf("user %s: %v nano-core-hours of usage billed, the events hold %d", u, got, want)
+		}
+	}
+}
+
+// checkLineCharge recomputes a line's charge from the rates by hand.
+func checkLineCharge(t *testing.T, rates *Rates, l BillLine) {
+	br := rates.Bands[l.Band]
+	q := map[string][2]Decimal{
+		BasisLimit:       {l.CPUCoreHoursLimit, l.MemoryGiBHoursLimit},
+		BasisReservation: {l.CPUCoreHoursReservation, l.MemoryGiBHoursReservation},
+		BasisUsage:       {l.CPUCoreHoursUsage, l.MemoryGiBHoursUsage},
+	}[br.Basis]
+	exact := new(big.Rat).Add(new(big.Rat).Add(ratOf(q[0], br.CPUCoreHour), ratOf(q[1], br.MemoryGiBHour)), ratOf(l.DiskGiBHours, br.DiskGiBHour))
+	if got := new(big.Rat).SetFrac(l.Charge.Unscaled, pow10(ChargeScale)); new(big.Rat).Abs(new(big.Rat).Sub(got, exact)).Cmp(big.NewRat(1, 2_000_000)) > 0 {
+		t.Errorf("%s %s: charge %s, the rates give %s", l.Group, l.Band, l.Charge, exact.FloatString(9))
 	}
 }
 
@@ -303,8 +316,10 @@ bands:
 		{strings.Replace(yaml, "currency", "curency", 1), `unknown field "curency"`},
 		{"bands: [", "not JSON or YAML"},
 	} {
-		if _, err := ParseRates([]byte(c.in)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v, want ErrInvalid with %q", err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			if _, err := ParseRates([]byte(c.in)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%v, want ErrInvalid with %q", err, c.want)
+			}
+		})
 	}
 }

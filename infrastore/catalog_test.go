@@ -119,18 +119,20 @@ func TestDescribeOneTable(t *testing.T) {
 	}
 	before := queryInt(t, s, `SELECT count(*) FROM duckdb_tables() WHERE NOT temporary`)
 	for _, bad := range []string{"nope", "events; DROP TABLE events", `"events"`, "task_events'--", "tasks_at(", "read_csv", "duckdb_tables", "temp.staged_jobs", strings.Repeat("x", 300)} {
-		_, err := s.Describe(ctx, bad)
-		if !errors.Is(err, ErrInvalid) {
-			t.Errorf("Describe(%q): %v, want ErrInvalid", bad, err)
-			continue
-		}
-		msg := err.Error()
-		if !strings.Contains(msg, "table:") {
-			t.Errorf("Describe(%q): %q does not name the field", bad, msg)
-		}
-		if len(bad) <= maxTableName && (!strings.Contains(msg, fmt.Sprintf("%q", bad)) || !strings.Contains(msg, "events, job_specs") || !strings.Contains(msg, "tasks_at")) {
-			t.Errorf("Describe(%q): %q does not name it and list what exists", bad, msg)
-		}
+		t.Run(bad, func(t *testing.T) {
+			_, err := s.Describe(ctx, bad)
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("Describe(%q): %v, want ErrInvalid", bad, err)
+				return
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "table:") {
+				t.Errorf("Describe(%q): %q does not name the field", bad, msg)
+			}
+			if len(bad) <= maxTableName && (!strings.Contains(msg, fmt.Sprintf("%q", bad)) || !strings.Contains(msg, "events, job_specs") || !strings.Contains(msg, "tasks_at")) {
+				t.Errorf("Describe(%q): %q does not name it and list what exists", bad, msg)
+			}
+		})
 	}
 	if after := queryInt(t, s, `SELECT count(*) FROM duckdb_tables() WHERE NOT temporary`); after != before {
 		t.Errorf("refused names changed the tables: %d, then %d", before, after)

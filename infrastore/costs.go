@@ -105,12 +105,16 @@ func (s *Infrastore) Costs(ctx context.Context, req CostsRequest) (*Costs, error
 	if focus.Cell, err = s.billingCell(ctx, focus.Cell); err != nil {
 		return nil, err
 	}
-	err = s.inReadOnly(ctx, func(conn *sql.Conn) error {
-		in, err := readFocusInputs(ctx, conn, &focus)
-		if err != nil {
-			return err
-		}
-		rows, err := conn.QueryContext(ctx, focusRows(&focus, &in, whole(&focus), false)+fmt.Sprintf(`,
+	err = s.inReadOnly(ctx, func(conn *sql.Conn) error { return readCosts(ctx, conn, &focus, &req, out) })
+	if err != nil {
+		return nil, fmt.Errorf("infrastore: costs: %w", err)
+	}
+	return out, nil
+}
+
+// costsSQL sums the FOCUS rows' costs per series and bucket: the period's
+// start, the bucket's length and the JSON path of the team label.
+const costsSQL = `,
 costed AS (
 	SELECT (hour - %[1]d) // %[2]d AS bucket, user, job, band, json_extract_string(tags, %[3]s) AS team,
 		resource_type = 'Idle capacity' AS idle, charge_class IS NOT NULL AS correction, currency,
@@ -123,77 +127,85 @@ UNION ALL SELECT 'band', bucket, band, NULL, sum(cost)::VARCHAR FROM costed WHER
 UNION ALL SELECT 'idle', bucket, '', NULL, sum(cost)::VARCHAR FROM costed WHERE idle GROUP BY bucket
 UNION ALL SELECT 'correction', 0, '', NULL, sum(cost)::VARCHAR FROM costed WHERE correction HAVING count(*) > 0
 UNION ALL SELECT 'job', 0, user, job || '|' || coalesce(any_value(team), ''), sum(cost)::VARCHAR FROM costed WHERE NOT idle GROUP BY user, job
-UNION ALL SELECT 'currency', 0, min(currency), NULL, NULL FROM costed`,
-			req.From.UnixMicro(), step.Microseconds(), sqlString(`$."`+req.Label+`"`)))
+UNION ALL SELECT 'currency', 0, min(currency), NULL, NULL FROM costed`
+
+// readCosts fills in out from the FOCUS rows of focus.
+func readCosts(ctx context.Context, conn *sql.Conn, focus *FocusRequest, req *CostsRequest, out *Costs) error {
+	in, err := readFocusInputs(ctx, conn, focus)
+	if err != nil {
+		return err
+	}
+	rows, err := conn.QueryContext(ctx, focusRows(focus, &in, whole(focus), false)+fmt.Sprintf(costsSQL,
+		req.From.UnixMicro(), out.Step.Microseconds(), sqlString(`$."`+req.Label+`"`)))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	series := map[string]map[string]*CostSeries{"user": {}, "team": {}, "band": {}}
+	out.Idle = CostSeries{Name: "idle", Costs: make([]float64, len(out.Buckets))}
+	for rows.Next() {
+		var kind string
+		var bucket int
+		var name, extra, total sql.NullString
+		if err := rows.Scan(&kind, &bucket, &name, &extra, &total); err != nil {
+			return err
+		}
+		var cost Decimal
+		if total.Valid {
+			if cost, err = ParseDecimal(total.String, 18); err != nil {
+				return err
+			}
+		}
+		out.add(series, req, kind, bucket, name.String, extra.String, cost)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if out.Currency == "" {
+		// Nothing charged: the currency of the sheet in force at the start.
+		err := conn.QueryRowContext(ctx, `SELECT coalesce((SELECT currency FROM price_sheets WHERE effective_time <= ?
+			ORDER BY effective_time DESC, position DESC LIMIT 1), 'USD')`, req.From.UnixMicro()).Scan(&out.Currency)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		series := map[string]map[string]*CostSeries{"user": {}, "team": {}, "band": {}}
-		out.Idle = CostSeries{Name: "idle", Costs: make([]float64, len(out.Buckets))}
-		for rows.Next() {
-			var kind string
-			var bucket int
-			var name, extra, total sql.NullString
-			if err := rows.Scan(&kind, &bucket, &name, &extra, &total); err != nil {
-				return err
-			}
-			var cost Decimal
-			if total.Valid {
-				if cost, err = ParseDecimal(total.String, 18); err != nil {
-					return err
-				}
-			}
-			switch kind {
-			case "currency":
-				out.Currency = name.String
-				continue
-			case "correction":
-				out.Corrections = out.Corrections.Add(cost)
-			case "job":
-				job, team, _ := cutLast(extra.String, "|")
-				out.TopJobs = append(out.TopJobs, JobCost{User: name.String, Job: job, Team: team, Total: cost})
-				if len(out.TopJobs) > 4*req.Top {
-					out.TopJobs = topJobs(out.TopJobs, req.Top)
-				}
-				continue
-			case "idle":
-				addTo(&out.Idle, bucket, cost)
-				if req.User != "" {
-					continue // the cell's, not the user's to pay
-				}
-			default:
-				cs := series[kind][name.String]
-				if cs == nil {
-					cs = &CostSeries{Name: name.String, Costs: make([]float64, len(out.Buckets))}
-					series[kind][name.String] = cs
-				}
-				addTo(cs, bucket, cost)
-				if kind != "user" {
-					continue // the users' series already count it
-				}
-			}
-			out.Total = out.Total.Add(cost)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if out.Currency == "" {
-			// Nothing charged: the currency of the sheet in force at the start.
-			err := conn.QueryRowContext(ctx, `SELECT coalesce((SELECT currency FROM price_sheets WHERE effective_time <= ?
-				ORDER BY effective_time DESC, position DESC LIMIT 1), 'USD')`, req.From.UnixMicro()).Scan(&out.Currency)
-			if err != nil {
-				return err
-			}
-		}
-		out.Users, out.Teams, out.Bands = bySize(series["user"], len(out.Buckets)), bySize(series["team"], len(out.Buckets)), bySize(series["band"], len(out.Buckets))
-		out.TopJobs = topJobs(out.TopJobs, req.Top)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("infrastore: costs: %w", err)
 	}
-	return out, nil
+	out.Users, out.Teams, out.Bands = bySize(series["user"], len(out.Buckets)), bySize(series["team"], len(out.Buckets)), bySize(series["band"], len(out.Buckets))
+	out.TopJobs = topJobs(out.TopJobs, req.Top)
+	return nil
+}
+
+// add counts one row of costsSQL into out and its series.
+func (out *Costs) add(series map[string]map[string]*CostSeries, req *CostsRequest, kind string, bucket int, name, extra string, cost Decimal) {
+	switch kind {
+	case "currency":
+		out.Currency = name
+		return
+	case "correction":
+		out.Corrections = out.Corrections.Add(cost)
+	case "job":
+		job, team, _ := cutLast(extra, "|")
+		out.TopJobs = append(out.TopJobs, JobCost{User: name, Job: job, Team: team, Total: cost})
+		if len(out.TopJobs) > 4*req.Top {
+			out.TopJobs = topJobs(out.TopJobs, req.Top)
+		}
+		return
+	case "idle":
+		addTo(&out.Idle, bucket, cost)
+		if req.User != "" {
+			return // the cell's, not the user's to pay
+		}
+	default:
+		cs := series[kind][name]
+		if cs == nil {
+			cs = &CostSeries{Name: name, Costs: make([]float64, len(out.Buckets))}
+			series[kind][name] = cs
+		}
+		addTo(cs, bucket, cost)
+		if kind != "user" {
+			return // the users' series already count it
+		}
+	}
+	out.Total = out.Total.Add(cost)
 }
 
 func addTo(cs *CostSeries, bucket int, cost Decimal) {

@@ -141,6 +141,8 @@ func TestIngesterChild(t *testing.T) {
 	defer s.Close()
 	s.hook = func(point string) {
 		if strings.HasPrefix(point, "append:") {
+			// The pause is the subject: it holds each batch open long
+			// enough that the parent's SIGKILL lands inside one.
 			time.Sleep(time.Millisecond)
 		}
 	}

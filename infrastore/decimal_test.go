@@ -22,9 +22,11 @@ func TestDecimal(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{"", "1.2.3", "1e5", "0x10", "1.0000000001", "-", "."} {
-		if _, err := ParseDecimal(bad, 9); err == nil {
-			t.Errorf("ParseDecimal(%q) accepted", bad)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if _, err := ParseDecimal(bad, 9); err == nil {
+				t.Errorf("ParseDecimal(%q) accepted", bad)
+			}
+		})
 	}
 	for _, c := range []struct {
 		in   string

@@ -296,11 +296,61 @@ func focusRows(r *FocusRequest, in *focusInputs, sl focusSlice, perWindow bool) 
 	if key, ok := strings.CutPrefix(r.AccountBy, "label:"); ok {
 		account, accountType = "st.labels["+sqlString(key)+"]", sqlString("Label "+key)
 	}
-	late := ""
-	if in.minClosedAt.Valid && sl.lateTo > sl.lateFrom {
-		// A window of a closed month recorded after the close is billed in
-		// the first month from its arrival that was not closed before it.
-		late = fmt.Sprintf(`
+	// The regular windows: with the rollup, those it does not hold (the
+	// tail recorded since the last roll, and every window of an hour a
+	// sheet takes effect within); without it, all.
+	regular := fmt.Sprintf(`
+	SELECT %[1]s, %[2]s AS sheet_position, NULL::BIGINT AS late_period, NULL::VARCHAR AS charge_class
+	FROM task_usage u
+	WHERE u.source = 'log' AND u.start_time >= %[3]d AND u.start_time < %[4]d%[5]s`,
+		windowColumns, in.sheetCase("u.start_time"), from, to, in.notLate("u.start_time", "u.position"))
+	partials := ""
+	if r.Granularity == "job" && !perWindow {
+		regular, partials = in.unrolled(regular, from, to)
+	}
+	g := fmt.Sprintf(groupedWindowsSQL, hourUS, taskKey, partials)
+	if perWindow {
+		g = fmt.Sprintf(perWindowSQL, hourUS)
+	}
+	idle, unformatted := "", "SELECT * FROM priced"
+	if r.User != "" {
+		unformatted += " WHERE user = " + sqlString(r.User)
+	}
+	if r.Idle != IdleNone && to > from {
+		idle = idleRows(r, from, min(to, in.horizon))
+		unformatted += " UNION ALL BY NAME SELECT * FROM idle"
+	}
+	return fmt.Sprintf(focusRowsSQL, regular, in.lateWindows(sl), g,
+		resource, resourceType, account, accountType, idle, unformatted, isoTime, hourUS, in.views)
+}
+
+// lateWindows is the SQL of the corrections sl holds: a window of a closed
+// month recorded after the close is billed in the first month from its
+// arrival that was not closed before it. "" when there are none.
+func (in *focusInputs) lateWindows(sl focusSlice) string {
+	if !in.minClosedAt.Valid || sl.lateTo <= sl.lateFrom {
+		return ""
+	}
+	return fmt.Sprintf(lateWindowsSQL, windowColumns, in.minClosedAt.Int64, sl.lateTo, sl.lateFrom)
+}
+
+// unrolled narrows a per-job export's regular windows, the SQL regular
+// over [from, to), to those the hourly rollup does not hold, and returns
+// them with the rollup's partials for the rest.
+func (in *focusInputs) unrolled(regular string, from, to int64) (windows, partials string) {
+	split := in.splitHours(from, to)
+	windows = regular + fmt.Sprintf(" AND u.position > %d", in.rolled) + outside("u.start_time", split)
+	for _, h := range split {
+		windows += "\n\tUNION ALL" + strings.Replace(regular, fmt.Sprintf("u.start_time >= %d AND u.start_time < %d", from, to),
+			fmt.Sprintf("u.start_time >= %d AND u.start_time < %d", h, h+hourUS), 1)
+	}
+	partials = fmt.Sprintf(partialsSQL, in.sheetCase("p.hour"), from, to, in.notLate("p.hour", "p.pfirst"), outside("p.hour", split))
+	return windows, partials
+}
+
+// lateWindowsSQL: the window columns, the earliest closing, the slice's
+// late months' end and start.
+const lateWindowsSQL = `
 	UNION ALL
 	SELECT * FROM (SELECT * EXCLUDE (lower), (
 		SELECT min(x.cand) FROM (SELECT l.lower AS cand UNION ALL SELECT c.period_end FROM closed c WHERE c.period_end > l.lower) x
@@ -315,34 +365,21 @@ func focusRows(r *FocusRequest, in *focusInputs, sl focusSlice, perWindow bool) 
 		LEFT JOIN price_sheets s ON u.start_time >= s.effective_time AND u.start_time < s.valid_to
 		WHERE u.source = 'log' AND u.position > %[2]d AND u.start_time < %[3]d
 	) l)
-	WHERE late_period >= %[4]d AND late_period < %[3]d`, windowColumns, in.minClosedAt.Int64, sl.lateTo, sl.lateFrom)
-	}
-	// The regular windows: with the rollup, those it does not hold (the
-	// tail recorded since the last roll, and every window of an hour a
-	// sheet takes effect within); without it, all.
-	regular := fmt.Sprintf(`
-	SELECT %[1]s, %[2]s AS sheet_position, NULL::BIGINT AS late_period, NULL::VARCHAR AS charge_class
-	FROM task_usage u
-	WHERE u.source = 'log' AND u.start_time >= %[3]d AND u.start_time < %[4]d%[5]s`,
-		windowColumns, in.sheetCase("u.start_time"), from, to, in.notLate("u.start_time", "u.position"))
-	partials := ""
-	if r.Granularity == "job" && !perWindow {
-		split := in.splitHours(from, to)
-		windows := regular + fmt.Sprintf(" AND u.position > %d", in.rolled) + outside("u.start_time", split)
-		for _, h := range split {
-			windows += "\n\tUNION ALL" + strings.Replace(regular, fmt.Sprintf("u.start_time >= %d AND u.start_time < %d", from, to),
-				fmt.Sprintf("u.start_time >= %d AND u.start_time < %d", h, h+hourUS), 1)
-		}
-		regular = windows
-		partials = fmt.Sprintf(`
+	WHERE late_period >= %[4]d AND late_period < %[3]d`
+
+// partialsSQL: the sheet's CASE on p.hour, the hours, and the filters of
+// late and split hours.
+const partialsSQL = `
 		UNION ALL
 		SELECT NULL::BIGINT, NULL::VARCHAR, p.hour, p.user, p.job, p.spec_position, p.band, p.priority, %[1]s,
 			p.cpu_limit, p.cpu_reservation, p.cpu_usage, p.memory_limit, p.memory_reservation, p.memory_usage, p.disk_usage, p.gpu_limit,
 			p.pfirst, p.plast, p.windows
 		FROM usage_hours p
-		WHERE p.hour >= %[2]d AND p.hour < %[3]d%[4]s%[5]s`, in.sheetCase("p.hour"), from, to, in.notLate("p.hour", "p.pfirst"), outside("p.hour", split))
-	}
-	g := fmt.Sprintf(`
+		WHERE p.hour >= %[2]d AND p.hour < %[3]d%[4]s%[5]s`
+
+// groupedWindowsSQL sums the windows (and partials) per hour and
+// resource: the hour's length, the task key column and the partials.
+const groupedWindowsSQL = `
 	SELECT late_period, charge_class, hour, user, job, %[2]sspec_position, band, priority, sheet_position,
 		sum(cpu_limit) AS cpu_limit, sum(cpu_reservation) AS cpu_reservation, sum(cpu_usage) AS cpu_usage,
 		sum(memory_limit) AS memory_limit, sum(memory_reservation) AS memory_reservation,
@@ -356,25 +393,21 @@ func focusRows(r *FocusRequest, in *focusInputs, sl focusSlice, perWindow bool) 
 		FROM windows%[3]s
 	) AS w(late_period, charge_class, hour, user, job, %[2]sspec_position, band, priority, sheet_position,
 		cpu_limit, cpu_reservation, cpu_usage, memory_limit, memory_reservation, memory_usage, disk_usage, gpu_limit, pfirst, plast, windows)
-	GROUP BY ALL`, hourUS, taskKey, partials)
-	if perWindow {
-		g = fmt.Sprintf(`
+	GROUP BY ALL`
+
+// perWindowSQL keeps the windows themselves (--explain).
+const perWindowSQL = `
 	SELECT late_period, charge_class, start_time // %[1]d * %[1]d AS hour, user, job, task_index, spec_position, band, priority, sheet_position,
 		cpu_limit_core_hours AS cpu_limit, cpu_reservation_core_hours AS cpu_reservation, cpu_usage_core_hours AS cpu_usage,
 		memory_limit_gib_hours AS memory_limit, memory_reservation_gib_hours AS memory_reservation,
 		memory_usage_gib_hours AS memory_usage, disk_usage_gib_hours AS disk_usage, gpu_limit_hours AS gpu_limit,
 		position AS pfirst, position AS plast, 1 AS windows, position, start_time, end_time, machine, spec_version
-	FROM windows`, hourUS)
-	}
-	idle, unformatted := "", "SELECT * FROM priced"
-	if r.User != "" {
-		unformatted += " WHERE user = " + sqlString(r.User)
-	}
-	if r.Idle != IdleNone && to > from {
-		idle = idleRows(r, from, min(to, in.horizon))
-		unformatted += " UNION ALL BY NAME SELECT * FROM idle"
-	}
-	return fmt.Sprintf(`
+	FROM windows`
+
+// focusRowsSQL is focusRows' SQL: windows, late windows, grouped rows;
+// the resource and account expressions; idle rows and the unformatted
+// union; the time format, the hour's length and the pricing views.
+const focusRowsSQL = `
 WITH %[12]s,
 closed AS (SELECT period_start, period_end, closed_at FROM billing_periods_closed),
 windows AS (%[1]s%[2]s
@@ -422,9 +455,7 @@ rows AS (
 	LEFT JOIN month_texts cp ON cp.m = u.corrects
 	LEFT JOIN price_sheets ps ON ps.position = u.sheet_position
 	LEFT JOIN closed bc ON bc.period_start = u.billing_period
-)`, regular, late, g,
-		resource, resourceType, account, accountType, idle, unformatted, isoTime, hourUS, in.views)
-}
+)`
 
 // idleRows extends focusRows with the idle capacity of the hours
 // [from, horizon): what the machines not removed could hold, priced by the
@@ -437,47 +468,17 @@ rows AS (
 // proportion to what they were charged (largest remainder, in units of
 // 1e-9, so the shares add up to the idle quantity exactly).
 func idleRows(r *FocusRequest, from, horizon int64) string {
-	cell := sqlString(r.Cell)
-	share := ""
+	share := idleSeparateSQL
 	if r.Idle == IdleShare {
-		share = `,
-weights AS (
-	SELECT hour, account, any_value(account_type) AS account_type,
-		round(sum(coalesce(cpu_q * cpu_p, 0) + coalesce(memory_q * memory_p, 0) + coalesce(disk_q * disk_p, 0)
-			+ coalesce(gpu_q * gpu_p, 0)) * 1000000000000)::HUGEINT AS w12
-	FROM priced WHERE charge_class IS NULL AND account IS NOT NULL GROUP BY hour, account
-	HAVING w12 > 0
-),
-shares AS (
-	SELECT i.hour, i.meter, w.account, w.account_type, i.units, i.price, i.sheet_position, w.w12,
-		sum(w.w12) OVER (PARTITION BY i.hour, i.meter, i.sheet_position) AS total12
-	FROM idle_units i JOIN weights w ON w.hour = i.hour
-),
-split AS (
-	SELECT *, (units * w12) // total12 AS base, (units * w12) % total12 AS rem FROM shares WHERE total12 > 0
-),
-ranked AS (
-	SELECT *, units - sum(base) OVER (PARTITION BY hour, meter, sheet_position) AS leftover,
-		row_number() OVER (PARTITION BY hour, meter, sheet_position ORDER BY rem DESC, account) AS rk
-	FROM split
-),
-idle_final AS (
-	SELECT hour, meter, account, account_type, price, sheet_position,
-		((base + CASE WHEN rk <= leftover THEN 1 ELSE 0 END)::DECIMAL(38,0) * 0.000000001::DECIMAL(10,9))::DECIMAL(38,9) AS q
-	FROM ranked
-	UNION ALL
-	SELECT hour, meter, NULL, NULL, price, sheet_position, (units::DECIMAL(38,0) * 0.000000001::DECIMAL(10,9))::DECIMAL(38,9)
-	FROM idle_units i WHERE NOT EXISTS (SELECT 1 FROM weights w WHERE w.hour = i.hour AND w.w12 > 0)
-)`
-	} else {
-		share = `,
-idle_final AS (
-	SELECT hour, meter, NULL::VARCHAR AS account, NULL::VARCHAR AS account_type, price, sheet_position,
-		(units::DECIMAL(38,0) * 0.000000001::DECIMAL(10,9))::DECIMAL(38,9) AS q
-	FROM idle_units
-)`
+		share = idleShareSQL
 	}
-	return fmt.Sprintf(`,
+	return fmt.Sprintf(idleRowsSQL, from, horizon, hourUS, milliCoreMicrosPerCoreHour/2, milliCoreMicrosPerCoreHour, byteMicrosPerGiBHour/2, byteMicrosPerGiBHour, share, sqlString(r.Cell))
+}
+
+// idleRowsSQL is idleRows' SQL: hours, from, horizon and the hour's
+// length; the rounding halves and units of cpu and memory; then how idle
+// quantities are split (idleShareSQL or idleSeparateSQL) and the cell.
+const idleRowsSQL = `,
 hours AS (SELECT unnest(range(%[1]d::BIGINT, %[2]d::BIGINT, %[3]d::BIGINT)) AS hour),
 mi AS (
 	SELECT machine, time AS t0, coalesce(lead(time) OVER (PARTITION BY machine ORDER BY position), %[2]d) AS t1,
@@ -538,5 +539,44 @@ idle AS (
 		any_value(price) FILTER (meter = 'disk') AS disk_p, any_value(price) FILTER (meter = 'gpu') AS gpu_p
 	FROM idle_final WHERE q > 0
 	GROUP BY hour, account, account_type, sheet_position
-)`, from, horizon, hourUS, milliCoreMicrosPerCoreHour/2, milliCoreMicrosPerCoreHour, byteMicrosPerGiBHour/2, byteMicrosPerGiBHour, share, cell)
-}
+)`
+
+// idleShareSQL splits each segment's idle quantity among the hour's
+// accounts by what they were charged, by largest remainder.
+const idleShareSQL = `,
+weights AS (
+	SELECT hour, account, any_value(account_type) AS account_type,
+		round(sum(coalesce(cpu_q * cpu_p, 0) + coalesce(memory_q * memory_p, 0) + coalesce(disk_q * disk_p, 0)
+			+ coalesce(gpu_q * gpu_p, 0)) * 1000000000000)::HUGEINT AS w12
+	FROM priced WHERE charge_class IS NULL AND account IS NOT NULL GROUP BY hour, account
+	HAVING w12 > 0
+),
+shares AS (
+	SELECT i.hour, i.meter, w.account, w.account_type, i.units, i.price, i.sheet_position, w.w12,
+		sum(w.w12) OVER (PARTITION BY i.hour, i.meter, i.sheet_position) AS total12
+	FROM idle_units i JOIN weights w ON w.hour = i.hour
+),
+split AS (
+	SELECT *, (units * w12) // total12 AS base, (units * w12) % total12 AS rem FROM shares WHERE total12 > 0
+),
+ranked AS (
+	SELECT *, units - sum(base) OVER (PARTITION BY hour, meter, sheet_position) AS leftover,
+		row_number() OVER (PARTITION BY hour, meter, sheet_position ORDER BY rem DESC, account) AS rk
+	FROM split
+),
+idle_final AS (
+	SELECT hour, meter, account, account_type, price, sheet_position,
+		((base + CASE WHEN rk <= leftover THEN 1 ELSE 0 END)::DECIMAL(38,0) * 0.000000001::DECIMAL(10,9))::DECIMAL(38,9) AS q
+	FROM ranked
+	UNION ALL
+	SELECT hour, meter, NULL, NULL, price, sheet_position, (units::DECIMAL(38,0) * 0.000000001::DECIMAL(10,9))::DECIMAL(38,9)
+	FROM idle_units i WHERE NOT EXISTS (SELECT 1 FROM weights w WHERE w.hour = i.hour AND w.w12 > 0)
+)`
+
+// idleSeparateSQL keeps each segment's idle quantity on a row of its own.
+const idleSeparateSQL = `,
+idle_final AS (
+	SELECT hour, meter, NULL::VARCHAR AS account, NULL::VARCHAR AS account_type, price, sheet_position,
+		(units::DECIMAL(38,0) * 0.000000001::DECIMAL(10,9))::DECIMAL(38,9) AS q
+	FROM idle_units
+)`

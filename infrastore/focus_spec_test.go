@@ -42,74 +42,43 @@ var focusShouldsNotMet = map[string]string{}
 func TestFocusRules(t *testing.T) {
 	m := loadFocusModel(t)
 	ctx := context.Background()
-	total := map[string]map[string]int{}
-	shouldFailed := map[string]bool{}
-	failed, failedIn := map[string]*ruleFailure{}, map[string]int{} // the first failure of each rule, and in how many exports
-	var failedIDs, dynamic []string
+	rt := &ruleTally{total: map[string]map[string]int{}, failed: map[string]*ruleFailure{}, failedIn: map[string]int{}}
 	dir := t.TempDir()
 	seeds := []uint64{17, 29}
 	if testing.Short() {
 		seeds = seeds[:1] // -short: one cell's 24 exports of the 48
 	}
+	exports := 0
 	for _, seed := range seeds {
 		h := billingHistorySeed(t, seed)
 		s := openStore(t, Options{})
 		if _, err := s.CatchUp(ctx, newSQLiteLog(t, h.evs)); err != nil {
 			t.Fatal(err)
 		}
-		for _, gran := range []string{"task", "job"} {
-			for _, idle := range []string{IdleSeparate, IdleShare, IdleNone} {
-				for _, account := range []string{"user", "label:team"} {
-					for _, format := range []string{FormatCSV, FormatParquet} {
-						req := FocusRequest{From: h.jan, To: h.mar, Cell: "cell-a", Granularity: gran, Idle: idle, AccountBy: account, Format: format}
-						name := fmt.Sprintf("seed %d, %s, idle %s, account %s, %s", seed, gran, idle, account, format)
-						data := exportFocus(t, s, req)
-						var d *focusDataset
-						if format == FormatCSV {
-							d = csvDataset(t, name, data)
-						} else {
-							d = parquetDataset(t, name, filepath.Join(dir, "focus.parquet"), data)
-						}
-						checkVariant(t, d, req)
-						e := evaluateFocus(t, m, d, focusClaims)
-						if dynamic == nil {
-							for id, o := range e.outcomes {
-								if o.status == "dynamic" {
-									dynamic = append(dynamic, id)
-								}
-							}
-						}
-						counts, failures := e.report()
-						for k, byStatus := range counts {
-							if total[k] == nil {
-								total[k] = map[string]int{}
-							}
-							for st, n := range byStatus {
-								total[k][st] += n
-							}
-						}
-						for _, f := range failures {
-							if failed[f.id] == nil {
-								failed[f.id] = &f
-								failedIDs = append(failedIDs, f.id)
-							}
-							failedIn[f.id]++
-						}
-					}
-				}
+		for _, req := range focusVariants(h) {
+			name := fmt.Sprintf("seed %d, %s, idle %s, account %s, %s", seed, req.Granularity, req.Idle, req.AccountBy, req.Format)
+			data := exportFocus(t, s, req)
+			var d *focusDataset
+			if req.Format == FormatCSV {
+				d = csvDataset(t, name, data)
+			} else {
+				d = parquetDataset(t, name, filepath.Join(dir, "focus.parquet"), data)
 			}
+			checkVariant(t, d, req)
+			rt.add(evaluateFocus(t, m, d, focusClaims))
+			exports++
 		}
 	}
-	exports := len(seeds) * 2 * 3 * 2 * 2
-	for _, id := range failedIDs {
-		f := failed[id]
+	shouldFailed := map[string]bool{}
+	for _, id := range rt.failedIDs {
+		f := rt.failed[id]
 		switch keywordStrength(m.ModelRules[id].ValidationCriteria.Keyword) {
 		case 3:
-			t.Errorf("fails in %d of %d exports: %s", failedIn[id], exports, f.text)
+			t.Errorf("fails in %d of %d exports: %s", rt.failedIn[id], exports, f.text)
 		case 2:
 			shouldFailed[id] = true
 			if _, known := focusShouldsNotMet[id]; !known {
-				t.Errorf("a SHOULD not listed as unmet, in %d of %d exports: %s", failedIn[id], exports, f.text)
+				t.Errorf("a SHOULD not listed as unmet, in %d of %d exports: %s", rt.failedIn[id], exports, f.text)
 			}
 		}
 	}
@@ -119,14 +88,65 @@ func TestFocusRules(t *testing.T) {
 		}
 	}
 	// What needs judgement is named, not passed.
-	slices.Sort(dynamic)
-	t.Logf("%d rules that apply are Dynamic, not checkable mechanically: %s", len(dynamic), strings.Join(dynamic, " "))
+	slices.Sort(rt.dynamic)
+	t.Logf("%d rules that apply are Dynamic, not checkable mechanically: %s", len(rt.dynamic), strings.Join(rt.dynamic, " "))
 	// The counts over every export, per keyword.
-	for _, k := range slices.Sorted(maps.Keys(total)) {
-		t.Logf("%-11s %v", k, total[k])
+	for _, k := range slices.Sorted(maps.Keys(rt.total)) {
+		t.Logf("%-11s %v", k, rt.total[k])
 	}
-	if total["MUST"]["passed"] == 0 {
+	if rt.total["MUST"]["passed"] == 0 {
 		t.Fatal("no MUST rule was checked")
+	}
+}
+
+// focusVariants are the exports of h's January and February TestFocusRules
+// checks: every granularity, idle mode, account and format.
+func focusVariants(h billingLog) []FocusRequest {
+	var out []FocusRequest
+	for _, gran := range []string{"task", "job"} {
+		for _, idle := range []string{IdleSeparate, IdleShare, IdleNone} {
+			for _, account := range []string{"user", "label:team"} {
+				for _, format := range []string{FormatCSV, FormatParquet} {
+					out = append(out, FocusRequest{From: h.jan, To: h.mar, Cell: "cell-a", Granularity: gran, Idle: idle, AccountBy: account, Format: format})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ruleTally adds up the rules' outcomes over several exports.
+type ruleTally struct {
+	total     map[string]map[string]int // by keyword and status
+	failed    map[string]*ruleFailure   // the first failure of each rule
+	failedIn  map[string]int            // in how many exports each rule failed
+	failedIDs []string                  // in the order they first failed
+	dynamic   []string                  // the rules that apply and are Dynamic (of the first export)
+}
+
+func (rt *ruleTally) add(e *focusEvaluation) {
+	if rt.dynamic == nil {
+		for id, o := range e.outcomes {
+			if o.status == "dynamic" {
+				rt.dynamic = append(rt.dynamic, id)
+			}
+		}
+	}
+	counts, failures := e.report()
+	for k, byStatus := range counts {
+		if rt.total[k] == nil {
+			rt.total[k] = map[string]int{}
+		}
+		for st, n := range byStatus {
+			rt.total[k][st] += n
+		}
+	}
+	for _, f := range failures {
+		if rt.failed[f.id] == nil {
+			rt.failed[f.id] = &f
+			rt.failedIDs = append(rt.failedIDs, f.id)
+		}
+		rt.failedIn[f.id]++
 	}
 }
 

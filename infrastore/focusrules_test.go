@@ -432,46 +432,15 @@ func isDateTimeType(typ string) bool {
 // set when the call selects rows (a Condition) rather than requires.
 //
 // inOR is set for the items of an OR.
+// check evaluates one call of a check function per row. asCondition is
+// set when the call selects rows (a Condition) rather than requires.
+//
+// inOR is set for the items of an OR.
 func (e *focusEvaluation) check(t testing.TB, r *focusRule, n *checkNode, scope []bool, asCondition, inOR bool) []bool {
-	d := e.d
-	out := make([]bool, d.rows)
-	each := func(f func(row int) bool) []bool {
-		for i := range out {
-			out[i] = f(i)
-		}
-		return out
-	}
-	all := func(v bool) []bool { return each(func(int) bool { return v }) }
-	col := n.ColumnName
-	column := d.cols[col]
-	// perValue holds on a row whose value is null or passes ok.
-	perValue := func(ok func(v string) bool) []bool {
-		return each(func(i int) bool {
-			v, present := d.value(col, i)
-			return !present || ok(v)
-		})
-	}
+	c := rowCheck{d: e.d, col: n.ColumnName, out: make([]bool, e.d.rows)}
 	switch n.CheckFunction {
 	case "AND", "OR":
-		if len(n.Items) == 0 {
-			t.Fatalf("%s: %s without items", r.id, n.CheckFunction)
-		}
-		and := n.CheckFunction == "AND"
-		all(and)
-		for _, it := range n.Items {
-			v := e.check(t, r, it, scope, asCondition, !and)
-			if v == nil { // a rule that does not decide
-				continue
-			}
-			for i := range out {
-				if and {
-					out[i] = out[i] && v[i]
-				} else {
-					out[i] = out[i] || v[i]
-				}
-			}
-		}
-		return out
+		return e.checkItems(t, r, n, scope, asCondition, c)
 	case "CheckModelRule":
 		if asCondition {
 			t.Fatalf("%s: CheckModelRule in a condition", r.id)
@@ -482,51 +451,125 @@ func (e *focusEvaluation) check(t testing.TB, r *focusRule, n *checkNode, scope 
 			return nil
 		}
 		return v
+	case "ColumnPresent", "TypeString", "TypeDecimal", "TypeDateTime", "FormatDateTime", "FormatNumeric", "CheckDecimalValue",
+		"FormatString", "FormatUnit", "FormatCurrency", "CheckNationalCurrency", "FormatKeyValue":
+		return e.checkFormat(t, r, n, c)
+	case "CheckValue", "CheckNotValue", "CheckSameValue", "CheckNotSameValue", "CheckGreaterOrEqualThanValue",
+		"ColumnByColumnEqualsColumnValue", "CheckDistinctCount":
+		return e.checkValues(t, r, n, scope, c)
+	}
+	t.Fatalf("%s: check function %q is not implemented", r.id, n.CheckFunction)
+	return nil
+}
+
+// rowCheck builds one check's verdict per row of d into out.
+type rowCheck struct {
+	d   *focusDataset
+	col string // the column the check names
+	out []bool
+}
+
+func (c rowCheck) each(f func(row int) bool) []bool {
+	for i := range c.out {
+		c.out[i] = f(i)
+	}
+	return c.out
+}
+
+func (c rowCheck) all(v bool) []bool { return c.each(func(int) bool { return v }) }
+
+// perValue holds on a row whose value is null or passes ok.
+func (c rowCheck) perValue(ok func(v string) bool) []bool {
+	return c.each(func(i int) bool {
+		v, present := c.d.value(c.col, i)
+		return !present || ok(v)
+	})
+}
+
+// checkItems is an AND or an OR of n's items; an item that does not
+// decide is left out.
+func (e *focusEvaluation) checkItems(t testing.TB, r *focusRule, n *checkNode, scope []bool, asCondition bool, c rowCheck) []bool {
+	out := c.out
+	if len(n.Items) == 0 {
+		t.Fatalf("%s: %s without items", r.id, n.CheckFunction)
+	}
+	and := n.CheckFunction == "AND"
+	c.all(and)
+	for _, it := range n.Items {
+		v := e.check(t, r, it, scope, asCondition, !and)
+		if v == nil { // a rule that does not decide
+			continue
+		}
+		for i := range out {
+			if and {
+				out[i] = out[i] && v[i]
+			} else {
+				out[i] = out[i] || v[i]
+			}
+		}
+	}
+	return out
+}
+
+// checkFormat checks n's column's type or its values' format.
+func (e *focusEvaluation) checkFormat(t testing.TB, r *focusRule, n *checkNode, c rowCheck) []bool {
+	d, column := e.d, e.d.cols[n.ColumnName]
+	switch n.CheckFunction {
 	case "ColumnPresent":
-		return all(column != nil)
+		return c.all(column != nil)
 	case "TypeString":
 		if column != nil && d.typed {
-			return all(column.typ == "VARCHAR")
+			return c.all(column.typ == "VARCHAR")
 		}
-		return all(true) // CSV: every value is text
+		return c.all(true) // CSV: every value is text
 	case "TypeDecimal":
 		if column != nil && d.typed {
-			return all(isDecimalType(column.typ))
+			return c.all(isDecimalType(column.typ))
 		}
-		return perValue(func(v string) bool { _, ok := parseDecimal(v); return ok })
+		return c.perValue(func(v string) bool { _, ok := parseDecimal(v); return ok })
 	case "TypeDateTime":
 		if n.ExpectedType != "" && n.ExpectedType != "DateTime" {
 			t.Fatalf("%s: TypeDateTime of ExpectedType %q", r.id, n.ExpectedType)
 		}
 		if column != nil && d.typed {
-			return all(isDateTimeType(column.typ))
+			return c.all(isDateTimeType(column.typ))
 		}
-		return perValue(isISODateTime)
+		return c.perValue(isISODateTime)
 	case "FormatDateTime":
 		if column != nil && d.typed && isDateTimeType(column.typ) {
-			return all(true) // an instant, which the file keeps in UTC
+			return c.all(true) // an instant, which the file keeps in UTC
 		}
-		return perValue(isISODateTime)
+		return c.perValue(isISODateTime)
 	case "FormatNumeric", "CheckDecimalValue":
 		if column != nil && d.typed && !isDecimalType(column.typ) && !strings.Contains(column.typ, "INT") {
-			return all(false)
+			return c.all(false)
 		}
-		return perValue(func(v string) bool { _, ok := parseDecimal(v); return ok })
+		return c.perValue(func(v string) bool { _, ok := parseDecimal(v); return ok })
 	case "FormatString":
 		// String handling, as far as a value shows it: text (valid
 		// UTF-8), and not empty or only spaces.
-		return perValue(func(v string) bool { return utf8.ValidString(v) && strings.TrimSpace(v) != "" })
+		return c.perValue(func(v string) bool { return utf8.ValidString(v) && strings.TrimSpace(v) != "" })
 	case "FormatUnit":
-		return perValue(unitFormat.MatchString)
+		return c.perValue(unitFormat.MatchString)
 	case "FormatCurrency":
 		// A national currency's three-letter code (a virtual currency's
 		// name is text only under VIRTUAL_CURRENCY_SUPPORTED, which its
 		// rules' criteria name).
-		return perValue(currencyFormat.MatchString)
+		return c.perValue(currencyFormat.MatchString)
 	case "CheckNationalCurrency":
-		return perValue(func(v string) bool { return e.m.currencies[v] })
+		return c.perValue(func(v string) bool { return e.m.currencies[v] })
 	case "FormatKeyValue":
-		return perValue(isKeyValue)
+		return c.perValue(isKeyValue)
+	}
+	t.Fatalf("%s: %s is not a format check", r.id, n.CheckFunction)
+	return nil
+}
+
+// checkValues compares values: with a constant, across columns, or
+// counted per group.
+func (e *focusEvaluation) checkValues(t testing.TB, r *focusRule, n *checkNode, scope []bool, c rowCheck) []bool {
+	d, col, out := e.d, n.ColumnName, c.out
+	switch n.CheckFunction {
 	case "CheckValue", "CheckNotValue":
 		if n.Value == nil {
 			t.Fatalf("%s: %s without a Value", r.id, n.CheckFunction)
@@ -539,7 +582,7 @@ func (e *focusEvaluation) check(t testing.TB, r *focusRule, n *checkNode, scope 
 		}
 		return is
 	case "CheckSameValue", "CheckNotSameValue":
-		same := each(func(i int) bool {
+		same := c.each(func(i int) bool {
 			a, okA := d.value(n.ColumnAName, i)
 			b, okB := d.value(n.ColumnBName, i)
 			return okA == okB && a == b
@@ -555,9 +598,9 @@ func (e *focusEvaluation) check(t testing.TB, r *focusRule, n *checkNode, scope 
 		if _, ok := bound.SetString(string(n.Value)); !ok {
 			t.Fatalf("%s: %s is not a number", r.id, n.Value)
 		}
-		return perValue(func(v string) bool { x, ok := parseDecimal(v); return ok && x.Cmp(&bound) >= 0 })
+		return c.perValue(func(v string) bool { x, ok := parseDecimal(v); return ok && x.Cmp(&bound) >= 0 })
 	case "ColumnByColumnEqualsColumnValue":
-		return each(func(i int) bool {
+		return c.each(func(i int) bool {
 			a, okA := d.value(n.ColumnAName, i)
 			b, okB := d.value(n.ColumnBName, i)
 			res, okR := d.value(n.ResultColumnName, i)
@@ -589,12 +632,12 @@ func (e *focusEvaluation) check(t testing.TB, r *focusRule, n *checkNode, scope 
 				distinct[a][b] = true
 			}
 		}
-		return each(func(i int) bool {
+		return c.each(func(i int) bool {
 			a, okA := d.value(n.ColumnAName, i)
 			return !okA || len(distinct[a]) == want
 		})
 	}
-	t.Fatalf("%s: check function %q is not implemented", r.id, n.CheckFunction)
+	t.Fatalf("%s: %s is not a value check", r.id, n.CheckFunction)
 	return nil
 }
 

@@ -10,7 +10,9 @@ import (
 
 	"github.com/corralhq/corral/events"
 	"github.com/corralhq/corral/events/pgstore"
+	"github.com/corralhq/corral/events/sqlitestore"
 	"github.com/corralhq/corral/internal/pgtest"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // expected holds the figures a correct ingestion of evs must produce.
@@ -342,11 +344,11 @@ func TestOpenInvalid(t *testing.T) {
 	}
 }
 
-// TestSchemaChangeNeedsRebuild stores an older schema version: the ingester
-// refuses to run until Rebuild re-derives the file.
-func TestSchemaChangeNeedsRebuild(t *testing.T) {
+// reopenedAtOldSchema ingests evs into a new file, marks it as written by
+// an older schema version and opens it again. It returns the log, the
+// reopened store and the digest of the file before the change.
+func reopenedAtOldSchema(t *testing.T, evs []events.Event) (*sqlitestore.Store, *Infrastore, map[string]string) {
 	ctx := context.Background()
-	evs := cellHistory(11, 200)
 	store := newSQLiteLog(t, evs)
 	s := openStore(t, Options{})
 	if _, err := s.CatchUp(ctx, store); err != nil {
@@ -362,6 +364,14 @@ func TestSchemaChangeNeedsRebuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return store, s, want
+}
+
+// TestSchemaChangeNeedsRebuild stores an older schema version: the ingester
+// refuses to run until Rebuild re-derives the file.
+func TestSchemaChangeNeedsRebuild(t *testing.T) {
+	ctx := context.Background()
+	store, s, want := reopenedAtOldSchema(t, cellHistory(11, 200))
 	defer s.Close()
 	if _, err := s.CatchUp(ctx, store); !errors.Is(err, ErrRebuildNeeded) {
 		t.Fatalf("CatchUp on an old schema: %v, want ErrRebuildNeeded", err)
@@ -381,39 +391,21 @@ func TestSchemaChangeNeedsRebuild(t *testing.T) {
 func TestRunRebuildsAnOldSchema(t *testing.T) {
 	ctx := context.Background()
 	evs := cellHistory(12, 200)
-	store := newSQLiteLog(t, evs)
-	s := openStore(t, Options{})
-	if _, err := s.CatchUp(ctx, store); err != nil {
-		t.Fatal(err)
-	}
-	want := digest(t, s)
-	if _, err := s.db.ExecContext(ctx, `UPDATE ingest_state SET schema_version = 0`); err != nil {
-		t.Fatal(err)
-	}
-	path := s.Path()
-	s.Close()
-	s, err := Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, s, want := reopenedAtOldSchema(t, evs)
 	defer s.Close()
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(runCtx, store) }()
 	// The stale file already stands at the head: wait for the rebuilt one.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testkit.Eventually(t, 30*time.Second, "Run rebuilds the file to the head", func() (bool, string) {
 		var version int32
 		var pos int64
 		if err := s.db.QueryRowContext(ctx, `SELECT schema_version, position FROM ingest_state`).Scan(&version, &pos); err != nil {
 			t.Fatal(err)
 		}
-		if version == schemaVersion && pos == int64(len(evs)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s of Run: schema version %d at position %d, want %d at %d", version, pos, schemaVersion, len(evs))
-		}
-	}
+		return version == schemaVersion && pos == int64(len(evs)),
+			fmt.Sprintf("schema version %d at position %d, want %d at %d", version, pos, schemaVersion, len(evs))
+	})
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run returned %v, want context.Canceled", err)

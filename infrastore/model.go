@@ -311,6 +311,20 @@ func (m *model) apply(b *batch, e *events.Event, payload string) error {
 	if err := projections.Apply(m.st, *e); err != nil {
 		return fmt.Errorf("infrastore: folding position %d: %w", pos, err)
 	}
+	switch e.Data.(type) {
+	case *events.MachineRegistered, *events.MachineUpdated, *events.MachineDrainSet, *events.MachineDown,
+		*events.MachineUp, *events.MachineRemoved:
+		m.machineRows(b, e, removed, at)
+	case *events.JobSubmitted, *events.JobUpdated, *events.JobUpdateRolledBack, *events.JobKilled, *events.JobFinished:
+		m.jobRows(b, e, at)
+	default:
+		m.taskRows(b, e, at)
+	}
+	return nil
+}
+
+// machineRows adds the rows of a machine event.
+func (m *model) machineRows(b *batch, e *events.Event, removed *projections.Machine, at touch) {
 	typ := e.Type
 	switch p := e.Data.(type) {
 	case *events.MachineRegistered:
@@ -326,7 +340,13 @@ func (m *model) apply(b *batch, e *events.Event, payload string) error {
 		m.machineEvent(b, p.Machine, nil, events.TraceMachineAdd, typ, "", at)
 	case *events.MachineRemoved:
 		m.machineEvent(b, p.Machine, removed, events.TraceMachineRemove, typ, p.Reason, at)
+	}
+}
 
+// jobRows adds the rows of a job event.
+func (m *model) jobRows(b *batch, e *events.Event, at touch) {
+	typ, pos := e.Type, e.Position
+	switch p := e.Data.(type) {
 	case *events.JobSubmitted:
 		k := projections.JobKey{User: p.GetSpec().GetUser(), Name: p.GetSpec().GetName()}
 		if m.newSpec(b, k, at) {
@@ -344,7 +364,13 @@ func (m *model) apply(b *batch, e *events.Event, payload string) error {
 		m.jobEvent(b, projections.JobKey{User: p.User, Name: p.Job}, events.TraceKill, typ, p.Reason, at)
 	case *events.JobFinished:
 		m.jobEvent(b, projections.JobKey{User: p.User, Name: p.Job}, events.TraceFinish, typ, "", at)
+	}
+}
 
+// taskRows adds the rows of a task, usage or alloc event.
+func (m *model) taskRows(b *batch, e *events.Event, at touch) {
+	typ, us, pos := e.Type, e.OccurredAt.UnixMicro(), e.Position
+	switch p := e.Data.(type) {
 	case *events.TaskSubmitted:
 		k := projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}
 		m.taskEvent(b, k, events.TraceSubmit, "", typ, p.Reason, nil, "", at)
@@ -383,7 +409,6 @@ func (m *model) apply(b *batch, e *events.Event, payload string) error {
 		m.taskEvent(b, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, events.TraceLost, p.Machine, typ, p.Reason, nil, "", at)
 	case *events.TaskUpdated:
 		m.taskEvent(b, projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, events.TraceCodeOf(p), "", typ, "", nil, "", at)
-
 	case *events.UsageReported:
 		for _, u := range p.Tasks {
 			m.usage(b, p, u, pos)
@@ -404,7 +429,6 @@ func (m *model) apply(b *batch, e *events.Event, payload string) error {
 	case *events.AllocEvicted:
 		b.dirtyAllocs[allocKey{p.User, p.Name, p.Index}] = at
 	}
-	return nil
 }
 
 // touchImplied marks what e changes without naming it, as the fold holds it
@@ -465,21 +489,15 @@ func (m *model) touchImplied(b *batch, d events.Payload, at touch) *projections.
 
 // taskOf names the task a task event is about.
 func taskOf(d events.Payload) (projections.TaskKey, bool) {
-	switch p := d.(type) {
-	case *events.TaskSubmitted:
-		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
-	case *events.TaskFinished:
-		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
-	case *events.TaskFailed:
-		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
-	case *events.TaskEvicted:
-		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
-	case *events.TaskKilled:
-		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
-	case *events.TaskLost:
-		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
-	case *events.TaskUpdated:
-		return projections.TaskKey{User: p.User, Job: p.Job, Index: p.Index}, true
+	switch d.(type) {
+	case *events.TaskSubmitted, *events.TaskFinished, *events.TaskFailed, *events.TaskEvicted,
+		*events.TaskKilled, *events.TaskLost, *events.TaskUpdated:
+		p := d.(interface {
+			GetUser() string
+			GetJob() string
+			GetIndex() int32
+		})
+		return projections.TaskKey{User: p.GetUser(), Job: p.GetJob(), Index: p.GetIndex()}, true
 	}
 	return projections.TaskKey{}, false
 }

@@ -73,85 +73,94 @@ func (s *Infrastore) Query(ctx context.Context, query string, timeout time.Durat
 	defer cancel()
 	qctx, stop := s.memory.watch(qctx)
 	defer stop()
-	res, err := s.readOnly(qctx, func(conn *sql.Conn) (*Result, error) {
-		text, err := s.checkQuery(qctx, conn, query)
-		if err != nil {
-			return nil, err
-		}
-		var cols []resultColumn
-		var typ duckdb.StmtType
-		err = conn.Raw(func(dc any) error {
-			stmt, t, err := prepareReadOnly(dc.(driver.Conn), text)
-			if err != nil {
-				return err
-			}
-			defer stmt.Close()
-			typ = t
-			cols, err = columnsOf(stmt)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		bounded := typ == duckdb.STATEMENT_TYPE_SELECT
-		if bounded {
-			// The text that runs is checked as the user's was: the
-			// subquery can only be the statement the guard passed.
-			text = boundedSelect(text, cols, s.opts.MaxRows, s.opts.MaxResultBytes)
-			node, err := s.parse(qctx, conn, text)
-			if err != nil {
-				return nil, fmt.Errorf("infrastore: bounding the query: %w", err)
-			}
-			if err := s.checkNode(node); err != nil {
-				return nil, err
-			}
-		}
-		var res *Result
-		err = conn.Raw(func(dc any) error {
-			stmt, _, err := prepareReadOnly(dc.(driver.Conn), text)
-			if err != nil {
-				return err
-			}
-			defer stmt.Close()
-			res, err = fetch(qctx, stmt, cols, bounded, s.opts.MaxRows, s.opts.MaxResultBytes)
-			return err
-		})
-		return res, err
-	})
+	res, err := s.readOnly(qctx, func(conn *sql.Conn) (*Result, error) { return s.runQuery(qctx, conn, query) })
 	if err != nil {
-		switch {
-		case errors.Is(err, ErrQueryRefused), errors.Is(err, ErrInvalid):
-			return nil, err
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case errors.Is(context.Cause(qctx), errPastTimeLimit):
-			return nil, fmt.Errorf("%w: it ran past its time limit of %s", ErrQueryTimeout, timeout)
-		}
-		var me *memoryExceeded
-		if errors.As(context.Cause(qctx), &me) {
-			return nil, fmt.Errorf("%w: stopped when the Infrastore process held %s of its %s memory budget; the query needs more memory than that", ErrQueryTooBig, formatBytes(me.held), formatBytes(me.budget))
-		}
-		var ut *unreadableType
-		if errors.As(err, &ut) {
-			return nil, fmt.Errorf("%w: %s", ErrInvalid, ut)
-		}
-		var de *duckdb.Error
-		if errors.As(err, &de) {
-			switch de.Type {
-			case duckdb.ErrorTypePermission:
-				return nil, fmt.Errorf("%w: %s", ErrQueryRefused, de.Msg)
-			case duckdb.ErrorTypeOutOfMemory:
-				return nil, fmt.Errorf("%w: the query needs more memory than the Infrastore's limit (%s): %s", ErrQueryTooBig, s.opts.MemoryLimit, de.Msg)
-			case duckdb.ErrorTypeInternal, duckdb.ErrorTypeFatal, duckdb.ErrorTypeIO, duckdb.ErrorTypeConnection, duckdb.ErrorTypeTransaction:
-				return nil, fmt.Errorf("infrastore: query failed: %w", err)
-			}
-			// Everything else is a mistake in the query: a name that
-			// does not exist, a bad cast, a division by zero.
-			return nil, fmt.Errorf("%w: %s", ErrInvalid, de.Msg)
-		}
-		return nil, fmt.Errorf("infrastore: query failed: %w", err)
+		return nil, s.queryError(ctx, qctx, timeout, err)
 	}
 	return res, nil
+}
+
+// runQuery checks query, bounds a SELECT's result, and runs it on conn.
+func (s *Infrastore) runQuery(ctx context.Context, conn *sql.Conn, query string) (*Result, error) {
+	text, err := s.checkQuery(ctx, conn, query)
+	if err != nil {
+		return nil, err
+	}
+	var cols []resultColumn
+	var typ duckdb.StmtType
+	err = conn.Raw(func(dc any) error {
+		stmt, t, err := prepareReadOnly(dc.(driver.Conn), text)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		typ = t
+		cols, err = columnsOf(stmt)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	bounded := typ == duckdb.STATEMENT_TYPE_SELECT
+	if bounded {
+		// The text that runs is checked as the user's was: the
+		// subquery can only be the statement the guard passed.
+		text = boundedSelect(text, cols, s.opts.MaxRows, s.opts.MaxResultBytes)
+		node, err := s.parse(ctx, conn, text)
+		if err != nil {
+			return nil, fmt.Errorf("infrastore: bounding the query: %w", err)
+		}
+		if err := s.checkNode(node); err != nil {
+			return nil, err
+		}
+	}
+	var res *Result
+	err = conn.Raw(func(dc any) error {
+		stmt, _, err := prepareReadOnly(dc.(driver.Conn), text)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		res, err = fetch(ctx, stmt, cols, bounded, s.opts.MaxRows, s.opts.MaxResultBytes)
+		return err
+	})
+	return res, err
+}
+
+// queryError is what Query returns for err, the failure of a query run
+// under qctx (derived from the caller's ctx, with the time limit timeout).
+func (s *Infrastore) queryError(ctx, qctx context.Context, timeout time.Duration, err error) error {
+	switch {
+	case errors.Is(err, ErrQueryRefused), errors.Is(err, ErrInvalid):
+		return err
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(context.Cause(qctx), errPastTimeLimit):
+		return fmt.Errorf("%w: it ran past its time limit of %s", ErrQueryTimeout, timeout)
+	}
+	var me *memoryExceeded
+	if errors.As(context.Cause(qctx), &me) {
+		return fmt.Errorf("%w: stopped when the Infrastore process held %s of its %s memory budget; the query needs more memory than that", ErrQueryTooBig, formatBytes(me.held), formatBytes(me.budget))
+	}
+	var ut *unreadableType
+	if errors.As(err, &ut) {
+		return fmt.Errorf("%w: %s", ErrInvalid, ut)
+	}
+	var de *duckdb.Error
+	if errors.As(err, &de) {
+		switch de.Type {
+		case duckdb.ErrorTypePermission:
+			return fmt.Errorf("%w: %s", ErrQueryRefused, de.Msg)
+		case duckdb.ErrorTypeOutOfMemory:
+			return fmt.Errorf("%w: the query needs more memory than the Infrastore's limit (%s): %s", ErrQueryTooBig, s.opts.MemoryLimit, de.Msg)
+		case duckdb.ErrorTypeInternal, duckdb.ErrorTypeFatal, duckdb.ErrorTypeIO, duckdb.ErrorTypeConnection, duckdb.ErrorTypeTransaction:
+			return fmt.Errorf("infrastore: query failed: %w", err)
+		}
+		// Everything else is a mistake in the query: a name that
+		// does not exist, a bad cast, a division by zero.
+		return fmt.Errorf("%w: %s", ErrInvalid, de.Msg)
+	}
+	return fmt.Errorf("infrastore: query failed: %w", err)
 }
 
 // readOnly runs fn on a fresh connection inside a READ ONLY transaction,

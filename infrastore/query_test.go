@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestHostileQueries sends statements that try to write, read files, load
@@ -25,104 +27,8 @@ func TestHostileQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := digest(t, s)
-
-	const (
-		refused   = "refused"   // ErrQueryRefused before or while binding
-		cancelled = "cancelled" // ErrQueryTimeout, or DuckDB gave up first (out of memory)
-		failed    = "failed"    // DuckDB could not run it: the thing it names does not exist here
-	)
-	for _, c := range []struct {
-		query, want, mention string
-	}{
-		{`DROP TABLE events`, refused, "DROP"},
-		{`DELETE FROM events`, refused, "DELETE"},
-		{`UPDATE ingest_state SET position = 0`, refused, "UPDATE"},
-		{`INSERT INTO events SELECT * FROM events`, refused, "INSERT"},
-		{`CREATE TABLE stolen AS SELECT * FROM events`, refused, "CREATE"},
-		{`CREATE TEMP MACRO f(x) AS x + 1`, refused, "CREATE"},
-		{`ALTER TABLE events RENAME TO gone`, refused, "ALTER"},
-		{`TRUNCATE task_usage`, refused, "TRUNCATE"},
-		{`WITH x AS (SELECT 1) DELETE FROM events`, refused, "WITH"},
-		{`SELECT 1; DROP TABLE events`, refused, "several statements"},
-		{`EXPLAIN ANALYZE DELETE FROM events`, refused, "EXPLAIN of DELETE"},
-		{`/* hide */ EXPLAIN /* it */ ANALYZE UPDATE tasks SET state = 'x'`, refused, "EXPLAIN of UPDATE"},
-		{`EXPLAIN (FORMAT json) INSERT INTO events SELECT * FROM events`, refused, "EXPLAIN of INSERT"},
-		{`COPY events TO '/tmp/infrastore-stolen.csv'`, refused, "COPY"},
-		{`COPY events FROM '/etc/passwd'`, refused, "COPY"},
-		{`COPY (SELECT 1) TO '/dev/stdout'`, refused, "COPY"},
-		{`EXPORT DATABASE '/tmp/infrastore-dump'`, refused, ""},
-		{`IMPORT DATABASE '/tmp'`, refused, ""},
-		{`SELECT * FROM read_csv('/etc/passwd')`, refused, "read_csv may not be called"},
-		{`SELECT * FROM read_text('/etc/hostname')`, refused, "read_text"},
-		{`SELECT * FROM glob('/*')`, refused, "glob"},
-		{`SELECT * FROM read_parquet('https://example.com/x.parquet')`, refused, "read_parquet"},
-		{`SELECT * FROM '/etc/passwd'`, failed, "does not exist"},
-		{`SELECT * FROM query('DROP TABLE events')`, refused, "query may not be called"},
-		{`SELECT * FROM sqlite_scan('/tmp/x.db', 't')`, refused, "sqlite_scan"},
-		{`INSTALL httpfs`, refused, "INSTALL"},
-		{`LOAD httpfs`, refused, "LOAD"},
-		{`ATTACH '/tmp/other.duckdb' AS other`, refused, "ATTACH"},
-		{`DETACH infra`, refused, "DETACH"},
-		{`USE memory`, refused, "USE"},
-		{`SET enable_external_access = true`, refused, "SET"},
-		{`RESET lock_configuration`, refused, "SET"},
-		{`SET VARIABLE secret = 1`, refused, "SET"},
-		{`PRAGMA enable_profiling`, refused, "PRAGMA"},
-		{`CALL pragma_version()`, refused, "CALL"},
-		{`CHECKPOINT`, refused, "CHECKPOINT"},
-		{`VACUUM events`, refused, "VACUUM"},
-		{`BEGIN TRANSACTION`, refused, "BEGIN"},
-		{`COMMIT`, refused, "COMMIT"},
-		{`PREPARE p AS DELETE FROM events`, refused, "PREPARE"},
-		{`CREATE SECRET (TYPE s3, KEY_ID 'x', SECRET 'y')`, refused, "CREATE"},
-		// Functions with effects, called from a SELECT, and the EXPLAIN
-		// whose options hide what it runs.
-		{`SELECT * FROM enable_logging()`, refused, "enable_logging may not be called"},
-		{`SELECT enable_logging()`, refused, "enable_logging"},
-		{`SELECT * FROM checkpoint()`, refused, "checkpoint may not be called"},
-		{`SELECT * FROM (SELECT 1) a, force_checkpoint()`, refused, "force_checkpoint"},
-		{`WITH x AS (SELECT * FROM duckdb_logs()) SELECT * FROM x`, refused, "duckdb_logs"},
-		{`SELECT (SELECT count(*) FROM duckdb_secrets())`, refused, "duckdb_secrets"},
-		{`SELECT * FROM tasks WHERE missing_column = 1`, failed, "missing_column"},
-		{`SELECT count(*) FROM range(1000000000000) a, range(1000000000000) b`, cancelled, "time limit"},
-		{`WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r`, cancelled, ""},
-		{`SELECT list(i) FROM range(10000000000) t(i)`, cancelled, ""},
-		// What shows the server's paths: its settings and the file's
-		// path, through functions and through DuckDB's views over them.
-		{`SELECT current_setting('temp_directory')`, refused, "current_setting"},
-		{`SELECT upper(current_setting('home_directory')) AS h`, refused, "current_setting"},
-		{`SELECT * FROM duckdb_settings()`, refused, "duckdb_settings"},
-		{`SELECT path FROM duckdb_databases()`, refused, "duckdb_databases"},
-		{`SELECT path FROM duckdb_databases`, refused, "duckdb_databases"},
-		{`SELECT * FROM main.pragma_database_list`, refused, "pragma_database_list"},
-		{`SELECT setting FROM pg_catalog.pg_settings WHERE name = 'temp_directory'`, refused, "pg_settings"},
-		{`SELECT * FROM duckdb_extensions()`, refused, "duckdb_extensions"},
-	} {
-		t.Run(c.query, func(t *testing.T) {
-			res, err := s.Query(ctx, c.query, time.Second)
-			if err == nil {
-				t.Fatalf("accepted; returned %d rows", len(res.Rows))
-			}
-			msg := err.Error()
-			switch c.want {
-			case refused:
-				if !errors.Is(err, ErrQueryRefused) {
-					t.Errorf("error %q is not a refusal", msg)
-				}
-			case cancelled:
-				if !errors.Is(err, ErrQueryTimeout) && !strings.Contains(msg, "Out of Memory") {
-					t.Errorf("error %q is neither a timeout nor out of memory", msg)
-				}
-			case failed:
-				if errors.Is(err, ErrQueryRefused) || errors.Is(err, ErrQueryTimeout) {
-					t.Errorf("error %q: want a plain failure", msg)
-				}
-			}
-			if !strings.Contains(msg, c.mention) {
-				t.Errorf("error %q does not mention %q", msg, c.mention)
-			}
-			t.Log(msg)
-		})
+	for _, c := range hostileQueries {
+		t.Run(c.query, func(t *testing.T) { checkHostileQuery(t, s, c) })
 	}
 
 	// The EXPLAIN whose options hide a CHECKPOINT runs EXPLAIN of the
@@ -146,6 +52,111 @@ func TestHostileQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkIngested(t, s, evs)
+}
+
+// How Query must fail a hostile query.
+const (
+	queryRefused   = "refused"   // ErrQueryRefused before or while binding
+	queryCancelled = "cancelled" // ErrQueryTimeout, or DuckDB gave up first (out of memory)
+	queryFailed    = "failed"    // DuckDB could not run it: the thing it names does not exist here
+)
+
+type hostileQuery struct {
+	query, want, mention string
+}
+
+// hostileQueries are statements Query must fail, each how it must and
+// with an error that mentions what.
+var hostileQueries = []hostileQuery{
+	{`DROP TABLE events`, queryRefused, "DROP"},
+	{`DELETE FROM events`, queryRefused, "DELETE"},
+	{`UPDATE ingest_state SET position = 0`, queryRefused, "UPDATE"},
+	{`INSERT INTO events SELECT * FROM events`, queryRefused, "INSERT"},
+	{`CREATE TABLE stolen AS SELECT * FROM events`, queryRefused, "CREATE"},
+	{`CREATE TEMP MACRO f(x) AS x + 1`, queryRefused, "CREATE"},
+	{`ALTER TABLE events RENAME TO gone`, queryRefused, "ALTER"},
+	{`TRUNCATE task_usage`, queryRefused, "TRUNCATE"},
+	{`WITH x AS (SELECT 1) DELETE FROM events`, queryRefused, "WITH"},
+	{`SELECT 1; DROP TABLE events`, queryRefused, "several statements"},
+	{`EXPLAIN ANALYZE DELETE FROM events`, queryRefused, "EXPLAIN of DELETE"},
+	{`/* hide */ EXPLAIN /* it */ ANALYZE UPDATE tasks SET state = 'x'`, queryRefused, "EXPLAIN of UPDATE"},
+	{`EXPLAIN (FORMAT json) INSERT INTO events SELECT * FROM events`, queryRefused, "EXPLAIN of INSERT"},
+	{`COPY events TO '/tmp/infrastore-stolen.csv'`, queryRefused, "COPY"},
+	{`COPY events FROM '/etc/passwd'`, queryRefused, "COPY"},
+	{`COPY (SELECT 1) TO '/dev/stdout'`, queryRefused, "COPY"},
+	{`EXPORT DATABASE '/tmp/infrastore-dump'`, queryRefused, ""},
+	{`IMPORT DATABASE '/tmp'`, queryRefused, ""},
+	{`SELECT * FROM read_csv('/etc/passwd')`, queryRefused, "read_csv may not be called"},
+	{`SELECT * FROM read_text('/etc/hostname')`, queryRefused, "read_text"},
+	{`SELECT * FROM glob('/*')`, queryRefused, "glob"},
+	{`SELECT * FROM read_parquet('https://example.com/x.parquet')`, queryRefused, "read_parquet"},
+	{`SELECT * FROM '/etc/passwd'`, queryFailed, "does not exist"},
+	{`SELECT * FROM query('DROP TABLE events')`, queryRefused, "query may not be called"},
+	{`SELECT * FROM sqlite_scan('/tmp/x.db', 't')`, queryRefused, "sqlite_scan"},
+	{`INSTALL httpfs`, queryRefused, "INSTALL"},
+	{`LOAD httpfs`, queryRefused, "LOAD"},
+	{`ATTACH '/tmp/other.duckdb' AS other`, queryRefused, "ATTACH"},
+	{`DETACH infra`, queryRefused, "DETACH"},
+	{`USE memory`, queryRefused, "USE"},
+	{`SET enable_external_access = true`, queryRefused, "SET"},
+	{`RESET lock_configuration`, queryRefused, "SET"},
+	{`SET VARIABLE secret = 1`, queryRefused, "SET"},
+	{`PRAGMA enable_profiling`, queryRefused, "PRAGMA"},
+	{`CALL pragma_version()`, queryRefused, "CALL"},
+	{`CHECKPOINT`, queryRefused, "CHECKPOINT"},
+	{`VACUUM events`, queryRefused, "VACUUM"},
+	{`BEGIN TRANSACTION`, queryRefused, "BEGIN"},
+	{`COMMIT`, queryRefused, "COMMIT"},
+	{`PREPARE p AS DELETE FROM events`, queryRefused, "PREPARE"},
+	{`CREATE SECRET (TYPE s3, KEY_ID 'x', SECRET 'y')`, queryRefused, "CREATE"},
+	// Functions with effects, called from a SELECT, and the EXPLAIN
+	// whose options hide what it runs.
+	{`SELECT * FROM enable_logging()`, queryRefused, "enable_logging may not be called"},
+	{`SELECT enable_logging()`, queryRefused, "enable_logging"},
+	{`SELECT * FROM checkpoint()`, queryRefused, "checkpoint may not be called"},
+	{`SELECT * FROM (SELECT 1) a, force_checkpoint()`, queryRefused, "force_checkpoint"},
+	{`WITH x AS (SELECT * FROM duckdb_logs()) SELECT * FROM x`, queryRefused, "duckdb_logs"},
+	{`SELECT (SELECT count(*) FROM duckdb_secrets())`, queryRefused, "duckdb_secrets"},
+	{`SELECT * FROM tasks WHERE missing_column = 1`, queryFailed, "missing_column"},
+	{`SELECT count(*) FROM range(1000000000000) a, range(1000000000000) b`, queryCancelled, "time limit"},
+	{`WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r`, queryCancelled, ""},
+	{`SELECT list(i) FROM range(10000000000) t(i)`, queryCancelled, ""},
+	// What shows the server's paths: its settings and the file's
+	// path, through functions and through DuckDB's views over them.
+	{`SELECT current_setting('temp_directory')`, queryRefused, "current_setting"},
+	{`SELECT upper(current_setting('home_directory')) AS h`, queryRefused, "current_setting"},
+	{`SELECT * FROM duckdb_settings()`, queryRefused, "duckdb_settings"},
+	{`SELECT path FROM duckdb_databases()`, queryRefused, "duckdb_databases"},
+	{`SELECT path FROM duckdb_databases`, queryRefused, "duckdb_databases"},
+	{`SELECT * FROM main.pragma_database_list`, queryRefused, "pragma_database_list"},
+	{`SELECT setting FROM pg_catalog.pg_settings WHERE name = 'temp_directory'`, queryRefused, "pg_settings"},
+	{`SELECT * FROM duckdb_extensions()`, queryRefused, "duckdb_extensions"},
+}
+
+func checkHostileQuery(t *testing.T, s *Infrastore, c hostileQuery) {
+	res, err := s.Query(context.Background(), c.query, time.Second)
+	if err == nil {
+		t.Fatalf("accepted; returned %d rows", len(res.Rows))
+	}
+	msg := err.Error()
+	switch c.want {
+	case queryRefused:
+		if !errors.Is(err, ErrQueryRefused) {
+			t.Errorf("error %q is not a refusal", msg)
+		}
+	case queryCancelled:
+		if !errors.Is(err, ErrQueryTimeout) && !strings.Contains(msg, "Out of Memory") {
+			t.Errorf("error %q is neither a timeout nor out of memory", msg)
+		}
+	case queryFailed:
+		if errors.Is(err, ErrQueryRefused) || errors.Is(err, ErrQueryTimeout) {
+			t.Errorf("error %q: want a plain failure", msg)
+		}
+	}
+	if !strings.Contains(msg, c.mention) {
+		t.Errorf("error %q does not mention %q", msg, c.mention)
+	}
+	t.Log(msg)
 }
 
 func TestQueryInvalidInput(t *testing.T) {
@@ -472,21 +483,15 @@ func TestQueryMemoryWatch(t *testing.T) {
 	}
 	// The allocator gives the memory back, so the next query that needs
 	// some is not stopped for what the last one held.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	released := time.Now()
+	testkit.Eventually(t, 10*time.Second, "the process gives back what the stopped query held", func() (bool, string) {
 		now, err := residentAnonymous()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if now < held+100<<20 {
-			t.Logf("back to %d MiB above the start after %s", (now-held)>>20, 10*time.Second-time.Until(deadline).Round(time.Millisecond))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the process still holds %d MiB above its start 10 s after the query was stopped", (now-held)>>20)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return now < held+100<<20, fmt.Sprintf("%d MiB above its start", (now-held)>>20)
+	})
+	t.Logf("back under 100 MiB above the start after %s", time.Since(released).Round(time.Millisecond))
 	if _, err := s.Query(ctx, `SELECT length(list(repeat('x', 2000))) FROM range(20000)`, 0); err != nil {
 		t.Fatalf("a query of 40 MB after the watch stopped one: %v", err)
 	}

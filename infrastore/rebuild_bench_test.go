@@ -115,16 +115,7 @@ func generatedLog(b *testing.B, path string, n int64) *sqlitestore.Store {
 // ingested before, so that the tables the ingester rewrites are a grown
 // cell's.
 func BenchmarkFreshness(b *testing.B) {
-	rate, seconds, base := 10_000, 20, 0
-	if v, err := strconv.Atoi(os.Getenv("CORRAL_LAG_BASE")); err == nil && v > 0 {
-		base = v
-	}
-	if v, err := strconv.Atoi(os.Getenv("CORRAL_LAG_RATE")); err == nil && v > 0 {
-		rate = v
-	}
-	if v, err := strconv.Atoi(os.Getenv("CORRAL_LAG_SECONDS")); err == nil && v > 0 {
-		seconds = v
-	}
+	rate, seconds, base := freshnessLoad()
 	const tick = 10 * time.Millisecond
 	perTick := max(1, rate/int(time.Second/tick))
 	c := history.New(history.Large, 42)
@@ -154,50 +145,10 @@ func BenchmarkFreshness(b *testing.B) {
 		if err := s.WaitPosition(ctx, int64(base)); err != nil {
 			b.Fatal(err)
 		}
-
-		// committed[i] is when the append holding position i+1 returned.
-		committed := make([]time.Time, len(all))
-		var mu sync.Mutex
-		appended := int64(base)
-		wg.Go(func() {
-			t := time.NewTicker(tick)
-			defer t.Stop()
-			for evs := all; len(evs) > 0 && runCtx.Err() == nil; <-t.C {
-				k := min(perTick, len(evs))
-				res, err := writer.Append(ctx, events.AppendRequest{ExpectedPosition: events.AnyPosition, Events: evs[:k]})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				now := time.Now()
-				mu.Lock()
-				for p := res.First; p <= res.Last; p++ {
-					committed[p-1-int64(base)] = now
-				}
-				appended = res.Last
-				mu.Unlock()
-				evs = evs[k:]
-			}
-		})
-		// Probe what a query sees, every millisecond, until the last
-		// event is visible.
-		seen := int64(0) // of all, visible
-
-		deadline := time.Now().Add(time.Duration(seconds)*time.Second + time.Minute)
-		for seen < int64(len(all)) && time.Now().Before(deadline) {
-			var p int64
-			if err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(position), 0) FROM events`).Scan(&p); err != nil {
-				b.Fatal(err)
-			}
-			now := time.Now()
-			mu.Lock()
-			p = min(p, appended) - int64(base)
-			for ; seen < p; seen++ {
-				lags = append(lags, now.Sub(committed[seen]))
-			}
-			mu.Unlock()
-			time.Sleep(time.Millisecond)
-		}
+		ct := &commitTimes{base: int64(base), committed: make([]time.Time, len(all)), appended: int64(base)}
+		wg.Go(func() { ct.appendPaced(runCtx, b, writer, all, perTick, tick) })
+		var seen int64
+		lags, seen = ct.probe(ctx, b, s, lags, time.Now().Add(time.Duration(seconds)*time.Second+time.Minute))
 		stop()
 		wg.Wait()
 		s.Close()
@@ -213,6 +164,77 @@ func BenchmarkFreshness(b *testing.B) {
 	b.ReportMetric(at(0.99), "lag-p99-ms")
 	b.ReportMetric(at(1), "lag-max-ms")
 	b.ReportMetric(float64(rate), "events/s")
+}
+
+// freshnessLoad is BenchmarkFreshness's load: events a second, for how
+// many seconds, after how many events already in the log.
+func freshnessLoad() (rate, seconds, base int) {
+	rate, seconds, base = 10_000, 20, 0
+	if v, err := strconv.Atoi(os.Getenv("CORRAL_LAG_BASE")); err == nil && v > 0 {
+		base = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("CORRAL_LAG_RATE")); err == nil && v > 0 {
+		rate = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("CORRAL_LAG_SECONDS")); err == nil && v > 0 {
+		seconds = v
+	}
+	return rate, seconds, base
+}
+
+// commitTimes records when each appended event was committed.
+type commitTimes struct {
+	base      int64       // events in the log before the timed ones
+	committed []time.Time // [i]: when the append holding position base+i+1 returned
+	mu        sync.Mutex
+	appended  int64 // the last position appended
+}
+
+// appendPaced appends all, perTick events every tick, until done or ctx
+// ends.
+func (ct *commitTimes) appendPaced(ctx context.Context, b *testing.B, writer *sqlitestore.Store, all []events.Event, perTick int, tick time.Duration) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for evs := all; len(evs) > 0 && ctx.Err() == nil; <-t.C {
+		k := min(perTick, len(evs))
+		res, err := writer.Append(context.Background(), events.AppendRequest{ExpectedPosition: events.AnyPosition, Events: evs[:k]})
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		now := time.Now()
+		ct.mu.Lock()
+		for p := res.First; p <= res.Last; p++ {
+			ct.committed[p-1-ct.base] = now
+		}
+		ct.appended = res.Last
+		ct.mu.Unlock()
+		evs = evs[k:]
+	}
+}
+
+// probe asks what a query sees, every millisecond (the lags' resolution),
+// until the last event is visible or deadline, and adds each event's lag
+// from its commit to lags. It returns lags and how many events became
+// visible.
+func (ct *commitTimes) probe(ctx context.Context, b *testing.B, s *Infrastore, lags []time.Duration, deadline time.Time) ([]time.Duration, int64) {
+	every := time.NewTicker(time.Millisecond)
+	defer every.Stop()
+	seen := int64(0)
+	for ; seen < int64(len(ct.committed)) && time.Now().Before(deadline); <-every.C {
+		var p int64
+		if err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(position), 0) FROM events`).Scan(&p); err != nil {
+			b.Fatal(err)
+		}
+		now := time.Now()
+		ct.mu.Lock()
+		p = min(p, ct.appended) - ct.base
+		for ; seen < p; seen++ {
+			lags = append(lags, now.Sub(ct.committed[seen]))
+		}
+		ct.mu.Unlock()
+	}
+	return lags, seen
 }
 
 // BenchmarkImportGoogleTrace loads the public Google trace sample from

@@ -93,29 +93,31 @@ func TestImportGoogleTrace(t *testing.T) {
 		table string
 		want  traceFigures
 	}{{"task_events", tasks}, {"job_events", jobs}} {
-		src := fmt.Sprintf("source = '%s'", GoogleTraceSource)
-		got := map[string]int64{}
-		for _, r := range rowsOf(t, s, `SELECT event_type, count(*) FROM `+c.table+` WHERE `+src+` GROUP BY ALL`) {
-			var code string
-			var n int64
-			fmt.Sscanf(strings.Replace(r, ",", " ", 1), "%s %d", &code, &n)
-			got[code] = n
-		}
-		if fmt.Sprint(got) != fmt.Sprint(c.want.byType) {
-			t.Errorf("%s: rows per event type %v, the files say %v", c.table, got, c.want.byType)
-		}
-		if n := queryInt(t, s, `SELECT count(DISTINCT job) FROM `+c.table+` WHERE `+src); n != int64(len(c.want.jobs)) {
-			t.Errorf("%s: %d distinct jobs, the files say %d", c.table, n, len(c.want.jobs))
-		}
-		users := rowsOf(t, s, `SELECT user, count(*) FROM `+c.table+` WHERE `+src+` GROUP BY ALL ORDER BY ALL`)
-		var want []string
-		for u, n := range c.want.byUser {
-			want = append(want, fmt.Sprintf("%s,%d", u, n))
-		}
-		sort.Strings(want)
-		if strings.Join(users, "\n") != strings.Join(want, "\n") {
-			t.Errorf("%s: %d users by SQL, %d in the files, or their counts differ", c.table, len(users), len(want))
-		}
+		t.Run(c.table, func(t *testing.T) {
+			src := fmt.Sprintf("source = '%s'", GoogleTraceSource)
+			got := map[string]int64{}
+			for _, r := range rowsOf(t, s, `SELECT event_type, count(*) FROM `+c.table+` WHERE `+src+` GROUP BY ALL`) {
+				var code string
+				var n int64
+				fmt.Sscanf(strings.Replace(r, ",", " ", 1), "%s %d", &code, &n)
+				got[code] = n
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want.byType) {
+				t.Errorf("%s: rows per event type %v, the files say %v", c.table, got, c.want.byType)
+			}
+			if n := queryInt(t, s, `SELECT count(DISTINCT job) FROM `+c.table+` WHERE `+src); n != int64(len(c.want.jobs)) {
+				t.Errorf("%s: %d distinct jobs, the files say %d", c.table, n, len(c.want.jobs))
+			}
+			users := rowsOf(t, s, `SELECT user, count(*) FROM `+c.table+` WHERE `+src+` GROUP BY ALL ORDER BY ALL`)
+			var want []string
+			for u, n := range c.want.byUser {
+				want = append(want, fmt.Sprintf("%s,%d", u, n))
+			}
+			sort.Strings(want)
+			if strings.Join(users, "\n") != strings.Join(want, "\n") {
+				t.Errorf("%s: %d users by SQL, %d in the files, or their counts differ", c.table, len(users), len(want))
+			}
+		})
 	}
 	if n := queryInt(t, s, `SELECT count(DISTINCT machine) FROM task_events WHERE source = ?`, GoogleTraceSource); n != int64(len(tasks.machines)) {
 		t.Errorf("%d distinct machines, the files say %d", n, len(tasks.machines))

@@ -89,7 +89,8 @@ func ApplyAll(s *State, evs []events.Event) error {
 }
 
 // fold changes s by one payload and reports whether the payload made sense
-// against s.
+// against s. Each case is one call so the switch stays a table of what
+// every event type does.
 func (s *State) fold(pos int64, d events.Payload) bool {
 	switch p := d.(type) {
 	case *events.UsageReported:
@@ -101,46 +102,17 @@ func (s *State) fold(pos int64, d events.Payload) bool {
 	case *events.TaskSubmitted:
 		return s.taskSubmitted(pos, p)
 	case *events.TaskFinished:
-		t := s.liveTask(p.User, p.Job, p.Index, p.Machine)
-		if t == nil {
-			return false
-		}
-		t.ExitCode, t.Signal = p.ExitCode, ""
-		s.die(t, Finished, "", pos)
-		return true
+		return s.taskFinished(pos, p)
 	case *events.TaskFailed:
 		return s.taskFailed(pos, p)
 	case *events.TaskEvicted:
-		t := s.liveTask(p.User, p.Job, p.Index, p.Machine)
-		if t == nil {
-			return false
-		}
-		if p.Stopping {
-			s.stop(t, Evicted, p.Reason, pos)
-		} else {
-			s.die(t, Evicted, p.Reason, pos)
-		}
-		return true
+		return s.taskEvicted(pos, p)
 	case *events.TaskKilled:
-		t := s.task(p.User, p.Job, p.Index)
-		if t == nil || t.State == TaskDead || (t.Live() && p.Machine != "" && p.Machine != t.Machine) {
-			return false
-		}
-		if p.Stopping {
-			s.stop(t, Killed, p.Reason, pos)
-		} else {
-			s.die(t, Killed, p.Reason, pos)
-		}
-		return true
+		return s.taskKilled(pos, p)
 	case *events.TaskStopped:
 		return s.taskStopped(pos, p)
 	case *events.TaskLost:
-		t := s.liveTask(p.User, p.Job, p.Index, p.Machine)
-		if t == nil {
-			return false
-		}
-		s.die(t, Lost, p.Reason, pos)
-		return true
+		return s.taskLost(pos, p)
 	case *events.TaskUpdated:
 		return s.taskUpdated(pos, p)
 	case *events.TaskHealthChanged:
@@ -154,30 +126,11 @@ func (s *State) fold(pos int64, d events.Payload) bool {
 	case *events.JobUpdated:
 		return s.jobUpdated(p)
 	case *events.JobUpdateCommitted:
-		j := s.Jobs[JobKey{p.User, p.Job}]
-		if j == nil || j.Update == nil {
-			return false
-		}
-		j.Update = nil
-		j.LastUpdate = UpdateOutcome{Version: p.SpecVersion, How: "committed", Reason: p.Reason}
-		return true
+		return s.jobUpdateCommitted(p)
 	case *events.JobUpdateHalted:
-		j := s.Jobs[JobKey{p.User, p.Job}]
-		if j == nil || j.Update == nil || j.Update.To != p.SpecVersion || j.Update.Halted != "" {
-			return false
-		}
-		j.Update.Halted = p.Reason
-		if j.Update.Halted == "" {
-			j.Update.Halted = "halted"
-		}
-		return true
+		return s.jobUpdateHalted(p)
 	case *events.JobUpdatePromoted:
-		j := s.Jobs[JobKey{p.User, p.Job}]
-		if j == nil || j.Update == nil || j.Update.To != p.SpecVersion || j.Update.Promoted {
-			return false
-		}
-		j.Update.Promoted = true
-		return true
+		return s.jobUpdatePromoted(p)
 	case *events.JobUpdateRolledBack:
 		return s.jobRolledBack(p)
 	case *events.JobKilled:
@@ -185,90 +138,62 @@ func (s *State) fold(pos int64, d events.Payload) bool {
 	case *events.JobFinished:
 		return s.jobEnded(pos, p.User, p.Job, JobFinishedEnd, "")
 	case *events.MachineRegistered:
-		m := s.Machines[p.Machine]
-		if m == nil {
-			if p.Machine == "" {
-				return false
-			}
-			m = &Machine{Name: p.Machine, tasks: map[*Task]struct{}{}, allocs: map[*Alloc]struct{}{}}
-			s.Machines[p.Machine] = m
-		}
-		m.Address, m.Capacity, m.Attributes, m.PortBase, m.Version = p.Address, ResourcesOf(p.Capacity), p.Attributes, portBase(p.PortBase), pos
-		return true
+		return s.machineRegistered(pos, p)
 	case *events.MachineUpdated:
-		m := s.Machines[p.Machine]
-		if m == nil {
-			return false
-		}
-		m.Address, m.Capacity, m.Attributes, m.PortBase, m.Version = p.Address, ResourcesOf(p.Capacity), p.Attributes, portBase(p.PortBase), pos
-		return true
+		return s.machineUpdated(pos, p)
 	case *events.MachineDrainSet:
-		m := s.Machines[p.Machine]
-		if m == nil {
-			return false
-		}
-		m.Draining, m.Reason, m.Version = p.Draining, p.Reason, pos
-		return true
+		return s.machineDrainSet(pos, p)
 	case *events.MachineDown:
-		m := s.Machines[p.Machine]
-		if m == nil {
-			return false
-		}
-		m.State, m.Reason, m.Version = MachineDown, p.Reason, pos
-		s.releaseAll(m, pos)
-		return true
+		return s.machineDown(pos, p)
 	case *events.MachineUp:
-		m := s.Machines[p.Machine]
-		if m == nil {
-			return false
-		}
-		m.State, m.Version = MachineUp, pos
-		if !m.Draining {
-			m.Reason = ""
-		}
-		return true
+		return s.machineUp(pos, p)
 	case *events.MachineRemoved:
 		return s.machineRemoved(pos, p)
 	case *events.QuotaSet:
-		b, ok := ParseBand(p.Band)
-		if !ok || p.User == "" {
-			return false
-		}
-		setOrDelete(s.Quotas, UserBand{p.User, b}, ResourcesOf(p.Resources))
-		return true
+		return s.quotaSet(p)
 	case *events.PriceSheetSet:
-		s.PriceSheets = append(s.PriceSheets, PriceSheet{Position: pos, SetUS: s.TimeUS, Sheet: p})
-		return true
+		return s.priceSheetSet(pos, p)
 	case *events.BillingPeriodClosed:
-		if _, closed := s.ClosedPeriods[p.PeriodStartUs]; closed {
-			return false
-		}
-		s.ClosedPeriods[p.PeriodStartUs] = pos
-		return true
+		return s.billingPeriodClosed(pos, p)
 	case *events.AllocSetCreated:
 		return s.allocSetCreated(p)
 	case *events.AllocSetRemoved:
 		return s.allocSetRemoved(pos, p)
 	case *events.AllocScheduled:
-		a := s.alloc(p.User, p.Name, p.Index)
-		m := s.Machines[p.Machine]
-		if a == nil || a.machine != nil || m == nil {
-			return false
-		}
-		s.placeAlloc(a, m, pos)
-		return true
+		return s.allocScheduled(pos, p)
 	case *events.AllocEvicted:
-		a := s.alloc(p.User, p.Name, p.Index)
-		if a == nil || a.machine == nil || (p.Machine != "" && a.Machine != p.Machine) {
-			return false
-		}
-		s.unplaceAlloc(a, pos)
-		return true
+		return s.allocEvicted(pos, p)
 	case *events.LeaderElected:
-		s.Leader, s.LeaderEpoch, s.LeaderAddress = p.Holder, p.Epoch, p.Address
-		return true
+		return s.leaderElected(p)
 	case nil:
 		return false
 	}
 	return true // a type this projection has no use for
+}
+
+func (s *State) priceSheetSet(pos int64, p *events.PriceSheetSet) bool {
+	s.PriceSheets = append(s.PriceSheets, PriceSheet{Position: pos, SetUS: s.TimeUS, Sheet: p})
+	return true
+}
+
+func (s *State) leaderElected(p *events.LeaderElected) bool {
+	s.Leader, s.LeaderEpoch, s.LeaderAddress = p.Holder, p.Epoch, p.Address
+	return true
+}
+
+func (s *State) quotaSet(p *events.QuotaSet) bool {
+	b, ok := ParseBand(p.Band)
+	if !ok || p.User == "" {
+		return false
+	}
+	setOrDelete(s.Quotas, UserBand{p.User, b}, ResourcesOf(p.Resources))
+	return true
+}
+
+func (s *State) billingPeriodClosed(pos int64, p *events.BillingPeriodClosed) bool {
+	if _, closed := s.ClosedPeriods[p.PeriodStartUs]; closed {
+		return false
+	}
+	s.ClosedPeriods[p.PeriodStartUs] = pos
+	return true
 }

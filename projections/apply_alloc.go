@@ -2,23 +2,6 @@ package projections
 
 import "github.com/corralhq/corral/events"
 
-func (s *State) machineRemoved(pos int64, p *events.MachineRemoved) bool {
-	m := s.Machines[p.Machine]
-	if m == nil {
-		return false
-	}
-	// Writers move every task and alloc away first.
-	for t := range m.tasks {
-		s.die(t, Lost, "machine removed", pos)
-	}
-	for a := range m.allocs {
-		s.unplaceAlloc(a, pos)
-	}
-	s.releaseAll(m, pos)
-	delete(s.Machines, p.Machine)
-	return true
-}
-
 func (s *State) allocSetCreated(p *events.AllocSetCreated) bool {
 	key := JobKey{p.User, p.Name}
 	if p.User == "" || p.Name == "" || s.AllocSets[key] != nil || p.Count < 0 || p.Count > maxTaskIndex {
@@ -94,4 +77,23 @@ func (s *State) unplaceAlloc(a *Alloc, pos int64) {
 	m.Version = pos
 	a.machine, a.Machine = nil, ""
 	s.pendingAllocs[a] = struct{}{}
+}
+
+func (s *State) allocScheduled(pos int64, p *events.AllocScheduled) bool {
+	a := s.alloc(p.User, p.Name, p.Index)
+	m := s.Machines[p.Machine]
+	if a == nil || a.machine != nil || m == nil {
+		return false
+	}
+	s.placeAlloc(a, m, pos)
+	return true
+}
+
+func (s *State) allocEvicted(pos int64, p *events.AllocEvicted) bool {
+	a := s.alloc(p.User, p.Name, p.Index)
+	if a == nil || a.machine == nil || (p.Machine != "" && a.Machine != p.Machine) {
+		return false
+	}
+	s.unplaceAlloc(a, pos)
+	return true
 }

@@ -43,6 +43,37 @@ func (s *State) jobUpdated(p *events.JobUpdated) bool {
 	return true
 }
 
+func (s *State) jobUpdateCommitted(p *events.JobUpdateCommitted) bool {
+	j := s.Jobs[JobKey{p.User, p.Job}]
+	if j == nil || j.Update == nil {
+		return false
+	}
+	j.Update = nil
+	j.LastUpdate = UpdateOutcome{Version: p.SpecVersion, How: "committed", Reason: p.Reason}
+	return true
+}
+
+func (s *State) jobUpdateHalted(p *events.JobUpdateHalted) bool {
+	j := s.Jobs[JobKey{p.User, p.Job}]
+	if j == nil || j.Update == nil || j.Update.To != p.SpecVersion || j.Update.Halted != "" {
+		return false
+	}
+	j.Update.Halted = p.Reason
+	if j.Update.Halted == "" {
+		j.Update.Halted = "halted"
+	}
+	return true
+}
+
+func (s *State) jobUpdatePromoted(p *events.JobUpdatePromoted) bool {
+	j := s.Jobs[JobKey{p.User, p.Job}]
+	if j == nil || j.Update == nil || j.Update.To != p.SpecVersion || j.Update.Promoted {
+		return false
+	}
+	j.Update.Promoted = true
+	return true
+}
+
 func (s *State) jobRolledBack(p *events.JobUpdateRolledBack) bool {
 	j := s.Jobs[JobKey{p.User, p.Job}]
 	if j == nil || j.Dead() || p.SpecVersion <= j.LatestVersion() {

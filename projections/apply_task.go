@@ -116,6 +116,53 @@ func (s *State) releaseAll(m *Machine, pos int64) {
 	}
 }
 
+func (s *State) taskFinished(pos int64, p *events.TaskFinished) bool {
+	t := s.liveTask(p.User, p.Job, p.Index, p.Machine)
+	if t == nil {
+		return false
+	}
+	t.ExitCode, t.Signal = p.ExitCode, ""
+	s.die(t, Finished, "", pos)
+	return true
+}
+
+func (s *State) taskEvicted(pos int64, p *events.TaskEvicted) bool {
+	t := s.liveTask(p.User, p.Job, p.Index, p.Machine)
+	if t == nil {
+		return false
+	}
+	s.stopOrDie(t, p.Stopping, Evicted, p.Reason, pos)
+	return true
+}
+
+func (s *State) taskKilled(pos int64, p *events.TaskKilled) bool {
+	t := s.task(p.User, p.Job, p.Index)
+	if t == nil || t.State == TaskDead || (t.Live() && p.Machine != "" && p.Machine != t.Machine) {
+		return false
+	}
+	s.stopOrDie(t, p.Stopping, Killed, p.Reason, pos)
+	return true
+}
+
+// stopOrDie ends t's run how: stopping (its machine still holds what it
+// used until a TaskStopped) or dead at once.
+func (s *State) stopOrDie(t *Task, stopping bool, how TaskEnd, reason string, pos int64) {
+	if stopping {
+		s.stop(t, how, reason, pos)
+	} else {
+		s.die(t, how, reason, pos)
+	}
+}
+
+func (s *State) taskLost(pos int64, p *events.TaskLost) bool {
+	t := s.liveTask(p.User, p.Job, p.Index, p.Machine)
+	if t == nil {
+		return false
+	}
+	s.die(t, Lost, p.Reason, pos)
+	return true
+}
+
 func (s *State) taskStopped(pos int64, p *events.TaskStopped) bool {
 	m := s.Machines[p.Machine]
 	if m == nil {

@@ -3,6 +3,7 @@ package projections_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -95,10 +96,12 @@ func TestCodecRoundTrip(t *testing.T) {
 	if !bytes.Equal(projections.Encode(d), projections.Encode(s)) {
 		t.Fatal("a decoded state folds the next events differently")
 	}
-	for _, bad := range [][]byte{nil, []byte("crst"), append([]byte("crst"), 9), enc[:len(enc)/2], append(append([]byte{}, enc...), 0)} {
-		if _, err := projections.Decode(bad); err == nil {
-			t.Fatalf("decoded %d bad bytes", len(bad))
-		}
+	for i, bad := range [][]byte{nil, []byte("crst"), append([]byte("crst"), 9), enc[:len(enc)/2], append(append([]byte{}, enc...), 0)} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if _, err := projections.Decode(bad); err == nil {
+				t.Fatalf("decoded %d bad bytes", len(bad))
+			}
+		})
 	}
 }
 

@@ -44,77 +44,15 @@ func Encode(s *State) []byte {
 
 	e.uint(uint64(len(s.Machines)))
 	for _, m := range s.SortedMachines() {
-		e.str(m.Name)
-		e.str(m.Address)
-		e.res(m.Capacity)
-		e.strMap(m.Attributes)
-		e.int(int64(m.PortBase))
-		e.uint(uint64(m.State))
-		e.bool(m.Draining)
-		e.str(m.Reason)
-		e.int(m.Version)
-		runs := m.StoppingRuns()
-		e.uint(uint64(len(runs)))
-		for _, r := range runs {
-			h := m.stopping[r]
-			e.str(r.User)
-			e.str(r.Job)
-			e.int(int64(r.Index))
-			e.int(r.Submission)
-			e.res(h.Limit)
-			e.res(h.Reservation)
-			e.int(h.SinceUS)
-		}
-		e.int(m.UsageEndUS)
-		spans := slices.SortedFunc(maps.Keys(m.spans), compareRuns)
-		e.uint(uint64(len(spans)))
-		for _, r := range spans {
-			sp := m.spans[r]
-			e.str(r.User)
-			e.str(r.Job)
-			e.int(int64(r.Index))
-			e.int(r.Submission)
-			e.int(sp.startUS)
-			e.int(sp.stopUS)
-		}
+		e.machine(m)
 	}
-
-	quotas := slices.Collect(func(yield func(UserBand) bool) {
-		for k := range s.Quotas {
-			if !yield(k) {
-				return
-			}
-		}
+	e.quotas(s.Quotas)
+	sets := slices.SortedFunc(maps.Values(s.AllocSets), func(a, b *AllocSet) int {
+		return cmp.Or(cmp.Compare(a.User, b.User), cmp.Compare(a.Name, b.Name))
 	})
-	slices.SortFunc(quotas, func(a, b UserBand) int { return cmp.Or(cmp.Compare(a.User, b.User), cmp.Compare(a.Band, b.Band)) })
-	e.uint(uint64(len(quotas)))
-	for _, k := range quotas {
-		e.str(k.User)
-		e.uint(uint64(k.Band))
-		e.res(s.Quotas[k])
-	}
-
-	sets := make([]*AllocSet, 0, len(s.AllocSets))
-	for _, a := range s.AllocSets {
-		sets = append(sets, a)
-	}
-	slices.SortFunc(sets, func(a, b *AllocSet) int { return cmp.Or(cmp.Compare(a.User, b.User), cmp.Compare(a.Name, b.Name)) })
 	e.uint(uint64(len(sets)))
 	for _, set := range sets {
-		e.str(set.User)
-		e.str(set.Name)
-		e.int(int64(set.Priority))
-		e.res(set.Resources)
-		e.uint(uint64(len(set.Constraints)))
-		for _, c := range set.Constraints {
-			e.proto(c)
-		}
-		e.strMap(set.Labels)
-		e.int(set.CreatedUS)
-		e.uint(uint64(len(set.Allocs)))
-		for _, a := range set.Allocs {
-			e.str(a.Machine)
-		}
+		e.allocSet(set)
 	}
 
 	e.uint(uint64(len(s.Jobs)))
@@ -135,6 +73,72 @@ func Encode(s *State) []byte {
 		e.int(s.ClosedPeriods[start])
 	}
 	return e.buf
+}
+
+func (e *encoder) machine(m *Machine) {
+	e.str(m.Name)
+	e.str(m.Address)
+	e.res(m.Capacity)
+	e.strMap(m.Attributes)
+	e.int(int64(m.PortBase))
+	e.uint(uint64(m.State))
+	e.bool(m.Draining)
+	e.str(m.Reason)
+	e.int(m.Version)
+	runs := m.StoppingRuns()
+	e.uint(uint64(len(runs)))
+	for _, r := range runs {
+		h := m.stopping[r]
+		e.taskRun(r)
+		e.res(h.Limit)
+		e.res(h.Reservation)
+		e.int(h.SinceUS)
+	}
+	e.int(m.UsageEndUS)
+	spans := slices.SortedFunc(maps.Keys(m.spans), compareRuns)
+	e.uint(uint64(len(spans)))
+	for _, r := range spans {
+		sp := m.spans[r]
+		e.taskRun(r)
+		e.int(sp.startUS)
+		e.int(sp.stopUS)
+	}
+}
+
+func (e *encoder) taskRun(r TaskRun) {
+	e.str(r.User)
+	e.str(r.Job)
+	e.int(int64(r.Index))
+	e.int(r.Submission)
+}
+
+func (e *encoder) quotas(q map[UserBand]Resources) {
+	keys := slices.SortedFunc(maps.Keys(q), func(a, b UserBand) int {
+		return cmp.Or(cmp.Compare(a.User, b.User), cmp.Compare(a.Band, b.Band))
+	})
+	e.uint(uint64(len(keys)))
+	for _, k := range keys {
+		e.str(k.User)
+		e.uint(uint64(k.Band))
+		e.res(q[k])
+	}
+}
+
+func (e *encoder) allocSet(set *AllocSet) {
+	e.str(set.User)
+	e.str(set.Name)
+	e.int(int64(set.Priority))
+	e.res(set.Resources)
+	e.uint(uint64(len(set.Constraints)))
+	for _, c := range set.Constraints {
+		e.proto(c)
+	}
+	e.strMap(set.Labels)
+	e.int(set.CreatedUS)
+	e.uint(uint64(len(set.Allocs)))
+	for _, a := range set.Allocs {
+		e.str(a.Machine)
+	}
 }
 
 func (e *encoder) job(j *Job) {
@@ -178,58 +182,61 @@ func (e *encoder) job(j *Job) {
 	e.uint(uint64(len(j.Tasks)))
 	for _, t := range j.Tasks {
 		e.bool(t != nil)
-		if t == nil {
-			continue
+		if t != nil {
+			e.task(t)
 		}
-		e.uint(uint64(t.State))
-		e.uint(uint64(t.End))
-		e.str(t.Reason)
-		e.int(t.SpecVersion)
-		e.str(t.Machine)
-		e.int(int64(t.AllocIndex))
-		e.uint(uint64(len(t.Ports)))
-		for _, p := range t.Ports {
-			e.int(int64(p))
-		}
-		e.int(int64(t.Restarts))
-		e.int(int64(t.ExitCode))
-		e.str(t.Signal)
-		e.int(t.Pid)
-		e.int(t.NotBeforeUS)
-		e.int(int64(t.FailStreak))
-		e.int(int64(t.RunsSeen))
-		e.str(t.StoppingOn)
-		e.int(t.StartedUS)
-		e.int(t.RunStartUS)
-		e.str(t.FailMessage)
-		e.int(t.ReservationUS)
-		// The limit is derived from the spec; the reservation equals it
-		// until the estimator moves it.
-		e.bool(t.Reservation != t.Limit)
-		if t.Reservation != t.Limit {
-			e.res(t.Reservation)
-		}
-		e.bool(t.Usage != Usage{})
-		if t.Usage != (Usage{}) {
-			u := t.Usage
-			e.int(u.WindowStartUS)
-			e.int(u.WindowEndUS)
-			e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(u.CPUCoreSeconds))
-			e.int(u.MemoryBytes)
-			e.int(u.MemoryMaxBytes)
-			e.int(u.DiskBytes)
-		}
-		e.bool(t.Replacing)
-		e.uint(uint64(t.Health))
-		e.str(t.HealthMessage)
-		e.int(t.HealthyUS)
-		e.int(t.SinceUS)
-		e.int(t.Seq)
-		e.str(t.WaitReason)
-		e.str(t.WaitHint)
-		e.uint(uint64(t.LastEnd))
-		e.str(t.LastMachine)
 	}
+}
+
+func (e *encoder) task(t *Task) {
+	e.uint(uint64(t.State))
+	e.uint(uint64(t.End))
+	e.str(t.Reason)
+	e.int(t.SpecVersion)
+	e.str(t.Machine)
+	e.int(int64(t.AllocIndex))
+	e.uint(uint64(len(t.Ports)))
+	for _, p := range t.Ports {
+		e.int(int64(p))
+	}
+	e.int(int64(t.Restarts))
+	e.int(int64(t.ExitCode))
+	e.str(t.Signal)
+	e.int(t.Pid)
+	e.int(t.NotBeforeUS)
+	e.int(int64(t.FailStreak))
+	e.int(int64(t.RunsSeen))
+	e.str(t.StoppingOn)
+	e.int(t.StartedUS)
+	e.int(t.RunStartUS)
+	e.str(t.FailMessage)
+	e.int(t.ReservationUS)
+	// The limit is derived from the spec; the reservation equals it
+	// until the estimator moves it.
+	e.bool(t.Reservation != t.Limit)
+	if t.Reservation != t.Limit {
+		e.res(t.Reservation)
+	}
+	e.bool(t.Usage != Usage{})
+	if t.Usage != (Usage{}) {
+		u := t.Usage
+		e.int(u.WindowStartUS)
+		e.int(u.WindowEndUS)
+		e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(u.CPUCoreSeconds))
+		e.int(u.MemoryBytes)
+		e.int(u.MemoryMaxBytes)
+		e.int(u.DiskBytes)
+	}
+	e.bool(t.Replacing)
+	e.uint(uint64(t.Health))
+	e.str(t.HealthMessage)
+	e.int(t.HealthyUS)
+	e.int(t.SinceUS)
+	e.int(t.Seq)
+	e.str(t.WaitReason)
+	e.str(t.WaitHint)
+	e.uint(uint64(t.LastEnd))
+	e.str(t.LastMachine)
 }
 
 type encoder struct{ buf []byte }
@@ -297,23 +304,7 @@ func Decode(b []byte) (*State, error) {
 	s.LeaderAddress = d.str()
 
 	for n := d.count(); n > 0 && d.err == nil; n-- {
-		m := &Machine{Name: d.istr(), Address: d.str(), Capacity: d.res(), Attributes: d.strMap(), PortBase: int32(d.int()),
-			State: MachineState(d.small(1)), Draining: d.bool(), Reason: d.str(), Version: d.int()}
-		for k := d.count(); k > 0 && d.err == nil; k-- {
-			if m.stopping == nil {
-				m.stopping = map[TaskRun]Hold{}
-			}
-			r := TaskRun{TaskKey{User: d.istr(), Job: d.istr(), Index: int32(d.int())}, d.int()}
-			m.stopping[r] = Hold{Limit: d.res(), Reservation: d.res(), SinceUS: d.int()}
-		}
-		m.UsageEndUS = d.int()
-		for k := d.count(); k > 0 && d.err == nil; k-- {
-			if m.spans == nil {
-				m.spans = map[TaskRun]span{}
-			}
-			r := TaskRun{TaskKey{User: d.istr(), Job: d.istr(), Index: int32(d.int())}, d.int()}
-			m.spans[r] = span{startUS: d.int(), stopUS: d.int()}
-		}
+		m := d.machine()
 		s.Machines[m.Name] = m
 	}
 	for n := d.count(); n > 0 && d.err == nil; n-- {
@@ -321,19 +312,7 @@ func Decode(b []byte) (*State, error) {
 		s.Quotas[ub] = d.res()
 	}
 	for n := d.count(); n > 0 && d.err == nil; n-- {
-		set := &AllocSet{User: d.istr(), Name: d.str(), Priority: int32(d.int()), Resources: d.res()}
-		for k := d.count(); k > 0 && d.err == nil; k-- {
-			c := &events.Constraint{}
-			d.proto(c)
-			set.Constraints = append(set.Constraints, c)
-		}
-		set.Labels = d.strMap()
-		set.CreatedUS = d.int()
-		count := d.count()
-		set.Allocs = make([]*Alloc, 0, count)
-		for i := 0; i < count && d.err == nil; i++ {
-			set.Allocs = append(set.Allocs, &Alloc{Set: set, Index: int32(i), Machine: d.istr()})
-		}
+		set := d.allocSet()
 		s.AllocSets[set.Key()] = set
 	}
 	for n := d.count(); n > 0 && d.err == nil; n-- {
@@ -359,6 +338,48 @@ func Decode(b []byte) (*State, error) {
 	}
 	s.rebuild()
 	return s, nil
+}
+
+func (d *decoder) machine() *Machine {
+	m := &Machine{Name: d.istr(), Address: d.str(), Capacity: d.res(), Attributes: d.strMap(), PortBase: int32(d.int()),
+		State: MachineState(d.small(1)), Draining: d.bool(), Reason: d.str(), Version: d.int()}
+	for k := d.count(); k > 0 && d.err == nil; k-- {
+		if m.stopping == nil {
+			m.stopping = map[TaskRun]Hold{}
+		}
+		r := d.taskRun()
+		m.stopping[r] = Hold{Limit: d.res(), Reservation: d.res(), SinceUS: d.int()}
+	}
+	m.UsageEndUS = d.int()
+	for k := d.count(); k > 0 && d.err == nil; k-- {
+		if m.spans == nil {
+			m.spans = map[TaskRun]span{}
+		}
+		r := d.taskRun()
+		m.spans[r] = span{startUS: d.int(), stopUS: d.int()}
+	}
+	return m
+}
+
+func (d *decoder) taskRun() TaskRun {
+	return TaskRun{TaskKey{User: d.istr(), Job: d.istr(), Index: int32(d.int())}, d.int()}
+}
+
+func (d *decoder) allocSet() *AllocSet {
+	set := &AllocSet{User: d.istr(), Name: d.str(), Priority: int32(d.int()), Resources: d.res()}
+	for k := d.count(); k > 0 && d.err == nil; k-- {
+		c := &events.Constraint{}
+		d.proto(c)
+		set.Constraints = append(set.Constraints, c)
+	}
+	set.Labels = d.strMap()
+	set.CreatedUS = d.int()
+	count := d.count()
+	set.Allocs = make([]*Alloc, 0, count)
+	for i := 0; i < count && d.err == nil; i++ {
+		set.Allocs = append(set.Allocs, &Alloc{Set: set, Index: int32(i), Machine: d.istr()})
+	}
+	return set
 }
 
 func (d *decoder) job() *Job {
@@ -393,61 +414,71 @@ func (d *decoder) job() *Job {
 		if !d.bool() {
 			continue
 		}
-		t := &Task{Job: j, Index: int32(i)}
-		t.State = TaskState(d.small(3))
-		t.End = TaskEnd(d.small(5))
-		t.Reason = d.istr()
-		t.SpecVersion = d.int()
-		t.Machine = d.istr()
-		t.AllocIndex = int32(d.int())
-		if np := d.count(); np > 0 {
-			t.Ports = make([]int32, np)
-			for k := range t.Ports {
-				t.Ports[k] = int32(d.int())
-			}
-		}
-		t.Restarts = int32(d.int())
-		t.ExitCode = int32(d.int())
-		t.Signal = d.istr()
-		t.Pid = d.int()
-		t.NotBeforeUS = d.int()
-		t.FailStreak = int32(d.int())
-		t.RunsSeen = int32(d.int())
-		t.StoppingOn = d.istr()
-		t.StartedUS = d.int()
-		t.RunStartUS = d.int()
-		t.FailMessage = d.istr()
-		t.ReservationUS = d.int()
-		spec := j.SpecOf(t.SpecVersion)
-		if spec == nil {
-			d.fail("job %s task %d: spec version %d missing", j.Key(), i, t.SpecVersion)
+		t := d.task(j, int32(i))
+		if t == nil {
 			return nil
 		}
-		t.Limit = TaskLimit(spec, t.Index)
-		t.Reservation = t.Limit
-		if d.bool() {
-			t.Reservation = d.res()
-		}
-		if d.bool() {
-			t.Usage = Usage{WindowStartUS: d.int(), WindowEndUS: d.int(), CPUCoreSeconds: d.float(),
-				MemoryBytes: d.int(), MemoryMaxBytes: d.int(), DiskBytes: d.int()}
-		}
-		t.Replacing = d.bool()
-		t.Health = Health(d.small(2))
-		t.HealthMessage = d.str()
-		t.HealthyUS = d.int()
-		t.SinceUS = d.int()
-		t.Seq = d.int()
-		t.WaitReason = d.istr()
-		t.WaitHint = d.istr()
-		t.LastEnd = TaskEnd(d.small(5))
-		t.LastMachine = d.istr()
 		j.Tasks[i] = t
 	}
 	if d.err == nil && j.SpecOf(j.Current) == nil {
 		d.fail("job %s: current spec version %d missing", j.Key(), j.Current)
 	}
 	return j
+}
+
+// task reads task index of j, or returns nil when its spec version is
+// not one of j's.
+func (d *decoder) task(j *Job, index int32) *Task {
+	t := &Task{Job: j, Index: index}
+	t.State = TaskState(d.small(3))
+	t.End = TaskEnd(d.small(5))
+	t.Reason = d.istr()
+	t.SpecVersion = d.int()
+	t.Machine = d.istr()
+	t.AllocIndex = int32(d.int())
+	if np := d.count(); np > 0 {
+		t.Ports = make([]int32, np)
+		for k := range t.Ports {
+			t.Ports[k] = int32(d.int())
+		}
+	}
+	t.Restarts = int32(d.int())
+	t.ExitCode = int32(d.int())
+	t.Signal = d.istr()
+	t.Pid = d.int()
+	t.NotBeforeUS = d.int()
+	t.FailStreak = int32(d.int())
+	t.RunsSeen = int32(d.int())
+	t.StoppingOn = d.istr()
+	t.StartedUS = d.int()
+	t.RunStartUS = d.int()
+	t.FailMessage = d.istr()
+	t.ReservationUS = d.int()
+	spec := j.SpecOf(t.SpecVersion)
+	if spec == nil {
+		d.fail("job %s task %d: spec version %d missing", j.Key(), index, t.SpecVersion)
+		return nil
+	}
+	t.Limit = TaskLimit(spec, t.Index)
+	t.Reservation = t.Limit
+	if d.bool() {
+		t.Reservation = d.res()
+	}
+	if d.bool() {
+		t.Usage = Usage{WindowStartUS: d.int(), WindowEndUS: d.int(), CPUCoreSeconds: d.float(),
+			MemoryBytes: d.int(), MemoryMaxBytes: d.int(), DiskBytes: d.int()}
+	}
+	t.Replacing = d.bool()
+	t.Health = Health(d.small(2))
+	t.HealthMessage = d.str()
+	t.HealthyUS = d.int()
+	t.SinceUS = d.int()
+	t.Seq = d.int()
+	t.WaitReason = d.istr()
+	t.WaitHint = d.istr()
+	t.LastEnd = TaskEnd(d.small(5))
+	t.LastMachine = d.istr()
+	return t
 }
 
 type decoder struct {
@@ -463,24 +494,16 @@ func (d *decoder) fail(format string, args ...any) {
 	}
 }
 
-func (d *decoder) uint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.buf[d.off:])
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.off += n
-	return v
-}
+func (d *decoder) uint() uint64 { return varint(d, binary.Uvarint) }
 
-func (d *decoder) int() int64 {
+func (d *decoder) int() int64 { return varint(d, binary.Varint) }
+
+// varint reads one varint with read, binary.Uvarint or binary.Varint.
+func varint[T uint64 | int64](d *decoder, read func([]byte) (T, int)) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.buf[d.off:])
+	v, n := read(d.buf[d.off:])
 	if n <= 0 {
 		d.fail("bad varint")
 		return 0

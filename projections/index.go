@@ -163,14 +163,34 @@ func (s *State) CheckIndexes() error {
 	if err != nil {
 		return err
 	}
-	taskKeys := func(m map[*Task]struct{}) []TaskKey {
-		out := make([]TaskKey, 0, len(m))
-		for t := range m {
-			out = append(out, t.Key())
+	for _, check := range []func(*State) error{s.checkPlacements, s.checkCharges, s.checkJobIndexes, s.checkLiveJobs} {
+		if err := check(c); err != nil {
+			return err
 		}
-		slices.SortFunc(out, compareTaskKeys)
-		return out
 	}
+	return nil
+}
+
+func taskKeys(m map[*Task]struct{}) []TaskKey {
+	out := make([]TaskKey, 0, len(m))
+	for t := range m {
+		out = append(out, t.Key())
+	}
+	slices.SortFunc(out, compareTaskKeys)
+	return out
+}
+
+func jobKeys(m map[*Job]struct{}) []string {
+	var out []string
+	for j := range m {
+		out = append(out, j.Key().String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkPlacements compares s's pending index and machines with c's.
+func (s *State) checkPlacements(c *State) error {
 	if got, want := taskKeys(s.pending), taskKeys(c.pending); !slices.Equal(got, want) {
 		return fmt.Errorf("pending index: %v, rebuilt %v", got, want)
 	}
@@ -194,6 +214,12 @@ func (s *State) CheckIndexes() error {
 			}
 		}
 	}
+	return nil
+}
+
+// checkCharges compares the counters and charges of s's jobs and allocs
+// with c's.
+func (s *State) checkCharges(c *State) error {
 	for key, j := range s.Jobs {
 		cj := c.Jobs[key]
 		if j.live != cj.live || j.pending != cj.pending || j.Charge != cj.Charge {
@@ -211,14 +237,12 @@ func (s *State) CheckIndexes() error {
 	if len(s.pendingAllocs) != len(c.pendingAllocs) {
 		return fmt.Errorf("pending allocs: %d, rebuilt %d", len(s.pendingAllocs), len(c.pendingAllocs))
 	}
-	jobKeys := func(m map[*Job]struct{}) []string {
-		var out []string
-		for j := range m {
-			out = append(out, j.Key().String())
-		}
-		slices.Sort(out)
-		return out
-	}
+	return nil
+}
+
+// checkJobIndexes compares s's label, prerequisite and user indexes with
+// c's.
+func (s *State) checkJobIndexes(c *State) error {
 	if len(s.labels) != len(c.labels) {
 		return fmt.Errorf("label index: %d keys, rebuilt %d", len(s.labels), len(c.labels))
 	}
@@ -248,6 +272,11 @@ func (s *State) CheckIndexes() error {
 	if len(s.byUser) != len(c.byUser) {
 		return fmt.Errorf("users: %d, rebuilt %d", len(s.byUser), len(c.byUser))
 	}
+	return nil
+}
+
+// checkLiveJobs compares s's live-job index with c's and with s.Jobs.
+func (s *State) checkLiveJobs(c *State) error {
 	liveKeys := func(st *State) []JobKey {
 		out := make([]JobKey, 0, len(st.live))
 		for j := range st.live {

@@ -46,8 +46,10 @@ func TestSelectors(t *testing.T) {
 		{"tier like (a)", "expected =, !=, in or notin"},
 		{"tier in (a,,b)", `"" is not a label value`},
 	} {
-		if _, err := ParseSelector(tc.sel); err == nil || !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("%q: error %v, want %q", tc.sel, err, tc.err)
-		}
+		t.Run(tc.sel, func(t *testing.T) {
+			if _, err := ParseSelector(tc.sel); err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.sel, err, tc.err)
+			}
+		})
 	}
 }

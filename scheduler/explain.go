@@ -13,6 +13,27 @@ import (
 // pass, so counts and hints describe what the next pass will see unless the
 // cell changes. With Config.NoExplanations it only lists the tasks.
 func (p *pass) explain(c *class) Explanation {
+	e := p.listUnplaced(c)
+	if p.cfg.NoExplanations {
+		return e
+	}
+	// Machines failing only on room (resources or alloc), and the most
+	// each could offer: scratch space the pass reuses class after class.
+	t := verdictTally{byConstraint: make([]int, len(c.hard)), eligible: p.scratch.eligible[:0], maxAvail: p.scratch.maxAvail[:0]}
+	defer func() { p.scratch.eligible, p.scratch.maxAvail = t.eligible[:0], t.maxAvail[:0] }()
+	p.tallyVerdicts(c, &t)
+	e.Rejections = t.rejections(c)
+	e.Hints = p.constraintHints(c, t.matchAll, t.matchUsable, t.byReason)
+	e.Hints = append(e.Hints, p.roomHints(c, len(c.unplaced), t.eligible, t.maxAvail)...)
+	if c.inAlloc && t.byReason[ReasonNoAlloc] == len(p.machines) {
+		e.Hints = append(e.Hints, fmt.Sprintf("alloc set %s has no instance on any machine", c.allocSet.Name))
+	}
+	return e
+}
+
+// listUnplaced is the explanation of class c without its reasons: what
+// it asks for and the tasks or allocs it left pending.
+func (p *pass) listUnplaced(c *class) Explanation {
 	e := Explanation{
 		Priority:    c.prio,
 		Resources:   c.req,
@@ -30,18 +51,21 @@ func (p *pass) explain(c *class) Explanation {
 			e.Tasks = append(e.Tasks, r)
 		}
 	}
-	if p.cfg.NoExplanations {
-		return e
-	}
+	return e
+}
 
-	var byReason [numReasons]int
-	byConstraint := make([]int, len(c.hard))
-	matchAll := 0    // machines satisfying every hard constraint, any state
-	matchUsable := 0 // ... and up, not draining, no crash there
-	// Machines failing only on room (resources or alloc), and the most
-	// each could offer: scratch space the pass reuses class after class.
-	eligible, maxAvail := p.scratch.eligible[:0], p.scratch.maxAvail[:0]
-	defer func() { p.scratch.eligible, p.scratch.maxAvail = eligible[:0], maxAvail[:0] }()
+// verdictTally counts why the machines rejected a class.
+type verdictTally struct {
+	byReason     [numReasons]int
+	byConstraint []int // by index into the class's hard constraints
+	matchAll     int   // machines satisfying every hard constraint, any state
+	matchUsable  int   // ... and up, not draining, no crash there
+	eligible     []int32
+	maxAvail     []Resources // of each eligible machine
+}
+
+// tallyVerdicts counts every machine's verdict on class c into t.
+func (p *pass) tallyVerdicts(c *class, t *verdictTally) {
 	// The verdicts are kept for the next pass within the memo's bound;
 	// past it, one scratch verdict serves every machine.
 	var verdicts []verdict
@@ -65,46 +89,45 @@ func (p *pass) explain(c *class) Explanation {
 		if v.ok {
 			continue // only when the pass stopped short; nothing to explain
 		}
-		byReason[v.reason]++
+		t.byReason[v.reason]++
 		if v.reason == ReasonConstraint {
-			byConstraint[v.constraint]++
+			t.byConstraint[v.constraint]++
 		}
 		if v.reason <= ReasonCrashedHere && v.matchHard {
-			matchAll++
+			t.matchAll++
 		}
 		if v.reason > ReasonConstraint {
-			matchAll++
-			matchUsable++
+			t.matchAll++
+			t.matchUsable++
 			if v.reason != ReasonNoAlloc && v.reason != ReasonDistinctHosts {
-				eligible = append(eligible, int32(mi))
-				maxAvail = append(maxAvail, v.avail)
+				t.eligible = append(t.eligible, int32(mi))
+				t.maxAvail = append(t.maxAvail, v.avail)
 			}
 		}
 	}
 	if verdicts != nil {
 		p.explained = append(p.explained, explainedClass{c.key, verdicts})
 	}
+}
+
+// rejections lists the tally's reasons, most machines first.
+func (t *verdictTally) rejections(c *class) []Rejection {
+	var out []Rejection
 	for r := Reason(0); r < numReasons; r++ {
 		if r == ReasonConstraint {
-			for i, n := range byConstraint {
+			for i, n := range t.byConstraint {
 				if n > 0 {
-					e.Rejections = append(e.Rejections, Rejection{Reason: r, Constraint: c.hard[i].String(), Machines: n})
+					out = append(out, Rejection{Reason: r, Constraint: c.hard[i].String(), Machines: n})
 				}
 			}
 			continue
 		}
-		if byReason[r] > 0 {
-			e.Rejections = append(e.Rejections, Rejection{Reason: r, Machines: byReason[r]})
+		if t.byReason[r] > 0 {
+			out = append(out, Rejection{Reason: r, Machines: t.byReason[r]})
 		}
 	}
-	slices.SortStableFunc(e.Rejections, func(a, b Rejection) int { return cmp.Compare(b.Machines, a.Machines) })
-
-	e.Hints = p.constraintHints(c, matchAll, matchUsable, byReason)
-	e.Hints = append(e.Hints, p.roomHints(c, len(c.unplaced), eligible, maxAvail)...)
-	if c.inAlloc && byReason[ReasonNoAlloc] == len(p.machines) {
-		e.Hints = append(e.Hints, fmt.Sprintf("alloc set %s has no instance on any machine", c.allocSet.Name))
-	}
-	return e
+	slices.SortStableFunc(out, func(a, b Rejection) int { return cmp.Compare(b.Machines, a.Machines) })
+	return out
 }
 
 // verdictOn is what explain reads of class c on machine mi: the check, and
@@ -211,98 +234,127 @@ func (p *pass) roomHints(c *class, pendingTasks int, eligible []int32, maxAvail 
 		return nil
 	}
 	var hints []string
-	oneDimHint := false
 	for d := Dim(0); d < NumDims; d++ {
-		if c.req[d] <= 0 {
-			continue
-		}
-		values := p.scratch.values[:0]
-		for i := range maxAvail {
-			a := maxAvail[i]
-			if a[d] >= c.req[d] || a[d] <= 0 {
-				continue
-			}
-			a[d] = c.req[d]
-			if c.req.Fits(a) {
-				values = append(values, maxAvail[i][d])
-			}
-		}
-		p.scratch.values = values[:0]
-		if len(values) == 0 {
-			continue
-		}
-		oneDimHint = true
-		// The largest request that would fit somewhere, and, when that is
-		// fewer machines than tasks pending, the request that would fit
-		// them all (or on every machine that could take one).
-		count := func(x int64) int {
-			n := 0
-			for _, v := range values {
-				if v >= x {
-					n++
-				}
-			}
-			return n
-		}
-		hint := func(x int64) string {
-			n := count(x)
-			return fmt.Sprintf("with %s <= %s it would fit on %d machine%s", d, formatFloor(d, x), n, plural(n))
-		}
-		top := slices.Max(values)
-		hints = append(hints, hint(top))
-		if all := kthLargest(values, min(pendingTasks, len(values))); all < top && count(top) < pendingTasks {
-			hints = append(hints, hint(all))
+		if c.req[d] > 0 {
+			hints = append(hints, p.shrinkHints(c, d, pendingTasks, maxAvail)...)
 		}
 	}
+	oneDimHint := len(hints) > 0
 	if c.inAlloc {
 		if !oneDimHint {
-			var most Resources
-			for _, a := range maxAvail {
-				if dominantShare(a, &c.req) > dominantShare(most, &c.req) {
-					most = a
-				}
-			}
-			hints = append(hints, fmt.Sprintf("every instance of alloc set %s is too full; the roomiest has %s free", c.allocSet.Name, most))
+			hints = append(hints, roomiestInstanceHint(c, maxAvail))
 		}
 		return hints
 	}
 	if !oneDimHint {
-		var most Resources
-		for _, a := range maxAvail {
-			for d := range most {
-				most[d] = max(most[d], a[d])
-			}
-		}
-		var parts []string
-		for d := Dim(0); d < NumDims; d++ {
-			if c.req[d] > most[d] {
-				parts = append(parts, fmt.Sprintf("%s %s (asks %s)", d, formatFloor(d, max(most[d], 0)), FormatQuantity(d, c.req[d])))
-			}
-		}
-		if len(parts) > 0 {
-			hints = append(hints, "no machine has room even in one short resource alone; the most free anywhere: "+strings.Join(parts, ", "))
+		if h := mostFreeHint(c, maxAvail); h != "" {
+			hints = append(hints, h)
 		}
 	}
 	if c.prod && !c.isAlloc {
-		n := 0
-		for _, mi := range eligible {
-			m := &p.machines[mi]
-			avail := m.in.Capacity.Sub(m.usedLim)
-			for i := range m.in.Tasks {
-				t := &m.in.Tasks[i]
-				if t.AllocSet == "" && t.Priority < c.prio && (m.evicted == nil || !m.evicted[i]) {
-					avail = avail.Add(t.Limit)
-				}
-			}
-			if c.req.Fits(avail) {
-				n++
-			}
-		}
-		if n > 0 {
-			hints = append(hints, fmt.Sprintf("%d machine%s would have room only by preempting lower-priority production tasks, which production never does", n, plural(n)))
+		if h := p.preemptionHint(c, eligible); h != "" {
+			hints = append(hints, h)
 		}
 	}
 	return hints
+}
+
+// shrinkHints says how much of dimension d class c could ask for to fit
+// on machines short of d alone: the largest request that would fit
+// somewhere, and, when that is fewer machines than tasks pending, the
+// request that would fit them all (or on every machine that could take
+// one). None when no machine is short of d alone.
+func (p *pass) shrinkHints(c *class, d Dim, pendingTasks int, maxAvail []Resources) []string {
+	values := p.scratch.values[:0]
+	for i := range maxAvail {
+		a := maxAvail[i]
+		if a[d] >= c.req[d] || a[d] <= 0 {
+			continue
+		}
+		a[d] = c.req[d]
+		if c.req.Fits(a) {
+			values = append(values, maxAvail[i][d])
+		}
+	}
+	p.scratch.values = values[:0]
+	if len(values) == 0 {
+		return nil
+	}
+	count := func(x int64) int {
+		n := 0
+		for _, v := range values {
+			if v >= x {
+				n++
+			}
+		}
+		return n
+	}
+	hint := func(x int64) string {
+		n := count(x)
+		return fmt.Sprintf("with %s <= %s it would fit on %d machine%s", d, formatFloor(d, x), n, plural(n))
+	}
+	top := slices.Max(values)
+	hints := []string{hint(top)}
+	if all := kthLargest(values, min(pendingTasks, len(values))); all < top && count(top) < pendingTasks {
+		hints = append(hints, hint(all))
+	}
+	return hints
+}
+
+// roomiestInstanceHint names the most an instance of c's alloc set has
+// free.
+func roomiestInstanceHint(c *class, maxAvail []Resources) string {
+	var most Resources
+	for _, a := range maxAvail {
+		if dominantShare(a, &c.req) > dominantShare(most, &c.req) {
+			most = a
+		}
+	}
+	return fmt.Sprintf("every instance of alloc set %s is too full; the roomiest has %s free", c.allocSet.Name, most)
+}
+
+// mostFreeHint names, for each resource c asks more of than any machine
+// has free, the most free anywhere; "" when there is none.
+func mostFreeHint(c *class, maxAvail []Resources) string {
+	var most Resources
+	for _, a := range maxAvail {
+		for d := range most {
+			most[d] = max(most[d], a[d])
+		}
+	}
+	var parts []string
+	for d := Dim(0); d < NumDims; d++ {
+		if c.req[d] > most[d] {
+			parts = append(parts, fmt.Sprintf("%s %s (asks %s)", d, formatFloor(d, max(most[d], 0)), FormatQuantity(d, c.req[d])))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "no machine has room even in one short resource alone; the most free anywhere: " + strings.Join(parts, ", ")
+}
+
+// preemptionHint counts the machines where only evicting lower-priority
+// production tasks would make room for prod class c; "" when none.
+func (p *pass) preemptionHint(c *class, eligible []int32) string {
+	n := 0
+	for _, mi := range eligible {
+		m := &p.machines[mi]
+		avail := m.in.Capacity.Sub(m.usedLim)
+		for i := range m.in.Tasks {
+			t := &m.in.Tasks[i]
+			if t.AllocSet == "" && t.Priority < c.prio && (m.evicted == nil || !m.evicted[i]) {
+				avail = avail.Add(t.Limit)
+			}
+		}
+		if c.req.Fits(avail) {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d machine%s would have room only by preempting lower-priority production tasks, which production never does", n, plural(n))
 }
 
 func plural(n int) string {

@@ -74,10 +74,12 @@ func TestConstraintOps(t *testing.T) {
 		{Constraint{Attribute: "missing", Op: OpExists}, false},
 	}
 	for _, tc := range tests {
-		cc := compileConstraint(tc.c)
-		if got := cc.matches(attrs); got != tc.want {
-			t.Errorf("%s on %v: got %v, want %v", tc.c, attrs, got, tc.want)
-		}
+		t.Run(fmt.Sprint(tc.c), func(t *testing.T) {
+			cc := compileConstraint(tc.c)
+			if got := cc.matches(attrs); got != tc.want {
+				t.Errorf("%s on %v: got %v, want %v", tc.c, attrs, got, tc.want)
+			}
+		})
 	}
 }
 
@@ -135,11 +137,13 @@ func TestConstraintValidate(t *testing.T) {
 		{Constraint{Attribute: "a", Op: OpExists, Values: []string{"x"}}, "takes no value"},
 		{Constraint{Attribute: "a", Op: "~"}, "want one of"},
 	}
-	for _, tc := range tests {
-		err := tc.c.validate()
-		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("%+v: got %v, want %q", tc.c, err, tc.want)
-		}
+	for i, tc := range tests {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			err := tc.c.validate()
+			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("%+v: got %v, want %q", tc.c, err, tc.want)
+			}
+		})
 	}
 }
 
@@ -170,13 +174,15 @@ func TestCellValidate(t *testing.T) {
 			c.PendingAllocs = []PendingAlloc{{Set: AllocSetRef{User: "u", Name: "s"}, Priority: -1}}
 		}, "priority -1 outside"},
 	}
-	for _, tc := range tests {
-		c := good()
-		tc.change(c)
-		err := c.Validate()
-		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
-		}
+	for i, tc := range tests {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			c := good()
+			tc.change(c)
+			err := c.Validate()
+			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+			}
+		})
 	}
 }
 
@@ -335,9 +341,11 @@ func TestCanPreempt(t *testing.T) {
 		{1, 0, true},
 	}
 	for _, tc := range tests {
-		if got := CanPreempt(tc.preemptor, tc.victim); got != tc.want {
-			t.Errorf("CanPreempt(%d, %d) = %v, want %v", tc.preemptor, tc.victim, got, tc.want)
-		}
+		t.Run(fmt.Sprintf("%d over %d", tc.preemptor, tc.victim), func(t *testing.T) {
+			if got := CanPreempt(tc.preemptor, tc.victim); got != tc.want {
+				t.Errorf("CanPreempt(%d, %d) = %v, want %v", tc.preemptor, tc.victim, got, tc.want)
+			}
+		})
 	}
 }
 
@@ -372,19 +380,21 @@ func TestProdAccounting(t *testing.T) {
 		{"best-effort cannot preempt best-effort", 0, 7000, false, false},
 	}
 	for _, tc := range tests {
-		p := PendingTask{Ref: ref("x", "t", 0), Priority: tc.prio, Resources: res(tc.cpu, 1)}
-		plan := Schedule(newCell(p), DefaultConfig(), 1)
-		placed := len(plan.Placements) == 1
-		preempts := placed && len(plan.Placements[0].Preempted) > 0
-		if placed != tc.placed || preempts != tc.preempts {
-			t.Errorf("%s: placed %v preempts %v; want %v %v", tc.name, placed, preempts, tc.placed, tc.preempts)
-		}
-		if placed && preempts && plan.Placements[0].Preempted[0] != ref("u", "be", 0) {
-			t.Errorf("%s: preempted %v, want the best-effort task", tc.name, plan.Placements[0].Preempted)
-		}
-		if !placed && (len(plan.Pending) != 1 || plan.Pending[0].Rejections[0].Reason != ReasonCPU) {
-			t.Errorf("%s: explanation %+v, want one rejection for cpu", tc.name, plan.Pending)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			p := PendingTask{Ref: ref("x", "t", 0), Priority: tc.prio, Resources: res(tc.cpu, 1)}
+			plan := Schedule(newCell(p), DefaultConfig(), 1)
+			placed := len(plan.Placements) == 1
+			preempts := placed && len(plan.Placements[0].Preempted) > 0
+			if placed != tc.placed || preempts != tc.preempts {
+				t.Errorf("%s: placed %v preempts %v; want %v %v", tc.name, placed, preempts, tc.placed, tc.preempts)
+			}
+			if placed && preempts && plan.Placements[0].Preempted[0] != ref("u", "be", 0) {
+				t.Errorf("%s: preempted %v, want the best-effort task", tc.name, plan.Placements[0].Preempted)
+			}
+			if !placed && (len(plan.Pending) != 1 || plan.Pending[0].Rejections[0].Reason != ReasonCPU) {
+				t.Errorf("%s: explanation %+v, want one rejection for cpu", tc.name, plan.Pending)
+			}
+		})
 	}
 }
 
@@ -448,23 +458,25 @@ func TestPreemptionOrder(t *testing.T) {
 		},
 	}
 	for _, tc := range tests {
-		m := machineOf("m1", 8, 64)
-		m.Tasks = tc.placed
-		cell := &Cell{Machines: []*Machine{m}, Pending: []PendingTask{{Ref: ref("x", "new", 0), Priority: tc.prio, Resources: res(tc.cpu, 1)}}}
-		plan := Schedule(cell, DefaultConfig(), 1)
-		var got []TaskRef
-		if len(plan.Placements) == 1 {
-			got = plan.Placements[0].Preempted
-			if plan.Stats.Preemptions != len(got) {
-				t.Errorf("%s: stats count %d preemptions, placement %d", tc.name, plan.Stats.Preemptions, len(got))
+		t.Run(tc.name, func(t *testing.T) {
+			m := machineOf("m1", 8, 64)
+			m.Tasks = tc.placed
+			cell := &Cell{Machines: []*Machine{m}, Pending: []PendingTask{{Ref: ref("x", "new", 0), Priority: tc.prio, Resources: res(tc.cpu, 1)}}}
+			plan := Schedule(cell, DefaultConfig(), 1)
+			var got []TaskRef
+			if len(plan.Placements) == 1 {
+				got = plan.Placements[0].Preempted
+				if plan.Stats.Preemptions != len(got) {
+					t.Errorf("%s: stats count %d preemptions, placement %d", tc.name, plan.Stats.Preemptions, len(got))
+				}
 			}
-		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("%s: preempted %v, want %v", tc.name, got, tc.want)
-		}
-		if tc.want == nil && len(plan.Pending) != 1 {
-			t.Errorf("%s: want the task pending, got %d explanations", tc.name, len(plan.Pending))
-		}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%s: preempted %v, want %v", tc.name, got, tc.want)
+			}
+			if tc.want == nil && len(plan.Pending) != 1 {
+				t.Errorf("%s: want the task pending, got %d explanations", tc.name, len(plan.Pending))
+			}
+		})
 	}
 }
 
@@ -539,11 +551,13 @@ func TestEquivalenceClasses(t *testing.T) {
 		{"crash history", variant(func(t *PendingTask) { t.CrashedOn = []string{"m1"} }), false},
 	}
 	for _, tc := range tests {
-		a := classKey(nil, &base)
-		b := classKey(nil, &tc.t)
-		if same := string(a) == string(b); same != tc.same {
-			t.Errorf("%s: same class %v, want %v", tc.name, same, tc.same)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			a := classKey(nil, &base)
+			b := classKey(nil, &tc.t)
+			if same := string(a) == string(b); same != tc.same {
+				t.Errorf("%s: same class %v, want %v", tc.name, same, tc.same)
+			}
+		})
 	}
 	x := base
 	x.CrashedOn = []string{"m2", "m1"}
@@ -738,17 +752,19 @@ func TestWhyPendingHints(t *testing.T) {
 		{"both", "the constraints match no machine together, though each matches some", Rejection{Reason: ReasonConstraint, Constraint: "gen=2", Machines: 100}},
 	}
 	for _, tc := range tests {
-		e := byJob[tc.job]
-		if e == nil {
-			t.Errorf("%s: no explanation", tc.job)
-			continue
-		}
-		if !slices.Contains(e.Hints, tc.hint) {
-			t.Errorf("%s: hints %q, want %q", tc.job, e.Hints, tc.hint)
-		}
-		if !slices.Contains(e.Rejections, tc.rejected) {
-			t.Errorf("%s: rejections %v, want %v", tc.job, e.Rejections, tc.rejected)
-		}
+		t.Run(tc.job, func(t *testing.T) {
+			e := byJob[tc.job]
+			if e == nil {
+				t.Errorf("%s: no explanation", tc.job)
+				return
+			}
+			if !slices.Contains(e.Hints, tc.hint) {
+				t.Errorf("%s: hints %q, want %q", tc.job, e.Hints, tc.hint)
+			}
+			if !slices.Contains(e.Rejections, tc.rejected) {
+				t.Errorf("%s: rejections %v, want %v", tc.job, e.Rejections, tc.rejected)
+			}
+		})
 	}
 	if e := byJob["big"]; e != nil && len(e.Tasks) != 300 {
 		t.Errorf("big: %d tasks explained, want 300", len(e.Tasks))
@@ -774,8 +790,10 @@ func TestFormatFloor(t *testing.T) {
 		{Ports, 3, "3"},
 	}
 	for _, tc := range tests {
-		if got := formatFloor(tc.d, tc.v); got != tc.want {
-			t.Errorf("formatFloor(%s, %d) = %q, want %q", tc.d, tc.v, got, tc.want)
-		}
+		t.Run(fmt.Sprintf("%s %d", tc.d, tc.v), func(t *testing.T) {
+			if got := formatFloor(tc.d, tc.v); got != tc.want {
+				t.Errorf("formatFloor(%s, %d) = %q, want %q", tc.d, tc.v, got, tc.want)
+			}
+		})
 	}
 }

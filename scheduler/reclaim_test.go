@@ -31,9 +31,11 @@ func TestEstimateReservation(t *testing.T) {
 			Resources{CPU: 4000, Memory: 8 << 30, Disk: 1280 << 20, GPU: 1000, Ports: 2}},
 	}
 	for _, tc := range tests {
-		if got := EstimateReservation(tc.s, cfg); got != tc.want {
-			t.Errorf("%s:\n got %v\nwant %v", tc.name, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if got := EstimateReservation(tc.s, cfg); got != tc.want {
+				t.Errorf("%s:\n got %v\nwant %v", tc.name, got, tc.want)
+			}
+		})
 	}
 }
 

@@ -182,88 +182,114 @@ func gpuContestedCell(rng *rand.Rand) *Cell {
 // preemption before its placement's fit, each task placed directly fitting
 // Available of its machine, each task inside an alloc fitting the alloc.
 func appliesInOrder(cell *Cell, plan *Plan) error {
-	type use struct{ lim, res Resources }
-	byName := map[string]*Machine{}
-	used := map[string]*use{}
-	allocs := map[string]Resources{} // machine/set/index: room left
-	for _, m := range cell.Machines {
-		byName[m.Name] = m
-		u := &use{}
-		for _, a := range m.Allocs {
-			u.lim, u.res = u.lim.Add(a.Capacity), u.res.Add(a.Capacity)
-			allocs[fmt.Sprint(m.Name, a.Set, a.Index)] = a.Capacity
-		}
-		for _, t := range m.Tasks {
-			if t.AllocSet != "" {
-				k := fmt.Sprint(m.Name, AllocSetRef{User: t.Ref.User, Name: t.AllocSet}, t.AllocIndex)
-				if room, ok := allocs[k]; ok {
-					allocs[k] = room.Sub(t.Limit)
-					continue
-				}
-			}
-			u.lim, u.res = u.lim.Add(t.Limit), u.res.Add(taskReservation(&t))
-		}
-		used[m.Name] = u
-	}
-	req := map[TaskRef]*PendingTask{}
-	for i := range cell.Pending {
-		req[cell.Pending[i].Ref] = &cell.Pending[i]
-	}
+	a := newPlanApplier(cell, plan)
 	seen := map[TaskRef]bool{}
-	next := 0
-	placeAllocs := func(before int) error {
-		for ; next < len(plan.AllocPlacements) && plan.AllocPlacements[next].Before <= before; next++ {
-			ap := plan.AllocPlacements[next]
-			u := used[ap.Machine]
-			var r Resources
-			var prio int32
-			for _, a := range cell.PendingAllocs {
-				if a.Set == ap.Alloc.Set && a.Index == ap.Alloc.Index {
-					r, prio = a.Resources, a.Priority
-				}
-			}
-			if !r.Fits(Available(byName[ap.Machine].Capacity, u.lim, u.res, IsProd(prio))) {
-				return fmt.Errorf("alloc %s does not fit %s", ap.Alloc, ap.Machine)
-			}
-			u.lim, u.res = u.lim.Add(r), u.res.Add(r)
-			allocs[fmt.Sprint(ap.Machine, ap.Alloc.Set, ap.Alloc.Index)] = r
-		}
-		return nil
-	}
 	for i, p := range plan.Placements {
-		if err := placeAllocs(i); err != nil {
+		if err := a.placeAllocs(i); err != nil {
 			return err
 		}
 		if seen[p.Task] {
 			return fmt.Errorf("%s placed twice", p.Task)
 		}
 		seen[p.Task] = true
-		t, m, u := req[p.Task], byName[p.Machine], used[p.Machine]
-		for _, v := range p.Preempted {
-			for _, rt := range m.Tasks {
-				if rt.Ref == v {
-					u.lim, u.res = u.lim.Sub(rt.Limit), u.res.Sub(taskReservation(&rt))
-				}
-			}
+		if err := a.place(i, p); err != nil {
+			return err
 		}
-		if p.AllocSet != "" {
-			k := fmt.Sprint(p.Machine, AllocSetRef{User: p.Task.User, Name: p.AllocSet}, p.AllocIndex)
-			if !t.Resources.Fits(allocs[k]) {
-				return fmt.Errorf("%s does not fit alloc %s", p.Task, k)
-			}
-			allocs[k] = allocs[k].Sub(t.Resources)
-			continue
-		}
-		if !t.Resources.Fits(Available(m.Capacity, u.lim, u.res, IsProd(t.Priority))) {
-			return fmt.Errorf("placement %d, %s, does not fit %s after those before it", i, p.Task, p.Machine)
-		}
-		u.lim, u.res = u.lim.Add(t.Resources), u.res.Add(t.Resources)
 	}
-	if err := placeAllocs(len(plan.Placements)); err != nil {
+	if err := a.placeAllocs(len(plan.Placements)); err != nil {
 		return err
 	}
-	if next != len(plan.AllocPlacements) {
-		return fmt.Errorf("%d alloc placements after the last task placement's index", len(plan.AllocPlacements)-next)
+	if a.next != len(plan.AllocPlacements) {
+		return fmt.Errorf("%d alloc placements after the last task placement's index", len(plan.AllocPlacements)-a.next)
 	}
+	return nil
+}
+
+// planApplier is what appliesInOrder tracks: each machine's use and each
+// alloc's room left, as the plan's steps apply.
+type planApplier struct {
+	cell   *Cell
+	plan   *Plan
+	byName map[string]*Machine
+	used   map[string]*machineUse
+	allocs map[string]Resources // machine/set/index: room left
+	req    map[TaskRef]*PendingTask
+	next   int // the first alloc placement not applied
+}
+
+type machineUse struct{ lim, res Resources }
+
+func newPlanApplier(cell *Cell, plan *Plan) *planApplier {
+	a := &planApplier{cell: cell, plan: plan, byName: map[string]*Machine{}, used: map[string]*machineUse{},
+		allocs: map[string]Resources{}, req: map[TaskRef]*PendingTask{}}
+	for _, m := range cell.Machines {
+		a.byName[m.Name] = m
+		u := &machineUse{}
+		for _, pa := range m.Allocs {
+			u.lim, u.res = u.lim.Add(pa.Capacity), u.res.Add(pa.Capacity)
+			a.allocs[fmt.Sprint(m.Name, pa.Set, pa.Index)] = pa.Capacity
+		}
+		for _, t := range m.Tasks {
+			if t.AllocSet != "" {
+				k := fmt.Sprint(m.Name, AllocSetRef{User: t.Ref.User, Name: t.AllocSet}, t.AllocIndex)
+				if room, ok := a.allocs[k]; ok {
+					a.allocs[k] = room.Sub(t.Limit)
+					continue
+				}
+			}
+			u.lim, u.res = u.lim.Add(t.Limit), u.res.Add(taskReservation(&t))
+		}
+		a.used[m.Name] = u
+	}
+	for i := range cell.Pending {
+		a.req[cell.Pending[i].Ref] = &cell.Pending[i]
+	}
+	return a
+}
+
+// placeAllocs applies the alloc placements that come before task
+// placement index before.
+func (a *planApplier) placeAllocs(before int) error {
+	for ; a.next < len(a.plan.AllocPlacements) && a.plan.AllocPlacements[a.next].Before <= before; a.next++ {
+		ap := a.plan.AllocPlacements[a.next]
+		u := a.used[ap.Machine]
+		var r Resources
+		var prio int32
+		for _, pa := range a.cell.PendingAllocs {
+			if pa.Set == ap.Alloc.Set && pa.Index == ap.Alloc.Index {
+				r, prio = pa.Resources, pa.Priority
+			}
+		}
+		if !r.Fits(Available(a.byName[ap.Machine].Capacity, u.lim, u.res, IsProd(prio))) {
+			return fmt.Errorf("alloc %s does not fit %s", ap.Alloc, ap.Machine)
+		}
+		u.lim, u.res = u.lim.Add(r), u.res.Add(r)
+		a.allocs[fmt.Sprint(ap.Machine, ap.Alloc.Set, ap.Alloc.Index)] = r
+	}
+	return nil
+}
+
+// place applies task placement i, p, after its preemptions.
+func (a *planApplier) place(i int, p Placement) error {
+	t, m, u := a.req[p.Task], a.byName[p.Machine], a.used[p.Machine]
+	for _, v := range p.Preempted {
+		for _, rt := range m.Tasks {
+			if rt.Ref == v {
+				u.lim, u.res = u.lim.Sub(rt.Limit), u.res.Sub(taskReservation(&rt))
+			}
+		}
+	}
+	if p.AllocSet != "" {
+		k := fmt.Sprint(p.Machine, AllocSetRef{User: p.Task.User, Name: p.AllocSet}, p.AllocIndex)
+		if !t.Resources.Fits(a.allocs[k]) {
+			return fmt.Errorf("%s does not fit alloc %s", p.Task, k)
+		}
+		a.allocs[k] = a.allocs[k].Sub(t.Resources)
+		return nil
+	}
+	if !t.Resources.Fits(Available(m.Capacity, u.lim, u.res, IsProd(t.Priority))) {
+		return fmt.Errorf("placement %d, %s, does not fit %s after those before it", i, p.Task, p.Machine)
+	}
+	u.lim, u.res = u.lim.Add(t.Resources), u.res.Add(t.Resources)
 	return nil
 }

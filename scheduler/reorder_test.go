@@ -197,23 +197,25 @@ func TestNoWholeViewWhenItCostsTooMuch(t *testing.T) {
 		machines int
 		whole    bool
 	}{{3000, false}, {300, true}} {
-		var machines []*Machine
-		for i := range tc.machines {
-			machines = append(machines, machineOf(fmt.Sprintf("m%04d", i), 4, 64))
-		}
-		var pending []PendingTask
-		for j := range 60 {
-			pending = append(pending, pendingOf("u", fmt.Sprintf("prod%02d", j), tc.machines/60, 9, res(2000, int64(1+j)))...)
-		}
-		pending = append(pending, pendingOf("u", "batch", 2*tc.machines, 4, res(3000, 1))...)
-		cfg := DefaultConfig()
-		cfg.FeasibleK = 2
-		plan := Schedule(&Cell{Machines: machines, Pending: numberSeq(pending)}, cfg, 1)
-		t.Logf("%d machines: %+v", tc.machines, plan.Stats)
-		// A far miss draws no new sample: a run after the rerun is the
-		// whole view.
-		if ran := plan.Stats.Reruns == 2; ran != tc.whole {
-			t.Errorf("%d machines: %d reruns, want the whole view run %v", tc.machines, plan.Stats.Reruns, tc.whole)
-		}
+		t.Run(fmt.Sprintf("%d machines", tc.machines), func(t *testing.T) {
+			var machines []*Machine
+			for i := range tc.machines {
+				machines = append(machines, machineOf(fmt.Sprintf("m%04d", i), 4, 64))
+			}
+			var pending []PendingTask
+			for j := range 60 {
+				pending = append(pending, pendingOf("u", fmt.Sprintf("prod%02d", j), tc.machines/60, 9, res(2000, int64(1+j)))...)
+			}
+			pending = append(pending, pendingOf("u", "batch", 2*tc.machines, 4, res(3000, 1))...)
+			cfg := DefaultConfig()
+			cfg.FeasibleK = 2
+			plan := Schedule(&Cell{Machines: machines, Pending: numberSeq(pending)}, cfg, 1)
+			t.Logf("%d machines: %+v", tc.machines, plan.Stats)
+			// A far miss draws no new sample: a run after the rerun is the
+			// whole view.
+			if ran := plan.Stats.Reruns == 2; ran != tc.whole {
+				t.Errorf("%d machines: %d reruns, want the whole view run %v", tc.machines, plan.Stats.Reruns, tc.whole)
+			}
+		})
 	}
 }

@@ -103,150 +103,191 @@ func runScenario(t *testing.T, file string) {
 	}
 }
 
-func (sc *scenario) do(line string) (string, error) {
+// scenarioLine is a script line: a command, positional words, key=value
+// arguments (hard= and soft= constraints apart) and the resources they
+// name.
+type scenarioLine struct {
+	cmd        string
+	pos        []string
+	args       map[string]string
+	hard, soft []string
+	res        Resources
+}
+
+func parseScenarioLine(line string) (scenarioLine, error) {
 	f := strings.Fields(line)
-	args := map[string]string{}
-	var pos []string
-	var hard, soft []string
+	l := scenarioLine{cmd: f[0], args: map[string]string{}}
 	for _, a := range f[1:] {
 		k, v, ok := strings.Cut(a, "=")
 		switch {
 		case !ok:
-			pos = append(pos, a)
+			l.pos = append(l.pos, a)
 		case k == "hard":
-			hard = append(hard, v)
+			l.hard = append(l.hard, v)
 		case k == "soft":
-			soft = append(soft, v)
+			l.soft = append(l.soft, v)
 		default:
-			args[k] = v
+			l.args[k] = v
 		}
 	}
-	res, err := parseResources(args, "")
+	var err error
+	l.res, err = parseResources(l.args, "")
+	return l, err
+}
+
+func (sc *scenario) do(line string) (string, error) {
+	l, err := parseScenarioLine(line)
 	if err != nil {
 		return "", err
 	}
-	switch f[0] {
+	switch l.cmd {
 	case "machine":
-		if len(pos) != 1 {
-			return "", fmt.Errorf("machine: want a name")
-		}
-		m := &Machine{Name: pos[0], Version: 1, Capacity: res, Attributes: map[string]string{}}
-		for k, v := range args {
-			switch k {
-			case "cpu", "mem", "disk", "gpu", "ports", "prio":
-			case "portbase":
-				n, _ := strconv.Atoi(v)
-				m.PortBase = int32(n)
-			case "state":
-				m.State = map[string]MachineState{"up": MachineUp, "down": MachineDown, "draining": MachineDraining}[v]
-			case "pkgs":
-				m.Packages = strings.Split(v, ",")
-			default:
-				m.Attributes[k] = v
-			}
-		}
-		sc.cell.Machines = append(sc.cell.Machines, m)
-		sc.byName[m.Name] = m
+		return "", sc.machine(l)
 	case "placed", "alloc":
-		if len(pos) != 2 {
-			return "", fmt.Errorf("%s: want a machine and a task", f[0])
-		}
-		m := sc.byName[pos[0]]
-		ref, err := parseRef(pos[1])
-		if m == nil || err != nil {
-			return "", fmt.Errorf("%s: bad machine or task: %v", f[0], err)
-		}
-		prio, _ := strconv.Atoi(args["prio"])
-		if f[0] == "alloc" {
-			m.Allocs = append(m.Allocs, PlacedAlloc{Set: AllocSetRef{User: ref.User, Name: ref.Job}, Index: ref.Index, Priority: int32(prio), Capacity: res})
-			break
-		}
-		pt := PlacedTask{Ref: ref, Priority: int32(prio), Limit: res, Reservation: res, Package: args["pkg"]}
-		if r, err := parseResources(args, "res."); err != nil {
-			return "", err
-		} else if !r.IsZero() {
-			pt.Reservation = r
-		}
-		if v := args["portlist"]; v != "" {
-			for _, p := range strings.Split(v, ",") {
-				n, _ := strconv.Atoi(p)
-				pt.Ports = append(pt.Ports, int32(n))
-			}
-			pt.Limit[Ports], pt.Reservation[Ports] = int64(len(pt.Ports)), int64(len(pt.Ports))
-		}
-		if v := args["alloc"]; v != "" {
-			set, idx, _ := strings.Cut(v, "/")
-			n, _ := strconv.Atoi(idx)
-			pt.AllocSet, pt.AllocIndex = set, int32(n)
-		}
-		m.Tasks = append(m.Tasks, pt)
+		return "", sc.placed(l)
 	case "pending":
-		if len(pos) != 1 {
-			return "", fmt.Errorf("pending: want a task")
-		}
-		ref, err := parseRef(pos[0])
-		if err != nil {
-			return "", err
-		}
-		prio, _ := strconv.Atoi(args["prio"])
-		sc.seq++
-		pt := PendingTask{Ref: ref, Priority: int32(prio), Seq: sc.seq, SpecVersion: 1, Resources: res,
-			AllocSet: args["alloc"], Package: args["pkg"]}
-		if v := args["seq"]; v != "" {
-			pt.Seq, _ = strconv.ParseInt(v, 10, 64)
-		}
-		if v := args["crashed"]; v != "" {
-			pt.CrashedOn = strings.Split(v, ",")
-		}
-		for _, c := range hard {
-			pt.Constraints = append(pt.Constraints, parseConstraint(c, false))
-		}
-		for _, c := range soft {
-			pt.Constraints = append(pt.Constraints, parseConstraint(c, true))
-		}
-		sc.cell.Pending = append(sc.cell.Pending, pt)
+		return "", sc.pending(l)
 	case "pending-alloc":
-		if len(pos) != 1 {
-			return "", fmt.Errorf("pending-alloc: want an alloc")
-		}
-		r, err := parseRef(pos[0])
-		if err != nil {
-			return "", err
-		}
-		prio, _ := strconv.Atoi(args["prio"])
-		sc.seq++
-		a := PendingAlloc{Set: AllocSetRef{User: r.User, Name: r.Job}, Index: r.Index, Priority: int32(prio), Seq: sc.seq, Resources: res}
-		for _, c := range hard {
-			a.Constraints = append(a.Constraints, parseConstraint(c, false))
-		}
-		sc.cell.PendingAllocs = append(sc.cell.PendingAllocs, a)
+		return "", sc.pendingAlloc(l)
 	case "schedule":
-		if err := sc.cell.Validate(); err != nil {
-			return "", err
-		}
-		cfg := DefaultConfig()
-		seed := uint64(1)
-		if v := args["seed"]; v != "" {
-			seed, _ = strconv.ParseUint(v, 10, 64)
-		}
-		if v := args["policy"]; v != "" {
-			p, err := ParsePolicy(v)
-			if err != nil {
-				return "", err
-			}
-			cfg.Policy = p
-		}
-		if v := args["k"]; v != "" {
-			cfg.FeasibleK, _ = strconv.Atoi(v)
-		}
-		sc.last = Schedule(&sc.cell, cfg, seed)
-		return formatPlan(sc.last), nil
+		return sc.schedule(l)
 	case "apply":
 		sc.apply()
-	default:
-		return "", fmt.Errorf("unknown command %q", f[0])
+		return "", nil
 	}
-	return "", nil
+	return "", fmt.Errorf("unknown command %q", l.cmd)
+}
+
+// machine adds a machine: "machine NAME cpu=... [state=...] [attr=value]".
+func (sc *scenario) machine(l scenarioLine) error {
+	if len(l.pos) != 1 {
+		return fmt.Errorf("machine: want a name")
+	}
+	m := &Machine{Name: l.pos[0], Version: 1, Capacity: l.res, Attributes: map[string]string{}}
+	for k, v := range l.args {
+		switch k {
+		case "cpu", "mem", "disk", "gpu", "ports", "prio":
+		case "portbase":
+			n, _ := strconv.Atoi(v)
+			m.PortBase = int32(n)
+		case "state":
+			m.State = map[string]MachineState{"up": MachineUp, "down": MachineDown, "draining": MachineDraining}[v]
+		case "pkgs":
+			m.Packages = strings.Split(v, ",")
+		default:
+			m.Attributes[k] = v
+		}
+	}
+	sc.cell.Machines = append(sc.cell.Machines, m)
+	sc.byName[m.Name] = m
+	return nil
+}
+
+// placed puts a task ("placed") or an alloc ("alloc") on a machine.
+func (sc *scenario) placed(l scenarioLine) error {
+	if len(l.pos) != 2 {
+		return fmt.Errorf("%s: want a machine and a task", l.cmd)
+	}
+	m := sc.byName[l.pos[0]]
+	ref, err := parseRef(l.pos[1])
+	if m == nil || err != nil {
+		return fmt.Errorf("%s: bad machine or task: %v", l.cmd, err)
+	}
+	prio, _ := strconv.Atoi(l.args["prio"])
+	if l.cmd == "alloc" {
+		m.Allocs = append(m.Allocs, PlacedAlloc{Set: AllocSetRef{User: ref.User, Name: ref.Job}, Index: ref.Index, Priority: int32(prio), Capacity: l.res})
+		return nil
+	}
+	pt := PlacedTask{Ref: ref, Priority: int32(prio), Limit: l.res, Reservation: l.res, Package: l.args["pkg"]}
+	if r, err := parseResources(l.args, "res."); err != nil {
+		return err
+	} else if !r.IsZero() {
+		pt.Reservation = r
+	}
+	if v := l.args["portlist"]; v != "" {
+		for _, p := range strings.Split(v, ",") {
+			n, _ := strconv.Atoi(p)
+			pt.Ports = append(pt.Ports, int32(n))
+		}
+		pt.Limit[Ports], pt.Reservation[Ports] = int64(len(pt.Ports)), int64(len(pt.Ports))
+	}
+	if v := l.args["alloc"]; v != "" {
+		set, idx, _ := strings.Cut(v, "/")
+		n, _ := strconv.Atoi(idx)
+		pt.AllocSet, pt.AllocIndex = set, int32(n)
+	}
+	m.Tasks = append(m.Tasks, pt)
+	return nil
+}
+
+func (sc *scenario) pending(l scenarioLine) error {
+	if len(l.pos) != 1 {
+		return fmt.Errorf("pending: want a task")
+	}
+	ref, err := parseRef(l.pos[0])
+	if err != nil {
+		return err
+	}
+	prio, _ := strconv.Atoi(l.args["prio"])
+	sc.seq++
+	pt := PendingTask{Ref: ref, Priority: int32(prio), Seq: sc.seq, SpecVersion: 1, Resources: l.res,
+		AllocSet: l.args["alloc"], Package: l.args["pkg"]}
+	if v := l.args["seq"]; v != "" {
+		pt.Seq, _ = strconv.ParseInt(v, 10, 64)
+	}
+	if v := l.args["crashed"]; v != "" {
+		pt.CrashedOn = strings.Split(v, ",")
+	}
+	for _, c := range l.hard {
+		pt.Constraints = append(pt.Constraints, parseConstraint(c, false))
+	}
+	for _, c := range l.soft {
+		pt.Constraints = append(pt.Constraints, parseConstraint(c, true))
+	}
+	sc.cell.Pending = append(sc.cell.Pending, pt)
+	return nil
+}
+
+func (sc *scenario) pendingAlloc(l scenarioLine) error {
+	if len(l.pos) != 1 {
+		return fmt.Errorf("pending-alloc: want an alloc")
+	}
+	r, err := parseRef(l.pos[0])
+	if err != nil {
+		return err
+	}
+	prio, _ := strconv.Atoi(l.args["prio"])
+	sc.seq++
+	a := PendingAlloc{Set: AllocSetRef{User: r.User, Name: r.Job}, Index: r.Index, Priority: int32(prio), Seq: sc.seq, Resources: l.res}
+	for _, c := range l.hard {
+		a.Constraints = append(a.Constraints, parseConstraint(c, false))
+	}
+	sc.cell.PendingAllocs = append(sc.cell.PendingAllocs, a)
+	return nil
+}
+
+// schedule runs a pass over the cell and formats its plan.
+func (sc *scenario) schedule(l scenarioLine) (string, error) {
+	if err := sc.cell.Validate(); err != nil {
+		return "", err
+	}
+	cfg := DefaultConfig()
+	seed := uint64(1)
+	if v := l.args["seed"]; v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	if v := l.args["policy"]; v != "" {
+		p, err := ParsePolicy(v)
+		if err != nil {
+			return "", err
+		}
+		cfg.Policy = p
+	}
+	if v := l.args["k"]; v != "" {
+		cfg.FeasibleK, _ = strconv.Atoi(v)
+	}
+	sc.last = Schedule(&sc.cell, cfg, seed)
+	return formatPlan(sc.last), nil
 }
 
 // apply folds the last plan into the cell, as the projection would.

@@ -389,8 +389,24 @@ func (c *checker) final() error {
 	if leader == nil {
 		return fmt.Errorf("after healing and %s: no master leads", c.w.cfg.Settle)
 	}
-	// Converged: what runs is what the projection says runs, and what it
-	// placed on a machine that is up has started.
+	if err := c.converged(); err != nil {
+		return err
+	}
+	if err := c.noneLeftBehind(); err != nil {
+		return err
+	}
+	if err := c.reloadsEqual(); err != nil {
+		return err
+	}
+	for id, res := range c.acked {
+		c.acknowledged(id, res)
+	}
+	return c.err
+}
+
+// converged checks that what runs is what the projection says runs, and
+// that what it placed on a machine that is up has started.
+func (c *checker) converged() error {
 	s := c.shadow
 	for _, j := range s.SortedJobs() {
 		for _, t := range j.Tasks {
@@ -412,13 +428,17 @@ func (c *checker) final() error {
 			}
 		}
 	}
-	// No task is left behind on a version its job no longer wants: a live
-	// job whose live tasks run an older spec version has a roll in flight
-	// or held by its disruption budget (a task that does not serve:
-	// a replacement stopped, waiting to be placed, or running and not yet
-	// healthy, or any task waiting for room), or an update that waits on
-	// promotion or has halted.
-	for _, j := range s.SortedJobs() {
+	return nil
+}
+
+// noneLeftBehind checks that no task is left behind on a version its job
+// no longer wants: a live job whose live tasks run an older spec version
+// has a roll in flight or held by its disruption budget (a task that does
+// not serve: a replacement stopped, waiting to be placed, or running and
+// not yet healthy, or any task waiting for room), or an update that waits
+// on promotion or has halted.
+func (c *checker) noneLeftBehind() error {
+	for _, j := range c.shadow.SortedJobs() {
 		if j.Dead() {
 			continue
 		}
@@ -446,8 +466,12 @@ func (c *checker) final() error {
 				behind.Key(), behind.SpecVersion, j.Current, j.Update != nil)
 		}
 	}
-	// A full replay and a load (newest checkpoint and its tail) equal the
-	// shadow.
+	return nil
+}
+
+// reloadsEqual checks that a full replay and a load (newest checkpoint
+// and its tail) equal the shadow.
+func (c *checker) reloadsEqual() error {
 	conn := c.w.log.Open(c.w.clock)
 	full := projections.New()
 	if err := projections.Replay(context.Background(), conn, full, c.shadow.Position); err != nil {
@@ -461,10 +485,7 @@ func (c *checker) final() error {
 	if hashState(full) != want || hashState(loaded) != want {
 		return fmt.Errorf("after the run: a full replay or a load from the newest checkpoint differs from the state folded event by event")
 	}
-	for id, res := range c.acked {
-		c.acknowledged(id, res)
-	}
-	return c.err
+	return nil
 }
 
 func agentKey(k projections.TaskKey) string {

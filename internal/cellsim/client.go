@@ -161,22 +161,7 @@ func (c *Client) command() commands.Command {
 	meta := c.meta(id)
 	name := fmt.Sprintf("j%d", w.rng.IntN(jobNames))
 	if c.updating != "" && w.rng.IntN(3) == 0 {
-		// The end of the client's last rolling update, one way or the other
-		// (refused if it has ended already).
-		job := c.updating
-		c.updating = ""
-		switch w.rng.IntN(3) {
-		case 0:
-			return commands.CommitUpdate{Meta: meta, Job: job}
-		case 1:
-			// Its canaries serve (or not: refused if it has none, or
-			// ended). A canary waits for the job's disruption budget,
-			// which its other tasks not serving may hold: the client
-			// keeps the update to end it (or promote it again) later.
-			c.updating = job
-			return commands.PromoteUpdate{Meta: meta, Job: job}
-		}
-		return commands.RollbackUpdate{Meta: meta, Job: job}
+		return c.endUpdate(meta)
 	}
 	switch r := w.rng.IntN(100); {
 	case r < 50:
@@ -186,61 +171,9 @@ func (c *Client) command() commands.Command {
 	case r < 72:
 		return commands.KillTask{Meta: meta, Job: name, Index: int32(w.rng.IntN(4)), Reason: "bad task"}
 	case r < 84:
-		old := c.specs[name]
-		if old == nil {
-			return commands.SubmitJob{Meta: meta, Spec: c.spec(name)}
-		}
-		sp := proto.Clone(old).(*events.JobSpec)
-		switch w.rng.IntN(3) {
-		case 0: // a new binary: rolls
-			sp.Args = []string{fmt.Sprintf("--v=%d", c.seq)}
-			sp.Update = proto.Clone(sp.GetUpdate()).(*events.UpdatePolicy)
-			if sp.Update == nil {
-				sp.Update = &events.UpdatePolicy{}
-			}
-			switch w.rng.IntN(4) {
-			case 0: // a bad one: it crashes, or fails its health check
-				sp.Env = maps.Clone(sp.Env)
-				if sp.HealthCheck != nil {
-					sp.Env["SIM_HEALTH"] = "bad"
-				} else {
-					sp.Env["SIM_RUN"] = "crash"
-				}
-			case 1: // a canary first, kept for a promote
-				sp.Update.Canary = 1
-			}
-		case 1: // scale
-			sp.TaskCount = int32(1 + w.rng.IntN(4))
-		default: // priority within the band: in place
-			lo, hi := projections.BandOf(sp.Priority).Range()
-			sp.Priority = lo + int32(w.rng.IntN(int(hi-lo+1)))
-		}
-		c.updating = name
-		return commands.UpdateJob{Meta: meta, Spec: sp}
+		return c.updateJob(meta, name)
 	case r < 90 && c.admin:
-		m := w.agentList[w.rng.IntN(len(w.agentList))].name
-		switch w.rng.IntN(10) {
-		case 0:
-			// Retired for good: its agent's tasks become orphans.
-			return commands.RemoveMachine{Meta: meta, Machine: m, Reason: "retired"}
-		case 1, 2:
-			// A user's batch quota moves; their running jobs keep what
-			// they were admitted with.
-			u := w.clients[w.rng.IntN(len(w.clients))].user
-			return commands.SetQuota{Meta: meta, User: u, Band: "batch", Resources: projections.Resources{
-				CPUMilli: int64(4000 + w.rng.IntN(16000)), MemoryBytes: int64(8+w.rng.IntN(56)) << 30, DiskBytes: 100 << 30, Ports: 100}}
-		case 3:
-			// New prices from a minute on; the bills price each window by
-			// the sheet in force when it started.
-			sheet := commands.DefaultPriceSheet()
-			sheet.EffectiveUs = w.now.Add(time.Minute).UnixMicro()
-			sheet.Bands["batch"].CpuCoreHour = fmt.Sprintf("0.0%d", 10+w.rng.IntN(40))
-			return commands.SetPriceSheet{Meta: meta, Sheet: sheet}
-		case 4:
-			// The month before the cell began: once, then AlreadyExists.
-			return commands.CloseBillingPeriod{Meta: meta, Start: epoch0.AddDate(0, -1, 0)}
-		}
-		return commands.DrainMachine{Meta: meta, Machine: m, Draining: w.rng.IntN(3) == 0, Reason: "maintenance"}
+		return c.operate(meta)
 	case r < 90:
 		// Not an admin: refused for want of the capability.
 		m := w.agentList[w.rng.IntN(len(w.agentList))].name
@@ -255,6 +188,90 @@ func (c *Client) command() commands.Command {
 	default:
 		return commands.KillJob{Meta: meta, Selector: "tier=canary", Reason: "canaries done"}
 	}
+}
+
+// endUpdate draws the end of the client's last rolling update, one way or
+// the other (refused if it has ended already).
+func (c *Client) endUpdate(meta commands.Meta) commands.Command {
+	job := c.updating
+	c.updating = ""
+	switch c.w.rng.IntN(3) {
+	case 0:
+		return commands.CommitUpdate{Meta: meta, Job: job}
+	case 1:
+		// Its canaries serve (or not: refused if it has none, or
+		// ended). A canary waits for the job's disruption budget,
+		// which its other tasks not serving may hold: the client
+		// keeps the update to end it (or promote it again) later.
+		c.updating = job
+		return commands.PromoteUpdate{Meta: meta, Job: job}
+	}
+	return commands.RollbackUpdate{Meta: meta, Job: job}
+}
+
+// updateJob draws a change to job name's spec: a new binary, a scale or a
+// priority; a job the client has not submitted is submitted.
+func (c *Client) updateJob(meta commands.Meta, name string) commands.Command {
+	w := c.w
+	old := c.specs[name]
+	if old == nil {
+		return commands.SubmitJob{Meta: meta, Spec: c.spec(name)}
+	}
+	sp := proto.Clone(old).(*events.JobSpec)
+	switch w.rng.IntN(3) {
+	case 0: // a new binary: rolls
+		sp.Args = []string{fmt.Sprintf("--v=%d", c.seq)}
+		sp.Update = proto.Clone(sp.GetUpdate()).(*events.UpdatePolicy)
+		if sp.Update == nil {
+			sp.Update = &events.UpdatePolicy{}
+		}
+		switch w.rng.IntN(4) {
+		case 0: // a bad one: it crashes, or fails its health check
+			sp.Env = maps.Clone(sp.Env)
+			if sp.HealthCheck != nil {
+				sp.Env["SIM_HEALTH"] = "bad"
+			} else {
+				sp.Env["SIM_RUN"] = "crash"
+			}
+		case 1: // a canary first, kept for a promote
+			sp.Update.Canary = 1
+		}
+	case 1: // scale
+		sp.TaskCount = int32(1 + w.rng.IntN(4))
+	default: // priority within the band: in place
+		lo, hi := projections.BandOf(sp.Priority).Range()
+		sp.Priority = lo + int32(w.rng.IntN(int(hi-lo+1)))
+	}
+	c.updating = name
+	return commands.UpdateJob{Meta: meta, Spec: sp}
+}
+
+// operate draws an admin's request on machines, quotas, prices or bills.
+func (c *Client) operate(meta commands.Meta) commands.Command {
+	w := c.w
+	m := w.agentList[w.rng.IntN(len(w.agentList))].name
+	switch w.rng.IntN(10) {
+	case 0:
+		// Retired for good: its agent's tasks become orphans.
+		return commands.RemoveMachine{Meta: meta, Machine: m, Reason: "retired"}
+	case 1, 2:
+		// A user's batch quota moves; their running jobs keep what
+		// they were admitted with.
+		u := w.clients[w.rng.IntN(len(w.clients))].user
+		return commands.SetQuota{Meta: meta, User: u, Band: "batch", Resources: projections.Resources{
+			CPUMilli: int64(4000 + w.rng.IntN(16000)), MemoryBytes: int64(8+w.rng.IntN(56)) << 30, DiskBytes: 100 << 30, Ports: 100}}
+	case 3:
+		// New prices from a minute on; the bills price each window by
+		// the sheet in force when it started.
+		sheet := commands.DefaultPriceSheet()
+		sheet.EffectiveUs = w.now.Add(time.Minute).UnixMicro()
+		sheet.Bands["batch"].CpuCoreHour = fmt.Sprintf("0.0%d", 10+w.rng.IntN(40))
+		return commands.SetPriceSheet{Meta: meta, Sheet: sheet}
+	case 4:
+		// The month before the cell began: once, then AlreadyExists.
+		return commands.CloseBillingPeriod{Meta: meta, Start: epoch0.AddDate(0, -1, 0)}
+	}
+	return commands.DrainMachine{Meta: meta, Machine: m, Draining: w.rng.IntN(3) == 0, Reason: "maintenance"}
 }
 
 // spec draws a job: mostly small services and batch jobs across the bands.

@@ -247,75 +247,13 @@ func (s *Sim) schedule() {
 		m := machines[s.rng.IntN(len(machines))]
 		cmd.Allocs = append(cmd.Allocs, commands.AllocPlacement{User: a.Set.User, Set: a.Set.Name, Index: a.Index, Machine: m.Name, MachineVersion: m.Version})
 	}
-	// Few pending tasks: all of them, in a deterministic order. Many (the
-	// benchmark cells): a sample in map order, which is cheap but makes
-	// the history depend on more than the seed.
-	var pending []*projections.Task
-	if s.S.PendingCount() <= 256 {
-		pending = s.S.PendingTasks()
-	} else {
-		s.S.RangePending(func(t *projections.Task) bool {
-			pending = append(pending, t)
-			return len(pending) < 64
-		})
-	}
 	taken := map[*projections.Machine]projections.Resources{}
-	for _, t := range pending {
+	for _, t := range s.pendingSample() {
 		if len(cmd.Placements) == 64 {
 			break
 		}
-		spec := t.Spec()
-		for try := 0; try < 4; try++ {
-			m := machines[s.rng.IntN(len(machines))]
-			if !m.Schedulable() {
-				continue
-			}
-			if !meetsHard(m.Attributes, spec.Constraints) {
-				continue
-			}
-			pl := commands.Placement{Task: t.Key(), Machine: m.Name, MachineVersion: m.Version, Score: s.rng.Float64(), MachinesExamined: int32(try + 1)}
-			if spec.AllocSet != "" {
-				placed := false
-				for _, a := range s.S.AllocSets[projections.JobKey{User: t.Job.User, Name: spec.AllocSet}].Allocs {
-					if a.Machine != "" && t.Limit.LessEq(a.Free()) {
-						pl.Machine, pl.MachineVersion, pl.AllocIndex = a.Machine, s.S.Machines[a.Machine].Version, a.Index
-						placed = true
-						break
-					}
-				}
-				if !placed {
-					break
-				}
-				cmd.Placements = append(cmd.Placements, pl)
-				break
-			}
-			prod := projections.IsProd(spec.Priority)
-			if free := m.Free(prod).Sub(taken[m]); t.Limit.LessEq(free) {
-				if s.rng.IntN(20) == 0 {
-					pl.MachineVersion-- // stale: the handler refuses it
-				}
-				cmd.Placements = append(cmd.Placements, pl)
-				taken[m] = taken[m].Add(t.Limit)
-				break
-			}
-			// Preempt one lower-priority task when that makes room.
-			for _, v := range m.Tasks() {
-				if v.Priority() < spec.Priority && !(prod && projections.IsProd(v.Priority())) && v.AllocIndex < 0 {
-					vfree := v.Reservation
-					if prod {
-						vfree = v.Limit
-					}
-					if t.Limit.LessEq(m.Free(prod).Sub(taken[m]).Add(vfree)) {
-						pl.Preempt = []projections.TaskKey{v.Key()}
-						cmd.Placements = append(cmd.Placements, pl)
-						taken[m] = taken[m].Add(t.Limit).Sub(vfree)
-					}
-					break
-				}
-			}
-			if len(pl.Preempt) > 0 {
-				break
-			}
+		if pl, ok := s.place(t, machines, taken); ok {
+			cmd.Placements = append(cmd.Placements, pl)
 		}
 	}
 	if len(cmd.Placements) > 0 || len(cmd.Allocs) > 0 {
@@ -323,14 +261,96 @@ func (s *Sim) schedule() {
 	}
 }
 
-// report is one poll of a random machine's agent.
-func (s *Sim) report() {
+// pendingSample is the pending tasks schedule tries. Few pending tasks:
+// all of them, in a deterministic order. Many (the benchmark cells): a
+// sample in map order, which is cheap but makes the history depend on
+// more than the seed.
+func (s *Sim) pendingSample() []*projections.Task {
+	if s.S.PendingCount() <= 256 {
+		return s.S.PendingTasks()
+	}
+	var pending []*projections.Task
+	s.S.RangePending(func(t *projections.Task) bool {
+		pending = append(pending, t)
+		return len(pending) < 64
+	})
+	return pending
+}
+
+// place tries up to four random machines for t: one where it fits beside
+// what taken holds there already, or fits by preempting one lower-priority
+// task, or an instance of its alloc set with room.
+func (s *Sim) place(t *projections.Task, machines []*projections.Machine, taken map[*projections.Machine]projections.Resources) (commands.Placement, bool) {
+	spec := t.Spec()
+	for try := 0; try < 4; try++ {
+		m := machines[s.rng.IntN(len(machines))]
+		if !m.Schedulable() {
+			continue
+		}
+		if !meetsHard(m.Attributes, spec.Constraints) {
+			continue
+		}
+		pl := commands.Placement{Task: t.Key(), Machine: m.Name, MachineVersion: m.Version, Score: s.rng.Float64(), MachinesExamined: int32(try + 1)}
+		if spec.AllocSet != "" {
+			return s.placeInAlloc(t, spec.AllocSet, pl)
+		}
+		prod := projections.IsProd(spec.Priority)
+		if free := m.Free(prod).Sub(taken[m]); t.Limit.LessEq(free) {
+			if s.rng.IntN(20) == 0 {
+				pl.MachineVersion-- // stale: the handler refuses it
+			}
+			taken[m] = taken[m].Add(t.Limit)
+			return pl, true
+		}
+		// Preempt one lower-priority task when that makes room.
+		for _, v := range m.Tasks() {
+			if v.Priority() < spec.Priority && !(prod && projections.IsProd(v.Priority())) && v.AllocIndex < 0 {
+				vfree := v.Reservation
+				if prod {
+					vfree = v.Limit
+				}
+				if t.Limit.LessEq(m.Free(prod).Sub(taken[m]).Add(vfree)) {
+					pl.Preempt = []projections.TaskKey{v.Key()}
+					taken[m] = taken[m].Add(t.Limit).Sub(vfree)
+					return pl, true
+				}
+				break
+			}
+		}
+	}
+	return commands.Placement{}, false
+}
+
+// placeInAlloc moves pl into the first placed instance of alloc set set
+// with room for t.
+func (s *Sim) placeInAlloc(t *projections.Task, set string, pl commands.Placement) (commands.Placement, bool) {
+	for _, a := range s.S.AllocSets[projections.JobKey{User: t.Job.User, Name: set}].Allocs {
+		if a.Machine != "" && t.Limit.LessEq(a.Free()) {
+			pl.Machine, pl.MachineVersion, pl.AllocIndex = a.Machine, s.S.Machines[a.Machine].Version, a.Index
+			return pl, true
+		}
+	}
+	return pl, false
+}
+
+// talkingMachine draws a random machine, or nil when there is none or it
+// is the one whose agent is silent.
+func (s *Sim) talkingMachine() *projections.Machine {
 	machines := s.machineList()
 	if len(machines) == 0 {
-		return
+		return nil
 	}
 	m := machines[s.rng.IntN(len(machines))]
 	if m.Name == s.silent {
+		return nil
+	}
+	return m
+}
+
+// report is one poll of a random machine's agent.
+func (s *Sim) report() {
+	m := s.talkingMachine()
+	if m == nil {
 		return
 	}
 	if m.State == projections.MachineDown {
@@ -451,12 +471,8 @@ func (s *Sim) kill() {
 }
 
 func (s *Sim) machineTrouble() {
-	machines := s.machineList()
-	if len(machines) == 0 {
-		return
-	}
-	m := machines[s.rng.IntN(len(machines))]
-	if m.Name == s.silent {
+	m := s.talkingMachine()
+	if m == nil {
 		return
 	}
 	switch s.rng.IntN(5) {
@@ -465,7 +481,7 @@ func (s *Sim) machineTrouble() {
 	case 1:
 		s.do(commands.ReportAgentState{Meta: admin, Machine: m.Name, Unreachable: true, MissedPolls: 3})
 	case 2:
-		if len(machines) > s.cfg.Machines/2 {
+		if len(s.machineList()) > s.cfg.Machines/2 {
 			s.dirty = s.do(commands.RemoveMachine{Meta: admin, Machine: m.Name, Reason: "retired"})
 		}
 	default:

@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -187,7 +191,10 @@ func TestHelperServer(t *testing.T) {
 			os.Exit(1)
 		}
 		fmt.Println("server", s.Dir(), s.running.Process.Pid, s.dog.cmd.Process.Pid)
-		time.Sleep(time.Hour)
+		// Until the test kills this process.
+		killed, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		<-killed.Done()
 	case "database":
 		NewDatabase(t)
 	}
@@ -241,19 +248,13 @@ func TestKilledBinaryLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, "the server's directory and processes go after the kill", func() (bool, string) {
 		_, statErr := os.Stat(dir)
 		left := processesIn(dir)
-		if os.IsNotExist(statErr) && len(left) == 0 && !processAlive(pid) && !processAlive(dog) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("30 s after the kill: %s stat %v, processes in it %v, postmaster %d alive %v, watchdog %d alive %v",
+		return os.IsNotExist(statErr) && len(left) == 0 && !processAlive(pid) && !processAlive(dog),
+			fmt.Sprintf("%s stat %v, processes in it %v, postmaster %d alive %v, watchdog %d alive %v",
 				dir, statErr, left, pid, processAlive(pid), dog, processAlive(dog))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	})
 }
 
 // Without server binaries, NewDatabase fails under CI=true and skips
@@ -290,30 +291,32 @@ func TestFindBinaries(t *testing.T) {
 		}
 	}
 	for _, versions := range [][]int{{15}, {9, 13}, {16, 10, 15}, {17, 9, 12, 14}} {
-		root := t.TempDir()
-		newest := 0
-		for _, v := range versions {
-			install(filepath.Join(root, "lib", strconv.Itoa(v), "bin"))
-			newest = max(newest, v)
-		}
-		// A directory with initdb alone does not count.
-		lone := filepath.Join(root, "lib", "99", "bin")
-		os.MkdirAll(lone, 0o755)
-		os.WriteFile(filepath.Join(lone, "initdb"), []byte("#!/bin/sh\n"), 0o755)
-		globs := []string{filepath.Join(root, "lib", "*", "bin"), filepath.Join(root, "pgsql-*", "bin")}
-		got, err := findBinaries([]string{filepath.Join(root, "nothing")}, globs)
-		if want := filepath.Join(root, "lib", strconv.Itoa(newest), "bin"); err != nil || got != want {
-			t.Errorf("versions %v: %s, %v; want %s", versions, got, err, want)
-		}
-		install(filepath.Join(root, "pgsql-99", "bin"))
-		if got, _ := findBinaries(nil, globs); got != filepath.Join(root, "pgsql-99", "bin") {
-			t.Errorf("versions %v and pgsql-99: %s, want pgsql-99's", versions, got)
-		}
-		onPath := filepath.Join(root, "path")
-		install(onPath)
-		if got, _ := findBinaries([]string{"", lone, onPath}, globs); got != onPath {
-			t.Errorf("versions %v with %s on PATH: %s", versions, onPath, got)
-		}
+		t.Run(fmt.Sprint(versions), func(t *testing.T) {
+			root := t.TempDir()
+			newest := 0
+			for _, v := range versions {
+				install(filepath.Join(root, "lib", strconv.Itoa(v), "bin"))
+				newest = max(newest, v)
+			}
+			// A directory with initdb alone does not count.
+			lone := filepath.Join(root, "lib", "99", "bin")
+			os.MkdirAll(lone, 0o755)
+			os.WriteFile(filepath.Join(lone, "initdb"), []byte("#!/bin/sh\n"), 0o755)
+			globs := []string{filepath.Join(root, "lib", "*", "bin"), filepath.Join(root, "pgsql-*", "bin")}
+			got, err := findBinaries([]string{filepath.Join(root, "nothing")}, globs)
+			if want := filepath.Join(root, "lib", strconv.Itoa(newest), "bin"); err != nil || got != want {
+				t.Errorf("versions %v: %s, %v; want %s", versions, got, err, want)
+			}
+			install(filepath.Join(root, "pgsql-99", "bin"))
+			if got, _ := findBinaries(nil, globs); got != filepath.Join(root, "pgsql-99", "bin") {
+				t.Errorf("versions %v and pgsql-99: %s, want pgsql-99's", versions, got)
+			}
+			onPath := filepath.Join(root, "path")
+			install(onPath)
+			if got, _ := findBinaries([]string{"", lone, onPath}, globs); got != onPath {
+				t.Errorf("versions %v with %s on PATH: %s", versions, onPath, got)
+			}
+		})
 	}
 	_, err := findBinaries(nil, []string{filepath.Join(t.TempDir(), "*", "bin")})
 	if !errors.Is(err, ErrNoBinaries) || !strings.Contains(err.Error(), Install) {

@@ -174,10 +174,12 @@ func TestSmallestFitIsStable(t *testing.T) {
 		{85, 95, 0, 90},   // between the bounds the lucky size is found ...
 		{85, 95, 5, 95},   // ... and refused once sizes above it must fit too
 	} {
-		clear(asked)
-		if got := SmallestFit(c.lo, c.hi, c.stable, fits); got != c.want {
-			t.Errorf("SmallestFit(%d, %d, stable %d) = %d, want %d", c.lo, c.hi, c.stable, got, c.want)
-		}
+		t.Run(fmt.Sprintf("%d-%d stable %d", c.lo, c.hi, c.stable), func(t *testing.T) {
+			clear(asked)
+			if got := SmallestFit(c.lo, c.hi, c.stable, fits); got != c.want {
+				t.Errorf("SmallestFit(%d, %d, stable %d) = %d, want %d", c.lo, c.hi, c.stable, got, c.want)
+			}
+		})
 	}
 	if calls == 0 {
 		t.Fatal("fits was never asked")

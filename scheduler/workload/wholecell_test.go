@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -46,17 +47,19 @@ func TestOpenBCompactionAtDefaults(t *testing.T) {
 		mode   CompactionMode
 		within float64
 	}{{CompactRandom, 1.03}, {CompactLargestFirst, 1.15}} {
-		cfg := DefaultCompaction(scheduler.PolicyHybrid)
-		cfg.Mode, cfg.Seeds, cfg.MaxPending, cfg.Stable = tc.mode, 1, 0, 25
-		r, err := Compact(w, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s: %d machines, the bound for those kept %d: %.3f", tc.mode, r.Machines[0], r.OrderBounds[0], r.OrderRatio)
-		if r.Unfit > 0 || r.OrderRatio > tc.within {
-			t.Errorf("%s: %d machines (unfit seeds %d, %d pending), %.3f of the bound for the machines kept; want within %.0f%%",
-				tc.mode, r.Machines[0], r.Unfit, r.Pending, r.OrderRatio, (tc.within-1)*100)
-		}
+		t.Run(fmt.Sprint(tc.mode), func(t *testing.T) {
+			cfg := DefaultCompaction(scheduler.PolicyHybrid)
+			cfg.Mode, cfg.Seeds, cfg.MaxPending, cfg.Stable = tc.mode, 1, 0, 25
+			r, err := Compact(w, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %d machines, the bound for those kept %d: %.3f", tc.mode, r.Machines[0], r.OrderBounds[0], r.OrderRatio)
+			if r.Unfit > 0 || r.OrderRatio > tc.within {
+				t.Errorf("%s: %d machines (unfit seeds %d, %d pending), %.3f of the bound for the machines kept; want within %.0f%%",
+					tc.mode, r.Machines[0], r.Unfit, r.Pending, r.OrderRatio, (tc.within-1)*100)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"flag"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -59,10 +60,12 @@ func TestReadWorkload(t *testing.T) {
 		{"duplicate machine", "name,cpu_milli,memory_mib,gpu_milli,rack\nm1,1,1,0,\nm1,1,1,0,\n", tasks, `"m1" appears twice`},
 	}
 	for _, tc := range bad {
-		_, err := ReadWorkload("bad", strings.NewReader(tc.machines), strings.NewReader(tc.tasks))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadWorkload("bad", strings.NewReader(tc.machines), strings.NewReader(tc.tasks))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.want)
+			}
+		})
 	}
 }
 
@@ -85,18 +88,20 @@ func TestLowerBound(t *testing.T) {
 		{21, 0, 0, scheduler.CPU},  // does not fit: error
 		{1, 100, 0, scheduler.GPU}, // does not fit: error
 	}
-	for _, tc := range tests {
-		tasks := []scheduler.PendingTask{{Resources: scheduler.Resources{scheduler.CPU: tc.cpu, scheduler.GPU: tc.gpu}}}
-		bound, binding, err := LowerBound(machines, tasks)
-		if tc.bound == 0 && (tc.cpu > 0 || tc.gpu > 0) {
-			if err == nil {
-				t.Errorf("cpu %d gpu %d: want an error, got bound %d", tc.cpu, tc.gpu, bound)
+	for i, tc := range tests {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			tasks := []scheduler.PendingTask{{Resources: scheduler.Resources{scheduler.CPU: tc.cpu, scheduler.GPU: tc.gpu}}}
+			bound, binding, err := LowerBound(machines, tasks)
+			if tc.bound == 0 && (tc.cpu > 0 || tc.gpu > 0) {
+				if err == nil {
+					t.Errorf("cpu %d gpu %d: want an error, got bound %d", tc.cpu, tc.gpu, bound)
+				}
+				return
 			}
-			continue
-		}
-		if err != nil || bound != tc.bound || binding != tc.binding {
-			t.Errorf("cpu %d gpu %d: got %d %s %v, want %d %s", tc.cpu, tc.gpu, bound, binding, err, tc.bound, tc.binding)
-		}
+			if err != nil || bound != tc.bound || binding != tc.binding {
+				t.Errorf("cpu %d gpu %d: got %d %s %v, want %d %s", tc.cpu, tc.gpu, bound, binding, err, tc.bound, tc.binding)
+			}
+		})
 	}
 }
 
@@ -114,16 +119,18 @@ func TestSharedWorkloads(t *testing.T) {
 		{"synthetic-10k", 10000, 100000, 6761, scheduler.CPU},
 	}
 	for _, tc := range tests {
-		w, err := LoadWorkload(filepath.Join(dir, tc.name))
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		bound, binding, err := LowerBound(w.Machines, w.Tasks)
-		if len(w.Machines) != tc.machines || len(w.Tasks) != tc.tasks || bound != tc.bound || binding != tc.binding || err != nil {
-			t.Errorf("%s: %d machines, %d tasks, bound %d (%s) %v; want %d, %d, %d (%s)",
-				tc.name, len(w.Machines), len(w.Tasks), bound, binding, err, tc.machines, tc.tasks, tc.bound, tc.binding)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := LoadWorkload(filepath.Join(dir, tc.name))
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+				return
+			}
+			bound, binding, err := LowerBound(w.Machines, w.Tasks)
+			if len(w.Machines) != tc.machines || len(w.Tasks) != tc.tasks || bound != tc.bound || binding != tc.binding || err != nil {
+				t.Errorf("%s: %d machines, %d tasks, bound %d (%s) %v; want %d, %d, %d (%s)",
+					tc.name, len(w.Machines), len(w.Tasks), bound, binding, err, tc.machines, tc.tasks, tc.bound, tc.binding)
+			}
+		})
 	}
 }
 
