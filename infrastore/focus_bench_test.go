@@ -7,9 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // BenchmarkFocusExport exports a month of hourly usage windows as FOCUS
@@ -90,23 +91,7 @@ func peakRSS(b *testing.B) func() int64 {
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		b.Fatalf("reset the peak RSS: %v", err)
 	}
-	return func() int64 {
-		status, err := os.ReadFile("/proc/self/status")
-		if err != nil {
-			b.Fatal(err)
-		}
-		for line := range strings.Lines(string(status)) {
-			if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return n << 10
-			}
-		}
-		b.Fatal("no VmHWM in /proc/self/status")
-		return 0
-	}
+	return func() int64 { return testkit.ProcStatusKB(b, 0, "VmHWM:") << 10 }
 }
 
 type countingWriter struct{ lines int64 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -331,27 +330,8 @@ func peakMemory(t *testing.T) func() int64 {
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		t.Fatalf("resetting the peak resident set: %v", err)
 	}
-	start := statusKB(t, "VmHWM:")
-	return func() int64 { return (statusKB(t, "VmHWM:") - start) << 10 }
-}
-
-func statusKB(t *testing.T, field string) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("/proc/self/status has no %s", field)
-	return 0
+	start := testkit.ProcStatusKB(t, 0, "VmHWM:")
+	return func() int64 { return (testkit.ProcStatusKB(t, 0, "VmHWM:") - start) << 10 }
 }
 
 // The limits apply while the query runs: results that would be a

@@ -262,30 +262,6 @@ func processes(match func(pid int, argv []string) bool) []int {
 	return pids
 }
 
-// procStatus reads a field of /proc/PID/status, in kB.
-func procStatus(pid int, field string) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			return strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-		}
-	}
-	return 0, errors.New("/proc/" + strconv.Itoa(pid) + "/status has no " + field)
-}
-
-// procStatusKB is procStatus failing the test on an error.
-func procStatusKB(t *testing.T, pid int, field string) int64 {
-	t.Helper()
-	n, err := procStatus(pid, field)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // startedPids are the pids of a job's processes by its TaskStarted events.
 func startedPids(t *testing.T, corral func(...string) (string, int), job string) []int {
 	t.Helper()

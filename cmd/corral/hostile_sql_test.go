@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestHostileQueriesLeaveTheCellUp sends statements that once crashed the
@@ -119,7 +121,7 @@ func (q *sqlClient) settled() {
 	q.t.Helper()
 	q.eventually(`SELECT 1`)
 	eventually(q.t, "the Infrastore process gives back what the hostile queries took", 30*time.Second, func() (string, bool) {
-		held := procStatusKB(q.t, q.c.infrastorePid(q.t), "RssAnon:")
+		held := testkit.ProcStatusKB(q.t, q.c.infrastorePid(q.t), "RssAnon:")
 		return fmt.Sprintf("it holds %d MiB", held>>10), held < 160<<10
 	})
 }
@@ -137,7 +139,7 @@ func byteBombStaysWithinItsBudget(t *testing.T, q *sqlClient) {
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", infra), []byte("5"), 0); err != nil {
 		t.Fatalf("resetting the Infrastore process's peak: %v", err)
 	}
-	held := procStatusKB(t, infra, "VmRSS:")
+	held := testkit.ProcStatusKB(t, infra, "VmRSS:")
 	bomb := make(chan string, 1)
 	go func() {
 		out, code := q.sql(`SELECT repeat('x', 1000000) FROM range(1000)`)
@@ -150,7 +152,7 @@ func byteBombStaysWithinItsBudget(t *testing.T, q *sqlClient) {
 	if now := q.c.infrastorePid(t); now != infra {
 		t.Errorf("the Infrastore process was %d, is %d: it was restarted", infra, now)
 	}
-	peak := procStatusKB(t, infra, "VmHWM:")
+	peak := testkit.ProcStatusKB(t, infra, "VmHWM:")
 	t.Logf("the Infrastore process's peak resident memory (VmHWM) during the bomb: %d MiB of its 512 MiB, %d MiB above the %d MiB it held before",
 		peak>>10, (peak-held)>>10, held>>10)
 	if peak-held > 128<<10 || peak > 448<<10 {
@@ -183,7 +185,7 @@ func hostileStatementsAreRefused(t *testing.T, q *sqlClient) {
 			sub := &sqlClient{t: t, c: q.c}
 			sub.eventually(`SELECT 1`) // the Infrastore process is (back) up
 			out, code := sub.sql(h.q)
-			t.Logf("$ corral sql %q  (exit %d; the Infrastore process holds %d MiB)\n%.400s", h.q, code, procStatusKB(t, q.c.infrastorePid(t), "RssAnon:")>>10, out)
+			t.Logf("$ corral sql %q  (exit %d; the Infrastore process holds %d MiB)\n%.400s", h.q, code, testkit.ProcStatusKB(t, q.c.infrastorePid(t), "RssAnon:")>>10, out)
 			if h.mention != "" && (code == 0 || !strings.Contains(out, h.mention)) {
 				t.Errorf("%s: exit %d, want a refusal mentioning %q", h.q, code, h.mention)
 			}

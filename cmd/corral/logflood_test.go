@@ -336,7 +336,7 @@ func (f *streamFlood) slotsComeBack() {
 
 // rssOf is a process's resident memory in bytes (VmRSS).
 func rssOf(t *testing.T, pid int) int64 {
-	kb, err := procStatus(pid, "VmRSS:")
+	kb, err := testkit.ProcStatus(pid, "VmRSS:")
 	if err != nil {
 		t.Errorf("reading the master's status: %v", err)
 	}

@@ -83,7 +83,7 @@ func (w *whatIfPage) hugeReplayStaysInItsChild() {
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
 		t.Fatalf("resetting the master's peak: %v", err)
 	}
-	before := procStatusKB(t, pid, "VmRSS:")
+	before := testkit.ProcStatusKB(t, pid, "VmRSS:")
 	huge := "add=100000x8c32g+100000x8c32g+100000x8c32g+100000x8c32g"
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -116,7 +116,7 @@ func (w *whatIfPage) hugeReplayStaysInItsChild() {
 	if hugeCode != http.StatusBadRequest || !strings.Contains(hugeBody, "--sim-memory") {
 		t.Errorf("the huge replay: %d, want 400 naming --sim-memory\n%s", hugeCode, hugeBody)
 	}
-	peak := procStatusKB(t, pid, "VmHWM:")
+	peak := testkit.ProcStatusKB(t, pid, "VmHWM:")
 	t.Logf("the huge replay ended in %s; the master's resident memory: %d MiB before, peak %d MiB", time.Since(start).Round(time.Millisecond), before>>10, peak>>10)
 	if grew := peak - before; grew > 64<<10 {
 		t.Errorf("the master's resident memory grew %d MiB during the huge replay, want it to stay in the child", grew>>10)
