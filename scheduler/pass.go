@@ -125,6 +125,7 @@ func (s *Scheduler) run(cell *Cell, seed uint64) *pass {
 		// machine in view (reorder.go).
 		p = s.runAgain(s.cfg, cell, seed, p, promote, 1)
 		p = s.reshuffle(cell, seed, p)
+		p = s.tryAlternatives(cell, seed, p)
 		p = s.wholeView(cell, seed, p, firstChecks)
 	}
 	p.relocate()

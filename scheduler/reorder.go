@@ -96,13 +96,19 @@ func (s *Scheduler) reshuffle(cell *Cell, seed uint64, p *pass) *pass {
 		return p
 	}
 	for i := 1; i <= reshuffles; i++ {
-		left := p.contestedLeft()
-		if left == 0 || left > max(1, len(p.items)/nearMissShare) {
+		if !p.nearMiss() {
 			break
 		}
 		p = s.runAgain(s.cfg, cell, seed+uint64(i)*reshuffleSeeds, p, nil, 1+i)
 	}
 	return p
+}
+
+// nearMiss reports whether pass p left contested tasks pending, at most
+// one in nearMissShare of its queue.
+func (p *pass) nearMiss() bool {
+	left := p.contestedLeft()
+	return left > 0 && left <= max(1, len(p.items)/nearMissShare)
 }
 
 // A sample of K machines per class is a budget, not a rule: when the
@@ -147,8 +153,9 @@ func (s *Scheduler) wholeView(cell *Cell, seed uint64, p *pass, firstChecks int)
 }
 
 // wholeViewRun is RerunKept for a plan of the whole-view run: after the
-// first run, the rerun and the new samples.
-const wholeViewRun = 2 + reshuffles
+// first run, the rerun, the new samples and the alternative rules
+// (portfolio.go).
+const wholeViewRun = firstAlternativeRun + 2*len(alternatives)
 
 // runAgain runs the pass again from the same cell with seed, the promoted
 // items (if any) first, and returns the run that leaves fewer tasks
