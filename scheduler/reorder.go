@@ -19,7 +19,8 @@ package scheduler
 // been running it would have preempted them. Both runs are deterministic,
 // so the plan is too. The rerun costs one more pass, and only when a task
 // that had room was left out; with the new samples and the whole view
-// below, a pass runs at most five times over. A user can make that happen
+// below, and the other rules of portfolio.go, a pass runs at most nine
+// times over. A user can make that happen
 // by submitting tasks that contend for the last room, once per pass that
 // fills it: the next pass sees the winner running, and the loser no
 // longer contested.
