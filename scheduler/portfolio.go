@@ -19,8 +19,9 @@ package scheduler
 // The share is wider than the new samples' (nearMissShare): a sample
 // mends the last few tasks, another rule a few percent of them. On the
 // workload package's cpu-one-large-80 (tasks of a quarter of a machine,
-// one machine kind), hybrid's runs leave 16 of 624 tasks pending three
-// machines above where best-fit's rerun leaves none. A far miss (a
+// one machine kind) at 165 machines, hybrid's runs leave 16 of 624 tasks
+// pending and relocation places 14 of them, where best-fit's rerun and
+// relocation place every task. A far miss (a
 // compaction's probe below the answer, a cell short of machines) runs
 // no alternative. Only the default runs them: a cell configured with
 // worst-fit or best-fit asked for that rule.
