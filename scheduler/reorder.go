@@ -20,10 +20,9 @@ package scheduler
 // so the plan is too. The rerun costs one more pass, and only when a task
 // that had room was left out; with the new samples and the whole view
 // below, and the other rules of portfolio.go, a pass runs at most nine
-// times over. A user can make that happen
-// by submitting tasks that contend for the last room, once per pass that
-// fills it: the next pass sees the winner running, and the loser no
-// longer contested.
+// times over. A user can make that happen by submitting tasks that
+// contend for the last room, once per pass that fills it: the next pass
+// sees the winner running, and the loser no longer contested.
 
 // noteContested marks class c contested when machine mi, which this pass
 // changed, rejected it for lack of room it had before the change. Classes
@@ -113,11 +112,11 @@ func (p *pass) nearMiss() bool {
 }
 
 // A sample of K machines per class is a budget, not a rule: when the
-// rerun and the new samples still leave contested tasks pending, and a
-// pass that sees every machine costs no more than wholeViewShare times the
-// first run (or at most wholeViewChecks checks, a cell too small to
-// matter), the pass runs once more with every machine in view, kept by
-// the same rule. Its cost is estimated as the classes times the machines:
+// rerun, the new samples and the other rules still leave contested tasks
+// pending, and a pass that sees every machine costs no more than
+// wholeViewShare times the first run (or at most wholeViewChecks checks,
+// a cell too small to matter), the pass runs once more with every machine
+// in view, kept by the same rule. Its cost is estimated as the classes times the machines:
 // each class checks every machine once, and after that only the machines
 // the pass changed (OpenB on 1,300 machines, 160 classes: 208,000
 // estimated, 215,000 spent). On OpenB compacted to the machines with the
