@@ -85,10 +85,15 @@
 //     a near miss (contested tasks pending, at most one in 64 of the
 //     queue) and the pass sampled (K below the machines), it runs up to
 //     twice more in its own order with new samples (seeds derived from
-//     the pass's), each kept by the same rule. If contested tasks are
-//     still pending and seeing every machine costs at most twice the
-//     first run (classes times machines against its checks), it runs once
-//     more with every machine in view, kept by the same rule.
+//     the pass's), each kept by the same rule. If the default (hybrid)
+//     still leaves a close miss (contested tasks pending, at most one in
+//     16 of the queue), it runs under worst-fit's rule and then
+//     best-fit's, each as a cell configured with it would (its first run,
+//     and its rerun with its own contested classes first), each kept by
+//     the same rule (portfolio.go). If contested tasks are still pending
+//     and seeing every machine costs at most twice the first run (classes
+//     times machines against its checks), it runs once more with every
+//     machine in view, kept by the same rule.
 //  9. Relocation: for a task still left pending, a machine where moving
 //     at most three of this pass's placements elsewhere would make room
 //     (each to the best machine of its class's pool, or, one level down,
@@ -123,8 +128,9 @@
 //     current state and refuses stale ones, which the next pass reconsiders.
 //   - Priorities outside 0-11 are clamped by the pass and refused by
 //     Cell.Validate.
-//   - A pass runs at most five times (step 8: the first run, the rerun,
-//     two new samples, the whole view; Stats.Reruns at most 4, held by
+//   - A pass runs at most nine times (step 8: the first run, the rerun,
+//     two new samples, two runs under each of the two other rules, the
+//     whole view; Stats.Reruns at most 8, held by
 //     TestExtraRunsKeepOnlyAFullerPlan), and runs again only when a task
 //     that had room at the start of the pass was left pending; the packing
 //     run of step 10 repeats that, only when spreading by default moved a
@@ -171,8 +177,25 @@
 // So on a cell of small work the default balances each machine against
 // the work's mix, as worst-fit's convex cost does by other means, and on
 // a cell of large or GPU work it packs tightly and keeps the shapes' room
-// whole, as before. The README's compaction table has the figures for
-// every member of the workload package's family of generated cells.
+// whole, as before.
+//
+// One scoring rule still cannot be the best on every cell, and which rule
+// wins follows from the cell in ways the pass cannot read off its queue
+// beforehand: with one machine kind and tasks of a quarter of a machine
+// (cpu-one-large-80) best fit's whole machines needed 165 where hybrid
+// needed 168, and the mix term alone left bal-many-small-98 at 160 where
+// worst-fit needed 158. What the pass can read is its own outcome. A
+// close miss (contested tasks pending, at most one in 16 of the queue) is
+// where another rule can matter, so there the default runs under
+// worst-fit's and best-fit's rules too, with the same seed and sample,
+// and keeps the plan that leaves fewer pending from the highest priority
+// down (step 8, portfolio.go): at a size where one of them places the
+// queue, the default does too, and a pass that placed everything or
+// missed by far pays nothing. The plans are compared on their outcome, so
+// the default may combine them across sizes and do better than any one
+// rule (bal-one-mixed-85: 146 machines, against 151 for hybrid alone and
+// 152-154 for the others). The README's compaction table has the figures
+// for every member of the workload package's family of generated cells.
 //
 // Scores are cached within a pass only. Across passes the hybrid policy's
 // demand picture (the shapes of the pending queue, the cell's scarcity)

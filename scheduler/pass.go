@@ -121,10 +121,12 @@ func (s *Scheduler) run(cell *Cell, seed uint64) *pass {
 		// A task left pending that had room at the start of the pass lost
 		// it to tasks placed before it: run the pass again with its class
 		// first, and keep the plan that places more; then, for a near
-		// miss, with new samples, and where it is affordable with every
-		// machine in view (reorder.go).
+		// miss, with new samples, for a close miss under the other rules
+		// (portfolio.go), and where it is affordable with every machine
+		// in view (reorder.go).
 		p = s.runAgain(s.cfg, cell, seed, p, promote, 1)
 		p = s.reshuffle(cell, seed, p)
+		p = s.tryAlternatives(cell, seed, p)
 		p = s.wholeView(cell, seed, p, firstChecks)
 	}
 	p.relocate()

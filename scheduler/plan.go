@@ -75,10 +75,12 @@ type Stats struct {
 	// Reruns counts the runs after the first: 1 when tasks left pending
 	// had room at the start of the pass and the pass ran again with their
 	// classes first, plus one per new sample drawn while that left a near
-	// miss, plus one for the run with every machine in view. RerunKept is
-	// the run this plan is: 0 the first, 1 the rerun, 2 and 3 the new
-	// samples, 4 the whole view (reorder.go). FeasibilityChecks counts
-	// every run.
+	// miss, plus one or two per other rule tried on a close miss (its
+	// first run and its rerun), plus one for the run with every machine
+	// in view. RerunKept is the run this plan is: 0 the first, 1 the
+	// rerun, 2 and 3 the new samples, 4 and 5 worst-fit's first run and
+	// rerun, 6 and 7 best-fit's, 8 the whole view (reorder.go,
+	// portfolio.go). FeasibilityChecks counts every run.
 	Reruns, RerunKept int
 	// Unblocked counts the tasks left pending that were placed by moving
 	// Relocated of the pass's placements to other machines (relocate.go);

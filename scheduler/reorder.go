@@ -19,10 +19,10 @@ package scheduler
 // been running it would have preempted them. Both runs are deterministic,
 // so the plan is too. The rerun costs one more pass, and only when a task
 // that had room was left out; with the new samples and the whole view
-// below, a pass runs at most five times over. A user can make that happen
-// by submitting tasks that contend for the last room, once per pass that
-// fills it: the next pass sees the winner running, and the loser no
-// longer contested.
+// below, and the other rules of portfolio.go, a pass runs at most nine
+// times over. A user can make that happen by submitting tasks that
+// contend for the last room, once per pass that fills it: the next pass
+// sees the winner running, and the loser no longer contested.
 
 // noteContested marks class c contested when machine mi, which this pass
 // changed, rejected it for lack of room it had before the change. Classes
@@ -96,8 +96,7 @@ func (s *Scheduler) reshuffle(cell *Cell, seed uint64, p *pass) *pass {
 		return p
 	}
 	for i := 1; i <= reshuffles; i++ {
-		left := p.contestedLeft()
-		if left == 0 || left > max(1, len(p.items)/nearMissShare) {
+		if !p.nearMiss() {
 			break
 		}
 		p = s.runAgain(s.cfg, cell, seed+uint64(i)*reshuffleSeeds, p, nil, 1+i)
@@ -105,12 +104,19 @@ func (s *Scheduler) reshuffle(cell *Cell, seed uint64, p *pass) *pass {
 	return p
 }
 
+// nearMiss reports whether pass p left contested tasks pending, at most
+// one in nearMissShare of its queue.
+func (p *pass) nearMiss() bool {
+	left := p.contestedLeft()
+	return left > 0 && left <= max(1, len(p.items)/nearMissShare)
+}
+
 // A sample of K machines per class is a budget, not a rule: when the
-// rerun and the new samples still leave contested tasks pending, and a
-// pass that sees every machine costs no more than wholeViewShare times the
-// first run (or at most wholeViewChecks checks, a cell too small to
-// matter), the pass runs once more with every machine in view, kept by
-// the same rule. Its cost is estimated as the classes times the machines:
+// rerun, the new samples and the other rules still leave contested tasks
+// pending, and a pass that sees every machine costs no more than
+// wholeViewShare times the first run (or at most wholeViewChecks checks,
+// a cell too small to matter), the pass runs once more with every machine
+// in view, kept by the same rule. Its cost is estimated as the classes times the machines:
 // each class checks every machine once, and after that only the machines
 // the pass changed (OpenB on 1,300 machines, 160 classes: 208,000
 // estimated, 215,000 spent). On OpenB compacted to the machines with the
@@ -147,8 +153,9 @@ func (s *Scheduler) wholeView(cell *Cell, seed uint64, p *pass, firstChecks int)
 }
 
 // wholeViewRun is RerunKept for a plan of the whole-view run: after the
-// first run, the rerun and the new samples.
-const wholeViewRun = 2 + reshuffles
+// first run, the rerun, the new samples and the alternative rules
+// (portfolio.go).
+const wholeViewRun = firstAlternativeRun + 2*len(alternatives)
 
 // runAgain runs the pass again from the same cell with seed, the promoted
 // items (if any) first, and returns the run that leaves fewer tasks
