@@ -164,8 +164,28 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 	h.Write([]byte(s.Name))
 	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
 	w := &Workload{Name: s.Name}
+	var capacity scheduler.Resources
+	w.Machines, capacity = s.machines(rng)
+	most, mostGPU := largestTasks(w.Machines)
+	jobs := s.drawJobs(rng)
+	scaleFamilyJobs(jobs, s.fills(), capacity, most, mostGPU)
+	w.Tasks = familyTasks(jobs, mostGPU)
+	if s.Users == 0 {
+		for i := range w.Tasks {
+			w.Tasks[i].Ref.User = s.Name
+		}
+	}
+	if err := w.Cell().Validate(); err != nil {
+		return nil, fmt.Errorf("workload: cell spec %s: %w", s.Name, err)
+	}
+	return w, nil
+}
+
+// machines draws the member's machines from its mix, and their capacity.
+func (s CellSpec) machines(rng *rand.Rand) ([]*scheduler.Machine, scheduler.Resources) {
 	kinds := map[MachineMix][]machineKind{MixOne: kindsOne, MixFew: kindsFew, MixMany: kindsMany}[s.Mix]
 	var capacity scheduler.Resources
+	var machines []*scheduler.Machine
 	for i := range s.Machines {
 		k := kinds[rng.IntN(len(kinds))]
 		if s.Binding == BindGPU && i%2 == 0 {
@@ -183,17 +203,20 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 			Attributes: map[string]string{"rack": fmt.Sprintf("r%03d", i/20)},
 		}
 		capacity = capacity.Add(m.Capacity)
-		w.Machines = append(w.Machines, m)
+		machines = append(machines, m)
 	}
-	// The largest task a dimension may hold: three quarters of the
-	// smallest machine that could take it, so that every task fits the
-	// cell whatever the removal keeps. GPU tasks are held to the smallest
-	// GPU machine.
-	var most, mostGPU scheduler.Resources
+	return machines, capacity
+}
+
+// largestTasks is the largest task a dimension may hold: three quarters of
+// the smallest machine that could take it, so that every task fits the
+// cell whatever the removal keeps. GPU tasks are held to the smallest GPU
+// machine (mostGPU).
+func largestTasks(machines []*scheduler.Machine) (most, mostGPU scheduler.Resources) {
 	for d := range most {
 		most[d], mostGPU[d] = math.MaxInt64, math.MaxInt64
 	}
-	for _, m := range w.Machines {
+	for _, m := range machines {
 		for _, d := range []scheduler.Dim{scheduler.CPU, scheduler.Memory, scheduler.GPU} {
 			if m.Capacity[d] > 0 {
 				most[d] = min(most[d], m.Capacity[d]*3/4)
@@ -203,7 +226,12 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 			}
 		}
 	}
+	return most, mostGPU
+}
 
+// fills is the share of each resource the member's tasks ask for: the
+// binding resource's Fill, the others OtherFill of it.
+func (s CellSpec) fills() [scheduler.ScoredDims]float64 {
 	other := s.OtherFill
 	if other == 0 {
 		other = 0.65
@@ -219,27 +247,33 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 	case BindGPU:
 		fill[scheduler.GPU], fill[scheduler.CPU], fill[scheduler.Memory] = s.Fill, s.Fill*other, s.Fill*other*0.8
 	}
+	return fill
+}
 
-	// Jobs: a size drawn from the spec's distribution (a share of a mean
-	// machine), a task count, and CPU and memory around the size with
-	// their own noise, so that tasks differ in shape as well as size.
-	type job struct {
-		size  float64
-		req   [scheduler.ScoredDims]float64 // per task, before scaling
-		tasks int
-		prio  int32
-		user  int
-	}
+// familyJob is a member's job before its requests are scaled to the fill.
+type familyJob struct {
+	size  float64
+	req   [scheduler.ScoredDims]float64 // per task, before scaling
+	tasks int
+	prio  int32
+	user  int
+}
+
+// drawJobs draws jobs until they ask for the binding resource's fill: a
+// size from the spec's distribution (a share of a mean machine), a task
+// count, and CPU and memory around the size with their own noise, so that
+// tasks differ in shape as well as size.
+func (s CellSpec) drawJobs(rng *rand.Rand) []familyJob {
 	n := float64(s.Machines)
 	jobTasks := s.JobTasks
 	if jobTasks == 0 {
 		jobTasks = 8
 	}
-	var jobs []job
+	var jobs []familyJob
 	var asked float64 // in mean machines, of the binding resource's share
 	for asked < s.Fill*n {
 		sz := drawSize(rng, s.Sizes)
-		j := job{size: sz, tasks: 1 + int(math.Exp(rng.NormFloat64()*1.2)*float64(jobTasks))}
+		j := familyJob{size: sz, tasks: 1 + int(math.Exp(rng.NormFloat64()*1.2)*float64(jobTasks))}
 		j.req[scheduler.CPU] = sz * math.Exp(rng.NormFloat64()*0.8)
 		j.req[scheduler.Memory] = sz * math.Exp(rng.NormFloat64()*0.8)
 		if s.Binding == BindGPU && rng.Float64() < 0.6 {
@@ -252,8 +286,13 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 		jobs = append(jobs, j)
 		asked += sz * float64(j.tasks)
 	}
-	// Scale each resource to its fill, capping tasks at the largest a
-	// machine takes and scaling the uncapped ones again (as Synthetic).
+	return jobs
+}
+
+// scaleFamilyJobs scales each resource to its fill, capping tasks at the
+// largest a machine takes and scaling the uncapped ones again (as
+// Synthetic).
+func scaleFamilyJobs(jobs []familyJob, fill [scheduler.ScoredDims]float64, capacity, most, mostGPU scheduler.Resources) {
 	for _, d := range []scheduler.Dim{scheduler.CPU, scheduler.Memory, scheduler.GPU} {
 		target := fill[d] * float64(capacity[d])
 		if target == 0 {
@@ -262,7 +301,7 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 			}
 			continue
 		}
-		cap := func(j *job) float64 {
+		cap := func(j *familyJob) float64 {
 			if j.req[scheduler.GPU] > 0 {
 				return float64(mostGPU[d])
 			}
@@ -277,6 +316,11 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 			j.req[d] = math.Min(j.req[d]*scale, cap(j))
 		}
 	}
+}
+
+// familyTasks are the scaled jobs' tasks in submission order.
+func familyTasks(jobs []familyJob, mostGPU scheduler.Resources) []scheduler.PendingTask {
+	var tasks []scheduler.PendingTask
 	seq := int64(0)
 	var gpuCarry float64
 	for i, j := range jobs {
@@ -301,7 +345,7 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 		name := fmt.Sprintf("%s-%04d", events.BandOf(j.prio), i)
 		for t := range j.tasks {
 			seq++
-			w.Tasks = append(w.Tasks, scheduler.PendingTask{
+			tasks = append(tasks, scheduler.PendingTask{
 				Ref:       scheduler.TaskRef{User: fmt.Sprintf("u%02d", j.user), Job: name, Index: int32(t)},
 				Priority:  j.prio,
 				Seq:       seq,
@@ -309,15 +353,7 @@ func (s CellSpec) Cell(seed uint64) (*Workload, error) {
 			})
 		}
 	}
-	if s.Users == 0 {
-		for i := range w.Tasks {
-			w.Tasks[i].Ref.User = s.Name
-		}
-	}
-	if err := w.Cell().Validate(); err != nil {
-		return nil, fmt.Errorf("workload: cell spec %s: %w", s.Name, err)
-	}
-	return w, nil
+	return tasks
 }
 
 // drawSize draws a task size as a share of a mean machine.

@@ -63,13 +63,25 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	w := &Workload{Name: fmt.Sprintf("synthetic-%d", cfg.Seed)}
 	var capacity scheduler.Resources
+	w.Machines, capacity = syntheticMachines(cfg, rng)
+	jobs := syntheticJobSizes(cfg, rng)
+	nonProdTasks := drawSyntheticJobs(jobs, cfg, rng)
+	markTinyJobs(jobs, nonProdTasks, rng)
+	w.Tasks = syntheticTasks(jobs, cfg, capacity, rng)
+	return w
+}
+
+// syntheticMachines draws the cell's machines rack by rack (racks are
+// homogeneous, as they are bought), and their capacity.
+func syntheticMachines(cfg SyntheticConfig, rng *rand.Rand) ([]*scheduler.Machine, scheduler.Resources) {
+	var capacity scheduler.Resources
+	var machines []*scheduler.Machine
 	rackSize := max(cfg.RackSize, 1)
 	racksPerPower := max(cfg.RacksPerPower, 1)
 	var shape machineShape
 	for i := range cfg.Machines {
 		rack := i / rackSize
 		if i%rackSize == 0 {
-			// Racks are homogeneous, as they are bought.
 			shape = pickShape(rng)
 		}
 		m := &scheduler.Machine{
@@ -97,23 +109,31 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 			m.Attributes["ssd"] = "true"
 		}
 		capacity = capacity.Add(m.Capacity)
-		w.Machines = append(w.Machines, m)
+		machines = append(machines, m)
 	}
+	return machines, capacity
+}
 
-	type job struct {
-		name     string
-		user     int
-		prio     int32
-		size     int
-		cpu, mem float64 // per task, before scaling
-		disk     int64
-		gpu      int64
-		ports    int64
-		tiny     bool
-		cons     []scheduler.Constraint
-		pkg      string
-	}
-	jobs := make([]job, cfg.Jobs)
+// syntheticJob is a synthetic job before its requests are scaled to the
+// fill.
+type syntheticJob struct {
+	name     string
+	user     int
+	prio     int32
+	size     int
+	cpu, mem float64 // per task, before scaling
+	disk     int64
+	gpu      int64
+	ports    int64
+	tiny     bool
+	cons     []scheduler.Constraint
+	pkg      string
+}
+
+// syntheticJobSizes deals cfg.Tasks among cfg.Jobs jobs, each at least one
+// task, in log-normal shares.
+func syntheticJobSizes(cfg SyntheticConfig, rng *rand.Rand) []syntheticJob {
+	jobs := make([]syntheticJob, cfg.Jobs)
 	sizes := make([]float64, cfg.Jobs)
 	var sizeSum float64
 	for i := range sizes {
@@ -133,8 +153,13 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 		jobs[i].size++
 		left--
 	}
+	return jobs
+}
+
+// drawSyntheticJobs draws each job's owner, priority, shape, ports, GPUs,
+// package and constraints, and returns how many tasks are not prod.
+func drawSyntheticJobs(jobs []syntheticJob, cfg SyntheticConfig, rng *rand.Rand) (nonProdTasks int) {
 	users := max(cfg.Users, 1)
-	var nonProdTasks, tinyTasks int
 	for i := range jobs {
 		j := &jobs[i]
 		// A few users own most jobs.
@@ -166,8 +191,13 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 			j.cons = syntheticConstraints(rng)
 		}
 	}
-	// Mark non-prod jobs tiny (under 0.1 core) in a random order until a
-	// fifth of the non-prod tasks are.
+	return nonProdTasks
+}
+
+// markTinyJobs marks non-prod jobs tiny (under 0.1 core) in a random order
+// until a fifth of the non-prod tasks are.
+func markTinyJobs(jobs []syntheticJob, nonProdTasks int, rng *rand.Rand) {
+	var tinyTasks int
 	for _, i := range rng.Perm(len(jobs)) {
 		j := &jobs[i]
 		if scheduler.IsProd(j.prio) || j.gpu > 0 || float64(tinyTasks+j.size) > 0.2*float64(nonProdTasks) {
@@ -178,20 +208,25 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 		j.cpu = float64(10 + rng.IntN(90))
 		j.mem = float64(int64(32+rng.IntN(480)) << 20)
 	}
-	// Scale CPU and memory to the fill asked for, no task larger than a
-	// quarter of the smallest machine: scale, cap, and scale the uncapped
-	// jobs again until the total is reached.
+}
+
+// syntheticTasks scales CPU and memory to the fill asked for, no task
+// larger than a quarter of the smallest machine (scale, cap, and scale the
+// uncapped jobs again until the total is reached), and lists the jobs'
+// tasks in a random submission order.
+func syntheticTasks(jobs []syntheticJob, cfg SyntheticConfig, capacity scheduler.Resources, rng *rand.Rand) []scheduler.PendingTask {
 	maxCPU := float64(syntheticShapes[0].cores*1000) / 4
 	maxMem := float64(syntheticShapes[0].memGiB<<30) / 4
-	scale := func(get func(j *job) float64, target, most float64) float64 {
+	scale := func(get func(j *syntheticJob) float64, target, most float64) float64 {
 		return fillScale(len(jobs), 50, target, func(i int) (v, cap, n float64, fixed bool) {
 			j := &jobs[i]
 			return get(j), most, float64(j.size), j.tiny
 		})
 	}
-	cpuScale := scale(func(j *job) float64 { return j.cpu }, cfg.CPUFill*float64(capacity[scheduler.CPU]), maxCPU)
-	memScale := scale(func(j *job) float64 { return j.mem }, cfg.CPUFill*7/8*float64(capacity[scheduler.Memory]), maxMem)
+	cpuScale := scale(func(j *syntheticJob) float64 { return j.cpu }, cfg.CPUFill*float64(capacity[scheduler.CPU]), maxCPU)
+	memScale := scale(func(j *syntheticJob) float64 { return j.mem }, cfg.CPUFill*7/8*float64(capacity[scheduler.Memory]), maxMem)
 
+	var tasks []scheduler.PendingTask
 	order := rng.Perm(len(jobs)) // submission order
 	seq := int64(0)
 	for _, i := range order {
@@ -204,7 +239,7 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 		req := scheduler.Resources{scheduler.CPU: max(int64(cpu), 1), scheduler.Memory: max(int64(mem), 1<<20), scheduler.Disk: j.disk, scheduler.GPU: j.gpu, scheduler.Ports: j.ports}
 		for t := range j.size {
 			seq++
-			w.Tasks = append(w.Tasks, scheduler.PendingTask{
+			tasks = append(tasks, scheduler.PendingTask{
 				Ref:         scheduler.TaskRef{User: fmt.Sprintf("u%03d", j.user), Job: j.name, Index: int32(t)},
 				Priority:    j.prio,
 				Seq:         seq,
@@ -215,7 +250,7 @@ func Synthetic(cfg SyntheticConfig) *Workload {
 			})
 		}
 	}
-	return w
+	return tasks
 }
 
 // fillScale finds the factor s that brings the sum over items of
