@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -392,15 +393,15 @@ func TestRotate(t *testing.T) {
 	}
 }
 
-// freePort finds a port nothing listens on.
+// freePort is the port of testkit.FreeAddr.
 func freePort(t *testing.T) int32 {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	_, port, _ := net.SplitHostPort(testkit.FreeAddr(t))
+	n, err := strconv.Atoi(port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return int32(l.Addr().(*net.TCPAddr).Port)
+	return int32(n)
 }
 
 func TestRealHealthCheck(t *testing.T) {

@@ -8,8 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,7 +79,7 @@ func newCell(t *testing.T, opts cellOptions) *testCell {
 	if c.portBase == 0 {
 		c.portBase = freeTaskPorts(t, agents)
 	}
-	c.grpcAddr, c.httpAddr, c.dnsAddr = freeTCP(t), freeTCP(t), freeUDPAndTCP(t)
+	c.grpcAddr, c.httpAddr, c.dnsAddr = testkit.FreeAddr(t), testkit.FreeAddr(t), freeUDPAndTCP(t)
 	user, cell := cmp.Or(opts.user, "alice"), cmp.Or(opts.cell, "dev")
 	// The client finds the cell's credentials under the data dir, as the
 	// banner says (export CORRAL_DATA=...).
@@ -327,29 +325,11 @@ func webLogin(t *testing.T, httpAddr, tokenFile string) *http.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	web := &http.Client{Jar: jar, Timeout: 60 * time.Second}
-	resp, err := web.Get("http://" + httpAddr + "/login")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
-	if m == nil {
-		t.Fatalf("the login page has no CSRF token:\n%s", page)
-	}
-	resp, err = web.PostForm("http://"+httpAddr+"/login", url.Values{"token": {strings.TrimSpace(string(tok))}, "csrf": {string(m[1])}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `<span id="user">`) {
-		t.Fatalf("logging in to the web UI: %d\n%s", resp.StatusCode, body)
+	web := testkit.NewBrowser(60*time.Second, true)
+	base := "http://" + httpAddr
+	status, body := testkit.WebLogin(t, web, base, strings.TrimSpace(string(tok)), testkit.LoginCSRF(t, web, base))
+	if status != 200 || !strings.Contains(body, `<span id="user">`) {
+		t.Fatalf("logging in to the web UI: %d\n%s", status, body)
 	}
 	return web
 }
@@ -454,16 +434,6 @@ func (p *upProcess) stop(t *testing.T) {
 	if s := p.err.String(); strings.Contains(s, "level=ERROR") {
 		t.Errorf("corral up logged errors:\n%s", s)
 	}
-}
-
-func freeTCP(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // freeTaskPorts returns a --port-base for a cell of machines agents (each

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestSeparateProcesses runs a cell as an operator would spread it over
@@ -26,7 +28,7 @@ func TestSeparateProcesses(t *testing.T) {
 	portBase := 40000 + 1000*rand.IntN(8)
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("p%d-%s", i, suffix)
-		c.startProcess(t, "agent-"+name, "agent", "--name", name, "--listen", freeTCP(t), "--data", filepath.Join(c.data, name),
+		c.startProcess(t, "agent-"+name, "agent", "--name", name, "--listen", testkit.FreeAddr(t), "--data", filepath.Join(c.data, name),
 			"--cpu", "2", "--memory", "2GiB", "--disk", "10GiB", "--attr", fmt.Sprintf("rack=r%d", i),
 			"--port-first", fmt.Sprint(portBase+i*100), "--ports", "100", "--stop-tasks-on-exit")
 	}

@@ -68,19 +68,9 @@ type masterProc struct {
 	cmd        *exec.Cmd
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func startMasterProc(t *testing.T, name, url string) *masterProc {
 	t.Helper()
-	return startMasterProcAt(t, name, url, freeAddr(t))
+	return startMasterProcAt(t, name, url, testkit.FreeAddr(t))
 }
 
 func startMasterProcAt(t *testing.T, name, url, addr string) *masterProc {
@@ -400,7 +390,7 @@ func TestFailoverSameNameRestart(t *testing.T) {
 
 	// The client knows every address the replicas may be at, the
 	// restarted one's included (a supervisor's restart elsewhere).
-	fresh := &masterProc{name: "master1", addr: freeAddr(t)}
+	fresh := &masterProc{name: "master1", addr: testkit.FreeAddr(t)}
 	sub, stopSubmitting := startSubmitting(t, []string{old.addr, other.addr, fresh.addr})
 	sub.waitAcks(t, 20)
 

@@ -8,12 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -125,22 +122,10 @@ func startLogsUI(t *testing.T) (*testCell, string) {
 // logIn is a browser logged in to the UI at base with tok.
 func logIn(t *testing.T, base, tok string) *http.Client {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	b := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	resp, err := b.Get(base + "/login")
-	if err != nil {
-		t.Fatal(err)
+	b := testkit.NewBrowser(10*time.Second, true)
+	if status, body := testkit.WebLogin(t, b, base, tok, testkit.LoginCSRF(t, b, base)); status != 200 {
+		t.Fatalf("login with %s: %d\n%s", tok, status, body)
 	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
-	if m == nil {
-		t.Fatalf("no CSRF token on the login page")
-	}
-	if resp, err = b.PostForm(base+"/login", url.Values{"token": {tok}, "csrf": {string(m[1])}}); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("login with %s: %v", tok, err)
-	}
-	resp.Body.Close()
 	return b
 }
 

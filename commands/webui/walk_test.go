@@ -7,10 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -254,28 +252,14 @@ func (s *ctxStream) Context() context.Context { return s.ctx }
 // CSRF token of its forms.
 func (c *walkCell) browser(t *testing.T, viewer string) (*http.Client, string) {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	b := &http.Client{Jar: jar, Timeout: 10 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := b.Get(c.srv.URL + "/login")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
-	if m == nil {
-		t.Fatalf("no CSRF token on the login page")
-	}
-	csrf := string(m[1])
+	b := testkit.NewBrowser(10*time.Second, false)
+	csrf := testkit.LoginCSRF(t, b, c.srv.URL)
 	if viewer == anon {
 		return b, csrf
 	}
-	resp, err = b.PostForm(c.srv.URL+"/login", url.Values{"token": {"tok-" + viewer}, "csrf": {csrf}})
-	if err != nil || resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("login as %s: %v %v", viewer, err, resp)
+	if status, body := testkit.WebLogin(t, b, c.srv.URL, "tok-"+viewer, csrf); status != http.StatusSeeOther {
+		t.Fatalf("login as %s: %d\n%s", viewer, status, body)
 	}
-	resp.Body.Close()
 	return b, csrf
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // Shell completion asks the master: job names for the job verbs, a job's
@@ -69,7 +71,7 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 	// A cell that is down completes nothing, quickly.
-	down := map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": freeAddr(t), "CORRAL_DATA": t.TempDir()}
+	down := map[string]string{"CORRAL_USER": "alice", "CORRAL_MASTER": testkit.FreeAddr(t), "CORRAL_DATA": t.TempDir()}
 	start := time.Now()
 	code, out, _ := runEnv(context.Background(), down, "__complete", "job", "get", "")
 	if code != ExitOK || strings.TrimSpace(out) != ":4" || time.Since(start) > 4*time.Second {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -14,16 +13,6 @@ import (
 
 	"github.com/corralhq/corral/internal/testkit"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	return lis.Addr().String()
-}
 
 func runAsRoot(ctx context.Context, args ...string) (int, string, string) {
 	var out, errb testkit.SyncBuffer
@@ -43,7 +32,7 @@ func runAsRoot(ctx context.Context, args ...string) (int, string, string) {
 func TestMasterOperationsAndDoctor(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "events.db")
-	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+	grpcAddr, httpAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 
 	code, _, stderr := runAsRoot(context.Background(), "master", "--insecure", "--store", store, "--listen", grpcAddr, "--debug-addr", "0.0.0.0:6060")
 	if code != ExitUsage || !strings.Contains(stderr, "loopback address only") {
@@ -90,7 +79,7 @@ func TestMasterOperationsAndDoctor(t *testing.T) {
 		t.Errorf("doctor on a healthy master: exit %d\n%s%s", code, out, stderr)
 	}
 
-	code, out, _ = runAsRoot(context.Background(), "doctor", "--master", freeAddr(t), "--check-timeout", "2s")
+	code, out, _ = runAsRoot(context.Background(), "doctor", "--master", testkit.FreeAddr(t), "--check-timeout", "2s")
 	if code != ExitFailed || !strings.Contains(out, "no master answers") || !strings.Contains(out, "fix: start the cell") {
 		t.Errorf("doctor with no master: exit %d\n%s", code, out)
 	}

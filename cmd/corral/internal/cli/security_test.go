@@ -38,11 +38,11 @@ func TestMasterWithCertsAndTokens(t *testing.T) {
 	if !strings.HasPrefix(tok, "corral_") {
 		t.Fatalf("token issue printed %q", tok)
 	}
-	if code, _, stderr := runEnv(bg, env, "master", "--store", filepath.Join(dir, "x.db"), "--listen", freeAddr(t)); code != ExitUsage || !strings.Contains(stderr, "--insecure") {
+	if code, _, stderr := runEnv(bg, env, "master", "--store", filepath.Join(dir, "x.db"), "--listen", testkit.FreeAddr(t)); code != ExitUsage || !strings.Contains(stderr, "--insecure") {
 		t.Fatalf("master without --certs or --insecure: exit %d %s", code, stderr)
 	}
 
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	logs := runCertMaster(t, certs, filepath.Join(dir, "events.db"), addr)
 	env["CORRAL_MASTER"] = addr
 	ca := filepath.Join(certs, "ca.crt")
@@ -162,7 +162,7 @@ func TestMetricsNeedAnAdminToken(t *testing.T) {
 	userTok := must("token", "issue", "bob")
 	adminTok := must("token", "issue", "--role", "admin", "prom")
 
-	addr, httpAddr := freeAddr(t), freeAddr(t)
+	addr, httpAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	logs := runCertMaster(t, certs, filepath.Join(dir, "events.db"), addr, "--http", httpAddr)
 	get := func(auth string) (int, string) {
 		t.Helper()

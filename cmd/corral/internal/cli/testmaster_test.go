@@ -37,7 +37,7 @@ func runCertMaster(t *testing.T, certs, store, addr string, extra ...string) *te
 // test ends, and returns its address and its log.
 func startTestMaster(t *testing.T, dir string, extra ...string) (string, *testkit.SyncBuffer) {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	logs := runMaster(t, append([]string{"master", "--insecure", "--name", "m1", "--store", filepath.Join(dir, "events.db"), "--listen", addr}, extra...))
 	return addr, logs
 }

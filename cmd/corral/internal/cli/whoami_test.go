@@ -80,7 +80,7 @@ func startCertMaster(t *testing.T) (map[string]string, string, func(args ...stri
 	must("certs", "issue", "--role", "user", "alice")
 	tok := must("token", "issue", "bob")
 
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	logs := runCertMaster(t, certs, filepath.Join(dir, "events.db"), addr)
 	env["CORRAL_MASTER"], env["CORRAL_CA"], env["CORRAL_TOKEN"] = addr, filepath.Join(certs, "ca.crt"), tok
 	testkit.Eventually(t, 15*time.Second, "the master answers", func() (bool, string) {
