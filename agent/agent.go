@@ -181,7 +181,9 @@ func (a *Agent) Close() error {
 	close(a.closing)
 	close(a.saveCh)
 	a.wg.Wait()
-	a.rt.close()
+	if cerr := a.rt.close(); err == nil {
+		err = cerr
+	}
 	if cerr := a.lockFile.Close(); err == nil {
 		err = cerr
 	}

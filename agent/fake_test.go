@@ -105,7 +105,7 @@ func (r *fakeRuntime) mode() cgroup.Mode {
 	return cgroup.ModeSampling
 }
 func (r *fakeRuntime) enforced() bool { return r.enforce }
-func (r *fakeRuntime) close()         {}
+func (r *fakeRuntime) close() error   { return nil }
 
 func (r *fakeRuntime) start(ls launchSpec) (process, error) {
 	r.mu.Lock()

@@ -29,7 +29,9 @@ type runtime interface {
 	// sweep destroys the containers under the agent's parent that are not
 	// in keep, killing what runs in them.
 	sweep(keep map[string]bool) []string
-	close()
+	// close stops the runtime's work and removes the agent's parent cgroup
+	// when no container is left in it (tasks kept running stay, with it).
+	close() error
 }
 
 type launchSpec struct {
@@ -118,7 +120,10 @@ func newOSRuntime(mgr cgroup.Manager) *osRuntime {
 
 func (r *osRuntime) mode() cgroup.Mode { return r.mgr.Mode() }
 func (r *osRuntime) enforced() bool    { return r.mgr.KernelEnforced() }
-func (r *osRuntime) close()            { r.once.Do(func() { close(r.stop) }) }
+func (r *osRuntime) close() error {
+	r.once.Do(func() { close(r.stop) })
+	return r.mgr.RemoveParent()
+}
 
 func openLog(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)

@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/corralhq/corral/agent/agentpb"
+	"github.com/corralhq/corral/agent/cgroup"
 	"github.com/corralhq/corral/events"
 )
 
@@ -53,6 +56,36 @@ func TestRealStopAllEndsEveryTask(t *testing.T) {
 	if err := ra.StopAll(context.Background(), -time.Second); err == nil {
 		t.Error("StopAll accepted a negative grace")
 	}
+	// Every task ended, so closing leaves no cgroup of this machine.
+	if err := ra.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := cgroupsLeft(t, ra.rt.mode(), ra.cfg.CgroupParent); len(left) > 0 {
+		t.Errorf("after StopAll and Close the machine's cgroups are still there: %v", left)
+	}
+}
+
+// cgroupsLeft names the directories of parent still in the mounted
+// hierarchies of mode.
+func cgroupsLeft(t *testing.T, mode cgroup.Mode, parent string) []string {
+	t.Helper()
+	if mode == cgroup.ModeSampling {
+		return nil // no cgroups made
+	}
+	ms, err := cgroup.Mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, m := range ms {
+		if mode == cgroup.ModeV2 && !m.V2 || mode == cgroup.ModeV1 && m.V2 {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(m.Path, parent)); err == nil {
+			left = append(left, filepath.Join(m.Path, parent))
+		}
+	}
+	return left
 }
 
 // StopAll gives up when its context ends, naming what still runs.

@@ -53,6 +53,13 @@ type Manager interface {
 	Open(name string) (Container, error)
 	// List names the containers under the parent path.
 	List() ([]string, error)
+	// RemoveParent removes the parent path once no container is left
+	// under it, and each cgroup above it that is then empty, up to but not
+	// including the path's first element (corral's, which other cells
+	// share): an agent that ended its tasks leaves nothing behind. A path
+	// that still holds a container (a task kept running for the next agent
+	// to adopt) stays, and that is not an error.
+	RemoveParent() error
 }
 
 // Container is one task process's resource container.
@@ -187,6 +194,26 @@ func killAndRemove(pids func() ([]int, error), dirs []string) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// removeUpward removes root/parent and then each of its ancestors below
+// root/<parent's first element> while they are empty. A cgroup that still
+// has children (EBUSY on cgroupfs) or a directory with files (ENOTEMPTY)
+// ends the walk without an error; one already gone is skipped.
+func removeUpward(root, parent string) error {
+	parts := strings.Split(parent, "/")
+	for i := len(parts); i > 1; i-- {
+		dir := filepath.Join(root, filepath.Join(parts[:i]...))
+		err := syscall.Rmdir(dir)
+		switch {
+		case err == nil, errors.Is(err, syscall.ENOENT):
+		case errors.Is(err, syscall.EBUSY), errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
+			return nil
+		default:
+			return fmt.Errorf("cgroup: remove %s: %w", dir, err)
+		}
+	}
+	return nil
 }
 
 func listDirs(dir string) ([]string, error) {

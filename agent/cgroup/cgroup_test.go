@@ -293,3 +293,63 @@ func noCgroups(t *testing.T, format string, args ...any) {
 	}
 	t.Skipf(format, args...)
 }
+
+// An agent that ended its tasks leaves no cgroup behind: RemoveParent
+// takes its machine's path and the cell's above it once they are empty,
+// never a path that still holds a container or another machine, and never
+// the first element, which other cells share.
+func TestRemoveParentLeavesNothing(t *testing.T) {
+	mem, cpu, cpuacct := v1Roots(t)
+	top := testParent(t, mem, cpu, cpuacct)
+	roots := []string{mem, cpu, cpuacct}
+	t.Cleanup(func() { // what a failed run left, deepest first
+		for _, p := range []string{"cell-1/m1/task", "cell-1/m1", "cell-1/m2", "cell-1"} {
+			for _, r := range roots {
+				_ = syscall.Rmdir(filepath.Join(r, top, p))
+			}
+		}
+	})
+	open := func(machine string) Manager {
+		m, err := NewV1(mem, cpu, cpuacct, top+"/cell-1/"+machine)
+		if err != nil {
+			noCgroups(t, "cgroup v1 not writable: %v", err)
+		}
+		return m
+	}
+	exists := func(p string) bool {
+		for _, r := range roots {
+			if _, err := os.Stat(filepath.Join(r, top, p)); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	gone := func(p string) bool {
+		for _, r := range roots {
+			if _, err := os.Stat(filepath.Join(r, top, p)); err == nil {
+				return false
+			}
+		}
+		return true
+	}
+	m1, m2 := open("m1"), open("m2")
+	c, err := m1.Create("task", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m1.RemoveParent(); err != nil || !exists("cell-1/m1/task") {
+		t.Fatalf("RemoveParent with a container left: %v; want it and its parent kept, no error", err)
+	}
+	if err := c.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m1.RemoveParent(); err != nil || !gone("cell-1/m1") || !exists("cell-1/m2") {
+		t.Fatalf("RemoveParent of m1 beside m2: %v; want m1 gone, the cell and m2 kept", err)
+	}
+	if err := m2.RemoveParent(); err != nil || !gone("cell-1") || !exists("") {
+		t.Fatalf("RemoveParent of the last machine: %v; want the cell gone, %s kept", err, top)
+	}
+	if err := m2.RemoveParent(); err != nil {
+		t.Errorf("RemoveParent again: %v; want nothing to do", err)
+	}
+}

@@ -40,6 +40,9 @@ func (m *Sampling) Open(name string) (Container, error) { return m.Create(name, 
 // List finds nothing: sampling containers exist only in the agent's memory.
 func (m *Sampling) List() ([]string, error) { return nil, nil }
 
+// RemoveParent has nothing to remove: sampling makes no cgroups.
+func (m *Sampling) RemoveParent() error { return nil }
+
 // group returns the live processes of process group pgid. One scan of /proc
 // serves every container sampled within maxStale, so sampling N tasks costs
 // one scan, not N.

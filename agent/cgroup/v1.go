@@ -13,6 +13,8 @@ import (
 // the same directory.
 type V1 struct {
 	memory, cpu, cpuacct string // <mount>/<parent>
+	parent               string // relative to each mount
+	mounts               []string
 }
 
 // NewV1 makes the parent path in each hierarchy and checks it is writable.
@@ -24,6 +26,11 @@ func NewV1(memoryRoot, cpuRoot, cpuacctRoot, parent string) (*V1, error) {
 		memory:  filepath.Join(memoryRoot, parent),
 		cpu:     filepath.Join(cpuRoot, parent),
 		cpuacct: filepath.Join(cpuacctRoot, parent),
+		parent:  parent,
+		mounts:  []string{memoryRoot, cpuRoot},
+	}
+	if cpuacctRoot != cpuRoot {
+		m.mounts = append(m.mounts, cpuacctRoot)
 	}
 	for _, d := range m.roots() {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -94,6 +101,14 @@ func (m *V1) Open(name string) (Container, error) {
 }
 
 func (m *V1) List() ([]string, error) { return listDirs(m.memory) }
+
+func (m *V1) RemoveParent() error {
+	var errs []error
+	for _, root := range m.mounts {
+		errs = append(errs, removeUpward(root, m.parent))
+	}
+	return errors.Join(errs...)
+}
 
 type v1Container struct {
 	name                 string

@@ -12,6 +12,7 @@ import (
 type V2 struct {
 	root   string // the cgroup2 mount
 	parent string // root/<parent>
+	rel    string // <parent>
 }
 
 // NewV2 makes the parent path and enables the memory and cpu controllers
@@ -42,7 +43,7 @@ func NewV2(root, parent string) (*V2, error) {
 			return nil, fmt.Errorf("cgroup v2: %w", err)
 		}
 	}
-	return &V2{root: root, parent: dir}, nil
+	return &V2{root: root, parent: dir, rel: parent}, nil
 }
 
 func contains(list []string, s string) bool {
@@ -89,6 +90,8 @@ func (m *V2) Open(name string) (Container, error) {
 }
 
 func (m *V2) List() ([]string, error) { return listDirs(m.parent) }
+
+func (m *V2) RemoveParent() error { return removeUpward(m.root, m.rel) }
 
 type v2Container struct {
 	name string
