@@ -121,7 +121,10 @@
 // data directory), never one derived from its certificates. An adopted
 // process is not the agent's child, so its exit is noticed through a pidfd
 // (or, where the kernel has none, by polling /proc) and its exit status is
-// unknown ("exit-unknown", counted as a failure).
+// unknown ("exit-unknown", counted as a failure). Closing removes the
+// parent (and the cell's level above it) once no container is left in it,
+// so an agent that ended its tasks leaves no cgroup behind; one whose tasks
+// run on for the next agent keeps it.
 //
 // No task holds an OS thread: exits are watched through pidfds parked in
 // Go's netpoller (exitwatch.go) and a child is reaped only once its pidfd
