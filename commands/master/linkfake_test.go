@@ -492,17 +492,24 @@ func TestLinkHoldsMachineLossWhenMostMachinesMiss(t *testing.T) {
 		}
 		return len(held) >= 2, fmt.Sprint(held)
 	})
-	if len(held) != 2 || held[0].EndedUs != 0 || held[1].EndedUs <= held[1].SinceUs || held[1].SinceUs != held[0].SinceUs || held[1].Missing != 2 {
+	// The first two are the hold's start and end. On a host starved of CPU
+	// the returning machines' next polls can come late enough for the link
+	// to hold again for a moment: the right thing, and not what this
+	// checks.
+	if len(held) < 2 || held[0].EndedUs != 0 || held[1].EndedUs <= held[1].SinceUs || held[1].SinceUs != held[0].SinceUs || held[1].Missing != 2 {
 		t.Errorf("MachineLossHeld events %v: want the start, then the end of one hold of 2 of 3 machines", held)
 	}
 
-	// One machine alone is its own fault.
+	// One machine alone is its own fault: marked down, and no hold is
+	// ever for fewer than the share of machines that makes one.
 	agents[2].setDown(true)
 	testkit.Eventually(t, 15*time.Second, "f2 is down", func() (bool, string) {
 		st := c.machineState("f2")
 		return st == projections.MachineDown, fmt.Sprint(st)
 	})
-	if n := len(c.events("", "MachineLossHeld")); n != 2 {
-		t.Errorf("%d MachineLossHeld events after one machine went down, want the 2 of the first hold", n)
+	for _, e := range c.events("", "MachineLossHeld") {
+		if h := e.Data.(*events.MachineLossHeld); h.Missing < 2 {
+			t.Errorf("a hold of %d missing of %d machines: one machine alone is its own fault", h.Missing, h.Machines)
+		}
 	}
 }
